@@ -1,0 +1,65 @@
+# facesegment — `make help` lists the targets.
+#   make all DATA=../shared/data/faces300w   the main job: set-up, data, extract, train, evaluate, figures
+#   make test                                the tests (what CI runs)
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+FS := $(BIN)/facesegment
+CONFIG ?= pipelines/config.toml
+DATA ?=
+PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(DATA),)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test test-fast all data label extract select train evaluate figures bench clean
+
+help:  ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  Variables: DATA=path/to/labelled/folder  CONFIG=$(CONFIG)  PYTHON=$(PYTHON)"
+
+$(BIN)/facesegment: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev,landmarks]"
+	@touch $@
+
+setup: $(BIN)/facesegment  ## Create .venv and install facesegment with the dev and landmarks extras
+
+test: setup  ## Run the test suite (what CI runs)
+	$(BIN)/python -m pytest -q
+
+test-fast: setup  ## Run the tests that need neither ../shared nor slow end-to-end runs
+	$(BIN)/python -m pytest -q -m "not shared and not slow"
+
+all: setup  ## The main job: data -> extract -> train (3 kinds x 16/32 trees) -> evaluate -> figures
+	$(PIPE) all
+
+data: setup  ## Check (or download and label) the dataset named by DATA / the config
+	$(PIPE) data
+
+label: setup  ## Label unlabelled faces with dlib landmarks (LFW)
+	$(PIPE) label
+
+extract: setup  ## Sample class-balanced 31x31 windows into data/windows/*.h5
+	$(PIPE) extract
+
+select: setup  ## Model selection on the validation images (q, nu, eta, pairs, alpha)
+	$(PIPE) select
+
+train: setup  ## Train the forests named in the config into models/
+	$(PIPE) train
+
+evaluate: setup  ## Evaluate every trained model on the test split into reports/
+	$(PIPE) evaluate
+
+figures: setup  ## Figures 3 and 4 of the paper and confusion matrices into reports/
+	$(PIPE) figures
+
+bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
+	$(BIN)/python benchmarks/bench_extract.py
+	$(BIN)/python benchmarks/bench_forests.py
+	$(BIN)/python benchmarks/bench_inference.py
+
+clean:  ## Remove generated outputs (data/windows, models, reports/runs), keep downloads
+	rm -rf data/windows data/labels models/*/ reports/runs .pytest_cache

@@ -1,0 +1,78 @@
+"""The flat-array representation shared by every forest (the contract).
+
+A forest is a handful of contiguous arrays, never Python objects per node.
+Nodes of all trees are concatenated; child indices are absolute indices into
+the same arrays.  Every split, whatever its family, is evaluated on the *raw*
+features (uint8 window values, or the user's numeric matrix) as
+
+    value(x) <= threshold  ->  go left, else go right
+
+where ``value`` depends on the node:
+
+* axis-aligned  (``feature >= 0, feature2 < 0, oblique < 0``):  ``x[feature]``
+* two-probe     (``feature >= 0, feature2 >= 0``):               ``x[feature] - x[feature2]``
+* oblique / CO2 (``oblique >= 0``):                             ``weights[oblique] @ x``
+  (the feature normalisation used in training is folded into the weights
+  and the threshold when the split is stored, so inference reads raw values)
+
+Leaves have ``left == right == -1``.  ``value`` holds the normalised class
+distribution of *every* node (internal nodes too), and ``depth`` the node's
+depth (root 0), so a forest can be evaluated truncated at any maximum depth
+without retraining (trees are grown breadth first, so truncating a deep tree at
+depth d gives exactly the tree grown with ``max_depth=d`` from the same seed).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+FOREST_ARRAY_NAMES = (
+    "roots", "left", "right", "feature", "feature2", "oblique", "threshold",
+    "value", "depth", "n_samples", "weights",
+)
+
+
+class ForestArrays(NamedTuple):
+    """Flat arrays of a fitted forest.
+
+    Attributes
+    ----------
+    roots : int32 (n_trees,)          node index of each tree's root
+    left, right : int32 (n_nodes,)    children (-1 at leaves)
+    feature : int32 (n_nodes,)        first probe (-1 for leaves and oblique nodes)
+    feature2 : int32 (n_nodes,)       second probe of two-probe nodes, else -1
+    oblique : int32 (n_nodes,)        row of ``weights`` for oblique nodes, else -1
+    threshold : float32 (n_nodes,)    go left iff value(x) <= threshold
+    value : float32 (n_nodes, n_classes)  class distribution at the node (rows sum to 1)
+    depth : int32 (n_nodes,)          depth of the node (root 0)
+    n_samples : int32 (n_nodes,)      training samples that reached the node
+    weights : float32 or float16 (n_oblique, n_features)  oblique weights on raw features
+    """
+
+    roots: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    feature2: np.ndarray
+    oblique: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+    depth: np.ndarray
+    n_samples: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def n_trees(self):
+        return int(self.roots.shape[0])
+
+    @property
+    def n_nodes(self):
+        return int(self.left.shape[0])
+
+    @property
+    def n_classes(self):
+        return int(self.value.shape[1])
+
+    @property
+    def n_features(self):
+        return int(self.weights.shape[1])

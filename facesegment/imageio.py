@@ -1,0 +1,119 @@
+"""Reading images and label maps into the project's one notion of a labelled face.
+
+Images become RGB uint8 ``(H, W, 3)``: greyscale is repeated to 3 channels, RGBA
+drops alpha, 16-bit images are scaled to 8 bits.  Label maps are uint8 ``(H, W)``
+with ids 0-7 and 255 for "ignore".
+"""
+
+import os
+
+import cv2
+import numpy as np
+
+from .classes import IGNORE, N_CLASSES
+from .errors import DataError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+def _to_uint8(arr):
+    if arr.dtype == np.uint8:
+        return arr
+    if arr.dtype == np.uint16:
+        return (arr.astype(np.uint32) * 255 // 65535).astype(np.uint8)
+    if np.issubdtype(arr.dtype, np.floating):
+        return np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8)
+    return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+def read_image(path):
+    """Read an image file as RGB uint8 ``(H, W, 3)``.
+
+    Raises
+    ------
+    DataError
+        If the file is missing, empty, not an image, or corrupt.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise DataError(path, "image file does not exist", "check the path")
+    if os.path.getsize(path) == 0:
+        raise DataError(path, "image file is empty (0 bytes)", "re-copy or delete it")
+    data = np.fromfile(path, dtype=np.uint8)
+    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    if img is None or img.size == 0:
+        raise DataError(path, "not a readable image (corrupt, truncated or not an image)",
+                        "re-download or delete the file")
+    img = _to_uint8(img)
+    if img.ndim == 2:
+        img = np.repeat(img[:, :, None], 3, axis=2)
+    elif img.ndim == 3 and img.shape[2] == 1:
+        img = np.repeat(img, 3, axis=2)
+    elif img.ndim == 3 and img.shape[2] == 4:
+        img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
+    elif img.ndim == 3 and img.shape[2] == 3:
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    else:
+        raise DataError(path, f"unsupported image shape {img.shape}",
+                        "use a greyscale, RGB or RGBA image")
+    return np.ascontiguousarray(img)
+
+
+def read_label(path, shape=None):
+    """Read a label map as uint8 ``(H, W)`` and validate its ids.
+
+    Parameters
+    ----------
+    path : str or Path
+    shape : tuple (H, W), optional
+        The image's size; a label map of another size is an error.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise DataError(path, "label map does not exist",
+                        "create it with `facesegment label` or point --labels at the label tree")
+    if os.path.getsize(path) == 0:
+        raise DataError(path, "label map is empty (0 bytes)", "regenerate it with `facesegment label`")
+    lab = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    if lab is None:
+        raise DataError(path, "label map is not a readable PNG", "regenerate it with `facesegment label`")
+    if lab.ndim == 3:
+        if np.all(lab == lab[:, :, :1]):
+            lab = lab[:, :, 0]
+        else:
+            raise DataError(path, "label map has colour channels; expected one channel of class ids 0-7/255",
+                            "save the class ids as a single-channel 8-bit PNG")
+    if lab.dtype != np.uint8:
+        raise DataError(path, f"label map has dtype {lab.dtype}; expected 8-bit class ids",
+                        "save the class ids as a single-channel 8-bit PNG")
+    if shape is not None and tuple(lab.shape[:2]) != tuple(shape[:2]):
+        raise DataError(path, f"label map is {lab.shape[1]}x{lab.shape[0]} but its image is "
+                        f"{shape[1]}x{shape[0]}", "regenerate the label map for this image")
+    bad = (lab >= N_CLASSES) & (lab != IGNORE)
+    if bad.any():
+        vals = sorted(set(np.unique(lab[bad]).tolist()))[:5]
+        raise DataError(path, f"label ids {vals} are outside 0-{N_CLASSES - 1} and {IGNORE}",
+                        f"use ids 0-{N_CLASSES - 1} for classes and {IGNORE} for 'ignore'")
+    return np.ascontiguousarray(lab)
+
+
+def write_png_atomic(path, array):
+    """Write a PNG (uint8 grey or RGB) atomically: temporary name, then rename."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    arr = array
+    if arr.ndim == 3 and arr.shape[2] == 3:
+        arr = cv2.cvtColor(arr, cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".png", arr)
+    if not ok:  # pragma: no cover
+        raise DataError(path, "could not encode PNG")
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(buf.tobytes())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise DataError(path, f"cannot write output: {exc.strerror}",
+                        "choose a writable output folder") from exc

@@ -1,0 +1,86 @@
+"""A small, dependency-free progress line with rate and ETA (written to stderr)."""
+
+import sys
+import time
+
+
+def _fmt_seconds(s):
+    s = int(round(max(s, 0)))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"
+
+
+class Progress:
+    """Progress of ``total`` units of work: done/total, rate, elapsed and ETA.
+
+    Parameters
+    ----------
+    total : int
+        Number of units (images, trees, ...).
+    desc : str
+        Short label printed first.
+    unit : str
+        Name of one unit ("images", "trees").
+    enabled : bool
+        When False nothing is printed (the counters still work).
+    stream : file, optional
+        Defaults to ``sys.stderr``.
+    min_interval : float
+        Minimum seconds between redraws on a terminal.
+
+    On a terminal the line is redrawn in place; otherwise (logs, CI) a line is
+    printed at most every ``log_interval`` seconds and at the end.
+    """
+
+    def __init__(self, total, desc="", unit="items", enabled=True, stream=None,
+                 min_interval=0.2, log_interval=10.0):
+        self.total = int(total)
+        self.desc = desc
+        self.unit = unit
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.n = 0
+        self.start = time.perf_counter()
+        self._last = 0.0
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._interval = min_interval if self._tty else log_interval
+        self._closed = False
+
+    def line(self, info=""):
+        elapsed = time.perf_counter() - self.start
+        rate = self.n / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.n) / rate if rate > 0 else float("nan")
+        eta_s = _fmt_seconds(eta) if eta == eta else "?"
+        text = (f"{self.desc}: {self.n}/{self.total} {self.unit} "
+                f"[{_fmt_seconds(elapsed)} elapsed, ETA {eta_s}, {rate:.2f} {self.unit}/s]")
+        return f"{text} {info}".rstrip()
+
+    def update(self, n=1, info=""):
+        self.n += n
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self.n >= self.total or now - self._last >= self._interval or info:
+            self._last = now
+            self._write(self.line(info))
+
+    def _write(self, text):
+        if self._tty:
+            self.stream.write("\r\033[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled and not self._closed and self._tty:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
