@@ -14,6 +14,30 @@ from .errors import DataError
 from .imageio import IMAGE_EXTENSIONS, read_image, read_label
 
 LABEL_SUFFIX = "_label.png"
+#: Report written by `facesegment label` into its output folder.
+LABEL_REPORT = "label_report.csv"
+#: Report statuses of images that `facesegment label` skipped (no label map).
+SKIPPED_STATUSES = ("no-face", "unreadable", "error")
+
+
+def skipped_by_labeller(labels_root):
+    """Names (relative, no extension) that ``facesegment label`` listed as skipped.
+
+    Reads ``labels_root/label_report.csv`` when it exists; returns an empty set
+    otherwise.
+    """
+    import csv
+
+    path = Path(labels_root) / LABEL_REPORT
+    if not path.is_file():
+        return set()
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return {row["name"] for row in csv.DictReader(fh)
+                    if row.get("status") in SKIPPED_STATUSES and row.get("name")}
+    except (OSError, KeyError, csv.Error) as exc:
+        raise DataError(path, f"unreadable label report ({exc})",
+                        "rerun `facesegment label` or delete the report") from exc
 
 
 @dataclass(frozen=True)
@@ -52,7 +76,10 @@ def find_faces(root, labels=None, require_labels=True):
     labels : path, optional
         A parallel tree holding ``<rel>/NAME_label.png``; default: beside the images.
     require_labels : bool
-        When True, an image without a label map is an error naming it.
+        When True, an image without a label map is an error naming it, unless
+        ``facesegment label`` listed it as skipped (no face found, unreadable)
+        in ``label_report.csv`` of the label folder: such images are left out
+        (the report is the record of them).
 
     Returns
     -------
@@ -63,12 +90,15 @@ def find_faces(root, labels=None, require_labels=True):
     if not images:
         raise DataError(root, "contains no images (.jpg, .jpeg, .png, .bmp)",
                         "point at a folder of face images, e.g. ../shared/data/faces300w/train")
+    skipped = skipped_by_labeller(labels if labels is not None else root) if require_labels else set()
     recs = []
     for img in images:
         rel = img.relative_to(root).with_suffix("")
         base = Path(labels) / rel if labels is not None else img.with_suffix("")
         lab = Path(str(base) + LABEL_SUFFIX)
         if not lab.exists():
+            if rel.as_posix() in skipped:
+                continue
             if require_labels:
                 raise DataError(img, f"has no label map (looked for {lab})",
                                 "run `facesegment label` on the folder or remove the image")
@@ -85,3 +115,24 @@ def load_face(record):
                         "run `facesegment label` on the folder or remove the image")
     label = read_label(record.label, image.shape[:2])
     return image, label
+
+
+def check_face(record):
+    """Validate one labelled face (a top-level, picklable task).
+
+    Returns
+    -------
+    (counts, message) : (ndarray of int64, shape (9,), None) or (None, str)
+        Pixels per class 0-7 plus ignored pixels (last entry), or the one-line
+        problem when the image or its label map is bad.
+    """
+    import numpy as np
+
+    from .classes import IGNORE, N_CLASSES
+
+    try:
+        _, label = load_face(record)
+    except DataError as exc:
+        return None, str(exc)
+    counts = np.bincount(label.ravel(), minlength=256).astype(np.int64)
+    return np.append(counts[:N_CLASSES], counts[IGNORE]), None

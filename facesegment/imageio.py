@@ -20,7 +20,7 @@ def _to_uint8(arr):
     if arr.dtype == np.uint8:
         return arr
     if arr.dtype == np.uint16:
-        return (arr.astype(np.uint32) * 255 // 65535).astype(np.uint8)
+        return ((arr.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
     if np.issubdtype(arr.dtype, np.floating):
         return np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8)
     return np.clip(arr, 0, 255).astype(np.uint8)
@@ -100,8 +100,9 @@ def read_label(path, shape=None):
 def write_png_atomic(path, array):
     """Write a PNG (uint8 grey or RGB) atomically: temporary name, then rename."""
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    arr = array
+    arr = np.asarray(array)
+    if arr.dtype != np.uint8 or not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] == 3)):
+        raise ValueError(f"array must be uint8 (H, W) or (H, W, 3), got {arr.dtype} {arr.shape}")
     if arr.ndim == 3 and arr.shape[2] == 3:
         arr = cv2.cvtColor(arr, cv2.COLOR_RGB2BGR)
     ok, buf = cv2.imencode(".png", arr)
@@ -109,11 +110,12 @@ def write_png_atomic(path, array):
         raise DataError(path, "could not encode PNG")
     tmp = f"{path}.tmp{os.getpid()}"
     try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(tmp, "wb") as fh:
             fh.write(buf.tobytes())
         os.replace(tmp, path)
     except OSError as exc:
-        if os.path.exists(tmp):
+        if os.path.isfile(tmp):
             os.remove(tmp)
         raise DataError(path, f"cannot write output: {exc.strerror}",
                         "choose a writable output folder") from exc

@@ -8,8 +8,339 @@ import numpy as np  # noqa: F401
 
 # ----------------------------------------------------------------- extraction
 
+
+def naive_cut_windows(image, centers, half=15):
+    """Windows around (row, col) centres by slicing, plus float64 feature sums.
+
+    Returns ``(windows uint8 (k, 2h+1, 2h+1, C), sums (F,), sumsq (F,))`` with
+    ``F = (2h+1)^2 C`` in C order.
+    """
+    wins = np.stack([image[r - half:r + half + 1, c - half:c + half + 1] for r, c in centers]) \
+        if len(centers) else np.zeros((0, 2 * half + 1, 2 * half + 1, image.shape[2]), np.uint8)
+    flat = wins.reshape(len(wins), -1).astype(np.float64)
+    return wins, flat.sum(axis=0), (flat * flat).sum(axis=0)
+
+
+def naive_eligible_counts(label, margin=15, n_classes=8):
+    """Pixels per class at distance >= margin from every border (255 ignored), by loops."""
+    h, w = label.shape
+    counts = np.zeros(n_classes, np.int64)
+    for r in range(h):
+        for c in range(w):
+            if min(r, c, h - 1 - r, w - 1 - c) >= margin and label[r, c] < n_classes:
+                counts[label[r, c]] += 1
+    return counts
+
+
 # ------------------------------------------------- forest: axis and two-probe
 
+
+def naive_entropy(labels, n_classes):
+    """Natural-log entropy of a label vector."""
+    if len(labels) == 0:
+        return 0.0
+    p = np.bincount(labels, minlength=n_classes) / len(labels)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def naive_gain(labels, go_left, n_classes):
+    """Information gain H(parent) - n_l/n H(left) - n_r/n H(right)."""
+    labels = np.asarray(labels)
+    go_left = np.asarray(go_left, bool)
+    n = len(labels)
+    nl = int(go_left.sum())
+    return (naive_entropy(labels, n_classes)
+            - nl / n * naive_entropy(labels[go_left], n_classes)
+            - (n - nl) / n * naive_entropy(labels[~go_left], n_classes))
+
+
+def naive_midpoint(a, b):
+    """float32 threshold t with a <= t < b (the midpoint when representable)."""
+    t = np.float32((float(a) + float(b)) / 2)
+    return t if np.float32(a) <= t < np.float32(b) else np.float32(a)
+
+
+def naive_best_threshold(values, labels, n_classes, min_leaf=1):
+    """Exhaustive best ``value <= t``: every midpoint of consecutive distinct values.
+
+    Returns ``(threshold, gain)`` (first best, lowest threshold), gain -1 if none.
+    """
+    values = np.asarray(values)
+    uniq = np.unique(values)
+    best_t, best_g = np.float32(0), -1.0
+    for a, b in zip(uniq[:-1], uniq[1:]):
+        left = values <= a
+        if left.sum() < min_leaf or (~left).sum() < min_leaf:
+            continue
+        g = naive_gain(labels, left, n_classes)
+        if g > best_g + 1e-12:
+            best_t, best_g = naive_midpoint(a, b), g
+    return best_t, best_g
+
+
+def naive_axis_split(X, y, idx, features, n_classes, min_leaf=1):
+    """Reference of ``best_axis_split``: try every feature and every threshold."""
+    best = (-1, 0.0, -1.0)
+    for f in features:
+        t, g = naive_best_threshold(X[idx, f].astype(np.float64), y[idx], n_classes, min_leaf)
+        if g > best[2] + 1e-12:
+            best = (int(f), float(t), g)
+    return best
+
+
+def naive_pair_split(X, y, idx, fa, fb, n_classes, min_leaf=1):
+    """Reference of ``best_pair_split``: every pair, every threshold on x[a] - x[b]."""
+    best = (-1, -1, 0.0, -1.0)
+    for a, b in zip(fa, fb):
+        d = X[idx, a].astype(np.float32) - X[idx, b].astype(np.float32)
+        t, g = naive_best_threshold(d, y[idx], n_classes, min_leaf)
+        if g > best[3] + 1e-12:
+            best = (int(a), int(b), float(t), g)
+    return best
+
+
+def naive_partition(X, idx, feature, feature2, w, threshold):
+    """Stable partition of ``idx``: (left samples, right samples) in their order."""
+    if w is not None:
+        v = X[idx].astype(np.float64) @ np.asarray(w, np.float64)
+    elif feature2 >= 0:
+        v = X[idx, feature].astype(np.float32) - X[idx, feature2].astype(np.float32)
+    else:
+        v = X[idx, feature].astype(np.float32)
+    left = v <= threshold
+    return idx[left], idx[~left]
+
 # ------------------------------------------------------------------ forest: co2
+# References for facesegment/forest/_co2_kernels.py, in float64 on normalised
+# features z = (x - mean) * inv_std with the offset appended: z_aug = [z, -1].
+
+
+def co2_fold_naive(w, mean, inv_std):
+    """(u, c) with w @ [(x - mean) * inv_std, -1] == u @ x - c."""
+    w = np.asarray(w, np.float64)
+    u = w[:-1] * np.asarray(inv_std, np.float64)
+    return u, float(u @ np.asarray(mean, np.float64) + w[-1])
+
+
+def co2_zaug_naive(X, mean, inv_std):
+    """Normalised features with the constant -1 appended, (n, p + 1) float64."""
+    Z = (np.asarray(X, np.float64) - np.asarray(mean, np.float64)) * np.asarray(inv_std, np.float64)
+    return np.hstack([Z, -np.ones((Z.shape[0], 1))])
+
+
+def co2_leaf_losses_naive(counts):
+    """Laplace-smoothed log loss ell[j, k] = -log((n_jk + 1) / (n_j + K)), Eq. (3)."""
+    counts = np.asarray(counts, np.float64)
+    K = counts.shape[1]
+    return -np.log((counts + 1.0) / (counts.sum(1, keepdims=True) + K))
+
+
+def info_gain_counts_naive(counts):
+    """Information gain (nats) of a split from its (2, K) side counts."""
+    counts = np.asarray(counts, np.float64)
+
+    def H(c):
+        n = c.sum()
+        if n == 0:
+            return 0.0
+        q = c[c > 0] / n
+        return float(-(q * np.log(q)).sum())
+
+    n0, n1 = counts[0].sum(), counts[1].sum()
+    if n0 == 0 or n1 == 0:
+        return 0.0
+    n = n0 + n1
+    return H(counts.sum(0)) - n0 / n * H(counts[0]) - n1 / n * H(counts[1])
+
+
+def side_counts_naive(left, y, n_classes):
+    """(2, K) class counts of the left (True) and right (False) sides."""
+    counts = np.zeros((2, n_classes))
+    for is_left, k in zip(left, y):
+        counts[0 if is_left else 1, k] += 1
+    return counts
+
+
+def co2_surrogate_naive(Zaug, y, w, ell):
+    """Per-sample bound of Eq. (5) and stump loss of Eq. (2) (a <= 0 goes to leaf 0).
+
+    Returns (bound (m,), loss (m,)).
+    """
+    a = Zaug @ np.asarray(w, np.float64)
+    ell = np.asarray(ell, np.float64)
+    t0 = -a + ell[0, y]
+    t1 = a + ell[1, y]
+    bound = np.maximum(t0, t1) - np.abs(a)
+    loss = np.where(a <= 0, ell[0, y], ell[1, y])
+    return bound, loss
+
+
+def co2_subgradient_naive(Zaug, y, w, w_old, ell):
+    """Mean subgradient over the rows of the CCCP subproblem, Eq. (11).
+
+    Returns (g (p + 1,), n_nonzero): per sample -(1 + s) z_aug when the leaf-0 term
+    of the max wins (ties included), else (1 - s) z_aug, s = sign(w_old @ z_aug).
+    """
+    a = Zaug @ np.asarray(w, np.float64)
+    s = np.sign(Zaug @ np.asarray(w_old, np.float64))
+    ell = np.asarray(ell, np.float64)
+    t0 = -a + ell[0, y]
+    t1 = a + ell[1, y]
+    coef = np.where(t0 >= t1, -(1 + s), 1 - s)
+    return (coef[:, None] * Zaug).mean(0), int(np.count_nonzero(coef))
+
+
+def co2_sgd_step_naive(X, y, rows, mean, inv_std, w, vel, w_old, ell, eta, momentum, nu):
+    """One step of Algorithm 1 as implemented: mini-batch mean subgradient,
+    momentum, projection onto ||w||^2 <= nu.
+
+    Returns (w_new, vel_new, surrogate sum of the batch at w, n_nonzero,
+    counts under w, counts under w_old).
+    """
+    Zaug = co2_zaug_naive(X[rows], mean, inv_std)
+    yr = y[rows]
+    g, nnz = co2_subgradient_naive(Zaug, yr, w, w_old, ell)
+    vel = momentum * np.asarray(vel, np.float64) - eta * g
+    w_new = np.asarray(w, np.float64) + vel
+    norm2 = w_new @ w_new
+    if norm2 > nu:
+        w_new = w_new * np.sqrt(nu / norm2)
+    bound, _ = co2_surrogate_naive(Zaug, yr, w, ell)
+    K = ell.shape[1]
+    cur = side_counts_naive(Zaug @ np.asarray(w, np.float64) <= 0, yr, K)
+    old = side_counts_naive(Zaug @ np.asarray(w_old, np.float64) <= 0, yr, K)
+    return w_new, vel, float(bound.sum()), nnz, cur, old
+
+
+def co2_optimise_naive(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
+                       momentum, nu, lr_patience):
+    """Algorithm 1 loop with CCCP rounds of tau steps (see _co2_optimise).
+
+    Returns (final w, best w_old or None, final eta).
+    """
+    w = np.asarray(w, np.float64).copy()
+    ell = np.asarray(ell, np.float64).copy()
+    vel = np.zeros_like(w)
+    w_old = w.copy()
+    K = ell.shape[1]
+    cur = np.zeros((2, K))
+    old = np.zeros((2, K))
+    best_est, best, prev, n_up, rounds, sur, cnt = -1.0, None, np.inf, 0, 0, 0.0, 0
+    for step in range(n_steps):
+        if step > 0 and step % tau == 0:
+            est = info_gain_counts_naive(old)
+            if est > best_est:
+                best_est = est
+                if rounds > 0:
+                    best = w_old.copy()
+            ell = co2_leaf_losses_naive(cur)
+            mean_sur = sur / cnt
+            if mean_sur > prev:
+                n_up += 1
+                if n_up >= lr_patience:
+                    eta *= 0.5
+                    n_up = 0
+            prev = mean_sur
+            cur[:] = 0
+            old[:] = 0
+            sur, cnt = 0.0, 0
+            rounds += 1
+            w_old = w.copy()
+        rows = order[step * batch:(step + 1) * batch]
+        w, vel, s, _, c1, c2 = co2_sgd_step_naive(X, y, rows, mean, inv_std, w, vel, w_old,
+                                                   ell, eta, momentum, nu)
+        cur += c1
+        old += c2
+        sur += s
+        cnt += len(rows)
+    return w, best, eta
+
+
+def best_threshold_naive(v, y, n_classes, min_leaf=1):
+    """Best information gain over thresholds between distinct sorted values
+    leaving at least ``min_leaf`` samples on each side (0.0 if none)."""
+    vals = np.unique(v)
+    best = 0.0
+    for lo, hi in zip(vals[:-1], vals[1:]):
+        t = lo + (hi - lo) / 2
+        nl = int(np.count_nonzero(v <= t))
+        if nl >= min_leaf and len(v) - nl >= min_leaf:
+            best = max(best, info_gain_counts_naive(side_counts_naive(v <= t, y, n_classes)))
+    return best
+
 
 # ------------------------------------------------------- inference and metrics
+
+
+def naive_windows(image, mode="full"):
+    """Explicit windows of every predicted pixel of ``image`` (uint8 (H,W,3)).
+
+    Returns ``(X (n, 2883) uint8, ys, xs)``: "full" reflect-pads by 15 px and
+    takes every pixel; "strict" takes only pixels >= 15 px from the border.
+    """
+    h, w = image.shape[:2]
+    pad = np.pad(image, ((15, 15), (15, 15), (0, 0)), mode="reflect")
+    if mode == "full":
+        ys, xs = np.mgrid[0:h, 0:w]
+    else:
+        ys, xs = np.mgrid[15:max(15, h - 15), 15:max(15, w - 15)]
+    ys, xs = ys.ravel(), xs.ravel()
+    X = np.empty((len(ys), 31 * 31 * 3), dtype=np.uint8)
+    for i, (y, x) in enumerate(zip(ys, xs)):
+        X[i] = pad[y:y + 31, x:x + 31, :].reshape(-1)
+    return X, ys, xs
+
+
+def naive_leaf(arrays, x, root, max_depth=None):
+    """Node reached by window ``x`` from ``root`` (stopping at ``max_depth``)."""
+    node = root
+    while arrays.left[node] >= 0 and (max_depth is None or arrays.depth[node] < max_depth):
+        if arrays.oblique[node] >= 0:
+            v = float(np.dot(arrays.weights[arrays.oblique[node]].astype(np.float64),
+                             x.astype(np.float64)))
+        elif arrays.feature2[node] >= 0:
+            v = float(x[arrays.feature[node]]) - float(x[arrays.feature2[node]])
+        else:
+            v = float(x[arrays.feature[node]])
+        node = arrays.left[node] if v <= arrays.threshold[node] else arrays.right[node]
+    return node
+
+
+def naive_forest_proba(arrays, X, max_depth=None, n_trees=None):
+    """A forest's ``predict_proba`` on explicit windows: mean leaf distribution."""
+    roots = arrays.roots[:n_trees] if n_trees else arrays.roots
+    out = np.zeros((X.shape[0], arrays.value.shape[1]))
+    for i in range(X.shape[0]):
+        for r in roots:
+            out[i] += arrays.value[naive_leaf(arrays, X[i], r, max_depth)]
+    return out / len(roots)
+
+
+def naive_reweight(proba, sampling_factors, alpha):
+    """``p * s**-alpha`` renormalised (rows summing to 0 stay 0)."""
+    p = np.asarray(proba, dtype=np.float64) * np.asarray(sampling_factors, float) ** -alpha
+    tot = p.sum(axis=-1, keepdims=True)
+    return np.where(tot > 0, p / np.where(tot > 0, tot, 1), 0)
+
+
+def naive_confusion(truth, pred, n_classes=8):
+    """8x8 confusion ``conf[true, pred]`` over pixels with truth != 255."""
+    conf = np.zeros((n_classes, n_classes), dtype=np.int64)
+    for t, p in zip(np.ravel(truth), np.ravel(pred)):
+        if t != 255:
+            conf[t, p] += 1
+    return conf
+
+
+def naive_jaccard(conf):
+    """Per-class ``100 tp / (tp + fp + fn)``; NaN where the denominator is 0."""
+    n = conf.shape[0]
+    out = np.full(n, np.nan)
+    for c in range(n):
+        tp = conf[c, c]
+        fp = conf[:, c].sum() - tp
+        fn = conf[c, :].sum() - tp
+        if tp + fp + fn > 0:
+            out[c] = 100.0 * tp / (tp + fp + fn)
+    return out

@@ -1,0 +1,237 @@
+"""Benchmarks of dense inference (and the face-detector choice of `segment`).
+
+    python benchmarks/bench_inference.py              # inference speed -> reports/bench/inference.json
+    python benchmarks/bench_inference.py --detectors  # detector measurement -> reports/bench/detectors.json
+
+Inference: milliseconds per 250x250 test image (strict mode, median over test
+images) for each forest kind at 16 and 32 trees, on forests trained quickly on
+windows sampled from faces300w/train (the project's estimators when they are
+importable, else random forests of realistic depth built as ForestArrays), and
+for CO2 the lower bound from FLOPs (2 * 2883 per oblique node evaluated, counted
+exactly) at the float32 GEMM rate measured here with numpy; ratio measured/bound.
+Both CO2 evaluation strategies are timed: per-pixel traversal, and the top
+levels by FFT correlation (``fft_levels``).
+
+Detectors: on the faces300w test crops (whose LFW-style crop box is known:
+the whole image) dlib's HOG detector (box + calibration, or box + 68 landmarks
+-> the dataset's crop rule) is run (OpenCV's Haar cascade is not in the
+installed OpenCV 5, so it is reported unavailable) on the
+crops and on "photos" made by scaling each crop (0.6-1.6x) into a larger
+noisy canvas at a random place; the crop calibration (k, ox, oy) is fitted on
+the even-numbered images and the IoU of the resulting crop box with the true
+one is measured on the odd-numbered ones.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATA = Path(os.environ.get("FACESEGMENT_SHARED", ROOT.parent / "shared")) / "data" / "faces300w"
+
+
+def gemm_rate(n=1024, repeats=5):
+    """float32 GEMM FLOP/s measured with numpy (best of ``repeats``)."""
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+    a @ b
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def sample_windows(records, n_per_image, seed):
+    """Class-balanced-ish windows sampled directly from labelled faces."""
+    from facesegment.datasets import load_face
+    from facesegment.inference import pad_image
+
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for rec in records:
+        image, label = load_face(rec)
+        pad = pad_image(image)
+        ys, xs = np.nonzero(label[15:-15, 15:-15] != 255)
+        ys, xs = ys + 15, xs + 15
+        lab = label[ys, xs]
+        w = 1.0 / np.bincount(lab, minlength=8)[lab]
+        pick = rng.choice(len(ys), n_per_image, replace=False, p=w / w.sum())
+        for i in pick:
+            X.append(pad[ys[i]:ys[i] + 31, xs[i]:xs[i] + 31].reshape(-1))
+            y.append(lab[i])
+    return np.asarray(X, dtype=np.uint8), np.asarray(y, dtype=np.int64)
+
+
+def train_models(n_trees, seed=0, n_images=200, per_image=100):
+    """Quick real models of each kind (project estimators) on faces300w/train."""
+    import facesegment.forest as F
+    from facesegment.datasets import find_faces
+    from facesegment.model import Model
+
+    recs = find_faces(DATA / "train")
+    rng = np.random.default_rng(seed)
+    recs = [recs[i] for i in sorted(rng.choice(len(recs), n_images, replace=False))]
+    X, y = sample_windows(recs, per_image, seed)
+    prior = np.bincount(y, minlength=8) / len(y)
+    pix = np.array([0.85, 0.12, 0.008, 0.008, 0.0013, 0.0013, 0.0027, 0.0027])
+    models = {}
+    for kind, cls in (("axis", "AxisAlignedForest"), ("two-probe", "TwoProbeForest"),
+                      ("co2", "CO2Forest")):
+        est = getattr(F, cls)(n_estimators=n_trees, max_depth=16, random_state=seed)
+        t0 = time.perf_counter()
+        est.fit(X, y)
+        print(f"  trained {kind} {n_trees} trees in {time.perf_counter() - t0:.1f}s "
+              f"({est.forest_.n_nodes} nodes)", flush=True)
+        models[kind] = Model(kind, {}, est.forest_, tuple(map(str, range(8))), prior / pix,
+                             np.zeros(2883, np.float32), np.ones(2883, np.float32))
+    return models
+
+
+def bench_inference(args):
+    from facesegment.datasets import find_faces, load_face
+    from facesegment.inference import count_oblique_visits, predict_image
+
+    rate = gemm_rate()
+    print(f"float32 GEMM: {rate / 1e9:.1f} GFLOP/s", flush=True)
+    recs = find_faces(DATA / "test")[: args.images]
+    images = [load_face(r)[0] for r in recs]
+    out = {"gemm_gflops": rate / 1e9, "images": len(images), "cores": os.cpu_count(),
+           "results": []}
+    for n_trees in args.trees:
+        models = train_models(n_trees, n_images=args.train_images)
+        for kind, model in models.items():
+            variants = [("per-pixel", 0)] + ([("fft-top", args.fft_levels)] if kind == "co2" else [])
+            for label, fft in variants:
+                predict_image(model, images[0], mode="strict", fft_levels=fft)  # compile
+                times = []
+                for img in images:
+                    t0 = time.perf_counter()
+                    predict_image(model, img, mode="strict", fft_levels=fft)
+                    times.append(time.perf_counter() - t0)
+                ms = 1000 * float(np.median(times))
+                row = {"kind": kind, "n_trees": n_trees, "method": label, "fft_levels": fft,
+                       "ms_per_image": round(ms, 2), "n_nodes": model.arrays.n_nodes,
+                       "max_depth": int(model.arrays.depth.max())}
+                if kind == "co2":
+                    visits = np.median([count_oblique_visits(model, im, mode="strict")
+                                        for im in images[:3]])
+                    bound = 1000 * 2 * 2883 * visits / rate
+                    row.update(oblique_visits=int(visits), bound_ms=round(bound, 2),
+                               ratio=round(ms / bound, 2) if bound > 0 else None)
+                out["results"].append(row)
+                print(json.dumps(row), flush=True)
+    return out
+
+
+def _canvas(crop, scale, rng):
+    import cv2
+
+    side = int(round(250 * scale))
+    face = cv2.resize(crop, (side, side), interpolation=cv2.INTER_LINEAR)
+    H = int(side * rng.uniform(1.3, 2.0))
+    W = int(side * rng.uniform(1.3, 2.0))
+    noise = rng.integers(60, 200, (H // 8 + 1, W // 8 + 1, 3)).astype(np.uint8)
+    canvas = cv2.resize(noise, (W, H), interpolation=cv2.INTER_LINEAR)
+    x0, y0 = int(rng.integers(0, W - side + 1)), int(rng.integers(0, H - side + 1))
+    canvas[y0:y0 + side, x0:x0 + side] = face
+    return canvas, (x0, y0, side)
+
+
+def _iou(a, b):
+    ax, ay, asd = a
+    bx, by, bsd = b
+    ix = max(0, min(ax + asd, bx + bsd) - max(ax, bx))
+    iy = max(0, min(ay + asd, by + bsd) - max(ay, by))
+    inter = ix * iy
+    return inter / (asd * asd + bsd * bsd - inter)
+
+
+def bench_detectors(args):
+    from facesegment.datasets import find_faces
+    from facesegment.imageio import read_image
+    import cv2
+
+    from facesegment.segment import detect_faces, find_crops
+
+    recs = find_faces(DATA / "test")[: args.detector_images]
+    crops = [read_image(r.image) for r in recs]
+    rng = np.random.default_rng(0)
+    canvases = [_canvas(c, rng.uniform(0.6, 1.6), rng) for c in crops]
+    out = {"images": len(crops), "protocol": "calibration fitted on even-numbered crops; "
+           "IoU of the crop box with the true one on odd-numbered canvases"}
+    for det in ("landmarks", "dlib", "haar"):
+        if det == "haar":  # OpenCV 5 moved the Haar cascades to contrib
+            out[det] = {"available": hasattr(cv2, "CascadeClassifier"),
+                        "opencv": cv2.__version__, "measured": False}
+            print(det, "unavailable in this OpenCV", flush=True)
+            continue
+        t0 = time.perf_counter()
+        found = [detect_faces(c, "dlib" if det == "landmarks" else det) for c in crops]
+        calib = None
+        if det != "landmarks":
+            ratios = np.array([(250 / b[0, 2], (125 - b[0, 0] - b[0, 2] / 2) / b[0, 2],
+                                (125 - b[0, 1] - b[0, 3] / 2) / b[0, 3])
+                               for i, b in enumerate(found) if len(b) and i % 2 == 0])
+            calib = {det: tuple(float(v) for v in np.median(ratios, axis=0))}
+        t_crops = time.perf_counter() - t0
+        ious, hits, t_canvas = [], 0, 0.0
+        for i, (canvas, truth) in enumerate(canvases):
+            t1 = time.perf_counter()
+            boxes = find_crops(canvas, det, calib)
+            t_canvas += time.perf_counter() - t1
+            hits += len(boxes) > 0
+            if i % 2 == 1:
+                ious.append(_iou(boxes[0], truth) if len(boxes) else 0.0)
+        res = {"available": True,
+               "crop_detection_rate": float(np.mean([len(b) > 0 for b in found])),
+               "crop_multiple_faces": int(sum(len(b) > 1 for b in found)),
+               "canvas_detection_rate": hits / len(canvases),
+               "calibration_k_ox_oy": [round(v, 3) for v in calib[det]] if calib else None,
+               "canvas_crop_iou_median": round(float(np.median(ious)), 3),
+               "canvas_crop_iou_p10": round(float(np.percentile(ious, 10)), 3),
+               "canvas_crop_iou_ge_0.8": round(float(np.mean(np.array(ious) >= 0.8)), 3),
+               "ms_per_crop_detection": round(1000 * t_crops / len(crops), 1),
+               "ms_per_canvas": round(1000 * t_canvas / len(canvases), 1)}
+        out[det] = res
+        print(det, json.dumps(res), flush=True)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--detectors", action="store_true",
+                   help="measure the face detectors instead of inference speed")
+    p.add_argument("--trees", type=int, nargs="+", default=[16, 32],
+                   help="forest sizes to time (default 16 32)")
+    p.add_argument("--images", type=int, default=20, help="test images timed (default 20)")
+    p.add_argument("--train-images", type=int, default=200,
+                   help="training images sampled for the quick models (default 200)")
+    p.add_argument("--detector-images", type=int, default=250,
+                   help="faces300w test images used by --detectors (default all 250)")
+    p.add_argument("--fft-levels", type=int, default=2,
+                   help="CO2 levels evaluated by FFT correlation in the second variant")
+    args = p.parse_args(argv)
+    if not (DATA / "test").is_dir():
+        sys.exit(f"needs {DATA} (the shared faces300w data)")
+    from facesegment.metrics import write_json_atomic
+
+    if args.detectors:
+        res = bench_detectors(args)
+        write_json_atomic(ROOT / "reports" / "bench" / "detectors.json", res)
+    else:
+        res = bench_inference(args)
+        write_json_atomic(ROOT / "reports" / "bench" / "inference.json", res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

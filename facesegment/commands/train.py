@@ -1,0 +1,198 @@
+"""``facesegment train --kind KIND --windows FILE.h5 --out models/NAME``: grow a forest."""
+
+import argparse
+import sys
+import time
+
+HELP = "train an axis-aligned, two-probe or CO2 forest on a windows file and save the model"
+DESCRIPTION = """\
+Grow a decision forest on the class-balanced windows of an extraction file
+(`facesegment extract`) and write a self-describing model folder
+(model.json + forest.h5: kind, parameters, classes, sampling factors for the
+prior reweighting, normalisation, provenance of the windows, format version,
+training time). The windows are read as uint8 (never copied to float).
+
+Kinds:
+  axis       random forest: best threshold on q random features per node
+  two-probe  best x[a] - x[b] <= t among --pairs random feature pairs per node
+  co2        oblique splits optimised from the best univariate one (CO2, the
+             paper's method); nodes smaller than --oblique-min-samples stay
+             axis-aligned
+
+Each tree draws --max-samples windows from the file (with replacement unless
+--no-bootstrap). Trees grow in parallel on --workers local threads or on a Dask
+cluster (--scheduler); the model is identical for a given --seed whatever the
+number of workers. Progress (nodes, depth, seconds per tree, ETA) goes to
+stderr. An existing model at --out is replaced atomically.
+
+examples:
+  facesegment train --kind axis --trees 16 --windows data/windows/train.h5 --out models/axis-16
+  facesegment train --kind two-probe --trees 16 --pairs 400 --windows data/windows/train.h5 --out models/tp-16
+  facesegment train --kind co2 --trees 16 --max-depth 20 --max-samples 64000 \\
+      --windows data/windows/train.h5 --out models/co2-16
+"""
+
+
+def _positive_int(text):
+    try:
+        v = int(str(text).replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _samples(text):
+    """An int >= 1 or a fraction in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count or a fraction, got {text!r}") from None
+    if v > 1 or ("." not in text and "e" not in text.lower()):
+        return _positive_int(text)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or a fraction in (0, 1], got {text!r}")
+    return v
+
+
+def _max_features(text):
+    """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction."""
+    t = text.strip().lower()
+    if t in ("sqrt", "log2", "all") or t.startswith("p^"):
+        return t
+    try:
+        return _samples(t)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected sqrt, log2, all, p^E (e.g. p^0.7), a count or a fraction, got {text!r}") from None
+
+
+def add_arguments(p):
+    p.add_argument("--kind", required=True, choices=("axis", "two-probe", "co2"),
+                   help="split family: axis (random forest), two-probe or co2 (oblique)")
+    p.add_argument("--windows", required=True, metavar="FILE.h5",
+                   help="windows file written by `facesegment extract`")
+    p.add_argument("--out", "-o", required=True, metavar="DIR",
+                   help="model folder to write, e.g. models/axis-16 (replaced if it exists)")
+    p.add_argument("--trees", type=_positive_int, default=16, metavar="N",
+                   help="number of trees (default 16; the paper uses 16 and 32)")
+    p.add_argument("--max-depth", type=_positive_int, default=None, metavar="D",
+                   help="maximum tree depth (default: grow until pure or too small)")
+    p.add_argument("--min-samples-split", type=_positive_int, default=2, metavar="N",
+                   help="nodes with fewer windows become leaves (default 2)")
+    p.add_argument("--min-samples-leaf", type=_positive_int, default=1, metavar="N",
+                   help="minimum windows on each side of a split (default 1)")
+    p.add_argument("--max-samples", type=_samples, default=None, metavar="N|F",
+                   help="windows per tree: a count or a fraction of the file (default: all; "
+                        "the paper uses 256000)")
+    p.add_argument("--no-bootstrap", action="store_true",
+                   help="draw each tree's windows without replacement (default: with, as the paper)")
+    p.add_argument("--max-features", type=_max_features, default="sqrt", metavar="Q",
+                   help="axis/co2: features tried per node: sqrt (default), log2, all, p^E "
+                        "(round(2883**E), the paper picks E in 0.5..0.9), a count or a fraction")
+    p.add_argument("--pairs", type=_positive_int, default=500, metavar="N",
+                   help="two-probe: feature pairs sampled per node (default 500)")
+    co2 = p.add_argument_group("CO2 options (defaults: facesegment.forest.co2.CO2_DEFAULTS)")
+    co2.add_argument("--nu", type=float, default=None, help="regulariser: ||w||^2 <= nu")
+    co2.add_argument("--eta", type=float, default=None, help="initial SGD learning rate")
+    co2.add_argument("--tau", type=_positive_int, default=None,
+                     help="SGD steps between refreshes of w_old")
+    co2.add_argument("--passes", type=float, default=None,
+                     help="passes of SGD over each node's windows")
+    co2.add_argument("--batch-size", type=_positive_int, default=None,
+                     help="SGD mini-batch size")
+    co2.add_argument("--momentum", type=float, default=None, help="SGD momentum in [0, 1)")
+    co2.add_argument("--oblique-min-samples", type=_positive_int, default=100, metavar="N",
+                     help="nodes with fewer windows keep axis-aligned splits (default 100; "
+                          "bounds the model size)")
+    co2.add_argument("--weight-dtype", choices=("float32", "float16"), default="float32",
+                     help="storage of oblique weights (float16 halves the size, threshold refitted)")
+    p.add_argument("--exclude-images", metavar="FILE", default=None,
+                   help="text file of image names (one per line) whose windows are left out, "
+                        "e.g. validation images")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed (default 0): same seed and windows -> identical model")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="local threads growing trees in parallel (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="address of a Dask distributed scheduler (e.g. tcp://host:8786); "
+                        "default: local threads")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def build_estimator(args):
+    """The unfitted estimator described by the parsed arguments."""
+    from ..forest import AxisAlignedForest, CO2Forest, TwoProbeForest
+    from ..parallel import default_workers
+
+    common = dict(n_estimators=args.trees, max_depth=args.max_depth,
+                  min_samples_split=args.min_samples_split,
+                  min_samples_leaf=args.min_samples_leaf, max_samples=args.max_samples,
+                  bootstrap=not args.no_bootstrap, random_state=args.seed,
+                  n_jobs=args.workers or default_workers(), scheduler=args.scheduler,
+                  verbose=0 if args.quiet else 1)
+    if args.kind == "axis":
+        return AxisAlignedForest(max_features=args.max_features, **common)
+    if args.kind == "two-probe":
+        return TwoProbeForest(n_pairs=args.pairs, **common)
+    return CO2Forest(max_features=args.max_features, nu=args.nu, eta=args.eta, tau=args.tau,
+                     n_passes=args.passes, batch_size=args.batch_size, momentum=args.momentum,
+                     oblique_min_samples=args.oblique_min_samples,
+                     weight_dtype=args.weight_dtype, **common)
+
+
+def run(args):
+    import numpy as np
+
+    from ..errors import DataError
+    from ..model import Model, save_model
+    from ..windows import read_windows
+
+    est = build_estimator(args)
+    ws = read_windows(args.windows, load=True)
+    X = ws.X.reshape(len(ws.X), -1)
+    y = ws.y
+    excluded = 0
+    if args.exclude_images:
+        from ..extract import read_name_list
+
+        names = read_name_list(args.exclude_images)
+        drop = np.array([str(s) in names for s in ws.meta.sources], dtype=bool)
+        if drop.any():
+            keep = ~drop[ws.image_index]
+            excluded = int((~keep).sum())
+            X, y = X[keep], y[keep]
+    if len(y) == 0:
+        raise DataError(args.windows, "has no windows left to train on",
+                        "extract more windows or exclude fewer images")
+    n_max = est.max_samples
+    if args.no_bootstrap and isinstance(n_max, int) and n_max > len(y):
+        raise DataError(args.windows, f"has {len(y)} windows, fewer than --max-samples {n_max} "
+                        "without replacement", "lower --max-samples or drop --no-bootstrap")
+    if not args.quiet:
+        print(f"train: {args.kind}: {args.trees} trees on {len(y)} windows from {args.windows}"
+              + (f" ({excluded} excluded)" if excluded else ""), file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        if args.kind == "co2":
+            est.fit(X, y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
+        else:
+            est.fit(X, y)
+    except ValueError as exc:
+        if isinstance(exc, DataError):
+            raise
+        from ..errors import FaceSegmentError
+
+        raise FaceSegmentError(f"cannot train: {exc}") from exc
+    fit_s = time.perf_counter() - t0
+    prov = {"windows": str(args.windows), "n_windows_used": int(len(y)),
+            "excluded_windows": excluded, "seed": args.seed}
+    model = Model.from_estimator(est, args.kind, ws.meta, provenance=prov)
+    model.metrics["fit_seconds"] = round(fit_s, 3)
+    path = save_model(model, args.out)
+    a = model.arrays
+    size = sum(f.stat().st_size for f in path.iterdir())
+    print(f"wrote {path}: {a.n_trees} trees, {a.n_nodes} nodes, max depth {int(a.depth.max())}, "
+          f"{a.weights.shape[0]} oblique, {size / 1e6:.1f} MB, trained in {fit_s:.1f} s")
+    return 0

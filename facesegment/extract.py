@@ -1,0 +1,605 @@
+"""Class-balanced window extraction as a two-pass Dask pipeline.
+
+Pass 1 (one task per image) counts the *eligible* pixels of each class: at
+least ``margin`` (15) pixels from every border and not labelled 255.  The
+windows are then allocated: every class gets ``n_windows // 8`` windows (the
+remainder goes one each to the first classes), and each class's windows are
+shared among the images as a uniform draw without replacement from all the
+class's eligible pixels of the split would share them (a multivariate
+hypergeometric draw).  Only a class with fewer eligible pixels than requested
+is drawn with replacement (recorded in ``with_replacement``).
+
+Pass 2 (one task per image) draws the centres within each image with that
+image's own seed and cuts the windows; results are written at their image's
+offset in the output, so the file is identical whatever the scheduler, the
+number of workers or the order in which tasks finish.  Seeds are spawned up
+front from ``numpy.random.SeedSequence(seed)``.  Mean and standard deviation
+are accumulated as exact integer sums (order-independent).
+"""
+
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from .classes import CLASS_NAMES, HALF, N_CLASSES, N_FEATURES, WINDOW
+from .datasets import find_faces, load_face, skipped_by_labeller
+from .errors import DataError
+from .parallel import default_workers, map_tasks
+from .windows import CHUNK_ROWS, WindowsWriter, read_windows_meta
+
+#: Upper bound on results held back waiting for an earlier image (bytes).
+_PENDING_BYTES = 256 * 2**20
+_HYPERGEOMETRIC_LIMIT = 10**9
+
+
+# -------------------------------------------------------------------- kernels
+
+@njit(cache=True, nogil=True)
+def cut_windows_kernel(image, centers, half, out, sums, sumsq):
+    """Copy the windows around ``centers`` and add their feature sums.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, C)
+    centers : int32/int64 (k, 2)
+        (row, col); every window must lie inside the image.
+    half : int
+        Half-width; windows are ``2 * half + 1`` square.
+    out : uint8 (k, 2*half+1, 2*half+1, C)
+        Receives the windows.
+    sums, sumsq : int64 (w * w * C,)
+        Incremented by the per-feature sums and sums of squares.
+    """
+    k = centers.shape[0]
+    w = 2 * half + 1
+    nc = image.shape[2]
+    for i in range(k):
+        r0 = centers[i, 0] - half
+        c0 = centers[i, 1] - half
+        f = 0
+        for dy in range(w):
+            for dx in range(w):
+                for ch in range(nc):
+                    v = image[r0 + dy, c0 + dx, ch]
+                    out[i, dy, dx, ch] = v
+                    iv = np.int64(v)
+                    sums[f] += iv
+                    sumsq[f] += iv * iv
+                    f += 1
+
+
+def eligible_counts(label, margin=HALF):
+    """Eligible pixels per class of one label map.
+
+    Parameters
+    ----------
+    label : uint8 (H, W)
+    margin : int
+
+    Returns
+    -------
+    counts : int64 (8,)
+    """
+    h, w = label.shape
+    inner = label[margin:h - margin, margin:w - margin]
+    if inner.size == 0:
+        return np.zeros(N_CLASSES, np.int64)
+    return np.bincount(inner.ravel(), minlength=256)[:N_CLASSES].astype(np.int64)
+
+
+# ---------------------------------------------------------------------- tasks
+
+def _error(exc):
+    return (exc.path, exc.problem, exc.fix)
+
+
+def count_task(record, margin):
+    """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None)``."""
+    try:
+        _, label = load_face(record)
+    except DataError as exc:
+        return None, _error(exc)
+    return eligible_counts(label, margin), None
+
+
+def cut_task(item, margin):
+    """Pass 2 task for ``item = (record, alloc (8,), expected (8,), state, replace (8,))``.
+
+    Returns
+    -------
+    (windows uint8 (k,31,31,3), labels uint8 (k,), centers int32 (k,2),
+     sums int64 (2883,), sumsq int64 (2883,))
+    """
+    record, alloc, expected, state, replace = item
+    image, label = load_face(record)
+    h, w = label.shape
+    inner = label[margin:h - margin, margin:w - margin]
+    iw = max(w - 2 * margin, 0)
+    counts = eligible_counts(label, margin)
+    if not np.array_equal(counts, expected):
+        raise DataError(record.label, "label map changed during extraction",
+                        "do not modify the data while `facesegment extract` runs")
+    rng = np.random.default_rng(state)
+    flat = inner.ravel()
+    order = np.argsort(flat, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    chosen, labs = [], []
+    for c in range(N_CLASSES):
+        k = int(alloc[c])
+        if k == 0:
+            continue
+        pos = order[starts[c]:starts[c + 1]]
+        sel = rng.choice(pos.size, size=k, replace=bool(replace[c]))
+        sel.sort()
+        chosen.append(pos[sel])
+        labs.append(np.full(k, c, np.uint8))
+    k_total = int(alloc.sum())
+    flat_pos = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+    centers = np.empty((k_total, 2), np.int32)
+    if k_total:
+        centers[:, 0] = flat_pos // iw + margin
+        centers[:, 1] = flat_pos % iw + margin
+    windows = np.empty((k_total, WINDOW, WINDOW, image.shape[2]), np.uint8)
+    sums = np.zeros(N_FEATURES, np.int64)
+    sumsq = np.zeros(N_FEATURES, np.int64)
+    cut_windows_kernel(image, centers, HALF, windows, sums, sumsq)
+    labels = np.concatenate(labs) if labs else np.zeros(0, np.uint8)
+    return windows, labels, centers, sums, sumsq
+
+
+# ----------------------------------------------------------------- allocation
+
+def class_targets(n_windows):
+    """Windows per class: ``n // 8`` each, the remainder one each to the first classes."""
+    base, rem = divmod(int(n_windows), N_CLASSES)
+    t = np.full(N_CLASSES, base, np.int64)
+    t[:rem] += 1
+    return t
+
+
+def allocate(counts, targets, rng):
+    """Share each class's windows among images.
+
+    Parameters
+    ----------
+    counts : int64 (n_images, 8)
+        Eligible pixels per image and class.
+    targets : int64 (8,)
+        Windows wanted per class.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    alloc : int64 (n_images, 8)
+        Windows per image and class; column sums equal ``targets``.
+    replace : bool (8,)
+        Classes drawn with replacement (fewer eligible pixels than wanted).
+    """
+    n_img = counts.shape[0]
+    alloc = np.zeros((n_img, N_CLASSES), np.int64)
+    replace = np.zeros(N_CLASSES, bool)
+    for c in range(N_CLASSES):
+        col = counts[:, c].astype(np.int64)
+        total, k = int(col.sum()), int(targets[c])
+        if k == 0:
+            continue
+        if total >= k and total < _HYPERGEOMETRIC_LIMIT:
+            alloc[:, c] = rng.multivariate_hypergeometric(col, k, method="marginals")
+        else:
+            replace[c] = total < k
+            alloc[:, c] = rng.multinomial(k, col / total)
+            if not replace[c]:
+                _repair_over(alloc[:, c], col)
+    return alloc, replace
+
+
+def _repair_over(a, cap):
+    """Move counts above ``cap`` to the next images with room (huge splits only)."""
+    excess = int(np.maximum(a - cap, 0).sum())
+    np.minimum(a, cap, out=a)
+    i = 0
+    while excess:
+        room = int(cap[i] - a[i])
+        take = min(room, excess)
+        a[i] += take
+        excess -= take
+        i += 1
+
+
+def seed_states(seed, n_images):
+    """``(allocation Generator, per-image states (n_images, 4) uint32)`` from one seed."""
+    ss = np.random.SeedSequence(int(seed))
+    alloc_ss, images_ss = ss.spawn(2)
+    states = np.array([s.generate_state(4) for s in images_ss.spawn(n_images)], np.uint32)
+    return np.random.default_rng(alloc_ss), states.reshape(n_images, 4)
+
+
+# -------------------------------------------------------------------- writing
+
+class _OrderedSink:
+    """Write per-image results at their offsets, in whole chunks when in order."""
+
+    def __init__(self, writer, offsets, image_ids, buffer_rows, pool=None):
+        self.w = writer
+        self.pool = pool
+        self.offsets = offsets
+        self.image_ids = image_ids
+        self.next = 0
+        self.pending = {}
+        self.pending_bytes = 0
+        self.buf_rows = int(buffer_rows)
+        nc = 3
+        self.bX = np.empty((self.buf_rows, WINDOW, WINDOW, nc), np.uint8)
+        self.by = np.empty(self.buf_rows, np.uint8)
+        self.bi = np.empty(self.buf_rows, np.int32)
+        self.bc = np.empty((self.buf_rows, 2), np.int32)
+        self.bn = 0
+        self.bstart = 0
+
+    def add(self, i, res):
+        self.pending[i] = res
+        self.pending_bytes += res[0].nbytes
+        while self.next in self.pending:
+            r = self.pending.pop(self.next)
+            if r is not None:
+                self.pending_bytes -= r[0].nbytes
+                self._append(self.next, r)
+            else:
+                self._flush()
+                self.bstart = self.offsets[self.next + 1]
+            self.next += 1
+        if self.pending_bytes > _PENDING_BYTES:
+            for j, r in list(self.pending.items()):
+                if r is not None:
+                    self._direct(j, r)
+                    self.pending[j] = None
+            self.pending_bytes = 0
+
+    def _direct(self, i, r):
+        X, y, cen = r[0], r[1], r[2]
+        self.w.write(self.offsets[i], X, y, np.full(len(y), self.image_ids[i], np.int32), cen)
+
+    def _append(self, i, r):
+        X, y, cen = r[0], r[1], r[2]
+        k, pos = len(y), 0
+        while pos < k:
+            take = min(k - pos, self.buf_rows - self.bn)
+            s = slice(self.bn, self.bn + take)
+            self.bX[s] = X[pos:pos + take]
+            self.by[s] = y[pos:pos + take]
+            self.bi[s] = self.image_ids[i]
+            self.bc[s] = cen[pos:pos + take]
+            self.bn += take
+            pos += take
+            if self.bn == self.buf_rows:
+                self._flush()
+
+    def _flush(self):
+        if self.bn:
+            n = self.bn
+            self.w.write(self.bstart, self.bX[:n], self.by[:n], self.bi[:n], self.bc[:n], self.pool)
+            self.bstart += n
+            self.bn = 0
+
+    def close(self):
+        self._flush()
+
+
+class _BackgroundSink:
+    """Run a sink's ``add`` on a writer thread behind a bounded queue.
+
+    The main thread goes back to computing the next batch of images while this
+    thread deflates and writes (zlib releases the GIL); the queue bound keeps
+    memory bounded.  Errors on the thread are re-raised by ``add``/``close``.
+    """
+
+    def __init__(self, sink, maxsize=8):
+        self.sink = sink
+        self.q = queue.Queue(maxsize=maxsize)
+        self.error = None
+        self.thread = threading.Thread(target=self._loop, name="facesegment-writer", daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.sink.add(*item)
+                except BaseException as exc:  # re-raised in the main thread
+                    self.error = exc
+
+    def _check(self):
+        if self.error is not None:
+            raise self.error
+
+    def add(self, i, res):
+        self._check()
+        self.q.put((i, res))
+
+    def close(self):
+        """Wait for every queued result to be written, then flush."""
+        self.stop()
+        self._check()
+        self.sink.close()
+
+    def stop(self):
+        if self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join()
+
+
+# ----------------------------------------------------------------- public API
+
+@dataclass
+class ExtractResult:
+    """What :func:`extract_windows` did.
+
+    Attributes
+    ----------
+    path : str
+    meta : WindowsMeta
+    skipped : list of (path, problem, fix)
+    n_images : int
+    seconds : dict
+        ``count``, ``cut`` and ``total`` wall-clock seconds.
+    file_bytes : int
+    """
+
+    path: str
+    meta: object
+    skipped: list = field(default_factory=list)
+    n_images: int = 0
+    seconds: dict = field(default_factory=dict)
+    file_bytes: int = 0
+
+
+def check_output(path):
+    """Fail early (DataError) when ``path`` cannot be written; create its folder."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = f"{path}.tmp-{os.getpid()}-probe"
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise DataError(path, f"cannot write output ({exc.strerror or exc})",
+                        "choose a writable output folder with --out") from exc
+
+
+def resolve_data_dir(data_dir):
+    """A dataset root with ``train/`` means its ``train/``; otherwise the folder itself."""
+    p = Path(data_dir)
+    if not p.exists():
+        raise DataError(p, "does not exist", "give a folder of labelled faces or a dataset root with train/")
+    if not p.is_dir():
+        raise DataError(p, "is not a folder", "give a folder of labelled faces or a dataset root with train/")
+    return p / "train" if (p / "train").is_dir() else p
+
+
+def read_name_list(path):
+    """Image names (one per line, ``#`` comments) from a text file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise DataError(path, f"cannot read name list ({exc.strerror or exc})", "check the --exclude path") from exc
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.add(Path(line).with_suffix("").as_posix() if Path(line).suffix.lower()
+                      in (".jpg", ".jpeg", ".png", ".bmp") else line)
+    return names
+
+
+def filter_records(records, exclude=(), labels_root=None):
+    """Drop excluded names and images that ``facesegment label`` reported as skipped.
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+    exclude : set of str
+        Names (relative, no extension) or file stems to leave out.
+    labels_root : path, optional
+        Folder whose ``label_report.csv`` lists the images the labeller
+        skipped (no face found); those without a label map are left out
+        silently, since the report already records them.
+    """
+    exclude = set(exclude)
+    unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
+    return [r for r in records
+            if r.name not in exclude and r.name.rsplit("/", 1)[-1] not in exclude
+            and not (r.label is None and r.name in unlabelled)]
+
+
+def find_training_faces(data_dir, labels=None, exclude=()):
+    """Records to extract from: images under ``data_dir`` minus ``exclude`` names.
+
+    Images without a label map are kept (with ``label=None``) so that the
+    error policy of :func:`extract_windows` decides about them, except those
+    that ``facesegment label`` reported as skipped (see :func:`filter_records`).
+
+    Returns
+    -------
+    (root, records) : the folder used (``data_dir/train`` for a dataset root)
+        and a list of FaceRecord.
+    """
+    root = resolve_data_dir(data_dir)
+    recs = filter_records(find_faces(root, labels=labels, require_labels=False), exclude,
+                          labels if labels is not None else root)
+    if not recs:
+        raise DataError(root, "no images left after --exclude", "check the exclusion list")
+    return root, recs
+
+
+def _validate(n_windows, seed, on_error, compression, n_workers):
+    if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) or n_windows < 1:
+        raise ValueError(f"n_windows must be a positive integer; got {n_windows!r} "
+                         "(the paper uses 256000 per tree)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    if on_error not in ("skip", "fail"):
+        raise ValueError(f"on_error must be 'skip' or 'fail'; got {on_error!r}")
+    if compression not in ("lzf", "gzip", None):
+        raise ValueError(f"compression must be 'lzf', 'gzip' or None; got {compression!r}")
+    if n_workers is not None and (not isinstance(n_workers, (int, np.integer)) or n_workers < 1):
+        raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
+
+
+def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_workers=None,
+                    on_error="skip", margin=HALF, compression="gzip", compression_opts=1,
+                    chunk_rows=CHUNK_ROWS, progress=True, data_root=None, labels_root=None):
+    """Sample class-balanced windows from labelled faces into a windows file.
+
+    Parameters
+    ----------
+    records : sequence of FaceRecord
+        Faces (``facesegment.datasets.find_faces``); order defines ``sources``.
+    out : str or Path
+        Output ``.h5`` path, written as ``<out>.tmp-<pid>`` then renamed.
+    n_windows : int
+        Total windows N (the paper: 256,000 per tree).
+    seed : int
+    scheduler : None, str or distributed.Client
+        None: local threads; else a ``distributed`` scheduler address.
+    n_workers : int, optional
+        Local threads (default: all cores).
+    on_error : {"skip", "fail"}
+        A bad image (unreadable, missing/mis-sized/invalid label map) is
+        left out and reported ("skip") or stops the run with DataError and no
+        output ("fail").
+    margin : int
+        Minimum distance of a centre from the border (15: the window fits).
+    compression, compression_opts, chunk_rows
+        HDF5 storage of the windows dataset (default gzip level 1 in chunks
+        of 1024 windows: measured faster to write and 2x smaller than lzf).
+    progress : bool
+        Progress lines (images done, rate, ETA) on stderr.
+
+    Returns
+    -------
+    ExtractResult
+
+    Raises
+    ------
+    DataError
+        Unwritable output, no usable images, a class with no eligible pixel,
+        or (``on_error="fail"``) the first bad image.
+    """
+    _validate(n_windows, seed, on_error, compression, n_workers)
+    if margin < HALF:
+        raise ValueError(f"margin must be >= {HALF} so windows fit in the image; got {margin}")
+    records = list(records)
+    if not records:
+        raise DataError(data_root, "no images to extract from", "give a folder of labelled faces")
+    check_output(out)
+    t0 = time.perf_counter()
+
+    counts = np.zeros((len(records), N_CLASSES), np.int64)
+    ok = np.ones(len(records), bool)
+    skipped = []
+    for i, (cnt, err) in map_tasks(count_task, records, args=(margin,), scheduler=scheduler,
+                                   n_workers=n_workers, desc="extract 1/2 count pixels",
+                                   unit="images", progress=progress):
+        if err is not None:
+            if on_error == "fail":
+                raise DataError(*err)
+            skipped.append(err)
+            ok[i] = False
+        else:
+            counts[i] = cnt
+    t1 = time.perf_counter()
+    used = np.flatnonzero(ok)
+    if used.size == 0:
+        raise DataError(data_root, f"none of the {len(records)} images could be read",
+                        "fix the files listed above or point at another folder")
+    counts = counts[used]
+    pixel_counts = counts.sum(axis=0)
+    targets = class_targets(n_windows)
+    empty = [CLASS_NAMES[c] for c in range(N_CLASSES) if targets[c] and pixel_counts[c] == 0]
+    if empty:
+        raise DataError(data_root, f"no eligible pixel (>= {margin} px from the border) of class(es) "
+                        f"{', '.join(empty)} in {used.size} images", "add images that show every face part")
+    alloc_rng, states = seed_states(seed, used.size)
+    alloc, replace = allocate(counts, targets, alloc_rng)
+    per_image = alloc.sum(axis=1)
+    offsets = np.concatenate([[0], np.cumsum(per_image)])
+    items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
+
+    sums = np.zeros(N_FEATURES, np.int64)
+    sumsq = np.zeros(N_FEATURES, np.int64)
+    n_threads = n_workers or default_workers()
+    with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
+                       chunk_rows=chunk_rows) as writer, ThreadPoolExecutor(n_threads) as pool:
+        sink = _BackgroundSink(_OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
+                                            4 * writer.chunk_rows, pool))
+        try:
+            for k, res in map_tasks(cut_task, items, args=(margin,), scheduler=scheduler,
+                                    n_workers=n_workers, desc="extract 2/2 cut windows", unit="images",
+                                    progress=progress):
+                sums += res[3]
+                sumsq += res[4]
+                sink.add(k, res)
+        finally:
+            sink.stop()
+        sink.close()
+        mean, std = finish_stats(sums, sumsq, n_windows)
+        class_counts = alloc.sum(axis=0)
+        factors = sampling_factors(class_counts, pixel_counts)
+        writer.set_strings("sources", [records[j].name for j in used])
+        writer.set_strings("skipped", [str(e[0]) for e in skipped])
+        writer.set_attrs(
+            class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
+            sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
+            seed=int(seed), n_windows=int(n_windows), margin=int(margin),
+            std_kind="population (divide by N); 0 replaced by 1",
+            data_root=os.fspath(data_root) if data_root is not None else "",
+            labels_root=os.fspath(labels_root) if labels_root is not None else "",
+            compression=str(compression), n_images=int(used.size),
+        )
+        writer.finish()
+    t2 = time.perf_counter()
+    meta = read_windows_meta(out)
+    return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),
+                         seconds={"count": t1 - t0, "cut": t2 - t1, "total": t2 - t0},
+                         file_bytes=os.path.getsize(out))
+
+
+def finish_stats(sums, sumsq, n):
+    """Mean and population std (float32, zeros -> 1) from exact integer sums."""
+    mean = sums / float(n)
+    var = np.maximum(sumsq / float(n) - mean * mean, 0.0)
+    std = np.sqrt(var)
+    std[std == 0] = 1.0
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def sampling_factors(class_counts, pixel_counts):
+    """Share among windows / share among eligible pixels (float64 (8,); 0 where a class has no pixels)."""
+    cc = np.asarray(class_counts, np.float64)
+    pc = np.asarray(pixel_counts, np.float64)
+    win_share = cc / cc.sum()
+    pix_share = pc / pc.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(pix_share > 0, win_share / pix_share, 0.0)
+    return f
+
+
+__all__ = ["extract_windows", "find_training_faces", "filter_records", "resolve_data_dir", "read_name_list",
+           "check_output", "allocate", "class_targets", "seed_states", "eligible_counts",
+           "cut_windows_kernel", "count_task", "cut_task", "finish_stats", "sampling_factors",
+           "ExtractResult"]

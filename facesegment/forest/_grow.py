@@ -1,0 +1,186 @@
+"""Growing one tree breadth first (Python driver over Numba split kernels).
+
+The tree's samples are one int64 index array; each node owns a contiguous
+segment of it, partitioned in place (stably) when the node splits.  Nodes are
+numbered in breadth-first order and all random draws come from one generator
+per tree, consumed in that order, so truncating a tree at depth d gives exactly
+the tree grown with ``max_depth=d`` from the same seed.
+
+:func:`fit_tree_task` is the top-level (picklable) task that the estimators hand
+to :func:`facesegment.parallel.map_tasks`, locally or on a Dask cluster.
+"""
+
+import time
+from collections import deque
+
+import numpy as np
+
+from ._criteria import class_counts, sorted_gain_of_values
+from ._predict import oblique_values, partition
+from .axis import best_axis_split
+from .twoprobe import best_pair_split, sample_pairs
+
+FAMILIES = ("axis", "two-probe", "co2")
+
+
+def draw_tree_samples(rng, n, n_samples, bootstrap):
+    """Sorted int64 indices of the samples of one tree (with or without replacement)."""
+    if bootstrap:
+        idx = rng.integers(0, n, size=n_samples)
+    else:
+        idx = rng.choice(n, size=n_samples, replace=False) if n_samples < n else np.arange(n)
+    idx = np.sort(idx).astype(np.int64)
+    return idx
+
+
+def _draw_features(rng, p, q):
+    if q >= p:
+        return np.arange(p, dtype=np.int64)
+    return np.sort(rng.choice(p, size=q, replace=False)).astype(np.int64)
+
+
+def grow_tree(X, y, n_classes, spec, seed):
+    """Grow one tree.
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32, shape (n, p), C-contiguous
+    y : ndarray int32, shape (n,)
+    n_classes : int
+    spec : dict
+        ``family`` ("axis", "two-probe", "co2"), ``max_depth`` (-1: none),
+        ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
+        ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
+        nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
+        ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)).
+    seed : int
+        Seed of the tree's random generator.
+
+    Returns
+    -------
+    dict with the tree's arrays (node indices local to the tree: ``left``,
+    ``right``, ``feature``, ``feature2``, ``oblique``, ``threshold``, ``value``,
+    ``depth``, ``n_samples``, ``weights`` (n_oblique, p)) and ``stats``.
+    """
+    t_start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    n, p = X.shape
+    family = spec["family"]
+    max_depth = spec["max_depth"]
+    min_split = spec["min_samples_split"]
+    min_leaf = spec["min_samples_leaf"]
+    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"])
+    buf = np.empty_like(idx)
+    co2 = None
+    if family == "co2":
+        from .co2 import co2_split, new_co2_stats
+
+        co2 = spec["co2"]
+        co2_stats = new_co2_stats()
+        w_dtype = np.dtype(spec["weight_dtype"])
+    empty_w = np.zeros((1, p), dtype=np.float32)
+
+    left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
+    value, depth, n_samp, weights = [], [], [], []
+    stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
+
+    def new_node(start, end, d):
+        seg = idx[start:end]
+        counts = class_counts(y, seg, n_classes)
+        left.append(-1)
+        right.append(-1)
+        feature.append(-1)
+        feature2.append(-1)
+        oblique.append(-1)
+        threshold.append(0.0)
+        value.append(counts / max(end - start, 1))
+        depth.append(d)
+        n_samp.append(end - start)
+        return len(left) - 1, counts
+
+    root, root_counts = new_node(0, idx.shape[0], 0)
+    queue = deque([(root, 0, idx.shape[0], 0, root_counts)])
+    while queue:
+        node, start, end, d, counts = queue.popleft()
+        m = end - start
+        if ((max_depth >= 0 and d >= max_depth) or m < min_split or m < 2 * min_leaf
+                or np.count_nonzero(counts) <= 1):
+            continue
+        seg = idx[start:end]
+        f = f2 = ob = -1
+        if family == "two-probe":
+            fa, fb = sample_pairs(rng, p, spec["n_pairs"])
+            f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
+        else:
+            feats = _draw_features(rng, p, spec["max_features"])
+            t0 = time.perf_counter()
+            f, thr, gain = best_axis_split(X, y, seg, feats, n_classes, min_leaf)
+            stats["t_init"] += time.perf_counter() - t0
+            if co2 is not None:
+                node_seed = int(rng.integers(0, 2**31 - 1))
+                if f >= 0 and m >= spec["oblique_min_samples"]:
+                    t0 = time.perf_counter()
+                    res = co2_split(X, y, seg, n_classes, spec["mean"], spec["inv_std"],
+                                    f, thr, gain, co2["nu"], co2["eta"], co2["tau"],
+                                    co2["n_passes"], co2["batch_size"], co2["momentum"],
+                                    node_seed, stats=co2_stats)
+                    stats["n_co2_calls"] += 1
+                    if res is not None:
+                        w, thr_o, gain_o = res
+                        w = np.ascontiguousarray(w, dtype=np.float32)
+                        if w_dtype != np.float32:
+                            w = w.astype(w_dtype).astype(np.float32)
+                            thr_o, gain_o = sorted_gain_of_values(
+                                oblique_values(w, X, seg), y, seg, n_classes, min_leaf)
+                        if gain_o > gain:
+                            ob = len(weights)
+                            weights.append(w)
+                            f = -1
+                            thr, gain = float(thr_o), float(gain_o)
+                            stats["n_oblique"] += 1
+                    stats["t_oblique"] += time.perf_counter() - t0
+        if gain <= 0.0 or (f < 0 and ob < 0):
+            continue
+        w_row = weights[ob] if ob >= 0 else empty_w[0]
+        nl = partition(X, seg, buf, f, f2, ob if ob < 0 else 0, np.float32(thr),
+                       w_row[None, :])
+        if nl < min_leaf or m - nl < min_leaf:  # cannot happen for exact kernels
+            continue
+        feature[node] = f
+        feature2[node] = f2
+        oblique[node] = ob
+        threshold[node] = thr
+        lnode, lcounts = new_node(start, start + nl, d + 1)
+        rnode, rcounts = new_node(start + nl, end, d + 1)
+        left[node] = lnode
+        right[node] = rnode
+        queue.append((lnode, start, start + nl, d + 1, lcounts))
+        queue.append((rnode, start + nl, end, d + 1, rcounts))
+
+    w_store = np.dtype(spec.get("weight_dtype", "float32"))
+    out = {
+        "left": np.asarray(left, dtype=np.int32),
+        "right": np.asarray(right, dtype=np.int32),
+        "feature": np.asarray(feature, dtype=np.int32),
+        "feature2": np.asarray(feature2, dtype=np.int32),
+        "oblique": np.asarray(oblique, dtype=np.int32),
+        "threshold": np.asarray(threshold, dtype=np.float32),
+        "value": np.asarray(value, dtype=np.float32).reshape(-1, n_classes),
+        "depth": np.asarray(depth, dtype=np.int32),
+        "n_samples": np.asarray(n_samp, dtype=np.int32),
+        "weights": (np.asarray(weights, dtype=np.float32).astype(w_store) if weights
+                    else np.zeros((0, p), dtype=w_store)),
+    }
+    if co2 is not None:
+        stats["co2"] = co2_stats
+    stats["seconds"] = time.perf_counter() - t_start
+    stats["n_nodes"] = len(left)
+    stats["max_depth"] = int(max(depth))
+    out["stats"] = stats
+    return out
+
+
+def fit_tree_task(item, X, y, n_classes, spec):
+    """Top-level task: ``item = (tree_index, seed)``; returns :func:`grow_tree`'s dict."""
+    _, seed = item
+    return grow_tree(X, y, n_classes, spec, seed)

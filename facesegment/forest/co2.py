@@ -1,0 +1,275 @@
+"""CO2: continuous optimisation of oblique split functions (Norouzi et al. 2015).
+
+At one tree node, :func:`co2_split` starts from the best univariate split
+(found by the grower with :func:`facesegment.forest.axis.best_axis_split`) and
+minimises the convex-concave surrogate of Eq. (10) of the paper,
+
+    L'(w) = sum_i  max(-a_i + l(theta0, y_i), a_i + l(theta1, y_i)) - |a_i|,
+    a_i = w . [z_i, -1],     z_i = (x_i - mean) * inv_std,     ||w||^2 <= nu,
+
+with the paper's Algorithm 1 as the paper actually runs it: stochastic
+subgradient steps on mini-batches (gradients averaged), momentum, the concave
+part ``-|a|`` linearised at ``w_old`` (CCCP) and ``w_old`` refreshed every
+``tau`` steps, projection onto the nu-ball after each step, and the learning
+rate halved when the surrogate, averaged over a CCCP round, rises in
+``lr_patience`` rounds.  ``w`` has ``p + 1`` entries: the last one is the
+offset ``b`` (the paper's constant ``-1`` feature), and it is *inside* the
+nu-ball.  ``a <= 0`` goes left (leaf 0).
+
+Leaves' log-probabilities ``theta0, theta1`` are the Laplace-smoothed empirical
+class log-frequencies of the two sides: computed on all the node's samples for
+the initial split (Algorithm 1, line 2), then re-estimated at every ``w_old``
+refresh from the samples of the round just finished (sides under the moving
+``w``), which is the minimiser over theta of the empirical loss, Eq. (2).
+
+Candidates kept: the final ``w`` and the ``w_old`` whose round had the best
+information gain estimated on the round's samples (``keep_best``).  Each is
+evaluated exactly on all the node's samples in float32 raw-feature arithmetic
+(``w_raw @ x``, as inference does it); with ``refine_threshold`` its offset is
+then chosen exactly (sort the projections, scan the thresholds: a line search
+on the offset coordinate of ``w``).  The best candidate is returned only if
+its information gain beats the univariate initialisation's.
+
+Normalisation is never materialised: the kernels keep ``u = w[:p] * inv_std``
+and ``c = u @ mean + b``, so ``a = u @ x - c`` reads raw uint8 rows, and the
+stored split is ``u @ x <= c``.
+"""
+
+import math
+import time
+
+import numpy as np
+
+from ._co2_kernels import (LR_PATIENCE, _axis_counts, _best_threshold, _co2_optimise, _fold,
+                           _log_loss_table, _project, _threshold_gain)
+
+__all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE", "co2_split", "co2_flops",
+           "n_sgd_steps", "new_co2_stats"]
+
+#: Defaults of the six hyper-parameters of the contract (CO2Forest uses them).
+#: Evidence for the choice: docs/co2.md.
+CO2_DEFAULTS = {
+    "nu": 1.0,
+    "eta": 1e-3,
+    "tau": 10,
+    "n_passes": 2.0,
+    "batch_size": 100,
+    "momentum": 0.9,
+}
+#: Bounds on SGD steps per node (see :func:`n_sgd_steps`): at least MIN_STEPS
+#: (but never more than MAX_PASSES passes over a small node), at most MAX_STEPS.
+MIN_STEPS = 40
+MAX_PASSES = 10
+MAX_STEPS = 20000
+
+
+# ---------------------------------------------------------------- wrapper
+
+def new_co2_stats():
+    """A fresh per-call statistics accumulator for :func:`co2_split` (``stats=``).
+
+    Keys: ``calls``, ``accepted`` (splits returned), ``samples`` (node samples
+    seen), ``sgd_steps``, ``sgd_seconds``, ``sgd_flops``, ``eval_seconds``
+    (initial leaf estimate, exact gain of the candidates, threshold search),
+    ``eval_flops``.  Use one accumulator per thread (one per tree).
+    """
+    return {"calls": 0, "accepted": 0, "samples": 0, "sgd_steps": 0,
+            "sgd_seconds": 0.0, "sgd_flops": 0.0, "eval_seconds": 0.0, "eval_flops": 0.0}
+
+
+def co2_flops(n_dot, n_axpy, n_steps, p, n_eval=0):
+    """Floating-point operations of the CO2 kernels (multiply and add count 2).
+
+    Parameters
+    ----------
+    n_dot : int
+        Samples processed by SGD steps (two dot products each: ``w`` and ``w_old``).
+    n_axpy : int
+        Of those, samples with a non-zero subgradient (one axpy each).
+    n_steps : int
+        SGD steps (each updates, projects and refolds ``w``: about 10 p flops).
+    p : int
+        Number of features.
+    n_eval : int
+        Samples projected in the exact evaluation (one dot each).
+
+    Returns
+    -------
+    (sgd_flops, eval_flops) : floats
+    """
+    sgd = 4.0 * p * n_dot + 2.0 * p * n_axpy + 10.0 * p * n_steps
+    return sgd, 2.0 * p * n_eval
+
+
+def n_sgd_steps(m, n_passes, batch_size, min_steps=MIN_STEPS, max_steps=MAX_STEPS,
+                max_passes=MAX_PASSES):
+    """SGD steps for a node of ``m`` samples.
+
+    ``ceil(n_passes * m / B)`` with ``B = min(batch_size, m)``, raised to
+    ``min(min_steps, ceil(max_passes * m / B))`` (small nodes get enough steps to
+    move ``w`` without costing more than ``max_passes`` passes), capped at
+    ``max_steps``.  The cost of a tree level is thus at most ``max_passes``
+    passes over its samples, and ``n_passes`` passes once nodes hold more than
+    ``min_steps * B / n_passes`` samples.
+    """
+    b = max(1, min(batch_size, m))
+    steps = int(math.ceil(n_passes * m / b))
+    floor = min(min_steps, int(math.ceil(max_passes * m / b)))
+    return int(min(max(steps, floor), max_steps))
+
+
+def _check_positive(name, value, integer=False):
+    if integer:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive integer")
+        return int(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}={value!r} must be a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name}={value!r} must be a positive finite number")
+    return value
+
+
+def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold, init_gain,
+              nu=CO2_DEFAULTS["nu"], eta=CO2_DEFAULTS["eta"], tau=CO2_DEFAULTS["tau"],
+              n_passes=CO2_DEFAULTS["n_passes"], batch_size=CO2_DEFAULTS["batch_size"],
+              momentum=CO2_DEFAULTS["momentum"], seed=0, *, min_steps=MIN_STEPS,
+              max_steps=MAX_STEPS, max_passes=MAX_PASSES, keep_best=True,
+              refine_threshold=True, min_samples_leaf=1, stats=None):
+    """Optimise an oblique split at one node from its best univariate split.
+
+    Parameters
+    ----------
+    X : ndarray (n, p), uint8 or float32, C-contiguous
+        Raw features (never copied).
+    y : ndarray (n,) int32
+        Class ids in ``0 .. n_classes - 1``.
+    idx : ndarray (m,) int64
+        The node's samples (rows of X), m >= 2.
+    n_classes : int
+    mean, inv_std : ndarray (p,) float32
+        Normalisation: the optimisation works on ``z = (x - mean) * inv_std``.
+    init_feature, init_threshold, init_gain : int, float, float
+        The best univariate split ``x[f] <= t -> left`` (raw units) and its
+        information gain in nats.
+    nu, eta, tau, n_passes, batch_size, momentum : numbers
+        ``||w||^2 <= nu`` (offset included); initial learning rate; SGD steps
+        between ``w_old`` refreshes; passes over the node's samples; mini-batch
+        size; momentum.  Defaults: :data:`CO2_DEFAULTS`.
+    seed : int
+        Seeds the mini-batch order (the result depends only on it and the data).
+    min_steps, max_steps, max_passes : int
+        Bounds on the SGD steps (see :func:`n_sgd_steps`).
+    keep_best : bool
+        Also evaluate the ``w_old`` with the best per-round gain estimate.
+    refine_threshold : bool
+        Choose each candidate's threshold exactly on its projections.
+    min_samples_leaf : int
+        Candidate thresholds leave at least this many samples on each side.
+    stats : dict, optional
+        Accumulator from :func:`new_co2_stats` (times, FLOPs, counts).
+
+    Returns
+    -------
+    None when the optimised split's information gain on the node's samples is
+    not larger than ``init_gain``; else ``(w_raw, threshold_raw, gain)`` with
+    ``w_raw`` (p,) float32 and ``w_raw @ x <= threshold_raw`` going left,
+    ``gain`` measured on that stored split in float32.
+    """
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.uint8, np.float32):
+        raise TypeError(f"X must be a 2-D uint8 or float32 array, got "
+                        f"{getattr(X, 'dtype', type(X))} with shape {getattr(X, 'shape', None)}")
+    if not X.flags.c_contiguous:
+        raise ValueError("X must be C-contiguous (np.ascontiguousarray it once, outside the node loop)")
+    n, p = X.shape
+    y = np.asarray(y)
+    if y.shape != (n,) or y.dtype != np.int32:
+        raise TypeError(f"y must be int32 of shape ({n},), got {y.dtype} {y.shape}")
+    idx = np.asarray(idx)
+    if idx.ndim != 1 or idx.dtype != np.int64 or idx.shape[0] < 2:
+        raise ValueError(f"idx must be a 1-D int64 array of at least 2 sample indices, got "
+                         f"{idx.dtype} {idx.shape}")
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"idx has values outside 0..{n - 1}")
+    n_classes = _check_positive("n_classes", n_classes, integer=True)
+    yv = y[idx]
+    if yv.min() < 0 or yv.max() >= n_classes:
+        raise ValueError(f"y has class ids outside 0..{n_classes - 1} at this node")
+    mean = np.ascontiguousarray(mean, dtype=np.float32)
+    inv_std = np.ascontiguousarray(inv_std, dtype=np.float32)
+    if mean.shape != (p,) or inv_std.shape != (p,):
+        raise ValueError(f"mean and inv_std must have shape ({p},), got {mean.shape}, {inv_std.shape}")
+    if not (0 <= int(init_feature) < p):
+        raise ValueError(f"init_feature={init_feature} is outside 0..{p - 1}")
+    nu = _check_positive("nu", nu)
+    eta = _check_positive("eta", eta)
+    tau = _check_positive("tau", tau, integer=True)
+    n_passes = _check_positive("n_passes", n_passes)
+    batch_size = _check_positive("batch_size", batch_size, integer=True)
+    if not (0.0 <= float(momentum) < 1.0):
+        raise ValueError(f"momentum={momentum!r} must be in [0, 1)")
+    min_leaf = _check_positive("min_samples_leaf", min_samples_leaf, integer=True)
+    f = int(init_feature)
+    s_f = float(inv_std[f])
+    t_init = np.float32(init_threshold)
+    if not (s_f > 0 and math.isfinite(s_f) and math.isfinite(float(t_init))):
+        return None  # degenerate initial feature (constant): nothing to optimise from
+
+    t0 = time.perf_counter()
+    # Algorithm 1, lines 1-2: w = s * e_f with offset s * z_t on the nu-ball's surface,
+    # theta from the univariate split's sides on all node samples.
+    z_t = (float(t_init) - float(mean[f])) * s_f
+    scale = math.sqrt(nu / (1.0 + z_t * z_t))
+    w = np.zeros(p + 1, np.float32)
+    w[f] = scale
+    w[p] = scale * z_t
+    counts = np.zeros((2, n_classes))
+    _axis_counts(X, y, idx, f, t_init, counts)
+    ell = np.empty((2, n_classes), np.float32)
+    _log_loss_table(counts, ell)
+    t1 = time.perf_counter()
+
+    m = idx.shape[0]
+    steps = n_sgd_steps(m, n_passes, batch_size, min_steps, max_steps, max_passes)
+    w_best = np.zeros(p + 1, np.float32)
+    kstats = np.zeros(4)
+    batch = min(batch_size, m)
+    rng = np.random.default_rng(int(seed) % (2 ** 64))
+    reps = -(-(steps * batch) // m)
+    order = np.concatenate([rng.permutation(idx) for _ in range(reps)])
+    have_best = _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, steps,
+                              float(momentum), nu, bool(keep_best), w_best, kstats)
+    t2 = time.perf_counter()
+
+    best = None
+    cands = [w, w_best] if have_best else [w]
+    v = np.empty(m, np.float32)
+    for wc in cands:
+        u = np.empty(p, np.float32)
+        c = _fold(wc, mean, inv_std, u)
+        _project(X, idx, u, v)
+        if refine_threshold:
+            thr, gain = _best_threshold(v, yv, n_classes, min_leaf)
+            if not math.isfinite(float(thr)):
+                continue
+        else:
+            thr = np.float32(c)
+            gain = _threshold_gain(v, yv, thr, n_classes, min_leaf)
+        if best is None or gain > best[2]:
+            best = (u, float(thr), float(gain))
+    t3 = time.perf_counter()
+
+    accepted = best is not None and best[2] > float(init_gain) + 1e-9 * max(1.0, abs(float(init_gain)))
+    if stats is not None:
+        sgd_fl, eval_fl = co2_flops(kstats[0], kstats[1], steps, p, n_eval=len(cands) * m)
+        stats["calls"] += 1
+        stats["accepted"] += int(accepted)
+        stats["samples"] += m
+        stats["sgd_steps"] += steps
+        stats["sgd_seconds"] += t2 - t1
+        stats["sgd_flops"] += sgd_fl
+        stats["eval_seconds"] += (t1 - t0) + (t3 - t2)
+        stats["eval_flops"] += eval_fl
+    return best if accepted else None

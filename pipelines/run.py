@@ -1,0 +1,163 @@
+"""Command line of the main job: ``python -m pipelines.run [options] STAGE``.
+
+The stages form a Dask graph (``dask.delayed``, one node per stage, per forest
+kind for train and evaluate)::
+
+    data -> extract -> select -> train:{axis,two-probe,co2} -> evaluate:{...}
+         -> figures -> report
+
+Asking for a stage runs what it depends on first; stages whose stamp is up to
+date are skipped.  The graph runs on Dask's synchronous scheduler so that each
+stage has the machine to itself (the training and inference times it reports
+are then honest); the work inside a stage is parallel (threads, or a
+``distributed`` cluster with ``--scheduler``).
+"""
+
+import argparse
+import sys
+import time
+
+import dask
+
+from facesegment.errors import DataError, FaceSegmentError
+
+from . import STAGES
+from .config import load_config, section_hash
+from .stages import Context, build_stages
+from .stamps import is_up_to_date, stage_key, write_stamp
+
+TARGETS = ("all",) + STAGES + ("label",)
+
+
+def get_parser():
+    p = argparse.ArgumentParser(
+        prog="python -m pipelines.run",
+        description="The main job of facesegment: data -> extract -> select -> train -> "
+                    "evaluate -> figures -> report, driven by one TOML config "
+                    "(docs/pipeline.md). Up-to-date stages are skipped.")
+    p.add_argument("stage", choices=TARGETS, metavar="STAGE",
+                   help="stage to bring up to date, with everything it depends on: "
+                        + ", ".join(TARGETS) + " ('label' = 'data': download and label LFW "
+                        "when no DATA is given)")
+    p.add_argument("--config", default="pipelines/config.toml",
+                   help="the TOML configuration (default: %(default)s)")
+    p.add_argument("--preset", default=None,
+                   help="preset of the config to apply (default: the file's run.preset)")
+    p.add_argument("--data", default=None,
+                   help="labelled folder to use (overrides [data] path), e.g. "
+                        "../shared/data/faces300w")
+    p.add_argument("--labels", default=None,
+                   help="parallel tree of NAME_label.png files (overrides [data] labels)")
+    p.add_argument("--name", default=None,
+                   help="dataset name used in the run folder name (overrides [data] name)")
+    p.add_argument("--force", action="append", default=[], metavar="STAGE",
+                   help="redo this stage even if up to date (repeatable; 'all' redoes "
+                        "everything; 'train' / 'evaluate' cover the three kinds)")
+    p.add_argument("--full-grid", action="store_true",
+                   help="model selection over the full grids ([select] full_* keys)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local threads (overrides [run] workers; 0 = all cores)")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address for the work inside stages "
+                        "(overrides [run] scheduler)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print which stages would run or be skipped, and stop")
+    return p
+
+
+def _expand(names, stages):
+    out = set()
+    for n in names:
+        if n == "all":
+            out |= set(stages)
+        elif n == "label":
+            out.add("data")
+        else:
+            out |= {s for s in stages if s == n or s.startswith(n + ":")}
+    return out
+
+
+def execute(ctx, stage, force=False, dry_run=False):
+    """Run one stage unless its stamp is up to date; return its status."""
+    stamp = ctx.reports / "stamps" / f"{stage.name}.json"
+    status = ctx.cache.setdefault("status", {})
+    try:
+        key = stage_key(section_hash({"c": stage.config(ctx)}, "c"), stage.inputs(ctx))
+    except DataError:
+        if not dry_run:
+            raise
+        key = None  # an earlier stage has not written what this one reads yet
+    if key is not None and not force and is_up_to_date(stamp, key):
+        ctx.log(f"[{stage.name}] up to date, skipped")
+        status[stage.name] = "skipped"
+        return "skipped"
+    if dry_run:
+        ctx.log(f"[{stage.name}] would run")
+        status[stage.name] = "would run"
+        return "would run"
+    ctx.log(f"[{stage.name}] running")
+    t0 = time.perf_counter()
+    outputs = stage.run(ctx)
+    secs = time.perf_counter() - t0
+    # the key is recomputed: inputs written by this very stage do not count
+    write_stamp(stamp, stage.name, key, outputs, secs)
+    ctx.log(f"[{stage.name}] done in {secs:.1f} s")
+    status[stage.name] = "ran"
+    return "ran"
+
+
+def build_graph(ctx, target, force=(), dry_run=False):
+    """``dask.delayed`` nodes for ``target`` and everything it depends on."""
+    stages = build_stages()
+    wanted = _expand([target], stages) if target != "all" else set(stages)
+    forced = _expand(force, stages)
+    nodes = {}
+
+    def node(name):
+        if name not in nodes:
+            st = stages[name]
+            deps = [node(d) for d in st.deps]
+            nodes[name] = dask.delayed(_run_after, pure=False, name=f"stage-{name}")(
+                ctx, st, name in forced, dry_run, *deps)
+        return nodes[name]
+
+    return {name: node(name) for name in stages if name in wanted}
+
+
+def _run_after(ctx, stage, force, dry_run, *deps):
+    # in a dry run, a stage after one that would run would run too
+    return execute(ctx, stage, force=force or (dry_run and "would run" in deps),
+                   dry_run=dry_run)
+
+
+def main(argv=None, log=None):
+    args = get_parser().parse_args(argv)
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        cfg = load_config(args.config, args.preset, data=args.data, labels=args.labels,
+                          name=args.name)
+        if args.workers is not None:
+            cfg["run"]["workers"] = args.workers
+        if args.scheduler is not None:
+            cfg["run"]["scheduler"] = args.scheduler
+        ctx = Context(cfg, full_grid=args.full_grid, log=log)
+        log(f"pipeline: run {ctx.run} (preset {cfg['_preset']}), target {args.stage}")
+        graph = build_graph(ctx, args.stage, args.force, args.dry_run)
+        t0 = time.perf_counter()
+        dask.compute(graph, scheduler="sync")
+        status = ctx.cache.get("status", {})
+        ran = [k for k, v in status.items() if v != "skipped"]
+        log(f"pipeline: {args.stage} finished in {time.perf_counter() - t0:.1f} s "
+            f"({len(ran)} stage(s) {'to run' if args.dry_run else 'ran'}: "
+            f"{', '.join(ran) or 'none'}; {len(status) - len(ran)} up to date)")
+        return 0
+    except FaceSegmentError as exc:
+        print(f"pipeline: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pipeline: interrupted; finished stages were kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

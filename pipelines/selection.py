@@ -1,0 +1,144 @@
+"""Model selection on the validation images (held out from training, not test).
+
+As in the paper: q for the axis-aligned forest from {p^0.5, ..., p^0.9}; then
+CO2's nu and eta with that q; the number of sampled pairs for two-probe; and for
+each, the prior-reweighting exponent alpha (``p * s**-alpha``; 1 is the
+paper's full reweighting).  Every setting trains a small forest
+(``[select] n_trees`` trees of ``max_samples`` windows each, from the same
+training windows as the final forests) and is scored on the validation images
+for every alpha in one inference pass.  The best (setting, alpha) by
+class-average Jaccard is chosen per kind.
+"""
+
+import itertools
+import time
+
+from . import backend, scoring
+from .config import q_features
+
+
+def grids(cfg, full=False):
+    """The settings tried per kind: lists of dicts of estimator parameters."""
+    s = cfg["select"]
+    pre = "full_" if full else ""
+    return {
+        "axis": [{"q": q} for q in s[pre + "axis_q"]],
+        "two-probe": [{"n_pairs": n} for n in s[pre + "two_probe_pairs"]],
+        "co2": [{"nu": float(nu), "eta": float(eta)}
+                for nu, eta in itertools.product(s[pre + "co2_nu"], s[pre + "co2_eta"])],
+    }
+
+
+def estimator_params(cfg, kind, setting):
+    """Estimator keywords for ``kind`` from the config plus a selection setting."""
+    params = {k: v for k, v in cfg["forest"].items() if k not in ("n_trees", "eval_trees")}
+    params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k != "q"})
+    setting = dict(setting)
+    q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))
+    if kind in ("axis", "co2") and q is not None:
+        params["max_features"] = q_features(q)
+    params.update(setting)
+    return params
+
+
+def _label(setting):
+    return ", ".join(f"{k}={v}" for k, v in setting.items())
+
+
+def run_selection(cfg, ws, records, full=False, log=print):
+    """Score every setting; return ``{"settings": [...], "chosen": {...}}``.
+
+    Parameters
+    ----------
+    cfg : dict (loaded config)
+    ws : WindowSet of the training windows
+    records : list of FaceRecord, the validation images to score
+    full : bool
+        Use the full grids (``full_*`` keys) instead of the quick ones.
+    """
+    sel = cfg["select"]
+    seed = cfg["run"]["seed"]
+    workers = cfg["run"]["workers"] or None
+    alphas = sel["alphas"]
+    n = sel["n_trees"]
+    grid = grids(cfg, full)
+    rows, chosen = [], {}
+    for kind in ("axis", "two-probe", "co2"):
+        best = None
+        settings = grid[kind]
+        if kind == "co2":
+            settings = [{"q": chosen["axis"]["q"], **s} for s in settings]
+        for setting in settings:
+            params = estimator_params(cfg, kind, setting)
+            params["max_samples"] = min(sel["max_samples"], len(ws.y))
+            est = backend.make_estimator(kind, params, n, seed, workers)
+            log(f"select: {kind} {_label(setting)}: training {n} trees "
+                f"of {params['max_samples']} windows")
+            fit_s = backend.fit(est, ws)
+            model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
+            t0 = time.perf_counter()
+            res = scoring.score_model(model, records, [n], alphas, workers=workers,
+                                      desc=f"select {kind} {_label(setting)}")
+            table = res["trees"][str(n)]["alpha"]
+            a = scoring.best_alpha(res, n)
+            row = {"kind": kind, "setting": setting, "params": params, "n_trees": n,
+                   "fit_seconds": round(fit_s, 2),
+                   "score_seconds": round(time.perf_counter() - t0, 2),
+                   "jaccard_by_alpha": {k: v["mean_jaccard"] for k, v in table.items()},
+                   "per_class_at_best": table[a]["jaccard"],
+                   "best_alpha": float(a), "best_jaccard": table[a]["mean_jaccard"]}
+            rows.append(row)
+            log(f"select: {kind} {_label(setting)}: validation Jaccard "
+                f"{row['best_jaccard']:.2f} at alpha={float(a)} "
+                f"(alpha=1: {row['jaccard_by_alpha'].get(repr(1.0), float('nan'))})")
+            if best is None or row["best_jaccard"] > best["best_jaccard"]:
+                best = row
+        chosen[kind] = {**best["setting"], "alpha": best["best_alpha"],
+                        "validation_jaccard": best["best_jaccard"]}
+    return {"settings": rows, "chosen": chosen, "full_grid": bool(full),
+            "n_trees": n, "max_samples": sel["max_samples"], "alphas": alphas,
+            "validation_images": [r.name for r in records]}
+
+
+def chosen_from_config(cfg):
+    """The settings used when selection is off: straight from the config."""
+    out = {}
+    for kind in ("axis", "two-probe", "co2"):
+        sec = cfg[f"forest.{kind}"]
+        c = {"alpha": float(cfg["evaluate"]["alpha"])}
+        if kind in ("axis", "co2"):
+            c["q"] = sec["q"]
+        if kind == "two-probe" and "n_pairs" in sec:
+            c["n_pairs"] = sec["n_pairs"]
+        if kind == "co2":
+            c.update({k: sec[k] for k in ("nu", "eta") if k in sec})
+        out[kind] = c
+    return out
+
+
+def selection_markdown(result):
+    """A Markdown table of every setting's validation Jaccard at every alpha."""
+    alphas = [repr(float(a)) for a in result["alphas"]]
+    lines = [
+        f"Validation class-average Jaccard ({len(result['validation_images'])} validation "
+        f"images, forests of {result['n_trees']} trees x {result['max_samples']} windows; "
+        f"{'full' if result['full_grid'] else 'quick'} grid).",
+        "",
+        "| kind | setting | " + " | ".join(f"α={a}" for a in alphas) + " | fit s |",
+        "| --- | --- | " + " | ".join("---:" for _ in alphas) + " | ---: |",
+    ]
+    for r in result["settings"]:
+        cells = []
+        for a in alphas:
+            v = r["jaccard_by_alpha"].get(a)
+            txt = "" if v is None else f"{v:.2f}"
+            if v is not None and float(a) == r["best_alpha"]:
+                txt = f"**{txt}**"
+            cells.append(txt)
+        lines.append(f"| {r['kind']} | {_label(r['setting'])} | " + " | ".join(cells)
+                     + f" | {r['fit_seconds']:.1f} |")
+    lines += ["", "Chosen:", ""]
+    for kind, c in result["chosen"].items():
+        lines.append(f"- {kind}: {_label({k: v for k, v in c.items() if k != 'validation_jaccard'})}"
+                     f" (validation Jaccard {c['validation_jaccard']:.2f})")
+    return "\n".join(lines) + "\n"

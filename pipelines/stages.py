@@ -1,0 +1,368 @@
+"""The stages of the main job and where they write.
+
+Layout of one run (``<run>`` = ``<dataset>-<preset>``)::
+
+    reports/runs/<run>/splits.json          data: train / validation / test records
+    data/windows/<run>/train.h5             extract: class-balanced windows
+    reports/runs/<run>/selection.{json,md}  select: validation score of every setting
+    reports/runs/<run>/chosen.json          select: the settings train and evaluate use
+    models/<run>/<kind>-<n>/                train: one model per kind and forest size
+    reports/runs/<run>/train-<kind>.json    train: times, sizes
+    reports/runs/<run>/eval-<kind>.json     evaluate: test scores for every size and alpha
+    reports/runs/<run>/figures/*.png        figures
+    reports/runs/<run>/results.md           report (and docs/results.md over all runs)
+    reports/runs/<run>/stamps/<stage>.json  up-to-date stamps
+
+Each stage is a :class:`Stage`: ``config(ctx)`` (what its outputs depend on
+besides its inputs), ``inputs(ctx)`` (paths fingerprinted into the stamp key),
+and ``run(ctx)`` which returns the paths it wrote.
+"""
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from facesegment.errors import DataError
+
+from . import backend, figs, report, scoring, selection
+from .config import KINDS, run_name
+from .stamps import write_json_atomic, write_text_atomic
+
+
+@dataclass
+class Context:
+    """Everything a stage needs: the config, the run's folders, options."""
+
+    cfg: dict
+    root: Path = field(default_factory=Path.cwd)
+    full_grid: bool = False
+    log: object = print
+    cache: dict = field(default_factory=dict)
+
+    @property
+    def run(self):
+        return run_name(self.cfg)
+
+    @property
+    def reports(self):
+        return self.root / "reports" / "runs" / self.run
+
+    @property
+    def windows(self):
+        return self.root / "data" / "windows" / self.run / "train.h5"
+
+    @property
+    def models(self):
+        return self.root / "models" / self.run
+
+    def model_dir(self, kind, n):
+        return self.models / f"{kind}-{n}"
+
+    @property
+    def workers(self):
+        return self.cfg["run"]["workers"] or None
+
+    @property
+    def scheduler(self):
+        return self.cfg["run"]["scheduler"] or None
+
+    def read_json(self, name):
+        path = self.reports / name
+        try:
+            with open(path) as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            raise DataError(path, "is missing", "run the earlier stages first "
+                            "(`make all` runs them in order)") from None
+
+    def splits(self):
+        s = self.read_json("splits.json")
+        return {k: backend.records_from_json(s[k]) for k in ("train", "validation", "test")}
+
+    def windows_set(self):
+        if "ws" not in self.cache:
+            self.cache["ws"] = backend.read_windows(self.windows)
+        return self.cache["ws"]
+
+
+@dataclass
+class Stage:
+    name: str
+    config: object       # ctx -> JSON-able dict
+    inputs: object       # ctx -> list of paths
+    run: object          # ctx -> list of written paths
+    deps: tuple = ()
+
+
+# --------------------------------------------------------------------- data
+
+def _data_config(ctx):
+    d = ctx.cfg["data"]
+    return {"data": d, "seed": ctx.cfg["run"]["seed"]}
+
+
+def _data_inputs(ctx):
+    d = ctx.cfg["data"]
+    return [p for p in (d["path"], d["labels"]) if p and os.path.isdir(p)]
+
+
+def resolve_data(ctx):
+    """``(image_root, labels_root or "")``: DATA, else LFW downloaded and labelled."""
+    d = ctx.cfg["data"]
+    if d["path"]:
+        if not os.path.isdir(d["path"]):
+            raise backend.NoDataError(f"no data: DATA={d['path']} is not a folder; "
+                                      + backend.NO_DATA_HELP)
+        if d["labels"] and not os.path.isdir(d["labels"]):
+            raise DataError(d["labels"], "labels folder does not exist",
+                            "label the images with `facesegment label IN OUT` first")
+        return d["path"], d["labels"]
+    return backend.fetch_lfw(d["lfw_dest"], d["lfw_labels"], ctx.workers, ctx.scheduler)
+
+
+def _subset(records, n, seed):
+    """``n`` records drawn with ``seed`` (all when n is 0), kept in name order."""
+    if not n or n >= len(records):
+        return records
+    pick = np.random.default_rng(seed).choice(len(records), size=n, replace=False)
+    return [records[i] for i in sorted(pick)]
+
+
+def run_data(ctx):
+    d = ctx.cfg["data"]
+    seed = ctx.cfg["run"]["seed"]
+    root, labels = resolve_data(ctx)
+    train, val, test, how = backend.split_dataset(root, labels, d["n_validation"],
+                                                  d["test_fraction"], seed)
+    train = _subset(train, d["max_train_images"], seed)
+    test = _subset(test, d["max_test_images"], seed + 1)
+    if not train or not test:
+        raise DataError(root, f"split into {len(train)} training and {len(test)} test images",
+                        "give a folder with more labelled faces")
+    out = ctx.reports / "splits.json"
+    write_json_atomic(out, {
+        "root": root, "labels": labels, "how": how,
+        "counts": {"train": len(train), "validation": len(val), "test": len(test)},
+        "train": [list(r.__dict__.values()) for r in train],
+        "validation": [list(r.__dict__.values()) for r in val],
+        "test": [list(r.__dict__.values()) for r in test],
+    })
+    ctx.log(f"data: {root}: {len(train)} training, {len(val)} validation, "
+            f"{len(test)} test images")
+    return [out]
+
+
+# ------------------------------------------------------------------ extract
+
+def run_extract(ctx):
+    recs = ctx.splits()["train"]
+    out = ctx.windows
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ctx.cache.pop("ws", None)
+    backend.extract(recs, out, ctx.cfg["extract"]["n_windows"], ctx.cfg["run"]["seed"],
+                    ctx.workers, ctx.scheduler)
+    return [out]
+
+
+# ------------------------------------------------------------------- select
+
+def _select_config(ctx):
+    c = ctx.cfg
+    return {k: c[k] for k in ("select", "forest", "forest.axis", "forest.two-probe",
+                              "forest.co2")} | {"mode": c["evaluate"]["mode"],
+                                                "alpha": c["evaluate"]["alpha"],
+                                                "seed": c["run"]["seed"],
+                                                "full_grid": ctx.full_grid}
+
+
+def run_select(ctx):
+    cfg = ctx.cfg
+    if not cfg["select"]["enabled"]:
+        chosen = selection.chosen_from_config(cfg)
+        write_json_atomic(ctx.reports / "chosen.json", chosen)
+        ctx.log("select: [select] enabled = false: using the config's q, n_pairs, nu, "
+                "eta and alpha")
+        return [ctx.reports / "chosen.json"]
+    val = ctx.splits()["validation"]
+    n_img = cfg["select"]["n_images"]
+    if n_img:
+        val = val[:n_img]
+    if not val:
+        raise DataError(ctx.reports / "splits.json", "has no validation images",
+                        "set [data] n_validation > 0 or [select] enabled = false")
+    result = selection.run_selection(cfg, ctx.windows_set(), val, ctx.full_grid, ctx.log)
+    outs = [ctx.reports / "selection.json", ctx.reports / "selection.md",
+            ctx.reports / "chosen.json"]
+    write_json_atomic(outs[0], result)
+    write_text_atomic(outs[1], "# Model selection\n\n" + selection.selection_markdown(result))
+    write_json_atomic(outs[2], result["chosen"])
+    return outs
+
+
+# -------------------------------------------------------------------- train
+
+def _setting(chosen):
+    return {k: v for k, v in chosen.items() if k not in ("alpha", "validation_jaccard")}
+
+
+def _train_config(kind):
+    def config(ctx):
+        c = ctx.cfg
+        return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
+                "chosen": _setting(ctx.read_json("chosen.json")[kind]),
+                "seed": c["run"]["seed"]}
+    return config
+
+
+def _train(kind):
+    def run(ctx):
+        cfg = ctx.cfg
+        n = cfg["forest"]["n_trees"]
+        chosen = ctx.read_json("chosen.json")[kind]
+        params = selection.estimator_params(cfg, kind, _setting(chosen))
+        ws = ctx.windows_set()
+        params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
+        est = backend.make_estimator(kind, params, n, cfg["run"]["seed"], ctx.workers,
+                                     ctx.scheduler)
+        ctx.log(f"train: {kind}: {n} trees on {len(ws.y)} windows ({params})")
+        fit_s = backend.fit(est, ws)
+        tree_s = backend.tree_times(est)
+        prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
+                "selected": chosen, "n_windows": int(len(ws.y))}
+        model = backend.to_model(est, kind, ws.meta, prov)
+        model.metrics.update({"fit_seconds": round(fit_s, 3), "alpha": chosen["alpha"]})
+        outs, sizes = [], {}
+        for m in sorted(set(cfg["forest"]["eval_trees"]) | {n}):
+            sub = model if m == n else backend.subforest(model, 0, m)
+            if m != n:
+                share = sum(tree_s[:m]) / sum(tree_s) if tree_s and sum(tree_s) else m / n
+                sub.metrics["fit_seconds_estimate"] = round(fit_s * share, 3)
+                sub.metrics["truncated_from"] = str(ctx.model_dir(kind, n))
+            path = ctx.model_dir(kind, m)
+            if path.exists():
+                shutil.rmtree(path)
+            backend.save_model(sub, path)
+            sizes[str(m)] = backend.model_bytes(path)
+            outs.append(path)
+        a = model.arrays
+        summary = {
+            "kind": kind, "n_trees": n, "params": params, "fit_seconds": round(fit_s, 3),
+            "tree_seconds": tree_s, "model_bytes": sizes,
+            "n_nodes": a.n_nodes, "n_oblique": int(a.weights.shape[0]),
+            "max_depth_reached": int(a.depth.max()) if a.n_nodes else 0,
+            "n_windows": int(len(ws.y)), "alpha": chosen["alpha"], "threads": ctx.workers,
+        }
+        js = ctx.reports / f"train-{kind}.json"
+        write_json_atomic(js, summary)
+        ctx.log(f"train: {kind}: {fit_s:.1f} s, {a.n_nodes} nodes, "
+                f"{sizes[str(n)] / 1e6:.1f} MB")
+        return outs + [js]
+    return run
+
+
+# ----------------------------------------------------------------- evaluate
+
+def _eval_config(kind):
+    def config(ctx):
+        c = ctx.cfg
+        return {"evaluate": c["evaluate"], "eval_trees": c["forest"]["eval_trees"],
+                "depths": c["figures"]["depths"],
+                "alpha": ctx.read_json("chosen.json")[kind]["alpha"]}
+    return config
+
+
+def _evaluate(kind):
+    def run(ctx):
+        cfg = ctx.cfg
+        n = cfg["forest"]["n_trees"]
+        model = backend.load_model(ctx.model_dir(kind, n))
+        alpha = float(ctx.read_json("chosen.json")[kind]["alpha"])
+        alphas = sorted({alpha, *map(float, cfg["evaluate"]["extra_alphas"])})
+        test = ctx.splits()["test"]
+        ev = cfg["evaluate"]
+        res = scoring.score_model(model, test, cfg["forest"]["eval_trees"], alphas,
+                                  depths=cfg["figures"]["depths"], per_image_alpha=alpha,
+                                  sweep_trees=range(1, n + 1),
+                                  workers=ctx.workers, scheduler=ctx.scheduler,
+                                  fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
+        timing = scoring.time_inference(model, test[: ev["time_images"]],
+                                        cfg["forest"]["eval_trees"], ev["time_mode"],
+                                        ev["fft_levels"])
+        for m, t in timing.items():
+            res["trees"][m].update(t)
+        res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),
+                    "mode": cfg["evaluate"]["mode"], "threads": ctx.workers})
+        out = ctx.reports / f"eval-{kind}.json"
+        write_json_atomic(out, res)
+        for m, r in res["trees"].items():
+            ctx.log(f"evaluate: {kind}-{m}: test Jaccard "
+                    + ", ".join(f"{v['mean_jaccard']:.2f} (alpha={a})"
+                                for a, v in r["alpha"].items())
+                    + f"; {r['ms_per_image']:.0f} ms/image")
+        return [out]
+    return run
+
+
+# ------------------------------------------------------------ figures, report
+
+def run_figures(ctx):
+    cfg = ctx.cfg
+    if not cfg["figures"]["enabled"]:
+        ctx.log("figures: [figures] enabled = false, nothing to do")
+        return []
+    n = cfg["forest"]["n_trees"]
+    evals = {k: ctx.read_json(f"eval-{k}.json") for k in KINDS}
+    files = figs.make_run_figures({k: ctx.model_dir(k, n) for k in KINDS}, evals,
+                                  ctx.splits()["test"], ctx.reports / "figures",
+                                  n_random=cfg["figures"]["n_random"], seed=cfg["run"]["seed"],
+                                  mode=cfg["evaluate"]["mode"])
+    return [Path(f) for f in files]
+
+
+def run_report(ctx):
+    snap = report.write_config_snapshot(ctx.reports, ctx.cfg)
+    text = "# Results: " + ctx.run + "\n\n" + report.render_run(ctx.reports)
+    text += f"\nCommand: `{report.command(ctx.reports)}`\n"
+    out = ctx.reports / "results.md"
+    write_text_atomic(out, text)
+    docs = ctx.root / "docs" / "results.md"
+    write_text_atomic(docs, report.render_all(ctx.root / "reports" / "runs", docs.parent))
+    return [snap, out, docs]
+
+
+def _reports(*names):
+    return lambda ctx: [ctx.reports / n for n in names]
+
+
+def build_stages():
+    """All stages by name, in their order."""
+    st = [
+        Stage("data", _data_config, _data_inputs, run_data),
+        Stage("extract", lambda c: {"extract": c.cfg["extract"], "seed": c.cfg["run"]["seed"]},
+              _reports("splits.json"), run_extract, ("data",)),
+        Stage("select", _select_config, lambda c: [c.windows, c.reports / "splits.json"],
+              run_select, ("extract",)),
+    ]
+    for k in KINDS:
+        st.append(Stage(f"train:{k}", _train_config(k), lambda c: [c.windows], _train(k),
+                        ("select",)))
+    for k in KINDS:
+        st.append(Stage(f"evaluate:{k}", _eval_config(k),
+                        lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
+                                        c.reports / "splits.json"],
+                        _evaluate(k), (f"train:{k}",)))
+    st.append(Stage("figures", lambda c: {"figures": c.cfg["figures"],
+                                          "mode": c.cfg["evaluate"]["mode"]},
+                    lambda c: [c.reports / f"eval-{k}.json" for k in KINDS]
+                    + [c.model_dir(k, c.cfg["forest"]["n_trees"]) for k in KINDS],
+                    run_figures, tuple(f"evaluate:{k}" for k in KINDS)))
+    st.append(Stage("report", lambda c: {"version": report.REPORT_VERSION},
+                    lambda c: [c.reports / f for f in ("selection.json", "chosen.json")]
+                    + [c.reports / f"{p}-{k}.json" for k in KINDS for p in ("train", "eval")]
+                    + [c.reports / "figures"],
+                    run_report, ("figures",)))
+    return {s.name: s for s in st}

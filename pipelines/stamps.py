@@ -1,0 +1,141 @@
+"""Up-to-date checks: a stage is skipped when its stamp matches.
+
+A stamp is a small JSON file written (atomically) after a stage finished::
+
+    {"stage": "train", "key": "<hash of config sections + input fingerprints>",
+     "outputs": {"models/x/axis-32/model.json": 12345, ...},
+     "seconds": 81.2, "finished": "2026-..."}
+
+The stage is up to date when the stamp exists, its ``key`` equals the key the
+stage would compute now, and every recorded output still exists with the
+recorded size.  Input fingerprints use the size and modification time of big
+files and the SHA-256 of small ones, so checking a finished run takes seconds.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+SMALL = 4 << 20  # files up to 4 MiB are fingerprinted by content
+
+
+def write_json_atomic(path, obj):
+    """Write JSON to ``path`` via a temporary name and ``os.replace``."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=1, sort_keys=True, default=_json_default)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path, text):
+    """Write text to ``path`` via a temporary name and ``os.replace``."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def file_fingerprint(path):
+    """``sha256`` of a small file, ``size:mtime_ns`` of a big one, None if absent."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if st.st_size <= SMALL:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+        return "sha256:" + h.hexdigest()[:24]
+    return f"stat:{st.st_size}:{st.st_mtime_ns}"
+
+
+def tree_fingerprint(root, suffixes=None):
+    """Fingerprint of a folder tree from names, sizes and mtimes (fast: no reads)."""
+    h = hashlib.sha256()
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if suffixes and not fn.lower().endswith(suffixes):
+                continue
+            p = os.path.join(dirpath, fn)
+            st = os.stat(p)
+            h.update(f"{os.path.relpath(p, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            n += 1
+    return f"tree:{n}:{h.hexdigest()[:24]}"
+
+
+def fingerprint(path):
+    """Fingerprint of a file or folder (None when it does not exist)."""
+    if os.path.isdir(path):
+        return tree_fingerprint(path)
+    return file_fingerprint(path)
+
+
+def stage_key(config_hash, inputs):
+    """Combine a config hash and the fingerprints of the input paths."""
+    blob = json.dumps({"config": config_hash,
+                       "inputs": {os.fspath(p): fingerprint(p) for p in sorted(map(str, inputs))}},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def read_stamp(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def is_up_to_date(stamp_path, key):
+    """True when the stamp exists, has ``key``, and its outputs are all intact."""
+    st = read_stamp(stamp_path)
+    if not st or st.get("key") != key:
+        return False
+    for out, size in st.get("outputs", {}).items():
+        try:
+            if os.path.getsize(out) != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _rel(path):
+    """``path`` relative to the working directory when inside it (portable stamps)."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def write_stamp(stamp_path, stage, key, outputs, seconds, extra=None):
+    """Record that ``stage`` finished with ``outputs`` (files; folders are expanded)."""
+    files = {}
+    for out in outputs:
+        out = os.fspath(out)
+        if os.path.isdir(out):
+            for dirpath, _, filenames in os.walk(out):
+                for fn in filenames:
+                    p = os.path.join(dirpath, fn)
+                    files[_rel(p)] = os.path.getsize(p)
+        elif os.path.exists(out):
+            files[_rel(out)] = os.path.getsize(out)
+    write_json_atomic(stamp_path, {
+        "stage": stage, "key": key, "outputs": files, "seconds": round(seconds, 3),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **(extra or {}),
+    })

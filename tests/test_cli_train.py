@@ -1,0 +1,97 @@
+"""`facesegment train`: a tiny windows file -> model folder, options, errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from facesegment.classes import CLASS_NAMES, N_FEATURES
+from facesegment.cli import main
+from facesegment.model import load_model
+from facesegment.windows import WindowsWriter
+
+
+def _windows_file(path, n=160, seed=0):
+    rng = np.random.default_rng(seed)
+    y = (np.arange(n) % 8).astype(np.uint8)
+    X = rng.integers(0, 256, (n, 31, 31, 3), dtype=np.uint8)
+    X[:, 15, 15, 0] = y * 30 + rng.integers(0, 20, n).astype(np.uint8)  # learnable
+    ii = (np.arange(n) % 4).astype(np.int32)
+    with WindowsWriter(path, n) as w:
+        w.write(0, X, y, ii, np.full((n, 2), 20, np.int32))
+        w.set_strings("sources", ["img0", "img1", "img2", "img3"])
+        w.set_attrs(class_names=list(CLASS_NAMES), pixel_counts=np.arange(1, 9, dtype=np.int64),
+                    class_counts=np.bincount(y, minlength=8).astype(np.int64),
+                    sampling_factors=np.linspace(0.5, 2, 8), with_replacement=np.zeros(8, bool),
+                    mean=X.reshape(n, -1).mean(0).astype(np.float32),
+                    std=X.reshape(n, -1).std(0).astype(np.float32) + 1,
+                    seed=3, n_windows=n, margin=15, data_root="/data")
+        w.finish()
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def wfile(tmp_path_factory):
+    p = tmp_path_factory.mktemp("w") / "train.h5"
+    X, y = _windows_file(p)
+    return p, X, y
+
+
+@pytest.mark.parametrize("kind, extra", [("axis", ["--max-features", "p^0.7"]),
+                                         ("two-probe", ["--pairs", "50"]),
+                                         ("co2", ["--max-depth", "4", "--oblique-min-samples", "40",
+                                                  "--weight-dtype", "float16"])])
+def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
+    path, X, y = wfile
+    out = tmp_path / "models" / kind
+    rc = main(["train", "--kind", kind, "--trees", "3", "--windows", str(path),
+               "--out", str(out), "--workers", "2", "--seed", "5"] + extra)
+    assert rc == 0
+    cap = capsys.readouterr()
+    assert f"wrote {out}" in cap.out and "3/3 trees" in cap.err and "nodes, depth" in cap.err
+    m = load_model(out)
+    assert m.kind == kind and m.arrays.n_trees == 3 and m.class_names == CLASS_NAMES
+    np.testing.assert_allclose(m.sampling_factors, np.linspace(0.5, 2, 8))
+    assert m.provenance["windows"] == str(path) and m.provenance["n_windows_used"] == 160
+    assert m.metrics["fit_seconds"] >= 0 and m.params["random_state"] == 5
+    acc = np.mean(m.to_estimator().predict(X) == y)
+    assert acc > 0.6  # chance is 0.125
+    if kind == "co2":
+        assert m.arrays.weights.dtype == np.float16
+        assert m.params["weight_dtype"] == "float16"
+
+
+def test_same_seed_identical_forest_bytes(tmp_path, wfile):
+    path = wfile[0]
+    for i, workers in enumerate(["1", "2"]):
+        assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(path), "-q",
+                     "--out", str(tmp_path / f"m{i}"), "--workers", workers]) == 0
+    assert (tmp_path / "m0/forest.h5").read_bytes() == (tmp_path / "m1/forest.h5").read_bytes()
+
+
+def test_exclude_images_and_max_samples(tmp_path, wfile):
+    path = wfile[0]
+    names = tmp_path / "val.txt"
+    names.write_text("img1\n# comment\nimg3.jpg\n")
+    out = tmp_path / "m"
+    assert main(["train", "--kind", "axis", "--trees", "1", "--windows", str(path), "-q",
+                 "--out", str(out), "--exclude-images", str(names), "--max-samples", "0.5",
+                 "--no-bootstrap"]) == 0
+    m = load_model(out)
+    assert m.provenance["excluded_windows"] == 80 and m.provenance["n_windows_used"] == 80
+    assert m.arrays.n_samples[0] == 40
+    assert json.loads((out / "model.json").read_text())["params"]["bootstrap"] is False
+
+
+def test_errors_exit_2_with_one_line(tmp_path, wfile, capsys):
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not hdf5")
+    rc = main(["train", "--kind", "axis", "--windows", str(bad), "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(bad) in err and err.count("\n") == 1
+    assert not (tmp_path / "m").exists()
+    rc = main(["train", "--kind", "axis", "--windows", str(wfile[0]), "-q", "--no-bootstrap",
+               "--max-samples", "1000", "--out", str(tmp_path / "m")])
+    assert rc == 2 and "--max-samples" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--kind", "axis", "--windows", "w.h5", "--out", "m", "--max-features", "x"])

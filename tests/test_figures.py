@@ -1,0 +1,59 @@
+"""Figures are written (non-empty PNGs) from tiny random models and results."""
+
+import json
+
+import numpy as np
+import pytest
+
+from facesegment.figures import (colorize, confusion_figure, figure3, figure4, make_figures,
+                                 pick_examples)
+from facesegment.imageio import read_image
+from tests.test_inference import random_model
+from tests.test_metrics import _write_faces
+
+
+def _png_ok(path):
+    img = read_image(path)
+    assert img.shape[0] > 50 and img.shape[1] > 50 and img.std() > 0
+
+
+def test_colorize_and_pick_examples():
+    lab = np.array([[0, 3], [255, 7]], np.uint8)
+    rgb = colorize(lab)
+    assert tuple(rgb[1, 0]) == (128, 128, 128) and tuple(rgb[0, 0]) == (0, 0, 0)
+    per = {"a": {"x": 10.0, "y": 20.0, "z": 30.0, "w": None},
+           "b": {"x": 5.0, "y": 1.0, "z": 9.0, "w": 2.0}}
+    picked = pick_examples(per, n_random=5, seed=0)
+    assert picked[0] == ("y", "median a") and picked[1] == ("w", "median b")
+    assert sorted(n for n, _ in picked) == ["w", "x", "y", "z"]
+    assert pick_examples(per, 1, 0) == pick_examples(per, 1, 0)
+
+
+def test_drawing_functions(tmp_path):
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    lab = rng.integers(0, 8, (40, 40)).astype(np.uint8)
+    rows = [{"title": "r", "image": img, "truth": lab, "preds": {"axis": lab, "co2": lab},
+             "scores": {"axis": 50.0, "co2": None}}]
+    _png_ok(figure3(rows, tmp_path / "f3.png", ["axis", "co2"]))
+    _png_ok(figure4({"axis": ([1, 2, 4], [10, 12, 13])}, {"axis": ([1, 2], [5, 9])},
+                    tmp_path / "f4.png"))
+    _png_ok(confusion_figure(rng.integers(0, 100, (8, 8)), tmp_path / "c.png", "t"))
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+@pytest.mark.slow
+def test_make_figures_from_random_models(tmp_path):
+    recs = _write_faces(tmp_path / "faces", n=3, size=36)
+    models = {"axis": random_model(1, kind="axis", n_trees=3, max_depth=3, kinds=("axis",)),
+              "co2": random_model(2, kind="co2", n_trees=2, max_depth=3)}
+    res = make_figures(models, recs, tmp_path / "out", alpha=0.5, n_random=1, depth_trees=2,
+                       progress=False, n_workers=1)
+    for name in ("figure3.png", "figure4.png", "confusion_axis.png", "confusion_co2.png"):
+        _png_ok(tmp_path / "out" / name)
+    numbers = json.loads((tmp_path / "out" / "figures.json").read_text())
+    assert numbers["trees"]["axis"][0] == [1, 2, 3]
+    assert len(numbers["depth"]["co2"][0]) == len(numbers["depth"]["co2"][1])
+    titles = "".join(res["figure3_rows"])
+    assert "median axis" in titles and "median co2" in titles
+    assert sum("random" in t for t in res["figure3_rows"]) == 1

@@ -1,0 +1,246 @@
+"""Dense inference: kernels against explicit windows (tests/naive.py), modes, options."""
+
+import numpy as np
+import pytest
+
+from facesegment.classes import N_CLASSES, N_FEATURES
+from facesegment.forest._arrays import ForestArrays
+from facesegment.inference import (confusion_sweep, count_oblique_visits, fft_responses,
+                                   pad_image, predict_image, predict_proba_raw, reweight)
+from facesegment.model import Model
+from tests import naive
+
+
+def random_forest(seed, n_trees=3, max_depth=5, kinds=("axis", "two-probe", "oblique"),
+                  n_classes=N_CLASSES, weights_dtype=np.float32, split_prob=0.8):
+    """A random forest as ForestArrays: trees grown breadth first with random depths.
+
+    Node kinds are drawn from ``kinds`` independently per node (mixed in one
+    tree).  Thresholds are drawn so that splits are neither always-left nor
+    always-right on images with uniform random bytes.
+    """
+    rng = np.random.default_rng(seed)
+    cols = {k: [] for k in ("left", "right", "feature", "feature2", "oblique",
+                            "threshold", "value", "depth", "n_samples")}
+    weights, roots = [], []
+
+    def new_node(d):
+        cols["left"].append(-1)
+        cols["right"].append(-1)
+        cols["feature"].append(-1)
+        cols["feature2"].append(-1)
+        cols["oblique"].append(-1)
+        cols["threshold"].append(0.0)
+        cols["value"].append(rng.dirichlet(np.full(n_classes, 0.5)))
+        cols["depth"].append(d)
+        cols["n_samples"].append(int(rng.integers(1, 1000)))
+        return len(cols["left"]) - 1
+
+    for _ in range(n_trees):
+        tree_depth = int(rng.integers(1, max_depth + 1))
+        root = new_node(0)
+        roots.append(root)
+        frontier = [root]
+        while frontier:
+            nxt = []
+            for n in frontier:
+                d = cols["depth"][n]
+                if d >= tree_depth or (d > 0 and rng.random() > split_prob):
+                    continue
+                kind = kinds[int(rng.integers(len(kinds)))]
+                if kind == "axis":
+                    cols["feature"][n] = int(rng.integers(N_FEATURES))
+                    cols["threshold"][n] = float(rng.integers(40, 215)) + 0.5
+                elif kind == "two-probe":
+                    a, b = rng.choice(N_FEATURES, 2, replace=False)
+                    cols["feature"][n], cols["feature2"][n] = int(a), int(b)
+                    cols["threshold"][n] = float(rng.integers(-60, 60)) + 0.5
+                else:
+                    w = rng.normal(0, 0.05, N_FEATURES).astype(weights_dtype)
+                    cols["oblique"][n] = len(weights)
+                    weights.append(w)
+                    spread = 0.5 * 74 * np.sqrt(np.sum(w.astype(np.float64) ** 2))
+                    cols["threshold"][n] = float(127.5 * w.astype(np.float64).sum()
+                                                 + rng.normal(0, spread))
+                cols["left"][n] = new_node(d + 1)
+                cols["right"][n] = new_node(d + 1)
+                nxt += [cols["left"][n], cols["right"][n]]
+            frontier = nxt
+    i32 = lambda k: np.asarray(cols[k], dtype=np.int32)  # noqa: E731
+    w = (np.stack(weights) if weights else np.zeros((0, N_FEATURES))).astype(weights_dtype)
+    return ForestArrays(
+        roots=np.asarray(roots, dtype=np.int32), left=i32("left"), right=i32("right"),
+        feature=i32("feature"), feature2=i32("feature2"), oblique=i32("oblique"),
+        threshold=np.asarray(cols["threshold"], dtype=np.float32),
+        value=np.asarray(cols["value"], dtype=np.float32), depth=i32("depth"),
+        n_samples=i32("n_samples"), weights=w)
+
+
+def random_model(seed, kind="co2", **kw):
+    """A Model around :func:`random_forest` with random sampling factors."""
+    arrays = random_forest(seed, **kw)
+    rng = np.random.default_rng(seed + 1000)
+    return Model(kind=kind, params={"n_estimators": arrays.n_trees}, arrays=arrays,
+                 class_names=tuple(f"c{i}" for i in range(arrays.n_classes)),
+                 sampling_factors=rng.uniform(0.2, 5.0, arrays.n_classes),
+                 mean=np.zeros(N_FEATURES, np.float32), std=np.ones(N_FEATURES, np.float32))
+
+
+def random_image(seed, h=40, w=37):
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("mode", ["full", "strict"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dense_equals_forest_on_explicit_windows(mode, seed):
+    model = random_model(seed, n_trees=4, max_depth=6)
+    image = random_image(seed, 38 + seed, 35 + 2 * seed)
+    raw = predict_proba_raw(model, image, mode=mode)
+    X, ys, xs = naive.naive_windows(image, mode)
+    ref = naive.naive_forest_proba(model.arrays, X)
+    np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
+    proba, labels = predict_image(model, image, mode=mode, alpha=1.0)
+    ref_rw = naive.naive_reweight(ref, model.sampling_factors, 1.0)
+    np.testing.assert_allclose(proba[ys, xs], ref_rw, atol=1e-5)
+    np.testing.assert_array_equal(labels[ys, xs], np.argmax(ref_rw, axis=1))
+    if mode == "strict":
+        border = np.ones(image.shape[:2], bool)
+        border[ys, xs] = False
+        assert np.all(labels[border] == 255) and np.all(proba[border] == 0)
+        h, w = image.shape[:2]
+        assert border.sum() == h * w - (h - 30) * (w - 30)
+
+
+@pytest.mark.parametrize("n_trees,max_depth", [(1, None), (2, 0), (3, 2), (None, 3)])
+def test_truncation_equals_reference(n_trees, max_depth):
+    model = random_model(7, n_trees=4, max_depth=6)
+    image = random_image(7, 33, 34)
+    raw = predict_proba_raw(model, image, n_trees=n_trees, max_depth=max_depth)
+    X, ys, xs = naive.naive_windows(image, "full")
+    ref = naive.naive_forest_proba(model.arrays, X, max_depth=max_depth, n_trees=n_trees)
+    np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
+
+
+def test_float16_weights_and_kind_families():
+    for kinds in [("axis",), ("two-probe",), ("oblique",)]:
+        model = random_model(11, n_trees=2, max_depth=4, kinds=kinds,
+                             weights_dtype=np.float16)
+        image = random_image(3, 32, 33)
+        X, ys, xs = naive.naive_windows(image, "full")
+        ref = naive.naive_forest_proba(model.arrays, X)
+        np.testing.assert_allclose(predict_proba_raw(model, image)[ys, xs], ref, atol=1e-5)
+
+
+def test_reweight_known_values():
+    p = np.array([[0.5, 0.5], [0.0, 0.0]], dtype=np.float32)
+    out = reweight(p, [1.0, 4.0], alpha=1.0)
+    np.testing.assert_allclose(out[0], [0.8, 0.2], atol=1e-6)
+    assert np.all(out[1] == 0)
+    np.testing.assert_allclose(reweight(p, [1.0, 4.0], alpha=0.0)[0], [0.5, 0.5])
+    np.testing.assert_allclose(reweight(p, [1.0, 4.0], alpha=0.5)[0], [2 / 3, 1 / 3], atol=1e-6)
+    rng = np.random.default_rng(0)
+    q = rng.dirichlet(np.ones(8), (5, 6)).astype(np.float32)
+    s = rng.uniform(0.1, 10, 8)
+    np.testing.assert_allclose(reweight(q, s, 0.7), naive.naive_reweight(q, s, 0.7), atol=1e-6)
+
+
+def test_fft_levels_match_direct():
+    model = random_model(5, n_trees=3, max_depth=5, kinds=("oblique", "axis"))
+    image = random_image(5, 36, 40)
+    padded = pad_image(image)
+    resp, idx = fft_responses(padded, model.arrays, model.arrays.roots, 3, image.shape)
+    X, ys, xs = naive.naive_windows(image, "full")
+    for n in np.nonzero(idx >= 0)[0]:
+        w = model.arrays.weights[model.arrays.oblique[n]].astype(np.float64)
+        np.testing.assert_allclose(resp[idx[n]][ys, xs], X @ w, rtol=1e-4, atol=0.05)
+    assert len(resp) > 0
+    direct = predict_image(model, image)[1]
+    fast = predict_image(model, image, fft_levels=3)[1]
+    assert np.mean(direct == fast) > 0.99
+
+
+def test_sweep_equals_truncated_forests():
+    model = random_model(9, n_trees=5, max_depth=5)
+    image = random_image(9, 36, 33)
+    label = np.random.default_rng(9).integers(0, 8, image.shape[:2]).astype(np.uint8)
+    label[3:6, 20:30] = 255
+    alphas = [0.0, 1.0]
+    conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 3, 5],
+                                          max_depth_list=[1, 2, None], alphas=alphas,
+                                          mode="full")
+    assert conf.shape == (2, 3, 3, 8, 8)
+    X, ys, xs = naive.naive_windows(image, "full")
+    truth = label[ys, xs]
+    for a, alpha in enumerate(alphas):
+        for k, d in enumerate(depths):
+            for j, t in enumerate(trees):
+                p = naive.naive_forest_proba(model.arrays, X, max_depth=int(d), n_trees=int(t))
+                pred = np.argmax(naive.naive_reweight(p, model.sampling_factors, alpha), axis=1)
+                np.testing.assert_array_equal(conf[a, k, j], naive.naive_confusion(truth, pred))
+
+
+def test_sweep_strict_counts_only_inner_labelled_pixels():
+    model = random_model(4, n_trees=2, max_depth=3)
+    image = random_image(4, 40, 41)
+    label = np.zeros(image.shape[:2], np.uint8)
+    label[20, 20] = 255
+    conf, _, _ = confusion_sweep(model, image, label, mode="strict")
+    assert conf.sum() == (40 - 30) * (41 - 30) - 1
+    _, labels = predict_image(model, image, mode="strict")
+    inner = labels[15:25, 15:26].ravel()
+    keep = np.ones(inner.shape, bool)
+    keep[5 * 11 + 5] = False
+    expect = naive.naive_confusion(np.zeros(keep.sum(), np.uint8), inner[keep])
+    np.testing.assert_array_equal(conf[0, 0, 0], expect)
+
+
+def test_small_image_strict_has_no_predictions_and_full_works():
+    model = random_model(2, n_trees=2, max_depth=3)
+    image = random_image(2, 20, 12)
+    proba, labels = predict_image(model, image, mode="strict")
+    assert np.all(labels == 255) and not proba.any()
+    proba, labels = predict_image(model, image, mode="full")
+    assert labels.max() < 8 and np.allclose(proba.sum(-1), 1, atol=1e-5)
+
+
+def test_deterministic_and_counts_visits():
+    model = random_model(6, n_trees=3, max_depth=4, kinds=("oblique",))
+    image = random_image(6, 32, 32)
+    a = predict_image(model, image)
+    b = predict_image(model, image)
+    np.testing.assert_array_equal(a[0], b[0])
+    X, _, _ = naive.naive_windows(image, "full")
+    expect = 0
+    for x in X:
+        for r in model.arrays.roots:
+            node = r
+            while model.arrays.left[node] >= 0:
+                expect += 1
+                node = naive.naive_leaf(model.arrays, x, node, max_depth=model.arrays.depth[node] + 1)
+    assert count_oblique_visits(model, image) == expect
+
+
+@pytest.mark.parametrize("kwargs,exc,words", [
+    ({"mode": "half"}, ValueError, "mode='half'"),
+    ({"alpha": -1}, ValueError, "alpha=-1"),
+    ({"alpha": "x"}, TypeError, "alpha"),
+    ({"n_trees": 0}, ValueError, "n_trees=0"),
+    ({"max_depth": 2.5}, TypeError, "max_depth"),
+    ({"fft_levels": -1}, ValueError, "fft_levels"),
+])
+def test_validation_messages(kwargs, exc, words):
+    model = random_model(1, n_trees=1, max_depth=2)
+    with pytest.raises(exc, match=words):
+        predict_image(model, random_image(1, 32, 32), **kwargs)
+
+
+def test_bad_image_and_model():
+    model = random_model(1, n_trees=1, max_depth=2)
+    with pytest.raises(ValueError, match="RGB uint8"):
+        predict_image(model, np.zeros((32, 32), np.uint8))
+    with pytest.raises(ValueError, match="RGB uint8"):
+        predict_image(model, np.zeros((32, 32, 3), np.float32))
+    with pytest.raises(TypeError, match="Model"):
+        predict_image(model.arrays, random_image(1, 32, 32))
+    with pytest.raises(ValueError, match="sampling_factors"):
+        reweight(np.ones((2, 8)), np.ones(7), 1.0)

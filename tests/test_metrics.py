@@ -1,0 +1,118 @@
+"""Known-answer tests of the confusion matrix and Jaccard scores, and evaluate_model."""
+
+import json
+
+import numpy as np
+import pytest
+
+from facesegment.datasets import FaceRecord
+from facesegment.imageio import write_png_atomic
+from facesegment.metrics import (border_mask, class_average, confusion_matrix, evaluate_model,
+                                 jaccard, markdown_table, pixel_accuracy, summarize,
+                                 to_jsonable, write_json_atomic)
+from tests import naive
+from tests.test_inference import random_image, random_model
+
+
+def test_identical_maps_score_100():
+    rng = np.random.default_rng(0)
+    t = rng.integers(0, 8, (20, 30)).astype(np.uint8)
+    conf = confusion_matrix(t, t)
+    assert np.all(jaccard(conf) == 100)
+    assert class_average(jaccard(conf)) == 100
+    assert pixel_accuracy(conf) == 100
+
+
+def test_hand_computed_case():
+    truth = np.array([[0, 0, 1, 1], [2, 2, 255, 1]], np.uint8)
+    pred = np.array([[0, 1, 1, 1], [2, 0, 3, 0]], np.uint8)
+    conf = confusion_matrix(truth, pred)
+    # class 0: tp 1 (0,0); fp 2 ((1,1)->0? truth 2 pred 0, and truth 1 pred 0); fn 1
+    # class 1: tp 2, fp 1 (truth 0 pred 1), fn 1 (truth 1 pred 0) -> 50
+    # class 2: tp 1, fp 0, fn 1 -> 50; class 3: pred only at an ignored pixel -> absent
+    jac = jaccard(conf)
+    np.testing.assert_allclose(jac[:3], [25.0, 50.0, 50.0])
+    assert np.all(np.isnan(jac[3:]))
+    assert class_average(jac) == pytest.approx(125 / 3)
+    assert pixel_accuracy(conf) == pytest.approx(100 * 4 / 7)
+    np.testing.assert_array_equal(conf, naive.naive_confusion(truth, pred))
+
+
+def test_absent_in_truth_but_predicted_counts_as_zero():
+    truth = np.zeros((4, 4), np.uint8)
+    pred = truth.copy()
+    pred[0, 0] = 5
+    jac = jaccard(confusion_matrix(truth, pred))
+    assert jac[5] == 0 and jac[0] == pytest.approx(100 * 15 / 16)
+    assert np.isnan(jac[1])
+    assert class_average(jac) == pytest.approx((100 * 15 / 16) / 2)
+
+
+def test_empty_and_random_against_reference():
+    conf = np.zeros((8, 8), np.int64)
+    assert np.all(np.isnan(jaccard(conf))) and np.isnan(class_average(jaccard(conf)))
+    assert np.isnan(pixel_accuracy(conf))
+    rng = np.random.default_rng(1)
+    t = rng.choice([0, 1, 2, 255], (30, 30)).astype(np.uint8)
+    p = rng.integers(0, 4, (30, 30)).astype(np.uint8)
+    conf = confusion_matrix(t, p)
+    np.testing.assert_array_equal(conf, naive.naive_confusion(t, p))
+    np.testing.assert_allclose(jaccard(conf), naive.naive_jaccard(conf), equal_nan=True)
+    stacked = np.stack([conf, 2 * conf])
+    np.testing.assert_allclose(jaccard(stacked)[1], jaccard(conf), equal_nan=True)
+
+
+def test_mask_and_validation():
+    t = np.zeros((40, 40), np.uint8)
+    assert confusion_matrix(t, t, mask=border_mask(t.shape)).sum() == 100
+    assert border_mask((20, 50)).sum() == 0
+    with pytest.raises(ValueError, match="same image"):
+        confusion_matrix(t, t[:3])
+    with pytest.raises(ValueError, match="0..7"):
+        confusion_matrix(t, np.full_like(t, 9))
+
+
+def test_summary_json_and_table(tmp_path):
+    t = np.array([[0, 1], [1, 1]], np.uint8)
+    s = summarize(confusion_matrix(t, t))
+    assert s["jaccard"]["nose"] is None and s["class_average_jaccard"] == 100
+    write_json_atomic(tmp_path / "a.json", {"s": s, "x": np.float32("nan")})
+    back = json.loads((tmp_path / "a.json").read_text())
+    assert back["x"] is None and back["s"]["pixels"] == 4
+    table = markdown_table({"m": s}, "title")
+    assert "| m | 100.0 | 100.0 | n/a" in table
+    assert to_jsonable({"a": np.arange(2)}) == {"a": [0, 1]}
+
+
+def _write_faces(tmp_path, n=3, size=40):
+    recs = []
+    for i in range(n):
+        img = random_image(100 + i, size, size + 2)
+        lab = np.random.default_rng(i).integers(0, 8, img.shape[:2]).astype(np.uint8)
+        lab[:2] = 255
+        write_png_atomic(tmp_path / f"f{i}.png", img)
+        write_png_atomic(tmp_path / f"f{i}_label.png", lab)
+        recs.append(FaceRecord(f"f{i}", str(tmp_path / f"f{i}.png"),
+                               str(tmp_path / f"f{i}_label.png")))
+    return recs
+
+
+def test_evaluate_model_matches_per_image_reference(tmp_path):
+    from facesegment.datasets import load_face
+    from facesegment.inference import predict_image
+
+    recs = _write_faces(tmp_path)
+    model = random_model(3, n_trees=4, max_depth=4)
+    res = evaluate_model(model, recs, alpha=0.5, sweep_alphas=[0.0], n_trees_list=[1, 2],
+                         max_depth_list=[1], progress=False, n_workers=2)
+    total = np.zeros((8, 8), np.int64)
+    for r in recs:
+        image, label = load_face(r)
+        _, pred = predict_image(model, image, mode="strict", alpha=0.5)
+        conf = confusion_matrix(label, np.where(pred == 255, 0, pred), mask=border_mask(label.shape))
+        total += conf
+        assert res["per_image"][r.name] == pytest.approx(class_average(jaccard(conf)), abs=1e-3)
+    assert res["summary"]["confusion"] == total.tolist()
+    assert res["sweep"]["n_trees"] == [1, 2, 4] and res["sweep"]["alphas"] == [0.5, 0.0]
+    assert res["confusion_sweep"].shape == (2, 2, 3, 8, 8)
+    assert res["n_images"] == 3

@@ -1,0 +1,320 @@
+"""The main job (pipelines/): config validation, up-to-date logic, the no-data
+message, truncation of forests, the results page, and an end-to-end ``smoke``
+run on a tiny synthetic labelled folder."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facesegment.classes import N_CLASSES
+from pipelines import backend, report, run, stamps
+from pipelines.config import ConfigError, load_config, q_features, run_name
+from pipelines.stages import Context, Stage
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "pipelines" / "config.toml"
+
+
+# ------------------------------------------------------------------ helpers
+
+def write_config(tmp_path, text):
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return p
+
+
+def synthetic_face(rng, size=64):
+    """A 64x64 'face' (RGB uint8) and its 8-class label map: an ellipse (lower
+    face) holding eyes, brows, a nose and a mouth, each with its own colour."""
+    yy, xx = np.mgrid[:size, :size]
+    c = size / 2 + rng.integers(-2, 3, size=2)
+    label = np.zeros((size, size), np.uint8)
+    face = ((yy - c[0]) / 20.0) ** 2 + ((xx - c[1]) / 16.0) ** 2 <= 1
+    label[face] = 1
+    parts = {  # class: (dy, dx, half-height, half-width) around the centre
+        6: (-9, -7, 1, 4), 7: (-9, 7, 1, 4), 4: (-5, -7, 2, 3), 5: (-5, 7, 2, 3),
+        2: (1, 0, 4, 2), 3: (9, 0, 2, 5),
+    }
+    for cls, (dy, dx, hh, hw) in parts.items():
+        y0, x0 = int(c[0] + dy), int(c[1] + dx)
+        label[y0 - hh:y0 + hh + 1, x0 - hw:x0 + hw + 1] = cls
+    palette = np.array([(40, 90, 40), (200, 160, 130), (170, 120, 100), (150, 40, 50),
+                        (30, 30, 60), (30, 30, 70), (80, 50, 30), (90, 50, 30)], np.int16)
+    img = palette[label] + rng.integers(-25, 26, size=(size, size, 3))
+    return np.clip(img, 0, 255).astype(np.uint8), label
+
+
+def make_dataset(root, n_train=8, n_test=3, seed=0):
+    from facesegment.imageio import write_png_atomic
+
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("test", n_test)):
+        for i in range(n):
+            img, lab = synthetic_face(rng)
+            write_png_atomic(root / split / f"face_{i:03d}.png", img)
+            write_png_atomic(root / split / f"face_{i:03d}_label.png", lab)
+    return root
+
+
+# ------------------------------------------------------------------- config
+
+def test_every_preset_of_the_shipped_config_loads():
+    for preset in ("default", "paper", "small", "smoke"):
+        cfg = load_config(CONFIG, preset, data="x/faces300w")
+        assert run_name(cfg) == f"faces300w-{preset}"
+        assert max(cfg["forest"]["eval_trees"]) <= cfg["forest"]["n_trees"]
+    assert q_features("p^0.7") == round(2883 ** 0.7) == 264
+    assert q_features(100) == 100
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[data]\nn_validaton = 3\n", ["[data]", "n_validaton", "n_validation"]),
+    ("[extract]\nn_windows = -5\n", ["[extract]", "n_windows", "-5", ">= 8"]),
+    ("[evaluate]\nmode = 'loose'\n", ["mode", "'loose'", "strict"]),
+    ("[forest.axis]\nq = 'p^1.5'\n", ["[forest.axis]", "q", "p^E"]),
+    ("[forest.co2]\nnuu = 3\n", ["[forest.co2]", "nuu", "nu"]),
+    ("[forest]\nmax_dept = 3\n", ["[forest]", "max_dept", "max_depth"]),
+    ("[extracts]\nn_windows = 8\n", ["unknown section [extracts]"]),
+    ("[forest.oblique]\nnu = 1\n", ["[forest.oblique]", "co2"]),
+    ("[forest]\nn_trees = 8\neval_trees = [16]\n", ["eval_trees", "n_trees"]),
+    ("[select]\nalphas = []\n", ["alphas", "non-empty"]),
+    ("[select]\nenabled = 1\n", ["enabled", "true or false"]),
+    ("[data\n", ["not valid TOML"]),
+])
+def test_bad_config_names_the_key(tmp_path, text, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(write_config(tmp_path, text))
+    msg = str(err.value)
+    assert str(tmp_path / "c.toml") in msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_presets_override_and_unknown_preset(tmp_path):
+    p = write_config(tmp_path, "[extract]\nn_windows = 64\n"
+                               "[presets.tiny]\nextract = { n_windows = 16 }\n")
+    assert load_config(p)["extract"]["n_windows"] == 64
+    assert load_config(p, "tiny")["extract"]["n_windows"] == 16
+    with pytest.raises(ConfigError, match="unknown preset 'huge'.*tiny"):
+        load_config(p, "huge")
+    bad = write_config(tmp_path, "[presets.x]\nextract = { n_windos = 1 }\n")
+    with pytest.raises(ConfigError, match=r"presets\.x.*n_windos"):
+        load_config(bad, "x")
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+# ------------------------------------------------------------ stamps/skips
+
+def test_fingerprints_change_with_content(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("one")
+    a = stamps.fingerprint(f)
+    f.write_text("two")
+    assert stamps.fingerprint(f) != a
+    d = tmp_path / "d"
+    d.mkdir()
+    t0 = stamps.fingerprint(d)
+    (d / "x").write_text("1")
+    assert stamps.fingerprint(d) != t0
+    assert stamps.fingerprint(tmp_path / "missing") is None
+
+
+def _fake_stage(name, calls, out_name, deps=(), value=lambda c: c.cfg["extract"]):
+    def go(ctx):
+        calls.append(name)
+        out = ctx.reports / out_name
+        stamps.write_text_atomic(out, f"{name} {len(calls)}")
+        return [out]
+    return Stage(name, value, lambda c: [c.reports / "in.txt"], go, deps)
+
+
+def test_stage_runs_once_then_is_skipped_until_something_changes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write_config(tmp_path, "[extract]\nn_windows = 64\n"), data="d")
+    logs = []
+    ctx = Context(cfg, root=tmp_path, log=logs.append)
+    ctx.reports.mkdir(parents=True)
+    (ctx.reports / "in.txt").write_text("input")
+    calls = []
+    st = _fake_stage("s", calls, "out.txt")
+    assert run.execute(ctx, st) == "ran"
+    assert run.execute(ctx, st) == "skipped"                # stamp matches
+    assert run.execute(ctx, st, force=True) == "ran"        # --force
+    (ctx.reports / "in.txt").write_text("changed input")     # input changed
+    assert run.execute(ctx, st) == "ran"
+    assert run.execute(ctx, st) == "skipped"
+    ctx.cfg["extract"]["n_windows"] = 128                    # its config changed
+    assert run.execute(ctx, st) == "ran"
+    (ctx.reports / "out.txt").write_text("tampered, longer output")  # output damaged
+    assert run.execute(ctx, st) == "ran"
+    os.remove(ctx.reports / "out.txt")                        # output deleted
+    assert run.execute(ctx, st) == "ran"
+    assert calls == ["s"] * 6
+    ctx.cfg["select"]["n_trees"] = 3                         # not its section: no rerun
+    assert run.execute(ctx, st) == "skipped"
+    assert run.execute(ctx, st, dry_run=True) == "skipped"
+    assert any("up to date" in m for m in logs)
+
+
+def test_graph_runs_dependencies_in_order_and_only_what_is_needed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write_config(tmp_path, ""), data="d")
+    ctx = Context(cfg, root=tmp_path, log=lambda m: None)
+    ctx.reports.mkdir(parents=True)
+    (ctx.reports / "in.txt").write_text("x")
+    calls = []
+    fake = {"data": _fake_stage("data", calls, "a"),
+            "extract": _fake_stage("extract", calls, "b", ("data",)),
+            "select": _fake_stage("select", calls, "c", ("extract",)),
+            "train:axis": _fake_stage("train:axis", calls, "d", ("select",)),
+            "train:co2": _fake_stage("train:co2", calls, "e", ("select",))}
+    monkeypatch.setattr(run, "build_stages", lambda: fake)
+    import dask
+
+    dask.compute(run.build_graph(ctx, "extract"), scheduler="sync")
+    assert calls == ["data", "extract"]
+    dask.compute(run.build_graph(ctx, "train"), scheduler="sync")
+    assert calls[:3] == ["data", "extract", "select"]
+    assert sorted(calls[3:]) == ["train:axis", "train:co2"]
+    calls.clear()
+    dask.compute(run.build_graph(ctx, "all"), scheduler="sync")
+    assert calls == []                                       # everything up to date
+    dask.compute(run.build_graph(ctx, "all", force=["train"]), scheduler="sync")
+    assert sorted(calls) == ["train:axis", "train:co2"]
+
+
+def test_no_data_stops_at_once_with_the_way_out(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = run.main(["--config", str(CONFIG), "--data", str(tmp_path / "nope"), "all"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "is not a folder" in err and "DATA=../shared/data/faces300w" in err
+    # no DATA, nothing downloaded, offline: stops before trying to download
+    monkeypatch.setattr(backend, "online", lambda *a, **k: False)
+    t0 = time.perf_counter()
+    rc = run.main(["--config", str(CONFIG), "all"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "offline" in err and "make all DATA=" in err
+    assert time.perf_counter() - t0 < 30  # not a download timeout
+
+
+# ------------------------------------------------------ forest truncation
+
+def _model(est, kind="axis"):
+    from facesegment.model import Model
+
+    return Model(kind=kind, params=est.get_params(), arrays=est.forest_,
+                 class_names=tuple(str(c) for c in range(N_CLASSES)),
+                 sampling_factors=np.ones(N_CLASSES), mean=np.zeros(12, np.float32),
+                 std=np.ones(12, np.float32))
+
+
+@pytest.mark.parametrize("kind", ["axis", "two-probe", "co2"])
+def test_first_trees_of_a_forest_are_the_smaller_forest(kind):
+    """The 16-tree scores are those of the 32-tree forest's first 16 trees:
+    check that this equals training 16 trees with the same seed."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(300, 12)).astype(np.uint8)
+    y = (X[:, 0] // 32).astype(np.int64)
+    extra = {"oblique_min_samples": 50} if kind == "co2" else {}
+    if kind != "two-probe":
+        extra["max_features"] = 4
+    big = backend.make_estimator(kind, {"max_depth": 5, **extra}, 4, 7, 1)
+    big.fit(X, y)
+    small = backend.make_estimator(kind, {"max_depth": 5, **extra}, 2, 7, 1)
+    small.fit(X, y)
+    head = backend.subforest(_model(big, kind), 0, 2).arrays
+    for name, a, b in zip(head._fields, head, small.forest_):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    tail = backend.subforest(_model(big, kind), 2, 4).arrays
+    np.testing.assert_array_equal(tail.roots, big.forest_.roots[2:])
+
+
+# ---------------------------------------------------------------- report
+
+def _fake_eval(kind, base, alpha):
+    def summ(v):
+        return {"mean_jaccard": v, "pixel_accuracy": 90.0, "jaccard": [v] * 8,
+                "confusion": np.eye(8, dtype=int).tolist()}
+    trees = {str(n): {"alpha": {repr(alpha): summ(base + n / 10), repr(1.0): summ(base - 1)},
+                      "ms_per_image": 12.0 + n} for n in (16, 32)}
+    return {"kind": kind, "alpha": alpha, "trees": trees, "per_image": {"a": base},
+            "sweep": {"alphas": [alpha, 1.0], "max_depth": [4, 8], "n_trees": [1, 16, 32],
+                      "class_average_jaccard": [[[1, 2, 3], [4, 5, base]]] * 2}}
+
+
+def test_report_renders_only_from_files(tmp_path):
+    run_dir = tmp_path / "reports" / "runs" / "faces300w-default"
+    for k, base in (("axis", 20.0), ("two-probe", 22.0), ("co2", 25.0)):
+        stamps.write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
+        stamps.write_json_atomic(run_dir / f"train-{k}.json", {
+            "n_trees": 32, "fit_seconds": 64.0, "tree_seconds": [1.0] * 32,
+            "model_bytes": {"16": 1e6, "32": 2e6}, "n_nodes": 100, "threads": None})
+    stamps.write_json_atomic(run_dir / "chosen.json", {
+        "axis": {"q": "p^0.7", "alpha": 0.5, "validation_jaccard": 19.0}})
+    stamps.write_json_atomic(run_dir / "splits.json", {
+        "root": "../shared/data/faces300w", "labels": "",
+        "counts": {"train": 1107, "validation": 100, "test": 250}})
+    text = report.render_run(run_dir)
+    assert "| Random forest (axis-aligned) | 0.5 | 21.60 | 23.20 | 32.28 / 34.61 |" in text
+    assert "| CO2 forest | 1 | 24.00 | 24.00 | 40.33 / 42.55 |" in text
+    assert "co2 > two-probe > axis (as in the paper)" in text
+    assert "+23.1%" in text                       # 26.6 / 21.6 - 1 at 16 trees
+    assert "300-W" in text and "1107 training images" in text
+    assert "| Random forest (axis-aligned) | 16 | ≈ 32 s | 1.0 MB | 28 ms |" in text
+    assert "(paper: +24.9%)" in text and "(paper: +22.9%)" in text
+    page = report.render_all(tmp_path / "reports" / "runs", tmp_path / "docs")
+    assert "# Results" in page and "make all DATA=../shared/data/faces300w" in page
+
+
+# ----------------------------------------------------------- end to end
+
+@pytest.mark.slow
+def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
+    data = make_dataset(tmp_path / "faces")
+    monkeypatch.chdir(tmp_path)
+    argv = ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
+            "--workers", "2", "all"]
+    assert run.main(argv) == 0
+    err = capsys.readouterr().err
+    rdir = tmp_path / "reports" / "runs" / "faces-smoke"
+    for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
+              "eval-axis.json", "eval-two-probe.json", "eval-co2.json", "results.md",
+              "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
+        assert (rdir / f).is_file(), (f, err[-3000:])
+    for k in ("axis", "two-probe", "co2"):
+        for n in (2, 4):
+            assert (tmp_path / "models" / "faces-smoke" / f"{k}-{n}" / "model.json").is_file()
+    ev = json.loads((rdir / "eval-co2.json").read_text())
+    assert set(ev["trees"]) == {"2", "4"}
+    assert ev["n_images"] == 3
+    text = (rdir / "results.md").read_text()
+    assert "CO2 forest" in text and "40.33 / 42.55" in text
+    assert (tmp_path / "docs" / "results.md").is_file()
+    # the 2-tree model folder scores what the 2-tree prefix scored
+    from facesegment.inference import predict_proba_raw
+    from facesegment.imageio import read_image
+
+    m4 = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-4")
+    m2 = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-2")
+    img = read_image(data / "test" / "face_000.png")
+    np.testing.assert_allclose(predict_proba_raw(m2, img), predict_proba_raw(m4, img, n_trees=2),
+                               atol=1e-6)
+    # a second run finds everything up to date
+    assert run.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "0 stage(s) ran" in err or "ran: none" in err, err[-2000:]
+    # changing only the evaluation reruns evaluation and what follows, not training
+    argv2 = argv[:-1] + ["--force", "evaluate:axis", "all"]
+    assert run.main(argv2) == 0
+    err = capsys.readouterr().err
+    assert "[evaluate:axis] running" in err and "[train:axis] up to date" in err
