@@ -9,14 +9,21 @@ BIN := $(VENV)/bin
 FS := $(BIN)/facesegment
 CONFIG ?= pipelines/config.toml
 DATA ?=
-PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(DATA),)
+LABELS ?=
+NAME ?=
+PRESET ?=
+PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(DATA),) \
+	$(if $(LABELS),--labels $(LABELS),) $(if $(NAME),--name $(NAME),) \
+	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast all data label extract select train evaluate figures bench clean
+.PHONY: help setup test test-fast all data label extract select train evaluate figures report notebook bench clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  Variables: DATA=path/to/labelled/folder  CONFIG=$(CONFIG)  PYTHON=$(PYTHON)"
+	@echo "  Variables: DATA=path/to/labelled/folder  LABELS=label/tree  NAME=dataset-name"
+	@echo "             PRESET=default|paper|small|smoke  CONFIG=$(CONFIG)  PYTHON=$(PYTHON)"
+	@echo "             PIPE_ARGS='--force train --full-grid ...' (python -m pipelines.run --help)"
 
 $(BIN)/facesegment: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +39,7 @@ test: setup  ## Run the test suite (what CI runs)
 test-fast: setup  ## Run the tests that need neither ../shared nor slow end-to-end runs
 	$(BIN)/python -m pytest -q -m "not shared and not slow"
 
-all: setup  ## The main job: data -> extract -> train (3 kinds x 16/32 trees) -> evaluate -> figures
+all: setup  ## The main job: data -> extract -> select -> train (3 kinds, 16/32 trees) -> evaluate -> figures -> report
 	$(PIPE) all
 
 data: setup  ## Check (or download and label) the dataset named by DATA / the config
@@ -44,7 +51,7 @@ label: setup  ## Label unlabelled faces with dlib landmarks (LFW)
 extract: setup  ## Sample class-balanced 31x31 windows into data/windows/*.h5
 	$(PIPE) extract
 
-select: setup  ## Model selection on the validation images (q, nu, eta, pairs, alpha)
+select: setup  ## Model selection on the validation images (q, nu, eta, pairs, alpha); PIPE_ARGS=--full-grid for the paper's grids
 	$(PIPE) select
 
 train: setup  ## Train the forests named in the config into models/
@@ -55,6 +62,12 @@ evaluate: setup  ## Evaluate every trained model on the test split into reports/
 
 figures: setup  ## Figures 3 and 4 of the paper and confusion matrices into reports/
 	$(PIPE) figures
+
+report: setup  ## Results tables (reports/runs/RUN/results.md and docs/results.md) from the pipeline's files
+	$(PIPE) report
+
+notebook: setup  ## Execute notebooks/walkthrough.ipynb with the faces300w model and save its outputs
+	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)
 
 bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
 	$(BIN)/python benchmarks/bench_extract.py

@@ -32,11 +32,14 @@ from .classes import CLASS_NAMES, HALF, N_CLASSES, N_FEATURES, WINDOW
 from .datasets import find_faces, load_face, skipped_by_labeller
 from .errors import DataError
 from .parallel import default_workers, map_tasks
+from .progress import Progress
 from .windows import CHUNK_ROWS, WindowsWriter, read_windows_meta
 
 #: Upper bound on results held back waiting for an earlier image (bytes).
 _PENDING_BYTES = 256 * 2**20
 _HYPERGEOMETRIC_LIMIT = 10**9
+#: Bound on the windows one pass-2 task returns (memory in flight).
+_WINDOWS_PER_TASK = 4096
 
 
 # -------------------------------------------------------------------- kernels
@@ -52,27 +55,24 @@ def cut_windows_kernel(image, centers, half, out, sums, sumsq):
         (row, col); every window must lie inside the image.
     half : int
         Half-width; windows are ``2 * half + 1`` square.
-    out : uint8 (k, 2*half+1, 2*half+1, C)
+    out : uint8 (k, 2*half+1, 2*half+1, C), C-contiguous
         Receives the windows.
     sums, sumsq : int64 (w * w * C,)
         Incremented by the per-feature sums and sums of squares.
     """
     k = centers.shape[0]
     w = 2 * half + 1
-    nc = image.shape[2]
     for i in range(k):
         r0 = centers[i, 0] - half
         c0 = centers[i, 1] - half
-        f = 0
         for dy in range(w):
-            for dx in range(w):
-                for ch in range(nc):
-                    v = image[r0 + dy, c0 + dx, ch]
-                    out[i, dy, dx, ch] = v
-                    iv = np.int64(v)
-                    sums[f] += iv
-                    sumsq[f] += iv * iv
-                    f += 1
+            out[i, dy] = image[r0 + dy, c0:c0 + w]
+    flat = out.reshape(k, -1)  # contiguous: the sums loop vectorises
+    for i in range(k):
+        for f in range(flat.shape[1]):
+            v = np.int64(flat[i, f])
+            sums[f] += v
+            sumsq[f] += v * v
 
 
 def eligible_counts(label, margin=HALF):
@@ -122,20 +122,17 @@ def cut_task(item, margin):
     h, w = label.shape
     inner = label[margin:h - margin, margin:w - margin]
     iw = max(w - 2 * margin, 0)
-    counts = eligible_counts(label, margin)
-    if not np.array_equal(counts, expected):
-        raise DataError(record.label, "label map changed during extraction",
-                        "do not modify the data while `facesegment extract` runs")
+    flat = np.ascontiguousarray(inner).ravel()
     rng = np.random.default_rng(state)
-    flat = inner.ravel()
-    order = np.argsort(flat, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(counts)])
     chosen, labs = [], []
     for c in range(N_CLASSES):
         k = int(alloc[c])
         if k == 0:
             continue
-        pos = order[starts[c]:starts[c + 1]]
+        pos = np.flatnonzero(flat == c)
+        if pos.size != expected[c]:
+            raise DataError(record.label, "label map changed during extraction",
+                            "do not modify the data while `facesegment extract` runs")
         sel = rng.choice(pos.size, size=k, replace=bool(replace[c]))
         sel.sort()
         chosen.append(pos[sel])
@@ -152,6 +149,47 @@ def cut_task(item, margin):
     cut_windows_kernel(image, centers, HALF, windows, sums, sumsq)
     labels = np.concatenate(labs) if labs else np.zeros(0, np.uint8)
     return windows, labels, centers, sums, sumsq
+
+
+def count_batch(records, margin):
+    """Pass 1 task over a few images: a list of :func:`count_task` results."""
+    return [count_task(r, margin) for r in records]
+
+
+def cut_batch(items, margin):
+    """Pass 2 task over a few images.
+
+    Returns
+    -------
+    (per_image, sums, sumsq) : list of (windows, labels, centers) per image,
+        and the int64 (2883,) feature sums and sums of squares of the batch.
+    """
+    per_image = []
+    sums = np.zeros(N_FEATURES, np.int64)
+    sumsq = np.zeros(N_FEATURES, np.int64)
+    for it in items:
+        w, y, c, s, q = cut_task(it, margin)
+        per_image.append((w, y, c))
+        sums += s
+        sumsq += q
+    return per_image, sums, sumsq
+
+
+def group_ranges(weights, max_items, max_weight=None):
+    """Split ``range(len(weights))`` into consecutive ``(start, stop)`` groups.
+
+    A group holds at most ``max_items`` items and, unless it is a single item,
+    at most ``max_weight`` total weight.
+    """
+    groups, start, acc = [], 0, 0
+    for i, wt in enumerate(weights):
+        if i > start and (i - start >= max_items or (max_weight is not None and acc + wt > max_weight)):
+            groups.append((start, i))
+            start, acc = i, 0
+        acc += int(wt)
+    if len(weights):
+        groups.append((start, len(weights)))
+    return groups
 
 
 # ----------------------------------------------------------------- allocation
@@ -446,7 +484,7 @@ def find_training_faces(data_dir, labels=None, exclude=()):
     return root, recs
 
 
-def _validate(n_windows, seed, on_error, compression, n_workers):
+def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None):
     if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) or n_windows < 1:
         raise ValueError(f"n_windows must be a positive integer; got {n_windows!r} "
                          "(the paper uses 256000 per tree)")
@@ -458,11 +496,15 @@ def _validate(n_windows, seed, on_error, compression, n_workers):
         raise ValueError(f"compression must be 'lzf', 'gzip' or None; got {compression!r}")
     if n_workers is not None and (not isinstance(n_workers, (int, np.integer)) or n_workers < 1):
         raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
+    if images_per_task is not None and (not isinstance(images_per_task, (int, np.integer))
+                                        or images_per_task < 1):
+        raise ValueError(f"images_per_task must be a positive integer or None; got {images_per_task!r}")
 
 
 def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_workers=None,
                     on_error="skip", margin=HALF, compression="gzip", compression_opts=1,
-                    chunk_rows=CHUNK_ROWS, progress=True, data_root=None, labels_root=None):
+                    chunk_rows=CHUNK_ROWS, progress=True, data_root=None, labels_root=None,
+                    images_per_task=None):
     """Sample class-balanced windows from labelled faces into a windows file.
 
     Parameters
@@ -489,6 +531,12 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
         of 1024 windows: measured faster to write and 2x smaller than lzf).
     progress : bool
         Progress lines (images done, rate, ETA) on stderr.
+    data_root, labels_root : path, optional
+        Recorded in the file's attributes.
+    images_per_task : int, optional
+        Images per Dask task (default: up to 32, fewer for small splits; a
+        pass-2 task also holds at most ~4096 windows unless one image has
+        more).  Results do not depend on it.
 
     Returns
     -------
@@ -500,7 +548,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
         Unwritable output, no usable images, a class with no eligible pixel,
         or (``on_error="fail"``) the first bad image.
     """
-    _validate(n_windows, seed, on_error, compression, n_workers)
+    _validate(n_windows, seed, on_error, compression, n_workers, images_per_task)
     if margin < HALF:
         raise ValueError(f"margin must be >= {HALF} so windows fit in the image; got {margin}")
     records = list(records)
@@ -512,16 +560,22 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     counts = np.zeros((len(records), N_CLASSES), np.int64)
     ok = np.ones(len(records), bool)
     skipped = []
-    for i, (cnt, err) in map_tasks(count_task, records, args=(margin,), scheduler=scheduler,
-                                   n_workers=n_workers, desc="extract 1/2 count pixels",
-                                   unit="images", progress=progress):
-        if err is not None:
-            if on_error == "fail":
-                raise DataError(*err)
-            skipped.append(err)
-            ok[i] = False
-        else:
-            counts[i] = cnt
+    n_threads = n_workers or default_workers()
+    per_task = images_per_task or max(1, min(32, len(records) // (16 * n_threads)))
+    groups = group_ranges(np.ones(len(records)), per_task)
+    with Progress(len(records), desc="extract 1/2 count pixels", unit="images", enabled=progress) as bar:
+        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin,),
+                                    scheduler=scheduler, n_workers=n_workers, progress=False):
+            a = groups[g][0]
+            for i, (cnt, err) in enumerate(results, start=a):
+                if err is not None:
+                    if on_error == "fail":
+                        raise DataError(*err)
+                    skipped.append(err)
+                    ok[i] = False
+                else:
+                    counts[i] = cnt
+            bar.update(len(results))
     t1 = time.perf_counter()
     used = np.flatnonzero(ok)
     if used.size == 0:
@@ -540,21 +594,25 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     offsets = np.concatenate([[0], np.cumsum(per_image)])
     items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
 
+    groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
     sums = np.zeros(N_FEATURES, np.int64)
     sumsq = np.zeros(N_FEATURES, np.int64)
-    n_threads = n_workers or default_workers()
     with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
                        chunk_rows=chunk_rows) as writer, ThreadPoolExecutor(n_threads) as pool:
         sink = _BackgroundSink(_OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
                                             4 * writer.chunk_rows, pool))
+        bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
         try:
-            for k, res in map_tasks(cut_task, items, args=(margin,), scheduler=scheduler,
-                                    n_workers=n_workers, desc="extract 2/2 cut windows", unit="images",
-                                    progress=progress):
-                sums += res[3]
-                sumsq += res[4]
-                sink.add(k, res)
+            for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
+                                                  args=(margin,), scheduler=scheduler,
+                                                  n_workers=n_workers, progress=False):
+                sums += s1
+                sumsq += s2
+                for k, res in enumerate(results, start=groups[g][0]):
+                    sink.add(k, res)
+                bar.update(len(results))
         finally:
+            bar.close()
             sink.stop()
         sink.close()
         mean, std = finish_stats(sums, sumsq, n_windows)
@@ -601,5 +659,5 @@ def sampling_factors(class_counts, pixel_counts):
 
 __all__ = ["extract_windows", "find_training_faces", "filter_records", "resolve_data_dir", "read_name_list",
            "check_output", "allocate", "class_targets", "seed_states", "eligible_counts",
-           "cut_windows_kernel", "count_task", "cut_task", "finish_stats", "sampling_factors",
+           "cut_windows_kernel", "count_task", "cut_task", "count_batch", "cut_batch", "group_ranges", "finish_stats", "sampling_factors",
            "ExtractResult"]

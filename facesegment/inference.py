@@ -89,6 +89,11 @@ def _arrays_of(model):
     return arrays
 
 
+def _f32(a):
+    return a if a.dtype == np.float32 and a.flags.c_contiguous else np.ascontiguousarray(
+        a, dtype=np.float32)
+
+
 def _weights_f32(weights):
     """float32 C-contiguous weights (a float16 forest is converted once, cached)."""
     if weights.dtype == np.float32 and weights.flags.c_contiguous:
@@ -124,14 +129,46 @@ def strict_region(shape):
     return y0, y1, x0, x1
 
 
-def _node_offsets(arrays, padded_width):
-    """Byte offsets of each node's first/second probe in a padded image (or -1)."""
+_PACK_CACHE = {}
+
+
+def pack_nodes(arrays, padded_width):
+    """Pack the node arrays for the kernels (see :mod:`facesegment._dense_kernels`).
+
+    Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
+    feature indices become byte offsets in a padded image of ``padded_width``
+    pixels and leaves point to themselves.  The last few packings are cached
+    (keyed by the forest's arrays and the width), so a folder of same-size
+    images packs once.
+    """
+    key = (id(arrays.left), padded_width)
+    hit = _PACK_CACHE.get(key)
+    if hit is not None and hit[0]() is arrays.left:
+        return hit[1], hit[2]
     offs = feature_offsets(padded_width)
     f1 = arrays.feature.astype(np.int64)
     f2 = arrays.feature2.astype(np.int64)
-    off1 = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], -1)
-    off2 = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], -1)
-    return off1, off2
+    leaf = arrays.left < 0
+    idx = np.arange(arrays.n_nodes, dtype=np.int32)
+    nodes = np.zeros((arrays.n_nodes, 8), dtype=np.int32)
+    nodes[:, K.LEFT] = np.where(leaf, idx, arrays.left)
+    nodes[:, K.RIGHT] = np.where(leaf, idx, arrays.right)
+    nodes[:, K.OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
+    nodes[:, K.OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
+    nodes[:, K.OBLIQUE] = np.where(leaf, -1, arrays.oblique)
+    thr = nodes.view(np.float32)
+    thr[:, K.THRESHOLD] = np.where(leaf, 0, arrays.threshold)
+    thr[:, K.MUL] = np.where(f2 >= 0, 1.0, 0.0)
+    nodes[:, K.RESP] = -1
+    try:
+        _PACK_CACHE[key] = (weakref.ref(arrays.left), nodes, thr)
+    except TypeError:  # pragma: no cover - plain arrays are weak-referenceable
+        pass
+    for k in [k for k, v in _PACK_CACHE.items() if v[0]() is None]:
+        del _PACK_CACHE[k]
+    while len(_PACK_CACHE) > 6:
+        del _PACK_CACHE[next(iter(_PACK_CACHE))]
+    return nodes, thr
 
 
 def fft_responses(padded, arrays, roots, levels, shape):
@@ -189,18 +226,19 @@ def _kernel_args(model, image, n_trees, max_depth, fft_levels):
         raise ValueError(f"fft_levels={fft_levels!r} must be an int >= 0 (0 = no FFT levels)")
     padded = pad_image(image)
     roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
-    off1, off2 = _node_offsets(arrays, padded.shape[1])
     weights = _weights_f32(arrays.weights)
+    nodes, thr = pack_nodes(arrays, padded.shape[1])
+    steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
     if fft_levels > 0 and weights.shape[0] > 0:
-        resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, max_depth),
+        resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, steps),
                                          image.shape)
+        nodes = nodes.copy()
+        nodes[:, K.RESP] = resp_index
+        thr = nodes.view(np.float32)
     else:
         resp = np.zeros((0, 1, 1), dtype=np.float32)
-        resp_index = np.full(arrays.n_nodes, -1, dtype=np.int32)
-    tree = (arrays.left, arrays.right, off1, off2, arrays.oblique,
-            np.asarray(arrays.threshold, dtype=np.float32), arrays.depth,
-            np.asarray(arrays.value, dtype=np.float32), weights, resp, resp_index)
-    return padded.reshape(-1), padded.shape[1] * N_CHANNELS, roots, max_depth, tree
+    tree = (nodes, thr, _f32(arrays.value), weights, resp)
+    return padded.reshape(-1), padded.shape[1] * N_CHANNELS, roots, steps, tree
 
 
 # ------------------------------------------------------------------- public
@@ -293,27 +331,26 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
     """
     _check_mode(mode)
-    img, rowstride, roots, max_depth, tree = _kernel_args(model, image, n_trees, max_depth,
-                                                          fft_levels)
+    img, rowstride, roots, steps, tree = _kernel_args(model, image, n_trees, max_depth,
+                                                      fft_levels)
     h, w = image.shape[:2]
-    out = np.zeros((h, w, tree[7].shape[1]), dtype=np.float32)
+    out = np.zeros((h, w, tree[2].shape[1]), dtype=np.float32)
     y0, y1, x0, x1 = strict_region(image.shape) if mode == "strict" else (0, h, 0, w)
     if y1 > y0 and x1 > x0:
-        K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, max_depth, *tree, out)
+        K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, *tree, out)
     return out
 
 
 def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None):
     """Oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
-    img, rowstride, roots, max_depth, tree = _kernel_args(model, image, n_trees, max_depth, 0)
+    img, rowstride, roots, steps, tree = _kernel_args(model, image, n_trees, max_depth, 0)
     h, w = image.shape[:2]
     y0, y1, x0, x1 = strict_region(image.shape) if mode == "strict" else (0, h, 0, w)
     if y1 <= y0 or x1 <= x0:
         return 0
-    t = tree
-    return int(K.count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, max_depth,
-                                      t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[8],
-                                      t[9], t[10]))
+    nodes, thr, _, weights, resp = tree
+    return int(K.count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps,
+                                      nodes, thr, weights, resp))
 
 
 def _as_sorted_ints(values, name, low, upper):
@@ -377,7 +414,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         inside[y0:y1, x0:x1] = True
         elig &= inside
     ys, xs = np.nonzero(elig)
-    n_c = tree[7].shape[1]
+    n_c = tree[2].shape[1]
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     if len(ys):
         K.sweep_predict(img, rowstride, ys.astype(np.int64), xs.astype(np.int64), roots,

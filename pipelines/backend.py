@@ -7,8 +7,9 @@ read as the experiment and the library's signatures live in one place.
 import os
 import socket
 import time
+from pathlib import Path
 
-from facesegment.errors import FaceSegmentError
+from facesegment.errors import DataError, FaceSegmentError
 
 
 class NoDataError(FaceSegmentError):
@@ -35,47 +36,71 @@ def online(host="ndownloader.figshare.com", port=443, timeout=3.0):
 
 
 def fetch_lfw(dest, labels, workers=None, scheduler=None):
-    """Download LFW into ``dest`` and label it with dlib into ``labels``.
+    """Download LFW into ``dest`` (once) and label it with dlib into ``labels``.
 
-    Returns ``(image_root, labels_root)``.  Offline (and nothing downloaded
-    yet): raises NoDataError at once with the way out.
+    Returns ``(image_root, labels_root)``.  Offline with nothing downloaded yet:
+    raises NoDataError at once (no download timeout) with the way out.
+    Labelling resumes: images already labelled are skipped.
     """
     from facesegment import download, label
+    from facesegment.parallel import default_workers
 
-    marker_ok = os.path.isdir(dest) and any(os.scandir(dest))
-    if not marker_ok:
-        if not online():
-            raise NoDataError(
-                f"no data: DATA is not set, {dest} does not exist and LFW cannot be "
-                f"downloaded (this machine is offline); {NO_DATA_HELP}")
-        try:
-            root = download.download_lfw(dest=dest)
-        except FaceSegmentError as exc:
-            raise NoDataError(f"no data: downloading LFW failed ({exc}); {NO_DATA_HELP}") from exc
-    else:
-        root = dest
-    root = _lfw_image_root(root)
-    label.label_folder(root, labels, scheduler=scheduler or None, n_workers=workers or None)
-    return root, labels
-
-
-def _lfw_image_root(root):
-    """The folder holding the person folders inside an LFW extraction."""
-    root = os.fspath(root)
-    for sub in ("lfw_funneled", "lfw-funneled", "lfw"):
-        if os.path.isdir(os.path.join(root, sub)):
-            return os.path.join(root, sub)
-    return root
+    src = download.LFW_SOURCES["funneled"]
+    done = (Path(dest) / f".{src.filename}.complete").exists()
+    if not done and not online():
+        raise NoDataError(
+            f"no data: DATA is not set, {dest} does not exist and LFW cannot be "
+            f"downloaded (this machine is offline); {NO_DATA_HELP}")
+    try:
+        root = download.fetch_lfw(dest)
+    except FaceSegmentError as exc:
+        raise NoDataError(f"no data: getting LFW failed ({exc}); {NO_DATA_HELP}") from exc
+    label.label_folder(root, labels, scheduler=scheduler,
+                       n_workers=workers or default_workers())
+    return str(root), str(labels)
 
 
 def split_dataset(root, labels, n_validation, test_fraction, seed):
-    """``(train, validation, test, summary)``: lists of FaceRecord (facesegment.splits:
-    train/ and test/ folders as given, else a seeded split by person)."""
-    from facesegment import splits
+    """``(train, validation, test, summary)`` lists of FaceRecord.
 
-    s = splits.split_dataset(root, labels or None, test_fraction=test_fraction,
-                             n_validation=n_validation, seed=seed)
-    return list(s.train), list(s.validation), list(s.test), s.summary()
+    ``train/`` and ``test/`` folders are used as given, else a seeded split by
+    person (facesegment.splits).  With a separate label tree (``labels``),
+    images that have no label map (faces the landmark detector missed; its
+    report lists them) are left out and counted in the summary; with labels
+    beside the images a missing label map is an error naming the image.
+    """
+    from facesegment import splits
+    from facesegment.datasets import find_faces
+
+    try:
+        if not labels:
+            s = splits.split_dataset(root, None, test_fraction=test_fraction,
+                                     n_validation=n_validation, seed=seed)
+            return list(s.train), list(s.validation), list(s.test), s.summary()
+        root, labels = Path(root), Path(labels)
+        dropped = 0
+
+        def labelled(recs):
+            nonlocal dropped
+            keep = [r for r in recs if r.label is not None]
+            dropped += len(recs) - len(keep)
+            return keep
+
+        if splits.has_given_splits(root):
+            train = labelled(find_faces(root / "train", labels / "train", require_labels=False))
+            test = labelled(find_faces(root / "test", labels / "test", require_labels=False))
+            s = splits.split_records(train, test=test, n_validation=n_validation, seed=seed)
+        else:
+            recs = labelled(find_faces(root, labels, require_labels=False))
+            s = splits.split_records(recs, test_fraction=test_fraction,
+                                     n_validation=n_validation, seed=seed)
+    except ValueError as exc:
+        if isinstance(exc, FaceSegmentError):
+            raise
+        raise DataError(root, f"cannot be split: {exc}",
+                        "change [data] n_validation / test_fraction") from exc
+    return (list(s.train), list(s.validation), list(s.test),
+            s.summary() + f"; {dropped} images without a label map left out")
 
 
 def records_from_json(items):

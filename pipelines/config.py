@@ -144,7 +144,7 @@ SCHEMA = {
         "alpha": (_num(0.0, 4.0), 0.5),
         "extra_alphas": (_list(_num(0.0, 4.0)), [1.0]),
         "mode": (_str(("strict", "full")), "strict"),
-        "time_images": (_int(1), 20),
+        "time_images": (_int(1), 10),
         "time_mode": (_str(("strict", "full")), "full"),
         "fft_levels": (_int(0), 0),
     },

@@ -41,6 +41,20 @@ def estimator_params(cfg, kind, setting):
     return params
 
 
+def selection_params(cfg, kind, setting, n_pool):
+    """Estimator keywords of a selection forest: ``[select] max_samples`` windows per
+    tree, and CO2's ``oblique_min_samples`` scaled by the same ratio, so that the
+    smaller selection trees have oblique splits down to the same depth."""
+    params = estimator_params(cfg, kind, setting)
+    full = min(cfg["forest"].get("max_samples") or n_pool, n_pool)
+    small = min(cfg["select"]["max_samples"], n_pool)
+    params["max_samples"] = small
+    if kind == "co2" and "oblique_min_samples" in params:
+        params["oblique_min_samples"] = max(
+            2, int(round(params["oblique_min_samples"] * small / max(full, 1))))
+    return params
+
+
 def _label(setting):
     return ", ".join(f"{k}={v}" for k, v in setting.items())
 
@@ -69,8 +83,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
         if kind == "co2":
             settings = [{"q": chosen["axis"]["q"], **s} for s in settings]
         for setting in settings:
-            params = estimator_params(cfg, kind, setting)
-            params["max_samples"] = min(sel["max_samples"], len(ws.y))
+            params = selection_params(cfg, kind, setting, len(ws.y))
             est = backend.make_estimator(kind, params, n, seed, workers)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")

@@ -238,10 +238,15 @@ def _train(kind):
         outs, sizes = [], {}
         for m in sorted(set(cfg["forest"]["eval_trees"]) | {n}):
             sub = model if m == n else backend.subforest(model, 0, m)
-            if m != n:
+            if m != n:  # the first m trees: exactly an m-tree forest with the same seed
                 share = sum(tree_s[:m]) / sum(tree_s) if tree_s and sum(tree_s) else m / n
-                sub.metrics["fit_seconds_estimate"] = round(fit_s * share, 3)
-                sub.metrics["truncated_from"] = str(ctx.model_dir(kind, n))
+                sub.params = {**sub.params, "n_estimators": m}
+                sub.metrics.update({
+                    "fit_seconds": round(fit_s * share, 3), "fit_seconds_is_estimate": True,
+                    "truncated_from": str(ctx.model_dir(kind, n)),
+                    "n_nodes": sub.arrays.n_nodes, "n_oblique": int(sub.arrays.weights.shape[0])})
+                if tree_s:
+                    sub.metrics["tree_seconds"] = tree_s[:m]
             path = ctx.model_dir(kind, m)
             if path.exists():
                 shutil.rmtree(path)

@@ -182,4 +182,4 @@ def test_label_cli_reports_misses(lfw_gray, tmp_path, capsys):
     assert "Blank_0002.jpg: image file is empty (0 bytes)" in err
     assert (tmp_path / "out" / person.name / (img.stem + "_label.png")).exists()
     report = (tmp_path / "out" / "label_report.csv").read_text()
-    assert "Blank_0001.png,no-face,0," in report
+    assert "Blank/Blank_0001," in report and ",no-face,0,," in report

@@ -115,6 +115,12 @@ def test_allocate_is_proportional_on_average():
     assert 85 < got < 95  # expected 90
 
 
+def test_group_ranges():
+    assert ex.group_ranges([1] * 5, 2) == [(0, 2), (2, 4), (4, 5)]
+    assert ex.group_ranges([3, 3, 9, 1, 1], 10, max_weight=6) == [(0, 2), (2, 3), (3, 5)]
+    assert ex.group_ranges([], 4) == []
+
+
 def test_repair_over():
     a = np.array([5, 0, 3])
     ex._repair_over(a, np.array([2, 4, 3]))
@@ -165,7 +171,8 @@ def test_same_seed_same_file_any_workers(tmp_path):
     root = _faces(tmp_path / "data", n=6)
     recs = find_faces(root)
     ex.extract_windows(recs, tmp_path / "a.h5", 96, seed=5, n_workers=1, progress=False)
-    ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=5, n_workers=2, progress=False, chunk_rows=8)
+    ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=5, n_workers=2, progress=False, chunk_rows=8,
+                       images_per_task=4)
     _assert_same_file(tmp_path / "a.h5", tmp_path / "b.h5")
     ex.extract_windows(recs, tmp_path / "c.h5", 96, seed=6, n_workers=2, progress=False)
     assert not np.array_equal(read_windows(tmp_path / "a.h5").centers, read_windows(tmp_path / "c.h5").centers)
@@ -180,12 +187,26 @@ def test_out_of_order_results_written_directly(tmp_path, monkeypatch):
 
     def shuffled(func, items, **kw):
         res = list(real(func, items, **kw))
-        return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is ex.cut_task else res
+        return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is ex.cut_batch else res
 
     monkeypatch.setattr(ex, "map_tasks", shuffled)
     monkeypatch.setattr(ex, "_PENDING_BYTES", 1)
-    ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=1, n_workers=1, progress=False, chunk_rows=4)
+    ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=1, n_workers=1, progress=False, chunk_rows=4,
+                       images_per_task=1)
     _assert_same_file(tmp_path / "a.h5", tmp_path / "b.h5")
+
+
+def test_cut_task_detects_changed_label(tmp_path):
+    rec = find_faces(_faces(tmp_path / "data", n=1))[0]
+    _, lab = load_face(rec)
+    expected = naive_eligible_counts(lab)
+    alloc = np.ones(8, np.int64)
+    state = np.zeros(4, np.uint32)
+    w, y, c, s, q = ex.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
+    assert w.shape == (8, 31, 31, 3) and y.tolist() == list(range(8))
+    expected[3] += 1
+    with pytest.raises(DataError, match="label map changed during extraction"):
+        ex.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
 
 
 def test_with_replacement_when_too_few_pixels(tmp_path):
@@ -252,7 +273,8 @@ def test_parameter_validation(tmp_path):
                     ({"seed": -1}, "seed must be a non-negative integer"),
                     ({"on_error": "ignore"}, "on_error must be 'skip' or 'fail'"),
                     ({"compression": "zstd"}, "compression must be"),
-                    ({"margin": 3}, "margin must be >= 15")]:
+                    ({"margin": 3}, "margin must be >= 15"),
+                    ({"images_per_task": 0}, "images_per_task must be a positive integer")]:
         with pytest.raises(ValueError, match=msg):
             ex.extract_windows(recs, tmp_path / "w.h5", **{"n_windows": 8, **kw})
 

@@ -67,6 +67,12 @@ def test_label_folder_on_lfw(lfw_gray, tmp_path):
     assert not list(src.rglob("*_label.png")), "input tree must not be written"
     # rerun resumes: finished outputs are kept, misses retried
     again = label_folder(src, out, progress=False)
+    assert summarize(again) == {"ok": 2, "no-face": 1, "unreadable": 1}
+    ok_before = [r for r in report if r["status"] == "ok"]
+    ok_after = [{k: str(v) for k, v in r.items()} for r in again if r["status"] == "ok"]
+    assert ok_after == ok_before  # rows of finished images carried over from the old report
+    (out / REPORT_NAME).unlink()
+    again = label_folder(src, out, progress=False)
     assert summarize(again) == {"exists": 2, "no-face": 1, "unreadable": 1}
 
 
@@ -75,8 +81,8 @@ def test_label_folder_on_lfw(lfw_gray, tmp_path):
 def test_label_one_is_deterministic(lfw_gray, tmp_path):
     _needs_dlib()
     img = sorted(sorted(lfw_gray.iterdir())[0].glob("*.jpg"))[0]
-    a = label_one((str(img), "a"), str(tmp_path), True, 1)
-    b = label_one((str(img), "b"), str(tmp_path), True, 1)
+    a = label_one((str(img), "a"), str(tmp_path), True, 1, -0.5)
+    b = label_one((str(img), "b"), str(tmp_path), True, 1, -0.5)
     assert a["status"] == b["status"] == "ok"
     assert (tmp_path / "a.pts").read_text() == (tmp_path / "b.pts").read_text()
 

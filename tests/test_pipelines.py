@@ -207,6 +207,30 @@ def test_no_data_stops_at_once_with_the_way_out(tmp_path, monkeypatch, capsys):
     assert time.perf_counter() - t0 < 30  # not a download timeout
 
 
+def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
+    """Images in person folders, labels in a parallel tree (as `facesegment label`
+    writes them); an image the detector missed has no label and is left out."""
+    from facesegment.imageio import write_png_atomic
+
+    rng = np.random.default_rng(1)
+    for p in range(6):
+        for i in range(2):
+            img, lab = synthetic_face(rng)
+            name = f"Person_{p}/Person_{p}_{i + 1:04d}"
+            write_png_atomic(tmp_path / "img" / f"{name}.png", img)
+            if (p, i) != (5, 1):
+                write_png_atomic(tmp_path / "lab" / f"{name}_label.png", lab)
+    train, val, test, how = backend.split_dataset(tmp_path / "img", tmp_path / "lab", 2,
+                                                  0.3, 0)
+    assert len(train) + len(val) + len(test) == 11
+    assert "1 images without a label map left out" in how
+    person = lambda r: r.name.split("/")[0]  # noqa: E731
+    assert not {person(r) for r in test} & {person(r) for r in train + val}
+    assert len(val) == 2
+    with pytest.raises(Exception, match="n_validation"):
+        backend.split_dataset(tmp_path / "img", tmp_path / "lab", 50, 0.3, 0)
+
+
 # ------------------------------------------------------ forest truncation
 
 def _model(est, kind="axis"):

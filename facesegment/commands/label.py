@@ -11,6 +11,8 @@ recursively, and write OUT_DIR/<rel>/NAME.pts and OUT_DIR/<rel>/NAME_label.png
 mirroring the input tree. IN_DIR is never written to. The result is a labelled
 dataset: pass `--labels OUT_DIR` with IN_DIR to the other commands.
 
+Detection passes, each only when the previous found nothing: as given,
+upsampled (--upsample), upsampled with a lowered threshold (--threshold).
 When several faces are found the one closest to the image centre is used.
 Images without a face and unreadable images are skipped and listed in
 OUT_DIR/label_report.csv (image, status, faces, seconds, message). Existing
@@ -32,6 +34,11 @@ def add_arguments(p):
                    help="address of a Dask distributed scheduler (e.g. tcp://host:8786) to spread the work over a cluster")
     p.add_argument("--upsample", type=int, default=1, metavar="K",
                    help="when no face is found, detect again on the image upsampled K times (0 disables; default 1)")
+    p.add_argument("--threshold", type=float, default=-0.5, metavar="T",
+                   help="when the first passes find no face, a last pass runs the detector with its "
+                        "threshold adjusted by T (T <= 0; default -0.5)")
+    p.add_argument("--no-low-threshold", action="store_true",
+                   help="skip that last low-threshold pass (fewer, but only confident, detections)")
     p.add_argument("--overwrite", action="store_true",
                    help="recompute outputs that already exist (default: skip them and resume)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
@@ -44,12 +51,14 @@ def run(args):
 
     from ..errors import FaceSegmentError
 
-    if args.workers < 1 or args.upsample < 0:
-        raise FaceSegmentError(f"--workers must be >= 1 and --upsample >= 0, got "
-                               f"{args.workers} and {args.upsample}")
+    if args.workers < 1 or args.upsample < 0 or args.threshold > 0:
+        raise FaceSegmentError(f"--workers must be >= 1, --upsample >= 0 and --threshold <= 0, got "
+                               f"{args.workers}, {args.upsample} and {args.threshold}")
     t0 = time.perf_counter()
     rows = label_folder(args.in_dir, args.out_dir, overwrite=args.overwrite,
-                        upsample=args.upsample, scheduler=args.scheduler,
+                        upsample=args.upsample,
+                        threshold=None if args.no_low_threshold else args.threshold,
+                        scheduler=args.scheduler,
                         n_workers=args.workers, progress=not args.quiet, limit=args.limit)
     dt = time.perf_counter() - t0
     counts = summarize(rows)

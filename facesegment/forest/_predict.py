@@ -67,10 +67,33 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
     return nl
 
 
+@njit(cache=True, nogil=True)
+def _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
+               depth, weights, max_depth, n_trees, out):
+    n_classes = value.shape[1]
+    for c in range(n_classes):
+        out[i, c] = 0.0
+    for t in range(n_trees):
+        node = roots[t]
+        while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
+            if goes_left(X, i, feature[node], feature2[node], oblique[node],
+                         threshold[node], weights):
+                node = left[node]
+            else:
+                node = right[node]
+        for c in range(n_classes):
+            out[i, c] += value[node, c]
+    for c in range(n_classes):
+        out[i, c] = out[i, c] / n_trees
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def predict_proba_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
                          value, depth, weights, max_depth, n_trees, out):
     """Average the class distributions reached in the first ``n_trees`` trees.
+
+    Samples are processed in parallel (prange); each sample visits all trees
+    in turn while its row is in cache.
 
     Parameters
     ----------
@@ -82,23 +105,18 @@ def predict_proba_kernel(X, roots, left, right, feature, feature2, oblique, thre
         Number of trees used (the first ones).
     out : float64 (n, n_classes), written in place
     """
-    n = X.shape[0]
-    n_classes = value.shape[1]
-    for i in prange(n):
-        for c in range(n_classes):
-            out[i, c] = 0.0
-        for t in range(n_trees):
-            node = roots[t]
-            while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
-                if goes_left(X, i, feature[node], feature2[node], oblique[node],
-                             threshold[node], weights):
-                    node = left[node]
-                else:
-                    node = right[node]
-            for c in range(n_classes):
-                out[i, c] += value[node, c]
-        for c in range(n_classes):
-            out[i, c] = out[i, c] / n_trees
+    for i in prange(X.shape[0]):
+        _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
+                   depth, weights, max_depth, n_trees, out)
+
+
+@njit(cache=True, nogil=True)
+def predict_proba_serial(X, roots, left, right, feature, feature2, oblique, threshold,
+                         value, depth, weights, max_depth, n_trees, out):
+    """:func:`predict_proba_kernel` on one thread (small inputs: no thread start-up)."""
+    for i in range(X.shape[0]):
+        _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
+                   depth, weights, max_depth, n_trees, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -3,9 +3,9 @@
 For uint8 features the exact best threshold of every candidate feature comes
 from a 256-bin class histogram (no sorting): the node's samples are read once,
 row by row, incrementing ``hist[k, x[features[k]], y]``, then each histogram is
-scanned.  Small nodes (fewer than ``HIST_MIN_SAMPLES`` samples) sort the
-feature's values instead, which is cheaper than clearing and scanning 256 bins.
-Other dtypes (float32) always take the sort path.  Both paths give the same
+scanned.  Small nodes (fewer than ``HIST_MIN_SAMPLES`` samples) counting-sort
+each feature's values instead (O(m + 256) per feature, cheaper than clearing
+and scanning 256 x n_classes bins).  Other dtypes (float32) sort the values.  Both paths give the same
 split: the first feature (in the order given) and the lowest threshold reaching
 the maximal information gain; the threshold is the midpoint between the two
 neighbouring values present in the node.
@@ -42,6 +42,51 @@ def _axis_split_hist_u8(X, y, idx, features, n_classes, min_leaf, edges):
         if g > best_gain:
             best_gain = g
             best_f = features[k]
+            best_t = t
+    return best_f, best_t, best_gain
+
+
+@njit(cache=True, nogil=True)
+def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
+    m = idx.shape[0]
+    q = features.shape[0]
+    tot = class_counts(y, idx, n_classes)
+    flog = xlogx_table(m)
+    vals = np.empty(m, dtype=np.uint8)
+    labs = np.empty(m, dtype=np.int32)
+    vs = np.empty(m, dtype=np.uint8)
+    ls = np.empty(m, dtype=np.int32)
+    start = np.empty(257, dtype=np.int64)
+    for i in range(m):
+        labs[i] = y[idx[i]]
+    best_f = -1
+    best_t = np.float32(0.0)
+    best_gain = -1.0
+    for k in range(q):
+        f = features[k]
+        start[:] = 0
+        lo = 255
+        hi = 0
+        for i in range(m):
+            v = X[idx[i], f]
+            vals[i] = v
+            start[v + 1] += 1
+            lo = min(lo, v)
+            hi = max(hi, v)
+        if lo == hi:
+            continue
+        for b in range(lo + 1, hi + 2):
+            start[b] += start[b - 1]
+        for i in range(m):  # stable counting sort
+            v = vals[i]
+            pos = start[v]
+            vs[pos] = v
+            ls[pos] = labs[i]
+            start[v] = pos + 1
+        t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
+        if g > best_gain:
+            best_gain = g
+            best_f = f
             best_t = t
     return best_f, best_t, best_gain
 
@@ -102,9 +147,13 @@ def best_axis_split(X, y, idx, features, n_classes, min_samples_leaf=1):
     gain : float
         Information gain (natural log); -1.0 when there is no valid split.
     """
-    if X.dtype == np.uint8 and idx.shape[0] >= HIST_MIN_SAMPLES:
-        f, t, g = _axis_split_hist_u8(X, y, idx, features, n_classes,
-                                      min_samples_leaf, _EDGES_U8)
+    if X.dtype == np.uint8:
+        if idx.shape[0] >= HIST_MIN_SAMPLES:
+            f, t, g = _axis_split_hist_u8(X, y, idx, features, n_classes,
+                                          min_samples_leaf, _EDGES_U8)
+        else:
+            f, t, g = _axis_split_counting_u8(X, y, idx, features, n_classes,
+                                              min_samples_leaf)
     else:
         f, t, g = _axis_split_sorted(X, y, idx, features, n_classes, min_samples_leaf)
     return int(f), float(t), float(g)

@@ -15,7 +15,10 @@ import numpy as np
 from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
 from ._grow import fit_tree_task
-from ._predict import apply_kernel, predict_proba_kernel
+from ._predict import apply_kernel, predict_proba_kernel, predict_proba_serial
+
+#: Below this many sample-tree traversals prediction runs on one thread.
+PARALLEL_MIN_WORK = 20000
 
 
 def check_X(X, name="X", n_features=None):
@@ -276,7 +279,9 @@ class BaseForest:
         md, nt = self._limits(max_depth, n_trees)
         fa, w = self._kernel_arrays()
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)
-        predict_proba_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2,
+        kernel = predict_proba_kernel if X.shape[0] * nt >= PARALLEL_MIN_WORK \
+            else predict_proba_serial
+        kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2,
                              fa.oblique, fa.threshold, fa.value, fa.depth, w, md, nt, out)
         return out
 

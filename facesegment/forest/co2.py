@@ -22,8 +22,9 @@ the initial split (Algorithm 1, line 2), then re-estimated at every ``w_old``
 refresh from the samples of the round just finished (sides under the moving
 ``w``), which is the minimiser over theta of the empirical loss, Eq. (2).
 
-Candidates kept: the final ``w`` and the ``w_old`` whose round had the best
-information gain estimated on the round's samples (``keep_best``).  Each is
+Candidates: the final ``w`` and, with ``keep_best`` (off by default: it did
+not help on real windows, docs/co2.md), the ``w_old`` whose round had the best
+information gain estimated on the round's samples.  Each is
 evaluated exactly on all the node's samples in float32 raw-feature arithmetic
 (``w_raw @ x``, as inference does it); with ``refine_threshold`` its offset is
 then chosen exactly (sort the projections, scan the thresholds: a line search
@@ -43,7 +44,8 @@ import numpy as np
 from ._co2_kernels import (LR_PATIENCE, _axis_counts, _best_threshold, _co2_optimise, _fold,
                            _log_loss_table, _project, _threshold_gain)
 
-__all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE", "co2_split", "co2_flops",
+__all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE", "co2_split",
+           "co2_flops",
            "n_sgd_steps", "new_co2_stats"]
 
 #: Defaults of the six hyper-parameters of the contract (CO2Forest uses them).
@@ -136,7 +138,7 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
               nu=CO2_DEFAULTS["nu"], eta=CO2_DEFAULTS["eta"], tau=CO2_DEFAULTS["tau"],
               n_passes=CO2_DEFAULTS["n_passes"], batch_size=CO2_DEFAULTS["batch_size"],
               momentum=CO2_DEFAULTS["momentum"], seed=0, *, min_steps=MIN_STEPS,
-              max_steps=MAX_STEPS, max_passes=MAX_PASSES, keep_best=True,
+              max_steps=MAX_STEPS, max_passes=MAX_PASSES, keep_best=False,
               refine_threshold=True, min_samples_leaf=1, stats=None):
     """Optimise an oblique split at one node from its best univariate split.
 
@@ -163,7 +165,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     min_steps, max_steps, max_passes : int
         Bounds on the SGD steps (see :func:`n_sgd_steps`).
     keep_best : bool
-        Also evaluate the ``w_old`` with the best per-round gain estimate.
+        Also evaluate the ``w_old`` with the best per-round gain estimate
+        (costs one more projection of the node's samples).
     refine_threshold : bool
         Choose each candidate's threshold exactly on its projections.
     min_samples_leaf : int
@@ -182,7 +185,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
         raise TypeError(f"X must be a 2-D uint8 or float32 array, got "
                         f"{getattr(X, 'dtype', type(X))} with shape {getattr(X, 'shape', None)}")
     if not X.flags.c_contiguous:
-        raise ValueError("X must be C-contiguous (np.ascontiguousarray it once, outside the node loop)")
+        raise ValueError("X must be C-contiguous (np.ascontiguousarray it once, outside the "
+                         "node loop)")
     n, p = X.shape
     y = np.asarray(y)
     if y.shape != (n,) or y.dtype != np.int32:
@@ -200,7 +204,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     mean = np.ascontiguousarray(mean, dtype=np.float32)
     inv_std = np.ascontiguousarray(inv_std, dtype=np.float32)
     if mean.shape != (p,) or inv_std.shape != (p,):
-        raise ValueError(f"mean and inv_std must have shape ({p},), got {mean.shape}, {inv_std.shape}")
+        raise ValueError(f"mean and inv_std must have shape ({p},), got {mean.shape}, "
+                         f"{inv_std.shape}")
     if not (0 <= int(init_feature) < p):
         raise ValueError(f"init_feature={init_feature} is outside 0..{p - 1}")
     nu = _check_positive("nu", nu)
@@ -261,7 +266,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
             best = (u, float(thr), float(gain))
     t3 = time.perf_counter()
 
-    accepted = best is not None and best[2] > float(init_gain) + 1e-9 * max(1.0, abs(float(init_gain)))
+    margin = 1e-9 * max(1.0, abs(float(init_gain)))
+    accepted = best is not None and best[2] > float(init_gain) + margin
     if stats is not None:
         sgd_fl, eval_fl = co2_flops(kstats[0], kstats[1], steps, p, n_eval=len(cands) * m)
         stats["calls"] += 1

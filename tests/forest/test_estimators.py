@@ -180,3 +180,16 @@ def test_verbose_progress_per_tree(windows, capsys):
     AxisAlignedForest(n_estimators=2, random_state=0, verbose=1).fit(X, y)
     err = capsys.readouterr().err
     assert "2/2 trees" in err and "nodes, depth" in err and "s/tree" in err
+
+
+@pytest.mark.slow
+def test_dask_cluster_gives_identical_forest(windows):
+    distributed = pytest.importorskip("distributed")
+    X, y = windows
+    local = AxisAlignedForest(n_estimators=3, random_state=11, n_jobs=2).fit(X, y)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = AxisAlignedForest(n_estimators=3, random_state=11, scheduler=client).fit(X, y)
+    for name in local.forest_._fields:
+        np.testing.assert_array_equal(getattr(local.forest_, name), getattr(remote.forest_, name))

@@ -55,6 +55,18 @@ def test_axis_hist_and_sort_paths_agree():
     assert a[2] == pytest.approx(b[2], abs=1e-12)
 
 
+@pytest.mark.parametrize("m", [2, 30, 300])
+def test_axis_counting_and_sort_paths_agree(m):
+    rng = np.random.default_rng(m)
+    X, y = _data(rng, 400, 16, 5, np.uint8)
+    idx = np.sort(rng.choice(400, size=m, replace=False)).astype(np.int64)
+    feats = np.arange(16, dtype=np.int64)
+    a = axis._axis_split_counting_u8(X, y, idx, feats, 5, 1)
+    b = axis._axis_split_sorted(X, y, idx, feats, 5, 1)
+    assert a[0] == b[0] and a[1] == b[1]
+    assert a[2] == pytest.approx(b[2], abs=1e-12)
+
+
 def test_axis_split_no_valid_split():
     X = np.full((10, 3), 7, dtype=np.uint8)
     y = np.arange(10, dtype=np.int32) % 2
