@@ -15,11 +15,11 @@ Nodes are packed for the kernels into one int32 array ``nodes (n_nodes, 8)``
 float32 view of the same memory (``thr[n, THRESHOLD]``, ``thr[n, MUL]``).
 An axis-aligned or two-probe node's value is
 ``img[base + OFF1] - MUL * img[base + OFF2]`` (MUL 0 or 1), with no branch.
-Leaves point to themselves (``LEFT == RIGHT == node``), so every pixel takes
-exactly ``steps`` steps down every tree, the child is chosen without a branch
-(``nodes[node, v > threshold]``), and after ``d`` steps a pixel is at the node
-of depth ``min(d, leaf depth)``: truncating at depth ``d`` is taking ``d``
-steps.  ``RESP``: row of optional precomputed oblique responses (the top
+Leaves point to themselves (``LEFT == RIGHT == node``), so the child is
+chosen without a branch (``nodes[node, v > threshold]``), a pixel that reached
+its leaf can keep stepping in place while others of its group go on, and
+after ``d`` steps a pixel is at the node of depth ``min(d, leaf depth)``:
+truncating at depth ``d`` is taking at most ``d`` steps.  ``RESP``: row of optional precomputed oblique responses (the top
 levels of CO2 trees evaluated for the whole image at once by FFT
 correlation): ``resp[nodes[n, RESP], y, x]`` replaces the dot product when it
 is >= 0.
@@ -46,7 +46,7 @@ def _dot_window(img, base, rowstride, weights, row):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
     """The split value of ``node`` for the window at ``base``."""
     o = nodes[node, OBLIQUE]
@@ -59,18 +59,40 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
             - thr[node, MUL] * np.float32(img[base + nodes[node, OFF2]]))
 
 
-@njit(cache=True, nogil=True)
-def _step_all(img, rowstride, y, xs, bases, cur, nodes, thr, weights, resp):
-    """Move every pixel of a batch one level down (leaves stay put).
+@njit(cache=True, nogil=True, inline="always")
+def _child(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
+    """The child of ``node`` the window at ``base`` goes to (a leaf: itself)."""
+    v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
+    return nodes[node, np.int64(v > thr[node, THRESHOLD])]
 
-    The iterations are independent, so the CPU overlaps their memory accesses,
-    and neighbouring pixels, which mostly share nodes, reuse a node's data (a
-    CO2 node's weights) while it is in cache.
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_leaf(nodes, n):
+    return nodes[n, LEFT] == n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, resp):
+    """Descend one tree for 4 pixels of row ``y`` at once, at most ``steps`` levels.
+
+    A descent is a chain of dependent loads (node, then the window byte it
+    names); four independent chains interleaved let the CPU overlap their
+    latencies.  A finished chain steps on its leaf, which stays put.
     """
-    for i in range(cur.shape[0]):
-        node = cur[i]
-        v = _node_value(img, bases[i], rowstride, y, xs[i], node, nodes, thr, weights, resp)
-        cur[i] = nodes[node, np.int64(v > thr[node, THRESHOLD])]
+    ba = y * rowstride + xa * 3
+    bb = y * rowstride + xb * 3
+    bc = y * rowstride + xc * 3
+    bd = y * rowstride + xd * 3
+    na = nb = nc = nd = root
+    s = 0
+    while s < steps and not (_is_leaf(nodes, na) and _is_leaf(nodes, nb)
+                             and _is_leaf(nodes, nc) and _is_leaf(nodes, nd)):
+        na = _child(img, ba, rowstride, y, xa, na, nodes, thr, weights, resp)
+        nb = _child(img, bb, rowstride, y, xb, nb, nodes, thr, weights, resp)
+        nc = _child(img, bc, rowstride, y, xc, nc, nodes, thr, weights, resp)
+        nd = _child(img, bd, rowstride, y, xd, nd, nodes, thr, weights, resp)
+        s += 1
+    return na, nb, nc, nd
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -81,27 +103,28 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
     Writes ``out[y, x, :]`` (float32, ``(H, W, C)``) for ``y0 <= y < y1`` and
     ``x0 <= x < x1``; pixel ``(y, x)`` has its window top-left at padded
     ``(y, x)`` (the padded image has a 15-px margin).  Each tree is descended
-    ``steps`` levels.  Parallel over rows; a row's pixels descend in lockstep.
+    at most ``steps`` levels.  Parallel over rows; 4 pixels at a time.
     """
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
-    width = x1 - x0
+    last = x1 - 1
     for y in prange(y0, y1):
-        acc = np.zeros((width, n_classes), dtype=np.float32)
-        cur = np.empty(width, dtype=np.int64)
-        xs = np.arange(x0, x1)
-        bases = y * rowstride + xs * 3
-        for t in range(n_trees):
-            cur[:] = roots[t]
-            for _ in range(steps):
-                _step_all(img, rowstride, y, xs, bases, cur, nodes, thr, weights, resp)
-            for i in range(width):
+        acc = np.zeros((4, n_classes), dtype=np.float32)
+        for x in range(x0, x1, 4):
+            xb, xc, xd = min(x + 1, last), min(x + 2, last), min(x + 3, last)
+            acc[:, :] = 0.0
+            for t in range(n_trees):
+                na, nb, nc, nd = _walk4(img, rowstride, y, x, xb, xc, xd, roots[t], steps,
+                                        nodes, thr, weights, resp)
                 for c in range(n_classes):
-                    acc[i, c] += value[cur[i], c]
-        for i in range(width):
-            for c in range(n_classes):
-                out[y, x0 + i, c] = acc[i, c] * inv
+                    acc[0, c] += value[na, c]
+                    acc[1, c] += value[nb, c]
+                    acc[2, c] += value[nc, c]
+                    acc[3, c] += value[nd, c]
+            for k in range(min(4, x1 - x)):
+                for c in range(n_classes):
+                    out[y, x + k, c] = acc[k, c] * inv
     return out
 
 
@@ -116,12 +139,11 @@ def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
             for t in range(roots.shape[0]):
                 node = roots[t]
                 for _ in range(steps):
-                    if nodes[node, LEFT] == node:
+                    if _is_leaf(nodes, node):
                         break
                     if nodes[node, OBLIQUE] >= 0:
                         total += 1
-                    v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
-                    node = nodes[node, np.int64(v > thr[node, THRESHOLD])]
+                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
     return total
 
 
@@ -135,54 +157,64 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
     ``tree_counts[j]`` trees (ascending), and every row ``scales[a]`` of
     per-class factors ``s^-alpha``, writes
     ``preds[a, k, j, i] = argmax_c scales[a, c] * sum_{t < tree_counts[j]} value[node(t, k), c]``
-    where ``node(t, k)`` is the node tree ``t`` reaches in ``depth_list[k]``
-    steps.  Each tree is descended once (to the deepest limit); the node
+    where ``node(t, k)`` is the node tree ``t`` reaches in at most
+    ``depth_list[k]`` levels.  Each tree is descended once; the node
     distributions are summed as the descent passes each limit.  Ties go to the
-    lowest class id.  Parallel over chunks of ``chunk`` pixels (in lockstep).
+    lowest class id.  Parallel over chunks of ``chunk`` pixels.
     """
     n_pix = ys.shape[0]
     n_classes = value.shape[1]
     n_d = depth_list.shape[0]
     n_t = tree_counts.shape[0]
     n_a = scales.shape[0]
-    deepest = depth_list[n_d - 1]
     n_chunks = (n_pix + chunk - 1) // chunk
     for ch in prange(n_chunks):
         lo = ch * chunk
         hi = min(n_pix, lo + chunk)
-        m = hi - lo
-        cur = np.empty(m, dtype=np.int64)
-        sums = np.zeros((m, n_d, n_classes), dtype=np.float64)
-        bases = ys[lo:hi] * rowstride + xs[lo:hi] * 3
-        j = 0
-        for t in range(tree_counts[n_t - 1]):
-            cur[:] = roots[t]
-            k = 0
-            for s in range(deepest + 1):
-                if s > 0:
-                    for i in range(m):
-                        node = cur[i]
-                        v = _node_value(img, bases[i], rowstride, ys[lo + i], xs[lo + i],
-                                        node, nodes, thr, weights, resp)
-                        cur[i] = nodes[node, np.int64(v > thr[node, THRESHOLD])]
-                while k < n_d and depth_list[k] == s:
-                    for i in range(m):
-                        for c in range(n_classes):
-                            sums[i, k, c] += value[cur[i], c]
-                    k += 1
-            while j < n_t and tree_counts[j] == t + 1:
-                for i in range(m):
-                    for a in range(n_a):
-                        for kk in range(n_d):
-                            best = 0
-                            bv = sums[i, kk, 0] * scales[a, 0]
-                            for c in range(1, n_classes):
-                                sv = sums[i, kk, c] * scales[a, c]
-                                if sv > bv:
-                                    bv = sv
-                                    best = c
-                            preds[a, kk, j, lo + i] = best
-                j += 1
+        cur = np.empty(4, dtype=np.int64)
+        base = np.empty(4, dtype=np.int64)
+        idx = np.empty(4, dtype=np.int64)
+        sums = np.zeros((4, n_d, n_classes), dtype=np.float64)
+        for g in range(lo, hi, 4):
+            for q in range(4):
+                idx[q] = min(g + q, hi - 1)
+                base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * 3
+            sums[:, :, :] = 0.0
+            j = 0
+            for t in range(tree_counts[n_t - 1]):
+                cur[:] = roots[t]
+                k = 0
+                s = 0
+                while k < n_d:
+                    while k < n_d and depth_list[k] == s:
+                        for q in range(4):
+                            for c in range(n_classes):
+                                sums[q, k, c] += value[cur[q], c]
+                        k += 1
+                    if k == n_d:
+                        break
+                    if (_is_leaf(nodes, cur[0]) and _is_leaf(nodes, cur[1])
+                            and _is_leaf(nodes, cur[2]) and _is_leaf(nodes, cur[3])):
+                        s = depth_list[k]  # nothing moves any more
+                        continue
+                    for q in range(4):
+                        i = idx[q]
+                        cur[q] = _child(img, base[q], rowstride, ys[i], xs[i], cur[q], nodes,
+                                        thr, weights, resp)
+                    s += 1
+                while j < n_t and tree_counts[j] == t + 1:
+                    for q in range(min(4, hi - g)):
+                        for a in range(n_a):
+                            for kk in range(n_d):
+                                best = 0
+                                bv = sums[q, kk, 0] * scales[a, 0]
+                                for c in range(1, n_classes):
+                                    sv = sums[q, kk, c] * scales[a, c]
+                                    if sv > bv:
+                                        bv = sv
+                                        best = c
+                                preds[a, kk, j, g + q] = best
+                    j += 1
     return preds
 
 

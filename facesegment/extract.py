@@ -1,42 +1,38 @@
 """Class-balanced window extraction as a two-pass Dask pipeline.
 
-Pass 1 (one task per image) counts the *eligible* pixels of each class: at
-least ``margin`` (15) pixels from every border and not labelled 255.  The
-windows are then allocated: every class gets ``n_windows // 8`` windows (the
-remainder goes one each to the first classes), and each class's windows are
-shared among the images as a uniform draw without replacement from all the
-class's eligible pixels of the split would share them (a multivariate
-hypergeometric draw).  Only a class with fewer eligible pixels than requested
-is drawn with replacement (recorded in ``with_replacement``).
+Pass 1 (one task per small batch of images) counts the *eligible* pixels of
+each class: at least ``margin`` (15) pixels from every border and not labelled
+255; bad images are skipped or fail the run here.  The windows are then
+allocated: every class gets ``n_windows // 8`` windows (the remainder goes one
+each to the first classes), shared among the images by a multivariate
+hypergeometric draw over their eligible-pixel counts, i.e. exactly as a
+uniform draw without replacement from all the class's eligible pixels of the
+split would share them.  Only a class with fewer eligible pixels than
+requested is drawn with replacement (recorded in ``with_replacement``).
 
-Pass 2 (one task per image) draws the centres within each image with that
-image's own seed and cuts the windows; results are written at their image's
-offset in the output, so the file is identical whatever the scheduler, the
-number of workers or the order in which tasks finish.  Seeds are spawned up
-front from ``numpy.random.SeedSequence(seed)``.  Mean and standard deviation
-are accumulated as exact integer sums (order-independent).
+Pass 2 (again batches of images) draws the centres within each image with
+that image's own seed and cuts the windows; results are written at their
+image's offset in the output, so the file is identical whatever the
+scheduler, the number of workers, the batching or the order in which tasks
+finish.  Seeds are spawned up front from ``numpy.random.SeedSequence(seed)``.
+Mean and standard deviation come from exact integer sums (order-independent).
 """
 
 import os
-import queue
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from .classes import CLASS_NAMES, HALF, N_CLASSES, N_FEATURES, WINDOW
-from .datasets import find_faces, load_face, skipped_by_labeller
+from .datasets import load_face
 from .errors import DataError
 from .parallel import default_workers, map_tasks
 from .progress import Progress
-from .windows import CHUNK_ROWS, WindowsWriter, read_windows_meta
+from .windows import CHUNK_ROWS, BackgroundSink, OrderedSink, WindowsWriter, read_windows_meta
 
-#: Upper bound on results held back waiting for an earlier image (bytes).
-_PENDING_BYTES = 256 * 2**20
 _HYPERGEOMETRIC_LIMIT = 10**9
 #: Bound on the windows one pass-2 task returns (memory in flight).
 _WINDOWS_PER_TASK = 4096
@@ -259,123 +255,6 @@ def seed_states(seed, n_images):
     return np.random.default_rng(alloc_ss), states.reshape(n_images, 4)
 
 
-# -------------------------------------------------------------------- writing
-
-class _OrderedSink:
-    """Write per-image results at their offsets, in whole chunks when in order."""
-
-    def __init__(self, writer, offsets, image_ids, buffer_rows, pool=None):
-        self.w = writer
-        self.pool = pool
-        self.offsets = offsets
-        self.image_ids = image_ids
-        self.next = 0
-        self.pending = {}
-        self.pending_bytes = 0
-        self.buf_rows = int(buffer_rows)
-        nc = 3
-        self.bX = np.empty((self.buf_rows, WINDOW, WINDOW, nc), np.uint8)
-        self.by = np.empty(self.buf_rows, np.uint8)
-        self.bi = np.empty(self.buf_rows, np.int32)
-        self.bc = np.empty((self.buf_rows, 2), np.int32)
-        self.bn = 0
-        self.bstart = 0
-
-    def add(self, i, res):
-        self.pending[i] = res
-        self.pending_bytes += res[0].nbytes
-        while self.next in self.pending:
-            r = self.pending.pop(self.next)
-            if r is not None:
-                self.pending_bytes -= r[0].nbytes
-                self._append(self.next, r)
-            else:
-                self._flush()
-                self.bstart = self.offsets[self.next + 1]
-            self.next += 1
-        if self.pending_bytes > _PENDING_BYTES:
-            for j, r in list(self.pending.items()):
-                if r is not None:
-                    self._direct(j, r)
-                    self.pending[j] = None
-            self.pending_bytes = 0
-
-    def _direct(self, i, r):
-        X, y, cen = r[0], r[1], r[2]
-        self.w.write(self.offsets[i], X, y, np.full(len(y), self.image_ids[i], np.int32), cen)
-
-    def _append(self, i, r):
-        X, y, cen = r[0], r[1], r[2]
-        k, pos = len(y), 0
-        while pos < k:
-            take = min(k - pos, self.buf_rows - self.bn)
-            s = slice(self.bn, self.bn + take)
-            self.bX[s] = X[pos:pos + take]
-            self.by[s] = y[pos:pos + take]
-            self.bi[s] = self.image_ids[i]
-            self.bc[s] = cen[pos:pos + take]
-            self.bn += take
-            pos += take
-            if self.bn == self.buf_rows:
-                self._flush()
-
-    def _flush(self):
-        if self.bn:
-            n = self.bn
-            self.w.write(self.bstart, self.bX[:n], self.by[:n], self.bi[:n], self.bc[:n], self.pool)
-            self.bstart += n
-            self.bn = 0
-
-    def close(self):
-        self._flush()
-
-
-class _BackgroundSink:
-    """Run a sink's ``add`` on a writer thread behind a bounded queue.
-
-    The main thread goes back to computing the next batch of images while this
-    thread deflates and writes (zlib releases the GIL); the queue bound keeps
-    memory bounded.  Errors on the thread are re-raised by ``add``/``close``.
-    """
-
-    def __init__(self, sink, maxsize=8):
-        self.sink = sink
-        self.q = queue.Queue(maxsize=maxsize)
-        self.error = None
-        self.thread = threading.Thread(target=self._loop, name="facesegment-writer", daemon=True)
-        self.thread.start()
-
-    def _loop(self):
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if self.error is None:
-                try:
-                    self.sink.add(*item)
-                except BaseException as exc:  # re-raised in the main thread
-                    self.error = exc
-
-    def _check(self):
-        if self.error is not None:
-            raise self.error
-
-    def add(self, i, res):
-        self._check()
-        self.q.put((i, res))
-
-    def close(self):
-        """Wait for every queued result to be written, then flush."""
-        self.stop()
-        self._check()
-        self.sink.close()
-
-    def stop(self):
-        if self.thread.is_alive():
-            self.q.put(None)
-            self.thread.join()
-
-
 # ----------------------------------------------------------------- public API
 
 @dataclass
@@ -416,72 +295,6 @@ def check_output(path):
     except OSError as exc:
         raise DataError(path, f"cannot write output ({exc.strerror or exc})",
                         "choose a writable output folder with --out") from exc
-
-
-def resolve_data_dir(data_dir):
-    """A dataset root with ``train/`` means its ``train/``; otherwise the folder itself."""
-    p = Path(data_dir)
-    if not p.exists():
-        raise DataError(p, "does not exist", "give a folder of labelled faces or a dataset root with train/")
-    if not p.is_dir():
-        raise DataError(p, "is not a folder", "give a folder of labelled faces or a dataset root with train/")
-    return p / "train" if (p / "train").is_dir() else p
-
-
-def read_name_list(path):
-    """Image names (one per line, ``#`` comments) from a text file."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise DataError(path, f"cannot read name list ({exc.strerror or exc})", "check the --exclude path") from exc
-    names = set()
-    for line in lines:
-        line = line.split("#", 1)[0].strip()
-        if line:
-            names.add(Path(line).with_suffix("").as_posix() if Path(line).suffix.lower()
-                      in (".jpg", ".jpeg", ".png", ".bmp") else line)
-    return names
-
-
-def filter_records(records, exclude=(), labels_root=None):
-    """Drop excluded names and images that ``facesegment label`` reported as skipped.
-
-    Parameters
-    ----------
-    records : list of FaceRecord
-    exclude : set of str
-        Names (relative, no extension) or file stems to leave out.
-    labels_root : path, optional
-        Folder whose ``label_report.csv`` lists the images the labeller
-        skipped (no face found); those without a label map are left out
-        silently, since the report already records them.
-    """
-    exclude = set(exclude)
-    unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
-    return [r for r in records
-            if r.name not in exclude and r.name.rsplit("/", 1)[-1] not in exclude
-            and not (r.label is None and r.name in unlabelled)]
-
-
-def find_training_faces(data_dir, labels=None, exclude=()):
-    """Records to extract from: images under ``data_dir`` minus ``exclude`` names.
-
-    Images without a label map are kept (with ``label=None``) so that the
-    error policy of :func:`extract_windows` decides about them, except those
-    that ``facesegment label`` reported as skipped (see :func:`filter_records`).
-
-    Returns
-    -------
-    (root, records) : the folder used (``data_dir/train`` for a dataset root)
-        and a list of FaceRecord.
-    """
-    root = resolve_data_dir(data_dir)
-    recs = filter_records(find_faces(root, labels=labels, require_labels=False), exclude,
-                          labels if labels is not None else root)
-    if not recs:
-        raise DataError(root, "no images left after --exclude", "check the exclusion list")
-    return root, recs
 
 
 def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None):
@@ -599,7 +412,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     sumsq = np.zeros(N_FEATURES, np.int64)
     with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
                        chunk_rows=chunk_rows) as writer, ThreadPoolExecutor(n_threads) as pool:
-        sink = _BackgroundSink(_OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
+        sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
                                             4 * writer.chunk_rows, pool))
         bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
         try:
@@ -625,8 +438,8 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
             sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
             seed=int(seed), n_windows=int(n_windows), margin=int(margin),
             std_kind="population (divide by N); 0 replaced by 1",
-            data_root=os.fspath(data_root) if data_root is not None else "",
-            labels_root=os.fspath(labels_root) if labels_root is not None else "",
+            data_root=os.path.abspath(data_root) if data_root is not None else "",
+            labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
             compression=str(compression), n_images=int(used.size),
         )
         writer.finish()
@@ -657,7 +470,6 @@ def sampling_factors(class_counts, pixel_counts):
     return f
 
 
-__all__ = ["extract_windows", "find_training_faces", "filter_records", "resolve_data_dir", "read_name_list",
-           "check_output", "allocate", "class_targets", "seed_states", "eligible_counts",
+__all__ = ["extract_windows", "check_output", "allocate", "class_targets", "seed_states", "eligible_counts",
            "cut_windows_kernel", "count_task", "cut_task", "count_batch", "cut_batch", "group_ranges", "finish_stats", "sampling_factors",
            "ExtractResult"]

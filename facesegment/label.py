@@ -19,6 +19,7 @@ import csv
 import io
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -163,6 +164,7 @@ def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
     try:
         image = read_image(image_path)
     except DataError as exc:
+        _remove_stale(pts_path, lab_path)
         row.update(status="unreadable", message=str(exc),
                    seconds=round(time.perf_counter() - t0, 4))
         return row
@@ -170,6 +172,7 @@ def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
         points, n, how = detect_landmarks(image, upsample, threshold)
         row["faces"], row["detection"] = n, how
         if points is None:
+            _remove_stale(pts_path, lab_path)
             row["status"] = "no-face"
             row["message"] = (f"{image_path}: no face found "
                               "(skipped; crop the face or label it by hand)")
@@ -182,6 +185,17 @@ def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
         row["message"] = str(exc)
     row["seconds"] = round(time.perf_counter() - t0, 4)
     return row
+
+
+def _remove_stale(*paths):
+    """Remove outputs of an earlier run for an image that is now skipped."""
+    for p in paths:
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            pass
+        except OSError:  # reported when the new outputs cannot be written either
+            pass
 
 
 def _check_writable(out_dir):
@@ -275,23 +289,35 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         images = images[: int(limit)]
     tasks = [(str(p), p.relative_to(in_dir).with_suffix("").as_posix()) for p in images]
     rows = [None] * len(tasks)
+    todo = []
+    for i, (image_path, rel) in enumerate(tasks):
+        if not overwrite and all(os.path.exists(q) for q in output_paths(out_dir, rel)):
+            old = previous.get(image_path)
+            if old is not None and old.get("status") == "ok":
+                rows[i] = {k: old.get(k, "") for k in REPORT_FIELDS}
+                rows[i]["name"] = rel
+            else:
+                rows[i] = {"name": rel, "image": image_path, "status": "exists", "faces": "",
+                           "detection": "", "seconds": 0.0, "message": ""}
+        else:
+            todo.append(i)
+    if progress and len(todo) < len(tasks):
+        print(f"label: {len(tasks) - len(todo)} images already labelled in {out_dir} "
+              "(kept; --overwrite recomputes them)", file=sys.stderr)
     cluster = None
-    if scheduler is None and n_workers > 1:
+    if todo and scheduler is None and n_workers > 1 and len(todo) > 1:
         from distributed import LocalCluster
 
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        cluster = LocalCluster(n_workers=min(n_workers, len(todo)), threads_per_worker=1,
+                               processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
         scheduler = cluster
     try:
-        for i, row in map_tasks(label_one, tasks,
+        for j, row in map_tasks(label_one, [tasks[i] for i in todo],
                                 args=(str(out_dir), overwrite, upsample, threshold),
                                 scheduler=scheduler, n_workers=n_workers, desc="label",
                                 unit="images", progress=progress):
-            old = previous.get(row["image"])
-            if row["status"] == "exists" and old is not None and old.get("status") == "ok":
-                row = {k: old.get(k, row.get(k, "")) for k in REPORT_FIELDS}
-                row["name"] = tasks[i][1]
-            rows[i] = row
+            rows[todo[j]] = row
     finally:
         if cluster is not None:
             cluster.close()

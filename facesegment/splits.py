@@ -18,7 +18,10 @@ Rules (deterministic given the seed):
    each image is its own person).  ``train`` excludes them; ``train_all`` is
    train + validation (for the final model after model selection).
 
-Every list is sorted by record name.
+Splits are computed over every image found, labelled or not; images without
+labels that ``facesegment label`` reported as skipped are removed afterwards
+(with ``require_labels=True``), so the split of an image never depends on
+which others could be labelled.  Every list is sorted by record name.
 """
 
 import re
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .datasets import FaceRecord, find_faces
+from .datasets import FaceRecord, find_faces, skipped_by_labeller
 from .errors import DataError
 
 #: Person of an LFW-style name ``Person_Name_0001``.
@@ -166,7 +169,10 @@ def split_dataset(root, labels=None, *, test_fraction=0.2, n_validation=100, see
     test_fraction, n_validation, seed, person_pattern
         See :func:`split_records`.
     require_labels : bool
-        An image without a label map is an error naming it.
+        When True, an image without a label map is an error naming it, except
+        images that ``facesegment label`` reported as skipped, which are left
+        out.  The split itself is computed over all images either way, so it
+        does not depend on this flag.
 
     Returns
     -------
@@ -175,15 +181,42 @@ def split_dataset(root, labels=None, *, test_fraction=0.2, n_validation=100, see
     root = Path(root)
     if not root.is_dir():
         raise DataError(root, "is not a folder", "give the dataset folder")
+    lab = Path(labels) if labels is not None else None
+    # Splits are computed over every image found, labelled or not, so that
+    # whether labels are required (or some images were skipped by the
+    # labeller) never changes which split an image is in.
     if has_given_splits(root):
-        lab = Path(labels) if labels is not None else None
-        train = find_faces(root / "train", lab / "train" if lab else None, require_labels)
-        test = find_faces(root / "test", lab / "test" if lab else None, require_labels)
-        return split_records(train, test=test, n_validation=n_validation, seed=seed,
-                             person_pattern=person_pattern)
-    recs = find_faces(root, labels, require_labels)
-    return split_records(recs, test_fraction=test_fraction, n_validation=n_validation, seed=seed,
-                         person_pattern=person_pattern)
+        train = find_faces(root / "train", lab / "train" if lab else None, False)
+        test = find_faces(root / "test", lab / "test" if lab else None, False)
+        s = split_records(train, test=test, n_validation=n_validation, seed=seed,
+                          person_pattern=person_pattern)
+        label_roots = {"train": lab / "train" if lab else root / "train",
+                       "test": lab / "test" if lab else root / "test"}
+    else:
+        recs = find_faces(root, labels, False)
+        s = split_records(recs, test_fraction=test_fraction, n_validation=n_validation,
+                          seed=seed, person_pattern=person_pattern)
+        label_roots = {"train": lab or root, "test": lab or root}
+    if not require_labels:
+        return s
+    keep_train = _labelled(s.train + s.validation, label_roots["train"])
+    keep_test = _labelled(s.test, label_roots["test"])
+    return Splits([r for r in s.train if r.name in keep_train],
+                  [r for r in s.validation if r.name in keep_train],
+                  [r for r in s.test if r.name in keep_test], s.by_person, s.seed)
+
+
+def _labelled(records, label_root):
+    """Names of records that have a label; error for unlabelled ones the labeller did not skip."""
+    skipped = skipped_by_labeller(label_root)
+    keep = set()
+    for r in records:
+        if r.label is not None:
+            keep.add(r.name)
+        elif r.name not in skipped:
+            raise DataError(r.image, "has no label map",
+                            "run `facesegment label` on the folder or remove the image")
+    return keep
 
 
 def records_persons(records, person_pattern=None):

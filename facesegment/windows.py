@@ -25,6 +25,8 @@ HDF5 attribute holds at most 64 KiB (13,233 LFW names do not fit).
 """
 
 import os
+import queue
+import threading
 import zlib
 from dataclasses import dataclass, field
 
@@ -38,6 +40,9 @@ FORMAT = "facesegment-windows"
 FORMAT_VERSION = 1
 CHUNK_ROWS = 1024
 WINDOW_SHAPE = (WINDOW, WINDOW, N_CHANNELS)
+
+#: Upper bound on results an OrderedSink holds back waiting for an earlier image (bytes).
+PENDING_BYTES = 256 * 2**20
 
 _FIX_REGEN = "re-create it with `facesegment extract`"
 
@@ -255,6 +260,141 @@ def _deflate(arr, level):
     return zlib.compress(memoryview(np.ascontiguousarray(arr)).cast("B"), level)
 
 
+# ---------------------------------------------------------- streaming writes
+
+class OrderedSink:
+    """Write per-image results at their offsets, in whole chunks when in order.
+
+    Parameters
+    ----------
+    writer : WindowsWriter
+    offsets : int64 (n_images + 1,)
+        Image ``i`` owns rows ``offsets[i]:offsets[i + 1]``.
+    image_ids : int32 (n_images,)
+        Value stored in ``image_index`` for each image's rows.
+    buffer_rows : int
+        Rows assembled before a write (a multiple of the chunk rows).
+    pool : concurrent.futures.Executor, optional
+        Threads that deflate chunks (see :meth:`WindowsWriter.write`).
+
+    ``add(i, (windows (k,31,31,3), labels (k,), centers (k,2)))`` may be called
+    in any order; in-order results are buffered into whole chunks, results
+    held back waiting for an earlier image beyond :data:`PENDING_BYTES` are
+    written directly at their offsets.  Call :meth:`close` at the end.
+    """
+
+    def __init__(self, writer, offsets, image_ids, buffer_rows, pool=None):
+        self.w = writer
+        self.pool = pool
+        self.offsets = offsets
+        self.image_ids = image_ids
+        self.next = 0
+        self.pending = {}
+        self.pending_bytes = 0
+        self.buf_rows = int(buffer_rows)
+        nc = 3
+        self.bX = np.empty((self.buf_rows, WINDOW, WINDOW, nc), np.uint8)
+        self.by = np.empty(self.buf_rows, np.uint8)
+        self.bi = np.empty(self.buf_rows, np.int32)
+        self.bc = np.empty((self.buf_rows, 2), np.int32)
+        self.bn = 0
+        self.bstart = 0
+
+    def add(self, i, res):
+        self.pending[i] = res
+        self.pending_bytes += res[0].nbytes
+        while self.next in self.pending:
+            r = self.pending.pop(self.next)
+            if r is not None:
+                self.pending_bytes -= r[0].nbytes
+                self._append(self.next, r)
+            else:
+                self._flush()
+                self.bstart = self.offsets[self.next + 1]
+            self.next += 1
+        if self.pending_bytes > PENDING_BYTES:
+            for j, r in list(self.pending.items()):
+                if r is not None:
+                    self._direct(j, r)
+                    self.pending[j] = None
+            self.pending_bytes = 0
+
+    def _direct(self, i, r):
+        X, y, cen = r[0], r[1], r[2]
+        self.w.write(self.offsets[i], X, y, np.full(len(y), self.image_ids[i], np.int32), cen)
+
+    def _append(self, i, r):
+        X, y, cen = r[0], r[1], r[2]
+        k, pos = len(y), 0
+        while pos < k:
+            take = min(k - pos, self.buf_rows - self.bn)
+            s = slice(self.bn, self.bn + take)
+            self.bX[s] = X[pos:pos + take]
+            self.by[s] = y[pos:pos + take]
+            self.bi[s] = self.image_ids[i]
+            self.bc[s] = cen[pos:pos + take]
+            self.bn += take
+            pos += take
+            if self.bn == self.buf_rows:
+                self._flush()
+
+    def _flush(self):
+        if self.bn:
+            n = self.bn
+            self.w.write(self.bstart, self.bX[:n], self.by[:n], self.bi[:n], self.bc[:n], self.pool)
+            self.bstart += n
+            self.bn = 0
+
+    def close(self):
+        self._flush()
+
+
+class BackgroundSink:
+    """Run a sink's ``add`` on a writer thread behind a bounded queue.
+
+    The main thread goes back to computing the next batch of images while this
+    thread deflates and writes (zlib releases the GIL); the queue bound keeps
+    memory bounded.  Errors on the thread are re-raised by ``add``/``close``.
+    """
+
+    def __init__(self, sink, maxsize=8):
+        self.sink = sink
+        self.q = queue.Queue(maxsize=maxsize)
+        self.error = None
+        self.thread = threading.Thread(target=self._loop, name="facesegment-writer", daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.sink.add(*item)
+                except BaseException as exc:  # re-raised in the main thread
+                    self.error = exc
+
+    def _check(self):
+        if self.error is not None:
+            raise self.error
+
+    def add(self, i, res):
+        self._check()
+        self.q.put((i, res))
+
+    def close(self):
+        """Wait for every queued result to be written, then flush."""
+        self.stop()
+        self._check()
+        self.sink.close()
+
+    def stop(self):
+        if self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join()
+
+
 # --------------------------------------------------------------------- reader
 
 def _strings(values):
@@ -470,5 +610,5 @@ def read_windows(path, load=True, indices=None):
     return WindowSet(X, y, image_index, centers, meta)
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "WindowsMeta", "WindowSet", "WindowsWriter",
+__all__ = ["FORMAT", "FORMAT_VERSION", "OrderedSink", "BackgroundSink", "WindowsMeta", "WindowSet", "WindowsWriter",
            "read_windows", "read_windows_meta", "read_rows"]

@@ -146,13 +146,23 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     L.append(f"{h}# Cost: training time, model size, inference time")
     L.append("")
     threads = next((t.get("threads") for t in train.values() if t), None)
-    L.append(f"Measured on this machine ({os.cpu_count()} cores; "
+    cores = next((t.get("cpu_count") for t in train.values() if t and t.get("cpu_count")),
+                 os.cpu_count())
+    L.append(f"Measured on the machine that ran the pipeline ({cores} cores; "
              f"{'all cores' if not threads else f'{threads} threads'}), one stage at a "
              "time. Training time is the wall time of `fit` for the largest forest; a "
              "smaller forest is its first trees, so its time (marked ≈) is that wall time "
              "times those trees' share of the per-tree times. Inference is the median "
              "wall time of dense per-pixel prediction of one 250×250 test image "
              "(all pixels, windows read from the image).")
+    loads = [x for k in kinds for x in ((train[k] or {}).get("load_average") or [])
+             + (evals[k].get("timing_load_average") or [])]
+    if loads:
+        L.append("")
+        L.append(f"Load average (1 min) while training and timing: {min(loads):.1f}–"
+                 f"{max(loads):.1f} on {cores} cores"
+                 + (" — other jobs shared the machine, so these times are pessimistic."
+                    if max(loads) > 1.5 * (cores or 1) else "."))
     L.append("")
     L.append("| method | trees | training | model size | inference / image | nodes |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: |")

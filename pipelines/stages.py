@@ -229,7 +229,9 @@ def _train(kind):
         est = backend.make_estimator(kind, params, n, cfg["run"]["seed"], ctx.workers,
                                      ctx.scheduler)
         ctx.log(f"train: {kind}: {n} trees on {len(ws.y)} windows ({params})")
+        load0 = os.getloadavg()[0]
         fit_s = backend.fit(est, ws)
+        load1 = os.getloadavg()[0]
         tree_s = backend.tree_times(est)
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
                 "selected": chosen, "n_windows": int(len(ws.y))}
@@ -260,6 +262,7 @@ def _train(kind):
             "n_nodes": a.n_nodes, "n_oblique": int(a.weights.shape[0]),
             "max_depth_reached": int(a.depth.max()) if a.n_nodes else 0,
             "n_windows": int(len(ws.y)), "alpha": chosen["alpha"], "threads": ctx.workers,
+            "load_average": [round(load0, 2), round(load1, 2)], "cpu_count": os.cpu_count(),
         }
         js = ctx.reports / f"train-{kind}.json"
         write_json_atomic(js, summary)
@@ -294,9 +297,11 @@ def _evaluate(kind):
                                   sweep_trees=range(1, n + 1),
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
+        load0 = os.getloadavg()[0]
         timing = scoring.time_inference(model, test[: ev["time_images"]],
                                         cfg["forest"]["eval_trees"], ev["time_mode"],
                                         ev["fft_levels"])
+        res["timing_load_average"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         for m, t in timing.items():
             res["trees"][m].update(t)
         res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),

@@ -100,6 +100,16 @@ def naive_pair_split(X, y, idx, fa, fb, n_classes, min_leaf=1):
     return best
 
 
+def naive_partial_shuffle(perm, u):
+    """Partial Fisher-Yates on a copy of ``perm``: (sorted subset, new perm)."""
+    perm = list(perm)
+    p = len(perm)
+    for j, uj in enumerate(u):
+        r = j + min(int(uj * (p - j)), p - j - 1)
+        perm[j], perm[r] = perm[r], perm[j]
+    return np.sort(perm[:len(u)]), np.array(perm)
+
+
 def naive_partition(X, idx, feature, feature2, w, threshold):
     """Stable partition of ``idx``: (left samples, right samples) in their order."""
     if w is not None:

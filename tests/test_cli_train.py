@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from facesegment.classes import CLASS_NAMES, N_FEATURES
+from facesegment.classes import CLASS_NAMES
 from facesegment.cli import main
 from facesegment.model import load_model
 from facesegment.windows import WindowsWriter

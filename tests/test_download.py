@@ -77,10 +77,11 @@ def test_offline_message(tmp_path):
 class _RangeHandler(http.server.BaseHTTPRequestHandler):
     payload = b""
     served = []
+    honour_range = True
 
     def do_GET(self):  # noqa: N802 - http.server naming
         data = self.payload
-        rng = self.headers.get("Range")
+        rng = self.headers.get("Range") if self.honour_range else None
         start = int(rng.split("=")[1].split("-")[0]) if rng else 0
         self.served.append(start)
         self.send_response(206 if rng else 200)
@@ -105,7 +106,7 @@ def server(tmp_path):
 def test_download_resumes_partial_file(tmp_path, server):
     arc, sha = _tarball(tmp_path)
     data = arc.read_bytes()
-    _RangeHandler.payload, _RangeHandler.served = data, []
+    _RangeHandler.payload, _RangeHandler.served, _RangeHandler.honour_range = data, [], True
     url = f"http://127.0.0.1:{server.server_address[1]}/lfw-test.tgz"
     dest = tmp_path / "dl" / "lfw-test.tgz"
     dest.parent.mkdir()
@@ -151,3 +152,19 @@ def test_unwritable_dest(tmp_path):
     blocker.write_text("file")
     with pytest.raises(DownloadError, match=r"blocker/lfw: cannot create the download folder.*--dest"):
         fetch_lfw(blocker / "lfw", archive=arc, source=_source(sha), progress=False)
+
+
+def test_server_ignoring_range_restarts(tmp_path, server):
+    arc, sha = _tarball(tmp_path)
+    data = arc.read_bytes()
+    _RangeHandler.payload, _RangeHandler.served, _RangeHandler.honour_range = data, [], False
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/lfw-test.tgz"
+        dest = tmp_path / "dl" / "lfw-test.tgz"
+        dest.parent.mkdir()
+        (tmp_path / "dl" / "lfw-test.tgz.part").write_bytes(b"stale bytes")
+        download(url, dest, sha256=sha, progress=False)
+        assert dest.read_bytes() == data
+        assert _RangeHandler.served == [0]
+    finally:
+        _RangeHandler.honour_range = True

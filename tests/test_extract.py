@@ -8,6 +8,8 @@ import pytest
 
 import facesegment.cli as cli
 import facesegment.extract as ex
+import facesegment.windows as windows
+from facesegment.commands.extract import find_training_faces
 from facesegment.classes import N_CLASSES, N_FEATURES
 from facesegment.datasets import find_faces, load_face
 from facesegment.errors import DataError
@@ -190,7 +192,7 @@ def test_out_of_order_results_written_directly(tmp_path, monkeypatch):
         return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is ex.cut_batch else res
 
     monkeypatch.setattr(ex, "map_tasks", shuffled)
-    monkeypatch.setattr(ex, "_PENDING_BYTES", 1)
+    monkeypatch.setattr(windows, "PENDING_BYTES", 1)
     ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=1, n_workers=1, progress=False, chunk_rows=4,
                        images_per_task=1)
     _assert_same_file(tmp_path / "a.h5", tmp_path / "b.h5")
@@ -241,8 +243,6 @@ def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_write_error_propagates_and_leaves_no_file(tmp_path, monkeypatch):
-    from facesegment import windows
-
     root = _faces(tmp_path / "data", n=3)
 
     def broken(self, *a, **k):
@@ -260,11 +260,11 @@ def test_filter_records_exclude_and_labeller_report(tmp_path):
     write_png_atomic(root / "unlabelled.png", np.zeros((40, 44, 3), np.uint8))
     (root / "label_report.csv").write_text("name,image,status,faces,seconds,message\n"
                                            "noface,x,no-face,0,0.1,no face found\n")
-    got, recs = ex.find_training_faces(root, exclude={"face01"})
+    got, recs = find_training_faces(root, exclude={"face01"})
     assert got == root
     assert [r.name for r in recs] == ["face00", "face02", "unlabelled"]
     with pytest.raises(DataError, match="no images left after --exclude"):
-        ex.find_training_faces(root, exclude={"face00", "face01", "face02", "unlabelled", "noface"})
+        find_training_faces(root, exclude={"face00", "face01", "face02", "unlabelled", "noface"})
 
 
 def test_parameter_validation(tmp_path):
@@ -280,7 +280,7 @@ def test_parameter_validation(tmp_path):
 
 
 @pytest.mark.slow
-def test_local_cluster_same_file(tmp_path):
+def test_local_cluster_same_file(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     root = _faces(tmp_path / "data", n=4)
     recs = find_faces(root)
@@ -288,8 +288,15 @@ def test_local_cluster_same_file(tmp_path):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
                                   dashboard_address=None) as lc:
         ex.extract_windows(recs, tmp_path / "b.h5", 64, seed=2, scheduler=lc.scheduler_address,
-                           progress=False)
+                           progress=False, images_per_task=3)
+        rc = _main(["extract", str(root), "--out", str(tmp_path / "c.h5"), "-n", "64", "--seed", "2",
+                    "-q", "--scheduler", lc.scheduler_address], monkeypatch)
+    assert rc == 0
     _assert_same_file(tmp_path / "a.h5", tmp_path / "b.h5")
+    da, _ = _contents(tmp_path / "a.h5")
+    dc, _ = _contents(tmp_path / "c.h5")
+    for k in ("windows", "labels", "image_index", "centers"):
+        np.testing.assert_array_equal(da[k], dc[k])
 
 
 # ------------------------------------------------------------------------ CLI
@@ -343,6 +350,19 @@ def test_cli_ok_split_exclude_and_dataset_root(tmp_path, monkeypatch, capsys):
                 "--split", "train", "--validation", "2"], monkeypatch)
     assert rc == 0
     assert len(read_windows_meta(out).sources) == 3
+
+
+def test_cli_label_tree_of_dataset_root(tmp_path, monkeypatch, capsys):
+    """DATA_DIR with train/ and a label tree mirroring it (LABELS/train/...)."""
+    _faces(tmp_path / "ds" / "train", n=3)
+    (tmp_path / "labels" / "train").mkdir(parents=True)
+    for f in (tmp_path / "ds" / "train").glob("*_label.png"):
+        f.rename(tmp_path / "labels" / "train" / f.name)
+    out = tmp_path / "w.h5"
+    rc = _main(["extract", str(tmp_path / "ds"), "--labels", str(tmp_path / "labels"), "--out", str(out),
+                "-n", "24", "-q"], monkeypatch)
+    assert rc == 0, capsys.readouterr().err
+    assert read_windows_meta(out).attrs["labels_root"] == str(tmp_path / "labels")
 
 
 @pytest.mark.parametrize("setup, message", [

@@ -40,6 +40,7 @@ def _lfw_tree(lfw_gray, tmp_path):
 
 @pytest.mark.shared
 @pytest.mark.landmarks
+@pytest.mark.slow
 def test_label_folder_on_lfw(lfw_gray, tmp_path):
     _needs_dlib()
     src, people = _lfw_tree(lfw_gray, tmp_path)

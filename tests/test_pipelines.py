@@ -111,6 +111,25 @@ def test_missing_config_file(tmp_path):
         load_config(tmp_path / "nope.toml")
 
 
+def test_selection_settings_and_params():
+    from pipelines import selection
+
+    cfg = load_config(CONFIG, "default", data="d")
+    g = selection.grids(cfg)
+    assert [s["q"] for s in g["axis"]] == ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]
+    assert len(selection.grids(cfg, full=True)["co2"]) == 36          # the paper's 6 x 6
+    p = selection.selection_params(cfg, "co2", {"q": "p^0.5", "nu": 4.0, "eta": 1e-4}, 128000)
+    assert p["max_features"] == round(2883 ** 0.5) and p["nu"] == 4.0 and p["eta"] == 1e-4
+    assert p["max_samples"] == 16000
+    # oblique nodes down to the same depth: min samples scaled like samples per tree
+    assert p["oblique_min_samples"] == cfg["forest.co2"]["oblique_min_samples"] * 16000 // 64000
+    full = selection.estimator_params(cfg, "two-probe", {"n_pairs": 100})
+    assert full["n_pairs"] == 100 and full["max_samples"] == 64000 and "q" not in full
+    off = selection.chosen_from_config(cfg)
+    assert off["axis"] == {"q": "p^0.7", "alpha": 0.5}
+    assert off["co2"]["nu"] == 1.0 and off["two-probe"]["n_pairs"] == 400
+
+
 # ------------------------------------------------------------ stamps/skips
 
 def test_fingerprints_change_with_content(tmp_path):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from facesegment.datasets import FaceRecord
+from facesegment.errors import DataError
 from facesegment.imageio import write_png_atomic
 from facesegment.splits import (LFW_PERSON_PATTERN, person_of, records_persons, split_dataset,
                                 split_records)
@@ -98,3 +99,25 @@ def test_split_dataset_lfw_layout(tmp_path):
 def test_faces300w_split(faces300w):
     s = split_dataset(faces300w)
     assert (len(s.train), len(s.validation), len(s.test)) == (1107, 100, 250)
+
+
+def test_split_does_not_depend_on_skipped_images(tmp_path):
+    imgs, labs = tmp_path / "imgs", tmp_path / "labs"
+    rows = ["name,image,status,faces,detection,seconds,message"]
+    for i in range(12):
+        p = f"P{i:02d}"
+        write_png_atomic(imgs / p / f"{p}_0001.png", np.zeros((4, 4, 3), np.uint8))
+        if i % 4 == 3:  # every 4th person: the labeller found no face
+            rows.append(f"{p}/{p}_0001,x,no-face,0,,0.1,no face")
+        else:
+            write_png_atomic(labs / p / f"{p}_0001_label.png", np.zeros((4, 4), np.uint8))
+    (labs / "label_report.csv").write_text("\n".join(rows) + "\n")
+    full = split_dataset(imgs, labs, n_validation=2, test_fraction=0.25, require_labels=False)
+    lab = split_dataset(imgs, labs, n_validation=2, test_fraction=0.25)
+    for a, b in ((full.train, lab.train), (full.validation, lab.validation),
+                 (full.test, lab.test)):
+        assert [r.name for r in b] == [r.name for r in a if r.label is not None]
+    assert sum(len(x) for x in (lab.train, lab.validation, lab.test)) == 9
+    (labs / "label_report.csv").unlink()
+    with pytest.raises(DataError, match=r"P03_0001\.png: has no label map"):
+        split_dataset(imgs, labs, n_validation=2, test_fraction=0.25)

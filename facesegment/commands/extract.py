@@ -2,6 +2,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 HELP = "sample class-balanced 31x31 RGB windows from labelled faces into an HDF5 windows file"
 DESCRIPTION = """\
@@ -97,9 +98,84 @@ def add_arguments(p):
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 
-def _records(args):
-    from ..extract import filter_records, find_training_faces, read_name_list, resolve_data_dir
+def resolve_data_dir(data_dir):
+    """A dataset root with ``train/`` means its ``train/``; otherwise the folder itself."""
+    from ..errors import DataError
 
+    p = Path(data_dir)
+    if not p.exists():
+        raise DataError(p, "does not exist", "give a folder of labelled faces or a dataset root with train/")
+    if not p.is_dir():
+        raise DataError(p, "is not a folder", "give a folder of labelled faces or a dataset root with train/")
+    return p / "train" if (p / "train").is_dir() else p
+
+
+def read_name_list(path):
+    """Image names (one per line, ``#`` comments) from a text file."""
+    from ..errors import DataError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise DataError(path, f"cannot read name list ({exc.strerror or exc})", "check the --exclude path") from exc
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.add(Path(line).with_suffix("").as_posix() if Path(line).suffix.lower()
+                      in (".jpg", ".jpeg", ".png", ".bmp") else line)
+    return names
+
+
+def filter_records(records, exclude=(), labels_root=None):
+    """Drop excluded names and images that ``facesegment label`` reported as skipped.
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+    exclude : set of str
+        Names (relative, no extension) or file stems to leave out.
+    labels_root : path, optional
+        Folder whose ``label_report.csv`` lists the images the labeller
+        skipped (no face found); those without a label map are left out
+        silently, since the report already records them.
+    """
+    from ..datasets import skipped_by_labeller
+
+    exclude = set(exclude)
+    unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
+    return [r for r in records
+            if r.name not in exclude and r.name.rsplit("/", 1)[-1] not in exclude
+            and not (r.label is None and r.name in unlabelled)]
+
+
+def find_training_faces(data_dir, labels=None, exclude=()):
+    """Records to extract from: images under ``data_dir`` minus ``exclude`` names.
+
+    Images without a label map are kept (with ``label=None``) so that the
+    error policy of :func:`extract_windows` decides about them, except those
+    that ``facesegment label`` reported as skipped (see :func:`filter_records`).
+
+    Returns
+    -------
+    (root, records) : the folder used (``data_dir/train`` for a dataset root)
+        and a list of FaceRecord.
+    """
+    from ..datasets import find_faces
+    from ..errors import DataError
+
+    root = resolve_data_dir(data_dir)
+    if labels is not None and root != Path(data_dir) and (Path(labels) / "train").is_dir():
+        labels = Path(labels) / "train"  # a label tree mirroring the dataset root
+    recs = filter_records(find_faces(root, labels=labels, require_labels=False), exclude,
+                          labels if labels is not None else root)
+    if not recs:
+        raise DataError(root, "no images left after --exclude", "check the exclusion list")
+    return root, recs
+
+
+def _records(args):
     exclude = read_name_list(args.exclude) if args.exclude else set()
     if args.split is None:
         return find_training_faces(args.data_dir, labels=args.labels, exclude=exclude)

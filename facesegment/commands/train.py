@@ -121,6 +121,28 @@ def add_arguments(p):
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 
+def read_names(path):
+    """Image names from a text file: one per line, '#' comments, extensions dropped."""
+    import os
+
+    from ..errors import DataError
+    from ..imageio import IMAGE_EXTENSIONS
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(path, f"cannot read the list of image names ({exc})",
+                        "give a text file with one image name per line") from None
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line:
+            root, ext = os.path.splitext(line)
+            names.add(root if ext.lower() in IMAGE_EXTENSIONS else line)
+    return names
+
+
 def build_estimator(args):
     """The unfitted estimator described by the parsed arguments."""
     from ..forest import AxisAlignedForest, CO2Forest, TwoProbeForest
@@ -155,9 +177,7 @@ def run(args):
     y = ws.y
     excluded = 0
     if args.exclude_images:
-        from ..extract import read_name_list
-
-        names = read_name_list(args.exclude_images)
+        names = read_names(args.exclude_images)
         drop = np.array([str(s) in names for s in ws.meta.sources], dtype=bool)
         if drop.any():
             keep = ~drop[ws.image_index]

@@ -14,6 +14,7 @@ import time
 from collections import deque
 
 import numpy as np
+from numba import njit
 
 from ._criteria import class_counts, sorted_gain_of_values
 from ._predict import oblique_values, partition
@@ -33,10 +34,28 @@ def draw_tree_samples(rng, n, n_samples, bootstrap):
     return idx
 
 
-def _draw_features(rng, p, q):
-    if q >= p:
-        return np.arange(p, dtype=np.int64)
-    return np.sort(rng.choice(p, size=q, replace=False)).astype(np.int64)
+@njit(cache=True, nogil=True)
+def partial_shuffle(perm, u):
+    """Partial Fisher-Yates: a uniform random subset of ``perm`` (int64 (p,)).
+
+    ``u`` (float64 (q,), uniform in [0, 1)) drives the swaps; on return
+    ``perm[:q]`` is the subset, returned sorted (a new array).  ``perm`` stays a
+    permutation, so it can be reused for the next draw.
+    """
+    p = perm.shape[0]
+    q = u.shape[0]
+    for j in range(q):
+        r = j + min(int(u[j] * (p - j)), p - j - 1)
+        tmp = perm[j]
+        perm[j] = perm[r]
+        perm[r] = tmp
+    return np.sort(perm[:q])
+
+
+def _draw_features(rng, perm, q):
+    if q >= perm.shape[0]:
+        return np.arange(perm.shape[0], dtype=np.int64)
+    return partial_shuffle(perm, rng.random(q))
 
 
 def grow_tree(X, y, n_classes, spec, seed):
@@ -79,6 +98,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         co2_stats = new_co2_stats()
         w_dtype = np.dtype(spec["weight_dtype"])
     empty_w = np.zeros((1, p), dtype=np.float32)
+    perm = np.arange(p, dtype=np.int64)  # feature permutation reused by every draw
 
     left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
     value, depth, n_samp, weights = [], [], [], []
@@ -93,7 +113,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         feature2.append(-1)
         oblique.append(-1)
         threshold.append(0.0)
-        value.append(counts / max(end - start, 1))
+        value.append(counts)
         depth.append(d)
         n_samp.append(end - start)
         return len(left) - 1, counts
@@ -112,7 +132,7 @@ def grow_tree(X, y, n_classes, spec, seed):
             fa, fb = sample_pairs(rng, p, spec["n_pairs"])
             f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
         else:
-            feats = _draw_features(rng, p, spec["max_features"])
+            feats = _draw_features(rng, perm, spec["max_features"])
             t0 = time.perf_counter()
             f, thr, gain = best_axis_split(X, y, seg, feats, n_classes, min_leaf)
             stats["t_init"] += time.perf_counter() - t0
@@ -165,7 +185,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         "feature2": np.asarray(feature2, dtype=np.int32),
         "oblique": np.asarray(oblique, dtype=np.int32),
         "threshold": np.asarray(threshold, dtype=np.float32),
-        "value": np.asarray(value, dtype=np.float32).reshape(-1, n_classes),
+        "value": _frequencies(value, n_classes),
         "depth": np.asarray(depth, dtype=np.int32),
         "n_samples": np.asarray(n_samp, dtype=np.int32),
         "weights": (np.asarray(weights, dtype=np.float32).astype(w_store) if weights
@@ -178,6 +198,12 @@ def grow_tree(X, y, n_classes, spec, seed):
     stats["max_depth"] = int(max(depth))
     out["stats"] = stats
     return out
+
+
+def _frequencies(counts, n_classes):
+    """float32 (n_nodes, n_classes) class frequencies from per-node counts."""
+    c = np.asarray(counts, dtype=np.float64).reshape(-1, n_classes)
+    return (c / np.maximum(c.sum(axis=1, keepdims=True), 1)).astype(np.float32)
 
 
 def fit_tree_task(item, X, y, n_classes, spec):

@@ -52,24 +52,26 @@ def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
     q = features.shape[0]
     tot = class_counts(y, idx, n_classes)
     flog = xlogx_table(m)
-    vals = np.empty(m, dtype=np.uint8)
+    # gather row by row (each row read once), then work feature by feature
+    vals = np.empty((q, m), dtype=np.uint8)
     labs = np.empty(m, dtype=np.int32)
+    for i in range(m):
+        row = idx[i]
+        labs[i] = y[row]
+        for k in range(q):
+            vals[k, i] = X[row, features[k]]
     vs = np.empty(m, dtype=np.uint8)
     ls = np.empty(m, dtype=np.int32)
     start = np.empty(257, dtype=np.int64)
-    for i in range(m):
-        labs[i] = y[idx[i]]
     best_f = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
     for k in range(q):
-        f = features[k]
         start[:] = 0
         lo = 255
         hi = 0
         for i in range(m):
-            v = X[idx[i], f]
-            vals[i] = v
+            v = vals[k, i]
             start[v + 1] += 1
             lo = min(lo, v)
             hi = max(hi, v)
@@ -78,7 +80,7 @@ def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
         for b in range(lo + 1, hi + 2):
             start[b] += start[b - 1]
         for i in range(m):  # stable counting sort
-            v = vals[i]
+            v = vals[k, i]
             pos = start[v]
             vs[pos] = v
             ls[pos] = labs[i]
@@ -86,7 +88,7 @@ def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
         t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
         if g > best_gain:
             best_gain = g
-            best_f = f
+            best_f = features[k]
             best_t = t
     return best_f, best_t, best_gain
 

@@ -53,8 +53,8 @@ __all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE"
 CO2_DEFAULTS = {
     "nu": 1.0,
     "eta": 1e-3,
-    "tau": 10,
-    "n_passes": 2.0,
+    "tau": 30,
+    "n_passes": 4.0,
     "batch_size": 100,
     "momentum": 0.9,
 }

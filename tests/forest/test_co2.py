@@ -297,7 +297,7 @@ def test_co2_forest_beats_axis_forest_on_hyperplane():
     axis = forest.AxisAlignedForest(n_estimators=4, max_depth=4, random_state=0).fit(Xtr, ytr)
     acc_co2 = np.mean(co2.predict(Xte) == yte)
     acc_axis = np.mean(axis.predict(Xte) == yte)
-    assert acc_co2 > acc_axis + 0.1   # measured 0.891 vs 0.726
+    assert acc_co2 > acc_axis + 0.1   # measured 0.861 vs 0.728
 
 
 @pytest.mark.shared

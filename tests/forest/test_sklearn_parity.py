@@ -1,6 +1,5 @@
 """AxisAlignedForest vs scikit-learn's RandomForestClassifier on real windows."""
 
-import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]

@@ -147,3 +147,19 @@ def test_oblique_values_and_threshold_refit():
     nt, ng = naive.naive_best_threshold(v, y[idx], 3)
     assert g == pytest.approx(ng, abs=1e-9)
     np.testing.assert_array_equal(class_counts(y, idx, 3), np.bincount(y[idx], minlength=3))
+
+
+def test_partial_shuffle_matches_naive_and_is_uniform():
+    from facesegment.forest._grow import partial_shuffle
+    rng = np.random.default_rng(5)
+    perm = np.arange(10, dtype=np.int64)
+    for _ in range(5):
+        u = rng.random(4)
+        exp, exp_perm = naive.naive_partial_shuffle(perm, u)
+        got = partial_shuffle(perm, u)
+        np.testing.assert_array_equal(got, exp)
+        np.testing.assert_array_equal(perm, exp_perm)
+    counts = np.zeros(10)
+    for _ in range(3000):
+        counts[partial_shuffle(perm, rng.random(3))] += 1
+    assert np.all(np.abs(counts / 3000 - 0.3) < 0.05)  # each feature chosen w.p. 3/10
