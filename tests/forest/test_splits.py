@@ -116,6 +116,18 @@ def test_pair_hist_and_sort_paths_agree():
     assert a[2] == pytest.approx(b[2], abs=1e-12)
 
 
+@pytest.mark.parametrize("m", [3, 40, 400])
+def test_pair_counting_and_sort_paths_agree(m):
+    rng = np.random.default_rng(m)
+    X, y = _data(rng, 500, 12, 4, np.uint8)
+    idx = np.sort(rng.choice(500, size=m, replace=False)).astype(np.int64)
+    fa, fb = twoprobe.sample_pairs(rng, 12, 20)
+    a = twoprobe._pair_split_counting_u8(X, y, idx, fa, fb, 4, 1)
+    b = twoprobe._pair_split_sorted(X, y, idx, fa, fb, 4, 1)
+    assert a[0] == b[0] and a[1] == b[1]
+    assert a[2] == pytest.approx(b[2], abs=1e-12)
+
+
 @pytest.mark.parametrize("kind", ["axis", "pair", "oblique"])
 def test_partition_matches_naive(kind):
     rng = np.random.default_rng(3)
