@@ -175,6 +175,9 @@ def main(argv=None):
                     help="CO2 nodes smaller than this stay axis-aligned")
     ap.add_argument("--size-trees", type=int, default=16, help="trees for the model sizes")
     ap.add_argument("--pairs", type=int, default=400, help="two-probe pairs per node")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the parts of an existing report that this run does not measure "
+                         "(e.g. the CO2 tree with --co2-windows 0)")
     args = ap.parse_args(argv)
 
     from facesegment.forest import TwoProbeForest
@@ -219,6 +222,15 @@ def main(argv=None):
         report["model_bytes"] = sizes
     report["machine"]["load_avg_end"] = os.getloadavg()
     out = Path(args.out)
+    if args.merge and out.exists():
+        old = json.loads(out.read_text())
+        fresh = set(report)
+        for key, val in old.items():
+            if key == "model_bytes":
+                report[key] = {**val, **report.get(key, {})}
+            elif key not in report:
+                report[key] = val
+        report["merged_from_previous_run"] = sorted(k for k in old if k not in fresh)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(out.name + f".tmp-{os.getpid()}")
     tmp_out.write_text(json.dumps(report, indent=2) + "\n")

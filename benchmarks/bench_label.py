@@ -92,7 +92,7 @@ def detect(n):
     misses = 0
     for p in images:
         img = read_image(p)
-        pts, _ = detect_landmarks(img, 1)
+        pts, _, _ = detect_landmarks(img, 1, -0.5)
         if pts is None:
             misses += 1
         else:

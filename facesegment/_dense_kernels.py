@@ -46,6 +46,26 @@ def _dot_window(img, base, rowstride, weights, row):
     return acc
 
 
+@njit(cache=True, nogil=True, fastmath=True)
+def _dot4(img, base, rowstride, weights, row):
+    """``weights[row] @ window`` for the 4 horizontally adjacent windows starting at
+    ``base``, ``base + 3``, ``base + 6``, ``base + 9``: each weight is loaded once."""
+    a0 = np.float32(0.0)
+    a1 = np.float32(0.0)
+    a2 = np.float32(0.0)
+    a3 = np.float32(0.0)
+    for dy in range(WINDOW):
+        p = base + dy * rowstride
+        q = dy * ROW
+        for j in range(ROW):
+            w = weights[row, q + j]
+            a0 += w * np.float32(img[p + j])
+            a1 += w * np.float32(img[p + j + 3])
+            a2 += w * np.float32(img[p + j + 6])
+            a3 += w * np.float32(img[p + j + 9])
+    return a0, a1, a2, a3
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
     """The split value of ``node`` for the window at ``base``."""
@@ -84,9 +104,22 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
     bc = y * rowstride + xc * 3
     bd = y * rowstride + xd * 3
     na = nb = nc = nd = root
+    adjacent = xb == xa + 1 and xc == xa + 2 and xd == xa + 3
     s = 0
     while s < steps and not (_is_leaf(nodes, na) and _is_leaf(nodes, nb)
                              and _is_leaf(nodes, nc) and _is_leaf(nodes, nd)):
+        o = nodes[na, OBLIQUE]
+        if (adjacent and o >= 0 and nodes[na, RESP] < 0 and na == nb and na == nc
+                and na == nd):
+            # 4 neighbours at one CO2 node: one pass over its weights
+            va, vb, vc, vd = _dot4(img, ba, rowstride, weights, o)
+            t = thr[na, THRESHOLD]
+            na = nodes[na, np.int64(va > t)]
+            nb = nodes[nb, np.int64(vb > t)]
+            nc = nodes[nc, np.int64(vc > t)]
+            nd = nodes[nd, np.int64(vd > t)]
+            s += 1
+            continue
         na = _child(img, ba, rowstride, y, xa, na, nodes, thr, weights, resp)
         nb = _child(img, bb, rowstride, y, xb, nb, nodes, thr, weights, resp)
         nc = _child(img, bc, rowstride, y, xc, nc, nodes, thr, weights, resp)

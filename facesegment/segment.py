@@ -35,7 +35,10 @@ DETECT_MODES = ("auto", "always", "never")
 #: --detectors``; docs/inference.md, "Choosing the detector").
 CALIBRATION = {"dlib": (2.0, -0.02, 0.087)}
 
-_local = threading.local()
+#: dlib's detector and predictor are shared by the worker threads of a process
+#: and are not safe to call concurrently (concurrent calls crashed the process):
+#: calls into dlib are serialised; inference runs in parallel.
+_DLIB_LOCK = threading.Lock()
 #: Side of an LFW-style crop relative to the landmarks' larger extent.
 LANDMARK_SCALE = 2.2
 
@@ -49,9 +52,10 @@ def _dlib_models():
 
 def _dlib_rects(gray):
     detector = _dlib_models()[0]
-    rects = detector(gray, 0)
-    if len(rects) == 0 and max(gray.shape) < 1000:
-        rects = detector(gray, 1)
+    with _DLIB_LOCK:
+        rects = detector(gray, 0)
+        if len(rects) == 0 and max(gray.shape) < 1000:
+            rects = detector(gray, 1)
     return rects
 
 
@@ -100,8 +104,10 @@ def find_crops(image, detector="landmarks", calibration=None):
     out = []
     for x, y, w, h in boxes:
         rect = dlib.rectangle(int(x), int(y), int(x + w), int(y + h))
-        shape = predictor(image, rect)
-        pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)], dtype=np.float64)
+        with _DLIB_LOCK:
+            shape = predictor(image, rect)
+            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
+                           dtype=np.float64)
         out.append(landmark_box(pts))
     return out
 

@@ -100,7 +100,9 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
              + (f" (labels `{splits['labels']}`)" if splits.get("labels") else "")
              + f": {counts.get('train', '?')} training images, {counts.get('validation', '?')} "
              f"validation images held out from them for model selection, "
-             f"{counts.get('test', '?')} test images. Preset `{conf.get('preset', '?')}`: "
+             f"{counts.get('test', '?')} test images"
+             + (f" (split: {splits['how']})" if splits.get("how") else "")
+             + f". Preset `{conf.get('preset', '?')}`: "
              f"{conf.get('extract', {}).get('n_windows', '?')} class-balanced training windows, "
              f"{conf.get('forest', {}).get('max_samples', '?')} windows (bootstrap) per tree, "
              f"maximum depth {conf.get('forest', {}).get('max_depth', '?')}.")

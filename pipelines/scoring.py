@@ -1,6 +1,6 @@
-"""Scoring models for selection and evaluation, through facesegment.metrics.
+"""Scoring models for selection and evaluation.
 
-One pass over the images (``facesegment.metrics.evaluate_model``, which walks
+One pass over the images (``facesegment.inference.confusion_sweep``, which walks
 each tree once per pixel and forms every truncated forest by cumulative sums)
 gives the confusion matrices of every (alpha, maximum depth, number of trees)
 setting asked for: the 16-tree scores are those of the first 16 trees of the
@@ -26,10 +26,35 @@ def _summary(conf):
             "jaccard": list(s["jaccard"].values()), "confusion": s["confusion"]}
 
 
+def grid_label(label, stride, offset=0):
+    """``label`` with 255 ("not scored") everywhere except a ``stride`` x ``stride``
+    grid of pixels (rows and columns ``offset mod stride``); stride 1: unchanged."""
+    if stride <= 1:
+        return label
+    out = np.full_like(label, 255)
+    o = offset % stride
+    out[o::stride, o::stride] = label[o::stride, o::stride]
+    return out
+
+
+def score_one(record, model, alphas, trees, depths, stride, fft_levels):
+    """Task: the sweep confusion matrices of one face (top level: picklable)."""
+    from facesegment.inference import confusion_sweep
+
+    image, label = backend.load_face(record)
+    conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
+                                         n_trees_list=trees, max_depth_list=depths,
+                                         alphas=alphas, mode="strict", fft_levels=fft_levels)
+    return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
+
+
 def score_model(model, records, tree_counts, alphas, depths=None, per_image_alpha=None,
                 workers=None, scheduler=None, fft_levels=0, desc="evaluate",
-                sweep_trees=()):
-    """Scores of ``model`` on ``records`` for several forest sizes and alphas.
+                sweep_trees=(), pixel_stride=1):
+    """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
+
+    One pass per image (``facesegment.inference.confusion_sweep``) scores every
+    setting; images are Dask tasks (``facesegment.parallel.map_tasks``).
 
     Parameters
     ----------
@@ -41,43 +66,56 @@ def score_model(model, records, tree_counts, alphas, depths=None, per_image_alph
         Prior-reweighting exponents (``p * s**-alpha``).
     depths : list of int, optional
         Extra depth limits scored in the same pass (Figure 4).
-    sweep_trees : list of int, optional
-        Extra forest sizes scored in the same pass (in ``sweep`` only).
     per_image_alpha : float, optional
         The alpha of the per-image scores (default: the first of ``alphas``).
+    sweep_trees : list of int, optional
+        Extra forest sizes scored in the same pass (in ``sweep`` only).
+    pixel_stride : int
+        Score the pixels of a ``stride`` x ``stride`` grid only (1 = every pixel;
+        the paper's protocol); the 15-px border and label 255 are never scored.
 
     Returns
     -------
     dict (JSON-ready)
         ``trees``: ``{"16": {"alpha": {"0.5": {mean_jaccard, pixel_accuracy,
-        jaccard (8,), confusion}}}}`` for the unlimited depth;
-        ``sweep``: every (alpha, depth, trees) class-average Jaccard;
+        jaccard (8,), confusion}}}}`` at the forest's full depth;
+        ``sweep``: the class-average Jaccard of every (alpha, depth, trees);
         ``per_image``: name -> class-average Jaccard at ``per_image_alpha``
-        and the full forest; ``n_images``.
+        and the full forest; ``n_images``, ``n_pixels``.
     """
-    from facesegment.metrics import evaluate_model
+    from facesegment.metrics import class_average, jaccard, pixel_accuracy
+    from facesegment.parallel import map_tasks
 
+    arrays = model.arrays
     alphas = [float(a) for a in alphas]
     pa = float(per_image_alpha) if per_image_alpha is not None else alphas[0]
-    sweep_alphas = [a for a in alphas if a != pa]
+    alphas = [pa] + [a for a in alphas if a != pa]
     counts = sorted({int(n) for n in tree_counts})
-    n_all = model.arrays.n_trees
-    res = evaluate_model(model, records, alpha=pa, sweep_alphas=sweep_alphas,
-                         n_trees_list=sorted(set(counts) | {int(t) for t in sweep_trees}
-                                             | {n_all}),
-                         max_depth_list=depths,
-                         scheduler=scheduler, n_workers=workers, progress=True,
-                         fft_levels=fft_levels, desc=desc)
-    conf = res["confusion_sweep"]            # (alphas, depths, trees, C, C)
-    sw = res["sweep"]
-    k = len(sw["max_depth"]) - 1              # the unlimited depth is the largest
-    out = {"trees": {}, "n_images": res["n_images"], "per_image_alpha": pa,
-           "per_image": res["per_image"], "per_image_jaccard": res["per_image_jaccard"],
-           "sweep": sw}
+    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
+    trees = sorted(set(counts) | {int(t) for t in sweep_trees} | {arrays.n_trees})
+    dl = sorted({min(int(d), forest_depth) for d in (depths or [])} | {forest_depth})
+    total, per_image, per_image_jac = None, {}, {}
+    for _, (name, conf, d_out, t_out) in map_tasks(
+            score_one, records, args=(model, alphas, trees, dl, int(pixel_stride), fft_levels),
+            scheduler=scheduler, n_workers=workers, desc=desc, unit="images"):
+        total = conf if total is None else total + conf
+        jac = jaccard(conf[0, -1, -1])
+        ca = float(class_average(jac))
+        per_image[name] = None if np.isnan(ca) else round(ca, 4)
+        per_image_jac[name] = [None if np.isnan(v) else round(float(v), 4) for v in jac]
+    if total is None:
+        raise ValueError("records is empty: nothing to score")
+    sweep = {"alphas": alphas, "max_depth": d_out, "n_trees": t_out,
+             "class_average_jaccard": np.round(class_average(jaccard(total)), 4).tolist(),
+             "pixel_accuracy": np.round(pixel_accuracy(total), 4).tolist()}
+    out = {"trees": {}, "n_images": len(per_image), "per_image_alpha": pa,
+           "n_pixels": int(total[0, 0, 0].sum()), "pixel_stride": int(pixel_stride),
+           "per_image": dict(sorted(per_image.items())),
+           "per_image_jaccard": dict(sorted(per_image_jac.items())), "sweep": sweep}
     for n in counts:
-        j = sw["n_trees"].index(n)
-        out["trees"][str(n)] = {"alpha": {repr(a): _summary(conf[i, k, j])
-                                          for i, a in enumerate(sw["alphas"])}}
+        j = t_out.index(n)
+        out["trees"][str(n)] = {"alpha": {repr(a): _summary(total[i, -1, j])
+                                          for i, a in enumerate(alphas)}}
     return out
 
 

@@ -91,7 +91,8 @@ def run_selection(cfg, ws, records, full=False, log=print):
             model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
             t0 = time.perf_counter()
             res = scoring.score_model(model, records, [n], alphas, workers=workers,
-                                      desc=f"select {kind} {_label(setting)}")
+                                      desc=f"select {kind} {_label(setting)}",
+                                      pixel_stride=sel["pixel_stride"])
             table = res["trees"][str(n)]["alpha"]
             a = scoring.best_alpha(res, n)
             row = {"kind": kind, "setting": setting, "params": params, "n_trees": n,
@@ -109,6 +110,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
         chosen[kind] = {**best["setting"], "alpha": best["best_alpha"],
                         "validation_jaccard": best["best_jaccard"]}
     return {"settings": rows, "chosen": chosen, "full_grid": bool(full),
+            "pixel_stride": sel["pixel_stride"],
             "n_trees": n, "max_samples": sel["max_samples"], "alphas": alphas,
             "validation_images": [r.name for r in records]}
 

@@ -138,8 +138,13 @@ def run_data(ctx):
     root, labels = resolve_data(ctx)
     train, val, test, how = backend.split_dataset(root, labels, d["n_validation"],
                                                   d["test_fraction"], seed)
+    n_tr, n_te = len(train), len(test)
     train = _subset(train, d["max_train_images"], seed)
     test = _subset(test, d["max_test_images"], seed + 1)
+    if len(train) < n_tr:
+        how += f"; {len(train)} of the {n_tr} training images used (drawn with the seed)"
+    if len(test) < n_te:
+        how += f"; {len(test)} of the {n_te} test images used (drawn with the seed)"
     if not train or not test:
         raise DataError(root, f"split into {len(train)} training and {len(test)} test images",
                         "give a folder with more labelled faces")
@@ -295,6 +300,7 @@ def _evaluate(kind):
         res = scoring.score_model(model, test, cfg["forest"]["eval_trees"], alphas,
                                   depths=cfg["figures"]["depths"], per_image_alpha=alpha,
                                   sweep_trees=range(1, n + 1),
+                                  pixel_stride=ev["pixel_stride"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
         load0 = os.getloadavg()[0]

@@ -27,9 +27,10 @@ def test_hand_computed_case():
     truth = np.array([[0, 0, 1, 1], [2, 2, 255, 1]], np.uint8)
     pred = np.array([[0, 1, 1, 1], [2, 0, 3, 0]], np.uint8)
     conf = confusion_matrix(truth, pred)
-    # class 0: tp 1 (0,0); fp 2 ((1,1)->0? truth 2 pred 0, and truth 1 pred 0); fn 1
-    # class 1: tp 2, fp 1 (truth 0 pred 1), fn 1 (truth 1 pred 0) -> 50
-    # class 2: tp 1, fp 0, fn 1 -> 50; class 3: pred only at an ignored pixel -> absent
+    # class 0: tp 1; fp 2 (truth 2 -> 0, truth 1 -> 0); fn 1 (truth 0 -> 1)  -> 25
+    # class 1: tp 2; fp 1 (truth 0 -> 1); fn 1 (truth 1 -> 0)                  -> 50
+    # class 2: tp 1; fp 0; fn 1 (truth 2 -> 0)                                -> 50
+    # class 3 is predicted only at an ignored pixel: absent (NaN), not averaged
     jac = jaccard(conf)
     np.testing.assert_allclose(jac[:3], [25.0, 50.0, 50.0])
     assert np.all(np.isnan(jac[3:]))

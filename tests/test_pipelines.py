@@ -282,6 +282,35 @@ def test_first_trees_of_a_forest_are_the_smaller_forest(kind):
     np.testing.assert_array_equal(tail.roots, big.forest_.roots[2:])
 
 
+def test_scoring_matches_facesegment_evaluate_and_grid(tmp_path):
+    """The pipeline's scoring loop gives facesegment.metrics.evaluate_model's numbers,
+    and a pixel grid scores exactly the grid's pixels."""
+    from facesegment.datasets import find_faces
+    from facesegment.metrics import evaluate_model
+    from pipelines import scoring
+
+    data = make_dataset(tmp_path / "f", n_train=3, n_test=2)
+    recs = find_faces(data / "test")
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(400, 2883)).astype(np.uint8)
+    y = rng.integers(0, N_CLASSES, size=400)
+    est = backend.make_estimator("axis", {"max_depth": 4, "max_features": 20}, 3, 0, 1)
+    est.fit(X, y)
+    model = _model(est)
+    model.mean, model.std = np.zeros(2883, np.float32), np.ones(2883, np.float32)
+    mine = scoring.score_model(model, recs, [2, 3], [0.5, 1.0], depths=[2], workers=1)
+    ref = evaluate_model(model, recs, alpha=0.5, sweep_alphas=[1.0], n_trees_list=[2, 3],
+                         max_depth_list=[2], n_workers=1, progress=False)
+    assert mine["trees"]["3"]["alpha"]["0.5"]["confusion"] == ref["summary"]["confusion"]
+    assert mine["sweep"]["class_average_jaccard"] == ref["sweep"]["class_average_jaccard"]
+    assert mine["per_image"] == ref["per_image"]
+    lab = np.arange(64 * 64).reshape(64, 64).astype(np.uint8) % 8
+    g = scoring.grid_label(lab, 3)
+    assert (g != 255).sum() == 22 * 22 and (g[::3, ::3] == lab[::3, ::3]).all()
+    grid = scoring.score_model(model, recs, [3], [0.5], workers=1, pixel_stride=2)
+    assert grid["n_pixels"] == 2 * 17 * 17   # 34 x 34 scored pixels -> every 2nd row/col
+
+
 # ---------------------------------------------------------------- report
 
 def _fake_eval(kind, base, alpha):

@@ -11,8 +11,8 @@ from numba import njit, prange
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "nsz", "arcp"})
-def oblique_value(w, X, row):
-    """``w @ X[row]`` accumulated in float32 (w float32 (p,)), vectorised.
+def oblique_value(w, x):
+    """``w @ x`` accumulated in float32 (w float32 (p,), x one row), vectorised.
 
     The summation order is left to the compiler (as in
     :mod:`facesegment.forest.co2`), so a sample within float32 rounding of a
@@ -20,7 +20,7 @@ def oblique_value(w, X, row):
     """
     acc = np.float32(0.0)
     for j in range(w.shape[0]):
-        acc += w[j] * np.float32(X[row, j])
+        acc += w[j] * np.float32(x[j])
     return acc
 
 
@@ -29,19 +29,20 @@ def oblique_values(w, X, idx):
     """float32 (m,) values ``w @ X[idx[i]]`` (see :func:`oblique_value`)."""
     out = np.empty(idx.shape[0], dtype=np.float32)
     for i in range(idx.shape[0]):
-        out[i] = oblique_value(w, X, idx[i])
+        out[i] = oblique_value(w, X[idx[i]])
     return out
 
 
 @njit(cache=True, nogil=True)
-def goes_left(X, row, f, f2, ob, thr, weights):
-    """Whether sample ``row`` goes left at a node (feature, feature2, oblique, threshold)."""
+def goes_left(x, f, f2, ob, thr, weights):
+    """Whether the sample ``x`` (one row) goes left at a node (feature, feature2,
+    oblique, threshold)."""
     if ob >= 0:
-        v = oblique_value(weights[ob], X, row)
+        v = oblique_value(weights[ob], x)
     elif f2 >= 0:
-        v = np.float32(X[row, f]) - np.float32(X[row, f2])
+        v = np.float32(x[f]) - np.float32(x[f2])
     else:
-        v = np.float32(X[row, f])
+        v = np.float32(x[f])
     return v <= thr
 
 
@@ -56,7 +57,7 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
     nr = 0
     for i in range(m):
         row = idx[i]
-        if goes_left(X, row, f, f2, ob, thr, weights):
+        if goes_left(X[row], f, f2, ob, thr, weights):
             idx[nl] = row
             nl += 1
         else:
@@ -67,56 +68,117 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
     return nl
 
 
+def pack_nodes(fa):
+    """Pack a forest's node arrays into one int32 (n_nodes, 4) table (16 bytes/node).
+
+    Columns: left child (-1 at leaves; the right child is always ``left + 1``
+    since children are created together), feature (``-2 - row`` for an oblique
+    node using ``weights[row]``), feature2 (-1 unless two-probe), and the
+    threshold's float32 bits.  Four nodes share a cache line, and depth is
+    counted during traversal, so prediction touches one line per node.
+
+    Returns ``(nodes, nodes_f)``: the table and its float32 view.
+    """
+    internal = fa.left >= 0
+    if (fa.right[internal] != fa.left[internal] + 1).any():
+        raise ValueError("forest arrays have right children not next to left ones; "
+                         "they were not written by facesegment's grower")
+    nodes = np.empty((fa.n_nodes, 4), dtype=np.int32)
+    nodes[:, 0] = fa.left
+    nodes[:, 1] = np.where(fa.oblique >= 0, -2 - fa.oblique, fa.feature)
+    nodes[:, 2] = fa.feature2
+    nodes_f = nodes.view(np.float32)
+    nodes_f[:, 3] = fa.threshold
+    return nodes, nodes_f
+
+
+#: Samples traversed in lockstep (their independent node loads overlap).
+BLOCK = 32
+
+
 @njit(cache=True, nogil=True)
-def _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
-               depth, weights, max_depth, n_trees, out):
+def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weights, max_depth,
+                 n_trees, out):
+    """Probabilities of samples ``start..stop-1``: each tree is walked by all the
+    block's samples in lockstep, one level per sweep (``rows`` holds their copied
+    rows, ``cur`` their current nodes)."""
+    nb = stop - start
     n_classes = value.shape[1]
-    for c in range(n_classes):
-        out[i, c] = 0.0
-    for t in range(n_trees):
-        node = roots[t]
-        while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
-            if goes_left(X, i, feature[node], feature2[node], oblique[node],
-                         threshold[node], weights):
-                node = left[node]
-            else:
-                node = right[node]
+    for j in range(nb):
+        rows[j, :] = X[start + j]
         for c in range(n_classes):
-            out[i, c] += value[node, c]
-    for c in range(n_classes):
-        out[i, c] = out[i, c] / n_trees
+            out[start + j, c] = 0.0
+    for t in range(n_trees):
+        for j in range(nb):
+            cur[j] = roots[t]
+        d = 0
+        active = True
+        while active and (max_depth < 0 or d < max_depth):
+            active = False
+            for j in range(nb):
+                node = cur[j]
+                if nodes[node, 0] < 0:
+                    continue
+                active = True
+                f = nodes[node, 1]
+                if f >= 0:
+                    f2 = nodes[node, 2]
+                    if f2 >= 0:
+                        v = np.float32(rows[j, f]) - np.float32(rows[j, f2])
+                    else:
+                        v = np.float32(rows[j, f])
+                else:
+                    v = oblique_value(weights[-2 - f], rows[j])
+                cur[j] = nodes[node, 0] + (0 if v <= nodes_f[node, 3] else 1)
+            d += 1
+        for j in range(nb):
+            for c in range(n_classes):
+                out[start + j, c] += value[cur[j], c]
+    for j in range(nb):
+        for c in range(n_classes):
+            out[start + j, c] = out[start + j, c] / n_trees
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def predict_proba_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
-                         value, depth, weights, max_depth, n_trees, out):
+def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, max_depth, n_trees, out):
     """Average the class distributions reached in the first ``n_trees`` trees.
 
-    Samples are processed in parallel (prange); each sample visits all trees
-    in turn while its row is in cache.
+    Blocks of ``BLOCK`` samples are processed in parallel (prange); within a
+    block the samples' rows are copied once (sequential reads) and each tree
+    is walked by the block's samples in lockstep, so their node loads overlap.
 
     Parameters
     ----------
     X : uint8 or float32 (n, p)
-    roots .. weights : the ForestArrays fields (weights float32)
+    roots : int32 (n_trees,)
+    nodes, nodes_f : the packed node table and its float32 view (:func:`pack_nodes`)
+    value : float32 (n_nodes, n_classes)
+    weights : float32 (n_oblique or 1, p)
     max_depth : int
         Stop at nodes of this depth (-1: no limit).
     n_trees : int
         Number of trees used (the first ones).
     out : float64 (n, n_classes), written in place
     """
-    for i in prange(X.shape[0]):
-        _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
-                   depth, weights, max_depth, n_trees, out)
+    n = X.shape[0]
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(n_blocks):
+        rows = np.empty((BLOCK, X.shape[1]), dtype=X.dtype)
+        cur = np.empty(BLOCK, dtype=np.int64)
+        _proba_block(X, b * BLOCK, min(n, b * BLOCK + BLOCK), rows, cur, roots, nodes,
+                     nodes_f, value, weights, max_depth, n_trees, out)
 
 
 @njit(cache=True, nogil=True)
-def predict_proba_serial(X, roots, left, right, feature, feature2, oblique, threshold,
-                         value, depth, weights, max_depth, n_trees, out):
-    """:func:`predict_proba_kernel` on one thread (small inputs: no thread start-up)."""
-    for i in range(X.shape[0]):
-        _proba_row(X, i, roots, left, right, feature, feature2, oblique, threshold, value,
-                   depth, weights, max_depth, n_trees, out)
+def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, max_depth,
+                                n_trees, out):
+    """One-thread :func:`predict_proba_packed` (small inputs)."""
+    n = X.shape[0]
+    rows = np.empty((BLOCK, X.shape[1]), dtype=X.dtype)
+    cur = np.empty(BLOCK, dtype=np.int64)
+    for start in range(0, n, BLOCK):
+        _proba_block(X, start, min(n, start + BLOCK), rows, cur, roots, nodes, nodes_f,
+                     value, weights, max_depth, n_trees, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -128,7 +190,7 @@ def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
         for t in range(roots.shape[0]):
             node = roots[t]
             while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
-                if goes_left(X, i, feature[node], feature2[node], oblique[node],
+                if goes_left(X[i], feature[node], feature2[node], oblique[node],
                              threshold[node], weights):
                     node = left[node]
                 else:

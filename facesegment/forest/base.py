@@ -10,15 +10,19 @@ Results are identical whatever ``n_jobs`` or ``scheduler``.
 import inspect
 import numbers
 
+import numba
 import numpy as np
 
 from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
 from ._grow import fit_tree_task
-from ._predict import apply_kernel, predict_proba_kernel, predict_proba_serial
+from ._predict import (apply_kernel, pack_nodes, predict_proba_packed,
+                       predict_proba_packed_serial)
 
 #: Below this many sample-tree traversals prediction runs on one thread.
 PARALLEL_MIN_WORK = 20000
+#: Blocks (of 64 samples) per dynamically scheduled chunk of the parallel prediction loop.
+PARALLEL_CHUNK = 8  # blocks of BLOCK samples
 
 
 def check_X(X, name="X", n_features=None):
@@ -279,10 +283,19 @@ class BaseForest:
         md, nt = self._limits(max_depth, n_trees)
         fa, w = self._kernel_arrays()
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)
-        kernel = predict_proba_kernel if X.shape[0] * nt >= PARALLEL_MIN_WORK \
-            else predict_proba_serial
-        kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2,
-                             fa.oblique, fa.threshold, fa.value, fa.depth, w, md, nt, out)
+        packed = getattr(self, "_packed", None)
+        if packed is None or packed[0] is not fa:
+            packed = (fa,) + pack_nodes(fa)
+            self._packed = packed
+        _, nodes, nodes_f = packed
+        if X.shape[0] * nt >= PARALLEL_MIN_WORK:
+            old = numba.set_parallel_chunksize(PARALLEL_CHUNK)
+            try:
+                predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt, out)
+            finally:
+                numba.set_parallel_chunksize(old)
+        else:
+            predict_proba_packed_serial(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt, out)
         return out
 
     def predict(self, X, max_depth=None, n_trees=None):
