@@ -36,13 +36,19 @@ LEFT, RIGHT, OFF1, OFF2, OBLIQUE, THRESHOLD, MUL, RESP = range(8)
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _dot_window(img, base, rowstride, weights, row):
-    """``weights[row] @ window`` for the window starting at byte ``base``."""
+    """``weights[row] @ window`` for the window starting at byte ``base``.
+
+    Written over row slices (93 contiguous bytes and weights) so that LLVM
+    vectorises the inner loop (2x faster than indexing the 2-d arrays).
+    """
     acc = np.float32(0.0)
+    wrow = weights[row]
     for dy in range(WINDOW):
         p = base + dy * rowstride
-        q = dy * ROW
+        ir = img[p:p + ROW]
+        wr = wrow[dy * ROW:dy * ROW + ROW]
         for j in range(ROW):
-            acc += weights[row, q + j] * np.float32(img[p + j])
+            acc += wr[j] * np.float32(ir[j])
     return acc
 
 
@@ -54,15 +60,17 @@ def _dot4(img, base, rowstride, weights, row):
     a1 = np.float32(0.0)
     a2 = np.float32(0.0)
     a3 = np.float32(0.0)
+    wrow = weights[row]
     for dy in range(WINDOW):
         p = base + dy * rowstride
-        q = dy * ROW
+        ir = img[p:p + ROW + 9]
+        wr = wrow[dy * ROW:dy * ROW + ROW]
         for j in range(ROW):
-            w = weights[row, q + j]
-            a0 += w * np.float32(img[p + j])
-            a1 += w * np.float32(img[p + j + 3])
-            a2 += w * np.float32(img[p + j + 6])
-            a3 += w * np.float32(img[p + j + 9])
+            w = wr[j]
+            a0 += w * np.float32(ir[j])
+            a1 += w * np.float32(ir[j + 3])
+            a2 += w * np.float32(ir[j + 6])
+            a3 += w * np.float32(ir[j + 9])
     return a0, a1, a2, a3
 
 
@@ -212,6 +220,8 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
             for q in range(4):
                 idx[q] = min(g + q, hi - 1)
                 base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * 3
+            adjacent = base[1] == base[0] + 3 and base[2] == base[0] + 6 and \
+                base[3] == base[0] + 9
             sums[:, :, :] = 0.0
             j = 0
             for t in range(tree_counts[n_t - 1]):
@@ -230,10 +240,21 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                             and _is_leaf(nodes, cur[2]) and _is_leaf(nodes, cur[3])):
                         s = depth_list[k]  # nothing moves any more
                         continue
-                    for q in range(4):
-                        i = idx[q]
-                        cur[q] = _child(img, base[q], rowstride, ys[i], xs[i], cur[q], nodes,
-                                        thr, weights, resp)
+                    n0 = cur[0]
+                    o = nodes[n0, OBLIQUE]
+                    if (adjacent and o >= 0 and nodes[n0, RESP] < 0 and cur[1] == n0
+                            and cur[2] == n0 and cur[3] == n0):
+                        va, vb, vc, vd = _dot4(img, base[0], rowstride, weights, o)
+                        th = thr[n0, THRESHOLD]
+                        cur[0] = nodes[n0, np.int64(va > th)]
+                        cur[1] = nodes[n0, np.int64(vb > th)]
+                        cur[2] = nodes[n0, np.int64(vc > th)]
+                        cur[3] = nodes[n0, np.int64(vd > th)]
+                    else:
+                        for q in range(4):
+                            i = idx[q]
+                            cur[q] = _child(img, base[q], rowstride, ys[i], xs[i], cur[q],
+                                            nodes, thr, weights, resp)
                     s += 1
                 while j < n_t and tree_counts[j] == t + 1:
                     for q in range(min(4, hi - g)):

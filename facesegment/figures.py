@@ -114,7 +114,8 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16):
     for kind, (x, y) in depth_curves.items():
         a2.plot(x, y, marker="o", ms=3, label=kind)
     a2.set_xlabel("maximum depth")
-    a2.set_title(f"Jaccard vs depth ({depth_trees} trees)")
+    a2.set_title(f"Jaccard vs depth ({depth_trees} trees)" if not isinstance(depth_trees, str)
+                 else f"Jaccard vs depth ({depth_trees})")
     for ax in (a1, a2):
         ax.grid(alpha=0.3)
         ax.legend()
@@ -223,8 +224,10 @@ def make_figures(models, records, out_dir, alpha=None, n_random=3, seed=0,
             os.path.join(out_dir, f"confusion_{name}.png"),
             f"{name} ({model.kind}, {n} trees, alpha={a:g}): class-average Jaccard "
             f"{res['summary']['class_average_jaccard']}", model.class_names))
+    used = sorted({min(depth_trees, m.arrays.n_trees) for m in models.values()})
     written.append(figure4(tree_curves, depth_curves, os.path.join(out_dir, "figure4.png"),
-                           depth_trees))
+                           used[0] if len(used) == 1 else
+                           "/".join(map(str, used)) + " trees"))
     by_name = {r.name: r for r in records}
     rows = []
     for ex, reason in pick_examples(per_image, n_random, seed):

@@ -89,6 +89,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     sel = _load(run_dir, "selection.json")
     train = {k: _load(run_dir, f"train-{k}.json") for k in KINDS}
     evals = {k: _load(run_dir, f"eval-{k}.json") for k in KINDS}
+    times = {k: _load(run_dir, f"time-{k}.json") or {} for k in KINDS}
     kinds = [k for k in KINDS if evals[k]]
     if not kinds:
         return f"{heading} {run_dir.name}\n\nNo evaluation results yet.\n"
@@ -156,9 +157,11 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
              "smaller forest is its first trees, so its time (marked ≈) is that wall time "
              "times those trees' share of the per-tree times. Inference is the median "
              "wall time of dense per-pixel prediction of one 250×250 test image "
-             "(all pixels, windows read from the image).")
+             "(all pixels, windows read from the image; `facesegment.inference."
+             "predict_image`). In brackets: CPU time of the process (all threads), "
+             "which other jobs on the machine inflate much less than wall time.")
     loads = [x for k in kinds for x in ((train[k] or {}).get("load_average") or [])
-             + (evals[k].get("timing_load_average") or [])]
+             + (times[k].get("load_average") or [])]
     if loads:
         L.append("")
         L.append(f"Load average (1 min) while training and timing: {min(loads):.1f}–"
@@ -166,23 +169,35 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                  + (" — other jobs shared the machine, so these times are pessimistic."
                     if max(loads) > 1.5 * (cores or 1) else "."))
     L.append("")
-    L.append("| method | trees | training | model size | inference / image | nodes |")
+    L.append("| method | trees | training (CPU) | model size | inference / image (CPU) | nodes |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
     for k in kinds:
         t = train[k] or {}
         for n in sizes:
-            if n == t.get("n_trees"):
-                fit = _secs(t.get("fit_seconds"))
-            elif t.get("fit_seconds") is not None:
-                ts = t.get("tree_seconds") or []
-                share = (sum(ts[:n]) / sum(ts)) if ts and sum(ts) else n / t["n_trees"]
-                fit = "≈ " + _secs(t["fit_seconds"] * share)
+            ts = t.get("tree_seconds") or []
+            share = 1.0 if n == t.get("n_trees") else (
+                (sum(ts[:n]) / sum(ts)) if ts and sum(ts) else n / (t.get("n_trees") or n))
+            if t.get("fit_seconds") is not None:
+                fit = ("" if share == 1.0 else "≈ ") + _secs(t["fit_seconds"] * share)
+                if t.get("fit_cpu_seconds") is not None:
+                    fit += f" ({_secs(t['fit_cpu_seconds'] * share)})"
             else:
                 fit = "–"
-            ms = evals[k]["trees"].get(str(n), {}).get("ms_per_image")
+            tm = (times[k].get("trees") or {}).get(str(n), {})
+            inf = "–"
+            if tm.get("ms_per_image") is not None:
+                inf = f"{tm['ms_per_image']:.0f} ms ({tm.get('cpu_ms_per_image', 0):.0f} ms)"
             L.append(f"| {KIND_NAMES[k]} | {n} | {fit} | "
                      f"{_mb((t.get('model_bytes') or {}).get(str(n)))} | "
-                     f"{_f(ms, 0)} ms | {t.get('n_nodes', '–') if n == t.get('n_trees') else ''} |")
+                     f"{inf} | {t.get('n_nodes', '–') if n == t.get('n_trees') else ''} |")
+    for k in kinds:
+        tm = (times[k].get("trees") or {}).get(str(sizes[-1]), {})
+        if tm.get("oblique_gflop_per_image"):
+            L.append("")
+            L.append(f"{KIND_NAMES[k]}, {sizes[-1]} trees: "
+                     f"{tm['oblique_visits_per_image'] / 62500:.1f} oblique nodes per pixel "
+                     f"(all trees), {tm['oblique_gflop_per_image']:.1f} GFLOP of dot products per "
+                     f"image, {tm['oblique_gflops_per_cpu_second']:.2f} GFLOP per CPU second.")
     L.append("")
 
     # ---- selection
@@ -204,6 +219,13 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
         L.append(f"- {KIND_NAMES[k]}: {items}"
                  + (f" (validation Jaccard {vj:.2f})" if vj is not None else ""))
     L.append("")
+
+    # ---- investigation (python -m pipelines.investigate)
+    inv = _load(run_dir, "investigation.json")
+    if inv:
+        from .investigate import markdown
+
+        L.append(markdown(inv, heading=h + "#"))
 
     # ---- figures
     fig_dir = run_dir / "figures"

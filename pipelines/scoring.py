@@ -121,19 +121,30 @@ def score_model(model, records, tree_counts, alphas, depths=None, per_image_alph
 
 def time_inference(model, records, tree_counts, mode="full", fft_levels=0):
     """Median and mean milliseconds of ``predict_image`` per image per forest size."""
-    from facesegment.inference import predict_image
+    from facesegment.inference import count_oblique_visits, predict_image
 
     out = {}
     images = [backend.load_face(r)[0] for r in records]
+    predict_image(model, images[0][:40, :40], mode=mode, n_trees=1)  # compile outside timing
     for n in sorted({int(t) for t in tree_counts}):
-        times = []
+        times, cpu = [], []
         for img in images:
-            t0 = time.perf_counter()
+            c0, t0 = backend.cpu_seconds(), time.perf_counter()
             predict_image(model, img, mode=mode, alpha=1.0, n_trees=n, fft_levels=fft_levels)
             times.append(1000.0 * (time.perf_counter() - t0))
+            cpu.append(1000.0 * (backend.cpu_seconds() - c0))
         out[str(n)] = {"ms_per_image": round(float(np.median(times)), 2),
                        "ms_per_image_mean": round(float(np.mean(times)), 2),
+                       "cpu_ms_per_image": round(float(np.median(cpu)), 2),
                        "n_images": len(images), "mode": mode}
+        if model.arrays.weights.shape[0]:
+            visits = [count_oblique_visits(model, img, mode=mode, n_trees=n) for img in images]
+            flops = 2.0 * model.arrays.n_features * float(np.mean(visits))
+            out[str(n)].update({
+                "oblique_visits_per_image": float(np.mean(visits)),
+                "oblique_gflop_per_image": round(flops / 1e9, 3),
+                "oblique_gflops_per_cpu_second": round(
+                    flops / 1e9 / max(np.mean(cpu) / 1000.0, 1e-9), 3)})
     return out
 
 

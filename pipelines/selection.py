@@ -87,7 +87,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
             est = backend.make_estimator(kind, params, n, seed, workers)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")
-            fit_s = backend.fit(est, ws)
+            fit_s, _ = backend.fit(est, ws)
             model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
             t0 = time.perf_counter()
             res = scoring.score_model(model, records, [n], alphas, workers=workers,

@@ -235,7 +235,7 @@ def _train(kind):
                                      ctx.scheduler)
         ctx.log(f"train: {kind}: {n} trees on {len(ws.y)} windows ({params})")
         load0 = os.getloadavg()[0]
-        fit_s = backend.fit(est, ws)
+        fit_s, cpu_s = backend.fit(est, ws)
         load1 = os.getloadavg()[0]
         tree_s = backend.tree_times(est)
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
@@ -263,6 +263,7 @@ def _train(kind):
         a = model.arrays
         summary = {
             "kind": kind, "n_trees": n, "params": params, "fit_seconds": round(fit_s, 3),
+            "fit_cpu_seconds": round(cpu_s, 3),
             "tree_seconds": tree_s, "model_bytes": sizes,
             "n_nodes": a.n_nodes, "n_oblique": int(a.weights.shape[0]),
             "max_depth_reached": int(a.depth.max()) if a.n_nodes else 0,
@@ -303,13 +304,6 @@ def _evaluate(kind):
                                   pixel_stride=ev["pixel_stride"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
-        load0 = os.getloadavg()[0]
-        timing = scoring.time_inference(model, test[: ev["time_images"]],
-                                        cfg["forest"]["eval_trees"], ev["time_mode"],
-                                        ev["fft_levels"])
-        res["timing_load_average"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-        for m, t in timing.items():
-            res["trees"][m].update(t)
         res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),
                     "mode": cfg["evaluate"]["mode"], "threads": ctx.workers})
         out = ctx.reports / f"eval-{kind}.json"
@@ -317,8 +311,28 @@ def _evaluate(kind):
         for m, r in res["trees"].items():
             ctx.log(f"evaluate: {kind}-{m}: test Jaccard "
                     + ", ".join(f"{v['mean_jaccard']:.2f} (alpha={a})"
-                                for a, v in r["alpha"].items())
-                    + f"; {r['ms_per_image']:.0f} ms/image")
+                                for a, v in r["alpha"].items()))
+        return [out]
+    return run
+
+
+def _timing(kind):
+    def run(ctx):
+        cfg = ctx.cfg
+        ev = cfg["evaluate"]
+        n = cfg["forest"]["n_trees"]
+        model = backend.load_model(ctx.model_dir(kind, n))
+        test = ctx.splits()["test"][: ev["time_images"]]
+        load0 = os.getloadavg()[0]
+        res = scoring.time_inference(model, test, cfg["forest"]["eval_trees"],
+                                     ev["time_mode"], ev["fft_levels"])
+        out = ctx.reports / f"time-{kind}.json"
+        write_json_atomic(out, {"kind": kind, "trees": res, "cpu_count": os.cpu_count(),
+                                "load_average": [round(load0, 2),
+                                                 round(os.getloadavg()[0], 2)]})
+        for m, r in res.items():
+            ctx.log(f"time: {kind}-{m}: {r['ms_per_image']:.0f} ms/image "
+                    f"({r['cpu_ms_per_image']:.0f} ms CPU)")
         return [out]
     return run
 
@@ -371,14 +385,23 @@ def build_stages():
                         lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
                                         c.reports / "splits.json"],
                         _evaluate(k), (f"train:{k}",)))
+    for k in KINDS:
+        st.append(Stage(f"time:{k}", lambda c: {k: c.cfg["evaluate"][k] for k in
+                                                ("time_images", "time_mode", "fft_levels")}
+                        | {"trees": c.cfg["forest"]["eval_trees"]},
+                        lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
+                                        c.reports / "splits.json"],
+                        _timing(k), (f"evaluate:{k}",)))
     st.append(Stage("figures", lambda c: {"figures": c.cfg["figures"],
                                           "mode": c.cfg["evaluate"]["mode"]},
                     lambda c: [c.reports / f"eval-{k}.json" for k in KINDS]
                     + [c.model_dir(k, c.cfg["forest"]["n_trees"]) for k in KINDS],
-                    run_figures, tuple(f"evaluate:{k}" for k in KINDS)))
+                    run_figures, tuple(f"time:{k}" for k in KINDS)))
     st.append(Stage("report", lambda c: {"version": report.REPORT_VERSION},
-                    lambda c: [c.reports / f for f in ("selection.json", "chosen.json")]
-                    + [c.reports / f"{p}-{k}.json" for k in KINDS for p in ("train", "eval")]
+                    lambda c: [c.reports / f for f in ("selection.json", "chosen.json",
+                                                       "investigation.json")]
+                    + [c.reports / f"{p}-{k}.json" for k in KINDS
+                       for p in ("train", "eval", "time")]
                     + [c.reports / "figures"],
                     run_report, ("figures",)))
     return {s.name: s for s in st}

@@ -317,8 +317,8 @@ def _fake_eval(kind, base, alpha):
     def summ(v):
         return {"mean_jaccard": v, "pixel_accuracy": 90.0, "jaccard": [v] * 8,
                 "confusion": np.eye(8, dtype=int).tolist()}
-    trees = {str(n): {"alpha": {repr(alpha): summ(base + n / 10), repr(1.0): summ(base - 1)},
-                      "ms_per_image": 12.0 + n} for n in (16, 32)}
+    trees = {str(n): {"alpha": {repr(alpha): summ(base + n / 10), repr(1.0): summ(base - 1)}}
+             for n in (16, 32)}
     return {"kind": kind, "alpha": alpha, "trees": trees, "per_image": {"a": base},
             "sweep": {"alphas": [alpha, 1.0], "max_depth": [4, 8], "n_trees": [1, 16, 32],
                       "class_average_jaccard": [[[1, 2, 3], [4, 5, base]]] * 2}}
@@ -330,7 +330,11 @@ def test_report_renders_only_from_files(tmp_path):
         stamps.write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
         stamps.write_json_atomic(run_dir / f"train-{k}.json", {
             "n_trees": 32, "fit_seconds": 64.0, "tree_seconds": [1.0] * 32,
-            "model_bytes": {"16": 1e6, "32": 2e6}, "n_nodes": 100, "threads": None})
+            "model_bytes": {"16": 1e6, "32": 2e6}, "n_nodes": 100, "threads": None,
+            "fit_cpu_seconds": 120.0})
+        stamps.write_json_atomic(run_dir / f"time-{k}.json", {"trees": {
+            "16": {"ms_per_image": 28.0, "cpu_ms_per_image": 50.0},
+            "32": {"ms_per_image": 44.0, "cpu_ms_per_image": 80.0}}})
     stamps.write_json_atomic(run_dir / "chosen.json", {
         "axis": {"q": "p^0.7", "alpha": 0.5, "validation_jaccard": 19.0}})
     stamps.write_json_atomic(run_dir / "splits.json", {
@@ -342,10 +346,30 @@ def test_report_renders_only_from_files(tmp_path):
     assert "co2 > two-probe > axis (as in the paper)" in text
     assert "+23.1%" in text                       # 26.6 / 21.6 - 1 at 16 trees
     assert "300-W" in text and "1107 training images" in text
-    assert "| Random forest (axis-aligned) | 16 | ≈ 32 s | 1.0 MB | 28 ms |" in text
+    assert "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 1.0 MB | 28 ms (50 ms) |" in text
     assert "(paper: +24.9%)" in text and "(paper: +22.9%)" in text
     page = report.render_all(tmp_path / "reports" / "runs", tmp_path / "docs")
     assert "# Results" in page and "make all DATA=../shared/data/faces300w" in page
+
+
+@pytest.mark.slow
+def test_investigation_study_runs_and_renders(tmp_path):
+    from facesegment.datasets import find_faces
+    from facesegment.extract import extract_windows
+    from pipelines import investigate
+
+    data = make_dataset(tmp_path / "f", n_train=8, n_test=1)
+    extract_windows(find_faces(data / "train"), tmp_path / "w.h5", n_windows=800, seed=0,
+                    progress=False)
+    ws = backend.read_windows(tmp_path / "w.h5")
+    study = investigate.run_study(ws, trees=1, samples=300, depth=3, workers=1,
+                                  log=lambda m: None)
+    assert len(study["variants"]) == len(investigate.VARIANTS)
+    assert all(0 <= r["accuracy"] <= 100 for r in study["variants"])
+    co2 = [r for r in study["variants"] if r["kind"] == "co2"]
+    assert all(r["params"]["oblique_min_samples"] >= 2 for r in co2)
+    md = investigate.markdown(study)
+    assert "| CO2 ν=1 η=1e-4 (the paper's) |" in md and "chance 12.5%" in md
 
 
 # ----------------------------------------------------------- end to end
@@ -360,7 +384,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
     for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
-              "eval-axis.json", "eval-two-probe.json", "eval-co2.json", "results.md",
+              "time-co2.json", "eval-axis.json", "eval-two-probe.json", "eval-co2.json", "results.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
     for k in ("axis", "two-probe", "co2"):

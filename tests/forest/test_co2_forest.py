@@ -88,8 +88,8 @@ def test_normalisation_given_or_computed():
 def test_co2_defaults_and_bad_params():
     from facesegment.forest.co2 import CO2_DEFAULTS
     clf = CO2Forest()
-    assert clf.co2_params() == {k: type(v)(v) for k, v in CO2_DEFAULTS.items()} or \
-        clf.co2_params()["nu"] == CO2_DEFAULTS["nu"]
+    assert clf.co2_params() == CO2_DEFAULTS
+    assert CO2Forest(nu=4, tau=3).co2_params() == {**CO2_DEFAULTS, "nu": 4.0, "tau": 3}
     X, y = _oblique_data(50, 4)
     for kw, match in [({"nu": -1.0}, "nu"), ({"momentum": 1.0}, "momentum"),
                       ({"tau": 0}, "tau"), ({"weight_dtype": "int8"}, "weight_dtype"),

@@ -1,5 +1,6 @@
 """AxisAlignedForest vs scikit-learn's RandomForestClassifier on real windows."""
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
@@ -24,12 +25,17 @@ def test_axis_forest_matches_sklearn_accuracy(faces300w, tmp_path):
     # training windows and held-out windows come from different images
     X, y = _real_windows(faces300w, tmp_path, 0, 80, 20000, 0)
     Xt, yt = _real_windows(faces300w, tmp_path, 1000, 40, 8000, 1)
-    ours = AxisAlignedForest(n_estimators=8, max_features=53, max_depth=12, random_state=0,
-                             n_jobs=2).fit(X, y)  # uint8 windows (n, 31, 31, 3), no copy
-    Xf = X.reshape(len(X), -1)
-    ref = sklearn.RandomForestClassifier(n_estimators=8, criterion="entropy", max_features=53,
-                                         max_depth=12, random_state=0, n_jobs=2).fit(Xf, y)
-    acc_ours = ours.score(Xt, yt)
-    acc_ref = ref.score(Xt.reshape(len(Xt), -1), yt)
+    # a single forest's accuracy varies by about +-0.6 points with the seed
+    # (8 trees), so compare the means over a few seeds of each implementation
+    acc_ours = np.mean([
+        AxisAlignedForest(n_estimators=8, max_features=53, max_depth=12, random_state=s,
+                          n_jobs=2).fit(X, y).score(Xt, yt)  # uint8 windows, no copy
+        for s in range(4)])
+    Xf, Xtf = X.reshape(len(X), -1), Xt.reshape(len(Xt), -1)
+    acc_ref = np.mean([
+        sklearn.RandomForestClassifier(n_estimators=8, criterion="entropy", max_features=53,
+                                       max_depth=12, random_state=s, n_jobs=2)
+        .fit(Xf, y).score(Xtf, yt)
+        for s in range(2)])
     assert acc_ours > 0.25  # 8 balanced classes: chance is 0.125
     assert abs(acc_ours - acc_ref) <= 0.01, (acc_ours, acc_ref)
