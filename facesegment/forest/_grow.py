@@ -143,7 +143,8 @@ def grow_tree(X, y, n_classes, spec, seed):
                     res = co2_split(X, y, seg, n_classes, spec["mean"], spec["inv_std"],
                                     f, thr, gain, co2["nu"], co2["eta"], co2["tau"],
                                     co2["n_passes"], co2["batch_size"], co2["momentum"],
-                                    node_seed, stats=co2_stats)
+                                    node_seed, min_samples_leaf=min_leaf,
+                                    stats=co2_stats)
                     stats["n_co2_calls"] += 1
                     if res is not None:
                         w, thr_o, gain_o = res
