@@ -46,10 +46,19 @@ class Progress:
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._interval = min_interval if self._tty else log_interval
         self._closed = False
+        self._t_first = None
+        self._n_first = 0
 
     def line(self, info=""):
-        elapsed = time.perf_counter() - self.start
-        rate = self.n / elapsed if elapsed > 0 else 0.0
+        now = time.perf_counter()
+        elapsed = now - self.start
+        # The first unit often carries start-up costs (JIT compilation, model
+        # loading): once two units are done, estimate the rate from the first
+        # completion onwards so the ETA is not inflated by them.
+        if self.n >= 2 and self._t_first is not None and now > self._t_first:
+            rate = (self.n - self._n_first) / (now - self._t_first)
+        else:
+            rate = self.n / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.n) / rate if rate > 0 else float("nan")
         eta_s = _fmt_seconds(eta) if eta == eta else "?"
         text = (f"{self.desc}: {self.n}/{self.total} {self.unit} "
@@ -58,6 +67,8 @@ class Progress:
 
     def update(self, n=1, info=""):
         self.n += n
+        if self._t_first is None:
+            self._t_first, self._n_first = time.perf_counter(), self.n
         if not self.enabled:
             return
         now = time.perf_counter()
