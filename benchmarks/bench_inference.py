@@ -11,7 +11,9 @@ and
 for CO2 the lower bound from FLOPs (2 * 2883 per oblique node evaluated, counted
 exactly) at the float32 GEMM rate measured here with numpy; ratio measured/bound.
 Both CO2 evaluation strategies are timed: per-pixel traversal, and the top
-levels by FFT correlation (``fft_levels``).
+levels by FFT correlation (``fft_levels``).  Axis-aligned and two-probe forests
+are timed with their integer fast path ("per-pixel") and, for comparison,
+through the general kernel that CO2 forests use ("general-kernel").
 
 Detectors: on the faces300w test crops (whose LFW-style crop box is known:
 the whole image) dlib's HOG detector (box + calibration, or box + 68 landmarks
@@ -99,6 +101,7 @@ def train_models(n_trees, seed=0, n_images=200, per_image=100):
 
 def bench_inference(args):
     from facesegment.datasets import find_faces, load_face
+    from facesegment import inference
     from facesegment.inference import count_oblique_visits, predict_image
 
     rate = gemm_rate()
@@ -112,8 +115,12 @@ def bench_inference(args):
     models = train_models(max(args.trees), n_images=args.train_images)
     for n_trees in args.trees:
         for kind, model in models.items():
-            variants = [("per-pixel", 0)] + ([("fft-top", args.fft_levels)] if kind == "co2" else [])
+            variants = [("per-pixel", 0)] + ([("fft-top", args.fft_levels)] if kind == "co2"
+                                             else [("general-kernel", 0)])
             for label, fft in variants:
+                # "general-kernel": axis / two-probe forests through the general
+                # (CO2-capable) kernel instead of the integer fast path, for comparison
+                inference.FAST_PATH = label != "general-kernel"
                 predict_image(model, images[0], mode="strict", fft_levels=fft,
                               n_trees=n_trees)  # compile / warm up
                 times, cpu = [], []
@@ -128,6 +135,8 @@ def bench_inference(args):
                 # if both threads were busy all along.
                 ms_cpu = 1000 * float(np.median(cpu)) / min(2, os.cpu_count() or 1)
                 row = {"kind": kind, "n_trees": n_trees, "method": label, "fft_levels": fft,
+                       "kernel": "general" if kind == "co2" or label == "general-kernel"
+                       else "integer fast path",
                        "ms_per_image": round(ms, 2), "cpu_ms_per_image_per_core": round(ms_cpu, 2),
                        "load_average": round(os.getloadavg()[0], 1),
                        "n_nodes": model.arrays.n_nodes,
@@ -141,6 +150,7 @@ def bench_inference(args):
                                ratio_cpu=round(ms_cpu / bound, 2) if bound > 0 else None)
                 out["results"].append(row)
                 print(json.dumps(row), flush=True)
+    inference.FAST_PATH = True
     return out
 
 

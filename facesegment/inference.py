@@ -171,6 +171,70 @@ def pack_nodes(arrays, padded_width):
     return nodes, thr
 
 
+_FAST_CACHE = {}
+FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
+
+
+def pack_fast(arrays, padded_width):
+    """Flat int32 node records for the axis-aligned / two-probe kernels, or None.
+
+    See the fast-path section of :mod:`facesegment._dense_kernels`: per node
+    ``(4*left, (floor(threshold) << 21) | off1, (off2 << 8) | mask, 0)``.
+    Returns ``(rec, two)`` (``two``: the forest has two-probe nodes), or None
+    when the forest has oblique nodes, a right child that is not ``left + 1``,
+    or offsets too large for the packing (the general kernels are used then).
+    Cached like :func:`pack_nodes`.
+    """
+    key = (id(arrays.left), padded_width)
+    hit = _FAST_CACHE.get(key)
+    if hit is not None and hit[0]() is arrays.left:
+        return hit[1]
+    packed = None
+    internal = arrays.left >= 0
+    offs = feature_offsets(padded_width)
+    if (not np.any(arrays.oblique[internal] >= 0)
+            and np.array_equal(arrays.right[internal], arrays.left[internal] + 1)
+            and int(offs.max()) <= K.OFF_MASK):
+        n = arrays.n_nodes
+        f1 = arrays.feature.astype(np.int64)
+        f2 = arrays.feature2.astype(np.int64)
+        two = internal & (f2 >= 0)
+        t = np.asarray(arrays.threshold, dtype=np.float64)
+        # integer values v in [-255, 255]: v <= t  <=>  v <= floor(t); NaN: never right
+        ti = np.clip(np.floor(np.nan_to_num(t, nan=256.0, posinf=256.0, neginf=-256.0)),
+                     -256, 256).astype(np.int64)
+        ti = np.where(internal, ti, 256)
+        r = np.zeros((n, 4), dtype=np.int64)
+        idx = np.arange(n, dtype=np.int64)
+        r[:, K.F_LEFT] = 4 * np.where(internal, arrays.left, idx)
+        off1 = np.where(internal & (f1 >= 0), offs[np.clip(f1, 0, None)], 0)
+        off2 = np.where(two, offs[np.clip(f2, 0, None)], 0)
+        r[:, K.F_OT] = (ti << K.OFF_BITS) | off1
+        r[:, K.F_OM] = (off2 << 8) | np.where(two, 0xFF, 0)
+        packed = (np.ascontiguousarray(r.astype(np.int32).reshape(-1)), bool(np.any(two)))
+    try:
+        _FAST_CACHE[key] = (weakref.ref(arrays.left), packed)
+    except TypeError:  # pragma: no cover
+        pass
+    for k in [k for k, v in _FAST_CACHE.items() if v[0]() is None]:
+        del _FAST_CACHE[k]
+    while len(_FAST_CACHE) > 6:
+        del _FAST_CACHE[next(iter(_FAST_CACHE))]
+    return packed
+
+
+def _fast_args(model, image, n_trees):
+    """``(rec, two, roots4)`` for the fast kernels, or None (oblique nodes / disabled)."""
+    if not FAST_PATH:
+        return None
+    arrays = _arrays_of(model)
+    packed = pack_fast(arrays, image.shape[1] + 2 * HALF)
+    if packed is None:
+        return None
+    n = _check_limit(n_trees, "n_trees", arrays.n_trees)
+    return packed[0], packed[1], 4 * np.ascontiguousarray(arrays.roots[:n], dtype=np.int64)
+
+
 def fft_responses(padded, arrays, roots, levels, shape):
     """Oblique split values of the top ``levels`` levels for the whole image at once.
 
@@ -337,7 +401,15 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     out = np.zeros((h, w, tree[2].shape[1]), dtype=np.float32)
     y0, y1, x0, x1 = strict_region(image.shape) if mode == "strict" else (0, h, 0, w)
     if y1 > y0 and x1 > x0:
-        K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, *tree, out)
+        fast = _fast_args(model, image, n_trees)
+        if fast is not None:
+            rec, two, roots4 = fast
+            buf = np.zeros(img.size + K.FAST_SLACK, dtype=np.uint8)  # room to read past x1
+            buf[:img.size] = img
+            K.dense_proba_fast(buf, rowstride, y0, y1, x0, x1, roots4, steps, rec, two,
+                               tree[2], out)
+        else:
+            K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, *tree, out)
     return out
 
 
@@ -416,7 +488,13 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     ys, xs = np.nonzero(elig)
     n_c = tree[2].shape[1]
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
-    if len(ys):
+    fast = _fast_args(model, image, int(trees[-1])) if len(ys) else None
+    if fast is not None:
+        rec, two, roots4 = fast
+        K.sweep_predict_fast(img, rowstride, ys.astype(np.int64), xs.astype(np.int64),
+                             roots4, depths, trees, scales, rec, two, tree[2], int(chunk),
+                             preds)
+    elif len(ys):
         K.sweep_predict(img, rowstride, ys.astype(np.int64), xs.astype(np.int64), roots,
                         depths, trees, scales, *tree, int(chunk), preds)
     conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)

@@ -244,3 +244,46 @@ def test_bad_image_and_model():
         predict_image(model.arrays, random_image(1, 32, 32))
     with pytest.raises(ValueError, match="sampling_factors"):
         reweight(np.ones((2, 8)), np.ones(7), 1.0)
+
+
+@pytest.mark.parametrize("seed", [20, 21, 22])
+@pytest.mark.parametrize("kinds", [("axis",), ("two-probe",), ("axis", "two-probe")])
+def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
+    """Forests without oblique nodes take the packed integer kernels: same results."""
+    from facesegment import inference
+
+    model = random_model(seed, n_trees=5, max_depth=7, kinds=kinds)
+    # thresholds at and beyond the ends of the uint8 / difference ranges too
+    thr = model.arrays.threshold
+    thr[:3] = np.where(model.arrays.feature2[:3] >= 0, -255.5, -0.5)
+    thr[3:5] = np.where(model.arrays.feature2[3:5] >= 0, 254.5, 255.5)
+    image = random_image(seed, 35 + seed % 3, 33)
+    label = np.random.default_rng(seed).integers(0, 8, image.shape[:2]).astype(np.uint8)
+    assert inference.FAST_PATH
+    calls = []
+    real_pack = inference.pack_fast
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return real_pack(*args, **kw)
+
+    monkeypatch.setattr(inference, "pack_fast", spy)
+    for mode in ("full", "strict"):
+        X, ys, xs = naive.naive_windows(image, mode)
+        for n_trees, max_depth in [(None, None), (2, 3)]:
+            raw = predict_proba_raw(model, image, mode=mode, n_trees=n_trees,
+                                    max_depth=max_depth)
+            ref = naive.naive_forest_proba(model.arrays, X, max_depth=max_depth,
+                                           n_trees=n_trees)
+            np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
+    conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 5],
+                                          max_depth_list=[2, None], alphas=[0.5],
+                                          mode="full")
+    X, ys, xs = naive.naive_windows(image, "full")
+    for k, d in enumerate(depths):
+        for j, t in enumerate(trees):
+            p = naive.naive_forest_proba(model.arrays, X, max_depth=int(d), n_trees=int(t))
+            pred = np.argmax(naive.naive_reweight(p, model.sampling_factors, 0.5), axis=1)
+            np.testing.assert_array_equal(conf[0, k, j],
+                                          naive.naive_confusion(label[ys, xs], pred))
+    assert calls, "the packed integer kernels were not used"
