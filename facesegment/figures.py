@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .atomic import atomic_path
 from .classes import CLASS_COLORS, CLASS_NAMES, IGNORE, N_CLASSES
 
 IGNORE_COLOR = (128, 128, 128)
@@ -29,15 +30,11 @@ def save_figure(fig, path, dpi=100):
     """Save a matplotlib figure as PNG atomically (temporary name, then rename)."""
     plt = _plt()
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}.png"
     try:
-        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".png", what="figure") as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from .classes import IGNORE, N_CLASSES
+from .atomic import write_bytes_atomic
 from .errors import DataError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
@@ -108,14 +109,4 @@ def write_png_atomic(path, array):
     ok, buf = cv2.imencode(".png", arr)
     if not ok:  # pragma: no cover
         raise DataError(path, "could not encode PNG")
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(buf.tobytes())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.isfile(tmp):
-            os.remove(tmp)
-        raise DataError(path, f"cannot write output: {exc.strerror}",
-                        "choose a writable output folder") from exc
+    write_bytes_atomic(path, buf.tobytes())

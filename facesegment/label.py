@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import write_text_atomic
 from .datasets import LABEL_REPORT, LABEL_SUFFIX, find_images
 from .errors import DataError, FaceSegmentError
 from .imageio import read_image, write_png_atomic
@@ -217,14 +218,7 @@ def write_report(path, rows):
     w = csv.DictWriter(buf, fieldnames=REPORT_FIELDS, extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(buf.getvalue())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise DataError(path, f"cannot write report: {exc.strerror}",
-                        "choose a writable output folder") from exc
+    write_text_atomic(path, buf.getvalue(), what="report")
 
 
 def read_report(path):

@@ -41,6 +41,7 @@ import os
 
 import numpy as np
 
+from .atomic import write_text_atomic
 from .errors import DataError
 
 N_LANDMARKS = 68
@@ -132,17 +133,7 @@ def write_pts(path, points):
         raise ValueError(f"points must have shape (68, 2), got {pts.shape}")
     text = "version: 1\nn_points: 68\n{\n" + "".join(
         f"{x:.3f} {y:.3f}\n" for x, y in pts) + "}\n"
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise DataError(path, f"cannot write output: {exc.strerror}",
-                        "choose a writable output folder") from exc
+    write_text_atomic(path, text)
 
 
 def _brow_polygon(points, brow, eye):

@@ -16,6 +16,7 @@ but is never predicted correctly scores 0 and counts.
 
 import numpy as np
 
+from .atomic import write_text_atomic
 from .classes import CLASS_NAMES, IGNORE, N_CLASSES
 
 
@@ -215,26 +216,6 @@ def to_jsonable(obj):
     if isinstance(obj, (float, np.floating)):
         return None if np.isnan(obj) else float(obj)
     return obj
-
-
-def write_text_atomic(path, text):
-    """Write a text file atomically (temporary name in the same folder, then rename)."""
-    import os
-
-    from .errors import DataError
-
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise DataError(path, f"cannot write output: {exc.strerror}",
-                        "choose a writable output folder") from exc
 
 
 def write_json_atomic(path, obj):

@@ -1,9 +1,9 @@
 """``facesegment data``: download LFW, check a labelled folder, render labels, show splits."""
 
-import json
 import os
 import sys
 import time
+from ..atomic import write_json_atomic
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
 DESCRIPTION = """\
@@ -185,15 +185,6 @@ def _splits(args):
         doc = {"root": str(args.dir), "labels": args.labels, "seed": s.seed, "by_person": s.by_person,
                "train": [r.name for r in s.train], "validation": [r.name for r in s.validation],
                "test": [r.name for r in s.test]}
-        tmp = f"{args.out}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=1)
-            os.replace(tmp, args.out)
-        except OSError as exc:
-            from ..errors import DataError
-
-            raise DataError(args.out, f"cannot write output: {exc.strerror}",
-                            "choose a writable path for --out") from exc
+        write_json_atomic(args.out, doc, fix="choose a writable path for --out")
         print(f"wrote {args.out}")
     return 0
