@@ -3,6 +3,7 @@
 import os
 import time
 from pathlib import Path
+from ._common import add_parallel_arguments
 
 HELP = "Score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
@@ -51,11 +52,7 @@ def add_arguments(p):
                    help="score only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/eval", metavar="DIR",
                    help="folder for NAME.json / NAME.md / summary.md (default reports/eval)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address (default: local threads)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="local worker threads (default: all cores)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    add_parallel_arguments(p)
 
 
 def test_records(data, labels=None, split="auto", seed=0, limit=None):

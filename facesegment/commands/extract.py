@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+from ._common import positive_int
+
 HELP = "sample class-balanced 31x31 RGB windows from labelled faces into an HDF5 windows file"
 DESCRIPTION = """\
 Sample 31x31 RGB windows centred on pixels at least 15 px from every border of
@@ -37,16 +39,6 @@ examples:
 """
 
 
-def _positive_int(text):
-    import argparse
-
-    try:
-        v = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _nonneg_int(text):
@@ -66,7 +58,7 @@ def add_arguments(p):
                    help="folder of labelled faces, or a dataset root with train/ (then train/ is used)")
     p.add_argument("--out", "-o", required=True, metavar="FILE.h5",
                    help="output windows file, e.g. data/windows/train.h5 (replaced atomically if it exists)")
-    p.add_argument("--windows", "-n", type=_positive_int, default=64000, metavar="N",
+    p.add_argument("--windows", "-n", type=positive_int, default=64000, metavar="N",
                    help="total number of windows, N/8 per class (default 64000; the paper uses 256000 per tree)")
     p.add_argument("--seed", type=_nonneg_int, default=0,
                    help="random seed of the sampling (default 0); same seed and data -> identical file")
@@ -91,7 +83,7 @@ def add_arguments(p):
                         "exit 2 and no output")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="address of a Dask distributed scheduler (e.g. tcp://host:8786); default: local threads")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="local worker threads (default: all cores)")
     p.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
                    help="HDF5 compression of the windows (default gzip level 1: fastest and smallest measured)")

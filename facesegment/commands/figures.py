@@ -1,5 +1,7 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
+from ._common import add_parallel_arguments
+
 HELP = "Draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
 Evaluate the given models on the labelled test faces (strict mode, as
@@ -47,11 +49,7 @@ def add_arguments(p):
                    help="use only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/figures", metavar="DIR",
                    help="output folder (default reports/figures)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address (default: local threads)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="local worker threads (default: all cores)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    add_parallel_arguments(p)
 
 
 def run(args):

@@ -1,5 +1,7 @@
 """``facesegment segment``: segment every face photo in a folder."""
 
+from ._common import add_parallel_arguments
+
 HELP = "Segment a folder of face photos into NAME_label.png / NAME_overlay.png"
 DESCRIPTION = """\
 Segment every image under INPUT_DIR (any size; jpg/png/bmp; grey, RGB or RGBA)
@@ -40,11 +42,7 @@ def add_arguments(p):
                    help="how the face crop is found: landmarks = dlib face box + 68 landmarks, "
                         "cropped by the dataset's rule (default; crop IoU 0.97 on faces300w); "
                         "dlib = calibrated dlib box only (faster, IoU 0.83)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address (default: local threads)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="local worker threads (default: all cores)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    add_parallel_arguments(p)
 
 
 def run(args):

@@ -3,6 +3,7 @@
 import argparse
 import sys
 import time
+from ._common import add_parallel_arguments, positive_int
 
 HELP = "train an axis-aligned, two-probe or CO2 forest on a windows file and save the model"
 DESCRIPTION = """\
@@ -33,14 +34,6 @@ examples:
 """
 
 
-def _positive_int(text):
-    try:
-        v = int(str(text).replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _samples(text):
@@ -50,7 +43,7 @@ def _samples(text):
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a count or a fraction, got {text!r}") from None
     if v > 1 or ("." not in text and "e" not in text.lower()):
-        return _positive_int(text)
+        return positive_int(text)
     if not 0 < v <= 1:
         raise argparse.ArgumentTypeError(f"expected a count >= 1 or a fraction in (0, 1], got {text!r}")
     return v
@@ -75,13 +68,13 @@ def add_arguments(p):
                    help="windows file written by `facesegment extract`")
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="model folder to write, e.g. models/axis-16 (replaced if it exists)")
-    p.add_argument("--trees", type=_positive_int, default=16, metavar="N",
+    p.add_argument("--trees", type=positive_int, default=16, metavar="N",
                    help="number of trees (default 16; the paper uses 16 and 32)")
-    p.add_argument("--max-depth", type=_positive_int, default=None, metavar="D",
+    p.add_argument("--max-depth", type=positive_int, default=None, metavar="D",
                    help="maximum tree depth (default: grow until pure or too small)")
-    p.add_argument("--min-samples-split", type=_positive_int, default=2, metavar="N",
+    p.add_argument("--min-samples-split", type=positive_int, default=2, metavar="N",
                    help="nodes with fewer windows become leaves (default 2)")
-    p.add_argument("--min-samples-leaf", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--min-samples-leaf", type=positive_int, default=1, metavar="N",
                    help="minimum windows on each side of a split (default 1)")
     p.add_argument("--max-samples", type=_samples, default=None, metavar="N|F",
                    help="windows per tree: a count or a fraction of the file (default: all; "
@@ -91,19 +84,19 @@ def add_arguments(p):
     p.add_argument("--max-features", type=_max_features, default="sqrt", metavar="Q",
                    help="axis/co2: features tried per node: sqrt (default), log2, all, p^E "
                         "(round(2883**E), the paper picks E in 0.5..0.9), a count or a fraction")
-    p.add_argument("--pairs", type=_positive_int, default=500, metavar="N",
+    p.add_argument("--pairs", type=positive_int, default=500, metavar="N",
                    help="two-probe: feature pairs sampled per node (default 500)")
     co2 = p.add_argument_group("CO2 options (defaults: facesegment.forest.co2.CO2_DEFAULTS)")
     co2.add_argument("--nu", type=float, default=None, help="regulariser: ||w||^2 <= nu")
     co2.add_argument("--eta", type=float, default=None, help="initial SGD learning rate")
-    co2.add_argument("--tau", type=_positive_int, default=None,
+    co2.add_argument("--tau", type=positive_int, default=None,
                      help="SGD steps between refreshes of w_old")
     co2.add_argument("--passes", type=float, default=None,
                      help="passes of SGD over each node's windows")
-    co2.add_argument("--batch-size", type=_positive_int, default=None,
+    co2.add_argument("--batch-size", type=positive_int, default=None,
                      help="SGD mini-batch size")
     co2.add_argument("--momentum", type=float, default=None, help="SGD momentum in [0, 1)")
-    co2.add_argument("--oblique-min-samples", type=_positive_int, default=100, metavar="N",
+    co2.add_argument("--oblique-min-samples", type=positive_int, default=100, metavar="N",
                      help="nodes with fewer windows keep axis-aligned splits (default 100; "
                           "bounds the model size)")
     co2.add_argument("--weight-dtype", choices=("float32", "float16"), default="float32",
@@ -113,12 +106,8 @@ def add_arguments(p):
                         "e.g. validation images")
     p.add_argument("--seed", type=int, default=0,
                    help="random seed (default 0): same seed and windows -> identical model")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
-                   help="local threads growing trees in parallel (default: all cores)")
-    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="address of a Dask distributed scheduler (e.g. tcp://host:8786); "
-                        "default: local threads")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    add_parallel_arguments(p, "local threads growing trees in parallel (default: all cores)",
+                           "no progress lines")
 
 
 def read_names(path):
