@@ -1,45 +1,20 @@
 """`facesegment data ...` and `facesegment label ...`: exit codes and one-line messages."""
 
-import argparse
 import json
 import shutil
-import sys
 
 import cv2
 import numpy as np
 import pytest
 
 from facesegment.download import sha256_file
-from facesegment.errors import FaceSegmentError
 from facesegment.imageio import write_png_atomic
 from facesegment.landmarks import write_pts
 
 
-def _fallback_main(argv):
-    """cli.main restricted to this area's commands (used while other modules are missing)."""
-    from facesegment.commands import data, label
-
-    parser = argparse.ArgumentParser(prog="facesegment")
-    sub = parser.add_subparsers(dest="command")
-    for name, mod in (("data", data), ("label", label)):
-        p = sub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
-    args = parser.parse_args(argv)
-    try:
-        return int(args._run(args) or 0)
-    except FaceSegmentError as exc:
-        print(f"facesegment: error: {exc}", file=sys.stderr)
-        return 2
-
-
 def main(argv):
-    try:
-        from facesegment import cli
+    from facesegment import cli
 
-        cli.get_parser()
-    except ImportError:
-        return _fallback_main(argv)
     return cli.main(argv)
 
 

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 from ._common import add_parallel_arguments
 
-HELP = "Score models on labelled test faces (per-class and class-average Jaccard)"
+HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
 Score one or more trained models on labelled test faces with the paper's
 protocol: dense prediction in strict mode (pixels within 15 px of the border

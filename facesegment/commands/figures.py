@@ -2,7 +2,7 @@
 
 from ._common import add_parallel_arguments
 
-HELP = "Draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
+HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
 Evaluate the given models on the labelled test faces (strict mode, as
 `facesegment evaluate`) and draw, under OUT:

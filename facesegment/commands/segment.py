@@ -2,7 +2,7 @@
 
 from ._common import add_parallel_arguments
 
-HELP = "Segment a folder of face photos into NAME_label.png / NAME_overlay.png"
+HELP = "segment a folder of face photos into NAME_label.png / NAME_overlay.png"
 DESCRIPTION = """\
 Segment every image under INPUT_DIR (any size; jpg/png/bmp; grey, RGB or RGBA)
 with a trained model and write, mirroring the input tree under OUTPUT_DIR:
