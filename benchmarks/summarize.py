@@ -1,0 +1,105 @@
+"""Summarise the benchmark results in reports/bench/*.json as one Markdown table.
+
+Usage::
+
+    python benchmarks/summarize.py            # prints Markdown, writes reports/bench/summary.md
+
+The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
+``bench_forests.py`` and ``bench_inference.py``; this script only reads them,
+so every number it prints comes from one of those commands.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "reports" / "bench"
+
+
+def _load(name):
+    p = BENCH / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def rows():
+    out = []
+    ex = _load("extract")
+    if ex:
+        f = ex["faces300w_train"]
+        out.append(("extraction", f"faces300w/train → {f['windows']:,} windows",
+                    f"{f['seconds']:.1f} s ({f['windows_per_second']:,.0f} windows/s), "
+                    f"{f['file_mb']:.0f} MB", "< 60 s", "bench_extract.py"))
+        if ex.get("lfw_gray"):
+            g = ex["lfw_gray"]
+            out.append(("extraction", f"all lfw-gray ({g['images']:,} images) → {g['windows']:,} windows",
+                        f"{g['seconds']:.0f} s ({g['images_per_second']:.0f} images/s)", "",
+                        "bench_extract.py"))
+    lb = _load("label")
+    if lb:
+        a = lb["agreement"]["pillow ImageDraw.polygon (used)"]
+        out.append(("labels from .pts", f"agreement with NAME_label.png, {a['images']} images",
+                    f"worst {100 * a['min_agreement']:.3f}%, {a['identical_images']} identical",
+                    "≥ 99.5% every image", "bench_label.py --agreement"))
+        if lb.get("detect"):
+            d = lb["detect"]
+            out.append(("dlib labelling", f"{d['images']} lfw-gray images, one process",
+                        f"{d['images_per_s']:.1f} images/s, {d['misses']} misses", "",
+                        "bench_label.py --detect"))
+    fo = _load("forests")
+    if fo:
+        a = fo["axis_vs_sklearn"]
+        out.append(("axis vs scikit-learn", f"fit, {a['trees']} trees, q={a['q']}, depth {a['max_depth']}, "
+                    f"{a['n_train']:,} windows", f"time ratio {a['fit_ratio']:.2f} "
+                    f"({a['fit_seconds']['ours']:.0f} s vs {a['fit_seconds']['sklearn']:.0f} s)",
+                    "≤ 0.5", "bench_forests.py"))
+        out.append(("axis vs scikit-learn", f"predict {a['n_test']:,} windows",
+                    f"time ratio {a['predict_ratio']:.2f}; accuracy {a['accuracy']['ours']:.3f} vs "
+                    f"{a['accuracy']['sklearn']:.3f}", "≤ 0.5", "bench_forests.py"))
+        c = fo.get("co2_tree", {}).get("float32")
+        if c:
+            out.append(("CO2 training", f"one tree, 256,000 windows, depth {c['depth']}",
+                        f"{c['seconds']:.0f} s wall / {c['cpu_seconds']:.0f} s CPU "
+                        f"(init search {c['init_search_seconds']:.0f} s, SGD {c['sgd_seconds']:.0f} s)",
+                        "< 120 s", "bench_forests.py"))
+        m = fo.get("model_bytes")
+        if m:
+            out.append(("model size", f"{m['trees']} trees",
+                        f"axis {m['axis_bytes'] / 1e6:.1f} MB, two-probe {m['two_probe_bytes'] / 1e6:.1f} MB, "
+                        f"CO2 {m['co2_float32_bytes_per_tree'] / 1e6:.1f} MB/tree "
+                        f"({m['co2_float16_bytes_per_tree'] / 1e6:.1f} float16)", "CO2 < 100 MB/tree",
+                        "bench_forests.py"))
+    inf = _load("inference")
+    if inf:
+        for r in inf["results"]:
+            if r.get("kernel") == "general" and r["kind"] != "co2":
+                continue
+            if r.get("method") == "fft-top":
+                continue
+            extra = ""
+            target = "≤ 50 ms at 32 trees" if r["kind"] != "co2" else "≤ 4× FLOP bound"
+            if r["kind"] == "co2":
+                extra = f", {r['ratio_cpu']:.1f}× its FLOP bound"
+            out.append(("dense inference", f"{r['kind']}, {r['n_trees']} trees, 250×250 image",
+                        f"{r['cpu_ms_per_image_per_core']:.0f} ms (CPU time / 2 cores){extra}", target,
+                        "bench_inference.py"))
+    return out
+
+
+def markdown():
+    lines = ["| stage | measured on | result | target | command (benchmarks/) |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    text = markdown()
+    BENCH.mkdir(parents=True, exist_ok=True)
+    (BENCH / "summary.md").write_text(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
