@@ -8,7 +8,7 @@ import pytest
 
 import facesegment.cli as cli
 import facesegment.extract as ex
-import facesegment.windows as windows
+import facesegment._windows_writer as windows_writer
 from facesegment.commands.extract import find_training_faces
 from facesegment.classes import N_CLASSES, N_FEATURES
 from facesegment.datasets import find_faces, load_face
@@ -192,7 +192,7 @@ def test_out_of_order_results_written_directly(tmp_path, monkeypatch):
         return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is ex.cut_batch else res
 
     monkeypatch.setattr(ex, "map_tasks", shuffled)
-    monkeypatch.setattr(windows, "PENDING_BYTES", 1)
+    monkeypatch.setattr(windows_writer, "PENDING_BYTES", 1)
     ex.extract_windows(recs, tmp_path / "b.h5", 96, seed=1, n_workers=1, progress=False, chunk_rows=4,
                        images_per_task=1)
     _assert_same_file(tmp_path / "a.h5", tmp_path / "b.h5")
@@ -248,7 +248,7 @@ def test_write_error_propagates_and_leaves_no_file(tmp_path, monkeypatch):
     def broken(self, *a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(windows.WindowsWriter, "write", broken)
+    monkeypatch.setattr(windows_writer.WindowsWriter, "write", broken)
     with pytest.raises(OSError, match="disk full"):
         ex.extract_windows(find_faces(root), tmp_path / "w.h5", 16, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
