@@ -85,7 +85,8 @@ def add_arguments(p):
                    help="axis/co2: features tried per node: sqrt (default), log2, all, p^E "
                         "(round(2883**E), the paper picks E in 0.5..0.9), a count or a fraction")
     p.add_argument("--pairs", type=positive_int, default=500, metavar="N",
-                   help="two-probe: feature pairs sampled per node (default 500)")
+                   help="two-probe, and co2 with --co2-init best: feature pairs sampled per "
+                        "node (default 500)")
     co2 = p.add_argument_group("CO2 options (defaults: facesegment.forest.co2.CO2_DEFAULTS)")
     co2.add_argument("--nu", type=float, default=None, help="regulariser: ||w||^2 <= nu")
     co2.add_argument("--eta", type=float, default=None, help="initial SGD learning rate")
@@ -101,6 +102,10 @@ def add_arguments(p):
                           "bounds the model size)")
     co2.add_argument("--weight-dtype", choices=("float32", "float16"), default="float32",
                      help="storage of oblique weights (float16 halves the size, threshold refitted)")
+    co2.add_argument("--co2-init", choices=("axis", "best"), default="axis",
+                     help="split the optimisation starts from: the best univariate one (axis, "
+                          "the paper; default) or the better of it and the best two-probe split "
+                          "among --pairs pairs (best)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")
@@ -150,7 +155,8 @@ def build_estimator(args):
     return CO2Forest(max_features=args.max_features, nu=args.nu, eta=args.eta, tau=args.tau,
                      n_passes=args.passes, batch_size=args.batch_size, momentum=args.momentum,
                      oblique_min_samples=args.oblique_min_samples,
-                     weight_dtype=args.weight_dtype, **common)
+                     weight_dtype=args.weight_dtype, init=args.co2_init,
+                     n_pairs=args.pairs, **common)
 
 
 def run(args):

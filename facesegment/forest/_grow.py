@@ -135,6 +135,12 @@ def grow_tree(X, y, n_classes, spec, seed):
             feats = _draw_features(rng, perm, spec["max_features"])
             t0 = time.perf_counter()
             f, thr, gain = best_axis_split(X, y, seg, feats, n_classes, min_leaf)
+            if co2 is not None and spec.get("co2_init") == "best":
+                # start from the better of the univariate and the two-probe split
+                fa, fb = sample_pairs(rng, p, spec["n_pairs"])
+                pa, pb, pthr, pgain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
+                if pa >= 0 and pgain > gain:
+                    f, f2, thr, gain = pa, pb, pthr, pgain
             stats["t_init"] += time.perf_counter() - t0
             if co2 is not None:
                 node_seed = int(rng.integers(0, 2**31 - 1))
@@ -144,7 +150,7 @@ def grow_tree(X, y, n_classes, spec, seed):
                                     f, thr, gain, co2["nu"], co2["eta"], co2["tau"],
                                     co2["n_passes"], co2["batch_size"], co2["momentum"],
                                     node_seed, min_samples_leaf=min_leaf,
-                                    stats=co2_stats)
+                                    init_feature2=f2, stats=co2_stats)
                     stats["n_co2_calls"] += 1
                     if res is not None:
                         w, thr_o, gain_o = res
@@ -156,7 +162,7 @@ def grow_tree(X, y, n_classes, spec, seed):
                         if gain_o > gain:
                             ob = len(weights)
                             weights.append(w)
-                            f = -1
+                            f = f2 = -1
                             thr, gain = float(thr_o), float(gain_o)
                             stats["n_oblique"] += 1
                     stats["t_oblique"] += time.perf_counter() - t0

@@ -138,13 +138,40 @@ def _check_positive(name, value, integer=False):
     return value
 
 
+def initial_weights(mean, inv_std, nu, f, t, f2=-1):
+    """The initial ``w`` (p + 1,) float32 on the surface of the ν-ball.
+
+    It reproduces the initial split on normalised features
+    ``z = (x - mean) * inv_std``: ``w[:p] @ z - w[p] <= 0`` iff ``x[f] <= t``
+    (or ``x[f] - x[f2] <= t`` when ``f2 >= 0``).  Returns None when a feature is
+    constant (``inv_std == 0``) or a value is not finite.
+    """
+    p = mean.shape[0]
+    s_f = float(inv_std[f])
+    s_2 = float(inv_std[f2]) if f2 >= 0 else 1.0
+    if not (s_f > 0 and s_2 > 0 and math.isfinite(s_f) and math.isfinite(s_2)
+            and math.isfinite(float(t))):
+        return None
+    w = np.zeros(p + 1, np.float64)
+    if f2 < 0:
+        w[f] = 1.0
+        w[p] = (float(t) - float(mean[f])) * s_f
+    else:
+        # x_f - x_f2 = mean_f - mean_f2 + z_f / s_f - z_f2 / s_2 <= t
+        w[f] = 1.0 / s_f
+        w[f2] = -1.0 / s_2
+        w[p] = float(t) - float(mean[f]) + float(mean[f2])
+    w *= math.sqrt(nu / float(np.dot(w, w)))
+    return w.astype(np.float32)
+
+
 def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold, init_gain,
               nu=CO2_DEFAULTS["nu"], eta=CO2_DEFAULTS["eta"], tau=CO2_DEFAULTS["tau"],
               n_passes=CO2_DEFAULTS["n_passes"], batch_size=CO2_DEFAULTS["batch_size"],
               momentum=CO2_DEFAULTS["momentum"], seed=0, *, min_steps=MIN_STEPS,
               max_steps=MAX_STEPS, max_passes=MAX_PASSES, keep_best=False,
-              refine_threshold=True, min_samples_leaf=1, stats=None):
-    """Optimise an oblique split at one node from its best univariate split.
+              refine_threshold=True, min_samples_leaf=1, init_feature2=-1, stats=None):
+    """Optimise an oblique split at one node from its best univariate (or two-probe) split.
 
     Parameters
     ----------
@@ -175,6 +202,10 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
         Choose each candidate's threshold exactly on its projections.
     min_samples_leaf : int
         Candidate thresholds leave at least this many samples on each side.
+    init_feature2 : int, default -1
+        When >= 0 the initial split is the two-probe split
+        ``x[init_feature] - x[init_feature2] <= init_threshold`` instead
+        (``CO2Forest(init="best")``).
     stats : dict, optional
         Accumulator from :func:`new_co2_stats` (times, FLOPs, counts).
 
@@ -220,23 +251,27 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     if not (0.0 <= float(momentum) < 1.0):
         raise ValueError(f"momentum={momentum!r} must be in [0, 1)")
     min_leaf = _check_positive("min_samples_leaf", min_samples_leaf, integer=True)
-    f = int(init_feature)
-    s_f = float(inv_std[f])
+    f, f2 = int(init_feature), int(init_feature2)
+    if not (-1 <= f2 < p) or f2 == f:
+        raise ValueError(f"init_feature2={init_feature2} must be -1 or another feature in "
+                         f"0..{p - 1}")
     t_init = np.float32(init_threshold)
-    if not (s_f > 0 and math.isfinite(s_f) and math.isfinite(float(t_init))):
+    w = initial_weights(mean, inv_std, nu, f, t_init, f2)
+    if w is None:
         return None  # degenerate initial feature (constant): nothing to optimise from
 
     t0 = time.perf_counter()
     c0 = time.thread_time()
-    # Algorithm 1, lines 1-2: w = s * e_f with offset s * z_t on the nu-ball's surface,
-    # theta from the univariate split's sides on all node samples.
-    z_t = (float(t_init) - float(mean[f])) * s_f
-    scale = math.sqrt(nu / (1.0 + z_t * z_t))
-    w = np.zeros(p + 1, np.float32)
-    w[f] = scale
-    w[p] = scale * z_t
+    # Algorithm 1, lines 1-2: w from the initial split on the nu-ball's surface,
+    # theta from that split's sides on all node samples.
     counts = np.zeros((2, n_classes))
-    _axis_counts(X, y, idx, f, t_init, counts)
+    if f2 < 0:
+        _axis_counts(X, y, idx, f, t_init, counts)
+    else:
+        diff = X[idx, f].astype(np.float32) - X[idx, f2].astype(np.float32)
+        go_left = diff <= t_init
+        counts[0] = np.bincount(yv[go_left], minlength=n_classes)
+        counts[1] = np.bincount(yv[~go_left], minlength=n_classes)
     ell = np.empty((2, n_classes), np.float32)
     _log_loss_table(counts, ell)
     t1 = time.perf_counter()

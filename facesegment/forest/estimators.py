@@ -173,6 +173,13 @@ class CO2Forest(BaseForest):
     weight_dtype : {"float32", "float16"}, default "float32"
         Storage of the oblique weights; float16 halves the size and refits the
         threshold on the node's samples after rounding.
+    init : {"axis", "best"}, default "axis"
+        The split the optimisation starts from: the best univariate split (the
+        paper), or the better of it and the best two-probe split among
+        ``n_pairs`` random pairs (an extension: the node keeps the two-probe
+        split when the optimised one does not beat it).
+    n_pairs : int, default 400
+        Pairs sampled per node when ``init="best"``.
     (see the module docstring for the common parameters)
 
     ``fit(X, y, feature_mean=None, feature_std=None)``: the normalisation
@@ -186,8 +193,8 @@ class CO2Forest(BaseForest):
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
                  bootstrap=True, nu=None, eta=None, tau=None, n_passes=None,
                  batch_size=None, momentum=None, oblique_min_samples=100,
-                 weight_dtype="float32", random_state=None, n_jobs=None,
-                 scheduler=None, verbose=0):
+                 weight_dtype="float32", init="axis", n_pairs=400, random_state=None,
+                 n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -203,6 +210,8 @@ class CO2Forest(BaseForest):
         self.momentum = momentum
         self.oblique_min_samples = oblique_min_samples
         self.weight_dtype = weight_dtype
+        self.init = init
+        self.n_pairs = n_pairs
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.scheduler = scheduler
@@ -236,6 +245,10 @@ class CO2Forest(BaseForest):
         if self.weight_dtype not in ("float32", "float16"):
             raise ValueError(f"weight_dtype={self.weight_dtype!r} must be 'float32' or "
                              "'float16'")
+        if self.init not in ("axis", "best"):
+            raise ValueError(f"init={self.init!r} must be 'axis' (the paper) or 'best' "
+                             "(the better of the univariate and two-probe splits)")
+        _check_int("n_pairs", self.n_pairs, 1)
 
         def extra(X2, y2, p):
             if feature_mean is None or feature_std is None:
@@ -256,6 +269,7 @@ class CO2Forest(BaseForest):
             return {"max_features": _resolve_max_features(self.max_features, p),
                     "co2": co2, "oblique_min_samples": int(self.oblique_min_samples),
                     "weight_dtype": self.weight_dtype, "mean": mean,
+                    "co2_init": self.init, "n_pairs": int(self.n_pairs),
                     "inv_std": inv_std.astype(np.float32)}
 
         return self._fit(X, y, extra)

@@ -323,3 +323,72 @@ def test_real_windows_root_split_improves_on_univariate(faces300w):
     f = int(feats[f])
     res = co2_split(X, y, np.arange(len(y), dtype=np.int64), 8, mean, inv_std, f, t, g, seed=2)
     assert res is not None and res[2] > g
+
+
+@pytest.mark.parametrize("f2", [-1, 7])
+def test_initial_weights_reproduce_the_initial_split(f2):
+    """The starting w splits normalised features exactly as the univariate /
+    two-probe split it starts from (so the optimisation starts where the search ended)."""
+    from facesegment.forest._co2_kernels import _fold
+    from facesegment.forest.co2 import initial_weights
+
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 256, (500, 20), dtype=np.uint8)
+    mean = X.mean(axis=0).astype(np.float32)
+    inv_std = (1.0 / X.std(axis=0)).astype(np.float32)
+    f, t = 3, 100.5 if f2 < 0 else 10.5
+    w = initial_weights(mean, inv_std, 2.0, f, np.float32(t), f2)
+    assert w.dtype == np.float32 and w.shape == (21,)
+    assert np.isclose(np.dot(w.astype(np.float64), w), 2.0, rtol=1e-5)   # on the nu-ball
+    u = np.empty(20, np.float32)
+    c = _fold(w, mean, inv_std, u)
+    raw = X[:, f].astype(np.float64) - (X[:, f2] if f2 >= 0 else 0)
+    oblique = X.astype(np.float64) @ u - c
+    far = np.abs(raw - t) > 0.25           # away from float32 rounding at the threshold
+    np.testing.assert_array_equal((oblique <= 0)[far], (raw <= t)[far])
+    assert initial_weights(mean, np.zeros(20, np.float32), 1.0, f, np.float32(t), f2) is None
+
+
+def test_co2_split_from_a_two_probe_start_only_returns_improvements():
+    from facesegment.forest.twoprobe import best_pair_split
+
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 256, (1500, 30), dtype=np.uint8)
+    score = X[:, 2].astype(float) - X[:, 9] + 0.6 * (X[:, 4].astype(float) - X[:, 11])
+    y = (score > 0).astype(np.int32)
+    idx = np.arange(1500, dtype=np.int64)
+    fa = np.array([2, 4, 0], dtype=np.int64)
+    fb = np.array([9, 11, 1], dtype=np.int64)
+    a, b, t, g = best_pair_split(X, y, idx, fa, fb, 2, 1)
+    assert (a, b) == (2, 9)
+    mean = X.mean(axis=0).astype(np.float32)
+    inv_std = (1.0 / X.std(axis=0)).astype(np.float32)
+    res = co2_split(X, y, idx, 2, mean, inv_std, a, t, g, 1.0, 1e-2, 10, 4, 100, 0.9, 0,
+                    init_feature2=b)
+    assert res is not None                 # the second pair's direction helps
+    w_raw, thr, gain = res
+    assert gain > g
+    left = X.astype(np.float32) @ w_raw <= thr
+    assert (y[left] == y[left][0]).mean() > 0.8
+    with pytest.raises(ValueError, match="init_feature2"):
+        co2_split(X, y, idx, 2, mean, inv_std, a, t, g, init_feature2=a)
+
+
+def test_co2_forest_best_init_uses_two_probe_splits():
+    from facesegment.forest import CO2Forest
+
+    rng = np.random.default_rng(2)
+    X = rng.integers(0, 256, (1200, 40), dtype=np.uint8)
+    y = (X[:, 5].astype(int) - X[:, 17] > 0).astype(np.int32)
+    kw = dict(n_estimators=2, max_depth=3, max_features=4, oblique_min_samples=10**6,
+              random_state=0)
+    plain = CO2Forest(**kw).fit(X, y)
+    best = CO2Forest(init="best", n_pairs=800, **kw).fit(X, y)
+    assert (plain.forest_.feature2 < 0).all()          # the paper: univariate starts
+    roots = best.forest_.roots
+    assert (best.forest_.feature2[roots] >= 0).all()   # a pair beats any single pixel here
+    assert best.score(X, y) > plain.score(X, y)
+    again = CO2Forest(init="best", n_pairs=800, **kw).fit(X, y)
+    np.testing.assert_array_equal(again.forest_.threshold, best.forest_.threshold)
+    with pytest.raises(ValueError, match="init="):
+        CO2Forest(init="pairs").fit(X, y)
