@@ -53,10 +53,12 @@ class Progress:
         now = time.perf_counter()
         elapsed = now - self.start
         # The first unit often carries start-up costs (JIT compilation, model
-        # loading): once two units are done, estimate the rate from the first
-        # completion onwards so the ETA is not inflated by them.
-        if self.n >= 2 and self._t_first is not None and now > self._t_first:
-            rate = (self.n - self._n_first) / (now - self._t_first)
+        # loading): once enough time has passed since the first completion,
+        # estimate the rate from it onwards so the ETA is not inflated by them
+        # (units finishing together on parallel workers do not count as fast).
+        since_first = now - self._t_first if self._t_first is not None else 0.0
+        if self.n > self._n_first and since_first >= 0.2 * (self._t_first - self.start):
+            rate = (self.n - self._n_first) / since_first
         else:
             rate = self.n / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.n) / rate if rate > 0 else float("nan")
