@@ -79,7 +79,7 @@ def _expand(names, stages):
 
 def execute(ctx, stage, force=False, dry_run=False):
     """Run one stage unless its stamp is up to date; return its status."""
-    stamp = ctx.reports / "stamps" / f"{stage.name}.json"
+    stamp = ctx.reports / "stamps" / f"{stage.name.replace(':', '-')}.json"
     status = ctx.cache.setdefault("status", {})
     try:
         key = stage_key(section_hash({"c": stage.config(ctx)}, "c"), stage.inputs(ctx))

@@ -154,6 +154,7 @@ def selection_markdown(result):
                      + f" | {r['fit_seconds']:.1f} |")
     lines += ["", "Chosen:", ""]
     for kind, c in result["chosen"].items():
-        lines.append(f"- {kind}: {_label({k: v for k, v in c.items() if k != 'validation_jaccard'})}"
+        shown = {k: v for k, v in c.items() if k != "validation_jaccard"}
+        lines.append(f"- {kind}: {_label(shown)}"
                      f" (validation Jaccard {c['validation_jaccard']:.2f})")
     return "\n".join(lines) + "\n"

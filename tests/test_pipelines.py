@@ -340,13 +340,26 @@ def test_report_renders_only_from_files(tmp_path):
     stamps.write_json_atomic(run_dir / "splits.json", {
         "root": "../shared/data/faces300w", "labels": "",
         "counts": {"train": 1107, "validation": 100, "test": 250}})
+    from pipelines.investigate import VARIANTS
+
+    stamps.write_json_atomic(run_dir / "investigation.json", {
+        "trees": 4, "samples_per_tree": 100, "max_depth": 5, "n_train_windows": 300,
+        "n_heldout_windows": 100,
+        "variants": [{"label": lab, "kind": kind, "accuracy": 40.0 + i, "n_oblique": i,
+                      "co2_calls": 2 * i, "co2_accepted": i, "fit_seconds": 1.0}
+                     for i, (lab, kind, _) in enumerate(VARIANTS)]})
     text = report.render_run(run_dir)
+    assert "| CO2 ν=1 η=1e-4 (the paper's) | 43.00% | 3 | 3 / 6 | 1 s |" in text
+    assert "CO2 (default settings) scores +2.0 points of accuracy against the axis" in text
+    assert "+5.00 and +3.00 Jaccard points" in text  # 26.6 - 21.6, 26.6 - 23.6
+    assert "The paper's η = 1e-4 gives 43.00% against 42.00%" in text
     assert "| Random forest (axis-aligned) | 0.5 | 21.60 | 23.20 | 32.28 / 34.61 |" in text
     assert "| CO2 forest | 1 | 24.00 | 24.00 | 40.33 / 42.55 |" in text
     assert "co2 > two-probe > axis (as in the paper)" in text
     assert "+23.1%" in text                       # 26.6 / 21.6 - 1 at 16 trees
     assert "300-W" in text and "1107 training images" in text
-    assert "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 1.0 MB | 28 ms (50 ms) |" in text
+    row = "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 1.0 MB | 28 ms (50 ms) |"
+    assert row in text
     assert "(paper: +24.9%)" in text and "(paper: +22.9%)" in text
     page = report.render_all(tmp_path / "reports" / "runs", tmp_path / "docs")
     assert "# Results" in page and "make all DATA=../shared/data/faces300w" in page
@@ -384,7 +397,8 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
     for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
-              "time-co2.json", "eval-axis.json", "eval-two-probe.json", "eval-co2.json", "results.md",
+              "time-co2.json", "eval-axis.json", "eval-two-probe.json", "eval-co2.json",
+              "results.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
     for k in ("axis", "two-probe", "co2"):
