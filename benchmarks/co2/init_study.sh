@@ -9,7 +9,7 @@
 #                        the best two-probe split (CO2Forest(init="best"), 400 pairs)
 # then scores them with the pipeline's CO2 and two-probe forests on the first 40 test faces
 # (all pixels, strict mode, alpha = 0.5 as selected on validation), at 16 and 32 trees.
-# Output: reports/studies/co2-init/{summary.md,*.json}. About 25 minutes on 2 cores.
+# Output: reports/studies/co2-init/{summary.md,*.json}. About 25 minutes on 2 cores (training included).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 FS=.venv/bin/facesegment
