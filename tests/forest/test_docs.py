@@ -1,15 +1,20 @@
-"""The Python example of docs/forests.md runs and prints what it claims."""
+"""The forests example of docs/forests.md and README.md runs and prints what it claims."""
 
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "forests.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_forests_doc_example_runs(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert blocks, "docs/forests.md has no python example"
-    exec(compile(blocks[0], str(DOC), "exec"), {})
+@pytest.mark.parametrize("doc", ["docs/forests.md", "README.md"])
+def test_forests_doc_example_runs(doc, capsys):
+    path = ROOT / doc
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+              if "TwoProbeForest(" in b]
+    assert blocks, f"{doc} has no python example of the three forests"
+    exec(compile(blocks[0], str(path), "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out] == ["AxisAlignedForest", "TwoProbeForest",
                                                  "CO2Forest"]
