@@ -35,7 +35,7 @@ from .errors import DataError
 
 # The writer lives in its own module; its names are part of this module's API.
 from ._windows_writer import (  # noqa: F401
-    CHUNK_ROWS, FORMAT, FORMAT_VERSION, PENDING_BYTES, WINDOW_SHAPE, BackgroundSink,
+    CHUNK_ROWS, FORMAT, FORMAT_VERSION, WINDOW_SHAPE, BackgroundSink,
     OrderedSink, WindowsWriter)
 
 _FIX_REGEN = "re-create it with `facesegment extract`"

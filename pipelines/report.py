@@ -146,7 +146,6 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     L += _claim(evals, kinds, sizes, h)
 
     # ---- per class
-    n_big = sizes[-1]
     L.append(f"{h}# Per-class Jaccard (test set)")
     L.append("")
     L.append("| method | trees | α | " + " | ".join(CLASS_NAMES) + " | mean | pixel acc. |")

@@ -17,28 +17,14 @@ import json
 import os
 import time
 
+from facesegment.atomic import write_text_atomic  # noqa: F401  (re-exported for the stages)
+
 SMALL = 4 << 20  # files up to 4 MiB are fingerprinted by content
 
 
 def write_json_atomic(path, obj):
-    """Write JSON to ``path`` via a temporary name and ``os.replace``."""
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=1, sort_keys=True, default=_json_default)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
-def write_text_atomic(path, text):
-    """Write text to ``path`` via a temporary name and ``os.replace``."""
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Write JSON (sorted keys, numpy values as lists) atomically (facesegment.atomic)."""
+    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
 
 
 def _json_default(o):
