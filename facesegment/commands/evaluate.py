@@ -3,7 +3,7 @@
 import os
 import time
 from pathlib import Path
-from ._common import add_parallel_arguments
+from ._common import add_parallel_arguments, add_test_face_arguments
 
 HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
@@ -28,17 +28,11 @@ example:
 
 
 def add_arguments(p):
-    p.add_argument("--model", "-m", nargs="+", required=True, metavar="MODEL",
-                   help="model folder(s) written by `facesegment train`")
-    p.add_argument("--data", "-d", required=True, metavar="DIR",
-                   help="dataset folder (with test/) or a folder of labelled faces")
-    p.add_argument("--labels", metavar="DIR", default=None,
-                   help="parallel tree of NAME_label.png (default: beside the images)")
-    p.add_argument("--split", choices=("auto", "test", "all"), default="auto",
-                   help="which faces: auto = DIR/test if present else all labelled faces; "
-                        "test = the seeded by-person test split; all = every face (default auto)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the by-person split for --split test (default 0)")
+    add_test_face_arguments(
+        p, "model folder(s) written by `facesegment train`",
+        "which faces: auto = DIR/test if present else all labelled faces; "
+        "test = the seeded by-person test split; all = every face (default auto)",
+        "seed of the by-person split for --split test (default 0)")
     p.add_argument("--alpha", type=float, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
                         "default: the model's selected alpha, else 1)")

@@ -1,6 +1,6 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
-from ._common import add_parallel_arguments
+from ._common import add_parallel_arguments, add_test_face_arguments
 
 HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
@@ -29,16 +29,10 @@ example:
 
 
 def add_arguments(p):
-    p.add_argument("--model", "-m", nargs="+", required=True, metavar="MODEL",
-                   help="model folders (columns of Figure 3, curves of Figure 4)")
-    p.add_argument("--data", "-d", required=True, metavar="DIR",
-                   help="dataset folder (with test/) or a folder of labelled faces")
-    p.add_argument("--labels", metavar="DIR", default=None,
-                   help="parallel tree of NAME_label.png (default: beside the images)")
-    p.add_argument("--split", choices=("auto", "test", "all"), default="auto",
-                   help="which faces (as for `facesegment evaluate`; default auto)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the by-person split and of the random example rows (default 0)")
+    add_test_face_arguments(
+        p, "model folders (columns of Figure 3, curves of Figure 4)",
+        "which faces (as for `facesegment evaluate`; default auto)",
+        "seed of the by-person split and of the random example rows (default 0)")
     p.add_argument("--alpha", type=float, default=None,
                    help="prior-reweighting exponent (default: each model's selected alpha, else 1)")
     p.add_argument("--random-rows", type=int, default=3, metavar="N",
