@@ -3,11 +3,12 @@
     python benchmarks/bench_inference.py              # inference speed -> reports/bench/inference.json
     python benchmarks/bench_inference.py --detectors  # detector measurement -> reports/bench/detectors.json
 
-Inference: milliseconds per 250x250 test image (strict mode, median over test
-images) for each forest kind at 16 and 32 trees, on forests trained quickly
-(max depth 16) with the project's estimators on windows sampled directly from
-faces300w/train (the 16-tree forest is the first 16 trees of the 32-tree one),
-and
+Inference: milliseconds per 250x250 test image (strict mode by default, median
+over test images) for each forest kind at 16 and 32 trees, on forests trained
+quickly (max depth 16) with the project's estimators on windows sampled
+directly from faces300w/train (the 16-tree forest is the first 16 trees of the
+32-tree one), or with ``--models models/faces300w-default`` on the pipeline's
+trained 32-tree models (``--mode full`` times every pixel, as ``segment``), and
 for CO2 the lower bound from FLOPs (2 * 2883 per oblique node evaluated, counted
 exactly) at the float32 GEMM rate measured here with numpy; ratio measured/bound.
 Both CO2 evaluation strategies are timed: per-pixel traversal, and the top
@@ -99,6 +100,20 @@ def train_models(n_trees, seed=0, n_images=200, per_image=100):
     return models
 
 
+def load_models(folder, n_trees):
+    """The pipeline's trained models ``FOLDER/{axis,two-probe,co2}-N`` (N = the largest size)."""
+    from facesegment.model import load_model
+
+    models = {}
+    for kind in ("axis", "two-probe", "co2"):
+        path = Path(folder) / f"{kind}-{n_trees}"
+        if not path.is_dir():
+            sys.exit(f"{path} is missing: train it first (make train) or drop --models")
+        models[kind] = load_model(path)
+        print(f"  loaded {path} ({models[kind].arrays.n_nodes} nodes)", flush=True)
+    return models
+
+
 def bench_inference(args):
     from facesegment.datasets import find_faces, load_face
     from facesegment import inference
@@ -109,24 +124,29 @@ def bench_inference(args):
     recs = find_faces(DATA / "test")[: args.images]
     images = [load_face(r)[0] for r in recs]
     out = {"gemm_gflops": rate / 1e9, "images": len(images), "cores": os.cpu_count(),
-           "train_images": args.train_images, "windows_per_image": 100, "results": []}
+           "mode": args.mode, "models": str(args.models) if args.models else None,
+           "train_images": None if args.models else args.train_images,
+           "windows_per_image": None if args.models else 100, "results": []}
     # One forest per kind with the most trees; smaller forests are its first
     # trees (n_trees=...), exactly what training fewer trees with the same seed gives.
-    models = train_models(max(args.trees), n_images=args.train_images)
+    models = (load_models(args.models, max(args.trees)) if args.models
+              else train_models(max(args.trees), n_images=args.train_images))
     for n_trees in args.trees:
         for kind, model in models.items():
+            if kind == "co2" and args.skip_co2:
+                continue
             variants = [("per-pixel", 0)] + ([("fft-top", args.fft_levels)] if kind == "co2"
                                              else [("general-kernel", 0)])
             for label, fft in variants:
                 # "general-kernel": axis / two-probe forests through the general
                 # (CO2-capable) kernel instead of the integer fast path, for comparison
                 inference.FAST_PATH = label != "general-kernel"
-                predict_image(model, images[0], mode="strict", fft_levels=fft,
+                predict_image(model, images[0], mode=args.mode, fft_levels=fft,
                               n_trees=n_trees)  # compile / warm up
                 times, cpu = [], []
                 for img in images:
                     t0, c0 = time.perf_counter(), time.process_time()
-                    predict_image(model, img, mode="strict", fft_levels=fft, n_trees=n_trees)
+                    predict_image(model, img, mode=args.mode, fft_levels=fft, n_trees=n_trees)
                     times.append(time.perf_counter() - t0)
                     cpu.append(time.process_time() - c0)
                 ms = 1000 * float(np.median(times))
@@ -142,7 +162,7 @@ def bench_inference(args):
                        "n_nodes": model.arrays.n_nodes,
                        "max_depth": int(model.arrays.depth.max())}
                 if kind == "co2":
-                    visits = count_oblique_visits(model, images[0], mode="strict",
+                    visits = count_oblique_visits(model, images[0], mode=args.mode,
                                                   n_trees=n_trees)
                     bound = 1000 * 2 * 2883 * visits / rate
                     row.update(oblique_visits_first_image=int(visits), bound_ms=round(bound, 2),
@@ -240,6 +260,15 @@ def main(argv=None):
                    help="training images sampled for the quick models (default 200)")
     p.add_argument("--detector-images", type=int, default=250,
                    help="faces300w test images used by --detectors (default all 250)")
+    p.add_argument("--models", type=Path, default=None,
+                   help="time the trained models FOLDER/{axis,two-probe,co2}-N (e.g. "
+                        "models/faces300w-default) instead of training quick ones")
+    p.add_argument("--mode", choices=("strict", "full"), default="strict",
+                   help="pixels predicted: strict (the paper's, 220x220) or full (every pixel)")
+    p.add_argument("--skip-co2", action="store_true", help="time axis-aligned and two-probe only")
+    p.add_argument("--out", type=Path, default=None,
+                   help="result file (default reports/bench/inference.json, or "
+                        "reports/bench/inference-MODELS.json with --models)")
     p.add_argument("--fft-levels", type=int, default=2,
                    help="CO2 levels evaluated by FFT correlation in the second variant")
     args = p.parse_args(argv)
@@ -252,7 +281,8 @@ def main(argv=None):
         write_json_atomic(ROOT / "reports" / "bench" / "detectors.json", res)
     else:
         res = bench_inference(args)
-        write_json_atomic(ROOT / "reports" / "bench" / "inference.json", res)
+        name = f"inference-{args.models.name}.json" if args.models else "inference.json"
+        write_json_atomic(args.out or ROOT / "reports" / "bench" / name, res)
     return 0
 
 

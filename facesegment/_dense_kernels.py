@@ -281,222 +281,27 @@ def confusion_many(preds, truth, n_classes, out):
     return out
 
 
-
-# ------------------------------------------------------------------------------
-# Fast path for forests without oblique nodes (axis-aligned and two-probe).
-#
-# Each node is one record of 4 int32 (16 bytes, 4 nodes per cache line) in a
-# flat array ``rec`` (node n at ``rec[4n:4n+4]``):
-#
-#   rec[p + F_LEFT]  flat index 4*left of the left child (right = left + 1, so
-#                    the right child's record follows it); a leaf: its own p
-#   rec[p + F_OT]    (integer threshold << 21) | byte offset of the first probe
-#   rec[p + F_OM]    (byte offset of the second probe << 8) | mask, mask 0xFF
-#                    for two-probe nodes and 0 for axis-aligned ones
-#   rec[p + 3]       unused (alignment)
-#
-# Offsets are for the padded image's row stride.  The split
-# ``value <= threshold`` (float32 threshold, integer value b1 - (b2 & mask) in
-# [-255, 255]) equals ``value <= floor(threshold)``: the integer threshold is
-# floor(threshold) clipped to [-256, 256]; leaves get 256 (never right).  A
-# visit is two record loads (three in forests with two-probe nodes), one or
-# two byte loads and an integer compare: no float, no branch.
-# Traversal is tree-major over blocks of rows (a tree's upper nodes stay in
-# L1) with 8 independent descents interleaved (pixels x..x+7 of a row, windows
-# at bytes b, b+3, ..., b+21).
-
-F_LEFT, F_OT, F_OM = range(3)
-OFF_BITS = 21
-OFF_MASK = (1 << OFF_BITS) - 1
-FAST_BLOCK_ROWS = 4
-FAST_SLACK = 64  # bytes the fast dense kernel may read past the padded image
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fstep1(img, b, rec, p):
-    """Child (flat record index) of node ``p`` of an axis-aligned-only forest.
-
-    Indices are cast to unsigned: Numba then skips its negative-index
-    wraparound test on every access (1.5-2x faster descents).
-    """
-    w = rec[np.uint64(p + F_OT)]
-    v = np.int32(img[np.uint64(b + (w & OFF_MASK))])
-    return np.int64(rec[np.uint64(p)]) + 4 * np.int64(v > (w >> OFF_BITS))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fstep2(img, b, rec, p):
-    """Child (flat record index) of node ``p`` (axis-aligned or two-probe)."""
-    w = rec[np.uint64(p + F_OT)]
-    m = rec[np.uint64(p + F_OM)]
-    v = (np.int32(img[np.uint64(b + (w & OFF_MASK))])
-         - (np.int32(img[np.uint64(b + (m >> 8))]) & (m & 0xFF)))
-    return np.int64(rec[np.uint64(p)]) + 4 * np.int64(v > (w >> OFF_BITS))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fleaf(rec, p):
-    return rec[np.uint64(p)] == p
-
-
 @njit(cache=True, nogil=True, parallel=True)
-def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots4, steps, rec, two, value, out,
-                     block_rows=FAST_BLOCK_ROWS):
-    """:func:`dense_proba` for forests of axis-aligned / two-probe nodes (``rec`` layout).
+def reweight_rows(raw, scale, out, labels):
+    """Prior reweighting and argmax of ``raw`` float32 (n, C) in one pass.
 
-    ``roots4`` holds ``4 * root``; ``two``: the forest has two-probe nodes.
-    ``img`` must have at least ``FAST_SLACK`` bytes after the padded image: a
-    row's last group of 8 pixels may run past ``x1`` (those results are
-    dropped).  Same results as :func:`dense_proba` bit for bit (per pixel the
-    leaf distributions are added in tree order, then scaled).  Parallel over
-    blocks of ``block_rows`` rows; inside a block tree by tree.
+    ``out[i] = raw[i] * scale / sum(raw[i] * scale)`` (rows summing to 0 stay
+    0), ``labels[i]`` = the first class of maximal ``out[i]`` (uint8).
     """
-    n_trees = roots4.shape[0]
-    n_classes = value.shape[1]
-    inv = np.float32(1.0) / np.float32(n_trees)
-    width = x1 - x0
-    n_blocks = (y1 - y0 + block_rows - 1) // block_rows
-    for blk in prange(n_blocks):
-        ya = y0 + blk * block_rows
-        yb = min(y1, ya + block_rows)
-        acc = np.zeros((block_rows, width + 8, n_classes), dtype=np.float32)
-        for t in range(n_trees):
-            r = roots4[t]
-            for y in range(ya, yb):
-                row = y * rowstride
-                ay = np.uint64(y - ya)
-                for x in range(x0, x1, 8):
-                    b = row + 3 * x
-                    p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
-                    s = 0
-                    while s < steps:
-                        if (_fleaf(rec, p0) and _fleaf(rec, p1) and _fleaf(rec, p2)
-                                and _fleaf(rec, p3) and _fleaf(rec, p4) and _fleaf(rec, p5)
-                                and _fleaf(rec, p6) and _fleaf(rec, p7)):
-                            break
-                        if two:
-                            p0 = _fstep2(img, b + 0, rec, p0)
-                            p1 = _fstep2(img, b + 3, rec, p1)
-                            p2 = _fstep2(img, b + 6, rec, p2)
-                            p3 = _fstep2(img, b + 9, rec, p3)
-                            p4 = _fstep2(img, b + 12, rec, p4)
-                            p5 = _fstep2(img, b + 15, rec, p5)
-                            p6 = _fstep2(img, b + 18, rec, p6)
-                            p7 = _fstep2(img, b + 21, rec, p7)
-                        else:
-                            p0 = _fstep1(img, b + 0, rec, p0)
-                            p1 = _fstep1(img, b + 3, rec, p1)
-                            p2 = _fstep1(img, b + 6, rec, p2)
-                            p3 = _fstep1(img, b + 9, rec, p3)
-                            p4 = _fstep1(img, b + 12, rec, p4)
-                            p5 = _fstep1(img, b + 15, rec, p5)
-                            p6 = _fstep1(img, b + 18, rec, p6)
-                            p7 = _fstep1(img, b + 21, rec, p7)
-                        s += 1
-                    i = x - x0
-                    n0 = np.uint64(p0 >> 2)
-                    n1 = np.uint64(p1 >> 2)
-                    n2 = np.uint64(p2 >> 2)
-                    n3 = np.uint64(p3 >> 2)
-                    n4 = np.uint64(p4 >> 2)
-                    n5 = np.uint64(p5 >> 2)
-                    n6 = np.uint64(p6 >> 2)
-                    n7 = np.uint64(p7 >> 2)
-                    for c in range(n_classes):
-                        cu = np.uint64(c)
-                        acc[ay, np.uint64(i + 0), cu] += value[n0, cu]
-                        acc[ay, np.uint64(i + 1), cu] += value[n1, cu]
-                        acc[ay, np.uint64(i + 2), cu] += value[n2, cu]
-                        acc[ay, np.uint64(i + 3), cu] += value[n3, cu]
-                        acc[ay, np.uint64(i + 4), cu] += value[n4, cu]
-                        acc[ay, np.uint64(i + 5), cu] += value[n5, cu]
-                        acc[ay, np.uint64(i + 6), cu] += value[n6, cu]
-                        acc[ay, np.uint64(i + 7), cu] += value[n7, cu]
-        for y in range(ya, yb):
-            for i in range(width):
-                for c in range(n_classes):
-                    out[y, x0 + i, c] = acc[y - ya, i, c] * inv
+    n, n_classes = raw.shape
+    for i in prange(n):
+        total = np.float32(0.0)
+        best = 0
+        bv = np.float32(-1.0)
+        for c in range(n_classes):
+            v = raw[i, c] * scale[c]
+            out[i, c] = v
+            total += v
+            if v > bv:
+                bv = v
+                best = c
+        if total > 0:
+            for c in range(n_classes):
+                out[i, c] = out[i, c] / total
+        labels[i] = best
     return out
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def sweep_predict_fast(img, rowstride, ys, xs, roots4, depth_list, tree_counts, scales,
-                       rec, two, value, chunk, preds):
-    """:func:`sweep_predict` for forests of axis-aligned / two-probe nodes (``rec``).
-
-    Tree-major inside each chunk of pixels, 8 descents interleaved; per pixel
-    the sums are accumulated in the same order, so the labels are identical.
-    """
-    n_pix = ys.shape[0]
-    n_classes = value.shape[1]
-    n_d = depth_list.shape[0]
-    n_t = tree_counts.shape[0]
-    n_a = scales.shape[0]
-    n_chunks = (n_pix + chunk - 1) // chunk
-    for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n_pix, lo + chunk)
-        npx = hi - lo
-        base = np.empty(npx + 8, dtype=np.int64)
-        for i in range(npx + 8):
-            q = lo + min(i, npx - 1)
-            base[i] = ys[q] * rowstride + xs[q] * 3
-        sums = np.zeros((npx + 8, n_d, n_classes), dtype=np.float64)
-        cur = np.empty(8, dtype=np.int64)
-        j = 0
-        for t in range(tree_counts[n_t - 1]):
-            r = roots4[t]
-            for g in range(0, npx, 8):
-                p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
-                k = 0
-                s = 0
-                while k < n_d:
-                    while k < n_d and depth_list[k] == s:
-                        cur[0], cur[1], cur[2], cur[3] = p0, p1, p2, p3
-                        cur[4], cur[5], cur[6], cur[7] = p4, p5, p6, p7
-                        for q in range(8):
-                            nq = cur[q] >> 2
-                            for c in range(n_classes):
-                                sums[g + q, k, c] += value[nq, c]
-                        k += 1
-                    if k == n_d:
-                        break
-                    if (_fleaf(rec, p0) and _fleaf(rec, p1) and _fleaf(rec, p2)
-                            and _fleaf(rec, p3) and _fleaf(rec, p4) and _fleaf(rec, p5)
-                            and _fleaf(rec, p6) and _fleaf(rec, p7)):
-                        s = depth_list[k]  # nothing moves any more
-                        continue
-                    if two:
-                        p0 = _fstep2(img, base[g], rec, p0)
-                        p1 = _fstep2(img, base[g + 1], rec, p1)
-                        p2 = _fstep2(img, base[g + 2], rec, p2)
-                        p3 = _fstep2(img, base[g + 3], rec, p3)
-                        p4 = _fstep2(img, base[g + 4], rec, p4)
-                        p5 = _fstep2(img, base[g + 5], rec, p5)
-                        p6 = _fstep2(img, base[g + 6], rec, p6)
-                        p7 = _fstep2(img, base[g + 7], rec, p7)
-                    else:
-                        p0 = _fstep1(img, base[g], rec, p0)
-                        p1 = _fstep1(img, base[g + 1], rec, p1)
-                        p2 = _fstep1(img, base[g + 2], rec, p2)
-                        p3 = _fstep1(img, base[g + 3], rec, p3)
-                        p4 = _fstep1(img, base[g + 4], rec, p4)
-                        p5 = _fstep1(img, base[g + 5], rec, p5)
-                        p6 = _fstep1(img, base[g + 6], rec, p6)
-                        p7 = _fstep1(img, base[g + 7], rec, p7)
-                    s += 1
-            while j < n_t and tree_counts[j] == t + 1:
-                for i in range(npx):
-                    for a in range(n_a):
-                        for kk in range(n_d):
-                            best = 0
-                            bv = sums[i, kk, 0] * scales[a, 0]
-                            for c in range(1, n_classes):
-                                sv = sums[i, kk, c] * scales[a, c]
-                                if sv > bv:
-                                    bv = sv
-                                    best = c
-                            preds[a, kk, j, lo + i] = best
-                j += 1
-    return preds
-

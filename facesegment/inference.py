@@ -23,17 +23,17 @@ model) and renormalises.  ``alpha=1`` undoes the balancing fully (the paper),
 ``alpha=0`` leaves the forest's output unchanged.
 """
 
-import weakref
-
 import cv2
+import numba
 import numpy as np
 
 from . import _dense_kernels as K
-from .classes import HALF, IGNORE, N_CHANNELS, WINDOW, feature_offsets
+from . import _fast_kernels as F
+from ._packing import cached, pack_fast, pack_nodes
+from .classes import HALF, IGNORE, N_CHANNELS, WINDOW
 
 MODES = ("full", "strict")
 _NO_LIMIT = 2 ** 30
-_F32_CACHE = {}
 
 
 # --------------------------------------------------------------- validation
@@ -98,19 +98,8 @@ def _weights_f32(weights):
     """float32 C-contiguous weights (a float16 forest is converted once, cached)."""
     if weights.dtype == np.float32 and weights.flags.c_contiguous:
         return weights
-    key = id(weights)
-    hit = _F32_CACHE.get(key)
-    if hit is not None and hit[0]() is weights:
-        return hit[1]
-    conv = np.ascontiguousarray(weights, dtype=np.float32)
-    try:
-        _F32_CACHE[key] = (weakref.ref(weights), conv)
-    except TypeError:  # not weak-referenceable: do not cache
-        pass
-    if len(_F32_CACHE) > 8:
-        for k in [k for k, v in _F32_CACHE.items() if v[0]() is None]:
-            del _F32_CACHE[k]
-    return conv
+    return cached("f32", weights, None,
+                  lambda: np.ascontiguousarray(weights, dtype=np.float32))
 
 
 # ---------------------------------------------------------------- helpers
@@ -129,102 +118,12 @@ def strict_region(shape):
     return y0, y1, x0, x1
 
 
-_PACK_CACHE = {}
-
-
-def pack_nodes(arrays, padded_width):
-    """Pack the node arrays for the kernels (see :mod:`facesegment._dense_kernels`).
-
-    Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
-    feature indices become byte offsets in a padded image of ``padded_width``
-    pixels and leaves point to themselves.  The last few packings are cached
-    (keyed by the forest's arrays and the width), so a folder of same-size
-    images packs once.
-    """
-    key = (id(arrays.left), padded_width)
-    hit = _PACK_CACHE.get(key)
-    if hit is not None and hit[0]() is arrays.left:
-        return hit[1], hit[2]
-    offs = feature_offsets(padded_width)
-    f1 = arrays.feature.astype(np.int64)
-    f2 = arrays.feature2.astype(np.int64)
-    leaf = arrays.left < 0
-    idx = np.arange(arrays.n_nodes, dtype=np.int32)
-    nodes = np.zeros((arrays.n_nodes, 8), dtype=np.int32)
-    nodes[:, K.LEFT] = np.where(leaf, idx, arrays.left)
-    nodes[:, K.RIGHT] = np.where(leaf, idx, arrays.right)
-    nodes[:, K.OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
-    nodes[:, K.OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
-    nodes[:, K.OBLIQUE] = np.where(leaf, -1, arrays.oblique)
-    thr = nodes.view(np.float32)
-    thr[:, K.THRESHOLD] = np.where(leaf, 0, arrays.threshold)
-    thr[:, K.MUL] = np.where(f2 >= 0, 1.0, 0.0)
-    nodes[:, K.RESP] = -1
-    try:
-        _PACK_CACHE[key] = (weakref.ref(arrays.left), nodes, thr)
-    except TypeError:  # pragma: no cover - plain arrays are weak-referenceable
-        pass
-    for k in [k for k, v in _PACK_CACHE.items() if v[0]() is None]:
-        del _PACK_CACHE[k]
-    while len(_PACK_CACHE) > 6:
-        del _PACK_CACHE[next(iter(_PACK_CACHE))]
-    return nodes, thr
-
-
-_FAST_CACHE = {}
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
-
-
-def pack_fast(arrays, padded_width):
-    """Flat int32 node records for the axis-aligned / two-probe kernels, or None.
-
-    See the fast-path section of :mod:`facesegment._dense_kernels`: per node
-    ``(4*left, (floor(threshold) << 21) | off1, (off2 << 8) | mask, 0)``.
-    Returns ``(rec, two)`` (``two``: the forest has two-probe nodes), or None
-    when the forest has oblique nodes, a right child that is not ``left + 1``,
-    or offsets too large for the packing (the general kernels are used then).
-    Cached like :func:`pack_nodes`.
-    """
-    key = (id(arrays.left), padded_width)
-    hit = _FAST_CACHE.get(key)
-    if hit is not None and hit[0]() is arrays.left:
-        return hit[1]
-    packed = None
-    internal = arrays.left >= 0
-    offs = feature_offsets(padded_width)
-    if (not np.any(arrays.oblique[internal] >= 0)
-            and np.array_equal(arrays.right[internal], arrays.left[internal] + 1)
-            and int(offs.max()) <= K.OFF_MASK):
-        n = arrays.n_nodes
-        f1 = arrays.feature.astype(np.int64)
-        f2 = arrays.feature2.astype(np.int64)
-        two = internal & (f2 >= 0)
-        t = np.asarray(arrays.threshold, dtype=np.float64)
-        # integer values v in [-255, 255]: v <= t  <=>  v <= floor(t); NaN: never right
-        ti = np.clip(np.floor(np.nan_to_num(t, nan=256.0, posinf=256.0, neginf=-256.0)),
-                     -256, 256).astype(np.int64)
-        ti = np.where(internal, ti, 256)
-        r = np.zeros((n, 4), dtype=np.int64)
-        idx = np.arange(n, dtype=np.int64)
-        r[:, K.F_LEFT] = 4 * np.where(internal, arrays.left, idx)
-        off1 = np.where(internal & (f1 >= 0), offs[np.clip(f1, 0, None)], 0)
-        off2 = np.where(two, offs[np.clip(f2, 0, None)], 0)
-        r[:, K.F_OT] = (ti << K.OFF_BITS) | off1
-        r[:, K.F_OM] = (off2 << 8) | np.where(two, 0xFF, 0)
-        packed = (np.ascontiguousarray(r.astype(np.int32).reshape(-1)), bool(np.any(two)))
-    try:
-        _FAST_CACHE[key] = (weakref.ref(arrays.left), packed)
-    except TypeError:  # pragma: no cover
-        pass
-    for k in [k for k, v in _FAST_CACHE.items() if v[0]() is None]:
-        del _FAST_CACHE[k]
-    while len(_FAST_CACHE) > 6:
-        del _FAST_CACHE[next(iter(_FAST_CACHE))]
-    return packed
+FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 
 
 def _fast_args(model, image, n_trees):
-    """``(rec, two, roots4)`` for the fast kernels, or None (oblique nodes / disabled)."""
+    """``(rec, two, roots)`` for the fast kernels, or None (oblique nodes / disabled)."""
     if not FAST_PATH:
         return None
     arrays = _arrays_of(model)
@@ -232,7 +131,7 @@ def _fast_args(model, image, n_trees):
     if packed is None:
         return None
     n = _check_limit(n_trees, "n_trees", arrays.n_trees)
-    return packed[0], packed[1], 4 * np.ascontiguousarray(arrays.roots[:n], dtype=np.int64)
+    return packed[0], packed[1], np.ascontiguousarray(arrays.roots[:n], dtype=np.int64)
 
 
 def fft_responses(padded, arrays, roots, levels, shape):
@@ -324,19 +223,28 @@ def reweight(proba, sampling_factors, alpha=1.0):
     float32 array like ``proba``; rows that sum to 0 (strict-mode border) stay 0.
     """
     proba = np.asarray(proba)
+    s = _check_factors(sampling_factors, proba.shape[-1])
+    return _reweight_labels(proba, s, _check_alpha(alpha))[0]
+
+
+def _check_factors(sampling_factors, n_classes):
     s = np.asarray(sampling_factors, dtype=np.float64)
-    alpha = _check_alpha(alpha)
-    if s.ndim != 1 or s.shape[0] != proba.shape[-1]:
+    if s.ndim != 1 or s.shape[0] != n_classes:
         raise ValueError(f"sampling_factors has shape {s.shape}; expected "
-                         f"({proba.shape[-1]},) (one factor per class)")
+                         f"({n_classes},) (one factor per class)")
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
+    return s
+
+
+def _reweight_labels(proba, s, alpha):
+    """(reweighted float32 probabilities, uint8 argmax labels), one fused pass."""
     scale = (s ** -alpha).astype(np.float32)
-    out = proba.astype(np.float32, copy=True)
-    out *= scale
-    total = out.sum(axis=-1, keepdims=True)
-    np.divide(out, total, out=out, where=total > 0)
-    return out
+    raw = np.ascontiguousarray(proba, dtype=np.float32).reshape(-1, s.shape[0])
+    out = np.empty_like(raw)
+    labels = np.empty(raw.shape[0], dtype=np.uint8)
+    K.reweight_rows(raw, scale, out, labels)
+    return out.reshape(proba.shape), labels.reshape(proba.shape[:-1])
 
 
 def class_scales(sampling_factors, alphas):
@@ -379,8 +287,8 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
     alpha = _check_alpha(alpha)
     raw = predict_proba_raw(model, image, mode=mode, max_depth=max_depth,
                             n_trees=n_trees, fft_levels=fft_levels)
-    proba = reweight(raw, model.sampling_factors, alpha)
-    labels = np.argmax(proba, axis=-1).astype(np.uint8)
+    s = _check_factors(model.sampling_factors, raw.shape[-1])
+    proba, labels = _reweight_labels(raw, s, alpha)
     if mode == "strict":
         y0, y1, x0, x1 = strict_region(image.shape)
         keep = np.zeros(image.shape[:2], dtype=bool)
@@ -403,11 +311,13 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     if y1 > y0 and x1 > x0:
         fast = _fast_args(model, image, n_trees)
         if fast is not None:
-            rec, two, roots4 = fast
-            buf = np.zeros(img.size + K.FAST_SLACK, dtype=np.uint8)  # room to read past x1
+            rec, two, roots_f = fast
+            buf = np.zeros(img.size + F.SLACK, dtype=np.uint8)  # room to read past x1
             buf[:img.size] = img
-            K.dense_proba_fast(buf, rowstride, y0, y1, x0, x1, roots4, steps, rec, two,
-                               tree[2], out)
+            # one block of rows per thread: each tree stays in a core's cache
+            block = -(-(y1 - y0) // max(1, numba.get_num_threads()))
+            F.dense_proba_fast(buf, rowstride, y0, y1, x0, x1, roots_f, steps, rec, two,
+                               tree[2], out, block)
         else:
             K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, *tree, out)
     return out
@@ -490,10 +400,11 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     fast = _fast_args(model, image, int(trees[-1])) if len(ys) else None
     if fast is not None:
-        rec, two, roots4 = fast
-        K.sweep_predict_fast(img, rowstride, ys.astype(np.int64), xs.astype(np.int64),
-                             roots4, depths, trees, scales, rec, two, tree[2], int(chunk),
-                             preds)
+        rec, two, roots_f = fast
+        # large chunks: a tree is descended by many pixels while it is in cache
+        F.sweep_predict_fast(img, rowstride, ys.astype(np.int64), xs.astype(np.int64),
+                             roots_f, depths, trees, scales, rec, two, tree[2],
+                             max(int(chunk), FAST_CHUNK), preds)
     elif len(ys):
         K.sweep_predict(img, rowstride, ys.astype(np.int64), xs.astype(np.int64), roots,
                         depths, trees, scales, *tree, int(chunk), preds)

@@ -287,3 +287,32 @@ def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
             np.testing.assert_array_equal(conf[0, k, j],
                                           naive.naive_confusion(label[ys, xs], pred))
     assert calls, "the packed integer kernels were not used"
+
+
+def test_fast_path_wide_image_falls_back_to_general_kernel():
+    """Images too wide for the 15-bit probe offsets use the general kernels: same results."""
+    from facesegment import _fast_kernels as F
+    from facesegment import inference
+
+    model = random_model(30, n_trees=3, max_depth=6, kinds=("two-probe",))
+    image = random_image(30, 31, F.MAX_WIDTH + 1)
+    assert inference.pack_fast(model.arrays, F.MAX_WIDTH + 31) is None
+    assert inference.pack_fast(model.arrays, F.MAX_WIDTH + 30) is not None
+    X, ys, xs = naive.naive_windows(image, "full")
+    raw = predict_proba_raw(model, image, mode="full")
+    np.testing.assert_allclose(raw[ys, xs], naive.naive_forest_proba(model.arrays, X),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("kinds", [("axis",), ("oblique",)])
+def test_labels_are_argmax_of_reweighted_probabilities(kinds):
+    model = random_model(31, n_trees=4, max_depth=6, kinds=kinds)
+    image = random_image(31, 36, 34)
+    for mode in ("full", "strict"):
+        proba, labels = predict_image(model, image, mode=mode, alpha=0.5)
+        raw = predict_proba_raw(model, image, mode=mode)
+        ref = naive.naive_reweight(raw.reshape(-1, N_CLASSES), model.sampling_factors, 0.5)
+        np.testing.assert_allclose(proba.reshape(-1, N_CLASSES), ref, atol=1e-6)
+        inside = labels != 255
+        np.testing.assert_array_equal(labels[inside], np.argmax(proba, axis=-1)[inside])
+        assert np.all(labels[~inside] == 255) and (mode == "strict") == bool(np.any(~inside))

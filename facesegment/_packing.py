@@ -1,0 +1,103 @@
+"""Node packings for the dense-inference kernels (private).
+
+:func:`pack_nodes` builds the general records of
+:mod:`facesegment._dense_kernels` (any forest, oblique nodes included);
+:func:`pack_fast` builds the 64-bit records of :mod:`facesegment._fast_kernels`
+(forests of axis-aligned and two-probe nodes).  Both are cached for the last
+few forests, keyed by the identity of the forest's arrays, so a folder of
+images packs once.
+"""
+
+import weakref
+
+import numpy as np
+
+from . import _dense_kernels as K
+from . import _fast_kernels as F
+from .classes import feature_offsets
+
+_CACHE = {}
+_CACHE_SIZE = 8
+
+
+def cached(kind, owner, extra, build):
+    """``build()`` memoised on (kind, the array ``owner``, extra) while ``owner`` lives."""
+    key = (kind, id(owner), extra)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    value = build()
+    try:
+        _CACHE[key] = (weakref.ref(owner), value)
+    except TypeError:  # pragma: no cover - plain arrays are weak-referenceable
+        return value
+    for k in [k for k, v in _CACHE.items() if v[0]() is None]:
+        del _CACHE[k]
+    while len(_CACHE) > _CACHE_SIZE:
+        del _CACHE[next(iter(_CACHE))]
+    return value
+
+
+def pack_nodes(arrays, padded_width):
+    """General kernel records (see :mod:`facesegment._dense_kernels`).
+
+    Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
+    feature indices become byte offsets in a padded image of ``padded_width``
+    pixels and leaves point to themselves.
+    """
+    def build():
+        offs = feature_offsets(padded_width)
+        f1 = arrays.feature.astype(np.int64)
+        f2 = arrays.feature2.astype(np.int64)
+        leaf = arrays.left < 0
+        idx = np.arange(arrays.n_nodes, dtype=np.int32)
+        nodes = np.zeros((arrays.n_nodes, 8), dtype=np.int32)
+        nodes[:, K.LEFT] = np.where(leaf, idx, arrays.left)
+        nodes[:, K.RIGHT] = np.where(leaf, idx, arrays.right)
+        nodes[:, K.OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
+        nodes[:, K.OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
+        nodes[:, K.OBLIQUE] = np.where(leaf, -1, arrays.oblique)
+        thr = nodes.view(np.float32)
+        thr[:, K.THRESHOLD] = np.where(leaf, 0, arrays.threshold)
+        thr[:, K.MUL] = np.where(f2 >= 0, 1.0, 0.0)
+        nodes[:, K.RESP] = -1
+        return nodes, thr
+
+    return cached("general", arrays.left, int(padded_width), build)
+
+
+def pack_fast(arrays, padded_width):
+    """64-bit records of :mod:`facesegment._fast_kernels`, or None.
+
+    Returns ``(rec uint64 (n_nodes,), two)`` (``two``: the forest has
+    two-probe nodes), or None when the forest has oblique nodes, a right
+    child that is not ``left + 1``, more nodes than the left-child field
+    holds, or the image is too wide for the offset fields; the general
+    kernels are used then.
+    """
+    def build():
+        internal = arrays.left >= 0
+        offs = feature_offsets(padded_width)
+        if (np.any(arrays.oblique[internal] >= 0)
+                or not np.array_equal(arrays.right[internal], arrays.left[internal] + 1)
+                or arrays.n_nodes >= F.MAX_NODES or int(offs.max()) > F.OFF_MASK):
+            return None
+        n = arrays.n_nodes
+        f1 = arrays.feature.astype(np.int64)
+        f2 = arrays.feature2.astype(np.int64)
+        two = internal & (f2 >= 0)
+        t = np.asarray(arrays.threshold, dtype=np.float64)
+        # integer values v in [-255, 255]: v <= t  <=>  v <= floor(t); NaN: never right
+        ti = np.clip(np.floor(np.nan_to_num(t, nan=256.0, posinf=256.0, neginf=-256.0)),
+                     -256, 256).astype(np.int64)
+        ti = np.where(internal, ti, 256) + 256
+        left = np.where(internal, arrays.left, np.arange(n, dtype=np.int64)).astype(np.int64)
+        o1 = np.where(internal & (f1 >= 0), offs[np.clip(f1, 0, None)], 0)
+        o2 = np.where(two, offs[np.clip(f2, 0, None)], 0)
+        u = np.uint64
+        rec = ((left.astype(u) << u(F.LEFT_SHIFT)) | (ti.astype(u) << u(F.THR_SHIFT))
+               | (two.astype(u) << u(F.MUL_SHIFT)) | (o2.astype(u) << u(F.OFF_BITS))
+               | o1.astype(u))
+        return np.ascontiguousarray(rec), bool(np.any(two))
+
+    return cached("fast", arrays.left, int(padded_width), build)
