@@ -138,7 +138,7 @@ def estimator_class(kind):
     from facesegment import forest
 
     return {"axis": forest.AxisAlignedForest, "two-probe": forest.TwoProbeForest,
-            "co2": forest.CO2Forest}[kind]
+            "co2": forest.CO2Forest, "co2-best": forest.CO2Forest}[kind]
 
 
 def make_estimator(kind, params, n_trees, seed, workers=None, scheduler=None):
@@ -175,9 +175,15 @@ def fit(est, ws):
 
 
 def to_model(est, kind, meta, provenance):
+    """A Model of the pipeline kind ``kind``; the model records its forest family
+    (``co2`` for ``co2-best``) and the pipeline kind as ``provenance["variant"]``."""
     from facesegment.model import Model
 
-    return Model.from_estimator(est, kind, meta, provenance=provenance)
+    family = "co2" if kind == "co2-best" else kind
+    prov = dict(provenance or {})
+    if family != kind:
+        prov["variant"] = kind
+    return Model.from_estimator(est, family, meta, provenance=prov)
 
 
 def save_model(model, path):

@@ -1,7 +1,7 @@
 """Loading and validating the pipeline's TOML configuration.
 
 The file has fixed sections (``run``, ``data``, ``extract``, ``forest``,
-``forest.axis``, ``forest.two-probe``, ``forest.co2``, ``select``,
+``forest.axis``, ``forest.two-probe``, ``forest.co2``, ``forest.co2-best``, ``select``,
 ``evaluate``, ``figures``) and named presets under ``[presets.NAME]`` whose
 tables override those sections.  Every key is documented in docs/pipeline.md.
 
@@ -21,7 +21,15 @@ import tomllib
 from facesegment.classes import N_FEATURES
 from facesegment.errors import FaceSegmentError
 
-KINDS = ("axis", "two-probe", "co2")
+KINDS = ("axis", "two-probe", "co2", "co2-best")
+#: Display names of the kinds (tables, figures).
+KIND_NAMES = {"axis": "random forest (axis-aligned)", "two-probe": "two-probe",
+              "co2": "CO2 (paper's init)", "co2-best": "CO2 + two-probe init (ours)"}
+
+
+def is_co2(kind):
+    """The CO2 kinds (oblique splits): ``co2`` and ``co2-best``."""
+    return kind in ("co2", "co2-best")
 
 
 class ConfigError(FaceSegmentError, ValueError):
@@ -125,6 +133,7 @@ SCHEMA = {
     "forest.axis": {"q": (_q, "p^0.7")},
     "forest.two-probe": {},
     "forest.co2": {"q": (_q, "p^0.7")},
+    "forest.co2-best": {"q": (_q, "p^0.7")},
     "select": {
         "enabled": (_bool, True),
         "n_trees": (_int(1), 8),
@@ -158,7 +167,7 @@ SCHEMA = {
 }
 
 #: Tables whose other keys are estimator parameters.
-FOREST_SECTIONS = ("forest", "forest.axis", "forest.two-probe", "forest.co2")
+FOREST_SECTIONS = ("forest",) + tuple(f"forest.{k}" for k in KINDS)
 
 
 def _flatten(doc, where):

@@ -9,9 +9,8 @@ the predictions of a few test faces, which are recomputed here.
 import os
 
 from . import backend
+from .config import KINDS
 from .stamps import write_json_atomic
-
-KINDS = ("axis", "two-probe", "co2")
 
 
 def curves(ev, depth_trees=16):

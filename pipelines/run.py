@@ -3,7 +3,7 @@
 The stages form a Dask graph (``dask.delayed``, one node per stage, per forest
 kind for train and evaluate)::
 
-    data -> extract -> select -> train:{axis,two-probe,co2} -> evaluate:{...}
+    data -> extract -> select -> train:{axis,two-probe,co2,co2-best} -> evaluate:{...}
          -> figures -> report
 
 Asking for a stage runs what it depends on first; stages whose stamp is up to

@@ -3,7 +3,9 @@
 As in the paper: q for the axis-aligned forest from {p^0.5, ..., p^0.9}; then
 CO2's nu and eta with that q; the number of sampled pairs for two-probe; and for
 each, the prior-reweighting exponent alpha (``p * s**-alpha``; 1 is the
-paper's full reweighting).  Every setting trains a small forest
+paper's full reweighting).  Our CO2 variant ``co2-best`` (each node starts
+from the better of the best univariate and the best two-probe split) reuses
+q, nu and eta chosen for ``co2`` (one setting; its alpha is selected).  Every setting trains a small forest
 (``[select] n_trees`` trees of ``max_samples`` windows each, from the same
 training windows as the final forests) and is scored on the validation images
 for every alpha in one inference pass.  The best (setting, alpha) by
@@ -14,7 +16,7 @@ import itertools
 import time
 
 from . import backend, scoring
-from .config import q_features
+from .config import KINDS, is_co2, q_features
 
 
 def grids(cfg, full=False):
@@ -26,6 +28,7 @@ def grids(cfg, full=False):
         "two-probe": [{"n_pairs": n} for n in s[pre + "two_probe_pairs"]],
         "co2": [{"nu": float(nu), "eta": float(eta)}
                 for nu, eta in itertools.product(s[pre + "co2_nu"], s[pre + "co2_eta"])],
+        "co2-best": [{}],  # q, nu, eta: those chosen for co2
     }
 
 
@@ -35,7 +38,7 @@ def estimator_params(cfg, kind, setting):
     params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k != "q"})
     setting = dict(setting)
     q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))
-    if kind in ("axis", "co2") and q is not None:
+    if (kind == "axis" or is_co2(kind)) and q is not None:
         params["max_features"] = q_features(q)
     params.update(setting)
     return params
@@ -49,7 +52,7 @@ def selection_params(cfg, kind, setting, n_pool):
     full = min(cfg["forest"].get("max_samples") or n_pool, n_pool)
     small = min(cfg["select"]["max_samples"], n_pool)
     params["max_samples"] = small
-    if kind == "co2" and "oblique_min_samples" in params:
+    if is_co2(kind) and "oblique_min_samples" in params:
         params["oblique_min_samples"] = max(
             2, int(round(params["oblique_min_samples"] * small / max(full, 1))))
     return params
@@ -77,11 +80,13 @@ def run_selection(cfg, ws, records, full=False, log=print):
     n = sel["n_trees"]
     grid = grids(cfg, full)
     rows, chosen = [], {}
-    for kind in ("axis", "two-probe", "co2"):
+    for kind in KINDS:
         best = None
         settings = grid[kind]
         if kind == "co2":
             settings = [{"q": chosen["axis"]["q"], **s} for s in settings]
+        elif kind == "co2-best":
+            settings = [{k: chosen["co2"][k] for k in ("q", "nu", "eta")}]
         for setting in settings:
             params = selection_params(cfg, kind, setting, len(ws.y))
             est = backend.make_estimator(kind, params, n, seed, workers)
@@ -118,14 +123,14 @@ def run_selection(cfg, ws, records, full=False, log=print):
 def chosen_from_config(cfg):
     """The settings used when selection is off: straight from the config."""
     out = {}
-    for kind in ("axis", "two-probe", "co2"):
+    for kind in KINDS:
         sec = cfg[f"forest.{kind}"]
         c = {"alpha": float(cfg["evaluate"]["alpha"])}
-        if kind in ("axis", "co2"):
+        if kind == "axis" or is_co2(kind):
             c["q"] = sec["q"]
         if kind == "two-probe" and "n_pairs" in sec:
             c["n_pairs"] = sec["n_pairs"]
-        if kind == "co2":
+        if is_co2(kind):
             c.update({k: sec[k] for k in ("nu", "eta") if k in sec})
         out[kind] = c
     return out

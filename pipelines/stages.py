@@ -177,11 +177,10 @@ def run_extract(ctx):
 
 def _select_config(ctx):
     c = ctx.cfg
-    return {k: c[k] for k in ("select", "forest", "forest.axis", "forest.two-probe",
-                              "forest.co2")} | {"mode": c["evaluate"]["mode"],
-                                                "alpha": c["evaluate"]["alpha"],
-                                                "seed": c["run"]["seed"],
-                                                "full_grid": ctx.full_grid}
+    keys = ("select", "forest") + tuple(f"forest.{k}" for k in KINDS)
+    return {k: c[k] for k in keys} | {"mode": c["evaluate"]["mode"],
+                                      "alpha": c["evaluate"]["alpha"],
+                                      "seed": c["run"]["seed"], "full_grid": ctx.full_grid}
 
 
 def run_select(ctx):

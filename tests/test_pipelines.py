@@ -326,7 +326,7 @@ def _fake_eval(kind, base, alpha):
 
 def test_report_renders_only_from_files(tmp_path):
     run_dir = tmp_path / "reports" / "runs" / "faces300w-default"
-    for k, base in (("axis", 20.0), ("two-probe", 22.0), ("co2", 25.0)):
+    for k, base in (("axis", 20.0), ("two-probe", 22.0), ("co2", 25.0), ("co2-best", 21.0)):
         stamps.write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
         stamps.write_json_atomic(run_dir / f"train-{k}.json", {
             "n_trees": 32, "fit_seconds": 64.0, "tree_seconds": [1.0] * 32,
@@ -354,8 +354,11 @@ def test_report_renders_only_from_files(tmp_path):
     assert "+5.00 and +3.00 Jaccard points" in text  # 26.6 - 21.6, 26.6 - 23.6
     assert "The paper's η = 1e-4 gives 43.00% against 42.00%" in text
     assert "| Random forest (axis-aligned) | 0.5 | 21.60 | 23.20 | 32.28 / 34.61 |" in text
-    assert "| CO2 forest | 1 | 24.00 | 24.00 | 40.33 / 42.55 |" in text
+    assert "| CO2 forest (paper's univariate init) | 1 | 24.00 | 24.00 | 40.33 / 42.55 |" in text
+    assert "| CO2 + two-probe init (ours) | 0.5 | 22.60 | 24.20 | (not in the paper) |" in text
     assert "co2 > two-probe > axis (as in the paper)" in text
+    # the extension is checked against the same claim on its own line
+    assert "two-probe > co2-best > axis (not the paper’s order)" in text
     assert "+23.1%" in text                       # 26.6 / 21.6 - 1 at 16 trees
     assert "300-W" in text and "1107 training images" in text
     row = "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 1.0 MB | 28 ms (50 ms) |"
@@ -398,12 +401,15 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
     for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
               "time-co2.json", "eval-axis.json", "eval-two-probe.json", "eval-co2.json",
-              "results.md",
+              "eval-co2-best.json", "time-co2-best.json", "results.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
-    for k in ("axis", "two-probe", "co2"):
+    for k in ("axis", "two-probe", "co2", "co2-best"):
         for n in (2, 4):
             assert (tmp_path / "models" / "faces-smoke" / f"{k}-{n}" / "model.json").is_file()
+    best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
+    assert best.kind == "co2" and best.params["init"] == "best"
+    assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
     ev = json.loads((rdir / "eval-co2.json").read_text())
     assert set(ev["trees"]) == {"2", "4"}
     assert ev["n_images"] == 3
