@@ -136,11 +136,15 @@ def bench_inference(args):
             if kind == "co2" and args.skip_co2:
                 continue
             variants = [("per-pixel", 0)] + ([("fft-top", args.fft_levels)] if kind == "co2"
-                                             else [("general-kernel", 0)])
+                                             else [("blocks-of-4-rows", 0),
+                                                   ("general-kernel", 0)])
             for label, fft in variants:
                 # "general-kernel": axis / two-probe forests through the general
                 # (CO2-capable) kernel instead of the integer fast path, for comparison
                 inference.FAST_PATH = label != "general-kernel"
+                # "blocks-of-4-rows": the fast kernel with small row blocks (each tree
+                # is reloaded for every block) instead of one block per thread
+                inference.FAST_BLOCK_ROWS = 4 if label == "blocks-of-4-rows" else None
                 predict_image(model, images[0], mode=args.mode, fft_levels=fft,
                               n_trees=n_trees)  # compile / warm up
                 times, cpu = [], []
@@ -171,6 +175,7 @@ def bench_inference(args):
                 out["results"].append(row)
                 print(json.dumps(row), flush=True)
     inference.FAST_PATH = True
+    inference.FAST_BLOCK_ROWS = None
     return out
 
 

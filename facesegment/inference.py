@@ -120,6 +120,7 @@ def strict_region(shape):
 
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
+FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
 
 
 def _fast_args(model, image, n_trees):
@@ -315,7 +316,7 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
             buf = np.zeros(img.size + F.SLACK, dtype=np.uint8)  # room to read past x1
             buf[:img.size] = img
             # one block of rows per thread: each tree stays in a core's cache
-            block = -(-(y1 - y0) // max(1, numba.get_num_threads()))
+            block = FAST_BLOCK_ROWS or -(-(y1 - y0) // max(1, numba.get_num_threads()))
             F.dense_proba_fast(buf, rowstride, y0, y1, x0, x1, roots_f, steps, rec, two,
                                tree[2], out, block)
         else:
