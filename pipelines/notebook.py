@@ -51,12 +51,12 @@ def main(argv=None):
                    help="run folder under reports/runs/ whose results and figures are shown "
                         "(default: %(default)s)")
     p.add_argument("--model", default=None,
-                   help="model folder (default: models/RUN/co2-32)")
+                   help="model folder (default: models/RUN/co2-best-32, our CO2 variant)")
     p.add_argument("--test", default="../shared/data/faces300w/test",
                    help="folder of labelled test faces (default: %(default)s)")
     p.add_argument("--faces", type=int, default=4, help="faces to segment (default: 4)")
     args = p.parse_args(argv)
-    model = Path(args.model or ROOT / "models" / args.run / "co2-32").resolve()
+    model = Path(args.model or ROOT / "models" / args.run / "co2-best-32").resolve()
     if not (model / "model.json").exists():
         print(f"notebook: error: {model} is not a model folder (run `make all` first or "
               "pass --model)", file=sys.stderr)
