@@ -181,3 +181,213 @@ def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
         ls[i] = y[idx[order[i]]]
     tot = class_counts(y, idx, n_classes)
     return scan_sorted(vs, ls, tot, min_leaf, xlogx_table(m))
+
+
+# ---------------------------------------------------------------------------
+# Building blocks of the uint8 split kernels (axis.py, twoprobe.py).
+#
+# A node's candidate columns are first copied into a feature-major buffer
+# (``gather_columns``), so each candidate's values are read contiguously and
+# its class histogram (n_bins x n_classes int32, 8-16 KB) stays in L1.  The
+# scans below reproduce the floating-point operations of ``scan_histogram``
+# (per-bin updates, nodes with >= HIST_MIN_SAMPLES samples) and ``scan_sorted``
+# (per-sample updates in stable sorted order, smaller nodes: ``scan_codes``) operation by
+# operation, so the kernels return bit-identical gains and the same split:
+# the best is carried across candidates with ``gain > best_gain`` in the
+# candidates' order.  The division by n is only done when the undivided gain
+# exceeds the current best's (division by n > 0 is monotone, so no candidate
+# that the old comparison would keep is skipped).
+# ---------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def gather_columns(X, idx, s0, s1, feats, T):
+    """``T[j, i - s0] = X[idx[i], feats[j]]`` for ``s0 <= i < s1`` (feature-major copy).
+
+    Rows are copied 32 at a time into a contiguous buffer first (a streaming
+    copy), then transposed from there (a cache-resident gather).
+    """
+    nf = feats.shape[0]
+    p = X.shape[1]
+    R = np.empty((32, p), dtype=X.dtype)
+    for i0 in range(s0, s1, 32):
+        i1 = min(i0 + 32, s1)
+        for i in range(i0, i1):
+            src = X[idx[i]]
+            dst = R[i - i0]
+            for f in range(p):
+                dst[f] = src[f]
+        for j in range(nf):
+            f = feats[j]
+            for i in range(i0, i1):
+                T[j, i - s0] = R[i - i0, f]
+
+
+@njit(cache=True, nogil=True)
+def node_labels(y, idx):
+    """``y[idx]`` as int32 (m,)."""
+    m = idx.shape[0]
+    lab = np.empty(m, dtype=np.int32)
+    for i in range(m):
+        lab[i] = y[idx[i]]
+    return lab
+
+
+@njit(cache=True, nogil=True)
+def entropy_terms(tot, n, flog):
+    """``(parent, s_r0)``: ``s_r0 = sum_c F(tot[c])`` and ``parent = F(n) - s_r0``."""
+    s_r0 = 0.0
+    for c in range(tot.shape[0]):
+        s_r0 += flog[tot[c]]
+    return flog[n] - s_r0, s_r0
+
+
+@njit(cache=True, nogil=True)
+def delta_xlogx_table(flog):
+    """``dflog[k] = flog[k + 1] - flog[k]`` (the per-sample updates of scan_sorted)."""
+    n = flog.shape[0] - 1
+    out = np.empty(max(n, 1), dtype=np.float64)
+    for k in range(n):
+        out[k] = flog[k + 1] - flog[k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
+                    best_raw, best_gain):
+    """``scan_histogram``'s arithmetic on one candidate; clears ``hist`` and ``cnt``.
+
+    ``cnt[b]`` is the number of samples in bin ``b`` (the row sums of hist).
+    Returns ``(b_best, b_next, raw, gain)``: ``b_best`` is the first bin whose
+    gain beats ``best_gain`` and is maximal for this candidate (-1 when none
+    beats it), ``b_next`` the next non-empty bin.  ``min_leaf >= 1``.
+    """
+    n_bins, n_classes = hist.shape
+    for c in range(n_classes):
+        left[c] = 0
+    s_l = 0.0
+    s_r = s_r0
+    nl = 0
+    b_best = -1
+    b_next = -1
+    pending = False
+    b = 0
+    while b < n_bins:
+        bt = cnt[b]
+        if bt == 0:
+            b += 1
+            continue
+        if pending:
+            b_next = b
+            pending = False
+        for c in range(n_classes):
+            k = hist[b, c]
+            if k:
+                cl = left[c]
+                cr = tot[c] - cl
+                s_l += flog[cl + k] - flog[cl]
+                s_r += flog[cr - k] - flog[cr]
+                left[c] = cl + k
+                hist[b, c] = 0
+        cnt[b] = 0
+        b += 1
+        nl += bt
+        nr = n - nl
+        if nr < min_leaf:
+            break
+        if nl < min_leaf:
+            continue
+        raw = parent - (flog[nl] - s_l) - (flog[nr] - s_r)
+        if raw > best_raw:
+            gain = raw / n
+            if gain > best_gain:
+                best_gain = gain
+                best_raw = raw
+                b_best = b - 1
+                pending = True
+    while b < n_bins:  # bins after the break: clear for the next candidate
+        if cnt[b]:
+            cnt[b] = 0
+            for c in range(n_classes):
+                hist[b, c] = 0
+        b += 1
+    return b_best, b_next, best_raw, best_gain
+
+
+@njit(cache=True, nogil=True)
+def radix_sort_codes(codes, m, shift, tmp, out, c1, c2):
+    """Stable sort of ``codes[:m]`` by ``codes >> shift`` (a 9-bit key), into ``out``.
+
+    Two LSD passes of 5 and 4 bits; ``tmp`` is scratch, ``c1`` (32,) and ``c2``
+    (16,) int32 counters.  Samples with equal keys keep their order.
+    """
+    c1[:] = 0
+    c2[:] = 0
+    for i in range(m):
+        d = codes[i] >> shift
+        c1[d & 31] += 1
+        c2[d >> 5] += 1
+    pos = 0
+    for b in range(32):
+        c = c1[b]
+        c1[b] = pos
+        pos += c
+    pos = 0
+    for b in range(16):
+        c = c2[b]
+        c2[b] = pos
+        pos += c
+    for i in range(m):
+        v = codes[i]
+        b = (v >> shift) & 31
+        tmp[c1[b]] = v
+        c1[b] += 1
+    for i in range(m):
+        v = tmp[i]
+        b = v >> (shift + 5)
+        out[c2[b]] = v
+        c2[b] += 1
+
+
+@njit(cache=True, nogil=True)
+def scan_codes(codes, m, shift, tot, min_leaf, dflog, flog, parent, s_r0, left,
+               best_raw, best_gain):
+    """``scan_sorted``'s arithmetic on sorted codes ``(value << shift) | label``.
+
+    Returns ``(v_best, v_next, raw, gain)``: the value ending the best split
+    that beats ``best_gain`` (-1 when none) and the next value present.
+    """
+    n_classes = tot.shape[0]
+    mask = (1 << shift) - 1
+    for c in range(n_classes):
+        left[c] = 0
+    s_l = 0.0
+    s_r = s_r0
+    v_best = -1
+    v_next = -1
+    nxt = codes[0]
+    for i in range(m - 1):
+        cur = nxt
+        nxt = codes[i + 1]
+        c = cur & mask
+        cl = left[c]
+        s_l += dflog[cl]
+        s_r -= dflog[tot[c] - cl - 1]
+        left[c] = cl + 1
+        if (cur >> shift) == (nxt >> shift):
+            continue
+        nl = i + 1
+        nr = m - nl
+        if nr < min_leaf:
+            break
+        if nl < min_leaf:
+            continue
+        raw = parent - (flog[nl] - s_l) - (flog[nr] - s_r)
+        if raw > best_raw:
+            gain = raw / m
+            if gain > best_gain:
+                best_gain = gain
+                best_raw = raw
+                v_best = cur >> shift
+                v_next = nxt >> shift
+    return v_best, v_next, best_raw, best_gain

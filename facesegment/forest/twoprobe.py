@@ -4,89 +4,153 @@ At each node the grower samples ``n_pairs`` feature pairs ``(a, b)``, ``a != b``
 this module finds the pair and threshold with the best information gain.  With
 uint8 features the difference lies in -255..255, so a 511-bin class histogram
 per pair gives the exact best threshold without sorting; small nodes
-counting-sort the differences (uint8) or sort them (float features).  Differences are computed in float32
+radix-sort the differences (uint8) or sort them (float features).  The uint8
+kernels first copy the pairs' columns feature-major (see ``_criteria``), and
+reproduce the old kernels' gain arithmetic exactly (same split, same gain).  Differences are computed in float32
 (exact for uint8), as inference computes them.
 """
 
 import numpy as np
 from numba import njit
 
-from ._criteria import class_counts, scan_histogram, scan_sorted, xlogx_table
+from ._criteria import (class_counts, delta_xlogx_table, entropy_terms, gather_columns,
+                        midpoint_threshold, node_labels, radix_sort_codes, scan_bins_clear,
+                        scan_codes,
+                        scan_sorted, xlogx_table)
 
 #: Nodes with at least this many samples use 511-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 512
 
-_EDGES_DIFF = np.arange(-255, 256, dtype=np.float64)
+#: Histogram-path nodes copy their pairs' columns for at most this many samples
+#: at a time (a (n_features_used, chunk) uint8 buffer; about 64 MB at the default).
+CHUNK_BYTES = 64 << 20
 
 
 @njit(cache=True, nogil=True)
-def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, edges):
+def _pair_columns(fa, fb, p):
+    """Sorted distinct features of the pairs and each pair's rows in that list."""
+    slot = np.full(p, -1, dtype=np.int64)
+    for k in range(fa.shape[0]):
+        slot[fa[k]] = 0
+        slot[fb[k]] = 0
+    nf = 0
+    for f in range(p):
+        if slot[f] == 0:
+            slot[f] = nf
+            nf += 1
+    feats = np.empty(nf, dtype=np.int64)
+    for f in range(p):
+        if slot[f] >= 0:
+            feats[slot[f]] = f
+    sa = np.empty(fa.shape[0], dtype=np.int64)
+    sb = np.empty(fa.shape[0], dtype=np.int64)
+    for k in range(fa.shape[0]):
+        sa[k] = slot[fa[k]]
+        sb[k] = slot[fb[k]]
+    return feats, sa, sb
+
+
+@njit(cache=True, nogil=True)
+def _add_pair_hist(Ta, Tb, lab, n, hist, cnt):
+    """Counts of ``x[a] - x[b] + 255`` per class (hist) and in total (cnt)."""
+    for i in range(n):
+        d = np.int32(Ta[i]) - np.int32(Tb[i]) + 255
+        hist[d, lab[i]] += 1
+        cnt[d] += 1
+
+
+@njit(cache=True, nogil=True)
+def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
+    """Histogram path: per-bin gain updates (the arithmetic of ``scan_histogram``).
+
+    The pairs' columns are copied feature-major for ``chunk`` samples at a
+    time; with one chunk each pair's 511 x n_classes histogram is built and
+    scanned while it is in L1, otherwise all histograms are accumulated over
+    the chunks first.
+    """
     m = idx.shape[0]
     q = fa.shape[0]
-    hist = np.zeros((q, 511, n_classes), dtype=np.int32)
-    for i in range(m):
-        row = idx[i]
-        c = y[row]
-        for k in range(q):
-            d = np.int32(X[row, fa[k]]) - np.int32(X[row, fb[k]]) + 255
-            hist[k, d, c] += 1
+    feats, sa, sb = _pair_columns(fa, fb, X.shape[1])
+    lab = node_labels(y, idx)
     tot = class_counts(y, idx, n_classes)
     flog = xlogx_table(m)
+    parent, s_r0 = entropy_terms(tot, m, flog)
+    left = np.zeros(n_classes, dtype=np.int64)
     best_k = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
+    best_raw = -np.inf
+    width = min(m, max(chunk, 1))
+    T = np.empty((feats.shape[0], width), dtype=np.uint8)
+    if m <= width:
+        gather_columns(X, idx, 0, m, feats, T)
+        hist = np.zeros((511, n_classes), dtype=np.int32)
+        cnt = np.zeros(511, dtype=np.int32)
+        for k in range(q):
+            _add_pair_hist(T[sa[k]], T[sb[k]], lab, m, hist, cnt)
+            b0, b1, best_raw, best_gain = scan_bins_clear(
+                hist, cnt, tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
+            if b0 >= 0:
+                best_k = k
+                best_t = midpoint_threshold(np.float64(b0 - 255), np.float64(b1 - 255))
+        return best_k, best_t, best_gain
+    hists = np.zeros((q, 511, n_classes), dtype=np.int32)
+    cnts = np.zeros((q, 511), dtype=np.int32)
+    for s0 in range(0, m, width):
+        s1 = min(s0 + width, m)
+        gather_columns(X, idx, s0, s1, feats, T)
+        for k in range(q):
+            _add_pair_hist(T[sa[k]], T[sb[k]], lab[s0:s1], s1 - s0, hists[k], cnts[k])
     for k in range(q):
-        t, g = scan_histogram(hist[k], tot, m, min_leaf, flog, edges)
-        if g > best_gain:
-            best_gain = g
+        b0, b1, best_raw, best_gain = scan_bins_clear(
+            hists[k], cnts[k], tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
+        if b0 >= 0:
             best_k = k
-            best_t = t
+            best_t = midpoint_threshold(np.float64(b0 - 255), np.float64(b1 - 255))
     return best_k, best_t, best_gain
 
 
 @njit(cache=True, nogil=True)
 def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
+    """Small nodes (< 512 samples): per pair, a stable two-pass radix sort of
+    ``(x[a] - x[b] + 255) << shift | label`` and per-sample gain updates (the
+    arithmetic of ``scan_sorted``)."""
     m = idx.shape[0]
     q = fa.shape[0]
+    feats, sa, sb = _pair_columns(fa, fb, X.shape[1])
+    lab = node_labels(y, idx)
     tot = class_counts(y, idx, n_classes)
     flog = xlogx_table(m)
-    labs = np.empty(m, dtype=np.int32)
-    diffs = np.empty((q, m), dtype=np.int16)  # x[a] - x[b] + 255, gathered row by row
-    for i in range(m):
-        row = idx[i]
-        labs[i] = y[row]
-        for k in range(q):
-            diffs[k, i] = np.int16(np.int32(X[row, fa[k]]) - np.int32(X[row, fb[k]]) + 255)
-    vs = np.empty(m, dtype=np.float32)
-    ls = np.empty(m, dtype=np.int32)
-    start = np.empty(512, dtype=np.int64)
+    dflog = delta_xlogx_table(flog)
+    parent, s_r0 = entropy_terms(tot, m, flog)
+    left = np.zeros(n_classes, dtype=np.int64)
+    shift = 1
+    while (1 << shift) < n_classes:
+        shift += 1
+    T = np.empty((feats.shape[0], m), dtype=np.uint8)
+    gather_columns(X, idx, 0, m, feats, T)
+    codes = np.empty(m, dtype=np.int32)
+    tmp = np.empty(m, dtype=np.int32)
+    srt = np.empty(m, dtype=np.int32)
+    c1 = np.empty(32, dtype=np.int32)
+    c2 = np.empty(16, dtype=np.int32)
     best_k = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
+    best_raw = -np.inf
     for k in range(q):
-        start[:] = 0
-        lo = 510
-        hi = 0
+        Ta = T[sa[k]]
+        Tb = T[sb[k]]
         for i in range(m):
-            d = diffs[k, i]
-            start[d + 1] += 1
-            lo = min(lo, d)
-            hi = max(hi, d)
-        if lo == hi:
-            continue
-        for b in range(lo + 1, hi + 2):
-            start[b] += start[b - 1]
-        for i in range(m):  # stable counting sort
-            d = diffs[k, i]
-            pos = start[d]
-            vs[pos] = np.float32(d - 255)
-            ls[pos] = labs[i]
-            start[d] = pos + 1
-        t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
-        if g > best_gain:
-            best_gain = g
+            codes[i] = ((np.int32(Ta[i]) - np.int32(Tb[i]) + 255) << shift) | lab[i]
+        radix_sort_codes(codes, m, shift, tmp, srt, c1, c2)
+        if m < 2 or (srt[0] >> shift) == (srt[m - 1] >> shift):
+            continue  # constant difference: no split
+        v0, v1, best_raw, best_gain = scan_codes(
+            srt, m, shift, tot, min_leaf, dflog, flog, parent, s_r0, left, best_raw, best_gain)
+        if v0 >= 0:
             best_k = k
-            best_t = t
+            best_t = midpoint_threshold(np.float64(v0 - 255), np.float64(v1 - 255))
     return best_k, best_t, best_gain
 
 
@@ -139,10 +203,12 @@ def best_pair_split(X, y, idx, fa, fb, n_classes, min_samples_leaf=1):
     (a, b, threshold, gain): the best pair (-1, -1 when no pair separates the
     samples), ``x[a] - x[b] <= threshold`` goes left, its information gain.
     """
+    min_samples_leaf = max(int(min_samples_leaf), 1)
     if X.dtype == np.uint8:
         if idx.shape[0] >= HIST_MIN_SAMPLES:
+            n_used = min(X.shape[1], 2 * fa.shape[0])
             k, t, g = _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_samples_leaf,
-                                          _EDGES_DIFF)
+                                          max(CHUNK_BYTES // max(n_used, 1), 512))
         else:
             k, t, g = _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_samples_leaf)
     else:

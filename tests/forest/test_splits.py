@@ -110,7 +110,7 @@ def test_pair_hist_and_sort_paths_agree():
     X, y = _data(rng, 1500, 16, 4, np.uint8)
     idx = np.arange(1500, dtype=np.int64)
     fa, fb = twoprobe.sample_pairs(rng, 16, 30)
-    a = twoprobe._pair_split_hist_u8(X, y, idx, fa, fb, 4, 1, twoprobe._EDGES_DIFF)
+    a = twoprobe._pair_split_hist_u8(X, y, idx, fa, fb, 4, 1, 1 << 30)
     b = twoprobe._pair_split_sorted(X, y, idx, fa, fb, 4, 1)
     assert a[0] == b[0] and a[1] == b[1]
     assert a[2] == pytest.approx(b[2], abs=1e-12)
