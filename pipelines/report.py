@@ -221,6 +221,8 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                      f"image, {tm['oblique_gflops_per_cpu_second']:.2f} GFLOP per CPU second.")
     L.append("")
 
+    L += stage_times(run_dir, h)
+
     # ---- selection
     L.append(f"{h}# Selected settings (validation images, not the test set)")
     L.append("")
@@ -266,6 +268,30 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                 L.append(f"![{p}]({figure_prefix}{p})")
                 L.append("")
     return "\n".join(L) + "\n"
+
+
+def stage_times(run_dir, h="##"):
+    """Markdown: the wall time of every stage of the run, from its stamps."""
+    stamps = []
+    for p in sorted((Path(run_dir) / "stamps").glob("*.json")):
+        try:
+            st = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(st.get("seconds"), (int, float)) and st.get("stage"):
+            stamps.append(st)
+    if not stamps:
+        return []
+    stamps.sort(key=lambda st: st.get("finished", ""))
+    total = sum(st["seconds"] for st in stamps)
+    L = [f"{h}# Run time of the main job", "",
+         f"Wall time of each stage when it last ran (from `stamps/`), in order: "
+         f"**{_secs(total)} in all** ({len(stamps)} stages; a stage that was redone counts "
+         "once, with its last time).", "",
+         "| stage | time | finished (UTC) |", "| --- | ---: | --- |"]
+    L += [f"| {st['stage']} | {_secs(st['seconds'])} | {st.get('finished', '')} |"
+          for st in stamps]
+    return L + [""]
 
 
 def _claim(evals, kinds, sizes, h):

@@ -14,6 +14,7 @@ are then honest); the work inside a stage is parallel (threads, or a
 """
 
 import argparse
+import json
 import sys
 import time
 
@@ -77,6 +78,15 @@ def _expand(names, stages):
     return out
 
 
+def _took(stamp):
+    """`` (took 12.3 s, finished ...)`` from a stage's stamp, or ``""``."""
+    try:
+        st = json.loads(stamp.read_text())
+        return f" (took {st['seconds']:.1f} s, finished {st['finished']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def execute(ctx, stage, force=False, dry_run=False):
     """Run one stage unless its stamp is up to date; return its status."""
     stamp = ctx.reports / "stamps" / f"{stage.name.replace(':', '-')}.json"
@@ -88,7 +98,7 @@ def execute(ctx, stage, force=False, dry_run=False):
             raise
         key = None  # an earlier stage has not written what this one reads yet
     if key is not None and not force and is_up_to_date(stamp, key):
-        ctx.log(f"[{stage.name}] up to date, skipped")
+        ctx.log(f"[{stage.name}] up to date, skipped{_took(stamp)}")
         status[stage.name] = "skipped"
         return "skipped"
     if dry_run:

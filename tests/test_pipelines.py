@@ -410,6 +410,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
     assert best.kind == "co2" and best.params["init"] == "best"
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
+    assert "| train:co2-best |" in (rdir / "results.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())
     assert set(ev["trees"]) == {"2", "4"}
     assert ev["n_images"] == 3
