@@ -37,7 +37,7 @@ DATA_NOTES = {
         "are thin bands drawn from 5 landmarks each, and the lower face ends at the jaw "
         "line and the brows (no forehead). The photos are more varied (pose, "
         "resolution, lighting) than LFW. Absolute scores are therefore not "
-        "comparable with the paper's; the comparison between the three forests is "
+        "comparable with the paper's; the comparison between the forests is "
         "the point."),
     "lfw": (
         "**How this differs from the paper.** Same photos as the paper (LFW) but "
@@ -254,7 +254,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
         from .investigate import markdown
 
         L.append(markdown(inv, heading=h + "#"))
-        L += _findings(evals, kinds, sizes, inv)
+        L += _findings(evals, kinds, sizes, inv, conf)
 
     # ---- figures
     fig_dir = run_dir / "figures"
@@ -323,9 +323,21 @@ def _claim(evals, kinds, sizes, h):
     return L
 
 
-def _findings(evals, kinds, sizes, inv):
+def _oblique_depth(conf):
+    """Where the run's CO2 forests stop making oblique splits (from config.json)."""
+    oms = (conf.get("forest.co2") or {}).get("oblique_min_samples")
+    per_tree = (conf.get("forest") or {}).get("max_samples")
+    if not oms or not per_tree:
+        return ""
+    return (f" This run's CO2 forests make oblique splits down to nodes of {oms:,} windows "
+            f"(1/{per_tree / oms:.0f} of a tree's {per_tree:,}); every oblique level a pixel "
+            "crosses costs a 2883-long dot product at inference (see the cost table).")
+
+
+def _findings(evals, kinds, sizes, inv, conf=None):
     """Sentences comparing the test Jaccard with the window-level study (numbers
     from the files)."""
+    conf = conf or {}
     if not all(k in kinds for k in PAPER_KINDS):
         return []
     n = sizes[0]
@@ -350,9 +362,7 @@ def _findings(evals, kinds, sizes, inv):
         L.append(f"- How deep oblique splits go matters: oblique splits down to nodes of "
                  f"1/160 of a tree's windows give {deep['accuracy']:.2f}% "
                  f"({deep['n_oblique']} oblique splits), only at nodes of ≥ 1/4 of them "
-                 f"{top['accuracy']:.2f}% ({top['n_oblique']}). The pipeline's forests stop at "
-                 "1/32 because every oblique level a pixel crosses costs a 2883-long dot "
-                 "product at inference (see the cost table).")
+                 f"{top['accuracy']:.2f}% ({top['n_oblique']})." + _oblique_depth(conf))
     paper = v.get("CO2 ν=1 η=1e-4 (the paper's)")
     dflt = v.get("CO2 ν=1 η=1e-3 (default)")
     if paper and dflt:

@@ -73,9 +73,14 @@ def fingerprint(path):
 
 
 def stage_key(config_hash, inputs):
-    """Combine a config hash and the fingerprints of the input paths."""
+    """Combine a config hash and the fingerprints of the input paths.
+
+    Paths enter the key relative to the working directory (the repository
+    root), so a moved or re-cloned checkout with the same files is up to date.
+    """
     blob = json.dumps({"config": config_hash,
-                       "inputs": {os.fspath(p): fingerprint(p) for p in sorted(map(str, inputs))}},
+                       "inputs": {os.path.relpath(p): fingerprint(p)
+                                  for p in sorted(map(str, inputs))}},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

@@ -435,3 +435,17 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert run.main(argv2) == 0
     err = capsys.readouterr().err
     assert "[evaluate:axis] running" in err and "[train:axis] up to date" in err
+
+
+def test_stage_key_does_not_depend_on_where_the_checkout_lives(tmp_path, monkeypatch):
+    for root in (tmp_path / "a", tmp_path / "b"):
+        (root / "data").mkdir(parents=True)
+        (root / "data" / "x.txt").write_text("same")
+    keys = []
+    for root in (tmp_path / "a", tmp_path / "b"):
+        monkeypatch.chdir(root)
+        keys.append(stamps.stage_key("cfg", [root / "data" / "x.txt"]))
+        assert keys[-1] == stamps.stage_key("cfg", ["data/x.txt"])
+    assert keys[0] == keys[1]
+    (tmp_path / "b" / "data" / "x.txt").write_text("changed")
+    assert stamps.stage_key("cfg", ["data/x.txt"]) != keys[0]
