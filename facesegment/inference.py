@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _dense_kernels as K
 from . import _fast_kernels as F
+from . import _level_kernels as L
 from ._packing import cached, pack_fast, pack_nodes
 from .classes import HALF, IGNORE, N_CHANNELS, WINDOW
 
@@ -121,6 +122,8 @@ def strict_region(shape):
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
+LEVEL_PATH = True  # forests with oblique nodes: group pixels by node, level by level
+ROW_SLACK = 32  # float32 values the level kernel may read past the padded image
 
 
 def _fast_args(model, image, n_trees):
@@ -319,6 +322,14 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
             block = FAST_BLOCK_ROWS or -(-(y1 - y0) // max(1, numba.get_num_threads()))
             F.dense_proba_fast(buf, rowstride, y0, y1, x0, x1, roots_f, steps, rec, two,
                                tree[2], out, block)
+        elif LEVEL_PATH and fft_levels == 0 and tree[3].shape[0] > 0:
+            # oblique nodes: pixels grouped by node, level by level (a node's
+            # weights are read once per block instead of once per pixel)
+            imgf = np.zeros(img.size + ROW_SLACK, dtype=np.float32)
+            imgf[:img.size] = img
+            block = -(-(y1 - y0) // max(1, numba.get_num_threads()))
+            L.dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, tree[0],
+                                 tree[1], tree[2], tree[3], out, block)
         else:
             K.dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, *tree, out)
     return out

@@ -316,3 +316,27 @@ def test_labels_are_argmax_of_reweighted_probabilities(kinds):
         inside = labels != 255
         np.testing.assert_array_equal(labels[inside], np.argmax(proba, axis=-1)[inside])
         assert np.all(labels[~inside] == 255) and (mode == "strict") == bool(np.any(~inside))
+
+
+@pytest.mark.parametrize("seed", [40, 41])
+def test_level_kernel_equals_reference(seed, monkeypatch):
+    """Forests with oblique nodes: pixels grouped by node, level by level (8, 4 and
+    single dots), against the naive forest and the per-pixel kernel."""
+    from facesegment import inference
+
+    model = random_model(seed, n_trees=4, max_depth=6, kinds=("oblique", "axis", "two-probe"))
+    image = random_image(seed, 37, 41)
+    assert inference.LEVEL_PATH and model.arrays.weights.shape[0] > 0
+    for mode in ("full", "strict"):
+        X, ys, xs = naive.naive_windows(image, mode)
+        for n_trees, max_depth in [(None, None), (3, 2)]:
+            raw = predict_proba_raw(model, image, mode=mode, n_trees=n_trees,
+                                    max_depth=max_depth)
+            ref = naive.naive_forest_proba(model.arrays, X, max_depth=max_depth,
+                                           n_trees=n_trees)
+            np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
+            monkeypatch.setattr(inference, "LEVEL_PATH", False)
+            per_pixel = predict_proba_raw(model, image, mode=mode, n_trees=n_trees,
+                                          max_depth=max_depth)
+            monkeypatch.setattr(inference, "LEVEL_PATH", True)
+            np.testing.assert_allclose(raw, per_pixel, atol=1e-5)
