@@ -69,7 +69,7 @@ def rows():
                         f"CO2 {m['co2_float32_bytes_per_tree'] / 1e6:.1f} MB/tree "
                         f"({m['co2_float16_bytes_per_tree'] / 1e6:.1f} float16)", "CO2 < 100 MB/tree",
                         "bench_forests.py"))
-    for name in ("inference", "inference-faces300w-default"):
+    for name in ("inference", "inference-faces300w-default", "inference-faces300w-default-full"):
         inf = _load(name)
         if not inf:
             continue
@@ -77,7 +77,7 @@ def rows():
                  if inf.get("models") else
                  f"quick depth-16 models, {inf.get('mode', 'strict')} mode")
         for r in inf["results"]:
-            if r.get("method") != "per-pixel":
+            if r.get("method") not in ("default", "per-pixel"):  # per-pixel: older files
                 continue
             extra = ""
             target = "≤ 50 ms at 32 trees" if r["kind"] != "co2" else "≤ 4× FLOP bound"
@@ -88,7 +88,9 @@ def rows():
                         f"{r['ms_per_image']:.0f} ms wall, {r['cpu_ms_per_image_per_core']:.0f} ms "
                         f"CPU / 2 cores (load {r.get('load_average', '?')}){extra}", target,
                         "bench_inference.py" + (f" --models {inf['models']} --mode "
-                                                f"{inf.get('mode')}" if inf.get("models") else "")))
+                                                f"{inf.get('mode')}" if inf.get("models") else "")
+                        + (" --skip-co2" if inf.get("models") and not any(
+                            x["kind"] == "co2" for x in inf["results"]) else "")))
     return out
 
 
