@@ -94,59 +94,59 @@ def _dot8g(imgf, bb, rowstride, wrow):
 
 
 @njit(cache=True, nogil=True)
-def _block(imgf, rowstride, ya, yb, x0, x1, roots, steps, nodes, thr, value, weights, out,
-           inv):
-    width = x1 - x0
-    n = (yb - ya) * width
-    n_classes = value.shape[1]
-    base = np.empty(n, dtype=np.int64)
+def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec, cur, order,
+                 active, bb):
+    """Descend one tree (root ``r``) for the windows at ``base`` level by level.
+
+    ``rec[i, k]`` receives pixel ``i``'s node after ``depth_list[k]`` steps
+    (``depth_list`` increasing); ``cur``, ``order``, ``active`` (n,) and ``bb``
+    (8,) are scratch arrays.
+    """
+    n = base.shape[0]
+    n_d = depth_list.shape[0]
     for i in range(n):
-        base[i] = (ya + i // width) * rowstride + (x0 + i % width) * N_CHANNELS
-    acc = np.zeros((n, n_classes), dtype=np.float32)
-    cur = np.empty(n, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
-    active = np.empty(n, dtype=np.int64)
-    bb = np.empty(8, dtype=np.int64)
-    for t in range(roots.shape[0]):
-        r = roots[t]
-        n_act = 0
-        if nodes[r, LEFT] != r:  # a root that is not a leaf
+        cur[i] = r
+        active[i] = i
+    n_act = n if nodes[r, LEFT] != r else 0
+    k = 0
+    s = 0
+    while k < n_d:
+        while k < n_d and depth_list[k] == s:
             for i in range(n):
-                active[i] = i
-            n_act = n
-        for i in range(n):
-            cur[i] = r
-        s = 0
-        while s < steps and n_act > 0:
+                rec[i, k] = cur[i]
+            k += 1
+        if k == n_d:
+            break
+        if n_act > 0:
             # the active pixels' nodes lie in [lo, hi]: counting sort them by node
             lo = cur[active[0]]
             hi = lo
-            for k in range(n_act):
-                v = cur[active[k]]
+            for q in range(n_act):
+                v = cur[active[q]]
                 lo = min(lo, v)
                 hi = max(hi, v)
             cnt = np.zeros(hi - lo + 2, dtype=np.int64)
-            for k in range(n_act):
-                cnt[cur[active[k]] - lo + 1] += 1
+            for q in range(n_act):
+                cnt[cur[active[q]] - lo + 1] += 1
             for b in range(1, hi - lo + 2):
                 cnt[b] += cnt[b - 1]
-            for k in range(n_act):
-                i = active[k]
+            for q in range(n_act):
+                i = active[q]
                 j = cur[i] - lo
                 order[cnt[j]] = i
                 cnt[j] += 1
             # one node at a time (its pixels are contiguous in ``order``)
-            k = 0
-            while k < n_act:
-                node = cur[order[k]]
-                e = k
+            g = 0
+            while g < n_act:
+                node = cur[order[g]]
+                e = g
                 while e < n_act and cur[order[e]] == node:
                     e += 1
                 o = nodes[node, OBLIQUE]
                 tt = thr[node, THRESHOLD]
                 if o >= 0:
                     wrow = weights[o]
-                    q = k
+                    q = g
                     while q + 8 <= e:
                         for u in range(8):
                             bb[u] = base[order[q + u]]
@@ -170,30 +170,21 @@ def _block(imgf, rowstride, ya, yb, x0, x1, roots, steps, nodes, thr, value, wei
                     o1 = nodes[node, OFF1]
                     o2 = nodes[node, OFF2]
                     mul = thr[node, MUL]
-                    for q in range(k, e):
+                    for q in range(g, e):
                         i0 = order[q]
                         b = base[i0]
-                        v = imgf[b + o1] - mul * imgf[b + o2]
-                        cur[i0] = nodes[node, np.int64(v > tt)]
-                k = e
+                        v1 = imgf[b + o1] - mul * imgf[b + o2]
+                        cur[i0] = nodes[node, np.int64(v1 > tt)]
+                g = e
             # keep the pixels that reached an internal node
             m = 0
-            for k in range(n_act):
-                i = order[k]
+            for q in range(n_act):
+                i = order[q]
                 if nodes[cur[i], LEFT] != cur[i]:
                     active[m] = i
                     m += 1
             n_act = m
-            s += 1
-        for i in range(n):
-            nd = cur[i]
-            for c in range(n_classes):
-                acc[i, c] += value[nd, c]
-    for i in range(n):
-        y = ya + i // width
-        x = x0 + i % width
-        for c in range(n_classes):
-            out[y, x, c] = acc[i, c] * inv
+        s += 1
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -203,15 +194,90 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
 
     ``imgf``: the padded image as float32, flattened (``rowstride`` values per
     row); ``nodes``/``thr``: the general records (leaves point to themselves,
-    ``LEFT``/``RIGHT`` columns 0/1); ``weights`` float32 (n_oblique, 2883).  Each tree
-    is descended at most ``steps`` levels.  Parallel over blocks of
-    ``block_rows`` rows.
+    ``LEFT``/``RIGHT`` columns 0/1); ``weights`` float32 (n_oblique, 2883).
+    Each tree is descended at most ``steps`` levels.  Parallel over blocks of
+    ``block_rows`` rows; per pixel the distributions are added in tree order.
     """
     inv = np.float32(1.0) / np.float32(roots.shape[0])
+    n_classes = value.shape[1]
+    width = x1 - x0
     n_blocks = (y1 - y0 + block_rows - 1) // block_rows
+    depth_list = np.full(1, steps, dtype=np.int64)
     for blk in prange(n_blocks):
         ya = y0 + blk * block_rows
         yb = min(y1, ya + block_rows)
-        _block(imgf, rowstride, ya, yb, x0, x1, roots, steps, nodes, thr, value, weights,
-               out, inv)
+        n = (yb - ya) * width
+        base = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * N_CHANNELS
+        acc = np.zeros((n, n_classes), dtype=np.float32)
+        rec = np.empty((n, 1), dtype=np.int64)
+        cur = np.empty(n, dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
+        active = np.empty(n, dtype=np.int64)
+        bb = np.empty(8, dtype=np.int64)
+        for t in range(roots.shape[0]):
+            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+                         rec, cur, order, active, bb)
+            for i in range(n):
+                nd = rec[i, 0]
+                for c in range(n_classes):
+                    acc[i, c] += value[nd, c]
+        for i in range(n):
+            for c in range(n_classes):
+                out[ya + i // width, x0 + i % width, c] = acc[i, c] * inv
     return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
+                         nodes, thr, value, weights, chunk, preds):
+    """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
+
+    The contract of :func:`facesegment._dense_kernels.sweep_predict` (per-pixel
+    float64 sums in tree order, argmax of ``sums * scales[a]``), with the trees
+    descended level by level as in :func:`dense_proba_levels`; parallel over
+    chunks of ``chunk`` pixels.
+    """
+    n_pix = ys.shape[0]
+    n_classes = value.shape[1]
+    n_d = depth_list.shape[0]
+    n_t = tree_counts.shape[0]
+    n_a = scales.shape[0]
+    n_chunks = (n_pix + chunk - 1) // chunk
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n_pix, lo + chunk)
+        n = hi - lo
+        base = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            base[i] = ys[lo + i] * rowstride + xs[lo + i] * N_CHANNELS
+        sums = np.zeros((n, n_d, n_classes), dtype=np.float64)
+        rec = np.empty((n, n_d), dtype=np.int64)
+        cur = np.empty(n, dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
+        active = np.empty(n, dtype=np.int64)
+        bb = np.empty(8, dtype=np.int64)
+        j = 0
+        for t in range(tree_counts[n_t - 1]):
+            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+                         rec, cur, order, active, bb)
+            for i in range(n):
+                for k in range(n_d):
+                    nd = rec[i, k]
+                    for c in range(n_classes):
+                        sums[i, k, c] += value[nd, c]
+            while j < n_t and tree_counts[j] == t + 1:
+                for i in range(n):
+                    for a in range(n_a):
+                        for k in range(n_d):
+                            best = 0
+                            bv = sums[i, k, 0] * scales[a, 0]
+                            for c in range(1, n_classes):
+                                sv = sums[i, k, c] * scales[a, c]
+                                if sv > bv:
+                                    bv = sv
+                                    best = c
+                            preds[a, k, j, lo + i] = best
+                j += 1
+    return preds

@@ -417,6 +417,13 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         F.sweep_predict_fast(img, rowstride, ys.astype(np.int64), xs.astype(np.int64),
                              roots_f, depths, trees, scales, rec, two, tree[2],
                              max(int(chunk), FAST_CHUNK), preds)
+    elif len(ys) and LEVEL_PATH and fft_levels == 0 and tree[3].shape[0] > 0:
+        imgf = np.zeros(img.size + ROW_SLACK, dtype=np.float32)
+        imgf[:img.size] = img
+        chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
+        L.sweep_predict_levels(imgf, rowstride, ys.astype(np.int64), xs.astype(np.int64),
+                               roots, depths.astype(np.int64), trees.astype(np.int64), scales,
+                               tree[0], tree[1], tree[2], tree[3], chunk_l, preds)
     elif len(ys):
         K.sweep_predict(img, rowstride, ys.astype(np.int64), xs.astype(np.int64), roots,
                         depths, trees, scales, *tree, int(chunk), preds)

@@ -340,3 +340,8 @@ def test_level_kernel_equals_reference(seed, monkeypatch):
                                           max_depth=max_depth)
             monkeypatch.setattr(inference, "LEVEL_PATH", True)
             np.testing.assert_allclose(raw, per_pixel, atol=1e-5)
+    label = np.random.default_rng(seed).integers(0, 8, image.shape[:2]).astype(np.uint8)
+    kw = dict(n_trees_list=[1, 4], max_depth_list=[0, 2, None], alphas=[0.5, 1.0], mode="full")
+    conf = confusion_sweep(model, image, label, **kw)[0]
+    monkeypatch.setattr(inference, "LEVEL_PATH", False)
+    np.testing.assert_array_equal(conf, confusion_sweep(model, image, label, **kw)[0])
