@@ -189,6 +189,35 @@ def bench_inference(args):
     return out
 
 
+def bench_sweep(args):
+    """CO2 confusion sweep (evaluation): level-grouped vs per-pixel kernel."""
+    from facesegment import inference
+    from facesegment.datasets import find_faces, load_face
+
+    if not args.models:
+        sys.exit("--sweep needs --models FOLDER (the pipeline's models)")
+    model = load_models(args.models, max(args.trees))["co2"]
+    faces = [load_face(r) for r in find_faces(DATA / "test")[: args.images]]
+    out = {"models": str(args.models), "images": len(faces), "mode": args.mode,
+           "n_trees_list": args.trees, "alphas": [0.5, 1.0], "results": {}}
+    confs = {}
+    for label, level in (("grouped by node", True), ("per-pixel kernel", False)):
+        inference.LEVEL_PATH = level
+        inference.confusion_sweep(model, faces[0][0], faces[0][1], n_trees_list=[1],
+                                  mode=args.mode)  # compile
+        t0, c0 = time.perf_counter(), time.process_time()
+        confs[label] = [inference.confusion_sweep(model, img, lab, n_trees_list=args.trees,
+                                                  alphas=[0.5, 1.0], mode=args.mode)[0]
+                        for img, lab in faces]
+        out["results"][label] = {"seconds": round(time.perf_counter() - t0, 2),
+                                 "cpu_seconds": round(time.process_time() - c0, 2)}
+        print(label, out["results"][label], flush=True)
+    inference.LEVEL_PATH = True
+    out["identical_confusions"] = bool(all(
+        (a == b).all() for a, b in zip(*confs.values())))
+    return out
+
+
 def _canvas(crop, scale, rng):
     import cv2
 
@@ -281,6 +310,9 @@ def main(argv=None):
     p.add_argument("--mode", choices=("strict", "full"), default="strict",
                    help="pixels predicted: strict (the paper's, 220x220) or full (every pixel)")
     p.add_argument("--skip-co2", action="store_true", help="time axis-aligned and two-probe only")
+    p.add_argument("--sweep", action="store_true",
+                   help="time the CO2 confusion sweep (evaluation) instead, level-grouped vs "
+                        "per-pixel kernel (needs --models)")
     p.add_argument("--out", type=Path, default=None,
                    help="result file (default reports/bench/inference.json, or "
                         "reports/bench/inference-MODELS.json with --models)")
@@ -294,6 +326,9 @@ def main(argv=None):
     if args.detectors:
         res = bench_detectors(args)
         write_json_atomic(ROOT / "reports" / "bench" / "detectors.json", res)
+    elif args.sweep:
+        res = bench_sweep(args)
+        write_json_atomic(args.out or ROOT / "reports" / "bench" / "sweep-co2.json", res)
     else:
         res = bench_inference(args)
         name = f"inference-{args.models.name}.json" if args.models else "inference.json"
