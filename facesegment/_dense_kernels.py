@@ -188,6 +188,19 @@ def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     return total
 
 
+@njit(cache=True, nogil=True, inline="always")
+def argmax_scaled(sums, i, k, scales, a):
+    """The first class of maximal ``sums[i, k, c] * scales[a, c]`` (the sweeps' labels)."""
+    best = 0
+    bv = sums[i, k, 0] * scales[a, 0]
+    for c in range(1, sums.shape[2]):
+        sv = sums[i, k, c] * scales[a, c]
+        if sv > bv:
+            bv = sv
+            best = c
+    return best
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
                   nodes, thr, value, weights, resp, chunk, preds):
@@ -260,14 +273,7 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                     for q in range(min(4, hi - g)):
                         for a in range(n_a):
                             for kk in range(n_d):
-                                best = 0
-                                bv = sums[q, kk, 0] * scales[a, 0]
-                                for c in range(1, n_classes):
-                                    sv = sums[q, kk, c] * scales[a, c]
-                                    if sv > bv:
-                                        bv = sv
-                                        best = c
-                                preds[a, kk, j, g + q] = best
+                                preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a)
                     j += 1
     return preds
 

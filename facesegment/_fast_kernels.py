@@ -30,6 +30,8 @@ blocks of 4 rows, whose trees were reloaded from L3 for every block.
 import numpy as np
 from numba import njit, prange
 
+from ._dense_kernels import argmax_scaled
+
 U = np.uint64
 OFF_BITS = 15
 OFF_MASK = (1 << OFF_BITS) - 1
@@ -228,13 +230,6 @@ def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, s
                 for i in range(npx):
                     for a in range(n_a):
                         for kk in range(n_d):
-                            best = 0
-                            bv = sums[i, kk, 0] * scales[a, 0]
-                            for c in range(1, n_classes):
-                                sv = sums[i, kk, c] * scales[a, c]
-                                if sv > bv:
-                                    bv = sv
-                                    best = c
-                            preds[a, kk, j, lo + i] = best
+                            preds[a, kk, j, lo + i] = argmax_scaled(sums, i, kk, scales, a)
                 j += 1
     return preds

@@ -25,7 +25,7 @@ differently (summation order), so results agree to float tolerance.
 import numpy as np
 from numba import njit, prange
 
-from ._dense_kernels import LEFT, MUL, OBLIQUE, OFF1, OFF2, THRESHOLD
+from ._dense_kernels import LEFT, MUL, OBLIQUE, OFF1, OFF2, THRESHOLD, argmax_scaled
 from .classes import WINDOW, N_CHANNELS
 
 ROW = WINDOW * N_CHANNELS
@@ -271,13 +271,6 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
                 for i in range(n):
                     for a in range(n_a):
                         for k in range(n_d):
-                            best = 0
-                            bv = sums[i, k, 0] * scales[a, 0]
-                            for c in range(1, n_classes):
-                                sv = sums[i, k, c] * scales[a, c]
-                                if sv > bv:
-                                    bv = sv
-                                    best = c
-                            preds[a, k, j, lo + i] = best
+                            preds[a, k, j, lo + i] = argmax_scaled(sums, i, k, scales, a)
                 j += 1
     return preds
