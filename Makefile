@@ -17,7 +17,7 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate notebook bench clean
+.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,9 @@ report: setup  ## Results tables (reports/runs/RUN/results.md and docs/results.m
 
 investigate: setup  ## Window-level study of the split functions (CO2 eta, nu, passes, oblique depth) for the report
 	$(BIN)/python -m pipelines.investigate --run $(or $(NAME),$(notdir $(DATA)),faces300w)-$(or $(PRESET),default)
+
+check-pixels: setup  ## Score a finished run's models on every test pixel, next to its pixel-grid scores
+	$(BIN)/python -m pipelines.check_pixels --run $(or $(NAME),$(notdir $(DATA)),faces300w)-$(or $(PRESET),default)
 
 notebook: setup  ## Execute notebooks/walkthrough.ipynb with the faces300w model and save its outputs
 	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)

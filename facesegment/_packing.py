@@ -8,6 +8,7 @@ few forests, keyed by the identity of the forest's arrays, so a folder of
 images packs once.
 """
 
+import threading
 import weakref
 
 import numpy as np
@@ -18,23 +19,32 @@ from .classes import feature_offsets
 
 _CACHE = {}
 _CACHE_SIZE = 8
+#: Guards ``_CACHE``: worker threads look up, insert and evict concurrently.
+_CACHE_LOCK = threading.Lock()
 
 
 def cached(kind, owner, extra, build):
-    """``build()`` memoised on (kind, the array ``owner``, extra) while ``owner`` lives."""
+    """``build()`` memoised on (kind, the array ``owner``, extra) while ``owner`` lives.
+
+    Thread-safe: the lookup, the insertion and the eviction hold a lock;
+    ``build()`` runs outside it (two threads may build the same value once each).
+    """
     key = (kind, id(owner), extra)
-    hit = _CACHE.get(key)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
     if hit is not None and hit[0]() is owner:
         return hit[1]
     value = build()
     try:
-        _CACHE[key] = (weakref.ref(owner), value)
+        ref = weakref.ref(owner)
     except TypeError:  # pragma: no cover - plain arrays are weak-referenceable
         return value
-    for k in [k for k, v in _CACHE.items() if v[0]() is None]:
-        del _CACHE[k]
-    while len(_CACHE) > _CACHE_SIZE:
-        del _CACHE[next(iter(_CACHE))]
+    with _CACHE_LOCK:
+        _CACHE[key] = (ref, value)
+        for k in [k for k, v in _CACHE.items() if v[0]() is None]:
+            del _CACHE[k]
+        while len(_CACHE) > _CACHE_SIZE:
+            del _CACHE[next(iter(_CACHE))]
     return value
 
 

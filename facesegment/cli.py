@@ -41,7 +41,13 @@ def get_parser():
 
 
 def main(argv=None):
-    """Run the CLI; return the exit status (0 ok, 1 some inputs skipped, 2 error)."""
+    """Run the CLI; return the exit status (0 ok, 1 some inputs skipped, 2 error).
+
+    User mistakes are raised as :class:`FaceSegmentError` where they are found
+    and printed as one line.  As a safety net, an ``OSError`` about a named
+    file (permissions, missing folder, full disk) is printed as one line too;
+    any other exception is a bug and keeps its traceback.
+    """
     parser = get_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
@@ -51,6 +57,12 @@ def main(argv=None):
         return int(args._run(args) or 0)
     except FaceSegmentError as exc:
         print(f"facesegment: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        print(f"facesegment: error: {exc.filename}: {exc.strerror or exc} (check the path, "
+              "its permissions and the free disk space)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("facesegment: interrupted; finished outputs were kept, partial ones removed",

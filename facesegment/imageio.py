@@ -2,9 +2,12 @@
 
 Images become RGB uint8 ``(H, W, 3)``: greyscale is repeated to 3 channels, RGBA
 drops alpha, 16-bit images are scaled to 8 bits.  Label maps are uint8 ``(H, W)``
-with ids 0-7 and 255 for "ignore".
+with ids 0-7 and 255 for "ignore".  Pixels are read as stored; with
+``read_image(path, orient=True)`` a photo is also turned upright by its EXIF
+orientation tag (as viewers show it).
 """
 
+import io
 import os
 
 import cv2
@@ -27,20 +30,81 @@ def _to_uint8(arr):
     return np.clip(arr, 0, 255).astype(np.uint8)
 
 
-def read_image(path):
+def _file_bytes(path, what, missing_fix, empty_fix):
+    """The bytes of the file ``path`` as uint8; DataError naming it when it cannot be read."""
+    if not os.path.exists(path):
+        raise DataError(path, f"{what} does not exist", missing_fix)
+    if os.path.isdir(path):
+        raise DataError(path, f"{what} is a folder, not a file", "give the path of a file")
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise DataError(path, f"cannot read the {what} ({exc.strerror or exc})",
+                        "check that the file is readable (permissions) or delete it") from exc
+    if data.size == 0:
+        raise DataError(path, f"{what} is empty (0 bytes)", empty_fix)
+    return data
+
+
+#: EXIF orientation -> (transpose, flip rows, flip columns) that turn the stored
+#: pixels upright (the transforms of ``PIL.ImageOps.exif_transpose``).
+_ORIENTATIONS = {2: (False, False, True), 3: (False, True, True), 4: (False, True, False),
+                 5: (True, False, False), 6: (True, False, True), 7: (True, True, True),
+                 8: (True, True, False)}
+
+
+def exif_orientation(data):
+    """The EXIF orientation tag (1-8) of an encoded image; 1 when it has none.
+
+    Parameters
+    ----------
+    data : bytes or uint8 array
+        The image file's bytes (JPEG APP1 ``Exif`` segment or PNG ``eXIf`` chunk).
+    """
+    head = bytes(memoryview(data)[:1 << 16])
+    if b"Exif\x00\x00" not in head and b"eXIf" not in head:
+        return 1
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(memoryview(data))) as im:
+            value = im.getexif().get(0x0112, 1)
+    except Exception:  # noqa: BLE001 - bad metadata never makes a readable image unreadable
+        return 1
+    return value if value in _ORIENTATIONS else 1
+
+
+def apply_orientation(img, orientation):
+    """Turn an ``(H, W, ...)`` image upright by an EXIF orientation (1-8)."""
+    transpose, flip_rows, flip_cols = _ORIENTATIONS.get(orientation, (False, False, False))
+    if transpose:
+        img = np.swapaxes(img, 0, 1)
+    if flip_rows:
+        img = img[::-1]
+    if flip_cols:
+        img = img[:, ::-1]
+    return img
+
+
+def read_image(path, orient=False):
     """Read an image file as RGB uint8 ``(H, W, 3)``.
+
+    Parameters
+    ----------
+    path : str or Path
+    orient : bool
+        Turn the image upright by its EXIF orientation tag (photos from
+        phones and cameras).  False (default) returns the pixels as stored,
+        as the label maps of the datasets are drawn on them.
 
     Raises
     ------
     DataError
-        If the file is missing, empty, not an image, or corrupt.
+        If the file is missing, a folder, unreadable (permissions), empty, not
+        an image, or corrupt.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise DataError(path, "image file does not exist", "check the path")
-    if os.path.getsize(path) == 0:
-        raise DataError(path, "image file is empty (0 bytes)", "re-copy or delete it")
-    data = np.fromfile(path, dtype=np.uint8)
+    data = _file_bytes(path, "image file", "check the path", "re-copy or delete it")
     img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     if img is None or img.size == 0:
         raise DataError(path, "not a readable image (corrupt, truncated or not an image)",
@@ -57,6 +121,8 @@ def read_image(path):
     else:
         raise DataError(path, f"unsupported image shape {img.shape}",
                         "use a greyscale, RGB or RGBA image")
+    if orient:
+        img = apply_orientation(img, exif_orientation(data))
     return np.ascontiguousarray(img)
 
 
@@ -70,12 +136,10 @@ def read_label(path, shape=None):
         The image's size; a label map of another size is an error.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise DataError(path, "label map does not exist",
-                        "create it with `facesegment label` or point --labels at the label tree")
-    if os.path.getsize(path) == 0:
-        raise DataError(path, "label map is empty (0 bytes)", "regenerate it with `facesegment label`")
-    lab = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    data = _file_bytes(path, "label map",
+                       "create it with `facesegment label` or point --labels at the label tree",
+                       "regenerate it with `facesegment label`")
+    lab = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     if lab is None:
         raise DataError(path, "label map is not a readable PNG", "regenerate it with `facesegment label`")
     if lab.ndim == 3:

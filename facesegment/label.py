@@ -254,8 +254,9 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
     Returns
     -------
     rows : list of dict
-        One report row per image, in the sorted image order; also written
-        to ``out_dir/label_report.csv``.  When a rerun skips an image whose
+        One report row per image of this run, in the sorted image order; also
+        written to ``out_dir/label_report.csv``, together with the earlier
+        report's rows of images this run did not process (``limit``).  When a rerun skips an image whose
         outputs exist, its row from the previous report is kept (status "ok")
         when there is one, else it gets status "exists".
     """
@@ -278,7 +279,8 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
                         "choose an output folder outside the input tree")
     _check_writable(out_dir)
     _import_dlib()
-    previous = {} if overwrite else read_report(out_dir / REPORT_NAME)
+    earlier = read_report(out_dir / REPORT_NAME)
+    previous = {} if overwrite else earlier
     if limit is not None:
         images = images[: int(limit)]
     tasks = [(str(p), p.relative_to(in_dir).with_suffix("").as_posix()) for p in images]
@@ -315,7 +317,11 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
     finally:
         if cluster is not None:
             cluster.close()
-    write_report(out_dir / REPORT_NAME, rows)
+    # a run over some images (--limit) keeps the earlier rows of the others
+    this_run = {t[0] for t in tasks}
+    kept = [r for img, r in earlier.items() if img not in this_run and r.get("name")]
+    write_report(out_dir / REPORT_NAME,
+                 sorted(kept + rows, key=lambda r: r["name"]) if kept else rows)
     return rows
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import DataError
 from .forest._arrays import FOREST_ARRAY_NAMES, ForestArrays
 
 MODEL_FORMAT_VERSION = 1
@@ -204,54 +205,102 @@ def _write_forest_h5(model, path):
         f.create_dataset("std", data=np.asarray(model.std, np.float32), track_times=False)
 
 
+def check_model_output(path):
+    """Fail early (DataError) when a model cannot be saved as the folder ``path``.
+
+    ``path`` may be new, an empty folder or an existing model folder (which
+    :func:`save_model` replaces); any other file or folder is kept, never
+    replaced.  The parent folder is created and must be writable.
+    """
+    path = Path(path)
+    fix = "choose a writable --out folder, e.g. models/co2-16"
+    if path.exists() and not path.is_dir():
+        raise DataError(path, "exists and is not a model folder", "give a new folder name")
+    try:
+        if path.is_dir() and any(path.iterdir()) and not (path / "model.json").is_file():
+            raise DataError(path, "is a folder that holds no model.json; it would be replaced",
+                            "give a new folder name or an existing model folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.parent / f".{path.name}.probe-{os.getpid()}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise DataError(path, f"cannot write the model ({exc.strerror or exc})", fix) from exc
+
+
 def save_model(model, path):
     """Write ``model`` as a folder ``path`` (``model.json`` + ``forest.h5``), atomically.
 
     The folder is written under a temporary name beside ``path`` and renamed;
-    an existing model at ``path`` is replaced.  ``forest.h5`` holds no
-    timestamps, so the same forest gives the same bytes.
+    an existing model at ``path`` is replaced (any other folder is not: see
+    :func:`check_model_output`).  ``forest.h5`` holds no timestamps, so the
+    same forest gives the same bytes.
+
+    Raises
+    ------
+    DataError
+        When ``path`` cannot be written; nothing is left behind then.
     """
     path = Path(path)
     if model.kind not in KINDS:
         raise ValueError(f"model.kind={model.kind!r} must be one of {', '.join(KINDS)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_model_output(path)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
     try:
-        h5 = tmp / "forest.h5"
-        _write_forest_h5(model, h5)
-        a = model.arrays
-        doc = {
-            "format": MODEL_FORMAT,
-            "format_version": MODEL_FORMAT_VERSION,
-            "kind": model.kind,
-            "params": _jsonable(model.params),
-            "class_names": list(model.class_names),
-            "sampling_factors": [float(s) for s in np.asarray(model.sampling_factors)],
-            "n_trees": a.n_trees, "n_nodes": a.n_nodes, "n_classes": a.n_classes,
-            "n_features": a.n_features, "n_oblique": int(a.weights.shape[0]),
-            "weight_dtype": str(a.weights.dtype),
-            "max_depth": int(a.depth.max()) if a.n_nodes else 0,
-            "provenance": _jsonable(model.provenance),
-            "metrics": _jsonable(model.metrics),
-            "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
-        }
-        with open(tmp / "model.json", "w") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{os.getpid()}"
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        _write_model_folder(model, tmp)
+        _replace_folder(tmp, path)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(path, f"cannot write the model ({exc.strerror or exc})",
+                        "choose a writable --out folder with free space") from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _write_model_folder(model, folder):
+    """Write ``forest.h5`` and ``model.json`` into the (new, empty) ``folder``."""
+    h5 = folder / "forest.h5"
+    _write_forest_h5(model, h5)
+    a = model.arrays
+    doc = {
+        "format": MODEL_FORMAT,
+        "format_version": MODEL_FORMAT_VERSION,
+        "kind": model.kind,
+        "params": _jsonable(model.params),
+        "class_names": list(model.class_names),
+        "sampling_factors": [float(s) for s in np.asarray(model.sampling_factors)],
+        "n_trees": a.n_trees, "n_nodes": a.n_nodes, "n_classes": a.n_classes,
+        "n_features": a.n_features, "n_oblique": int(a.weights.shape[0]),
+        "weight_dtype": str(a.weights.dtype),
+        "max_depth": int(a.depth.max()) if a.n_nodes else 0,
+        "provenance": _jsonable(model.provenance),
+        "metrics": _jsonable(model.metrics),
+        "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
+    }
+    with open(folder / "model.json", "w") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
+def _replace_folder(tmp, path):
+    """Rename ``tmp`` to ``path``, replacing (then removing) an existing ``path``."""
+    old = None
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{os.getpid()}"
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:  # put the previous model back
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def load_model(path, verify=True):

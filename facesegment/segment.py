@@ -1,6 +1,7 @@
 """Segmenting a folder of face photos: detection, LFW-style crop, mapping back.
 
-For each image: if it is not already a 250x250 face crop, detect faces, cut an
+For each image (turned upright by its EXIF orientation, as viewers show
+it): if it is not already a 250x250 face crop, detect faces, cut an
 LFW-style square crop around each (resized to 250x250 bilinearly), segment the
 crop densely in full mode (reflect padding, every pixel predicted), and map the
 class probabilities back onto the original image's pixels (bilinear warp of
@@ -213,7 +214,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector):
 
     t0 = time.perf_counter()
     try:
-        image = read_image(path)
+        image = read_image(path, orient=True)
     except DataError as exc:
         return SegmentResult(name, "unreadable", message=str(exc))
     h, w = image.shape[:2]
@@ -277,8 +278,7 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     if out.resolve() == input_dir.resolve():
         raise DataError(out, "is the input folder", "write the outputs to another folder")
     items = [(str(f), f.relative_to(input_dir).with_suffix("").as_posix()) for f in files]
-    for _, name in items:
-        os.makedirs(os.path.dirname(os.path.join(out, name)) or str(out), exist_ok=True)
+    _make_output_folders(out, {os.path.dirname(name) for _, name in items})
     results = [None] * len(items)
     for i, res in map_tasks(_segment_item, items,
                             args=(model, str(out), alpha, detect, detector),
@@ -287,6 +287,29 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
         results[i] = res
     write_summary_csv(out / "summary.csv", results)
     return results
+
+
+def _make_output_folders(out, subfolders):
+    """Create ``out`` and its ``subfolders`` and check that ``out`` can be written.
+
+    Raises
+    ------
+    DataError
+        Naming the folder that cannot be created or written, before any work.
+    """
+    folder = out
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+        for sub in sorted(subfolders):
+            folder = os.path.join(out, sub)
+            os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise DataError(folder, f"cannot write the outputs here ({exc.strerror or exc})",
+                        "choose a writable OUTPUT_DIR") from exc
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector):

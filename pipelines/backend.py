@@ -65,41 +65,31 @@ def split_dataset(root, labels, n_validation, test_fraction, seed):
     """``(train, validation, test, summary)`` lists of FaceRecord.
 
     ``train/`` and ``test/`` folders are used as given, else a seeded split by
-    person (facesegment.splits).  With a separate label tree (``labels``),
-    images that have no label map (faces the landmark detector missed; its
-    report lists them) are left out and counted in the summary; with labels
-    beside the images a missing label map is an error naming the image.
+    person (facesegment.splits), the same as ``facesegment data splits``: the
+    split is made over every image, labelled or not.  With a separate label
+    tree (``labels``), images the landmark detector missed (its report lists
+    them) are then left out and counted in the summary; any other image
+    without a label map is an error naming it.
     """
     from facesegment import splits
-    from facesegment.datasets import find_faces
 
     try:
+        s = splits.split_dataset(root, labels or None, test_fraction=test_fraction,
+                                 n_validation=n_validation, seed=seed, require_labels=True)
         if not labels:
-            s = splits.split_dataset(root, None, test_fraction=test_fraction,
-                                     n_validation=n_validation, seed=seed)
             return list(s.train), list(s.validation), list(s.test), s.summary()
-        root, labels = Path(root), Path(labels)
-        dropped = 0
-
-        def labelled(recs):
-            nonlocal dropped
-            keep = [r for r in recs if r.label is not None]
-            dropped += len(recs) - len(keep)
-            return keep
-
-        if splits.has_given_splits(root):
-            train = labelled(find_faces(root / "train", labels / "train", require_labels=False))
-            test = labelled(find_faces(root / "test", labels / "test", require_labels=False))
-            s = splits.split_records(train, test=test, n_validation=n_validation, seed=seed)
-        else:
-            recs = labelled(find_faces(root, labels, require_labels=False))
-            s = splits.split_records(recs, test_fraction=test_fraction,
-                                     n_validation=n_validation, seed=seed)
+        # the same split as `facesegment data splits` (computed over every image,
+        # labelled or not), then the faces the labeller skipped are left out
+        every = splits.split_dataset(root, labels, test_fraction=test_fraction,
+                                     n_validation=n_validation, seed=seed,
+                                     require_labels=False)
     except ValueError as exc:
         if isinstance(exc, FaceSegmentError):
             raise
         raise DataError(root, f"cannot be split: {exc}",
                         "change [data] n_validation / test_fraction") from exc
+    dropped = sum(map(len, (every.train, every.validation, every.test))) - sum(
+        map(len, (s.train, s.validation, s.test)))
     return (list(s.train), list(s.validation), list(s.test),
             s.summary() + f"; {dropped} images without a label map left out")
 

@@ -302,6 +302,27 @@ def check_estimator_params(cfg, where="config"):
             if key not in valid:
                 raise ConfigError(f"{where}: [forest] key {key!r} is not a parameter of "
                                   f"{cls.__name__} ({', '.join(sorted(valid))})")
+        _check_estimator_values(cls, kind, {k: cfg["forest"][k] for k in common}
+                                | {k: cfg[f"forest.{kind}"][k] for k in own}, where)
+
+
+def _check_estimator_values(cls, kind, params, where):
+    """Run the estimator's own parameter checks now, not hours later at ``fit``."""
+    from facesegment.forest.base import _resolve_max_features
+
+    try:
+        est = cls(**params)
+        est._check_common()
+        if "max_features" in params:
+            _resolve_max_features(params["max_features"], 2883)
+        if hasattr(est, "co2_params"):
+            est.co2_params()
+        if "n_pairs" in params:
+            n = params["n_pairs"]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"n_pairs={n!r} must be an integer >= 1")
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: [forest] / [forest.{kind}]: {exc}") from None
 
 
 def section_hash(cfg, *sections):

@@ -32,7 +32,7 @@ VARIANTS = [
     ("CO2 ν=1 η=1e-2", "co2", {"nu": 1.0, "eta": 1e-2}),
     ("CO2 ν=10 η=1e-3", "co2", {"nu": 10.0, "eta": 1e-3}),
     ("CO2 ν=0.1 η=1e-3", "co2", {"nu": 0.1, "eta": 1e-3}),
-    ("CO2 ν=1 η=1e-3, 3x SGD passes", "co2", {"nu": 1.0, "eta": 1e-3, "n_passes": 6.0}),
+    ("CO2 ν=1 η=1e-3, 6 SGD passes (default 4)", "co2", {"nu": 1.0, "eta": 1e-3, "n_passes": 6.0}),
     ("CO2 ν=1 η=1e-3, oblique down to nodes of 1/160 of the sample", "co2",
      {"nu": 1.0, "eta": 1e-3, "min_frac": 1 / 160}),
     ("CO2 ν=1 η=1e-3, oblique only at nodes of ≥ 1/4 of the sample", "co2",

@@ -18,7 +18,7 @@ from facesegment.classes import CLASS_NAMES
 
 from .config import KINDS
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 #: The paper's three forests (the claim is about them); co2-best is our extension.
 PAPER_KINDS = ("axis", "two-probe", "co2")
 KIND_NAMES = {"axis": "Random forest (axis-aligned)", "two-probe": "Two-probe forest",
@@ -45,6 +45,16 @@ DATA_NOTES = {
         "values, not 2883), and labelled automatically: dlib's 68-landmark detector, "
         "rendered with the same polygon rules as faces300w, so the ground truth itself "
         "has detector errors. Train and test are split by person."),
+    "lfw-colour": (
+        "**How this differs from the paper.** Same photos as the paper (colour LFW), but "
+        "labelled automatically: dlib's 68-landmark detector, rendered with the polygon "
+        "rules of `facesegment label`, so the ground truth itself has detector errors "
+        "(the paper's own annotations are not public). Train and test are split by person."),
+    "other": (
+        "**How this differs from the paper.** The paper used colour LFW faces with its "
+        "own face-part annotations; this run used another labelled folder, so absolute "
+        "scores are not comparable with the paper's; the comparison between the forests "
+        "is the point."),
 }
 
 
@@ -84,9 +94,18 @@ def _ord(n):
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
-def _data_note(cfg):
-    name = (cfg or {}).get("run_name", "")
-    return DATA_NOTES["lfw"] if "lfw" in name else DATA_NOTES["faces300w"]
+def _data_note(cfg, splits=None):
+    """The "how this differs from the paper" note for the run's data folder."""
+    cfg, splits = cfg or {}, splits or {}
+    root = str(splits.get("root") or (cfg.get("data") or {}).get("path") or "")
+    parts = Path(root.rstrip("/\\")).parts
+    if "faces300w" in parts:
+        return DATA_NOTES["faces300w"]
+    if "lfw-gray" in parts:
+        return DATA_NOTES["lfw"]
+    if splits.get("labels") and "lfw" in {p.lower() for p in parts}:
+        return DATA_NOTES["lfw-colour"]
+    return DATA_NOTES["other"]
 
 
 def render_run(run_dir, figure_prefix="figures/", heading="##"):
@@ -108,8 +127,8 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     L = [f"{h} {run_dir.name}", ""]
     L.append(f"Data: `{splits.get('root', '?')}`"
              + (f" (labels `{splits['labels']}`)" if splits.get("labels") else "")
-             + f": {counts.get('train', '?')} training images, {counts.get('validation', '?')} "
-             f"validation images held out from them for model selection, "
+             + f": {counts.get('train', '?')} training images and {counts.get('validation', '?')} "
+             f"validation images for model selection (held out of the training images), "
              f"{counts.get('test', '?')} test images"
              + (f" (split: {splits['how']})" if splits.get("how") else "")
              + f". Preset `{conf.get('preset', '?')}`: "
@@ -128,7 +147,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                            f"every {_ord(stride)} row) at least 15 px from the border of "
                            "every test image, the same for every forest "
                            "(`[evaluate] pixel_stride`; docs/pipeline.md says why)") + ".")
-    L += ["", _data_note(conf), ""]
+    L += ["", _data_note(conf, splits), ""]
 
     # ---- the paper's table
     for title, which in (("selected α (chosen on validation)", "sel"),

@@ -53,10 +53,10 @@ def get_parser():
                    help="dataset name used in the run folder name (overrides [data] name)")
     p.add_argument("--force", action="append", default=[], metavar="STAGE",
                    help="redo this stage even if up to date (repeatable; 'all' redoes "
-                        "everything; 'train' / 'evaluate' cover the three kinds)")
+                        "everything; 'train' / 'evaluate' / 'time' cover the four kinds)")
     p.add_argument("--full-grid", action="store_true",
                    help="model selection over the full grids ([select] full_* keys)")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=_n_workers, default=None,
                    help="local threads (overrides [run] workers; 0 = all cores)")
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address for the work inside stages "
@@ -64,6 +64,18 @@ def get_parser():
     p.add_argument("--dry-run", action="store_true",
                    help="print which stages would run or be skipped, and stop")
     return p
+
+
+def _n_workers(text):
+    """argparse type of ``--workers``: an integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of threads: give an integer >= 0 (0 = all cores)")
+    return n
 
 
 def _expand(names, stages):
@@ -141,7 +153,14 @@ def _run_after(ctx, stage, force, dry_run, *deps):
 
 
 def main(argv=None, log=None):
-    args = get_parser().parse_args(argv)
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    names = build_stages()
+    for n in args.force:
+        if not _expand([n], names):
+            parser.error(f"--force {n}: no such stage; use one of all, "
+                         + ", ".join(sorted({s.split(':')[0] for s in names}))
+                         + " or a single stage such as train:co2")
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
         cfg = load_config(args.config, args.preset, data=args.data, labels=args.labels,

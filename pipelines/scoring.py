@@ -37,20 +37,20 @@ def grid_label(label, stride, offset=0):
     return out
 
 
-def score_one(record, model, alphas, trees, depths, stride, fft_levels):
+def score_one(record, model, alphas, trees, depths, stride, fft_levels, mode="strict"):
     """Task: the sweep confusion matrices of one face (top level: picklable)."""
     from facesegment.inference import confusion_sweep
 
     image, label = backend.load_face(record)
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
                                          n_trees_list=trees, max_depth_list=depths,
-                                         alphas=alphas, mode="strict", fft_levels=fft_levels)
+                                         alphas=alphas, mode=mode, fft_levels=fft_levels)
     return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
 
 
 def score_model(model, records, tree_counts, alphas, depths=None, per_image_alpha=None,
                 workers=None, scheduler=None, fft_levels=0, desc="evaluate",
-                sweep_trees=(), pixel_stride=1):
+                sweep_trees=(), pixel_stride=1, mode="strict"):
     """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
 
     One pass per image (``facesegment.inference.confusion_sweep``) scores every
@@ -72,7 +72,10 @@ def score_model(model, records, tree_counts, alphas, depths=None, per_image_alph
         Extra forest sizes scored in the same pass (in ``sweep`` only).
     pixel_stride : int
         Score the pixels of a ``stride`` x ``stride`` grid only (1 = every pixel;
-        the paper's protocol); the 15-px border and label 255 are never scored.
+        the paper's protocol); label 255 is never scored.
+    mode : {"strict", "full"}
+        ``"strict"`` (the paper's protocol) leaves the 15-px border unscored;
+        ``"full"`` scores every pixel, border windows padded by reflection.
 
     Returns
     -------
@@ -96,7 +99,7 @@ def score_model(model, records, tree_counts, alphas, depths=None, per_image_alph
     dl = sorted({min(int(d), forest_depth) for d in (depths or [])} | {forest_depth})
     total, per_image, per_image_jac = None, {}, {}
     for _, (name, conf, d_out, t_out) in map_tasks(
-            score_one, records, args=(model, alphas, trees, dl, int(pixel_stride), fft_levels),
+            score_one, records, args=(model, alphas, trees, dl, int(pixel_stride), fft_levels, mode),
             scheduler=scheduler, n_workers=workers, desc=desc, unit="images"):
         total = conf if total is None else total + conf
         jac = jaccard(conf[0, -1, -1])

@@ -76,6 +76,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
     sel = cfg["select"]
     seed = cfg["run"]["seed"]
     workers = cfg["run"]["workers"] or None
+    scheduler = cfg["run"].get("scheduler") or None
     alphas = sel["alphas"]
     n = sel["n_trees"]
     grid = grids(cfg, full)
@@ -89,13 +90,14 @@ def run_selection(cfg, ws, records, full=False, log=print):
             settings = [{k: chosen["co2"][k] for k in ("q", "nu", "eta")}]
         for setting in settings:
             params = selection_params(cfg, kind, setting, len(ws.y))
-            est = backend.make_estimator(kind, params, n, seed, workers)
+            est = backend.make_estimator(kind, params, n, seed, workers, scheduler)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")
             fit_s, _ = backend.fit(est, ws)
             model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
             t0 = time.perf_counter()
             res = scoring.score_model(model, records, [n], alphas, workers=workers,
+                                      scheduler=scheduler, mode=cfg["evaluate"]["mode"],
                                       desc=f"select {kind} {_label(setting)}",
                                       pixel_stride=sel["pixel_stride"])
             table = res["trees"][str(n)]["alpha"]

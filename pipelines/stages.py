@@ -30,7 +30,7 @@ from facesegment.errors import DataError
 
 from . import backend, figs, report, scoring, selection
 from .config import KINDS, run_name
-from .stamps import write_json_atomic, write_text_atomic
+from .stamps import ByContent, fingerprint, write_json_atomic, write_text_atomic
 
 
 @dataclass
@@ -107,7 +107,8 @@ def _data_config(ctx):
 
 def _data_inputs(ctx):
     d = ctx.cfg["data"]
-    return [p for p in (d["path"], d["labels"]) if p and os.path.isdir(p)]
+    # by content: a re-copied dataset (same bytes, new mtimes) is not a new dataset
+    return [ByContent(p) for p in (d["path"], d["labels"]) if p and os.path.isdir(p)]
 
 
 def resolve_data(ctx):
@@ -151,6 +152,10 @@ def run_data(ctx):
     out = ctx.reports / "splits.json"
     write_json_atomic(out, {
         "root": root, "labels": labels, "how": how,
+        # the bytes of the data: every later stage reads splits.json, so editing an
+        # image or a label in place redoes extraction and what follows
+        "fingerprint": {"images": fingerprint(ByContent(root)),
+                        "labels": fingerprint(ByContent(labels)) if labels else None},
         "counts": {"train": len(train), "validation": len(val), "test": len(test)},
         "train": [list(r.__dict__.values()) for r in train],
         "validation": [list(r.__dict__.values()) for r in val],
@@ -192,9 +197,8 @@ def run_select(ctx):
                 "eta and alpha")
         return [ctx.reports / "chosen.json"]
     val = ctx.splits()["validation"]
-    n_img = cfg["select"]["n_images"]
-    if n_img:
-        val = val[:n_img]
+    # a seeded draw, not the first n by name (names group photos by source: AFW first)
+    val = _subset(val, cfg["select"]["n_images"], cfg["run"]["seed"] + 2)
     if not val:
         raise DataError(ctx.reports / "splits.json", "has no validation images",
                         "set [data] n_validation > 0 or [select] enabled = false")
@@ -216,8 +220,10 @@ def _setting(chosen):
 def _train_config(kind):
     def config(ctx):
         c = ctx.cfg
+        chosen = ctx.read_json("chosen.json")[kind]
+        # alpha too: the model folder records it as `segment`'s default
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
-                "chosen": _setting(ctx.read_json("chosen.json")[kind]),
+                "chosen": _setting(chosen), "alpha": chosen["alpha"],
                 "seed": c["run"]["seed"]}
     return config
 
@@ -300,7 +306,7 @@ def _evaluate(kind):
         res = scoring.score_model(model, test, cfg["forest"]["eval_trees"], alphas,
                                   depths=cfg["figures"]["depths"], per_image_alpha=alpha,
                                   sweep_trees=range(1, n + 1),
-                                  pixel_stride=ev["pixel_stride"],
+                                  pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
         res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),

@@ -10,6 +10,9 @@ The stage is up to date when the stamp exists, its ``key`` equals the key the
 stage would compute now, and every recorded output still exists with the
 recorded size.  Input fingerprints use the size and modification time of big
 files and the SHA-256 of small ones, so checking a finished run takes seconds.
+Input data folders are wrapped in :class:`ByContent` and fingerprinted by the
+SHA-256 of every file instead: a re-copied dataset (new modification times,
+same bytes) leaves the run up to date.
 """
 
 import hashlib
@@ -49,8 +52,27 @@ def file_fingerprint(path):
     return f"stat:{st.st_size}:{st.st_mtime_ns}"
 
 
-def tree_fingerprint(root, suffixes=None):
-    """Fingerprint of a folder tree from names, sizes and mtimes (fast: no reads)."""
+class ByContent(str):
+    """A path (``str``) whose fingerprint is its bytes, never its modification times.
+
+    For input data that may be copied or re-mounted between runs: hashing a
+    folder of 13,000 JPEGs (150 MB) takes well under a second.
+    """
+
+
+def _sha256_file(path, h):
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+
+
+def tree_fingerprint(root, suffixes=None, content=False):
+    """Fingerprint of a folder tree from names, sizes and mtimes (fast: no reads).
+
+    With ``content=True`` the files' bytes (SHA-256) replace their mtimes.
+    """
+    if content:
+        return _content_tree_fingerprint(root, suffixes)
     h = hashlib.sha256()
     n = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -65,10 +87,34 @@ def tree_fingerprint(root, suffixes=None):
     return f"tree:{n}:{h.hexdigest()[:24]}"
 
 
-def fingerprint(path):
-    """Fingerprint of a file or folder (None when it does not exist)."""
+def _content_tree_fingerprint(root, suffixes=None):
+    h = hashlib.sha256()
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if suffixes and not fn.lower().endswith(suffixes):
+                continue
+            p = os.path.join(dirpath, fn)
+            h.update(f"{os.path.relpath(p, root)}\0{os.path.getsize(p)}\0".encode())
+            _sha256_file(p, h)
+            n += 1
+    return f"content:{n}:{h.hexdigest()[:24]}"
+
+
+def fingerprint(path, content=False):
+    """Fingerprint of a file or folder (None when it does not exist).
+
+    ``content=True`` (or a :class:`ByContent` path) hashes every byte, so a copy
+    of the same files with new modification times has the same fingerprint.
+    """
+    content = content or isinstance(path, ByContent)
     if os.path.isdir(path):
-        return tree_fingerprint(path)
+        return tree_fingerprint(path, content=content)
+    if content and os.path.isfile(path):
+        h = hashlib.sha256()
+        _sha256_file(path, h)
+        return "sha256:" + h.hexdigest()[:24]
     return file_fingerprint(path)
 
 
@@ -80,7 +126,7 @@ def stage_key(config_hash, inputs):
     """
     blob = json.dumps({"config": config_hash,
                        "inputs": {os.path.relpath(p): fingerprint(p)
-                                  for p in sorted(map(str, inputs))}},
+                                  for p in sorted(inputs, key=str)}},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

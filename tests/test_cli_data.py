@@ -160,3 +160,33 @@ def test_label_cli_reports_misses(lfw_gray, tmp_path, capsys):
     assert (tmp_path / "out" / person.name / (img.stem + "_label.png")).exists()
     report = (tmp_path / "out" / "label_report.csv").read_text()
     assert "Blank/Blank_0001," in report and ",no-face,0,," in report
+
+
+def test_data_splits_bad_person_pattern(tmp_path, capsys):
+    _face(tmp_path / "lfw" / "Ann", "Ann_0001")
+    with pytest.raises(SystemExit) as exc:
+        main(["data", "splits", str(tmp_path / "lfw"), "--person-pattern", "("])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --person-pattern: not a valid regular expression '('" in err
+
+
+def test_label_limit_keeps_earlier_report_rows(tmp_path, capsys, monkeypatch):
+    """`label --limit 1` after a full run keeps the report rows of the other images."""
+    import facesegment.label as label
+    from facesegment.datasets import skipped_by_labeller
+
+    monkeypatch.setattr(label, "_import_dlib", lambda: None)
+    monkeypatch.setattr(label, "detect_landmarks", lambda image, *a: (None, 0, "none"))
+    for name in ("a", "b", "c"):
+        write_png_atomic(tmp_path / "in" / f"{name}.png", np.zeros((8, 8, 3), np.uint8))
+    out = tmp_path / "out"
+    assert main(["label", str(tmp_path / "in"), str(out), "--quiet"]) == 1
+    assert skipped_by_labeller(out) == {"a", "b", "c"}
+    assert main(["label", str(tmp_path / "in"), str(out), "--quiet", "--limit", "1"]) == 1
+    assert "labelled 1 images" in capsys.readouterr().out
+    assert skipped_by_labeller(out) == {"a", "b", "c"}
+    lines = (out / "label_report.csv").read_text().splitlines()
+    assert [ln.split(",")[0] for ln in lines] == ["name", "a", "b", "c"]
+    with pytest.raises(SystemExit):
+        main(["label", str(tmp_path / "in"), str(out), "--limit", "0"])

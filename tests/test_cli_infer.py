@@ -79,3 +79,94 @@ def test_help_texts():
         p = sub.choices[name]
         for action in p._actions:
             assert action.help, f"{name} {action.option_strings} has no help"
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--model", "m", "--data", "d", "--limit", "0"],
+    ["evaluate", "--model", "m", "--data", "d", "--alpha", "-1"],
+    ["evaluate", "--model", "m", "--data", "d", "--alpha", "nan"],
+    ["evaluate", "--model", "m", "--data", "d", "--sweep-trees", "0"],
+    ["evaluate", "--model", "m", "--data", "d", "--sweep-depths", "-1"],
+    ["evaluate", "--model", "m", "--data", "d", "--sweep-alphas", "1", "-0.5"],
+    ["evaluate", "--model", "m", "--data", "d", "--seed", "-1"],
+    ["segment", "in", "out", "--model", "m", "--alpha", "-1"],
+    ["figures", "--model", "m", "--data", "d", "--random-rows", "-1"],
+    ["figures", "--model", "m", "--data", "d", "--depth-trees", "0"],
+])
+def test_bad_numbers_are_usage_errors(argv, capsys):
+    """Bad numbers are refused before any work with argparse's error naming the option."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    option = next(a for a in argv if a.startswith("--") and a not in ("--model", "--data"))
+    assert f"error: argument {option}:" in capsys.readouterr().err
+
+
+def test_test_records_limit_is_one_line_error(tmp_path):
+    from facesegment.commands.evaluate import test_records
+    from facesegment.errors import FaceSegmentError
+
+    _write_faces(tmp_path, n=1, size=36)
+    with pytest.raises(FaceSegmentError, match="--limit 0 must be a positive integer"):
+        test_records(tmp_path, limit=0)
+
+
+def test_evaluate_split_test_with_few_training_faces(tmp_path, model_dir, capsys):
+    """--split test needs no validation images: a small folder still has a test split."""
+    _write_faces(tmp_path / "faces", n=3, size=36)
+    out = tmp_path / "reports"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(tmp_path / "faces"),
+                 "--split", "test", "--out", str(out), "-q", "--workers", "1"]) == 0
+    assert json.loads((out / "axis-3.json").read_text())["n_images"] == 1
+
+
+def test_evaluate_models_with_the_same_folder_name(tmp_path, model_dir, capsys):
+    """a/axis-3 and b/axis-3 both keep their JSON and their summary row."""
+    import shutil
+
+    other = tmp_path / "other" / "axis-3"
+    shutil.copytree(model_dir, other)
+    data = tmp_path / "data"
+    _write_faces(data, n=1, size=36)
+    out = tmp_path / "reports"
+    assert main(["evaluate", "--model", str(model_dir), str(other), "--data", str(data),
+                 "--out", str(out), "-q", "--workers", "1", "--sweep-trees", "1", "99"]) == 0
+    assert "is named 'axis-3-1'" in capsys.readouterr().err
+    assert json.loads((out / "axis-3.json").read_text())["model"] == str(model_dir)
+    res = json.loads((out / "axis-3-1.json").read_text())
+    assert res["model"] == str(other)
+    summary = (out / "summary.md").read_text()
+    assert "| axis-3 (alpha=0.5) |" in summary and "| axis-3-1 (alpha=0.5) |" in summary
+    # --sweep-trees above the model's 3 trees means all 3: labels match the scores
+    assert res["sweep"]["n_trees"] == [1, 3]
+    assert np.shape(res["sweep"]["class_average_jaccard"]) == (1, 1, 2)
+
+
+def test_segment_unwritable_output_is_one_line(tmp_path, model_dir, capsys):
+    src = tmp_path / "photos"
+    write_png_atomic(src / "face.png", np.zeros((250, 250, 3), np.uint8))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    rc = main(["segment", str(src), str(blocker / "out"), "--model", str(model_dir), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert f"{blocker / 'out'}: cannot write the outputs here" in err
+
+
+def test_environment_errors_are_one_line_bugs_keep_tracebacks(monkeypatch, capsys):
+    from facesegment.commands import figures
+
+    def denied(args):
+        raise PermissionError(13, "Permission denied", "/data/locked.h5")
+
+    monkeypatch.setattr(figures, "run", denied)
+    assert main(["figures", "--model", "m", "--data", "d"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: /data/locked.h5: Permission denied" in err
+
+    def bug(args):
+        raise ValueError("a genuine bug")
+
+    monkeypatch.setattr(figures, "run", bug)
+    with pytest.raises(ValueError, match="genuine bug"):
+        main(["figures", "--model", "m", "--data", "d"])

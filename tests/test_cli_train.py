@@ -95,3 +95,25 @@ def test_errors_exit_2_with_one_line(tmp_path, wfile, capsys):
     assert rc == 2 and "--max-samples" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--kind", "axis", "--windows", "w.h5", "--out", "m", "--max-features", "x"])
+
+
+def test_unwritable_out_fails_before_training(tmp_path, wfile, capsys, monkeypatch):
+    from facesegment.forest import AxisAlignedForest
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained although --out cannot be written")
+
+    monkeypatch.setattr(AxisAlignedForest, "fit", no_fit)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "keep.txt").write_text("precious")
+    for out, problem in ((blocker / "m", "cannot write the model"),
+                         (blocker, "exists and is not a model folder"),
+                         (docs, "is a folder that holds no model.json")):
+        rc = main(["train", "--kind", "axis", "--trees", "1", "--windows", str(wfile[0]),
+                   "-q", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and f"{out}: {problem}" in err
+    assert (docs / "keep.txt").read_text() == "precious"

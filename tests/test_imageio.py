@@ -113,3 +113,66 @@ def test_16bit_rgb_scaled_and_reordered(tmp_path):
     out = read_image(tmp_path / "c16.png")
     assert out.dtype == np.uint8
     np.testing.assert_array_equal(out[0, 0], [255, 0, 1])
+
+
+def test_unreadable_file_is_data_error(tmp_path, monkeypatch):
+    """A file that cannot be opened (permissions) is a DataError naming it, not a crash."""
+    path = tmp_path / "locked.png"
+    write_png_atomic(path, _rgb())
+    write_png_atomic(tmp_path / "locked_label.png", np.zeros((12, 10), np.uint8))
+
+    def denied(file, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(file))
+
+    monkeypatch.setattr(np, "fromfile", denied)
+    with pytest.raises(DataError, match=r"locked\.png: cannot read the image file "
+                                        r"\(Permission denied\).*permissions"):
+        read_image(path)
+    with pytest.raises(DataError, match=r"locked_label\.png: cannot read the label map"):
+        read_label(tmp_path / "locked_label.png")
+
+
+def test_folder_named_like_an_image(tmp_path):
+    (tmp_path / "dir.jpg").mkdir()
+    with pytest.raises(DataError, match=r"dir\.jpg: image file is a folder"):
+        read_image(tmp_path / "dir.jpg")
+
+
+def _exif(orientation):
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return exif.tobytes()
+
+
+def test_jpeg_exif_orientation_turns_photo_upright(tmp_path):
+    """Orientation 6 (phones held upright): the stored landscape pixels are shown
+    rotated 90 degrees clockwise; ``orient=True`` reads them that way."""
+    from PIL import Image
+
+    stored = np.zeros((20, 40, 3), np.uint8)  # landscape, as the sensor wrote it
+    stored[:8, :8] = (255, 0, 0)  # red block at the top left
+    Image.fromarray(stored).save(tmp_path / "plain.jpg", quality=95)
+    Image.fromarray(stored).save(tmp_path / "phone.jpg", quality=95, exif=_exif(6))
+    as_stored = read_image(tmp_path / "phone.jpg")
+    np.testing.assert_array_equal(as_stored, read_image(tmp_path / "plain.jpg"))
+    assert as_stored.shape == (20, 40, 3)
+    upright = read_image(tmp_path / "phone.jpg", orient=True)
+    assert upright.shape == (40, 20, 3)
+    np.testing.assert_array_equal(upright, np.rot90(as_stored, k=-1))
+    assert upright[2, -3, 0] > 200 and upright[2, 2, 0] < 50  # top left -> top right
+    np.testing.assert_array_equal(read_image(tmp_path / "plain.jpg", orient=True),
+                                  read_image(tmp_path / "plain.jpg"))
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_exif_orientation_matches_pillow(tmp_path, orientation):
+    from PIL import Image, ImageOps
+
+    path = tmp_path / f"o{orientation}.png"
+    Image.fromarray(_rgb(5, 7, seed=orientation)).save(path, exif=_exif(orientation))
+    with Image.open(path) as im:
+        expected = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    np.testing.assert_array_equal(read_image(path, orient=True), expected)
+    np.testing.assert_array_equal(read_image(path), _rgb(5, 7, seed=orientation))

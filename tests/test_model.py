@@ -105,3 +105,52 @@ def test_bad_folders_fail_clearly(tmp_path, axis_model):
 def test_from_estimator_requires_fitted():
     with pytest.raises(ValueError, match="not fitted"):
         Model.from_estimator(AxisAlignedForest(), "axis")
+
+
+def test_unwritable_path_is_data_error(tmp_path, axis_model):
+    """An --out that cannot be written is one DataError naming it, and nothing is left."""
+    from facesegment.model import check_model_output
+
+    _, _, model = axis_model
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    for path in (blocker / "m", blocker):
+        with pytest.raises(DataError, match=str(path)):
+            check_model_output(path)
+        with pytest.raises(DataError, match=str(path)):
+            save_model(model, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_folder_that_is_not_a_model_is_never_replaced(tmp_path, axis_model):
+    _, _, model = axis_model
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("precious")
+    with pytest.raises(DataError, match="holds no model.json"):
+        save_model(model, folder)
+    assert (folder / "keep.txt").read_text() == "precious"
+    (tmp_path / "empty").mkdir()
+    assert load_model(save_model(model, tmp_path / "empty")).arrays.n_trees == 3
+
+
+def test_failed_rename_keeps_the_previous_model(tmp_path, axis_model, monkeypatch):
+    import os
+
+    _, _, model = axis_model
+    p = save_model(model, tmp_path / "m")
+    before = (p / "forest.h5").read_bytes()
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(src)
+        if len(calls) == 2:  # the new folder onto --out: the disk is full
+            raise OSError(28, "No space left on device", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(DataError, match="m: cannot write the model .No space left"):
+        save_model(model, p)
+    monkeypatch.undo()
+    assert (p / "forest.h5").read_bytes() == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["m"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from facesegment.classes import N_CLASSES
+from facesegment.errors import DataError
 from pipelines import backend, report, run, stamps
 from pipelines.config import ConfigError, load_config, q_features, run_name
 from pipelines.stages import Context, Stage
@@ -84,6 +85,9 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[select]\nalphas = []\n", ["alphas", "non-empty"]),
     ("[select]\nenabled = 1\n", ["enabled", "true or false"]),
     ("[data\n", ["not valid TOML"]),
+    ("[forest]\nmin_samples_leaf = 0\n", ["[forest]", "min_samples_leaf=0", ">= 1"]),
+    ("[forest.co2]\nnu = -1.0\n", ["[forest.co2]", "nu=-1.0", "> 0"]),
+    ("[forest.two-probe]\nn_pairs = 0\n", ["[forest.two-probe]", "n_pairs=0"]),
 ])
 def test_bad_config_names_the_key(tmp_path, text, words):
     with pytest.raises(ConfigError) as err:
@@ -144,6 +148,23 @@ def test_fingerprints_change_with_content(tmp_path):
     (d / "x").write_text("1")
     assert stamps.fingerprint(d) != t0
     assert stamps.fingerprint(tmp_path / "missing") is None
+
+
+def test_data_fingerprint_ignores_mtimes_but_not_bytes(tmp_path):
+    d = tmp_path / "faces"
+    (d / "train").mkdir(parents=True)
+    (d / "train" / "a.jpg").write_bytes(b"jpeg-bytes")
+    (d / "train" / "a_label.png").write_bytes(b"png-bytes")
+    by_content = stamps.fingerprint(stamps.ByContent(d))
+    by_mtime = stamps.fingerprint(d)
+    os.utime(d / "train" / "a.jpg", ns=(1, 1))  # a re-copied dataset: same bytes, new mtime
+    assert stamps.fingerprint(stamps.ByContent(d)) == by_content
+    assert stamps.fingerprint(d) != by_mtime
+    (d / "train" / "a.jpg").write_bytes(b"jpeg-bytez")  # same size, other bytes
+    assert stamps.fingerprint(stamps.ByContent(d)) != by_content
+    f = d / "train" / "a_label.png"
+    assert stamps.fingerprint(f, content=True) == stamps.fingerprint(stamps.ByContent(f))
+    assert stamps.stage_key("c", [stamps.ByContent(d)]) != stamps.stage_key("c", [str(d)])
 
 
 def _fake_stage(name, calls, out_name, deps=(), value=lambda c: c.cfg["extract"]):
@@ -210,6 +231,16 @@ def test_graph_runs_dependencies_in_order_and_only_what_is_needed(tmp_path, monk
     assert sorted(calls) == ["train:axis", "train:co2"]
 
 
+def test_bad_force_and_workers_are_one_line_errors(capsys):
+    for argv in (["--force", "trian", "all"], ["--workers", "-2", "all"],
+                 ["--workers", "many", "all"]):
+        with pytest.raises(SystemExit) as ex:
+            run.main(["--config", str(CONFIG)] + argv)
+        assert ex.value.code == 2
+        err = capsys.readouterr().err
+        assert argv[1] in err and "Traceback" not in err, err
+
+
 def test_no_data_stops_at_once_with_the_way_out(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     rc = run.main(["--config", str(CONFIG), "--data", str(tmp_path / "nope"), "all"])
@@ -228,7 +259,8 @@ def test_no_data_stops_at_once_with_the_way_out(tmp_path, monkeypatch, capsys):
 
 def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
     """Images in person folders, labels in a parallel tree (as `facesegment label`
-    writes them); an image the detector missed has no label and is left out."""
+    writes them); an image the detector missed (in its report) has no label and is
+    left out; the split is the library's."""
     from facesegment.imageio import write_png_atomic
 
     rng = np.random.default_rng(1)
@@ -239,6 +271,11 @@ def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
             write_png_atomic(tmp_path / "img" / f"{name}.png", img)
             if (p, i) != (5, 1):
                 write_png_atomic(tmp_path / "lab" / f"{name}_label.png", lab)
+    # not in the labeller's report: an error naming the image
+    with pytest.raises(DataError, match="Person_5_0002"):
+        backend.split_dataset(tmp_path / "img", tmp_path / "lab", 2, 0.3, 0)
+    (tmp_path / "lab" / "label_report.csv").write_text(
+        "name,status\nPerson_5/Person_5_0002,no-face\n")
     train, val, test, how = backend.split_dataset(tmp_path / "img", tmp_path / "lab", 2,
                                                   0.3, 0)
     assert len(train) + len(val) + len(test) == 11
@@ -246,6 +283,13 @@ def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
     person = lambda r: r.name.split("/")[0]  # noqa: E731
     assert not {person(r) for r in test} & {person(r) for r in train + val}
     assert len(val) == 2
+    # the same split as the library's (and `facesegment data splits`)
+    from facesegment import splits
+
+    ref = splits.split_dataset(tmp_path / "img", tmp_path / "lab", test_fraction=0.3,
+                               n_validation=2, seed=0)
+    for mine, theirs in zip((train, val, test), (ref.train, ref.validation, ref.test)):
+        assert [r.name for r in mine] == [r.name for r in theirs]
     with pytest.raises(Exception, match="n_validation"):
         backend.split_dataset(tmp_path / "img", tmp_path / "lab", 50, 0.3, 0)
 
@@ -309,9 +353,56 @@ def test_scoring_matches_facesegment_evaluate_and_grid(tmp_path):
     assert (g != 255).sum() == 22 * 22 and (g[::3, ::3] == lab[::3, ::3]).all()
     grid = scoring.score_model(model, recs, [3], [0.5], workers=1, pixel_stride=2)
     assert grid["n_pixels"] == 2 * 17 * 17   # 34 x 34 scored pixels -> every 2nd row/col
+    full = scoring.score_model(model, recs, [3], [0.5], workers=1, mode="full")
+    assert full["n_pixels"] == 2 * 64 * 64   # the border is scored too
+
+
+def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
+    from facesegment.datasets import find_faces
+    from facesegment.model import save_model
+    from pipelines import check_pixels, scoring
+
+    data = make_dataset(tmp_path / "f", n_train=2, n_test=2)
+    recs = find_faces(data / "test")
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(400, 2883)).astype(np.uint8)
+    est = backend.make_estimator("axis", {"max_depth": 4, "max_features": 20}, 4, 0, 1)
+    est.fit(X, rng.integers(0, N_CLASSES, size=400))
+    model = _model(est)
+    model.mean, model.std = np.zeros(2883, np.float32), np.ones(2883, np.float32)
+    save_model(model, tmp_path / "models" / "r" / "axis-4")
+    run_dir = tmp_path / "reports" / "runs" / "r"
+    stamps.write_json_atomic(run_dir / "splits.json",
+                             {"test": [list(r.__dict__.values()) for r in recs]})
+    grid = scoring.score_model(model, recs, [2, 4], [0.5, 1.0], workers=1, pixel_stride=2)
+    stamps.write_json_atomic(run_dir / "eval-axis.json", grid | {"alpha": 0.5,
+                                                                 "pixel_stride": 2})
+    res = check_pixels.check_run(run_dir, tmp_path / "models" / "r", workers=1,
+                                 log=lambda m: None)
+    assert list(res) == ["axis"]
+    full = scoring.score_model(model, recs, [2, 4], [0.5, 1.0], workers=1)
+    for n in ("2", "4"):
+        for a in ("0.5", "1.0"):
+            assert res["axis"][n][a] == full["trees"][n]["alpha"][a]["mean_jaccard"]
+            assert res["axis"]["grid"][n][a] == grid["trees"][n]["alpha"][a]["mean_jaccard"]
+    assert res["axis"]["n_pixels"] == 2 * 34 * 34 and res["axis"]["grid_pixel_stride"] == 2
+    # the command: a missing run is one line and exit 2
+    assert check_pixels.main(["--run", "nope"]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- report
+
+@pytest.mark.parametrize("root, labels, note", [
+    ("../shared/data/faces300w", "", "300-W photos"),
+    ("../shared/data/lfw-gray", "data/labels/lfw-gray", "greyscale"),
+    ("data/lfw/lfw", "data/labels/lfw", "colour LFW"),
+    ("/home/me/my-faces", "", "another labelled folder"),
+])
+def test_report_describes_the_data_by_its_folder_not_the_run_name(root, labels, note):
+    text = report._data_note({"run_name": "lfw-default"}, {"root": root, "labels": labels})
+    assert note in text
+
 
 def _fake_eval(kind, base, alpha):
     def summ(v):
@@ -435,6 +526,29 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert run.main(argv2) == 0
     err = capsys.readouterr().err
     assert "[evaluate:axis] running" in err and "[train:axis] up to date" in err
+
+
+def test_recopied_data_is_up_to_date_but_an_edited_image_redoes_extraction(
+        tmp_path, monkeypatch, capsys):
+    data = make_dataset(tmp_path / "faces", n_train=6, n_test=2)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
+            "--workers", "1", "extract"]
+    assert run.main(argv) == 0
+    capsys.readouterr()
+    for p in sorted(data.rglob("*.png")):  # a fresh copy: same bytes, new mtimes
+        os.utime(p, ns=(10**18, 10**18))
+    assert run.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[data] up to date" in err and "[extract] up to date" in err, err
+    from facesegment.imageio import read_image, write_png_atomic
+
+    img = read_image(data / "train" / "face_000.png")
+    img[20:30, 20:30] = 255 - img[20:30, 20:30]  # an image edited in place, same name
+    write_png_atomic(data / "train" / "face_000.png", img)
+    assert run.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[data] running" in err and "[extract] running" in err, err
 
 
 def test_stage_key_does_not_depend_on_where_the_checkout_lives(tmp_path, monkeypatch):

@@ -109,3 +109,61 @@ def test_real_face_in_larger_photo(faces300w, tmp_path):
     labels, faces = segment_image(model, canvas, detect="auto")
     assert faces >= 1 and labels.shape == canvas.shape[:2]
     assert np.all(labels[:40] == 0)  # outside the face crop: background
+
+
+def test_segment_folder_unwritable_output(tmp_path):
+    from facesegment.errors import DataError
+
+    model = random_model(1, n_trees=1, max_depth=2, kinds=("axis",))
+    write_png_atomic(tmp_path / "in" / "a.png", np.zeros((250, 250, 3), np.uint8))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    with pytest.raises(DataError, match=r"blocker/out: cannot write the outputs here"):
+        segment_folder(model, tmp_path / "in", blocker / "out", progress=False)
+
+
+def test_segment_folder_turns_phone_photos_upright(tmp_path):
+    """A photo stored landscape with EXIF orientation 6 is segmented as displayed (portrait)."""
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    stored = np.random.default_rng(0).integers(0, 256, (30, 50, 3), dtype=np.uint8)
+    (tmp_path / "in").mkdir()
+    Image.fromarray(stored).save(tmp_path / "in" / "phone.jpg", quality=95, exif=exif.tobytes())
+    model = random_model(1, n_trees=1, max_depth=2, kinds=("axis",))
+    res = segment_folder(model, tmp_path / "in", tmp_path / "out", detect="never",
+                         progress=False, n_workers=1)
+    assert res[0].status == "ok" and (res[0].width, res[0].height) == (30, 50)
+    assert read_label(tmp_path / "out" / "phone_label.png").shape == (50, 30)
+    assert read_image(tmp_path / "out" / "phone_overlay.png").shape == (50, 30, 3)
+
+
+def test_packing_cache_is_thread_safe():
+    """Worker threads insert into and evict from the packing cache at the same time."""
+    import sys
+    import threading
+
+    from facesegment import _packing
+
+    errors = []
+
+    def work(seed):
+        try:
+            for i in range(2000):
+                _packing.cached("test", np.empty(1), seed, lambda: i)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(_packing._CACHE) <= _packing._CACHE_SIZE

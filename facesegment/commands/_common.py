@@ -1,6 +1,7 @@
 """Argument helpers shared by the subcommands."""
 
 import argparse
+import math
 
 
 def positive_int(text):
@@ -12,6 +13,81 @@ def positive_int(text):
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
+
+
+def nonneg_int(text):
+    """argparse type: an integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def alpha_value(text):
+    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number >= 0 (1 = the paper's prior reweighting, 0 = none), got {text!r}")
+    return v
+
+
+def model_names(paths):
+    """Unique names of model folders: the folder's name, ``NAME-i`` for a repeat.
+
+    Parameters
+    ----------
+    paths : list of str
+        Model folders in command-line order.
+
+    Returns
+    -------
+    list of str
+        One name per path; a name already taken by an earlier path gets the
+        suffix ``-i`` (``i``: the path's position, then higher until unique),
+        so outputs named after models never overwrite each other.
+    """
+    import os
+    from pathlib import Path
+
+    names = []
+    for i, path in enumerate(paths):
+        base = name = Path(os.path.abspath(path)).name
+        k = i
+        while name in names:
+            name, k = f"{base}-{k}", k + 1
+        names.append(name)
+    return names
+
+
+def check_output_folder(path, option):
+    """Create the output folder ``path`` and make sure a file can be written in it.
+
+    Raises
+    ------
+    DataError
+        Naming the folder and ``option`` when it cannot be created or written.
+    """
+    import os
+
+    from ..errors import DataError
+
+    path = os.fspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise DataError(path, f"cannot write to the output folder ({exc.strerror or exc})",
+                        f"choose a writable folder with {option}") from exc
 
 
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",
@@ -36,4 +112,4 @@ def add_test_face_arguments(p, model_help, split_help, seed_help):
     p.add_argument("--labels", metavar="DIR", default=None,
                    help="parallel tree of NAME_label.png (default: beside the images)")
     p.add_argument("--split", choices=("auto", "test", "all"), default="auto", help=split_help)
-    p.add_argument("--seed", type=int, default=0, help=seed_help)
+    p.add_argument("--seed", type=nonneg_int, default=0, help=seed_help)

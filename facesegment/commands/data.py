@@ -4,6 +4,7 @@ import os
 import sys
 import time
 from ..atomic import write_json_atomic
+from ._common import positive_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
 DESCRIPTION = """\
@@ -51,7 +52,8 @@ def add_arguments(p):
     q.add_argument("dir", metavar="DIR", help="folder of images (searched recursively)")
     q.add_argument("--labels", default=None, metavar="DIR",
                    help="parallel label tree (default: NAME_label.png beside each image)")
-    q.add_argument("--workers", type=int, default=None, metavar="N", help="threads (default: all cores)")
+    q.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="threads (default: all cores)")
     q.add_argument("--quiet", action="store_true", help="no progress line")
 
     q = sub.add_parser("render", help="render NAME_label.png from NAME.pts landmark files",
@@ -71,9 +73,22 @@ def add_arguments(p):
                    help="training images held out for model selection (default 100, as in the paper)")
     q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
-    q.add_argument("--person-pattern", default=None, metavar="REGEX",
+    q.add_argument("--person-pattern", type=_regex, default=None, metavar="REGEX",
                    help=r"regex whose first group on the file name is the person, e.g. '^(.+)_\d{4}$'")
     q.add_argument("--out", default=None, metavar="FILE.json", help="write the lists of image names as JSON")
+
+
+def _regex(text):
+    """argparse type: a valid regular expression (returned as given)."""
+    import argparse
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(
+            f"not a valid regular expression {text!r} ({exc}); e.g. '^(.+)_\\d{{4}}$'") from None
+    return text
 
 
 def run(args):

@@ -1,9 +1,11 @@
 """``facesegment evaluate``: Jaccard scores of trained models on labelled test faces."""
 
 import os
+import sys
 import time
 from pathlib import Path
-from ._common import add_parallel_arguments, add_test_face_arguments
+from ._common import (add_parallel_arguments, add_test_face_arguments, alpha_value,
+                      check_output_folder, model_names, nonneg_int, positive_int)
 
 HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
@@ -16,7 +18,8 @@ A class absent from both prediction and ground truth has no Jaccard (null) and
 is left out of the average.
 
 Writes OUT/NAME.json (all numbers, per-image scores) and OUT/NAME.md per model
-and OUT/summary.md (one row per model), and prints the table.
+(NAME: the model's folder name; NAME-i for a later model whose folder has the
+same name) and OUT/summary.md (one row per model), and prints the table.
 
 Test faces: DIR/test when DIR has train/ and test/ folders (faces300w);
 otherwise the test split of DIR by person (--split test, as `facesegment
@@ -33,16 +36,17 @@ def add_arguments(p):
         "which faces: auto = DIR/test if present else all labelled faces; "
         "test = the seeded by-person test split; all = every face (default auto)",
         "seed of the by-person split for --split test (default 0)")
-    p.add_argument("--alpha", type=float, default=None,
+    p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
                         "default: the model's selected alpha, else 1)")
-    p.add_argument("--sweep-alphas", type=float, nargs="*", default=None, metavar="A",
+    p.add_argument("--sweep-alphas", type=alpha_value, nargs="*", default=None, metavar="A",
                    help="also score these alphas in the same pass (reported under 'sweep')")
-    p.add_argument("--sweep-trees", type=int, nargs="*", default=None, metavar="N",
-                   help="also score forests of the first N trees (Figure 4), same pass")
-    p.add_argument("--sweep-depths", type=int, nargs="*", default=None, metavar="D",
+    p.add_argument("--sweep-trees", type=positive_int, nargs="*", default=None, metavar="N",
+                   help="also score forests of the first N trees (Figure 4), same pass; "
+                        "N above the model's number of trees means all of them")
+    p.add_argument("--sweep-depths", type=nonneg_int, nargs="*", default=None, metavar="D",
                    help="also score the trees truncated at depth D (Figure 4), same pass")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/eval", metavar="DIR",
                    help="folder for NAME.json / NAME.md / summary.md (default reports/eval)")
@@ -50,10 +54,21 @@ def add_arguments(p):
 
 
 def test_records(data, labels=None, split="auto", seed=0, limit=None):
-    """The labelled faces to score (see DESCRIPTION)."""
-    from ..datasets import find_faces
-    from ..errors import DataError
+    """The labelled faces to score (see DESCRIPTION).
 
+    Raises
+    ------
+    DataError
+        When ``data`` is not a folder, cannot be split, or holds no test faces.
+    FaceSegmentError
+        When ``limit`` is not a positive integer.
+    """
+    from ..datasets import find_faces
+    from ..errors import DataError, FaceSegmentError
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise FaceSegmentError(f"--limit {limit!r} must be a positive integer "
+                               "(or leave it out to score every test face)")
     data = Path(data)
     if not data.is_dir():
         raise DataError(data, "is not a folder", "give the dataset folder, e.g. "
@@ -61,16 +76,31 @@ def test_records(data, labels=None, split="auto", seed=0, limit=None):
     if split == "auto" and (data / "test").is_dir():
         recs = find_faces(data / "test", Path(labels) / "test" if labels else None)
     elif split == "test":
-        from ..splits import split_dataset
-
-        recs = split_dataset(data, labels, seed=seed).test
+        recs = _test_split(data, labels, seed)
     else:
         recs = find_faces(data, labels)
-    if limit is not None:
-        if limit < 1:
-            raise ValueError(f"--limit {limit} must be >= 1")
-        recs = recs[:limit]
-    return recs
+    if not recs:
+        raise DataError(data, f"has no labelled test faces (--split {split})",
+                        "label the faces or choose another --split")
+    return recs if limit is None else recs[:limit]
+
+
+def _test_split(data, labels, seed):
+    """The by-person test split of ``data`` (the one `facesegment train` leaves out).
+
+    The test split does not depend on the number of validation images, so none
+    are asked for: a folder with few training images still has a test split.
+    """
+    from ..errors import DataError, FaceSegmentError
+    from ..splits import split_dataset
+
+    try:
+        return split_dataset(data, labels, seed=seed, n_validation=0).test
+    except ValueError as exc:
+        if isinstance(exc, FaceSegmentError):
+            raise
+        raise DataError(data, f"cannot split the faces by person ({exc})",
+                        "use --split all, or a dataset with train/ and test/ folders") from exc
 
 
 def run(args):
@@ -79,14 +109,18 @@ def run(args):
     from ..model import load_model
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
+    check_output_folder(args.out, "--out")  # before hours of scoring
     rows = {}
-    for path in args.model:
+    for path, name in zip(args.model, model_names(args.model)):
+        if name != Path(os.path.abspath(path)).name:
+            print(f"evaluate: {path} is named {name!r} in the outputs (another model "
+                  "has the same folder name)", file=sys.stderr)
         model = load_model(path)
-        name = Path(os.path.normpath(path)).name
         alpha = default_alpha(model) if args.alpha is None else args.alpha
         t0 = time.perf_counter()
         res = evaluate_model(model, records, alpha=alpha, sweep_alphas=args.sweep_alphas,
-                             n_trees_list=args.sweep_trees, max_depth_list=args.sweep_depths,
+                             n_trees_list=_sweep_trees(args.sweep_trees, model),
+                             max_depth_list=args.sweep_depths,
                              scheduler=args.scheduler, n_workers=args.workers,
                              progress=not args.quiet, desc=f"evaluate {name}")
         seconds = time.perf_counter() - t0
@@ -105,3 +139,10 @@ def run(args):
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def _sweep_trees(values, model):
+    """``--sweep-trees`` for one model: counts above its number of trees mean all of them."""
+    if values is None:
+        return None
+    return sorted({min(int(v), model.arrays.n_trees) for v in values})

@@ -1,6 +1,7 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
-from ._common import add_parallel_arguments, add_test_face_arguments
+from ._common import (add_parallel_arguments, add_test_face_arguments, alpha_value,
+                      check_output_folder, model_names, nonneg_int, positive_int)
 
 HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
@@ -33,13 +34,13 @@ def add_arguments(p):
         p, "model folders (columns of Figure 3, curves of Figure 4)",
         "which faces (as for `facesegment evaluate`; default auto)",
         "seed of the by-person split and of the random example rows (default 0)")
-    p.add_argument("--alpha", type=float, default=None,
+    p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent (default: each model's selected alpha, else 1)")
-    p.add_argument("--random-rows", type=int, default=3, metavar="N",
+    p.add_argument("--random-rows", type=nonneg_int, default=3, metavar="N",
                    help="random example rows in Figure 3 after the median ones (default 3)")
-    p.add_argument("--depth-trees", type=int, default=16, metavar="N",
+    p.add_argument("--depth-trees", type=positive_int, default=16, metavar="N",
                    help="number of trees of the Jaccard-vs-depth curve (default 16)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="use only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/figures", metavar="DIR",
                    help="output folder (default reports/figures)")
@@ -47,20 +48,13 @@ def add_arguments(p):
 
 
 def run(args):
-    import os
-    from pathlib import Path
-
     from ..figures import make_figures
     from ..model import load_model
     from .evaluate import test_records
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
-    models = {}
-    for path in args.model:
-        name = Path(os.path.normpath(path)).name
-        if name in models:
-            name = f"{name}-{len(models)}"
-        models[name] = load_model(path)
+    check_output_folder(args.out, "--out")
+    models = {name: load_model(path) for path, name in zip(args.model, model_names(args.model))}
     res = make_figures(models, records, args.out, alpha=args.alpha, n_random=args.random_rows,
                        seed=args.seed, depth_trees=args.depth_trees,
                        scheduler=args.scheduler, n_workers=args.workers,

@@ -3,6 +3,8 @@
 import sys
 import time
 
+from ._common import positive_int
+
 HELP = "detect faces and 68 landmarks with dlib and write label maps for a folder of faces"
 DESCRIPTION = """\
 Detect the face (dlib HOG detector) and its 68 landmarks (dlib shape predictor
@@ -41,8 +43,9 @@ def add_arguments(p):
                    help="skip that last low-threshold pass (fewer, but only confident, detections)")
     p.add_argument("--overwrite", action="store_true",
                    help="recompute outputs that already exist (default: skip them and resume)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="only label the first N images (sorted by path), for a quick trial")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                   help="only label the first N images (sorted by path), for a quick trial; "
+                        "the report keeps the rows of images labelled before")
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 

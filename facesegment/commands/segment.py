@@ -1,6 +1,6 @@
 """``facesegment segment``: segment every face photo in a folder."""
 
-from ._common import add_parallel_arguments
+from ._common import add_parallel_arguments, alpha_value
 
 HELP = "segment a folder of face photos into NAME_label.png / NAME_overlay.png"
 DESCRIPTION = """\
@@ -18,6 +18,9 @@ landmarks, 2.2x their extent, as faces300w was made), resized to 250x250, segmen
 (full mode: reflect padding at the border), and mapped back onto the photo;
 pixels outside every face's crop are background.
 
+Photos are turned upright by their EXIF orientation tag (as phones store
+them and viewers show them), so the outputs match the photo as displayed.
+
 Unreadable files and images without a face are reported and skipped; the
 rest is processed.  Exit status 0 when every image was segmented, 1 when some
 were skipped, 2 on an error that stops the run.
@@ -32,7 +35,7 @@ def add_arguments(p):
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="folder for the outputs (created)")
     p.add_argument("--model", "-m", required=True, metavar="MODEL",
                    help="model folder written by `facesegment train`")
-    p.add_argument("--alpha", type=float, default=None,
+    p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent p*s^-alpha (default: the model's "
                         "selected alpha, else 1)")
     p.add_argument("--detect", choices=("auto", "always", "never"), default="auto",
@@ -48,12 +51,12 @@ def add_arguments(p):
 def run(args):
     import sys
 
-    from ..inference import _check_alpha, default_alpha
+    from ..inference import default_alpha
     from ..model import load_model
     from ..segment import segment_folder
 
     model = load_model(args.model)
-    alpha = default_alpha(model) if args.alpha is None else _check_alpha(args.alpha, "--alpha")
+    alpha = default_alpha(model) if args.alpha is None else args.alpha
     results = segment_folder(model, args.input_dir, args.output_dir, alpha=alpha,
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,

@@ -24,7 +24,8 @@ Each tree draws --max-samples windows from the file (with replacement unless
 --no-bootstrap). Trees grow in parallel on --workers local threads or on a Dask
 cluster (--scheduler); the model is identical for a given --seed whatever the
 number of workers. Progress (nodes, depth, seconds per tree, ETA) goes to
-stderr. An existing model at --out is replaced atomically.
+stderr. An existing model at --out is replaced atomically; --out is checked
+before training (writable; a new folder, an empty one or a model folder).
 
 examples:
   facesegment train --kind axis --trees 16 --windows data/windows/train.h5 --out models/axis-16
@@ -163,9 +164,10 @@ def run(args):
     import numpy as np
 
     from ..errors import DataError
-    from ..model import Model, save_model
+    from ..model import Model, check_model_output, save_model
     from ..windows import read_windows
 
+    check_model_output(args.out)  # before any training: --out must be writable
     est = build_estimator(args)
     ws = read_windows(args.windows, load=True)
     X = ws.X.reshape(len(ws.X), -1)
