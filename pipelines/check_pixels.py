@@ -8,6 +8,9 @@ trees next to the grid's numbers from ``eval-<kind>.json`` to
 ``reports/runs/<run>/check-all-pixels.json``.  The default preset scores a 3×3
 grid of pixels (``[evaluate] pixel_stride = 3``) to keep ``make all`` short;
 this check says how much that costs in accuracy of the reported numbers.
+``--alphas 0.5 0.75`` also scores other reweighting exponents (on a run that
+scored every pixel already, e.g. ``PRESET=paper``, that is its only use:
+``--out alphas.json``).
 """
 
 import argparse
@@ -21,7 +24,7 @@ from .config import KINDS
 from .stamps import write_json_atomic
 
 
-def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print):
+def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print, alphas=()):
     """Every-pixel scores of the run's models next to its grid scores.
 
     Parameters
@@ -33,6 +36,9 @@ def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print):
         ``models/<run>`` (reads ``<kind>-<n>`` for the largest evaluated n).
     kinds : list of str
         Kinds to check (those without an evaluation are skipped).
+    alphas : list of float
+        Exponents scored besides the run's selected α and α = 1 (the grid
+        column has only those the evaluation scored).
 
     Returns
     -------
@@ -50,19 +56,20 @@ def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print):
             continue
         ev = json.loads(ev_path.read_text())
         sizes = sorted(int(n) for n in ev["trees"])
-        alphas = sorted({float(ev["alpha"]), 1.0})
+        these = sorted({float(ev["alpha"]), 1.0, *map(float, alphas)})
         model = backend.load_model(model_root / f"{kind}-{max(sizes)}")
         t0 = time.perf_counter()
-        res = scoring.score_model(model, test, sizes, alphas, per_image_alpha=alphas[0],
+        res = scoring.score_model(model, test, sizes, these, per_image_alpha=float(ev["alpha"]),
                                   pixel_stride=1, workers=workers, desc=f"all pixels {kind}")
         secs = time.perf_counter() - t0
         mine = {str(n): {repr(a): res["trees"][str(n)]["alpha"][repr(a)]["mean_jaccard"]
-                         for a in alphas} for n in sizes}
+                         for a in these} for n in sizes}
         grid = {str(n): {repr(a): ev["trees"][str(n)]["alpha"][repr(a)]["mean_jaccard"]
-                         for a in alphas if repr(a) in ev["trees"][str(n)]["alpha"]}
+                         for a in these if repr(a) in ev["trees"][str(n)]["alpha"]}
                 for n in sizes}
         diffs = [abs(mine[n][a] - grid[n][a]) for n in grid for a in grid[n]]
         out[kind] = {**mine, "grid": grid, "n_pixels": res["n_pixels"],
+                     "selected_alpha": float(ev["alpha"]),
                      "grid_pixel_stride": ev.get("pixel_stride", 1),
                      "max_abs_difference": round(max(diffs), 4) if diffs else None,
                      "seconds": round(secs, 1)}
@@ -78,20 +85,26 @@ def main(argv=None):
                    help="run to check (reports/runs/RUN, models/RUN; default: %(default)s)")
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS,
                    help="kinds to check (default: all four)")
+    p.add_argument("--alphas", nargs="+", type=float, default=[], metavar="A",
+                   help="reweighting exponents scored besides the selected one and 1")
+    p.add_argument("--out", default="check-all-pixels.json",
+                   help="file name in reports/runs/RUN (default: %(default)s)")
     p.add_argument("--workers", type=int, default=None, help="threads (default: all cores)")
     args = p.parse_args(argv)
+    if any(not (a >= 0) for a in args.alphas) or "/" in args.out:
+        p.error("--alphas must be >= 0 and --out a plain file name")
     run_dir, model_root = Path("reports/runs") / args.run, Path("models") / args.run
     if not (run_dir / "splits.json").is_file() or not model_root.is_dir():
         print(f"check-pixels: error: {run_dir}/splits.json or {model_root} does not exist "
               f"(run `make all` for that run first)", file=sys.stderr)
         return 2
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    res = check_run(run_dir, model_root, args.kinds, args.workers, log)
+    res = check_run(run_dir, model_root, args.kinds, args.workers, log, args.alphas)
     if not res:
         print(f"check-pixels: error: {run_dir} has no eval-<kind>.json (run `make evaluate`)",
               file=sys.stderr)
         return 2
-    out = run_dir / "check-all-pixels.json"
+    out = run_dir / args.out
     write_json_atomic(out, res)
     log(f"check-pixels: wrote {out}")
     return 0

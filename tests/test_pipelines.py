@@ -378,9 +378,11 @@ def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
     stamps.write_json_atomic(run_dir / "eval-axis.json", grid | {"alpha": 0.5,
                                                                  "pixel_stride": 2})
     res = check_pixels.check_run(run_dir, tmp_path / "models" / "r", workers=1,
-                                 log=lambda m: None)
+                                 log=lambda m: None, alphas=[0.25])
+    assert set(res["axis"]["4"]) == {"0.25", "0.5", "1.0"}  # 0.25 only in the all-pixel scores
+    assert set(res["axis"]["grid"]["4"]) == {"0.5", "1.0"}
     assert list(res) == ["axis"]
-    full = scoring.score_model(model, recs, [2, 4], [0.5, 1.0], workers=1)
+    full = scoring.score_model(model, recs, [2, 4], [0.5, 1.0, 0.25], workers=1)
     for n in ("2", "4"):
         for a in ("0.5", "1.0"):
             assert res["axis"][n][a] == full["trees"][n]["alpha"][a]["mean_jaccard"]
