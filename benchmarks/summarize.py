@@ -10,6 +10,7 @@ so every number it prints comes from one of those commands.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,14 @@ def _load(name):
     return json.loads(p.read_text()) if p.exists() else None
 
 
+def _load_note(load, cores=None):
+    """``"; load 12.4 on 2 cores (...)"`` when other jobs shared the machine."""
+    cores = cores or os.cpu_count()
+    if load is None or load < cores + 0.5:
+        return ""
+    return f"; load {load:.1f} on {cores} cores (other jobs ran too: times pessimistic)"
+
+
 def rows():
     out = []
     ex = _load("extract")
@@ -29,11 +38,13 @@ def rows():
         f = ex["faces300w_train"]
         out.append(("extraction", f"faces300w/train → {f['windows']:,} windows",
                     f"{f['seconds']:.1f} s ({f['windows_per_second']:,.0f} windows/s), "
-                    f"{f['file_mb']:.0f} MB", "< 60 s", "bench_extract.py"))
+                    f"{f['file_mb']:.0f} MB{_load_note(f.get('load_average_before'), ex.get('cpu_count'))}",
+                    "< 60 s", "bench_extract.py"))
         if ex.get("lfw_gray"):
             g = ex["lfw_gray"]
             out.append(("extraction", f"all lfw-gray ({g['images']:,} images) → {g['windows']:,} windows",
-                        f"{g['seconds']:.0f} s ({g['images_per_second']:.0f} images/s)", "",
+                        f"{g['seconds']:.0f} s ({g['images_per_second']:.0f} images/s)"
+                        f"{_load_note(g.get('load_average_before'), ex.get('cpu_count'))}", "",
                         "bench_extract.py"))
     lb = _load("label")
     if lb:
@@ -49,9 +60,12 @@ def rows():
     fo = _load("forests")
     if fo:
         a = fo["axis_vs_sklearn"]
+        mach = fo.get("machine") or {}
+        fl = _load_note(mach.get("load_avg_start", [None])[0], mach.get("cpus"))
         out.append(("axis vs scikit-learn", f"fit, {a['trees']} trees, q={a['q']}, depth {a['max_depth']}, "
                     f"{a['n_train']:,} windows", f"time ratio {a['fit_ratio']:.2f} "
-                    f"({a['fit_seconds']['ours']:.0f} s vs {a['fit_seconds']['sklearn']:.0f} s)",
+                    f"({a['fit_seconds']['ours']:.0f} s vs {a['fit_seconds']['sklearn']:.0f} s, "
+                    f"same run){fl}",
                     "≤ 0.5", "bench_forests.py"))
         out.append(("axis vs scikit-learn", f"predict {a['n_test']:,} windows",
                     f"time ratio {a['predict_ratio']:.2f}; accuracy {a['accuracy']['ours']:.3f} vs "

@@ -153,6 +153,7 @@ SCHEMA = {
     "evaluate": {
         "alpha": (_num(0.0, 4.0), 0.5),
         "extra_alphas": (_list(_num(0.0, 4.0)), [1.0]),
+        "alpha_from": (_str(("final", "selection")), "final"),
         "mode": (_str(("strict", "full")), "strict"),
         "pixel_stride": (_int(1), 3),
         "time_images": (_int(1), 3),

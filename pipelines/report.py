@@ -18,7 +18,7 @@ from facesegment.classes import CLASS_NAMES
 
 from .config import KINDS
 
-REPORT_VERSION = 2
+REPORT_VERSION = 4
 #: The paper's three forests (the claim is about them); co2-best is our extension.
 PAPER_KINDS = ("axis", "two-probe", "co2")
 KIND_NAMES = {"axis": "Random forest (axis-aligned)", "two-probe": "Two-probe forest",
@@ -164,6 +164,8 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
             L.append(f"| {KIND_NAMES[k]} | {a:g} | " + " | ".join(cells)
                      + (f" | {p[0]:.2f} / {p[1]:.2f} |" if p else " | (not in the paper) |"))
         L.append("")
+        if which == "sel":
+            L += _alpha_note(evals, kinds)
 
     # ---- the claim
     L += _claim(evals, kinds, sizes, h)
@@ -297,7 +299,9 @@ def stage_times(run_dir, h="##"):
             st = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(st.get("seconds"), (int, float)) and st.get("stage"):
+        # the report stage itself renders this table: its stamp is the previous report's
+        if (isinstance(st.get("seconds"), (int, float)) and st.get("stage")
+                and st["stage"] != "report"):
             stamps.append(st)
     if not stamps:
         return []
@@ -306,11 +310,30 @@ def stage_times(run_dir, h="##"):
     L = [f"{h}# Run time of the main job", "",
          f"Wall time of each stage when it last ran (from `stamps/`), in order: "
          f"**{_secs(total)} in all** ({len(stamps)} stages; a stage that was redone counts "
-         "once, with its last time).", "",
+         "once, with its last time; the report stage, under a second, is not listed).", "",
          "| stage | time | finished (UTC) |", "| --- | ---: | --- |"]
     L += [f"| {st['stage']} | {_secs(st['seconds'])} | {st.get('finished', '')} |"
           for st in stamps]
     return L + [""]
+
+
+def _alpha_note(evals, kinds):
+    """Where the selected α came from: the final forest on validation, or the selection forests."""
+    fin = {k: evals[k].get("alpha_final_forest") for k in kinds}
+    if not any(fin.values()):
+        return ["α: the one the small selection forests chose on the validation images.", ""]
+    parts = []
+    for k in kinds:
+        f, small = fin[k], evals[k].get("alpha_selection_forests")
+        if f:
+            at_small = f["validation_jaccard"].get(repr(float(small))) if small is not None else None
+            parts.append(f"{KIND_NAMES[k]} {f['alpha']:g} (validation {_f(max(f['validation_jaccard'].values()))}"
+                         + (f"; the selection forests' α = {small:g}: {_f(at_small)}"
+                            if small is not None and float(small) != f["alpha"] else "") + ")")
+    n = next(f for f in fin.values() if f)
+    return [f"α: chosen with each final {n['n_trees']}-tree forest on the {n['n_images']} "
+            f"validation images (`[evaluate] alpha_from = \"final\"`): " + "; ".join(parts) + ".",
+            ""]
 
 
 def _claim(evals, kinds, sizes, h):

@@ -188,6 +188,13 @@ def _select_config(ctx):
                                       "seed": c["run"]["seed"], "full_grid": ctx.full_grid}
 
 
+def validation_records(ctx):
+    """The validation images model selection scores (``[select] n_images`` of them)."""
+    # a seeded draw, not the first n by name (names group photos by source: AFW first)
+    return _subset(ctx.splits()["validation"], ctx.cfg["select"]["n_images"],
+                   ctx.cfg["run"]["seed"] + 2)
+
+
 def run_select(ctx):
     cfg = ctx.cfg
     if not cfg["select"]["enabled"]:
@@ -196,9 +203,7 @@ def run_select(ctx):
         ctx.log("select: [select] enabled = false: using the config's q, n_pairs, nu, "
                 "eta and alpha")
         return [ctx.reports / "chosen.json"]
-    val = ctx.splits()["validation"]
-    # a seeded draw, not the first n by name (names group photos by source: AFW first)
-    val = _subset(val, cfg["select"]["n_images"], cfg["run"]["seed"] + 2)
+    val = validation_records(ctx)
     if not val:
         raise DataError(ctx.reports / "splits.json", "has no validation images",
                         "set [data] n_validation > 0 or [select] enabled = false")
@@ -290,7 +295,10 @@ def _eval_config(kind):
         c = ctx.cfg
         return {"evaluate": c["evaluate"], "eval_trees": c["forest"]["eval_trees"],
                 "depths": c["figures"]["depths"],
-                "alpha": ctx.read_json("chosen.json")[kind]["alpha"]}
+                "alpha": ctx.read_json("chosen.json")[kind]["alpha"],
+                "select": {k: c["select"][k] for k in ("enabled", "alphas", "n_images",
+                                                       "pixel_stride")},
+                "seed": c["run"]["seed"]}
     return config
 
 
@@ -299,10 +307,12 @@ def _evaluate(kind):
         cfg = ctx.cfg
         n = cfg["forest"]["n_trees"]
         model = backend.load_model(ctx.model_dir(kind, n))
-        alpha = float(ctx.read_json("chosen.json")[kind]["alpha"])
-        alphas = sorted({alpha, *map(float, cfg["evaluate"]["extra_alphas"])})
-        test = ctx.splits()["test"]
         ev = cfg["evaluate"]
+        alpha_sel = float(ctx.read_json("chosen.json")[kind]["alpha"])
+        alpha, final = _final_alpha(ctx, kind, model, n) if (
+            ev["alpha_from"] == "final" and cfg["select"]["enabled"]) else (alpha_sel, None)
+        alphas = sorted({alpha, alpha_sel, *map(float, ev["extra_alphas"])})
+        test = ctx.splits()["test"]
         res = scoring.score_model(model, test, cfg["forest"]["eval_trees"], alphas,
                                   depths=cfg["figures"]["depths"], per_image_alpha=alpha,
                                   sweep_trees=range(1, n + 1),
@@ -310,6 +320,7 @@ def _evaluate(kind):
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
         res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),
+                    "alpha_selection_forests": alpha_sel, "alpha_final_forest": final,
                     "mode": cfg["evaluate"]["mode"], "threads": ctx.workers})
         out = ctx.reports / f"eval-{kind}.json"
         write_json_atomic(out, res)
@@ -319,6 +330,29 @@ def _evaluate(kind):
                                 for a, v in r["alpha"].items()))
         return [out]
     return run
+
+
+def _final_alpha(ctx, kind, model, n):
+    """``(alpha, record)``: the reweighting exponent that scores best on the
+    validation images with the final ``n``-tree forest (not the test set).
+
+    The small selection forests rank q, pairs, nu and eta well, but the best
+    alpha moves with the forest's size: bigger forests give more peaked
+    probabilities.  Same images, grid and alphas as the selection.
+    """
+    sel = ctx.cfg["select"]
+    val = validation_records(ctx)
+    if not val:
+        return float(ctx.read_json("chosen.json")[kind]["alpha"]), None
+    r = scoring.score_model(model, val, [n], sel["alphas"], pixel_stride=sel["pixel_stride"],
+                            mode=ctx.cfg["evaluate"]["mode"], workers=ctx.workers,
+                            scheduler=ctx.scheduler, desc=f"alpha {kind}")
+    alpha = float(scoring.best_alpha(r, n))
+    table = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
+    ctx.log(f"evaluate: {kind}-{n}: alpha {alpha:g} on {len(val)} validation images "
+            f"with the final forest ({', '.join(f'{a}: {v:.2f}' for a, v in table.items())})")
+    return alpha, {"alpha": alpha, "n_images": len(val), "n_trees": n,
+                   "validation_jaccard": table}
 
 
 def _timing(kind):

@@ -441,7 +441,13 @@ def test_report_renders_only_from_files(tmp_path):
         "variants": [{"label": lab, "kind": kind, "accuracy": 40.0 + i, "n_oblique": i,
                       "co2_calls": 2 * i, "co2_accepted": i, "fit_seconds": 1.0}
                      for i, (lab, kind, _) in enumerate(VARIANTS)]})
+    for stage, secs, fin in (("train:axis", 64.0, "2026-01-01T00:01:00Z"),
+                             ("report", 0.1, "2026-01-01T00:00:00Z")):
+        stamps.write_json_atomic(run_dir / "stamps" / f"{stage.replace(':', '-')}.json",
+                                 {"stage": stage, "seconds": secs, "finished": fin})
     text = report.render_run(run_dir)
+    assert "| train:axis | 64 s |" in text and "| report |" not in text
+    assert "**64 s in all** (1 stages" in text
     assert "| CO2 ν=1 η=1e-4 (the paper's) | 43.00% | 3 | 3 / 6 | 1 s |" in text
     assert "CO2 (default settings) scores +2.0 points of accuracy against the axis" in text
     assert "+5.00 and +3.00 Jaccard points" in text  # 26.6 - 21.6, 26.6 - 23.6
@@ -506,6 +512,13 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert "| train:co2-best |" in (rdir / "results.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())
     assert set(ev["trees"]) == {"2", "4"}
+    # alpha re-chosen on the validation images with the final forest, both alphas scored
+    fin = ev["alpha_final_forest"]
+    assert fin["n_images"] == 2 and fin["n_trees"] == 4 and ev["alpha"] == fin["alpha"]
+    assert max(fin["validation_jaccard"], key=lambda a: fin["validation_jaccard"][a]) in (
+        repr(ev["alpha"]), str(ev["alpha"]))
+    assert {repr(ev["alpha"]), repr(ev["alpha_selection_forests"])} <= set(ev["trees"]["4"]["alpha"])
+    assert "chosen with each final 4-tree forest on the 2" in (rdir / "results.md").read_text()
     assert ev["n_images"] == 3
     text = (rdir / "results.md").read_text()
     assert "CO2 forest" in text and "40.33 / 42.55" in text
