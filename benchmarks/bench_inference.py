@@ -331,7 +331,8 @@ def main(argv=None):
         write_json_atomic(args.out or ROOT / "reports" / "bench" / "sweep-co2.json", res)
     else:
         res = bench_inference(args)
-        name = f"inference-{args.models.name}.json" if args.models else "inference.json"
+        name = f"inference-{args.models.name}" if args.models else "inference"
+        name += "-full.json" if args.mode == "full" else ".json"  # the two modes side by side
         write_json_atomic(args.out or ROOT / "reports" / "bench" / name, res)
     return 0
 
