@@ -12,6 +12,24 @@ from contextlib import contextmanager
 from .errors import DataError
 
 
+def check_writable_folder(path, problem="output folder cannot be written",
+                          fix="choose a writable output folder"):
+    """Create the folder ``path`` and check that a file can be written in it.
+
+    Raises ``DataError(path, f"{problem} (<reason>)", fix)`` otherwise, so a
+    command fails before any work rather than after it.
+    """
+    path = os.fspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise DataError(path, f"{problem} ({exc.strerror or exc})", fix) from exc
+
+
 @contextmanager
 def atomic_path(path, suffix="", what="output", fix="choose a writable output folder"):
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import write_text_atomic
+from .atomic import check_writable_folder, write_text_atomic
 from .datasets import LABEL_REPORT, LABEL_SUFFIX, find_images
 from .errors import DataError, FaceSegmentError
 from .imageio import read_image, write_png_atomic
@@ -199,19 +199,6 @@ def _remove_stale(*paths):
             pass
 
 
-def _check_writable(out_dir):
-    out_dir = os.fspath(out_dir)
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        probe = os.path.join(out_dir, f".write-test-{os.getpid()}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        raise DataError(out_dir, f"output folder cannot be written ({exc.strerror})",
-                        "choose a writable output folder") from exc
-
-
 def write_report(path, rows):
     """Write the per-image report CSV atomically (columns: REPORT_FIELDS)."""
     buf = io.StringIO()
@@ -277,7 +264,7 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
     if rout == rin or rin in rout.parents:
         raise DataError(out_dir, "is inside the input folder, which is treated as read-only",
                         "choose an output folder outside the input tree")
-    _check_writable(out_dir)
+    check_writable_folder(out_dir)
     _import_dlib()
     earlier = read_report(out_dir / REPORT_NAME)
     previous = {} if overwrite else earlier

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from .atomic import check_writable_folder
 from .classes import CLASS_COLORS, N_CLASSES
 from .errors import DataError
 
@@ -297,19 +298,15 @@ def _make_output_folders(out, subfolders):
     DataError
         Naming the folder that cannot be created or written, before any work.
     """
+    problem, fix = "cannot write the outputs here", "choose a writable OUTPUT_DIR"
+    check_writable_folder(out, problem, fix)
     folder = out
     try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, f".write-test-{os.getpid()}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
         for sub in sorted(subfolders):
             folder = os.path.join(out, sub)
             os.makedirs(folder, exist_ok=True)
     except OSError as exc:
-        raise DataError(folder, f"cannot write the outputs here ({exc.strerror or exc})",
-                        "choose a writable OUTPUT_DIR") from exc
+        raise DataError(folder, f"{problem} ({exc.strerror or exc})", fix) from exc
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector):

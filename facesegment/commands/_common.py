@@ -4,26 +4,25 @@ import argparse
 import math
 
 
-def positive_int(text):
-    """argparse type: a positive integer (``_`` and ``,`` separators allowed)."""
+def _int_at_least(text, low, expected):
+    """``int(text)`` (``_`` and ``,`` separators allowed) if >= ``low``, else an argparse error."""
     try:
         v = int(text.replace("_", "").replace(",", ""))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        v = low - 1
+    if v < low:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return v
+
+
+def positive_int(text):
+    """argparse type: a positive integer (``_`` and ``,`` separators allowed)."""
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def nonneg_int(text):
     """argparse type: an integer >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+    return _int_at_least(text, 0, "a non-negative integer")
 
 
 def alpha_value(text):
@@ -74,20 +73,10 @@ def check_output_folder(path, option):
     DataError
         Naming the folder and ``option`` when it cannot be created or written.
     """
-    import os
+    from ..atomic import check_writable_folder
 
-    from ..errors import DataError
-
-    path = os.fspath(path)
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".write-test-{os.getpid()}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        raise DataError(path, f"cannot write to the output folder ({exc.strerror or exc})",
-                        f"choose a writable folder with {option}") from exc
+    check_writable_folder(path, "cannot write to the output folder",
+                          f"choose a writable folder with {option}")
 
 
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",

@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from ._common import positive_int
+from ._common import nonneg_int, positive_int
 
 HELP = "sample class-balanced 31x31 RGB windows from labelled faces into an HDF5 windows file"
 DESCRIPTION = """\
@@ -41,18 +41,6 @@ examples:
 
 
 
-def _nonneg_int(text):
-    import argparse
-
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return v
-
-
 def add_arguments(p):
     p.add_argument("data_dir", metavar="DATA_DIR",
                    help="folder of labelled faces, or a dataset root with train/ (then train/ is used)")
@@ -60,7 +48,7 @@ def add_arguments(p):
                    help="output windows file, e.g. data/windows/train.h5 (replaced atomically if it exists)")
     p.add_argument("--windows", "-n", type=positive_int, default=64000, metavar="N",
                    help="total number of windows, N/8 per class (default 64000; the paper uses 256000 per tree)")
-    p.add_argument("--seed", type=_nonneg_int, default=0,
+    p.add_argument("--seed", type=nonneg_int, default=0,
                    help="random seed of the sampling (default 0); same seed and data -> identical file")
     p.add_argument("--labels", metavar="LABEL_TREE", default=None,
                    help="parallel tree of label maps <rel>/NAME_label.png (e.g. the OUT_DIR of "
@@ -68,12 +56,12 @@ def add_arguments(p):
     p.add_argument("--split", choices=("train", "train_all", "validation", "test"), default=None,
                    help="use only this split of DATA_DIR as made by facesegment.splits (train excludes "
                         "the validation images; default: all images of DATA_DIR or DATA_DIR/train)")
-    p.add_argument("--validation", type=_nonneg_int, default=100, metavar="N",
+    p.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="with --split: training images held out for validation (default 100)")
     p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="with --split, when DATA_DIR has no train/ and test/: share of images (by person) "
                         "in the test split (default 0.2)")
-    p.add_argument("--split-seed", type=_nonneg_int, default=0, metavar="S",
+    p.add_argument("--split-seed", type=nonneg_int, default=0, metavar="S",
                    help="with --split: seed of the split (default 0)")
     p.add_argument("--exclude", metavar="FILE", default=None,
                    help="text file of image names to leave out (one per line, relative name or file stem; "
