@@ -44,20 +44,7 @@ CLASS_COLORS = np.array(
 
 
 def feature_offsets(width, channels=N_CHANNELS, window=WINDOW):
-    """Map each window feature to its byte offset in a C-contiguous image.
+    """Byte offsets of a window's features; see :func:`facesegment.layout.feature_offsets`."""
+    from .layout import feature_offsets as _offsets
 
-    Parameters
-    ----------
-    width : int
-        Width (columns) of the (padded) image the windows are read from.
-
-    Returns
-    -------
-    offsets : ndarray of int64, shape (window * window * channels,)
-        ``image.ravel()[top_left + offsets[f]]`` is feature ``f`` of the window
-        whose top-left pixel starts at flat index ``top_left``.
-    """
-    dy, dx, c = np.meshgrid(
-        np.arange(window), np.arange(window), np.arange(channels), indexing="ij"
-    )
-    return ((dy * width + dx) * channels + c).ravel().astype(np.int64)
+    return _offsets(width, channels, window)

@@ -1,0 +1,156 @@
+"""The one table of forest kinds.
+
+Every forest the project knows is one row of :data:`KINDS`: a name (what the
+CLI's ``--kind``, the model folder's ``model.json``, the pipeline's config
+sections and the report call it), the estimator class, the parameters that
+make the variant (``co2-best`` is ``CO2Forest(init="best")``), a display
+label, and how model selection treats it.  The CLI, the model format, the
+pipeline's config, selection, figures and report all read this table; adding a
+kind is one estimator module plus one row here (docs/ARCHITECTURE.md shows a
+worked example).
+
+Selection (``pipelines/selection.py``) tries, for each kind in table order,
+the product of the lists named in ``grid`` (``{estimator parameter: [select]
+config key}``), after copying the parameters named in ``inherit`` from the
+settings chosen for an earlier kind (``{parameter: kind}``).  The pipeline's
+``q`` stands for ``max_features`` (an int or ``"p^E"``).
+"""
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class ForestKind:
+    """One row of the table of forest kinds.
+
+    Attributes
+    ----------
+    name : str
+        The kind's name everywhere (CLI ``--kind``, ``model.json``, config).
+    estimator : str
+        Name of the estimator class in :mod:`facesegment.forest`.
+    fixed : mapping
+        Estimator parameters that define this kind (fixed for it).
+    label : str
+        Display name in tables and figures.
+    description : str
+        One line for ``--help`` and the docs.
+    paper : bool
+        One of the CO2 paper's three forests (its claim is about these).
+    oblique : bool
+        Grows oblique (dense-weight) splits: fitted with the windows file's
+        normalisation statistics; inference groups pixels by node.
+    grid : mapping
+        Selection grid: ``{parameter: [select] key holding its candidates}``.
+    inherit : mapping
+        Parameters copied from the settings chosen for another kind.
+    """
+
+    name: str
+    estimator: str
+    fixed: dict = field(default_factory=dict)
+    label: str = ""
+    description: str = ""
+    paper: bool = False
+    oblique: bool = False
+    grid: dict = field(default_factory=dict)
+    inherit: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("fixed", "grid", "inherit"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    @property
+    def estimator_class(self):
+        """The estimator class (imported lazily from :mod:`facesegment.forest`)."""
+        from . import estimators
+
+        return getattr(estimators, self.estimator)
+
+    def make(self, **params):
+        """An unfitted estimator of this kind: ``fixed`` parameters plus ``params``.
+
+        Raises
+        ------
+        ValueError
+            When ``params`` overrides a fixed parameter with another value or
+            names a parameter the estimator does not have.
+        """
+        cls = self.estimator_class
+        valid = set(cls().get_params())
+        unknown = sorted(set(params) - valid)
+        if unknown:
+            raise ValueError(f"kind {self.name!r} ({cls.__name__}) has no parameter "
+                             f"{', '.join(map(repr, unknown))}; valid: {', '.join(sorted(valid))}")
+        for key, val in self.fixed.items():
+            if key in params and params[key] != val:
+                raise ValueError(f"kind {self.name!r} fixes {key}={val!r}; got {key}="
+                                 f"{params[key]!r} (use another kind or drop {key})")
+        return cls(**{**params, **self.fixed})
+
+
+#: The table: name -> ForestKind, in selection order (a kind may inherit only
+#: from kinds above it).
+KINDS = MappingProxyType({k.name: k for k in (
+    ForestKind("axis", "AxisAlignedForest",
+               label="random forest (axis-aligned)",
+               description="random forest: best x[f] <= t among q random features per node",
+               paper=True, grid={"q": "axis_q"}),
+    ForestKind("two-probe", "TwoProbeForest",
+               label="two-probe",
+               description="best x[a] - x[b] <= t among n_pairs random feature pairs per node",
+               paper=True, grid={"n_pairs": "two_probe_pairs"}),
+    ForestKind("co2", "CO2Forest", fixed={"init": "axis"},
+               label="CO2 (paper's init)",
+               description="CO2 oblique splits w.x <= t optimised from the best univariate "
+                           "split (the paper)",
+               paper=True, oblique=True, grid={"nu": "co2_nu", "eta": "co2_eta"},
+               inherit={"q": "axis"}),
+    ForestKind("co2-best", "CO2Forest", fixed={"init": "best"},
+               label="CO2 + two-probe init (ours)",
+               description="CO2 started from the better of the best univariate and the best "
+                           "two-probe split (our variant)",
+               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"}),
+)})
+
+
+def kind_names():
+    """The kinds' names, in table order."""
+    return tuple(KINDS)
+
+
+def get_kind(name):
+    """The :class:`ForestKind` called ``name``.
+
+    Raises
+    ------
+    ValueError
+        Naming the kinds there are.
+    """
+    try:
+        return KINDS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(KINDS)}") from None
+
+
+def make_estimator(name, **params):
+    """An unfitted estimator of kind ``name`` (see :meth:`ForestKind.make`)."""
+    return get_kind(name).make(**params)
+
+
+def kind_of(estimator):
+    """The registry name of a (fitted or not) estimator: the first row whose
+    class and fixed parameters match it, or None."""
+    params = estimator.get_params()
+    for kind in KINDS.values():
+        if type(estimator).__name__ != kind.estimator:
+            continue
+        if all(params.get(k) == v for k, v in kind.fixed.items()):
+            return kind.name
+    return None
+
+
+__all__ = ["ForestKind", "KINDS", "kind_names", "get_kind", "make_estimator", "kind_of"]

@@ -1,0 +1,154 @@
+"""The window layout: which per-pixel values a forest's features are.
+
+A feature vector is the square ``window x window`` patch centred on a pixel of
+a ``channels``-plane uint8 image, flattened in C order::
+
+    feature f = (dy * window + dx) * channels + c
+
+The planes are the image's own channels (3 for RGB, 1 for grey) followed by
+any extra per-pixel planes (e.g. a previous stage's class-probability maps,
+scaled to uint8).  A :class:`WindowLayout` is data: it is recorded in the
+windows file and in the model folder, and passed to the extraction and
+dense-inference code, so nothing hard-codes 31x31x3 = 2883 features.
+
+``WindowLayout()`` is the paper's layout (31x31 RGB, 2883 features); it is
+also what a windows file or model written before layouts were recorded has.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class WindowLayout:
+    """Geometry of the windows a forest reads.
+
+    Parameters
+    ----------
+    window : int, odd, >= 1
+        Side of the square window (31 in the paper).
+    channels : int >= 1
+        Planes per pixel: image channels plus extra planes.
+    channel_names : tuple of str
+        One name per plane, e.g. ``("R", "G", "B")``, ``("gray",)`` or
+        ``("R", "G", "B", "p:background", ...)``.  Defaults are derived from
+        ``channels`` (1: gray, 3: RGB, otherwise "c0", "c1", ...).
+    """
+
+    window: int = 31
+    channels: int = 3
+    channel_names: tuple = field(default=())
+
+    def __post_init__(self):
+        for name in ("window", "channels"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"WindowLayout {name}={v!r} must be an integer >= 1")
+            object.__setattr__(self, name, int(v))
+        if self.window % 2 != 1:
+            raise ValueError(f"WindowLayout window={self.window} must be odd so the window "
+                             "is centred on its pixel (e.g. 31)")
+        names = tuple(str(n) for n in self.channel_names) or default_channel_names(
+            self.channels)
+        if len(names) != self.channels:
+            raise ValueError(f"WindowLayout channel_names has {len(names)} names for "
+                             f"{self.channels} channels; give one name per channel")
+        object.__setattr__(self, "channel_names", names)
+
+    # ------------------------------------------------------------ derived
+    @property
+    def half(self):
+        """Pixels between the centre and the window's edge (15 for 31)."""
+        return self.window // 2
+
+    @property
+    def n_features(self):
+        """``window * window * channels`` (2883 for 31x31 RGB)."""
+        return self.window * self.window * self.channels
+
+    @property
+    def row(self):
+        """Contiguous values per window row in a C-contiguous image (93 for 31x31 RGB)."""
+        return self.window * self.channels
+
+    @property
+    def shape(self):
+        """The shape of one window, ``(window, window, channels)``."""
+        return (self.window, self.window, self.channels)
+
+    def feature_offsets(self, width):
+        """Offset of each feature from the window's top-left value in a
+        C-contiguous ``(H, width, channels)`` image: int64 ``(n_features,)``."""
+        return feature_offsets(width, self.channels, self.window)
+
+    def describe(self):
+        """E.g. ``"31x31 windows of 3 channels (R, G, B): 2883 features"``."""
+        return (f"{self.window}x{self.window} windows of {self.channels} channel"
+                f"{'s' if self.channels != 1 else ''} ({', '.join(self.channel_names)}): "
+                f"{self.n_features} features")
+
+    # ------------------------------------------------------- serialisation
+    def to_dict(self):
+        """JSON-serialisable form (stored in model.json and the windows file)."""
+        return {"window": self.window, "channels": self.channels,
+                "channel_names": list(self.channel_names)}
+
+    @classmethod
+    def from_dict(cls, doc):
+        """Inverse of :meth:`to_dict`; ``None`` gives the default layout."""
+        if doc is None:
+            return cls()
+        if not isinstance(doc, dict):
+            raise ValueError(f"a window layout must be a mapping, got {type(doc).__name__}")
+        unknown = set(doc) - {"window", "channels", "channel_names"}
+        if unknown:
+            raise ValueError(f"unknown window layout keys {sorted(unknown)}")
+        return cls(window=doc.get("window", 31), channels=doc.get("channels", 3),
+                   channel_names=tuple(doc.get("channel_names") or ()))
+
+    @classmethod
+    def for_image(cls, image, window=31):
+        """The layout of ``window``-sized windows over ``image`` (H, W) or (H, W, C)."""
+        channels = 1 if image.ndim == 2 else int(image.shape[2])
+        return cls(window=window, channels=channels)
+
+    def matches(self, n_features):
+        """Whether a forest of ``n_features`` features can use this layout."""
+        return int(n_features) == self.n_features
+
+
+def default_channel_names(channels):
+    """``("gray",)``, ``("R", "G", "B")`` or ``("c0", "c1", ...)``."""
+    if channels == 1:
+        return ("gray",)
+    if channels == 3:
+        return ("R", "G", "B")
+    return tuple(f"c{i}" for i in range(channels))
+
+
+def feature_offsets(width, channels=3, window=31):
+    """Map each window feature to its offset in a C-contiguous image.
+
+    Parameters
+    ----------
+    width : int
+        Width (columns) of the (padded) image the windows are read from.
+    channels, window : int
+        The layout (see :class:`WindowLayout`).
+
+    Returns
+    -------
+    offsets : ndarray of int64, shape (window * window * channels,)
+        ``image.ravel()[top_left + offsets[f]]`` is feature ``f`` of the window
+        whose top-left pixel starts at flat index ``top_left``.
+    """
+    dy, dx, c = np.meshgrid(np.arange(window), np.arange(window), np.arange(channels),
+                            indexing="ij")
+    return ((dy * width + dx) * channels + c).ravel().astype(np.int64)
+
+
+#: The paper's layout: 31x31 RGB windows, 2883 features.
+DEFAULT_LAYOUT = WindowLayout()
+
+__all__ = ["WindowLayout", "DEFAULT_LAYOUT", "feature_offsets", "default_channel_names"]
