@@ -4,6 +4,7 @@ Every call into another module goes through a function here, so the stages
 read as the experiment and the library's signatures live in one place.
 """
 
+import inspect
 import os
 import resource
 import socket
@@ -125,18 +126,19 @@ def read_windows(path):
 # ------------------------------------------------------------------ forests
 
 def estimator_class(kind):
-    from facesegment import forest
+    from facesegment.forest.registry import get_kind
 
-    return {"axis": forest.AxisAlignedForest, "two-probe": forest.TwoProbeForest,
-            "co2": forest.CO2Forest, "co2-best": forest.CO2Forest}[kind]
+    return get_kind(kind).estimator_class
 
 
 def make_estimator(kind, params, n_trees, seed, workers=None, scheduler=None):
-    """An unfitted estimator of ``kind`` with ``params`` (estimator keywords)."""
-    cls = estimator_class(kind)
-    valid = cls().get_params()
-    p = dict(params)
-    p["n_estimators" if "n_estimators" in valid else "n_trees"] = n_trees
+    """An unfitted estimator of ``kind`` (a registry row) with ``params``."""
+    from facesegment.forest.registry import get_kind
+
+    row = get_kind(kind)
+    valid = row.estimator_class().get_params()
+    p = {k: v for k, v in params.items() if k not in row.fixed}
+    p["n_estimators"] = n_trees
     p["random_state"] = seed
     if "n_jobs" in valid:
         p["n_jobs"] = workers or -1
@@ -144,7 +146,7 @@ def make_estimator(kind, params, n_trees, seed, workers=None, scheduler=None):
         p["scheduler"] = scheduler
     if "verbose" in valid and "verbose" not in p:
         p["verbose"] = 1
-    return cls(**p)
+    return row.make(**p)
 
 
 def cpu_seconds():
@@ -154,26 +156,22 @@ def cpu_seconds():
 
 
 def fit(est, ws):
-    """Fit on a WindowSet; return ``(wall seconds, CPU seconds)``."""
+    """Fit on a WindowSet; return ``(wall seconds, CPU seconds)``.  Estimators
+    that normalise (CO2) get the windows file's feature mean and std."""
     X = ws.X.reshape(len(ws.X), -1)
+    extra = {}
+    if "feature_mean" in inspect.signature(est.fit).parameters:
+        extra = {"feature_mean": ws.meta.mean, "feature_std": ws.meta.std}
     c0, t0 = cpu_seconds(), time.perf_counter()
-    if type(est).__name__ == "CO2Forest":
-        est.fit(X, ws.y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
-    else:
-        est.fit(X, ws.y)
+    est.fit(X, ws.y, **extra)
     return time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def to_model(est, kind, meta, provenance):
-    """A Model of the pipeline kind ``kind``; the model records its forest family
-    (``co2`` for ``co2-best``) and the pipeline kind as ``provenance["variant"]``."""
+    """A Model of the registry kind ``kind`` trained on windows described by ``meta``."""
     from facesegment.model import Model
 
-    family = "co2" if kind == "co2-best" else kind
-    prov = dict(provenance or {})
-    if family != kind:
-        prov["variant"] = kind
-    return Model.from_estimator(est, family, meta, provenance=prov)
+    return Model.from_estimator(est, kind, meta, provenance=dict(provenance or {}))
 
 
 def save_model(model, path):

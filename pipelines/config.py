@@ -18,18 +18,25 @@ import math
 import os
 import tomllib
 
-from facesegment.classes import N_FEATURES
 from facesegment.errors import FaceSegmentError
+from facesegment.forest import registry
+from facesegment.layout import DEFAULT_LAYOUT
 
-KINDS = ("axis", "two-probe", "co2", "co2-best")
+N_FEATURES = DEFAULT_LAYOUT.n_features
+#: The forest kinds, from the one table (facesegment.forest.registry).
+KINDS = registry.kind_names()
 #: Display names of the kinds (tables, figures).
-KIND_NAMES = {"axis": "random forest (axis-aligned)", "two-probe": "two-probe",
-              "co2": "CO2 (paper's init)", "co2-best": "CO2 + two-probe init (ours)"}
+KIND_NAMES = {k: registry.KINDS[k].label for k in KINDS}
 
 
 def is_co2(kind):
-    """The CO2 kinds (oblique splits): ``co2`` and ``co2-best``."""
-    return kind in ("co2", "co2-best")
+    """Kinds with oblique (CO2) splits: fitted with the windows' normalisation."""
+    return registry.get_kind(kind).oblique
+
+
+def has_q(kind):
+    """Kinds whose estimator takes ``max_features`` (the config's ``q``)."""
+    return "max_features" in registry.get_kind(kind).estimator_class().get_params()
 
 
 class ConfigError(FaceSegmentError, ValueError):
@@ -55,6 +62,7 @@ def _num(lo=None, hi=None):
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             return f"a number in [{lo}, {hi}]"
         return None
+    check.real = True  # values are read as floats
     return check
 
 
@@ -81,7 +89,14 @@ def _list(item):
             if bad:
                 return f"a non-empty list of {bad}s"
         return None
+    check.item = item
     return check
+
+
+def as_values(section, key, values):
+    """The values of a list key, as floats when the key holds real numbers."""
+    item = getattr(SCHEMA[section][key][0], "item", None)
+    return [float(v) for v in values] if getattr(item, "real", False) else list(values)
 
 
 def _q(v):
@@ -97,11 +112,11 @@ def _q(v):
     return 'an integer or "p^E" (e.g. "p^0.7")'
 
 
-def q_features(q):
+def q_features(q, n_features=N_FEATURES):
     """Features per node for a q spec: ``"p^0.7"`` -> ``round(2883 ** 0.7)`` = 264."""
     if isinstance(q, int):
         return q
-    return int(round(N_FEATURES ** float(q[2:])))
+    return int(round(n_features ** float(q[2:])))
 
 
 #: Pipeline keys of every section: name -> (validator, default).
@@ -130,10 +145,7 @@ SCHEMA = {
         "n_trees": (_int(1), 32),
         "eval_trees": (_list(_int(1)), [16, 32]),
     },
-    "forest.axis": {"q": (_q, "p^0.7")},
-    "forest.two-probe": {},
-    "forest.co2": {"q": (_q, "p^0.7")},
-    "forest.co2-best": {"q": (_q, "p^0.7")},
+    # "forest.KIND" sections: one per registry kind (added below)
     "select": {
         "enabled": (_bool, True),
         "n_trees": (_int(1), 8),
@@ -166,6 +178,19 @@ SCHEMA = {
         "depths": (_list(_int(1)), [10, 12, 14, 16, 18, 20]),
     },
 }
+
+SCHEMA.update({f"forest.{k}": ({"q": (_q, "p^0.7")} if has_q(k) else {}) for k in KINDS})
+
+
+def _grid_keys():
+    """[select] keys named by the registry's selection grids (and their full_ twins)."""
+    keys = {v for k in KINDS for v in registry.KINDS[k].grid.values()}
+    return keys | {f"full_{k}" for k in keys}
+
+
+for _key in sorted(_grid_keys() - set(SCHEMA["select"])):
+    # a grid list of a newly registered kind: any non-empty list, no default
+    SCHEMA["select"][_key] = (_list(lambda v: None), None)
 
 #: Tables whose other keys are estimator parameters.
 FOREST_SECTIONS = ("forest",) + tuple(f"forest.{k}" for k in KINDS)

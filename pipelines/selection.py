@@ -5,7 +5,10 @@ CO2's nu and eta with that q; the number of sampled pairs for two-probe; and for
 each, the prior-reweighting exponent alpha (``p * s**-alpha``; 1 is the
 paper's full reweighting).  Our CO2 variant ``co2-best`` (each node starts
 from the better of the best univariate and the best two-probe split) reuses
-q, nu and eta chosen for ``co2`` (one setting; its alpha is selected).  Every setting trains a small forest
+q, nu and eta chosen for ``co2`` (one setting; its alpha is selected).  What is
+searched comes from the table of kinds (``facesegment.forest.registry``): each
+row's ``grid`` names the [select] lists of its parameters and ``inherit`` the
+parameters copied from a kind chosen before.  Every setting trains a small forest
 (``[select] n_trees`` trees of ``max_samples`` windows each, from the same
 training windows as the final forests) and is scored on the validation images
 for every alpha in one inference pass.  The best (setting, alpha) by
@@ -16,30 +19,35 @@ import itertools
 import time
 
 from . import backend, scoring
-from .config import KINDS, is_co2, q_features
+from facesegment.forest.registry import get_kind
+
+from .config import KINDS, as_values, has_q, is_co2, q_features
 
 
 def grids(cfg, full=False):
-    """The settings tried per kind: lists of dicts of estimator parameters."""
+    """The settings tried per kind (before inherited parameters are added):
+    lists of dicts of parameters, from the registry's grids and the [select] lists.
+    A grid list missing from the config is not searched."""
     s = cfg["select"]
     pre = "full_" if full else ""
-    return {
-        "axis": [{"q": q} for q in s[pre + "axis_q"]],
-        "two-probe": [{"n_pairs": n} for n in s[pre + "two_probe_pairs"]],
-        "co2": [{"nu": float(nu), "eta": float(eta)}
-                for nu, eta in itertools.product(s[pre + "co2_nu"], s[pre + "co2_eta"])],
-        "co2-best": [{}],  # q, nu, eta: those chosen for co2
-    }
+    out = {}
+    for kind in KINDS:
+        grid = {p: as_values("select", pre + key, s[pre + key])
+                for p, key in get_kind(kind).grid.items() if s.get(pre + key) is not None}
+        out[kind] = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+    return out
 
 
-def estimator_params(cfg, kind, setting):
-    """Estimator keywords for ``kind`` from the config plus a selection setting."""
+def estimator_params(cfg, kind, setting, n_features=None):
+    """Estimator keywords for ``kind`` from the config plus a selection setting
+    (``q`` becomes ``max_features`` for ``n_features`` features, default 2883)."""
     params = {k: v for k, v in cfg["forest"].items() if k not in ("n_trees", "eval_trees")}
     params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k != "q"})
     setting = dict(setting)
     q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))
-    if (kind == "axis" or is_co2(kind)) and q is not None:
-        params["max_features"] = q_features(q)
+    if has_q(kind) and q is not None:
+        params["max_features"] = (q_features(q) if n_features is None
+                                  else q_features(q, n_features))
     params.update(setting)
     return params
 
@@ -83,11 +91,8 @@ def run_selection(cfg, ws, records, full=False, log=print):
     rows, chosen = [], {}
     for kind in KINDS:
         best = None
-        settings = grid[kind]
-        if kind == "co2":
-            settings = [{"q": chosen["axis"]["q"], **s} for s in settings]
-        elif kind == "co2-best":
-            settings = [{k: chosen["co2"][k] for k in ("q", "nu", "eta")}]
+        inherited = {p: chosen[src][p] for p, src in get_kind(kind).inherit.items()}
+        settings = [{**inherited, **s} for s in grid[kind]]
         for setting in settings:
             params = selection_params(cfg, kind, setting, len(ws.y))
             est = backend.make_estimator(kind, params, n, seed, workers, scheduler)
@@ -127,13 +132,13 @@ def chosen_from_config(cfg):
     out = {}
     for kind in KINDS:
         sec = cfg[f"forest.{kind}"]
+        row = get_kind(kind)
         c = {"alpha": float(cfg["evaluate"]["alpha"])}
-        if kind == "axis" or is_co2(kind):
-            c["q"] = sec["q"]
-        if kind == "two-probe" and "n_pairs" in sec:
-            c["n_pairs"] = sec["n_pairs"]
-        if is_co2(kind):
-            c.update({k: sec[k] for k in ("nu", "eta") if k in sec})
+        for name in list(row.inherit) + [p for p in row.grid if p not in row.inherit]:
+            if name == "q" and has_q(kind):
+                c["q"] = sec["q"]
+            elif name in sec:
+                c[name] = sec[name]
         out[kind] = c
     return out
 

@@ -40,7 +40,9 @@ def wfile(tmp_path_factory):
 @pytest.mark.parametrize("kind, extra", [("axis", ["--max-features", "p^0.7"]),
                                          ("two-probe", ["--pairs", "50"]),
                                          ("co2", ["--max-depth", "4", "--oblique-min-samples", "40",
-                                                  "--weight-dtype", "float16"])])
+                                                  "--weight-dtype", "float16"]),
+                                         ("co2-best", ["--max-depth", "3", "--pairs", "20",
+                                                       "--oblique-min-samples", "40"])])
 def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     path, X, y = wfile
     out = tmp_path / "models" / kind
@@ -52,13 +54,34 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     m = load_model(out)
     assert m.kind == kind and m.arrays.n_trees == 3 and m.class_names == CLASS_NAMES
     np.testing.assert_allclose(m.sampling_factors, np.linspace(0.5, 2, 8))
-    assert m.provenance["windows"] == str(path) and m.provenance["n_windows_used"] == 160
+    # provenance paths are relative to the model folder
+    assert (out / m.provenance["windows"]).resolve() == path.resolve()
+    assert m.provenance["n_windows_used"] == 160
     assert m.metrics["fit_seconds"] >= 0 and m.params["random_state"] == 5
     acc = np.mean(m.to_estimator().predict(X) == y)
     assert acc > 0.6  # chance is 0.125
     if kind == "co2":
         assert m.arrays.weights.dtype == np.float16
         assert m.params["weight_dtype"] == "float16"
+    if kind == "co2-best":
+        assert m.params["init"] == "best" and m.params["n_pairs"] == 20
+
+
+def test_train_covers_every_registered_kind():
+    from facesegment.commands import train
+    from facesegment.forest.registry import kind_names
+
+    kinds = {c[0] for c in test_train_each_kind.pytestmark[0].args[1]}
+    assert kinds == set(kind_names())
+    assert all(k in train.DESCRIPTION for k in kind_names())
+
+
+def test_option_of_another_kind_is_refused(wfile, tmp_path, capsys):
+    path, _, _ = wfile
+    rc = main(["train", "--kind", "axis", "--windows", str(path), "--out",
+               str(tmp_path / "m"), "--nu", "2"])
+    assert rc == 2 and "--nu does not apply to --kind axis" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
 
 
 def test_same_seed_identical_forest_bytes(tmp_path, wfile):

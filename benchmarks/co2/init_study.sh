@@ -17,7 +17,7 @@ W=data/windows/faces300w-default/train.h5
 COMMON=(--windows "$W" --max-depth 20 --min-samples-leaf 5 --max-samples 64000 --max-features p^0.7
         --nu 1 --eta 1e-3 --oblique-min-samples 200 --seed 0)
 [ -d models/study/co2-oms200-32 ] || $FS train --kind co2 --trees 32 "${COMMON[@]}" --out models/study/co2-oms200-32
-[ -d models/study/co2-best-oms200-32 ] || $FS train --kind co2 --co2-init best --pairs 400 --trees 32 \
+[ -d models/study/co2-best-oms200-32 ] || $FS train --kind co2-best --pairs 400 --trees 32 \
     "${COMMON[@]}" --out models/study/co2-best-oms200-32
 $FS evaluate --model models/faces300w-default/co2-32 models/study/co2-oms200-32 \
     models/faces300w-default/two-probe-32 models/study/co2-best-oms200-32 \

@@ -5,7 +5,7 @@ import sys
 import time
 from ._common import add_parallel_arguments, positive_int
 
-HELP = "train an axis-aligned, two-probe or CO2 forest on a windows file and save the model"
+HELP = "train a forest of any registered kind on a windows file and save the model"
 DESCRIPTION = """\
 Grow a decision forest on the class-balanced windows of an extraction file
 (`facesegment extract`) and write a self-describing model folder
@@ -13,12 +13,12 @@ Grow a decision forest on the class-balanced windows of an extraction file
 prior reweighting, normalisation, provenance of the windows, format version,
 training time). The windows are read as uint8 (never copied to float).
 
-Kinds:
-  axis       random forest: best threshold on q random features per node
-  two-probe  best x[a] - x[b] <= t among --pairs random feature pairs per node
-  co2        oblique splits optimised from the best univariate one (CO2, the
-             paper's method); nodes smaller than --oblique-min-samples stay
-             axis-aligned
+Kinds (the table of forest kinds, facesegment.forest.registry):
+{kinds}
+
+Options a kind does not use are refused; options not given take the
+estimator's defaults (facesegment.forest), so the library and the command
+line agree.
 
 Each tree draws --max-samples windows from the file (with replacement unless
 --no-bootstrap). Trees grow in parallel on --workers local threads or on a Dask
@@ -32,7 +32,27 @@ examples:
   facesegment train --kind two-probe --trees 16 --pairs 400 --windows data/windows/train.h5 --out models/tp-16
   facesegment train --kind co2 --trees 16 --max-depth 20 --max-samples 64000 \\
       --windows data/windows/train.h5 --out models/co2-16
+  facesegment train --kind co2-best --pairs 400 --windows data/windows/train.h5 --out models/ours-16
 """
+
+
+def _kinds_text():
+    from ..forest.registry import KINDS
+
+    return "\n".join(f"  {k.name:<10} {k.description}" for k in KINDS.values())
+
+
+DESCRIPTION = DESCRIPTION.replace("{kinds}", _kinds_text())
+
+#: Estimator options of the command line: (argparse dest, estimator parameter).
+ESTIMATOR_OPTIONS = (
+    ("trees", "n_estimators"), ("max_depth", "max_depth"),
+    ("min_samples_split", "min_samples_split"), ("min_samples_leaf", "min_samples_leaf"),
+    ("max_samples", "max_samples"), ("max_features", "max_features"), ("pairs", "n_pairs"),
+    ("nu", "nu"), ("eta", "eta"), ("tau", "tau"), ("passes", "n_passes"),
+    ("batch_size", "batch_size"), ("momentum", "momentum"),
+    ("oblique_min_samples", "oblique_min_samples"), ("weight_dtype", "weight_dtype"),
+)
 
 
 
@@ -63,31 +83,33 @@ def _max_features(text):
 
 
 def add_arguments(p):
-    p.add_argument("--kind", required=True, choices=("axis", "two-probe", "co2"),
-                   help="split family: axis (random forest), two-probe or co2 (oblique)")
+    from ..forest.registry import kind_names
+
+    p.add_argument("--kind", required=True, choices=kind_names(),
+                   help="forest kind (see above): " + ", ".join(kind_names()))
     p.add_argument("--windows", required=True, metavar="FILE.h5",
                    help="windows file written by `facesegment extract`")
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="model folder to write, e.g. models/axis-16 (replaced if it exists)")
-    p.add_argument("--trees", type=positive_int, default=16, metavar="N",
-                   help="number of trees (default 16; the paper uses 16 and 32)")
+    p.add_argument("--trees", type=positive_int, default=None, metavar="N",
+                   help="number of trees (default: the estimator's, 16; the paper uses 16 and 32)")
     p.add_argument("--max-depth", type=positive_int, default=None, metavar="D",
                    help="maximum tree depth (default: grow until pure or too small)")
-    p.add_argument("--min-samples-split", type=positive_int, default=2, metavar="N",
+    p.add_argument("--min-samples-split", type=positive_int, default=None, metavar="N",
                    help="nodes with fewer windows become leaves (default 2)")
-    p.add_argument("--min-samples-leaf", type=positive_int, default=1, metavar="N",
+    p.add_argument("--min-samples-leaf", type=positive_int, default=None, metavar="N",
                    help="minimum windows on each side of a split (default 1)")
     p.add_argument("--max-samples", type=_samples, default=None, metavar="N|F",
                    help="windows per tree: a count or a fraction of the file (default: all; "
                         "the paper uses 256000)")
     p.add_argument("--no-bootstrap", action="store_true",
                    help="draw each tree's windows without replacement (default: with, as the paper)")
-    p.add_argument("--max-features", type=_max_features, default="sqrt", metavar="Q",
-                   help="axis/co2: features tried per node: sqrt (default), log2, all, p^E "
-                        "(round(2883**E), the paper picks E in 0.5..0.9), a count or a fraction")
-    p.add_argument("--pairs", type=positive_int, default=500, metavar="N",
-                   help="two-probe, and co2 with --co2-init best: feature pairs sampled per "
-                        "node (default 500)")
+    p.add_argument("--max-features", type=_max_features, default=None, metavar="Q",
+                   help="axis/co2 kinds: features tried per node: sqrt (default), log2, all, "
+                        "p^E (round(p**E), the paper picks E in 0.5..0.9), a count or a fraction")
+    p.add_argument("--pairs", type=positive_int, default=None, metavar="N",
+                   help="two-probe and co2-best: feature pairs sampled per node "
+                        "(defaults: two-probe 500, co2-best 400)")
     co2 = p.add_argument_group("CO2 options (defaults: facesegment.forest.co2.CO2_DEFAULTS)")
     co2.add_argument("--nu", type=float, default=None, help="regulariser: ||w||^2 <= nu")
     co2.add_argument("--eta", type=float, default=None, help="initial SGD learning rate")
@@ -98,15 +120,12 @@ def add_arguments(p):
     co2.add_argument("--batch-size", type=positive_int, default=None,
                      help="SGD mini-batch size")
     co2.add_argument("--momentum", type=float, default=None, help="SGD momentum in [0, 1)")
-    co2.add_argument("--oblique-min-samples", type=positive_int, default=100, metavar="N",
+    co2.add_argument("--oblique-min-samples", type=positive_int, default=None, metavar="N",
                      help="nodes with fewer windows keep axis-aligned splits (default 100; "
                           "bounds the model size)")
-    co2.add_argument("--weight-dtype", choices=("float32", "float16"), default="float32",
-                     help="storage of oblique weights (float16 halves the size, threshold refitted)")
-    co2.add_argument("--co2-init", choices=("axis", "best"), default="axis",
-                     help="split the optimisation starts from: the best univariate one (axis, "
-                          "the paper; default) or the better of it and the best two-probe split "
-                          "among --pairs pairs (best)")
+    co2.add_argument("--weight-dtype", choices=("float32", "float16"), default=None,
+                     help="storage of oblique weights (float16 halves the size, threshold "
+                          "refitted; default float32)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")
@@ -139,31 +158,39 @@ def read_names(path):
 
 
 def build_estimator(args):
-    """The unfitted estimator described by the parsed arguments."""
-    from ..forest import AxisAlignedForest, CO2Forest, TwoProbeForest
+    """The unfitted estimator described by the parsed arguments.
+
+    Options not given keep the estimator's defaults; an option the kind's
+    estimator does not take is a FaceSegmentError naming it.
+    """
+    from ..errors import FaceSegmentError
+    from ..forest.registry import get_kind
     from ..parallel import default_workers
 
-    common = dict(n_estimators=args.trees, max_depth=args.max_depth,
-                  min_samples_split=args.min_samples_split,
-                  min_samples_leaf=args.min_samples_leaf, max_samples=args.max_samples,
-                  bootstrap=not args.no_bootstrap, random_state=args.seed,
-                  n_jobs=args.workers or default_workers(), scheduler=args.scheduler,
-                  verbose=0 if args.quiet else 1)
-    if args.kind == "axis":
-        return AxisAlignedForest(max_features=args.max_features, **common)
-    if args.kind == "two-probe":
-        return TwoProbeForest(n_pairs=args.pairs, **common)
-    return CO2Forest(max_features=args.max_features, nu=args.nu, eta=args.eta, tau=args.tau,
-                     n_passes=args.passes, batch_size=args.batch_size, momentum=args.momentum,
-                     oblique_min_samples=args.oblique_min_samples,
-                     weight_dtype=args.weight_dtype, init=args.co2_init,
-                     n_pairs=args.pairs, **common)
+    kind = get_kind(args.kind)
+    valid = set(kind.estimator_class().get_params())
+    params = {}
+    for dest, name in ESTIMATOR_OPTIONS:
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if name not in valid or name in kind.fixed:
+            flag = "--" + dest.replace("_", "-")
+            raise FaceSegmentError(f"{flag} does not apply to --kind {args.kind} "
+                                   f"({kind.estimator}); drop it or choose another kind")
+        params[name] = value
+    if args.no_bootstrap:
+        params["bootstrap"] = False
+    params.update(random_state=args.seed, n_jobs=args.workers or default_workers(),
+                  scheduler=args.scheduler, verbose=0 if args.quiet else 1)
+    return kind.make(**params)
 
 
 def run(args):
     import numpy as np
 
     from ..errors import DataError
+    from ..forest.registry import get_kind
     from ..model import Model, check_model_output, save_model
     from ..windows import read_windows
 
@@ -188,11 +215,11 @@ def run(args):
         raise DataError(args.windows, f"has {len(y)} windows, fewer than --max-samples {n_max} "
                         "without replacement", "lower --max-samples or drop --no-bootstrap")
     if not args.quiet:
-        print(f"train: {args.kind}: {args.trees} trees on {len(y)} windows from {args.windows}"
+        print(f"train: {args.kind}: {est.n_estimators} trees on {len(y)} windows from {args.windows}"
               + (f" ({excluded} excluded)" if excluded else ""), file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        if args.kind == "co2":
+        if get_kind(args.kind).oblique:  # normalised as the windows file says
             est.fit(X, y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
         else:
             est.fit(X, y)

@@ -100,11 +100,11 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="random forest: best x[f] <= t among q random features per node",
                paper=True, grid={"q": "axis_q"}),
     ForestKind("two-probe", "TwoProbeForest",
-               label="two-probe",
+               label="two-probe forest",
                description="best x[a] - x[b] <= t among n_pairs random feature pairs per node",
                paper=True, grid={"n_pairs": "two_probe_pairs"}),
     ForestKind("co2", "CO2Forest", fixed={"init": "axis"},
-               label="CO2 (paper's init)",
+               label="CO2 forest (paper's univariate init)",
                description="CO2 oblique splits w.x <= t optimised from the best univariate "
                            "split (the paper)",
                paper=True, oblique=True, grid={"nu": "co2_nu", "eta": "co2_eta"},
