@@ -142,15 +142,18 @@ def make_estimator(name, **params):
 
 
 def kind_of(estimator):
-    """The registry name of a (fitted or not) estimator: the first row whose
-    class and fixed parameters match it, or None."""
+    """The registry name of a (fitted or not) estimator: the row whose class and
+    fixed parameters match it (the most specific one: most fixed parameters,
+    then table order), or None."""
     params = estimator.get_params()
+    best = None
     for kind in KINDS.values():
         if type(estimator).__name__ != kind.estimator:
             continue
         if all(params.get(k) == v for k, v in kind.fixed.items()):
-            return kind.name
-    return None
+            if best is None or len(kind.fixed) > len(best.fixed):
+                best = kind
+    return None if best is None else best.name
 
 
 __all__ = ["ForestKind", "KINDS", "kind_names", "get_kind", "make_estimator", "kind_of"]

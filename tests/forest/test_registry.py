@@ -1,0 +1,90 @@
+"""The table of forest kinds: rows build estimators; every consumer reads the table."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facesegment.forest import registry
+from facesegment.forest.registry import KINDS, get_kind, kind_of, make_estimator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_each_row_builds_its_estimator(name):
+    kind = KINDS[name]
+    est = make_estimator(name, n_estimators=2)
+    assert type(est).__name__ == kind.estimator and est.n_estimators == 2
+    assert all(getattr(est, k) == v for k, v in kind.fixed.items())
+    assert kind_of(est) == name
+    assert kind.label and kind.description
+    valid = set(est.get_params())
+    assert set(kind.grid) - {"q"} <= valid  # "q" stands for max_features
+    for param, src in kind.inherit.items():  # inherits only from kinds above it
+        assert list(KINDS).index(src) < list(KINDS).index(name)
+
+
+def test_variant_is_a_row_not_a_code_path():
+    assert get_kind("co2-best").estimator == get_kind("co2").estimator == "CO2Forest"
+    assert make_estimator("co2-best").init == "best"
+
+
+def test_bad_names_and_parameters_are_clear():
+    with pytest.raises(ValueError, match="unknown forest kind 'rf'.*axis, two-probe"):
+        get_kind("rf")
+    with pytest.raises(ValueError, match="has no parameter 'colour'"):
+        make_estimator("axis", colour=3)
+    with pytest.raises(ValueError, match="fixes init='best'"):
+        make_estimator("co2-best", init="axis")
+
+
+def test_paper_kinds():
+    assert [k for k, v in KINDS.items() if v.paper] == ["axis", "two-probe", "co2"]
+
+
+def test_adding_a_row_reaches_cli_config_selection_and_models(tmp_path):
+    """One registry row is all a new kind needs: the CLI's --kind, the pipeline
+    config's [forest.KIND] section, selection grids and the model format pick it up."""
+    script = textwrap.dedent(f"""
+        import sys, numpy as np
+        from types import MappingProxyType
+        from facesegment.forest import registry as r
+        r.KINDS = MappingProxyType({{**r.KINDS, "axis-all": r.ForestKind(
+            "axis-all", "AxisAlignedForest", fixed={{"max_features": "all"}},
+            label="random forest, all features", description="every feature at every node",
+            grid={{"min_samples_leaf": "axis_all_leaf"}})}})
+        from pipelines import config, selection
+        assert "axis-all" in config.KINDS and "forest.axis-all" in config.SCHEMA
+        toml = open({str(ROOT / 'pipelines/config.toml')!r}).read() + (
+            '\\n[forest.axis-all]\\nmax_depth = 3\\n')
+        toml = toml.replace('[evaluate]', 'axis_all_leaf = [1, 4]\\n\\n[evaluate]', 1)
+        open({str(tmp_path / 'c.toml')!r}, 'w').write(toml)
+        cfg = config.load_config({str(tmp_path / 'c.toml')!r})
+        assert selection.grids(cfg)["axis-all"] == [{{"min_samples_leaf": 1}},
+                                                    {{"min_samples_leaf": 4}}]
+        from facesegment.commands import train
+        assert "axis-all" in train.DESCRIPTION
+        from facesegment.model import Model, save_model, load_model
+        X = np.random.default_rng(0).integers(0, 256, (80, 6), dtype=np.uint8)
+        est = r.make_estimator("axis-all", n_estimators=2).fit(X, X[:, 0] > 127)
+        m = load_model(save_model(Model.from_estimator(est), {str(tmp_path / 'm')!r}))
+        assert m.kind == "axis-all" and m.to_estimator().max_features == "all"
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_kind_of_unregistered_estimator_is_none():
+    from sklearn.base import BaseEstimator
+
+    class Other(BaseEstimator):
+        pass
+
+    assert kind_of(Other()) is None
+    assert isinstance(np.asarray(list(registry.kind_names())), np.ndarray)
