@@ -140,3 +140,75 @@ def test_unwritable_out_fails_before_training(tmp_path, wfile, capsys, monkeypat
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and f"{out}: {problem}" in err
     assert (docs / "keep.txt").read_text() == "precious"
+
+
+# ---------------------------------------------------------------- hardening
+
+def _copy_windows(src, dst, **changes):
+    """A copy of the windows file ``src`` with datasets/attributes replaced."""
+    import shutil
+
+    import h5py
+
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        for key, value in changes.items():
+            if key in f:
+                f[key][...] = value
+            else:
+                f.attrs[key] = value
+    return dst
+
+
+def test_label_id_outside_the_class_names_is_refused_before_training(tmp_path, wfile, capsys,
+                                                                      monkeypatch):
+    """A windows file whose labels contain id 9 (of 8 classes): one line, exit 2, no fit."""
+    from facesegment.forest import AxisAlignedForest
+
+    monkeypatch.setattr(AxisAlignedForest, "fit", lambda *a, **k: 1 / 0)
+    path, _, y = wfile
+    bad = _copy_windows(path, tmp_path / "bad.h5", labels=np.where(y == 3, 9, y))
+    rc = main(["train", "--kind", "axis", "--windows", str(bad), "-q",
+               "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "label ids [9]" in err and str(bad) in err and err.count("\n") == 1
+
+
+def test_class_without_windows_is_refused(tmp_path, wfile, capsys):
+    """extract -n 7 can leave a class with 0 windows and sampling factor 0."""
+    path, _, y = wfile
+    sf = np.linspace(0.5, 2, 8)
+    sf[5] = 0.0
+    bad = _copy_windows(path, tmp_path / "bad.h5", sampling_factors=sf)
+    rc = main(["train", "--kind", "axis", "--windows", str(bad), "-q",
+               "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "right eye" in err and "extract more windows" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_damaged_chunk_is_one_line(tmp_path, wfile, capsys):
+    """A windows file with a damaged compressed chunk: no h5py traceback."""
+    import h5py
+
+    path = wfile[0]
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(path.read_bytes())
+    with h5py.File(bad, "r") as f:
+        offset = f["windows"].id.get_chunk_info(0).byte_offset
+    data = bytearray(bad.read_bytes())
+    data[offset + 10:offset + 200] = b"\xff" * 190
+    bad.write_bytes(bytes(data))
+    rc = main(["train", "--kind", "axis", "--windows", str(bad), "-q",
+               "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(bad) in err and "extract it again" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_exclude_names_matching_nothing_are_reported(tmp_path, wfile, capsys):
+    names = tmp_path / "val.txt"
+    names.write_text("img1\nnot-an-image\n")
+    assert main(["train", "--kind", "axis", "--trees", "1", "--windows", str(wfile[0]), "-q",
+                 "--out", str(tmp_path / "m"), "--exclude-images", str(names)]) == 0
+    assert "1 name(s)" in capsys.readouterr().err

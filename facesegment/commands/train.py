@@ -186,27 +186,74 @@ def build_estimator(args):
     return kind.make(**params)
 
 
-def run(args):
+def check_windows(path, ws):
+    """Refuse a windows file a model cannot be trained on, before any training:
+    label ids outside the file's class names, and classes with no windows or
+    a sampling factor of 0 (a model trained on them would fail every image)."""
     import numpy as np
 
     from ..errors import DataError
+
+    y = ws.y
+    names = list(ws.meta.class_names)
+    if y.size and int(y.max()) >= len(names):
+        bad = sorted(int(v) for v in np.unique(y[y >= len(names)]))
+        raise DataError(path, f"has label ids {bad} but only {len(names)} class names "
+                        f"({', '.join(names)})", "re-extract the windows from valid label maps")
+    counts = np.bincount(y, minlength=len(names))
+    sf = np.asarray(ws.meta.sampling_factors, dtype=np.float64)
+    empty = [names[c] for c in range(len(names))
+             if counts[c] == 0 or not np.isfinite(sf[c]) or sf[c] <= 0]
+    if empty:
+        raise DataError(path, f"has no windows (or a sampling factor of 0) for "
+                        f"{', '.join(empty)}", "extract more windows (-n) so every class "
+                        "gets some, or fix the labels")
+
+
+def _read_windows(path):
+    from ..errors import DataError
+    from ..windows import read_windows
+
+    try:
+        return read_windows(path, load=True)
+    except OSError as exc:  # e.g. a damaged compressed chunk: "filter returned failure"
+        raise DataError(path, f"cannot be read: {exc}", "the file is damaged; extract it "
+                        "again with `facesegment extract`") from None
+
+
+def _exclude(ws, X, y, list_path):
+    """Drop the windows of the images named in ``list_path``; warn about names
+    that match no image of the file."""
+    import numpy as np
+
+    names = read_names(list_path)
+    sources = [str(s) for s in ws.meta.sources]
+    unknown = sorted(names - set(sources))
+    if unknown:
+        print(f"train: warning: {len(unknown)} name(s) in {list_path} match no image of "
+              f"the windows file: {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}",
+              file=sys.stderr)
+    drop = np.array([s in names for s in sources], dtype=bool)
+    if not drop.any():
+        return X, y, 0
+    keep = ~drop[ws.image_index]
+    return X[keep], y[keep], int((~keep).sum())
+
+
+def run(args):
+    from ..errors import DataError
     from ..forest.registry import get_kind
     from ..model import Model, check_model_output, save_model
-    from ..windows import read_windows
 
     check_model_output(args.out)  # before any training: --out must be writable
     est = build_estimator(args)
-    ws = read_windows(args.windows, load=True)
+    ws = _read_windows(args.windows)
     X = ws.X.reshape(len(ws.X), -1)
     y = ws.y
+    check_windows(args.windows, ws)
     excluded = 0
     if args.exclude_images:
-        names = read_names(args.exclude_images)
-        drop = np.array([str(s) in names for s in ws.meta.sources], dtype=bool)
-        if drop.any():
-            keep = ~drop[ws.image_index]
-            excluded = int((~keep).sum())
-            X, y = X[keep], y[keep]
+        X, y, excluded = _exclude(ws, X, y, args.exclude_images)
     if len(y) == 0:
         raise DataError(args.windows, "has no windows left to train on",
                         "extract more windows or exclude fewer images")
