@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import check_writable_folder
+from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
 from .forest._arrays import FOREST_ARRAY_NAMES, ForestArrays
 from .layout import DEFAULT_LAYOUT, WindowLayout
@@ -173,10 +173,8 @@ def save_model_folder(model, path):
             shutil.rmtree(tmp)
         tmp.mkdir()
         _write_forest_h5(model, tmp / "forest.h5")
-        doc = model_document(model, path, tmp / "forest.h5")
-        with open(tmp / "model.json", "w") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
+                          indent=2, sort_keys=True)
         _replace_folder(tmp, path)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)

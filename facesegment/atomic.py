@@ -2,12 +2,17 @@
 
 An interrupted or failed write never leaves a file that looks finished, and a
 failure to write is reported as one :class:`~facesegment.errors.DataError` line
-naming the path.
+naming the path.  :func:`write_json_atomic` is the project's one JSON writer
+(NaN written as null, numpy values as Python values) and
+:func:`check_writable_folder` its one write probe.
 """
 
 import json
+import math
 import os
 from contextlib import contextmanager
+
+import numpy as np
 
 from .errors import DataError
 
@@ -64,6 +69,30 @@ def write_text_atomic(path, text, **kw):
         fh.write(text)
 
 
-def write_json_atomic(path, obj, **kw):
-    """Write ``obj`` as indented JSON to ``path`` atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=1) + "\n", **kw)
+def to_jsonable(obj):
+    """``obj`` with numpy scalars and arrays as Python values, NaN as None and
+    paths as strings, recursively (tuples become lists; dict keys are kept)."""
+    if isinstance(obj, dict):
+        return {(k.item() if isinstance(k, np.generic) else k): to_jsonable(v)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item())
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else obj
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return obj
+
+
+def write_json_atomic(path, obj, *, indent=1, sort_keys=False, **kw):
+    """Write ``obj`` as indented JSON to ``path`` atomically.
+
+    ``obj`` goes through :func:`to_jsonable` first (NaN is written as null);
+    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``).
+    """
+    text = json.dumps(to_jsonable(obj), indent=indent, sort_keys=sort_keys)
+    write_text_atomic(path, text + "\n", **kw)

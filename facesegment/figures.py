@@ -2,17 +2,20 @@
 and vs depth), and confusion matrices, drawn with matplotlib's Agg backend.
 
 The drawing functions take plain results (label maps, curves, matrices) and
-write one PNG each, atomically.  :func:`make_figures` evaluates models on test
-faces in one pass per model (every number of trees and every depth at once,
-see :func:`facesegment.inference.confusion_sweep`) and draws everything.
+write one PNG each, atomically.  :func:`make_figures` is the one driver (the
+``facesegment figures`` command and the pipeline's figures stage): it takes
+each model's :func:`facesegment.evaluation.evaluate` result (the pipeline's
+``eval-<kind>.json``) or makes it, in one pass per model (every number of
+trees and every depth at once), and draws everything.
 """
 
 import os
+import textwrap
 
 import numpy as np
 
-from .atomic import atomic_path
-from .classes import CLASS_COLORS, CLASS_NAMES, IGNORE, N_CLASSES
+from .atomic import atomic_path, write_json_atomic
+from .classes import CLASS_COLORS, CLASS_NAMES, N_CLASSES
 
 IGNORE_COLOR = (128, 128, 128)
 
@@ -57,7 +60,7 @@ def _legend(fig, class_names=CLASS_NAMES):
                frameon=False)
 
 
-def figure3(rows, path, kinds, class_names=CLASS_NAMES):
+def figure3(rows, path, kinds, class_names=CLASS_NAMES, labels=None):
     """Figure 3: input | ground truth | one prediction per method, per row.
 
     Parameters
@@ -68,7 +71,9 @@ def figure3(rows, path, kinds, class_names=CLASS_NAMES):
     path : str
     kinds : list of str
         Column order of the methods.
+    labels : dict kind -> display name, optional
     """
+    labels = labels or {}
     plt = _plt()
     n_cols = 2 + len(kinds)
     fig, axes = plt.subplots(len(rows), n_cols, figsize=(2.0 * n_cols, 2.1 * len(rows) + 0.5),
@@ -77,8 +82,9 @@ def figure3(rows, path, kinds, class_names=CLASS_NAMES):
         panels = [(row["image"], "input"), (colorize(row["truth"]), "ground truth")]
         for k in kinds:
             s = row["scores"].get(k)
+            name = textwrap.fill(str(labels.get(k, k)), 22)
             panels.append((colorize(row["preds"][k]),
-                           f"{k}" + ("" if s is None else f" ({s:.1f})")))
+                           name + ("" if s is None else f" ({s:.1f})")))
         for c, (img, title) in enumerate(panels):
             ax = axes[r, c]
             ax.imshow(img, interpolation="nearest")
@@ -92,24 +98,28 @@ def figure3(rows, path, kinds, class_names=CLASS_NAMES):
     return save_figure(fig, path)
 
 
-def figure4(tree_curves, depth_curves, path, depth_trees=16):
+def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
     """Figure 4: class-average Jaccard vs number of trees, and vs maximum depth.
 
     Parameters
     ----------
     tree_curves : dict kind -> (n_trees list, jaccard list)
     depth_curves : dict kind -> (depth list, jaccard list)
+    depth_trees : int or str
+        The forest size of the depth curves (a str such as ``"8/16 trees"``).
+    labels : dict kind -> display name (legend), optional
     """
+    labels = labels or {}
     plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for kind, (x, y) in tree_curves.items():
-        a1.plot(x, y, marker="o", ms=3, label=kind)
+        a1.plot(x, y, marker="o", ms=3, label=labels.get(kind, kind))
     a1.set_xlabel("number of trees")
     a1.set_ylabel("class-average Jaccard (%)")
     a1.set_xscale("log", base=2)
     a1.set_title("Jaccard vs number of trees")
     for kind, (x, y) in depth_curves.items():
-        a2.plot(x, y, marker="o", ms=3, label=kind)
+        a2.plot(x, y, marker="o", ms=3, label=labels.get(kind, kind))
     a2.set_xlabel("maximum depth")
     a2.set_title(f"Jaccard vs depth ({depth_trees} trees)" if not isinstance(depth_trees, str)
                  else f"Jaccard vs depth ({depth_trees})")
@@ -173,77 +183,128 @@ def pick_examples(per_image, n_random=3, seed=0):
     return picked
 
 
-def make_figures(models, records, out_dir, alpha=None, n_random=3, seed=0,
-                 depth_trees=16, scheduler=None, n_workers=None, progress=True):
-    """Evaluate models on test faces and write Figure 3, Figure 4 and confusion PNGs.
+def curves(result, depth_trees=16):
+    """The curves of Figure 4 from an :func:`facesegment.evaluation.evaluate` result.
+
+    Returns ``((trees, jaccard), (depths, jaccard), n)``: the class-average
+    Jaccard vs forest size at full depth, and vs depth at ``n`` trees
+    (``depth_trees``, or the largest size scored below it), both at the
+    result's ``per_image_alpha`` (the sweep's first alpha).
+    """
+    sw = result["sweep"]
+    cav = sw["class_average_jaccard"][0]           # (depths, trees) at alphas[0]
+    depths, trees = sw["max_depth"], sw["n_trees"]
+    kmax = len(depths) - 1
+    n = min(depth_trees, trees[-1])
+    j = trees.index(n) if n in trees else len(trees) - 1
+    return ((trees, [cav[kmax][i] for i in range(len(trees))]),
+            (depths, [cav[k][j] for k in range(len(depths))]), trees[j])
+
+
+def _check_figure_args(models, evaluations, n_random, depth_trees):
+    if not isinstance(models, dict) or not models:
+        raise TypeError(f"models must be a non-empty dict name -> Model, got {models!r}")
+    extra = sorted(set(evaluations) - set(models))
+    if extra:
+        raise ValueError(f"evaluations has results for {extra} that are not in models "
+                         f"({sorted(models)}): give each result under its model's name")
+    for name, v, low in (("n_random", n_random, 0), ("depth_trees", depth_trees, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name}={v!r} must be an int >= {low}")
+
+
+def _evaluation(name, model, records, alpha, kw):
+    """``evaluate`` result of one model: every forest size and every depth."""
+    from .evaluation import evaluate
+    from .inference import default_alpha
+
+    a = default_alpha(model) if alpha is None else alpha
+    n = model.arrays.n_trees
+    dmax = int(model.arrays.depth.max()) if model.arrays.n_nodes else 0
+    return evaluate(model, records, alphas=[a], sweep_trees=range(1, n + 1),
+                    depths=range(1, dmax + 1), desc=f"figures {name}", **kw)
+
+
+def _example_rows(models, records, per_image, alphas, n_random, seed, mode):
+    """Rows of Figure 3: each model's median face, then ``n_random`` random ones."""
+    from .datasets import load_face
+    from .inference import predict_image
+
+    by_name = {r.name: r for r in records}
+    per_image = {k: {n: v for n, v in p.items() if n in by_name} for k, p in per_image.items()}
+    rows = []
+    for face, reason in pick_examples(per_image, n_random, seed):
+        image, truth = load_face(by_name[face])
+        preds = {k: predict_image(m, image, mode=mode, alpha=alphas[k])[1]
+                 for k, m in models.items()}
+        rows.append({"title": f"{face}\n{reason}", "image": image, "truth": truth,
+                     "preds": preds, "scores": {k: per_image[k].get(face) for k in models}})
+    return rows
+
+
+def make_figures(models, records, out_dir, *, evaluations=None, alpha=None, labels=None,
+                 mode="strict", pixel_stride=1, n_random=3, seed=0, depth_trees=16,
+                 workers=None, scheduler=None, progress=True):
+    """Write Figure 3, Figure 4, one confusion matrix per model and figures.json.
 
     Parameters
     ----------
     models : dict name -> Model
-        Typically one model per kind (axis, two-probe, co2) with 32 trees.
+        The methods, in column order (e.g. one model per forest kind).
     records : list of FaceRecord
-        Labelled test faces.
+        The labelled test faces (those of ``evaluations``, when given).
     out_dir : path
-        Receives ``figure3.png``, ``figure4.png``, ``confusion_NAME.png`` and
-        ``figures.json`` (the curves and per-image scores).
+        Receives ``figure3.png``, ``figure4.png``, ``confusion_<name>.png`` and
+        ``figures.json`` (the numbers drawn).
+    evaluations : dict name -> evaluate() result, optional
+        Results already computed (the pipeline's ``eval-<kind>.json``); drawn at
+        their ``per_image_alpha``.  Models without one are evaluated here on
+        ``records`` (every forest size and depth, one pass).
     alpha : float, optional
-        Reweighting exponent (default: each model's selected alpha, else 1).
+        Reweighting exponent of the models evaluated here (default: each
+        model's selected alpha, ``facesegment.inference.default_alpha``).
+    labels : dict name -> display name, optional
+        Legends and titles (default: the names).
+    mode, pixel_stride :
+        As for :func:`facesegment.evaluation.evaluate`; ``mode`` is also the
+        one of Figure 3's predictions (whole images).
     depth_trees : int
-        Number of trees of the Jaccard-vs-depth curve (the paper: 16).
+        Forest size of the Jaccard-vs-depth curve (the paper: 16).
 
     Returns
     -------
-    dict of the written paths and the numbers drawn.
+    dict: ``written`` (paths) and the numbers of figures.json.
     """
-    from .datasets import load_face
-    from .inference import default_alpha, predict_image
-    from .metrics import class_average, evaluate_model, jaccard, write_json_atomic
-
+    evaluations = dict(evaluations or {})
+    _check_figure_args(models, evaluations, n_random, depth_trees)
+    labels = {k: str((labels or {}).get(k, k)) for k in models}
+    kw = {"mode": mode, "pixel_stride": pixel_stride, "workers": workers,
+          "scheduler": scheduler, "progress": progress}
     out_dir = os.fspath(out_dir)
-    tree_curves, depth_curves, per_image, written, alphas = {}, {}, {}, [], {}
+    tree_c, depth_c, used, alphas, per_image, written = {}, {}, set(), {}, {}, []
     for name, model in models.items():
-        a = default_alpha(model) if alpha is None else float(alpha)
-        alphas[name] = a
-        n = model.arrays.n_trees
-        dmax = int(model.arrays.depth.max())
-        res = evaluate_model(model, records, alpha=a, n_trees_list=list(range(1, n + 1)),
-                             max_depth_list=list(range(1, dmax + 1)), scheduler=scheduler,
-                             n_workers=n_workers, progress=progress, desc=f"figures {name}")
-        conf = res["confusion_sweep"][0]  # (depths, trees, C, C)
-        depths, trees = res["sweep"]["max_depth"], res["sweep"]["n_trees"]
-        cav = class_average(jaccard(conf))
-        tree_curves[name] = (trees, cav[depths.index(dmax)].tolist())
-        jt = trees.index(min(depth_trees, n)) if min(depth_trees, n) in trees else -1
-        depth_curves[name] = (depths, cav[:, jt].tolist())
+        res = evaluations.get(name) or _evaluation(name, model, records, alpha, kw)
+        tree_c[name], depth_c[name], n_depth = curves(res, depth_trees)
+        used.add(n_depth)
+        a = alphas[name] = float(res["per_image_alpha"])
         per_image[name] = res["per_image"]
+        n = max(int(t) for t in res["trees"])
+        s = res["trees"][str(n)]["alpha"][repr(a)]
+        mj = "n/a" if s["mean_jaccard"] is None else f"{s['mean_jaccard']:.2f}"
         written.append(confusion_figure(
-            conf[depths.index(dmax), trees.index(n)],
-            os.path.join(out_dir, f"confusion_{name}.png"),
-            f"{name} ({model.kind}, {n} trees, alpha={a:g}): class-average Jaccard "
-            f"{res['summary']['class_average_jaccard']}", model.class_names))
-    used = sorted({min(depth_trees, m.arrays.n_trees) for m in models.values()})
-    written.append(figure4(tree_curves, depth_curves, os.path.join(out_dir, "figure4.png"),
-                           used[0] if len(used) == 1 else
-                           "/".join(map(str, used)) + " trees"))
-    by_name = {r.name: r for r in records}
-    rows = []
-    for ex, reason in pick_examples(per_image, n_random, seed):
-        image, truth = load_face(by_name[ex])
-        preds = {k: predict_image(m, image, mode="strict", alpha=alphas[k])[1]
-                 for k, m in models.items()}
-        scores = {}
-        for k in models:
-            from .metrics import confusion_matrix
-
-            truth_s = np.where(preds[k] == IGNORE, IGNORE, truth).astype(np.uint8)
-            scores[k] = float(class_average(jaccard(confusion_matrix(
-                truth_s, np.where(preds[k] == IGNORE, 0, preds[k])))))
-        rows.append({"title": f"{ex}\n{reason}", "image": image, "truth": truth,
-                     "preds": preds, "scores": scores})
+            s["confusion"], os.path.join(out_dir, f"confusion_{name}.png"),
+            f"{labels[name]}, {n} trees, alpha={a:g}: class-average Jaccard {mj}",
+            model.class_names))
+    depth_n = used.pop() if len(used) == 1 else "/".join(map(str, sorted(used))) + " trees"
+    written.append(figure4(tree_c, depth_c, os.path.join(out_dir, "figure4.png"), depth_n,
+                           labels))
+    rows = _example_rows(models, records, per_image, alphas, n_random, seed, mode)
     if rows:
-        written.append(figure3(rows, os.path.join(out_dir, "figure3.png"), list(models)))
-    numbers = {"alphas": alphas, "trees": tree_curves, "depth": depth_curves,
-               "depth_trees": depth_trees, "per_image": per_image,
+        written.append(figure3(rows, os.path.join(out_dir, "figure3.png"), list(models),
+                               labels=labels))
+    numbers = {"alphas": alphas, "labels": labels, "trees": tree_c, "depth": depth_c,
+               "depth_trees": depth_n, "per_image": per_image,
                "figure3_rows": [r["title"] for r in rows]}
-    write_json_atomic(os.path.join(out_dir, "figures.json"), numbers)
-    return {"written": written, **numbers}
+    js = os.path.join(out_dir, "figures.json")
+    write_json_atomic(js, numbers)
+    return {"written": written + [js], **numbers}

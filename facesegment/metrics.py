@@ -1,4 +1,4 @@
-"""Confusion matrices, per-class and class-average Jaccard, and test-set evaluation.
+"""Confusion matrices, per-class and class-average Jaccard, summaries and tables.
 
 The paper's metric (section 6.2) is the per-class Jaccard index
 ``100 * tp / (tp + fp + fn)`` from the 8x8 confusion matrix accumulated over all
@@ -12,11 +12,15 @@ then the mean over the classes that occur.  Over the whole test set every class
 occurs; the rule matters for per-image scores (e.g. an image whose eyes are not
 visible and are not predicted either).  A class that occurs in the ground truth
 but is never predicted correctly scores 0 and counts.
+
+Scoring a model on labelled faces (every forest size, depth and alpha in one
+pass) is :func:`facesegment.evaluation.evaluate`; JSON is written with
+:func:`facesegment.atomic.write_json_atomic`.
 """
 
 import numpy as np
 
-from .atomic import write_text_atomic
+from .atomic import write_text_atomic  # noqa: F401  (facesegment/segment.py imports it here)
 from .classes import CLASS_NAMES, IGNORE, N_CLASSES
 
 
@@ -124,102 +128,3 @@ def markdown_table(results, title=None):
         cells += [fmt(r["class_average_jaccard"]), fmt(r["pixel_accuracy"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------- evaluating a model
-
-def _evaluate_one(record, model, alphas, n_trees_list, max_depth_list, fft_levels):
-    """Task: the sweep confusion matrices of one test image (top level: picklable)."""
-    from .datasets import load_face
-    from .inference import confusion_sweep
-
-    image, label = load_face(record)
-    conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=n_trees_list,
-                                          max_depth_list=max_depth_list, alphas=alphas,
-                                          mode="strict", fft_levels=fft_levels)
-    return record.name, conf, depths, trees
-
-
-def evaluate_model(model, records, alpha=1.0, sweep_alphas=None, n_trees_list=None,
-                   max_depth_list=None, scheduler=None, n_workers=None, progress=True,
-                   fft_levels=0, desc="evaluate"):
-    """Evaluate a model on labelled faces with the paper's protocol (strict mode).
-
-    Parameters
-    ----------
-    model : Model
-    records : list of facesegment.datasets.FaceRecord
-        Labelled test faces.
-    alpha : float
-        Prior-reweighting exponent of the main result.
-    sweep_alphas, n_trees_list, max_depth_list : lists, optional
-        Extra settings scored in the same pass (Figure 4, alpha selection).
-    scheduler : None or str
-        Dask scheduler address (None = local threads).
-
-    Returns
-    -------
-    dict with ``summary`` (:func:`summarize` of the full forest at ``alpha``),
-    ``per_image`` (name -> class-average Jaccard), ``per_image_jaccard``
-    (name -> per-class list), ``sweep`` (settings and the class-average
-    Jaccard / pixel accuracy of each), and ``confusion_sweep`` (the int64
-    array ``(alphas, depths, trees, C, C)``, not JSON).
-    """
-    from .parallel import map_tasks
-
-    arrays = model.arrays
-    alphas = [float(alpha)] + [float(a) for a in (sweep_alphas or []) if float(a) != alpha]
-    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
-    trees = sorted({int(t) for t in (n_trees_list or [])} | {arrays.n_trees})
-    depths = [forest_depth if d is None else min(int(d), forest_depth)
-              for d in (max_depth_list or [])]
-    depths = sorted(set(depths) | {forest_depth})
-    total = None
-    per_image, per_image_jac = {}, {}
-    ia, ik, it = 0, depths.index(forest_depth), trees.index(arrays.n_trees)
-    for _, (name, conf, d_out, t_out) in map_tasks(
-            _evaluate_one, records, args=(model, alphas, trees, depths, fft_levels),
-            scheduler=scheduler, n_workers=n_workers, desc=desc, unit="images",
-            progress=progress):
-        total = conf if total is None else total + conf
-        jac = jaccard(conf[ia, ik, it])
-        per_image[name] = _num(class_average(jac))
-        per_image_jac[name] = [_num(v) for v in jac]
-    if total is None:
-        raise ValueError("records is empty: nothing to evaluate")
-    main = summarize(total[ia, ik, it], model.class_names)
-    sweep = {
-        "alphas": alphas, "max_depth": [int(d) for d in depths],
-        "n_trees": [int(t) for t in trees],
-        "class_average_jaccard": np.round(class_average(jaccard(total)), 4).tolist(),
-        "pixel_accuracy": np.round(pixel_accuracy(total), 4).tolist(),
-    }
-    return {"kind": model.kind, "alpha": float(alpha), "mode": "strict",
-            "n_images": len(per_image), "summary": main,
-            "per_image": dict(sorted(per_image.items())),
-            "per_image_jaccard": dict(sorted(per_image_jac.items())),
-            "sweep": sweep, "confusion_sweep": total}
-
-
-# ------------------------------------------------------------------ writing
-
-def to_jsonable(obj):
-    """Replace NaN by None and numpy scalars/arrays by Python values, recursively."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return None if np.isnan(obj) else float(obj)
-    return obj
-
-
-def write_json_atomic(path, obj):
-    """Write ``obj`` as indented JSON (NaN written as null), atomically."""
-    import json
-
-    write_text_atomic(path, json.dumps(to_jsonable(obj), indent=1) + "\n")

@@ -19,9 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import backend, scoring
+from facesegment.atomic import write_json_atomic
+from facesegment.evaluation import evaluate
+
+from . import backend
 from .config import KINDS
-from .stamps import write_json_atomic
 
 
 def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print, alphas=()):
@@ -59,8 +61,9 @@ def check_run(run_dir, model_root, kinds=KINDS, workers=None, log=print, alphas=
         these = sorted({float(ev["alpha"]), 1.0, *map(float, alphas)})
         model = backend.load_model(model_root / f"{kind}-{max(sizes)}")
         t0 = time.perf_counter()
-        res = scoring.score_model(model, test, sizes, these, per_image_alpha=float(ev["alpha"]),
-                                  pixel_stride=1, workers=workers, desc=f"all pixels {kind}")
+        res = evaluate(model, test, alphas=these, tree_counts=sizes,
+                       per_image_alpha=float(ev["alpha"]), pixel_stride=1, workers=workers,
+                       desc=f"all pixels {kind}")
         secs = time.perf_counter() - t0
         mine = {str(n): {repr(a): res["trees"][str(n)]["alpha"][repr(a)]["mean_jaccard"]
                          for a in these} for n in sizes}
@@ -105,7 +108,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     out = run_dir / args.out
-    write_json_atomic(out, res)
+    write_json_atomic(out, res, sort_keys=True)
     log(f"check-pixels: wrote {out}")
     return 0
 

@@ -334,19 +334,12 @@ def check_estimator_params(cfg, where="config"):
 
 def _check_estimator_values(cls, kind, params, where):
     """Run the estimator's own parameter checks now, not hours later at ``fit``."""
-    from facesegment.forest.base import _resolve_max_features
+    from facesegment.forest.params import resolve_max_features, validate_params
 
     try:
-        est = cls(**params)
-        est._check_common()
+        validate_params(cls, params)
         if "max_features" in params:
-            _resolve_max_features(params["max_features"], 2883)
-        if hasattr(est, "co2_params"):
-            est.co2_params()
-        if "n_pairs" in params:
-            n = params["n_pairs"]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"n_pairs={n!r} must be an integer >= 1")
+            resolve_max_features(params["max_features"], N_FEATURES)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: [forest] / [forest.{kind}]: {exc}") from None
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from facesegment.atomic import write_json_atomic
+
 from . import backend
-from .stamps import write_json_atomic
 
 #: (label, kind, extra estimator parameters); oblique_min_samples is given as a
 #: fraction of the windows per tree.
@@ -121,7 +122,7 @@ def main(argv=None):
     study = run_study(backend.read_windows(windows), args.trees, args.samples, args.depth,
                       workers=args.workers, log=log)
     out = Path("reports/runs") / args.run / "investigation.json"
-    write_json_atomic(out, study)
+    write_json_atomic(out, study, sort_keys=True)
     log(f"investigate: wrote {out}")
     return 0
 

@@ -5,9 +5,10 @@ Layout of one run (``<run>`` = ``<dataset>-<preset>``)::
     reports/runs/<run>/splits.json          data: train / validation / test records
     data/windows/<run>/train.h5             extract: class-balanced windows
     reports/runs/<run>/selection.{json,md}  select: validation score of every setting
-    reports/runs/<run>/chosen.json          select: the settings train and evaluate use
-    models/<run>/<kind>-<n>/                train: one model per kind and forest size
-    reports/runs/<run>/train-<kind>.json    train: times, sizes
+    reports/runs/<run>/chosen.json          select: the settings train uses
+    models/<run>/<kind>-<n>/                train: one model per kind and forest size,
+                                            with its alpha (model.metrics["alpha"])
+    reports/runs/<run>/train-<kind>.json    train: times, sizes, the alpha and its table
     reports/runs/<run>/eval-<kind>.json     evaluate: test scores for every size and alpha
     reports/runs/<run>/figures/*.png        figures
     reports/runs/<run>/results.md           report (and docs/results.md over all runs)
@@ -26,11 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
+from facesegment import evaluation
+from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
-from . import backend, figs, report, scoring, selection
+from . import backend, report, selection
 from .config import KINDS, run_name
-from .stamps import ByContent, fingerprint, write_json_atomic, write_text_atomic
+from .stamps import ByContent, fingerprint
 
 
 @dataclass
@@ -160,7 +163,7 @@ def run_data(ctx):
         "train": [list(r.__dict__.values()) for r in train],
         "validation": [list(r.__dict__.values()) for r in val],
         "test": [list(r.__dict__.values()) for r in test],
-    })
+    }, sort_keys=True)
     ctx.log(f"data: {root}: {len(train)} training, {len(val)} validation, "
             f"{len(test)} test images")
     return [out]
@@ -199,7 +202,7 @@ def run_select(ctx):
     cfg = ctx.cfg
     if not cfg["select"]["enabled"]:
         chosen = selection.chosen_from_config(cfg)
-        write_json_atomic(ctx.reports / "chosen.json", chosen)
+        write_json_atomic(ctx.reports / "chosen.json", chosen, sort_keys=True)
         ctx.log("select: [select] enabled = false: using the config's q, n_pairs, nu, "
                 "eta and alpha")
         return [ctx.reports / "chosen.json"]
@@ -210,9 +213,9 @@ def run_select(ctx):
     result = selection.run_selection(cfg, ctx.windows_set(), val, ctx.full_grid, ctx.log)
     outs = [ctx.reports / "selection.json", ctx.reports / "selection.md",
             ctx.reports / "chosen.json"]
-    write_json_atomic(outs[0], result)
+    write_json_atomic(outs[0], result, sort_keys=True)
     write_text_atomic(outs[1], "# Model selection\n\n" + selection.selection_markdown(result))
-    write_json_atomic(outs[2], result["chosen"])
+    write_json_atomic(outs[2], result["chosen"], sort_keys=True)
     return outs
 
 
@@ -222,15 +225,49 @@ def _setting(chosen):
     return {k: v for k, v in chosen.items() if k not in ("alpha", "validation_jaccard")}
 
 
+def _final_alpha_wanted(cfg):
+    """Is alpha chosen with the final forest (else: the selection forests' alpha)?"""
+    return cfg["evaluate"]["alpha_from"] == "final" and cfg["select"]["enabled"]
+
+
 def _train_config(kind):
     def config(ctx):
         c = ctx.cfg
         chosen = ctx.read_json("chosen.json")[kind]
-        # alpha too: the model folder records it as `segment`'s default
+        # the alpha stored in the model folders: the selection's, or chosen with
+        # the final forest on the validation images (their grid, alphas and mode)
+        alpha = {"alpha_from": c["evaluate"]["alpha_from"], "selection": chosen["alpha"]}
+        if _final_alpha_wanted(c):
+            alpha |= {"mode": c["evaluate"]["mode"],
+                      "select": {k: c["select"][k] for k in ("alphas", "n_images",
+                                                             "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
-                "chosen": _setting(chosen), "alpha": chosen["alpha"],
-                "seed": c["run"]["seed"]}
+                "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"]}
     return config
+
+
+def _choose_alpha(ctx, kind, model, alpha_sel):
+    """``(alpha, record)``: the alpha every model folder of ``kind`` gets.
+
+    With ``[evaluate] alpha_from = "final"`` (and selection on), the
+    reweighting exponent that scores best on the validation images with the
+    final forest ``model`` (not the test set): the small selection forests
+    rank q, pairs, nu and eta well, but the best alpha moves with the forest's
+    size (bigger forests give more peaked probabilities).  Same images, grid,
+    alphas and mode as the selection.  Else the selection's ``alpha_sel``.
+    """
+    cfg = ctx.cfg
+    val = validation_records(ctx) if _final_alpha_wanted(cfg) else []
+    if not val:
+        return alpha_sel, None
+    sel = cfg["select"]
+    rec = evaluation.choose_alpha(model, val, sel["alphas"], mode=cfg["evaluate"]["mode"],
+                                  pixel_stride=sel["pixel_stride"], workers=ctx.workers,
+                                  scheduler=ctx.scheduler, desc=f"alpha {kind}")
+    table = ", ".join(f"{a}: {v:.2f}" for a, v in rec["validation_jaccard"].items())
+    ctx.log(f"train: {kind}-{rec['n_trees']}: alpha {rec['alpha']:g} on {rec['n_images']} "
+            f"validation images with the final forest ({table})")
+    return rec["alpha"], rec
 
 
 def _train(kind):
@@ -251,25 +288,13 @@ def _train(kind):
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
                 "selected": chosen, "n_windows": int(len(ws.y))}
         model = backend.to_model(est, kind, ws.meta, prov)
-        model.metrics.update({"fit_seconds": round(fit_s, 3), "alpha": chosen["alpha"]})
-        outs, sizes = [], {}
-        for m in sorted(set(cfg["forest"]["eval_trees"]) | {n}):
-            sub = model if m == n else backend.subforest(model, 0, m)
-            if m != n:  # the first m trees: exactly an m-tree forest with the same seed
-                share = sum(tree_s[:m]) / sum(tree_s) if tree_s and sum(tree_s) else m / n
-                sub.params = {**sub.params, "n_estimators": m}
-                sub.metrics.update({
-                    "fit_seconds": round(fit_s * share, 3), "fit_seconds_is_estimate": True,
-                    "truncated_from": str(ctx.model_dir(kind, n)),
-                    "n_nodes": sub.arrays.n_nodes, "n_oblique": int(sub.arrays.weights.shape[0])})
-                if tree_s:
-                    sub.metrics["tree_seconds"] = tree_s[:m]
-            path = ctx.model_dir(kind, m)
-            if path.exists():
-                shutil.rmtree(path)
-            backend.save_model(sub, path)
-            sizes[str(m)] = backend.model_bytes(path)
-            outs.append(path)
+        alpha_sel = float(chosen["alpha"])
+        alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
+        # every model folder of this kind: `segment` / `evaluate` use this alpha
+        alphas = {"alpha": alpha, "alpha_selection_forests": alpha_sel,
+                  "alpha_final_forest": final}
+        model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
+        outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)
         a = model.arrays
         summary = {
             "kind": kind, "n_trees": n, "params": params, "fit_seconds": round(fit_s, 3),
@@ -277,15 +302,39 @@ def _train(kind):
             "tree_seconds": tree_s, "model_bytes": sizes,
             "n_nodes": a.n_nodes, "n_oblique": int(a.weights.shape[0]),
             "max_depth_reached": int(a.depth.max()) if a.n_nodes else 0,
-            "n_windows": int(len(ws.y)), "alpha": chosen["alpha"], "threads": ctx.workers,
+            "n_windows": int(len(ws.y)), **alphas, "threads": ctx.workers,
             "load_average": [round(load0, 2), round(load1, 2)], "cpu_count": os.cpu_count(),
         }
         js = ctx.reports / f"train-{kind}.json"
-        write_json_atomic(js, summary)
+        write_json_atomic(js, summary, sort_keys=True)
         ctx.log(f"train: {kind}: {fit_s:.1f} s, {a.n_nodes} nodes, "
                 f"{sizes[str(n)] / 1e6:.1f} MB")
         return outs + [js]
     return run
+
+
+def _save_models(ctx, kind, model, fit_s, tree_s):
+    """Save ``model`` and its first-m-tree forests (``eval_trees``); ``(paths, bytes)``."""
+    n = model.arrays.n_trees
+    outs, sizes = [], {}
+    for m in sorted(set(ctx.cfg["forest"]["eval_trees"]) | {n}):
+        sub = model if m == n else backend.subforest(model, 0, m)
+        if m != n:  # the first m trees: exactly an m-tree forest with the same seed
+            share = sum(tree_s[:m]) / sum(tree_s) if tree_s and sum(tree_s) else m / n
+            sub.params = {**sub.params, "n_estimators": m}
+            sub.metrics.update({
+                "fit_seconds": round(fit_s * share, 3), "fit_seconds_is_estimate": True,
+                "truncated_from": str(ctx.model_dir(kind, n)),
+                "n_nodes": sub.arrays.n_nodes, "n_oblique": int(sub.arrays.weights.shape[0])})
+            if tree_s:
+                sub.metrics["tree_seconds"] = tree_s[:m]
+        path = ctx.model_dir(kind, m)
+        if path.exists():
+            shutil.rmtree(path)
+        backend.save_model(sub, path)
+        sizes[str(m)] = backend.model_bytes(path)
+        outs.append(path)
+    return outs, sizes
 
 
 # ----------------------------------------------------------------- evaluate
@@ -293,66 +342,45 @@ def _train(kind):
 def _eval_config(kind):
     def config(ctx):
         c = ctx.cfg
-        return {"evaluate": c["evaluate"], "eval_trees": c["forest"]["eval_trees"],
-                "depths": c["figures"]["depths"],
-                "alpha": ctx.read_json("chosen.json")[kind]["alpha"],
-                "select": {k: c["select"][k] for k in ("enabled", "alphas", "n_images",
-                                                       "pixel_stride")},
-                "seed": c["run"]["seed"]}
+        # the alpha comes from the model folder (an input), chosen by train
+        ev = {k: c["evaluate"][k] for k in ("extra_alphas", "mode", "pixel_stride",
+                                            "fft_levels")}
+        return {"evaluate": ev, "eval_trees": c["forest"]["eval_trees"],
+                "depths": c["figures"]["depths"]}
     return config
 
 
 def _evaluate(kind):
     def run(ctx):
+        from facesegment.inference import default_alpha
+
         cfg = ctx.cfg
         n = cfg["forest"]["n_trees"]
         model = backend.load_model(ctx.model_dir(kind, n))
         ev = cfg["evaluate"]
-        alpha_sel = float(ctx.read_json("chosen.json")[kind]["alpha"])
-        alpha, final = _final_alpha(ctx, kind, model, n) if (
-            ev["alpha_from"] == "final" and cfg["select"]["enabled"]) else (alpha_sel, None)
+        alpha = default_alpha(model)                 # chosen by the train stage
+        alpha_sel = float(model.metrics.get("alpha_selection_forests", alpha))
         alphas = sorted({alpha, alpha_sel, *map(float, ev["extra_alphas"])})
         test = ctx.splits()["test"]
-        res = scoring.score_model(model, test, cfg["forest"]["eval_trees"], alphas,
+        res = evaluation.evaluate(model, test, alphas=alphas,
+                                  tree_counts=cfg["forest"]["eval_trees"],
                                   depths=cfg["figures"]["depths"], per_image_alpha=alpha,
                                   sweep_trees=range(1, n + 1),
                                   pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
         res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),
-                    "alpha_selection_forests": alpha_sel, "alpha_final_forest": final,
-                    "mode": cfg["evaluate"]["mode"], "threads": ctx.workers})
+                    "alpha_selection_forests": alpha_sel,
+                    "alpha_final_forest": model.metrics.get("alpha_final_forest"),
+                    "mode": ev["mode"], "threads": ctx.workers})
         out = ctx.reports / f"eval-{kind}.json"
-        write_json_atomic(out, res)
+        write_json_atomic(out, res, sort_keys=True)
         for m, r in res["trees"].items():
             ctx.log(f"evaluate: {kind}-{m}: test Jaccard "
                     + ", ".join(f"{v['mean_jaccard']:.2f} (alpha={a})"
                                 for a, v in r["alpha"].items()))
         return [out]
     return run
-
-
-def _final_alpha(ctx, kind, model, n):
-    """``(alpha, record)``: the reweighting exponent that scores best on the
-    validation images with the final ``n``-tree forest (not the test set).
-
-    The small selection forests rank q, pairs, nu and eta well, but the best
-    alpha moves with the forest's size: bigger forests give more peaked
-    probabilities.  Same images, grid and alphas as the selection.
-    """
-    sel = ctx.cfg["select"]
-    val = validation_records(ctx)
-    if not val:
-        return float(ctx.read_json("chosen.json")[kind]["alpha"]), None
-    r = scoring.score_model(model, val, [n], sel["alphas"], pixel_stride=sel["pixel_stride"],
-                            mode=ctx.cfg["evaluate"]["mode"], workers=ctx.workers,
-                            scheduler=ctx.scheduler, desc=f"alpha {kind}")
-    alpha = float(scoring.best_alpha(r, n))
-    table = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
-    ctx.log(f"evaluate: {kind}-{n}: alpha {alpha:g} on {len(val)} validation images "
-            f"with the final forest ({', '.join(f'{a}: {v:.2f}' for a, v in table.items())})")
-    return alpha, {"alpha": alpha, "n_images": len(val), "n_trees": n,
-                   "validation_jaccard": table}
 
 
 def _timing(kind):
@@ -363,12 +391,13 @@ def _timing(kind):
         model = backend.load_model(ctx.model_dir(kind, n))
         test = ctx.splits()["test"][: ev["time_images"]]
         load0 = os.getloadavg()[0]
-        res = scoring.time_inference(model, test, cfg["forest"]["eval_trees"],
-                                     ev["time_mode"], ev["fft_levels"])
+        res = evaluation.time_inference(model, test, cfg["forest"]["eval_trees"],
+                                        ev["time_mode"], ev["fft_levels"])
         out = ctx.reports / f"time-{kind}.json"
         write_json_atomic(out, {"kind": kind, "trees": res, "cpu_count": os.cpu_count(),
                                 "load_average": [round(load0, 2),
-                                                 round(os.getloadavg()[0], 2)]})
+                                                 round(os.getloadavg()[0], 2)]},
+                          sort_keys=True)
         for m, r in res.items():
             ctx.log(f"time: {kind}-{m}: {r['ms_per_image']:.0f} ms/image "
                     f"({r['cpu_ms_per_image']:.0f} ms CPU)")
@@ -379,17 +408,24 @@ def _timing(kind):
 # ------------------------------------------------------------ figures, report
 
 def run_figures(ctx):
+    """Figure 3, Figure 4 and the confusion matrices (facesegment.figures) from the
+    run's models and ``eval-<kind>.json``: only Figure 3's faces are predicted again."""
+    from facesegment.figures import make_figures
+    from facesegment.forest.registry import KINDS as TABLE
+
     cfg = ctx.cfg
     if not cfg["figures"]["enabled"]:
         ctx.log("figures: [figures] enabled = false, nothing to do")
         return []
     n = cfg["forest"]["n_trees"]
-    evals = {k: ctx.read_json(f"eval-{k}.json") for k in KINDS}
-    files = figs.make_run_figures({k: ctx.model_dir(k, n) for k in KINDS}, evals,
-                                  ctx.splits()["test"], ctx.reports / "figures",
-                                  n_random=cfg["figures"]["n_random"], seed=cfg["run"]["seed"],
-                                  mode=cfg["evaluate"]["mode"])
-    return [Path(f) for f in files]
+    kinds = [row.name for row in TABLE.values() if row.name in KINDS]
+    res = make_figures({k: backend.load_model(ctx.model_dir(k, n)) for k in kinds},
+                       ctx.splits()["test"], ctx.reports / "figures",
+                       evaluations={k: ctx.read_json(f"eval-{k}.json") for k in kinds},
+                       labels={k: TABLE[k].label for k in kinds},
+                       mode=cfg["evaluate"]["mode"], n_random=cfg["figures"]["n_random"],
+                       seed=cfg["run"]["seed"], workers=ctx.workers, scheduler=ctx.scheduler)
+    return [Path(f) for f in res["written"]]
 
 
 def run_report(ctx):
@@ -417,7 +453,9 @@ def build_stages():
               run_select, ("extract",)),
     ]
     for k in KINDS:
-        st.append(Stage(f"train:{k}", _train_config(k), lambda c: [c.windows], _train(k),
+        # the validation images (splits.json) score the final forest's alpha
+        st.append(Stage(f"train:{k}", _train_config(k),
+                        lambda c: [c.windows, c.reports / "splits.json"], _train(k),
                         ("select",)))
     for k in KINDS:
         st.append(Stage(f"evaluate:{k}", _eval_config(k),

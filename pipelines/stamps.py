@@ -20,22 +20,15 @@ import json
 import os
 import time
 
+from facesegment.atomic import write_json_atomic as _write_json
 from facesegment.atomic import write_text_atomic  # noqa: F401  (re-exported for the stages)
 
 SMALL = 4 << 20  # files up to 4 MiB are fingerprinted by content
 
 
 def write_json_atomic(path, obj):
-    """Write JSON (sorted keys, numpy values as lists) atomically (facesegment.atomic)."""
-    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
-
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    return str(o)
+    """Stamps and snapshots: :func:`facesegment.atomic.write_json_atomic` with sorted keys."""
+    _write_json(path, obj, sort_keys=True)
 
 
 def file_fingerprint(path):

@@ -36,6 +36,28 @@ def test_evaluate_writes_json_and_table(tmp_path, model_dir, capsys):
     assert (out / "summary.md").read_text().startswith("### Test faces: 2")
 
 
+def test_evaluate_mode_and_pixel_stride_go_through_the_driver(tmp_path, model_dir):
+    from facesegment.datasets import find_faces
+    from facesegment.evaluation import evaluate
+    from facesegment.model import load_model
+
+    data = tmp_path / "data"
+    _write_faces(data, n=2, size=36)
+    out = tmp_path / "reports"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--out", str(out),
+                 "-q", "--workers", "1", "--mode", "full", "--pixel-stride", "2"]) == 0
+    res = json.loads((out / "axis-3.json").read_text())
+    ref = evaluate(load_model(model_dir), find_faces(data), alphas=[0.5], mode="full",
+                   pixel_stride=2, progress=False, workers=1)
+    assert res["summary"]["confusion"] == ref["trees"]["3"]["alpha"]["0.5"]["confusion"]
+    assert res["summary"]["class_average_jaccard"] == ref["trees"]["3"]["alpha"]["0.5"][
+        "mean_jaccard"]
+    assert res["per_image"] == ref["per_image"] and res["n_pixels"] == ref["n_pixels"]
+    assert res["mode"] == "full" and res["pixel_stride"] == 2 and res["kind"] == "axis"
+    assert "full mode (every pixel but label 255), pixels of a 2x2 grid" in \
+        (out / "axis-3.md").read_text()
+
+
 def test_evaluate_bad_model_is_one_line_error(tmp_path, capsys):
     (tmp_path / "data").mkdir()
     rc = main(["evaluate", "--model", str(tmp_path / "nope"), "--data", str(tmp_path / "data")])
@@ -89,6 +111,9 @@ def test_help_texts():
     ["evaluate", "--model", "m", "--data", "d", "--sweep-depths", "-1"],
     ["evaluate", "--model", "m", "--data", "d", "--sweep-alphas", "1", "-0.5"],
     ["evaluate", "--model", "m", "--data", "d", "--seed", "-1"],
+    ["evaluate", "--model", "m", "--data", "d", "--pixel-stride", "0"],
+    ["evaluate", "--model", "m", "--data", "d", "--mode", "loose"],
+    ["figures", "--model", "m", "--data", "d", "--pixel-stride", "0"],
     ["segment", "in", "out", "--model", "m", "--alpha", "-1"],
     ["figures", "--model", "m", "--data", "d", "--random-rows", "-1"],
     ["figures", "--model", "m", "--data", "d", "--depth-trees", "0"],

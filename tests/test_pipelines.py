@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from facesegment.atomic import write_json_atomic
 from facesegment.classes import N_CLASSES
 from facesegment.errors import DataError
 from pipelines import backend, report, run, stamps
@@ -86,7 +87,7 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[select]\nenabled = 1\n", ["enabled", "true or false"]),
     ("[data\n", ["not valid TOML"]),
     ("[forest]\nmin_samples_leaf = 0\n", ["[forest]", "min_samples_leaf=0", ">= 1"]),
-    ("[forest.co2]\nnu = -1.0\n", ["[forest.co2]", "nu=-1.0", "> 0"]),
+    ("[forest.co2]\nnu = -1.0\n", ["[forest.co2]", "nu=-1.0", "(0, inf)"]),
     ("[forest.two-probe]\nn_pairs = 0\n", ["[forest.two-probe]", "n_pairs=0"]),
 ])
 def test_bad_config_names_the_key(tmp_path, text, words):
@@ -326,31 +327,31 @@ def test_first_trees_of_a_forest_are_the_smaller_forest(kind):
     np.testing.assert_array_equal(tail.roots, big.forest_.roots[2:])
 
 
-def test_scoring_matches_facesegment_evaluate_and_grid(tmp_path):
-    """The pipeline's scoring loop gives facesegment.metrics.evaluate_model's numbers,
-    and a pixel grid scores exactly the grid's pixels."""
+def _random_axis_model(n_trees=3, n=400):
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(n, 2883)).astype(np.uint8)
+    est = backend.make_estimator("axis", {"max_depth": 4, "max_features": 20}, n_trees, 0, 1)
+    est.fit(X, rng.integers(0, N_CLASSES, size=n))
+    model = _model(est)
+    model.mean, model.std = np.zeros(2883, np.float32), np.ones(2883, np.float32)
+    return model
+
+
+def test_scoring_is_the_library_driver(tmp_path):
+    """pipelines.scoring (kept for selection.py) is facesegment.evaluation.evaluate
+    with the forest sizes and alphas by position; a pixel grid scores exactly the
+    grid's pixels, full mode the border too."""
     from facesegment.datasets import find_faces
-    from facesegment.metrics import evaluate_model
+    from facesegment.evaluation import evaluate
     from pipelines import scoring
 
     data = make_dataset(tmp_path / "f", n_train=3, n_test=2)
     recs = find_faces(data / "test")
-    rng = np.random.default_rng(0)
-    X = rng.integers(0, 256, size=(400, 2883)).astype(np.uint8)
-    y = rng.integers(0, N_CLASSES, size=400)
-    est = backend.make_estimator("axis", {"max_depth": 4, "max_features": 20}, 3, 0, 1)
-    est.fit(X, y)
-    model = _model(est)
-    model.mean, model.std = np.zeros(2883, np.float32), np.ones(2883, np.float32)
+    model = _random_axis_model()
     mine = scoring.score_model(model, recs, [2, 3], [0.5, 1.0], depths=[2], workers=1)
-    ref = evaluate_model(model, recs, alpha=0.5, sweep_alphas=[1.0], n_trees_list=[2, 3],
-                         max_depth_list=[2], n_workers=1, progress=False)
-    assert mine["trees"]["3"]["alpha"]["0.5"]["confusion"] == ref["summary"]["confusion"]
-    assert mine["sweep"]["class_average_jaccard"] == ref["sweep"]["class_average_jaccard"]
-    assert mine["per_image"] == ref["per_image"]
-    lab = np.arange(64 * 64).reshape(64, 64).astype(np.uint8) % 8
-    g = scoring.grid_label(lab, 3)
-    assert (g != 255).sum() == 22 * 22 and (g[::3, ::3] == lab[::3, ::3]).all()
+    ref = evaluate(model, recs, alphas=[0.5, 1.0], tree_counts=[2, 3], depths=[2], workers=1,
+                   progress=False)
+    assert mine == ref and scoring.best_alpha(mine, 3) in ("0.5", "1.0")
     grid = scoring.score_model(model, recs, [3], [0.5], workers=1, pixel_stride=2)
     assert grid["n_pixels"] == 2 * 17 * 17   # 34 x 34 scored pixels -> every 2nd row/col
     full = scoring.score_model(model, recs, [3], [0.5], workers=1, mode="full")
@@ -359,30 +360,27 @@ def test_scoring_matches_facesegment_evaluate_and_grid(tmp_path):
 
 def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
     from facesegment.datasets import find_faces
+    from facesegment.evaluation import evaluate
     from facesegment.model import save_model
-    from pipelines import check_pixels, scoring
+    from pipelines import check_pixels
 
     data = make_dataset(tmp_path / "f", n_train=2, n_test=2)
     recs = find_faces(data / "test")
-    rng = np.random.default_rng(0)
-    X = rng.integers(0, 256, size=(400, 2883)).astype(np.uint8)
-    est = backend.make_estimator("axis", {"max_depth": 4, "max_features": 20}, 4, 0, 1)
-    est.fit(X, rng.integers(0, N_CLASSES, size=400))
-    model = _model(est)
-    model.mean, model.std = np.zeros(2883, np.float32), np.ones(2883, np.float32)
+    model = _random_axis_model(n_trees=4)
     save_model(model, tmp_path / "models" / "r" / "axis-4")
     run_dir = tmp_path / "reports" / "runs" / "r"
-    stamps.write_json_atomic(run_dir / "splits.json",
-                             {"test": [list(r.__dict__.values()) for r in recs]})
-    grid = scoring.score_model(model, recs, [2, 4], [0.5, 1.0], workers=1, pixel_stride=2)
-    stamps.write_json_atomic(run_dir / "eval-axis.json", grid | {"alpha": 0.5,
-                                                                 "pixel_stride": 2})
+    write_json_atomic(run_dir / "splits.json",
+                      {"test": [list(r.__dict__.values()) for r in recs]})
+    grid = evaluate(model, recs, alphas=[0.5, 1.0], tree_counts=[2, 4], workers=1,
+                    pixel_stride=2, progress=False)
+    write_json_atomic(run_dir / "eval-axis.json", grid | {"alpha": 0.5, "pixel_stride": 2})
     res = check_pixels.check_run(run_dir, tmp_path / "models" / "r", workers=1,
                                  log=lambda m: None, alphas=[0.25])
     assert set(res["axis"]["4"]) == {"0.25", "0.5", "1.0"}  # 0.25 only in the all-pixel scores
     assert set(res["axis"]["grid"]["4"]) == {"0.5", "1.0"}
     assert list(res) == ["axis"]
-    full = scoring.score_model(model, recs, [2, 4], [0.5, 1.0, 0.25], workers=1)
+    full = evaluate(model, recs, alphas=[0.5, 1.0, 0.25], tree_counts=[2, 4], workers=1,
+                    progress=False)
     for n in ("2", "4"):
         for a in ("0.5", "1.0"):
             assert res["axis"][n][a] == full["trees"][n]["alpha"][a]["mean_jaccard"]
@@ -420,22 +418,22 @@ def _fake_eval(kind, base, alpha):
 def test_report_renders_only_from_files(tmp_path):
     run_dir = tmp_path / "reports" / "runs" / "faces300w-default"
     for k, base in (("axis", 20.0), ("two-probe", 22.0), ("co2", 25.0), ("co2-best", 21.0)):
-        stamps.write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
-        stamps.write_json_atomic(run_dir / f"train-{k}.json", {
+        write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
+        write_json_atomic(run_dir / f"train-{k}.json", {
             "n_trees": 32, "fit_seconds": 64.0, "tree_seconds": [1.0] * 32,
             "model_bytes": {"16": 1e6, "32": 2e6}, "n_nodes": 100, "threads": None,
             "fit_cpu_seconds": 120.0})
-        stamps.write_json_atomic(run_dir / f"time-{k}.json", {"trees": {
+        write_json_atomic(run_dir / f"time-{k}.json", {"trees": {
             "16": {"ms_per_image": 28.0, "cpu_ms_per_image": 50.0},
             "32": {"ms_per_image": 44.0, "cpu_ms_per_image": 80.0}}})
-    stamps.write_json_atomic(run_dir / "chosen.json", {
+    write_json_atomic(run_dir / "chosen.json", {
         "axis": {"q": "p^0.7", "alpha": 0.5, "validation_jaccard": 19.0}})
-    stamps.write_json_atomic(run_dir / "splits.json", {
+    write_json_atomic(run_dir / "splits.json", {
         "root": "../shared/data/faces300w", "labels": "",
         "counts": {"train": 1107, "validation": 100, "test": 250}})
     from pipelines.investigate import VARIANTS
 
-    stamps.write_json_atomic(run_dir / "investigation.json", {
+    write_json_atomic(run_dir / "investigation.json", {
         "trees": 4, "samples_per_tree": 100, "max_depth": 5, "n_train_windows": 300,
         "n_heldout_windows": 100,
         "variants": [{"label": lab, "kind": kind, "accuracy": 40.0 + i, "n_oblique": i,
@@ -443,7 +441,7 @@ def test_report_renders_only_from_files(tmp_path):
                      for i, (lab, kind, _) in enumerate(VARIANTS)]})
     for stage, secs, fin in (("train:axis", 64.0, "2026-01-01T00:01:00Z"),
                              ("report", 0.1, "2026-01-01T00:00:00Z")):
-        stamps.write_json_atomic(run_dir / "stamps" / f"{stage.replace(':', '-')}.json",
+        write_json_atomic(run_dir / "stamps" / f"{stage.replace(':', '-')}.json",
                                  {"stage": stage, "seconds": secs, "finished": fin})
     text = report.render_run(run_dir)
     assert "| train:axis | 64 s |" in text and "| report |" not in text
@@ -507,7 +505,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
         for n in (2, 4):
             assert (tmp_path / "models" / "faces-smoke" / f"{k}-{n}" / "model.json").is_file()
     best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
-    assert best.kind == "co2" and best.params["init"] == "best"
+    assert best.kind == "co2-best" and best.params["init"] == "best"
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
     assert "| train:co2-best |" in (rdir / "results.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())
@@ -520,6 +518,8 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert {repr(ev["alpha"]), repr(ev["alpha_selection_forests"])} <= set(ev["trees"]["4"]["alpha"])
     assert "chosen with each final 4-tree forest on the 2" in (rdir / "results.md").read_text()
     assert ev["n_images"] == 3
+    _check_alpha_is_the_models(tmp_path, data, rdir)
+    capsys.readouterr()
     text = (rdir / "results.md").read_text()
     assert "CO2 forest" in text and "40.33 / 42.55" in text
     assert (tmp_path / "docs" / "results.md").is_file()
@@ -541,6 +541,74 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert run.main(argv2) == 0
     err = capsys.readouterr().err
     assert "[evaluate:axis] running" in err and "[train:axis] up to date" in err
+
+
+def _check_alpha_is_the_models(tmp_path, data, rdir):
+    """alpha is chosen once (train) and stored in every model folder: `segment` and
+    `evaluate` use the alpha of the published results, and `facesegment evaluate`
+    on the pipeline's test images, mode and pixel stride gives its test scores."""
+    from facesegment.cli import main as cli
+    from facesegment.forest.registry import KINDS as TABLE
+    from facesegment.inference import default_alpha
+    from pipelines.config import KINDS
+
+    models = tmp_path / "models" / "faces-smoke"
+    kinds = [k for k in TABLE if k in KINDS]
+    evals = {k: json.loads((rdir / f"eval-{k}.json").read_text()) for k in kinds}
+    for k, ev in evals.items():
+        train = json.loads((rdir / f"train-{k}.json").read_text())
+        assert train["alpha"] == ev["alpha"]
+        assert train["alpha_final_forest"] == ev["alpha_final_forest"] is not None
+        assert train["alpha_selection_forests"] == ev["alpha_selection_forests"]
+        for n in (2, 4):
+            model = backend.load_model(models / f"{k}-{n}")
+            assert default_alpha(model) == ev["alpha"], (k, n)
+            assert model.metrics["alpha_final_forest"] == ev["alpha_final_forest"]
+    cfg = load_config(CONFIG, "smoke", data=str(data))["evaluate"]
+    out = tmp_path / "cli-eval"
+    assert cli(["evaluate", "--model", *[str(models / f"{k}-4") for k in kinds],
+                "--data", str(data), "--out", str(out), "-q", "--workers", "2",
+                "--mode", cfg["mode"], "--pixel-stride", str(cfg["pixel_stride"])]) == 0
+    for k, ev in evals.items():
+        mine = json.loads((out / f"{k}-4.json").read_text())
+        pipe = ev["trees"]["4"]["alpha"][repr(ev["alpha"])]
+        assert mine["alpha"] == ev["alpha"] and mine["n_images"] == ev["n_images"]
+        assert mine["summary"]["class_average_jaccard"] == pipe["mean_jaccard"]
+        assert mine["summary"]["confusion"] == pipe["confusion"]
+        assert mine["per_image"] == ev["per_image"]
+
+
+def test_stage_keys_follow_the_alpha(tmp_path):
+    """train's key holds what the alpha stored in the models depends on (the
+    selection's alpha, alpha_from, the validation grid); evaluate's does not:
+    it reads the alpha from the model folder (an input)."""
+    from pipelines import stages
+
+    cfg = load_config(CONFIG, "smoke", data="d")
+    ctx = Context(cfg, root=tmp_path, log=lambda m: None)
+    chosen = {"axis": {"q": "p^0.7", "alpha": 0.5, "validation_jaccard": 1.0}}
+    write_json_atomic(ctx.reports / "chosen.json", chosen)
+    train, ev = stages._train_config("axis"), stages._eval_config("axis")
+    t0, e0 = train(ctx), ev(ctx)
+    for section, key, value in (("evaluate", "alpha_from", "selection"),
+                                ("select", "pixel_stride", 2), ("select", "alphas", [0.25]),
+                                ("select", "n_images", 1), ("evaluate", "mode", "full")):
+        old, cfg[section][key] = cfg[section][key], value
+        assert train(ctx) != t0, key
+        assert key == "mode" or ev(ctx) == e0, key
+        cfg[section][key] = old
+    cfg["evaluate"]["alpha_from"] = "selection"    # the validation grid is not used then
+    t1 = train(ctx)
+    cfg["select"]["pixel_stride"] = 2
+    assert train(ctx) == t1
+    write_json_atomic(ctx.reports / "chosen.json", {"axis": chosen["axis"] | {"alpha": 1.0}})
+    t2 = train(ctx)
+    assert t2 != t1 and ev(ctx) == e0
+    cfg["evaluate"]["pixel_stride"] = 2             # evaluate's own keys: not train's
+    assert ev(ctx) != e0 and train(ctx) == t2
+    st = stages.build_stages()
+    assert ctx.reports / "splits.json" in st["train:axis"].inputs(ctx)
+    assert ctx.model_dir("axis", 4) in st["evaluate:axis"].inputs(ctx)
 
 
 def test_recopied_data_is_up_to_date_but_an_edited_image_redoes_extraction(

@@ -89,6 +89,19 @@ def add_parallel_arguments(p, workers_help="local worker threads (default: all c
     p.add_argument("--quiet", "-q", action="store_true", help=quiet_help)
 
 
+def add_scoring_arguments(p):
+    """Add ``--mode`` and ``--pixel-stride``: which pixels of the test faces are scored
+    (as ``facesegment.evaluation.evaluate``; the pipeline's ``[evaluate]`` keys)."""
+    p.add_argument("--mode", choices=("strict", "full"), default="strict",
+                   help="strict = the paper's protocol: pixels within 15 px of the border "
+                        "are not scored; full = every pixel (border windows padded by "
+                        "reflection) (default strict)")
+    p.add_argument("--pixel-stride", type=positive_int, default=1, metavar="N",
+                   help="score only the pixels of an N x N grid of each face (1 = every "
+                        "pixel, the paper's protocol; the pipeline's default run uses 3) "
+                        "(default 1)")
+
+
 def add_test_face_arguments(p, model_help, split_help, seed_help):
     """Add ``--model M...``, ``--data DIR``, ``--labels DIR``, ``--split``, ``--seed``.
 

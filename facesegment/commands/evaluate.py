@@ -4,8 +4,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from ._common import (add_parallel_arguments, add_test_face_arguments, alpha_value,
-                      check_output_folder, model_names, nonneg_int, positive_int)
+from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
+                      alpha_value, check_output_folder, model_names, nonneg_int, positive_int)
 
 HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
@@ -15,7 +15,11 @@ are not scored, nor pixels labelled 255), an 8x8 confusion matrix accumulated
 over all test images, per-class Jaccard 100*tp/(tp+fp+fn), the class average
 over the 8 classes, pixel accuracy, and each image's class-average Jaccard.
 A class absent from both prediction and ground truth has no Jaccard (null) and
-is left out of the average.
+is left out of the average.  --mode full also scores the border; --pixel-stride
+N scores an N x N grid of pixels (the pipeline's [evaluate] mode and
+pixel_stride: the same options give the pipeline's test scores).  The default
+alpha is the model's own (the pipeline stores the one chosen with the final
+forest on the validation images), else 1.
 
 Writes OUT/NAME.json (all numbers, per-image scores) and OUT/NAME.md per model
 (NAME: the model's folder name; NAME-i for a later model whose folder has the
@@ -46,6 +50,7 @@ def add_arguments(p):
                         "N above the model's number of trees means all of them")
     p.add_argument("--sweep-depths", type=nonneg_int, nargs="*", default=None, metavar="D",
                    help="also score the trees truncated at depth D (Figure 4), same pass")
+    add_scoring_arguments(p)
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/eval", metavar="DIR",
@@ -104,8 +109,10 @@ def _test_split(data, labels, seed):
 
 
 def run(args):
+    from ..atomic import write_json_atomic, write_text_atomic
+    from ..evaluation import evaluate, full_summary
     from ..inference import default_alpha
-    from ..metrics import evaluate_model, markdown_table, write_json_atomic, write_text_atomic
+    from ..metrics import markdown_table
     from ..model import load_model
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
@@ -118,19 +125,19 @@ def run(args):
         model = load_model(path)
         alpha = default_alpha(model) if args.alpha is None else args.alpha
         t0 = time.perf_counter()
-        res = evaluate_model(model, records, alpha=alpha, sweep_alphas=args.sweep_alphas,
-                             n_trees_list=_sweep_trees(args.sweep_trees, model),
-                             max_depth_list=args.sweep_depths,
-                             scheduler=args.scheduler, n_workers=args.workers,
-                             progress=not args.quiet, desc=f"evaluate {name}")
+        res = evaluate(model, records, alphas=[alpha] + list(args.sweep_alphas or []),
+                       sweep_trees=_sweep_trees(args.sweep_trees, model),
+                       depths=args.sweep_depths, mode=args.mode, pixel_stride=args.pixel_stride,
+                       scheduler=args.scheduler, workers=args.workers,
+                       progress=not args.quiet, desc=f"evaluate {name}")
         seconds = time.perf_counter() - t0
-        res.pop("confusion_sweep")
-        res.update(model=str(path), data=str(args.data), seconds=round(seconds, 2),
+        res.update(kind=model.kind, alpha=alpha, mode=args.mode, model=str(path),
+                   data=str(args.data), seconds=round(seconds, 2),
                    seconds_per_image=round(seconds / max(1, res["n_images"]), 4),
-                   class_names=list(model.class_names))
-        title = (f"{name}: {res['n_images']} images, alpha={alpha:g}, strict mode "
-                 f"(15-px border and label 255 excluded)")
-        table = markdown_table({name: res["summary"]}, title)
+                   class_names=list(model.class_names),
+                   summary=full_summary(res, model.class_names))
+        table = markdown_table({name: res["summary"]}, f"{name}: {res['n_images']} images, "
+                               f"alpha={alpha:g}, {_protocol(args.mode, args.pixel_stride)}")
         write_json_atomic(Path(args.out) / f"{name}.json", res)
         write_text_atomic(Path(args.out) / f"{name}.md", table)
         rows[f"{name} (alpha={alpha:g})"] = res["summary"]
@@ -139,6 +146,13 @@ def run(args):
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def _protocol(mode, stride):
+    """The scored pixels, in words (table titles)."""
+    text = ("strict mode (15-px border and label 255 excluded)" if mode == "strict"
+            else "full mode (every pixel but label 255)")
+    return text + (f", pixels of a {stride}x{stride} grid" if stride > 1 else "")
 
 
 def _sweep_trees(values, model):

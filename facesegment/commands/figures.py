@@ -1,12 +1,14 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
-from ._common import (add_parallel_arguments, add_test_face_arguments, alpha_value,
-                      check_output_folder, model_names, nonneg_int, positive_int)
+from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
+                      alpha_value, check_output_folder, model_names, nonneg_int, positive_int)
 
 HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
-Evaluate the given models on the labelled test faces (strict mode, as
-`facesegment evaluate`) and draw, under OUT:
+Evaluate the given models on the labelled test faces (as `facesegment
+evaluate`: strict mode unless --mode full, every pixel unless --pixel-stride)
+and draw, under OUT (the pipeline's figures stage draws the same from its
+evaluation files):
 
   figure3.png            rows of test faces: input | ground truth | one column per
                          model; each model's median-Jaccard image, then random
@@ -40,6 +42,7 @@ def add_arguments(p):
                    help="random example rows in Figure 3 after the median ones (default 3)")
     p.add_argument("--depth-trees", type=positive_int, default=16, metavar="N",
                    help="number of trees of the Jaccard-vs-depth curve (default 16)")
+    add_scoring_arguments(p)
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="use only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/figures", metavar="DIR",
@@ -55,9 +58,10 @@ def run(args):
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")
     models = {name: load_model(path) for path, name in zip(args.model, model_names(args.model))}
-    res = make_figures(models, records, args.out, alpha=args.alpha, n_random=args.random_rows,
+    res = make_figures(models, records, args.out, alpha=args.alpha, mode=args.mode,
+                       pixel_stride=args.pixel_stride, n_random=args.random_rows,
                        seed=args.seed, depth_trees=args.depth_trees,
-                       scheduler=args.scheduler, n_workers=args.workers,
+                       scheduler=args.scheduler, workers=args.workers,
                        progress=not args.quiet)
     for path in res["written"]:
         print(f"wrote {path}")
