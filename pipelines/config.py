@@ -95,7 +95,7 @@ def _list(item):
 
 def as_values(section, key, values):
     """The values of a list key, as floats when the key holds real numbers."""
-    item = getattr(SCHEMA[section][key][0], "item", None)
+    item = getattr(SCHEMA[section][key], "item", None)
     return [float(v) for v in values] if getattr(item, "real", False) else list(values)
 
 
@@ -119,67 +119,69 @@ def q_features(q, n_features=N_FEATURES):
     return int(round(n_features ** float(q[2:])))
 
 
-#: Pipeline keys of every section: name -> (validator, default).
+#: Pipeline keys of every section: name -> validator.  The defaults are the
+#: values of pipelines/config.toml (the one place): a configuration file of
+#: one's own only overrides them.
 SCHEMA = {
     "run": {
-        "name": (_str(), ""),
-        "workers": (_int(0), 0),
-        "scheduler": (_str(), ""),
-        "seed": (_int(0), 0),
+        "name": _str(),
+        "workers": _int(0),
+        "scheduler": _str(),
+        "seed": _int(0),
     },
     "data": {
-        "path": (_str(), ""),
-        "labels": (_str(), ""),
-        "name": (_str(), ""),
-        "n_validation": (_int(0), 100),
-        "test_fraction": (_num(0.0, 1.0), 0.2),
-        "max_train_images": (_int(0), 0),
-        "max_test_images": (_int(0), 0),
-        "lfw_dest": (_str(), "data/lfw"),
-        "lfw_labels": (_str(), "data/labels/lfw"),
+        "path": _str(),
+        "labels": _str(),
+        "name": _str(),
+        "n_validation": _int(0),
+        "test_fraction": _num(0.0, 1.0),
+        "max_train_images": _int(0),
+        "max_test_images": _int(0),
+        "lfw_dest": _str(),
+        "lfw_labels": _str(),
     },
     "extract": {
-        "n_windows": (_int(8), 128000),
+        "n_windows": _int(8),
     },
     "forest": {
-        "n_trees": (_int(1), 32),
-        "eval_trees": (_list(_int(1)), [16, 32]),
+        "n_trees": _int(1),
+        "eval_trees": _list(_int(1)),
     },
     # "forest.KIND" sections: one per registry kind (added below)
     "select": {
-        "enabled": (_bool, True),
-        "n_trees": (_int(1), 8),
-        "max_samples": (_int(1), 16000),
-        "n_images": (_int(0), 20),
-        "pixel_stride": (_int(1), 3),
-        "axis_q": (_list(_q), ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]),
-        "two_probe_pairs": (_list(_int(1)), [100, 400, 1600]),
-        "co2_nu": (_list(_num(0.0)), [1, 10]),
-        "co2_eta": (_list(_num(0.0)), [1e-4, 1e-3]),
-        "alphas": (_list(_num(0.0, 4.0)), [0.0, 0.25, 0.5, 0.75, 1.0]),
-        "full_axis_q": (_list(_q), ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]),
-        "full_two_probe_pairs": (_list(_int(1)), [100, 200, 400, 800, 1600, 3200]),
-        "full_co2_nu": (_list(_num(0.0)), [0.1, 1, 4, 10, 43, 100]),
-        "full_co2_eta": (_list(_num(0.0)), [1e-5, 1e-4, 3e-4, 6e-4, 1e-3, 3e-3]),
+        "enabled": _bool,
+        "n_trees": _int(1),
+        "max_samples": _int(1),
+        "n_images": _int(0),
+        "pixel_stride": _int(1),
+        "axis_q": _list(_q),
+        "two_probe_pairs": _list(_int(1)),
+        "co2_nu": _list(_num(0.0)),
+        "co2_eta": _list(_num(0.0)),
+        "alphas": _list(_num(0.0, 4.0)),
+        "full_axis_q": _list(_q),
+        "full_two_probe_pairs": _list(_int(1)),
+        "full_co2_nu": _list(_num(0.0)),
+        "full_co2_eta": _list(_num(0.0)),
     },
     "evaluate": {
-        "alpha": (_num(0.0, 4.0), 0.5),
-        "extra_alphas": (_list(_num(0.0, 4.0)), [1.0]),
-        "alpha_from": (_str(("final", "selection")), "final"),
-        "mode": (_str(("strict", "full")), "strict"),
-        "pixel_stride": (_int(1), 3),
-        "time_images": (_int(1), 3),
-        "time_mode": (_str(("strict", "full")), "full"),
-        "fft_levels": (_int(0), 0),
+        "alpha": _num(0.0, 4.0),
+        "extra_alphas": _list(_num(0.0, 4.0)),
+        "alpha_from": _str(("final", "selection")),
+        "mode": _str(("strict", "full")),
+        "pixel_stride": _int(1),
+        "time_images": _int(1),
+        "time_mode": _str(("strict", "full")),
+        "fft_levels": _int(0),
     },
     "figures": {
-        "enabled": (_bool, True),
-        "n_random": (_int(0), 3),
-        "depths": (_list(_int(1)), [10, 12, 14, 16, 18, 20]),
+        "enabled": _bool,
+        "n_random": _int(0),
+        "depths": _list(_int(1)),
     },
 }
 
-SCHEMA.update({f"forest.{k}": ({"q": (_q, "p^0.7")} if has_q(k) else {}) for k in KINDS})
+SCHEMA.update({f"forest.{k}": ({"q": _q} if has_q(k) else {}) for k in KINDS})
 
 
 def _grid_keys():
@@ -190,7 +192,7 @@ def _grid_keys():
 
 for _key in sorted(_grid_keys() - set(SCHEMA["select"])):
     # a grid list of a newly registered kind: any non-empty list, no default
-    SCHEMA["select"][_key] = (_list(lambda v: None), None)
+    SCHEMA["select"][_key] = _list(lambda v: None)
 
 #: Tables whose other keys are estimator parameters.
 FOREST_SECTIONS = ("forest",) + tuple(f"forest.{k}" for k in KINDS)
@@ -228,7 +230,7 @@ def _check_values(flat, where):
         schema = SCHEMA[sec]
         for key, val in table.items():
             if key in schema:
-                bad = schema[key][0](val)
+                bad = schema[key](val)
                 if bad:
                     raise ConfigError(f"{where}: [{sec}] {key} = {val!r} is invalid: "
                                       f"expected {bad}")
@@ -242,6 +244,21 @@ def _merge(base, over):
     for sec, table in over.items():
         out.setdefault(sec, {}).update(copy.deepcopy(table))
     return out
+
+
+#: The configuration file whose values are the defaults of every key.
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.toml")
+
+
+def _read_toml(path):
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: configuration file not found "
+                          "(pass --config pipelines/config.toml)")
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def load_config(path, preset=None, data=None, labels=None, name=None):
@@ -269,19 +286,14 @@ def load_config(path, preset=None, data=None, labels=None, name=None):
         Naming the file, the section, the key and what is expected.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ConfigError(f"{path}: configuration file not found "
-                          "(pass --config pipelines/config.toml)")
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    presets = doc.get("presets", {})
-    if not isinstance(presets, dict):
+    doc = _read_toml(path)
+    base = doc if os.path.abspath(path) == DEFAULT_CONFIG else _read_toml(DEFAULT_CONFIG)
+    presets = {**base.get("presets", {}), **doc.get("presets", {})}
+    if not isinstance(doc.get("presets", {}), dict):
         raise ConfigError(f"{path}: 'presets' must be a table of [presets.NAME] tables")
     run = doc.get("run", {})
     default_preset = run.pop("preset", "default") if isinstance(run, dict) else "default"
+    base.get("run", {}).pop("preset", None)
     preset = preset or default_preset
     flat = _flatten(doc, path)
     _check_values(flat, path)
@@ -290,9 +302,8 @@ def load_config(path, preset=None, data=None, labels=None, name=None):
                           f"(presets: {', '.join(sorted(presets)) or 'none'})")
     over = _flatten(presets.get(preset, {}), f"{path} [presets.{preset}]")
     _check_values(over, f"{path} [presets.{preset}]")
-    cfg = {sec: {k: copy.deepcopy(v[1]) for k, v in schema.items()}
-           for sec, schema in SCHEMA.items()}
-    cfg = _merge(_merge(cfg, flat), over)
+    cfg = {sec: {} for sec in SCHEMA}
+    cfg = _merge(_merge(_merge(cfg, _flatten(base, DEFAULT_CONFIG)), flat), over)
     for key, val in (("path", data), ("labels", labels), ("name", name)):
         if val is not None:
             cfg["data"][key] = os.fspath(val)

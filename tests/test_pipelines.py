@@ -646,3 +646,17 @@ def test_stage_key_does_not_depend_on_where_the_checkout_lives(tmp_path, monkeyp
     assert keys[0] == keys[1]
     (tmp_path / "b" / "data" / "x.txt").write_text("changed")
     assert stamps.stage_key("cfg", ["data/x.txt"]) != keys[0]
+
+
+def test_config_defaults_live_in_config_toml_only(tmp_path):
+    """A configuration file of one's own overrides the packaged config.toml, whose
+    values are the defaults of every key (the schema holds validators only)."""
+    from pipelines.config import DEFAULT_CONFIG, SCHEMA
+
+    mine = write_config(tmp_path, "[forest]\nn_trees = 8\neval_trees = [4, 8]\n")
+    cfg = load_config(mine, preset="smoke")
+    base = load_config(DEFAULT_CONFIG, preset="smoke")
+    assert cfg["forest"]["n_trees"] == 4  # the preset still applies on top
+    assert cfg["select"] == base["select"] and cfg["forest.co2"] == base["forest.co2"]
+    assert all(callable(v) for table in SCHEMA.values() for v in table.values())
+    assert all(k in base[s] for s, table in SCHEMA.items() for k in table)
