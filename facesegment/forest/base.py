@@ -1,109 +1,70 @@
-"""The estimator API shared by the three forests (scikit-learn conventions).
+"""The estimator API shared by the three forests (scikit-learn estimators).
 
-:class:`BaseForest` validates input once, draws one seed per tree up front from
-``random_state``, grows the trees in parallel (local threads with ``n_jobs``, or
-a Dask cluster with ``scheduler``) through :func:`facesegment.parallel.map_tasks`,
-and concatenates them into one :class:`~facesegment.forest._arrays.ForestArrays`.
-Results are identical whatever ``n_jobs`` or ``scheduler``.
+:class:`BaseForest` (``ClassifierMixin, BaseEstimator``) validates parameters
+against :data:`facesegment.forest.params.PARAMETER_CONSTRAINTS` and input with
+scikit-learn's own helpers, draws one seed per tree up front from
+``random_state``, grows the trees in parallel (local threads with ``n_jobs``,
+or a Dask cluster with ``scheduler``) through
+:func:`facesegment.parallel.map_tasks`, and concatenates them into one
+:class:`~facesegment.forest._arrays.ForestArrays`.  Results are identical
+whatever ``n_jobs`` or ``scheduler``.  Prediction stores nothing on the
+estimator (the packed node table is memoised in
+:mod:`facesegment.forest._predict`).
 """
 
-import inspect
-import numbers
+import math
+from contextlib import contextmanager
 
 import numba
 import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
-from ._grow import fit_tree_task
-from ._predict import (apply_kernel, pack_nodes, predict_proba_packed,
+from ._grow import fit_tree_task, sampling_pool
+from ._predict import (apply_kernel, kernel_weights, packed_nodes, predict_proba_packed,
                        predict_proba_packed_serial)
+from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
+                     resolve_max_samples, validate_params)
 
 #: Below this many sample-tree traversals prediction runs on one thread.
 PARALLEL_MIN_WORK = 20000
 #: Blocks (of 64 samples) per dynamically scheduled chunk of the parallel prediction loop.
 PARALLEL_CHUNK = 8  # blocks of BLOCK samples
 
+_CHECK_KW = dict(accept_sparse=False, order="C", ensure_all_finite=True,
+                 ensure_min_samples=1, ensure_min_features=1)
 
-def check_X(X, name="X", n_features=None):
-    """Validate features; return a C-contiguous 2-D uint8 or float32 view/array.
+
+def _flatten(X):
+    """``(X as 2-D, dtype for check_array)``: arrays with more than two
+    dimensions become ``(n, prod(rest))`` (a view when C-contiguous); uint8
+    keeps its dtype (None), anything else is converted to float32."""
+    if sp.issparse(X) or not hasattr(X, "shape") or not hasattr(X, "dtype"):
+        return X, np.float32
+    if len(X.shape) > 2:
+        X = np.asarray(X)
+        X = X.reshape(X.shape[0], math.prod(X.shape[1:]))
+    kind = X.dtype.kind if isinstance(X.dtype, np.dtype) else ""
+    if kind and kind in "USV":
+        raise TypeError(f"X must be numeric (uint8 windows or a number matrix), got dtype "
+                        f"{X.dtype}; encode text features first (e.g. OrdinalEncoder)")
+    return X, (None if X.dtype == np.uint8 else np.float32)
+
+
+def check_X(X, name="X"):
+    """Validate features without an estimator: a C-contiguous 2-D uint8 or float32 array.
 
     uint8 input, ``(n, p)`` or windows ``(n, 31, 31, 3)`` (any ``(n, ...)``), is
     used as it is (a reshape, no copy, when C-contiguous).  Other numeric input
-    is converted once to float32.
+    is converted once to float32.  NaN/inf, sparse matrices, 1-D input, empty
+    input raise scikit-learn's errors.
     """
-    if not hasattr(X, "shape") or not hasattr(X, "dtype"):
-        X = np.asarray(X)
-    if X.ndim < 2:
-        raise ValueError(f"{name} must have shape (n_samples, n_features) or "
-                         f"(n_samples, 31, 31, 3), got shape {X.shape}; "
-                         "reshape a single sample with x.reshape(1, -1)")
-    if X.shape[0] == 0:
-        raise ValueError(f"{name} has no samples (shape {X.shape}); pass at least one row")
-    if X.dtype == np.uint8:
-        X = np.ascontiguousarray(X)
-    elif X.dtype.kind in "biuf":
-        X = np.ascontiguousarray(X, dtype=np.float32)
-        if not np.isfinite(X).all():
-            raise ValueError(f"{name} contains NaN or infinite values; remove or impute them")
-    else:
-        raise TypeError(f"{name} must be numeric (uint8 windows or a float matrix), "
-                        f"got dtype {X.dtype}")
-    X = X.reshape(X.shape[0], -1)
-    if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"{name} has {X.shape[1]} features but the forest was fitted "
-                         f"with {n_features}; pass windows of the training shape")
-    return X
-
-
-def _resolve_max_features(spec, p):
-    """Number of candidate features q from an int, a fraction, "sqrt", "log2",
-    "all", or an exponent "p^0.7"."""
-    if spec is None or spec == "all":
-        return p
-    if isinstance(spec, str):
-        s = spec.strip().lower()
-        if s == "sqrt":
-            return max(1, int(np.sqrt(p)))
-        if s == "log2":
-            return max(1, int(np.log2(p)))
-        if s.startswith("p^"):
-            try:
-                e = float(s[2:])
-            except ValueError:
-                e = -1.0
-            if 0.0 < e <= 1.0:
-                return max(1, min(p, int(round(p ** e))))
-        raise ValueError(f"max_features={spec!r} is not understood; use an int, a fraction "
-                         "in (0, 1], 'sqrt', 'log2', 'all' or an exponent like 'p^0.7'")
-    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-        if spec < 1:
-            raise ValueError(f"max_features={spec} must be >= 1")
-        return min(int(spec), p)
-    if isinstance(spec, numbers.Real) and 0.0 < spec <= 1.0:
-        return max(1, int(round(spec * p)))
-    raise ValueError(f"max_features={spec!r} is not understood; use an int, a fraction "
-                     "in (0, 1], 'sqrt', 'log2', 'all' or an exponent like 'p^0.7'")
-
-
-def _resolve_max_samples(spec, n):
-    if spec is None:
-        return n
-    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-        if spec < 1:
-            raise ValueError(f"max_samples={spec} must be >= 1 (or a fraction in (0, 1])")
-        return int(spec)
-    if isinstance(spec, numbers.Real) and 0.0 < spec <= 1.0:
-        return max(1, int(round(spec * n)))
-    raise ValueError(f"max_samples={spec!r} must be None, an int >= 1 or a fraction in (0, 1]")
-
-
-def _check_int(name, value, low, allow_none=False):
-    if allow_none and value is None:
-        return
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}"
-                         + (" or None" if allow_none else ""))
+    X, dtype = _flatten(X)
+    return check_array(X, dtype=dtype, input_name=name, **_CHECK_KW)
 
 
 def seeds_from(random_state, n):
@@ -142,81 +103,145 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
     )
 
 
-class BaseForest:
-    """Common fit/predict machinery; subclasses define ``_family`` and ``_split_spec``."""
+def forest_feature_importances(fa, n_features, feature_std=None, chunk=256):
+    """Mean decrease in impurity per feature of the forest ``fa`` (see
+    :attr:`BaseForest.feature_importances_`); float64 (n_features,)."""
+    v = fa.value.astype(np.float64)
+    h = -np.sum(v * np.log(np.where(v > 0, v, 1.0)), axis=1)
+    n = fa.n_samples.astype(np.float64)
+    inner = np.flatnonzero(fa.left >= 0)
+    lt, rt = fa.left[inner], fa.right[inner]
+    dec = np.maximum(n[inner] * h[inner] - n[lt] * h[lt] - n[rt] * h[rt], 0.0)
+    tree = np.searchsorted(fa.roots, inner, side="right") - 1
+    f1, f2, ob = fa.feature[inner], fa.feature2[inner], fa.oblique[inner]
+    imp = np.zeros((fa.n_trees, n_features), dtype=np.float64)
+    axis = (ob < 0) & (f1 >= 0) & (f2 < 0)
+    np.add.at(imp, (tree[axis], f1[axis]), dec[axis])
+    two = (ob < 0) & (f1 >= 0) & (f2 >= 0)
+    np.add.at(imp, (tree[two], f1[two]), dec[two] / 2)
+    np.add.at(imp, (tree[two], f2[two]), dec[two] / 2)
+    rows = np.flatnonzero(ob >= 0)
+    scale = None if feature_std is None else np.asarray(feature_std, np.float64).ravel()
+    for start in range(0, rows.shape[0], chunk):
+        r = rows[start:start + chunk]
+        share = np.abs(fa.weights[ob[r]].astype(np.float64))
+        if scale is not None:
+            share *= scale
+        total = share.sum(axis=1, keepdims=True)
+        share = np.divide(share, total, out=np.zeros_like(share), where=total > 0)
+        np.add.at(imp, tree[r], share * dec[r, None])
+    per_tree = imp.sum(axis=1)
+    used = per_tree > 0
+    if not used.any():
+        return np.zeros(n_features, dtype=np.float64)
+    out = (imp[used] / per_tree[used, None]).mean(axis=0)
+    return out / out.sum()
+
+
+def predict_threads(n_jobs):
+    """Numba threads for prediction, as scikit-learn reads ``n_jobs``: None -> 1,
+    -1 -> all (``numba.config.NUMBA_NUM_THREADS``), k -> min(k, all)."""
+    n_all = numba.config.NUMBA_NUM_THREADS
+    if n_jobs is None:
+        return 1
+    return n_all if n_jobs < 0 else max(1, min(int(n_jobs), n_all))
+
+
+@contextmanager
+def numba_threads(n):
+    """Run the block with ``n`` Numba threads (this thread's setting), then restore it."""
+    old = numba.get_num_threads()
+    if n == old:
+        yield
+        return
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+def _check_predict_int(name, value, low, high=None, none_ok=True):
+    if value is None and none_ok:
+        return None
+    if (not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_))
+            or value < low or (high is not None and value > high)):
+        rng = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{name}={value!r} must be an integer {rng}"
+                         + (" or None" if none_ok else ""))
+    return int(value)
+
+
+class BaseForest(ClassifierMixin, BaseEstimator):
+    """Common fit/predict machinery; subclasses define ``_family`` and
+    ``_split_spec(params, X, y_enc, sample_weight, **fit_kw)`` (the family's
+    entries of the grower's spec)."""
 
     _family = None
 
-    # ------------------------------------------------------------ params API
-    @classmethod
-    def _get_param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return sorted(p.name for p in sig.parameters.values()
-                      if p.name != "self" and p.kind != p.VAR_KEYWORD)
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
+        return tags
 
-    def get_params(self, deep=True):
-        """Constructor parameters as a dict (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self._get_param_names()}
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "forest_")
 
-    def set_params(self, **params):
-        """Set constructor parameters; returns self."""
-        valid = self._get_param_names()
-        for key, val in params.items():
-            if key not in valid:
-                raise ValueError(f"invalid parameter {key!r} for {type(self).__name__}; "
-                                 f"valid parameters: {', '.join(valid)}")
-            setattr(self, key, val)
-        return self
+    # ------------------------------------------------------------ validation
+    def _check_common(self):
+        """All parameters checked and normalised (see
+        :func:`facesegment.forest.params.validate_params`); kept for callers of
+        the former private check."""
+        return validate_params(self, self.get_params(deep=False))
 
-    def __repr__(self):
-        sig = inspect.signature(type(self).__init__)
-        parts = [f"{k}={getattr(self, k)!r}" for k, p in sig.parameters.items()
-                 if k != "self" and getattr(self, k) != p.default]
-        return f"{type(self).__name__}({', '.join(parts)})"
+    def _validate_X(self, X, y="no_validation", *, reset):
+        """scikit-learn's ``validate_data`` on the kernels' input (see :func:`check_X`)."""
+        X, dtype = _flatten(X)
+        return validate_data(self, X, y, reset=reset, dtype=dtype, **_CHECK_KW)
 
     # ------------------------------------------------------------------- fit
-    def _check_common(self):
-        _check_int("n_estimators", self.n_estimators, 1)
-        _check_int("max_depth", self.max_depth, 0, allow_none=True)
-        _check_int("min_samples_split", self.min_samples_split, 2)
-        _check_int("min_samples_leaf", self.min_samples_leaf, 1)
-        if self.n_jobs is not None:
-            if (not isinstance(self.n_jobs, numbers.Integral) or self.n_jobs == 0
-                    or self.n_jobs < -1):
-                raise ValueError(f"n_jobs={self.n_jobs!r} must be a positive integer, "
-                                 "-1 (all cores) or None (1)")
-
-    def _encode_y(self, y, n):
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ValueError(f"y must have shape ({n},) to match X, got {y.shape}")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinite labels; remove those samples")
-        classes, y_enc = np.unique(y, return_inverse=True)
-        return classes, y_enc.astype(np.int32).ravel()
-
-    def _fit(self, X, y, spec_extra):
-        self._check_common()
-        X = check_X(X)
+    def _fit(self, X, y, sample_weight=None, **fit_kw):
+        params = self._check_common()
+        X, y = self._validate_X(X, y, reset=True)
+        check_classification_targets(y)
         n, p = X.shape
-        classes, y_enc = self._encode_y(y, n)
+        classes, y_enc = np.unique(y, return_inverse=True)
+        y_enc = y_enc.astype(np.int32).ravel()
+        w = check_sample_weight(sample_weight, n)
+        pool, cdf = sampling_pool(w, params["bootstrap"])
+        if pool is None:
+            w = None  # the unweighted path, byte for byte
+        n_pool = n if pool is None else pool.shape[0]
         spec = {
             "family": self._family,
-            "max_depth": -1 if self.max_depth is None else int(self.max_depth),
-            "min_samples_split": int(self.min_samples_split),
-            "min_samples_leaf": int(self.min_samples_leaf),
-            "n_samples": _resolve_max_samples(self.max_samples, n),
-            "bootstrap": bool(self.bootstrap),
+            "max_depth": -1 if params["max_depth"] is None else params["max_depth"],
+            "min_samples_split": params["min_samples_split"],
+            "min_samples_leaf": params["min_samples_leaf"],
+            "n_samples": resolve_max_samples(params["max_samples"], n_pool),
+            "bootstrap": params["bootstrap"],
+            "pool": pool,
+            "cdf": cdf,
         }
-        if not self.bootstrap and spec["n_samples"] > n:
-            raise ValueError(f"max_samples={self.max_samples!r} exceeds the {n} samples; "
-                             "lower it or use bootstrap=True")
-        spec.update(spec_extra(X, y_enc, p))
-        seeds = seeds_from(self.random_state, self.n_estimators)
-        n_jobs = self.n_jobs or 1
+        if not params["bootstrap"] and spec["n_samples"] > n_pool:
+            raise InvalidParameterError(
+                f"max_samples={self.max_samples!r} exceeds the {n_pool} samples (rows "
+                "times integer weights) to draw from; lower it or use bootstrap=True")
+        spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
+        trees = self._grow_trees(X, y_enc, len(classes), spec, params)
+        self.tree_stats_ = [t.pop("stats") for t in trees]
+        w_dtype = np.dtype(spec.get("weight_dtype", "float32"))
+        self.forest_ = concat_trees(trees, p, w_dtype)
+        self.classes_ = classes
+        self.n_classes_ = len(classes)
+        return self
+
+    def _grow_trees(self, X, y_enc, n_classes, spec, params):
+        seeds = seeds_from(params["random_state"], params["n_estimators"])
+        n_jobs = params["n_jobs"] or 1
         if n_jobs == -1:
             n_jobs = default_workers()
-        trees = [None] * self.n_estimators
+        trees = [None] * len(seeds)
         items = [(i, int(s)) for i, s in enumerate(seeds)]
 
         def info(res):
@@ -224,44 +249,50 @@ class BaseForest:
             return (f"{st['n_nodes']} nodes, depth {st['max_depth']}, "
                     f"{st['seconds']:.1f} s/tree")
 
-        for i, res in map_tasks(fit_tree_task, items,
-                                args=(X, y_enc, len(classes), spec),
-                                scheduler=self.scheduler, n_workers=n_jobs,
+        for i, res in map_tasks(fit_tree_task, items, args=(X, y_enc, n_classes, spec),
+                                scheduler=params["scheduler"], n_workers=n_jobs,
                                 batch=max(n_jobs, 1), desc=f"{self._family} forest",
-                                unit="trees", progress=bool(self.verbose), info=info):
+                                unit="trees", progress=bool(params["verbose"]), info=info):
             trees[i] = res
-        self.tree_stats_ = [t.pop("stats") for t in trees]
-        w_dtype = np.dtype(spec.get("weight_dtype", "float32"))
-        self.forest_ = concat_trees(trees, p, w_dtype)
-        self.classes_ = classes
-        self.n_classes_ = len(classes)
-        self.n_features_in_ = p
-        return self
+        return trees
+
+    def fit(self, X, y, sample_weight=None):
+        """Grow the forest.
+
+        Parameters
+        ----------
+        X : array (n, p) or windows (n, 31, 31, 3)
+            uint8 is used as it is (no float copy); other numbers become float32.
+        y : array (n,)
+            Class labels (any type ``np.unique`` sorts: ints, strings...).
+        sample_weight : array (n,), optional
+            Non-negative weights; zero-weight samples never enter a tree.
+            With ``bootstrap=True`` each tree draws its ``max_samples`` rows
+            with probability proportional to the weight (the pool, and
+            ``max_samples=None``, is the rows of positive weight); with
+            ``bootstrap=False`` integer weights repeat rows (exactly as
+            repeating them in X; non-integer weights raise ``ValueError``).
+            None or all-ones weights give the unweighted forest, bit for bit.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
 
     # --------------------------------------------------------------- predict
-    def _check_fitted(self):
-        if not hasattr(self, "forest_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) "
-                               "first or load a model with facesegment.model.load_model")
-
-    def _kernel_arrays(self):
-        fa = self.forest_
-        w = fa.weights
-        if w.dtype != np.float32:
-            w = w.astype(np.float32)
-        if w.shape[0] == 0:
-            w = np.zeros((1, max(fa.n_features, 1)), dtype=np.float32)
-        return fa, np.ascontiguousarray(w)
+    def _check_predict(self, X):
+        check_is_fitted(self)
+        return self._validate_X(X, reset=False)
 
     def _limits(self, max_depth, n_trees):
-        fa = self.forest_
-        if n_trees is None:
-            n_trees = fa.n_trees
-        if (not isinstance(n_trees, numbers.Integral) or isinstance(n_trees, bool)
-                or not 1 <= n_trees <= fa.n_trees):
-            raise ValueError(f"n_trees={n_trees!r} must be an integer in 1..{fa.n_trees}")
-        _check_int("max_depth", max_depth, 0, allow_none=True)
-        return (-1 if max_depth is None else int(max_depth)), int(n_trees)
+        nt_all = self.forest_.n_trees
+        md = _check_predict_int("max_depth", max_depth, 0)
+        nt = _check_predict_int("n_trees", n_trees, 1, nt_all)
+        return (-1 if md is None else md), (nt_all if nt is None else nt)
+
+    def _threads(self):
+        return predict_threads(validate_params(self, {"n_jobs": self.n_jobs})["n_jobs"])
 
     def predict_proba(self, X, max_depth=None, n_trees=None):
         """Class probabilities: the mean of the trees' leaf distributions.
@@ -277,21 +308,24 @@ class BaseForest:
         Returns
         -------
         proba : float64 (n, n_classes); columns follow ``classes_``; rows sum to 1.
+
+        Runs on ``n_jobs`` Numba threads (None: 1, -1: all) when there are at
+        least ``PARALLEL_MIN_WORK`` sample-tree traversals; the result does not
+        depend on the number of threads.
         """
-        self._check_fitted()
-        X = check_X(X, n_features=self.n_features_in_)
+        X = self._check_predict(X)
         md, nt = self._limits(max_depth, n_trees)
-        fa, w = self._kernel_arrays()
+        fa = self.forest_
+        nodes, nodes_f = packed_nodes(fa)
+        w = kernel_weights(fa)
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)
-        packed = getattr(self, "_packed", None)
-        if packed is None or packed[0] is not fa:
-            packed = (fa,) + pack_nodes(fa)
-            self._packed = packed
-        _, nodes, nodes_f = packed
-        if X.shape[0] * nt >= PARALLEL_MIN_WORK:
+        threads = self._threads()
+        if threads > 1 and X.shape[0] * nt >= PARALLEL_MIN_WORK:
             old = numba.set_parallel_chunksize(PARALLEL_CHUNK)
             try:
-                predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt, out)
+                with numba_threads(threads):
+                    predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt,
+                                         out)
             finally:
                 numba.set_parallel_chunksize(old)
         else:
@@ -305,18 +339,43 @@ class BaseForest:
 
     def apply(self, X, max_depth=None):
         """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
-        self._check_fitted()
-        X = check_X(X, n_features=self.n_features_in_)
+        X = self._check_predict(X)
         md, _ = self._limits(max_depth, None)
-        fa, w = self._kernel_arrays()
+        fa = self.forest_
         out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
-        apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
-                     fa.threshold, fa.depth, w, md, out)
+        with numba_threads(self._threads()):
+            apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
+                         fa.threshold, fa.depth, kernel_weights(fa), md, out)
         return out
 
-    def score(self, X, y):
-        """Mean accuracy on ``(X, y)``."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    @property
+    def feature_importances_(self):
+        """Mean decrease in impurity per feature, float64 (n_features_in_,), sums to 1.
+
+        Each split's decrease ``n H(node) - n_l H(left) - n_r H(right)``
+        (entropy of the stored class frequencies, ``n`` the node's drawn
+        samples) goes to its feature; a two-probe split gives half to each
+        probe; an oblique split spreads it over the features in proportion to
+        ``|w_j| * std_j`` (``std_ = feature_std_``, so on the normalised scale
+        the split was optimised on).  Each tree's importances are normalised to
+        sum 1, averaged over the trees that split at all, and normalised again
+        (as scikit-learn does); all zeros when no tree splits.
+        """
+        check_is_fitted(self)
+        return forest_feature_importances(self.forest_, self.n_features_in_,
+                                          getattr(self, "feature_std_", None))
 
 
-__all__ = ["BaseForest", "check_X", "concat_trees", "seeds_from"]
+def _resolve_max_features(spec, p):
+    """Former private name of :func:`facesegment.forest.params.resolve_max_features`."""
+    return resolve_max_features(spec, p)
+
+
+def _resolve_max_samples(spec, n):
+    """Former private name of :func:`facesegment.forest.params.resolve_max_samples`."""
+    return resolve_max_samples(spec, n)
+
+
+__all__ = ["BaseForest", "check_X", "concat_trees", "seeds_from", "predict_threads",
+           "forest_feature_importances",
+           "numba_threads", "PARALLEL_MIN_WORK"]

@@ -17,7 +17,9 @@ bootstrap : bool, default True
 random_state : int, numpy Generator/RandomState or None
     One seed per tree is drawn from it up front.
 n_jobs : int or None, default None
-    Local threads growing trees in parallel (None: 1, -1: all cores).
+    Local threads growing trees in parallel, and Numba threads of
+    ``predict_proba``/``predict``/``apply`` (None: 1, -1: all cores, as in
+    scikit-learn).
 scheduler : str, distributed.Client or None
     Address of a Dask ``distributed`` scheduler to grow trees on a cluster.
 verbose : int, default 0
@@ -25,13 +27,21 @@ verbose : int, default 0
 
 Leaves (and every node) hold the plain class frequencies of the training
 samples reaching them; no smoothing.
-"""
 
-import numbers
+The estimators are scikit-learn classifiers (``ClassifierMixin,
+BaseEstimator``): ``get_params``/``set_params``/``clone``, Pipeline,
+GridSearchCV, ``check_estimator``.  Parameters are checked at ``fit`` against
+:data:`facesegment.forest.params.PARAMETER_CONSTRAINTS`.  ``fit(X, y,
+sample_weight=None)``: see :meth:`BaseForest.fit` for the weights' meaning.
+Learned attributes: ``classes_`` (the labels, their dtype kept),
+``n_classes_``, ``n_features_in_``, ``forest_`` (a ``ForestArrays``),
+``tree_stats_``, and the property ``feature_importances_``.
+"""
 
 import numpy as np
 
-from .base import BaseForest, _check_int, _resolve_max_features, check_X
+from .base import BaseForest, check_X
+from .params import resolve_max_features, validate_params
 
 
 class AxisAlignedForest(BaseForest):
@@ -78,10 +88,8 @@ class AxisAlignedForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def fit(self, X, y):
-        """Grow the forest on ``X`` (n, p) or windows (n, 31, 31, 3) and labels ``y`` (n,)."""
-        return self._fit(X, y, lambda X2, y2, p: {
-            "max_features": _resolve_max_features(self.max_features, p)})
+    def _split_spec(self, params, X, y_enc, sample_weight):
+        return {"max_features": resolve_max_features(params["max_features"], X.shape[1])}
 
 
 class TwoProbeForest(BaseForest):
@@ -114,34 +122,38 @@ class TwoProbeForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def fit(self, X, y):
-        """Grow the forest on ``X`` (n, p) or windows (n, 31, 31, 3) and labels ``y`` (n,)."""
-        _check_int("n_pairs", self.n_pairs, 1)
-
-        def extra(X2, y2, p):
-            if p < 2:
-                raise ValueError(f"two-probe splits need at least 2 features, X has {p}")
-            return {"n_pairs": int(self.n_pairs)}
-
-        return self._fit(X, y, extra)
+    def _split_spec(self, params, X, y_enc, sample_weight):
+        if X.shape[1] < 2:
+            raise ValueError(f"TwoProbeForest needs at least 2 features (its splits compare "
+                             f"x[a] - x[b]); X has {X.shape[1]} feature(s) (shape="
+                             f"{X.shape}): use AxisAlignedForest for a single feature")
+        return {"n_pairs": params["n_pairs"]}
 
 
-def feature_stats(X, chunk=1024):
+def feature_stats(X, chunk=1024, sample_weight=None):
     """Per-feature mean and standard deviation (float32 (p,)) computed in chunks.
 
     Only ``chunk`` rows at a time are converted to float64, so uint8 windows are
-    never copied to float as a whole.
+    never copied to float as a whole.  With ``sample_weight`` (n,) the mean and
+    variance are weighted (the distribution the trees draw from).
     """
     X = check_X(X)
     n, p = X.shape
     s = np.zeros(p, dtype=np.float64)
     s2 = np.zeros(p, dtype=np.float64)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     for start in range(0, n, chunk):
         block = X[start:start + chunk].astype(np.float64)
-        s += block.sum(axis=0)
-        s2 += np.square(block).sum(axis=0)
-    mean = s / n
-    var = np.maximum(s2 / n - mean * mean, 0.0)
+        if w is None:
+            s += block.sum(axis=0)
+            s2 += np.square(block).sum(axis=0)
+        else:
+            wb = w[start:start + chunk]
+            s += wb @ block
+            s2 += wb @ np.square(block)
+    total = n if w is None else w.sum()
+    mean = s / total
+    var = np.maximum(s2 / total - mean * mean, 0.0)
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
 
 
@@ -218,58 +230,41 @@ class CO2Forest(BaseForest):
         self.verbose = verbose
 
     def co2_params(self):
-        """The effective ν, η, τ, passes, batch size and momentum (defaults filled in)."""
-        from .co2 import CO2_DEFAULTS
+        """The effective ν, η, τ, passes, batch size and momentum (defaults filled in,
+        checked: raises ``InvalidParameterError``, a ``ValueError``)."""
+        return validate_params(self, {name: getattr(self, name) for name in _CO2_PARAMS})
 
-        out = {}
-        for name in _CO2_PARAMS:
-            val = getattr(self, name)
-            out[name] = CO2_DEFAULTS[name] if val is None else val
-        for name in ("nu", "eta", "n_passes", "momentum"):
-            v = out[name]
-            ok = (isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
-                  and (0 <= v < 1 if name == "momentum" else v > 0))
-            if not ok:
-                raise ValueError(f"{name}={v!r} must be a finite number "
-                                 + ("in [0, 1)" if name == "momentum" else "> 0"))
-            out[name] = float(v)
-        for name in ("tau", "batch_size"):
-            _check_int(name, out[name], 1)
-            out[name] = int(out[name])
-        return out
+    def fit(self, X, y, sample_weight=None, *, feature_mean=None, feature_std=None):
+        """Grow the forest (see :meth:`BaseForest.fit` for ``X``, ``y``, ``sample_weight``).
 
-    def fit(self, X, y, feature_mean=None, feature_std=None):
-        """Grow the forest; ``feature_mean``/``feature_std`` (p,) as in the windows file."""
-        co2 = self.co2_params()
-        _check_int("oblique_min_samples", self.oblique_min_samples, 2)
-        if self.weight_dtype not in ("float32", "float16"):
-            raise ValueError(f"weight_dtype={self.weight_dtype!r} must be 'float32' or "
-                             "'float16'")
-        if self.init not in ("axis", "best"):
-            raise ValueError(f"init={self.init!r} must be 'axis' (the paper) or 'best' "
-                             "(the better of the univariate and two-probe splits)")
-        _check_int("n_pairs", self.n_pairs, 1)
+        ``feature_mean``/``feature_std`` (p,): the normalisation statistics, as
+        in the windows file; computed from X in chunks when not given (weighted
+        by ``sample_weight`` when it is not all equal).
+        """
+        return self._fit(X, y, sample_weight, feature_mean=feature_mean,
+                         feature_std=feature_std)
 
-        def extra(X2, y2, p):
-            if feature_mean is None or feature_std is None:
-                mean, std = feature_stats(X2)
-            else:
-                mean = np.asarray(feature_mean, dtype=np.float32).ravel()
-                std = np.asarray(feature_std, dtype=np.float32).ravel()
-                for name, a in (("feature_mean", mean), ("feature_std", std)):
-                    if a.shape != (p,) or not np.isfinite(a).all():
-                        raise ValueError(f"{name} must be {p} finite values (one per "
-                                         f"feature), got shape {a.shape}")
-                if (std < 0).any():
-                    raise ValueError("feature_std has negative values; pass standard "
-                                     "deviations")
-            inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
-            self.feature_mean_ = mean
-            self.feature_std_ = std
-            return {"max_features": _resolve_max_features(self.max_features, p),
-                    "co2": co2, "oblique_min_samples": int(self.oblique_min_samples),
-                    "weight_dtype": self.weight_dtype, "mean": mean,
-                    "co2_init": self.init, "n_pairs": int(self.n_pairs),
-                    "inv_std": inv_std.astype(np.float32)}
-
-        return self._fit(X, y, extra)
+    def _split_spec(self, params, X, y_enc, sample_weight, feature_mean=None,
+                    feature_std=None):
+        p = X.shape[1]
+        if feature_mean is None or feature_std is None:
+            mean, std = feature_stats(X, sample_weight=sample_weight)
+        else:
+            mean = np.asarray(feature_mean, dtype=np.float32).ravel()
+            std = np.asarray(feature_std, dtype=np.float32).ravel()
+            for name, a in (("feature_mean", mean), ("feature_std", std)):
+                if a.shape != (p,) or not np.isfinite(a).all():
+                    raise ValueError(f"{name} must be {p} finite values (one per "
+                                     f"feature), got shape {a.shape}")
+            if (std < 0).any():
+                raise ValueError("feature_std has negative values; pass standard "
+                                 "deviations")
+        inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
+        self.feature_mean_ = mean
+        self.feature_std_ = std
+        return {"max_features": resolve_max_features(params["max_features"], p),
+                "co2": {k: params[k] for k in _CO2_PARAMS},
+                "oblique_min_samples": params["oblique_min_samples"],
+                "weight_dtype": params["weight_dtype"], "mean": mean,
+                "co2_init": params["init"], "n_pairs": params["n_pairs"],
+                "inv_std": inv_std.astype(np.float32)}

@@ -8,18 +8,13 @@ min_samples_leaf edge cases.  The new kernels must pick exactly the old
 kernels' split (pair, threshold) with the same gain.
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from facesegment.forest import twoprobe
 from facesegment.forest._criteria import gather_columns
 from tests import naive
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import _legacy_split_kernels as legacy  # noqa: E402
+from tests.forest import legacy_split_kernels as legacy
 
 
 def _windows(rng, n, p=60, n_classes=8):

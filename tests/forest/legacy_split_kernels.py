@@ -1,9 +1,9 @@
 """Frozen copy of the split kernels as of commit 761cb45 (before the rewrite).
 
-The reference for ``bench_split_kernels.py`` and for the equivalence tests in
-tests/forest/test_split_blocks.py: the rewritten kernels in
-facesegment.forest.twoprobe / axis must choose the same split and return the
-same gain as these.  Do not edit (except to fix imports).
+The reference (a test oracle) for the equivalence tests in
+tests/forest/test_split_blocks.py and for benchmarks/bench_split_kernels.py:
+the rewritten kernels in facesegment.forest.twoprobe / axis must choose the
+same split and return the same gain as these.  Do not edit (except to fix imports).
 """
 
 import numpy as np

@@ -1,0 +1,384 @@
+"""Parameter constraints of the forests: one table, one validator.
+
+:data:`PARAMETER_CONSTRAINTS` maps each estimator class name to its
+``{parameter: constraint}`` table.  The defaults are *not* here: they are the
+estimators' ``__init__`` signatures (the one place); a test checks that every
+signature parameter has exactly one constraint.
+
+:func:`validate_params` checks a dict of parameters against an estimator's
+table and returns the normalised values (Python ``int``/``float``/``bool``,
+CO2 hyper-parameters left at None replaced by
+:data:`facesegment.forest.co2.CO2_DEFAULTS`), raising
+:class:`InvalidParameterError` (both a ``ValueError`` and a ``TypeError``)
+that names the parameter, the value and what is accepted.  Estimators run it
+at the start of ``fit``; configuration code can run it up front::
+
+    >>> from facesegment.forest.params import validate_params
+    >>> validate_params("CO2Forest", {"nu": 2, "max_depth": None})
+    {'nu': 2.0, 'max_depth': None}
+    >>> validate_params("AxisAlignedForest", {"n_estimators": 0})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer >= 1
+"""
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+from types import MappingProxyType
+
+import numpy as np
+
+__all__ = ["InvalidParameterError", "Constraint", "Integer", "Real", "Options", "Boolean",
+           "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "Anything",
+           "PARAMETER_CONSTRAINTS", "validate_params", "resolve_max_features",
+           "resolve_max_samples", "check_sample_weight"]
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter value is out of range or of the wrong type (like scikit-learn's)."""
+
+
+class Constraint(ABC):
+    """One parameter's rule: ``normalise(value)`` returns the normalised value or
+    raises ``ValueError`` whose message completes "it must be ..."."""
+
+    description = "valid"
+    default = None
+
+    def none_value(self):
+        """What None stands for (``default``, called first when it is callable)."""
+        return self.default() if callable(self.default) else self.default
+
+    @abstractmethod
+    def normalise(self, value):
+        """The normalised ``value``; raises ``ValueError(description)`` when invalid."""
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.description})"
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+class Integer(Constraint):
+    """An integer ``>= low`` (``none_ok``: None is allowed; ``default``: None becomes
+    it; ``bool_ok``: True/False count as 1/0)."""
+
+    def __init__(self, low, *, none_ok=False, default=None, bool_ok=False):
+        self.low, self.none_ok, self.default = low, none_ok or default is not None, default
+        self.bool_ok = bool_ok
+        self.description = (f"an integer >= {low}" + (" or a bool" if bool_ok else "")
+                            + (" or None" if self.none_ok else ""))
+
+    def normalise(self, value):
+        if value is None and self.none_ok:
+            return self.none_value()
+        if self.bool_ok and isinstance(value, (bool, np.bool_)):
+            return int(value)
+        if not _is_int(value) or value < self.low:
+            raise ValueError(self.description)
+        return int(value)
+
+
+class Real(Constraint):
+    """A finite number in an interval; ``low_open``/``high_open`` exclude the ends."""
+
+    def __init__(self, low=None, high=None, *, low_open=False, high_open=False,
+                 none_ok=False, default=None):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+        self.none_ok, self.default = none_ok or default is not None, default
+        lo = "(-inf" if low is None else f"{'(' if low_open else '['}{low}"
+        hi = "inf)" if high is None else f"{high}{')' if high_open else ']'}"
+        self.description = (f"a finite number in {lo}, {hi}"
+                            + (" or None" if self.none_ok else ""))
+
+    def normalise(self, value):
+        if value is None and self.none_ok:
+            return self.none_value()
+        if not _is_real(value) or not math.isfinite(value):
+            raise ValueError(self.description)
+        v = float(value)
+        if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
+            raise ValueError(self.description)
+        if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
+            raise ValueError(self.description)
+        return v
+
+
+class Options(Constraint):
+    """One of a few strings."""
+
+    def __init__(self, *options):
+        self.options = options
+        self.description = "one of " + ", ".join(map(repr, options))
+
+    def normalise(self, value):
+        if not isinstance(value, str) or value not in self.options:
+            raise ValueError(self.description)
+        return value
+
+
+class Boolean(Constraint):
+    """True or False (numpy booleans too)."""
+
+    description = "True or False"
+
+    def normalise(self, value):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(self.description)
+        return bool(value)
+
+
+class MaxFeatures(Constraint):
+    """See :func:`resolve_max_features`."""
+
+    description = ("an int >= 1, a fraction in (0, 1], 'sqrt', 'log2', 'all', None (all) "
+                   "or an exponent like 'p^0.7' (0 < exponent <= 1)")
+
+    def normalise(self, value):
+        if value is None:
+            return None
+        if isinstance(value, str):
+            s = value.strip().lower()
+            if s in ("sqrt", "log2", "all"):
+                return s
+            if s.startswith("p^"):
+                try:
+                    e = float(s[2:])
+                except ValueError:
+                    e = -1.0
+                if 0.0 < e <= 1.0:
+                    return s
+            raise ValueError(self.description)
+        if _is_int(value):
+            if value < 1:
+                raise ValueError(self.description)
+            return int(value)
+        if _is_real(value) and 0.0 < value <= 1.0:
+            return float(value)
+        raise ValueError(self.description)
+
+
+class MaxSamples(Constraint):
+    """Samples per tree: None (the pool size), an int >= 1 or a fraction in (0, 1]."""
+
+    description = "None (the pool size), an int >= 1 or a fraction in (0, 1]"
+
+    def normalise(self, value):
+        if value is None:
+            return None
+        if _is_int(value):
+            if value < 1:
+                raise ValueError(self.description)
+            return int(value)
+        if _is_real(value) and 0.0 < value <= 1.0:
+            return float(value)
+        raise ValueError(self.description)
+
+
+class NJobs(Constraint):
+    """None (1 thread, as in scikit-learn), -1 (all cores) or a positive integer."""
+
+    description = "a positive integer, -1 (all cores) or None (1)"
+
+    def normalise(self, value):
+        if value is None:
+            return None
+        if not _is_int(value) or value == 0 or value < -1:
+            raise ValueError(self.description)
+        return int(value)
+
+
+class RandomState(Constraint):
+    """None, an int >= 0, a numpy Generator/RandomState or SeedSequence."""
+
+    description = "None, an int >= 0, a numpy Generator, RandomState or SeedSequence"
+
+    def normalise(self, value):
+        if value is None or isinstance(value, (np.random.Generator, np.random.RandomState,
+                                               np.random.SeedSequence)):
+            return value
+        if _is_int(value) and value >= 0:
+            return int(value)
+        raise ValueError(self.description)
+
+
+class Anything(Constraint):
+    """No check (e.g. ``scheduler``: an address or a ``distributed.Client``)."""
+
+    description = "anything"
+
+    def normalise(self, value):
+        return value
+
+
+def _co2_default(name):
+    """A callable giving ``CO2_DEFAULTS[name]`` (imported when first needed)."""
+    def default():
+        from .co2 import CO2_DEFAULTS
+
+        return CO2_DEFAULTS[name]
+
+    return default
+
+
+_COMMON = {
+    "n_estimators": Integer(1),
+    "max_depth": Integer(0, none_ok=True),
+    "min_samples_split": Integer(2),
+    "min_samples_leaf": Integer(1),
+    "max_samples": MaxSamples(),
+    "bootstrap": Boolean(),
+    "random_state": RandomState(),
+    "n_jobs": NJobs(),
+    "scheduler": Anything(),
+    "verbose": Integer(0, bool_ok=True),
+}
+
+#: ``{estimator class name: {parameter: Constraint}}``, read-only.
+PARAMETER_CONSTRAINTS = MappingProxyType({
+    "AxisAlignedForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "TwoProbeForest": MappingProxyType({**_COMMON, "n_pairs": Integer(1)}),
+    "CO2Forest": MappingProxyType({
+        **_COMMON,
+        "max_features": MaxFeatures(),
+        "nu": Real(0, low_open=True, default=_co2_default("nu")),
+        "eta": Real(0, low_open=True, default=_co2_default("eta")),
+        "tau": Integer(1, default=_co2_default("tau")),
+        "n_passes": Real(0, low_open=True, default=_co2_default("n_passes")),
+        "batch_size": Integer(1, default=_co2_default("batch_size")),
+        "momentum": Real(0, 1, high_open=True, default=_co2_default("momentum")),
+        "oblique_min_samples": Integer(2),
+        "weight_dtype": Options("float32", "float16"),
+        "init": Options("axis", "best"),
+        "n_pairs": Integer(1),
+    }),
+})
+
+
+def _constraints_of(estimator_or_class):
+    if isinstance(estimator_or_class, str):
+        name = estimator_or_class
+    else:
+        cls = (estimator_or_class if isinstance(estimator_or_class, type)
+               else type(estimator_or_class))
+        name = next((c.__name__ for c in cls.__mro__ if c.__name__ in PARAMETER_CONSTRAINTS),
+                    cls.__name__)
+    if name not in PARAMETER_CONSTRAINTS:
+        raise ValueError(f"no parameter constraints for {name!r}; known estimators: "
+                         f"{', '.join(PARAMETER_CONSTRAINTS)}")
+    return name, PARAMETER_CONSTRAINTS[name]
+
+
+def _normalise(owner, key, constraint, value):
+    try:
+        return constraint.normalise(value)
+    except ValueError as exc:
+        where = f" for {owner}" if owner else ""
+        raise InvalidParameterError(f"{key}={value!r} is invalid{where}: it must be "
+                                    f"{exc}") from None
+
+
+def validate_params(estimator_or_class, params):
+    """Check ``params`` (a dict, any subset of the parameters) against the table.
+
+    Parameters
+    ----------
+    estimator_or_class : estimator, estimator class or class name
+    params : mapping
+        ``{parameter: value}``, e.g. ``est.get_params()`` or a config section.
+
+    Returns
+    -------
+    dict
+        The same keys with normalised values (numpy scalars become Python
+        scalars; CO2 hyper-parameters left at None become their defaults).
+
+    Raises
+    ------
+    InvalidParameterError
+        (a ``ValueError`` and a ``TypeError``) for an unknown parameter or a
+        value out of range, naming the parameter, the value and what is accepted.
+    """
+    name, table = _constraints_of(estimator_or_class)
+    out = {}
+    for key, value in params.items():
+        if key not in table:
+            raise InvalidParameterError(
+                f"{key!r} is not a parameter of {name}; valid parameters: "
+                f"{', '.join(sorted(table))}")
+        out[key] = _normalise(name, key, table[key], value)
+    return out
+
+
+def resolve_max_features(spec, n_features):
+    """Number of candidate features q (1..n_features) for a ``max_features`` spec.
+
+    ``spec``: an int (clipped to ``n_features``), a fraction of the features
+    in (0, 1], ``"sqrt"``, ``"log2"``, ``"all"`` or None (all features), or an
+    exponent ``"p^E"`` with 0 < E <= 1 (round(p ** E); the paper picks E in
+    0.5..0.9).  Raises :class:`InvalidParameterError` for anything else.
+
+    >>> resolve_max_features("p^0.7", 2883), resolve_max_features("sqrt", 2883)
+    (264, 53)
+    """
+    s = _normalise(None, "max_features", MaxFeatures(), spec)
+    p = int(n_features)
+    if s is None or s == "all":
+        return p
+    if s == "sqrt":
+        return max(1, int(np.sqrt(p)))
+    if s == "log2":
+        return max(1, int(np.log2(p))) if p > 0 else 1
+    if isinstance(s, str):  # "p^E"
+        return max(1, min(p, int(round(p ** float(s[2:])))))
+    if isinstance(s, int):
+        return min(s, p)
+    return max(1, int(round(s * p)))
+
+
+def resolve_max_samples(spec, pool):
+    """Samples per tree for a ``max_samples`` spec and a pool of ``pool`` rows:
+    None -> ``pool``, an int as it is, a fraction -> round(fraction * pool) (>= 1)."""
+    s = _normalise(None, "max_samples", MaxSamples(), spec)
+    if s is None:
+        return int(pool)
+    if isinstance(s, int):
+        return s
+    return max(1, int(round(s * pool)))
+
+
+def check_sample_weight(sample_weight, n_samples):
+    """Validated sample weights: None, or float64 (n_samples,) finite and >= 0 with
+    at least one positive value.  A scalar is broadcast to every sample.
+
+    Raises ``ValueError`` (naming what is wrong and what to pass) otherwise.
+    """
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, numbers.Number):
+        sample_weight = np.full(n_samples, sample_weight)
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("sample_weight must be numbers, one per sample; got "
+                         f"{type(sample_weight).__name__}") from None
+    if w.shape != (n_samples,):
+        raise ValueError(f"sample_weight has shape {w.shape}, expected ({n_samples},): "
+                         "one non-negative weight per sample of X")
+    if not np.isfinite(w).all():
+        raise ValueError("sample_weight contains NaN or infinite values; pass finite "
+                         "non-negative weights")
+    if (w < 0).any():
+        raise ValueError(f"sample_weight has negative values (e.g. {w[w < 0][0]!r} at "
+                         f"sample {int(np.flatnonzero(w < 0)[0])}); pass weights >= 0")
+    if not (w > 0).any():
+        raise ValueError("sample weights are all zero; at least one sample needs a "
+                         "non-zero weight")
+    return w
