@@ -19,3 +19,12 @@ def test_forests_doc_example_runs(doc, capsys):
     assert [line.split()[0] for line in out] == ["AxisAlignedForest", "TwoProbeForest",
                                                  "CO2Forest"]
     assert all(line.endswith("True True") for line in out), out
+
+
+def test_readme_scikit_learn_example_runs(capsys):
+    path = ROOT / "README.md"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+              if "GridSearchCV(" in b]
+    assert blocks, "README.md has no scikit-learn example"
+    exec(compile(blocks[0], str(path), "exec"), {})
+    assert capsys.readouterr().out.split() == ["True", "True", "True"]
