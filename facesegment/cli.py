@@ -1,12 +1,33 @@
 """The ``facesegment`` command line: ``get_parser()`` and ``main(argv)``."""
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import threading
 
 from . import __version__
 from .commands import COMMANDS
-from .errors import FaceSegmentError
+from .errors import FaceSegmentError, Terminated
+
+#: Exit statuses of every command (also in ``facesegment --help``).
+EXIT_OK, EXIT_SKIPPED, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130   # Ctrl-C (SIGINT): 128 + 2
+EXIT_PIPE = 141          # stdout closed early (`... | head -1`): 128 + SIGPIPE (13)
+EXIT_TERMINATED = 143    # SIGTERM (e.g. a job scheduler's time limit): 128 + 15
+
+EXIT_STATUS_HELP = """\
+exit status:
+  0    done
+  1    done, but some inputs were skipped (each one is named on stderr)
+  2    error: one line `facesegment: error: ...` naming the file and the fix
+  130  interrupted by Ctrl-C (SIGINT)
+  141  the output pipe was closed early (e.g. `facesegment ... | head -1`)
+  143  terminated by SIGTERM (e.g. a job scheduler)
+On 130 and 143 finished outputs are kept and partial ones removed, as on errors.
+"""
 
 
 def _command_modules():
@@ -27,6 +48,8 @@ def get_parser():
             "Typical flow: data -> label -> extract -> train -> evaluate -> "
             "segment / figures."
         ),
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"facesegment {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -41,33 +64,101 @@ def get_parser():
 
 
 def main(argv=None):
-    """Run the CLI; return the exit status (0 ok, 1 some inputs skipped, 2 error).
+    """Run the CLI; return the exit status (see ``EXIT_STATUS_HELP``).
 
     User mistakes are raised as :class:`FaceSegmentError` where they are found
-    and printed as one line.  As a safety net, an ``OSError`` about a named
-    file (permissions, missing folder, full disk) is printed as one line too;
-    any other exception is a bug and keeps its traceback.
+    and printed as one line (status 2).  As a safety net, an ``OSError`` about
+    a named file (permissions, missing folder, full disk) is printed as one
+    line too; any other exception is a bug and keeps its traceback.  SIGTERM
+    raises :class:`~facesegment.errors.Terminated` (a ``KeyboardInterrupt``) in
+    the main thread, so it unwinds like Ctrl-C (status 143 instead of 130).  A
+    closed standard output (``| head``) ends the command quietly (status 141),
+    as Python's documentation on SIGPIPE recommends.
     """
+    with _sigterm_raises():
+        try:
+            try:
+                status = _run(argv)
+            finally:
+                sys.stdout.flush()  # a closed pipe shows up here, not at exit
+            return status
+        except BrokenPipeError as exc:
+            if exc.filename is not None:  # a file, not our standard output
+                print(f"facesegment: error: {exc.filename}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return EXIT_ERROR
+            _silence_stdout()
+            return EXIT_PIPE
+        except Terminated:
+            print("facesegment: terminated (SIGTERM); finished outputs were kept, partial "
+                  "ones removed", file=sys.stderr)
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
+            print("facesegment: interrupted; finished outputs were kept, partial ones removed",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _run(argv):
     parser = get_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # SystemExit for --help, --version and usage errors
     if not getattr(args, "_run", None):
         parser.print_help()
-        return 2
+        return EXIT_ERROR
     try:
         return int(args._run(args) or 0)
     except FaceSegmentError as exc:
         print(f"facesegment: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
+    except BrokenPipeError:
+        raise
     except OSError as exc:
         if exc.filename is None:
             raise
         print(f"facesegment: error: {exc.filename}: {exc.strerror or exc} (check the path, "
               "its permissions and the free disk space)", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("facesegment: interrupted; finished outputs were kept, partial ones removed",
-              file=sys.stderr)
-        return 130
+        return EXIT_ERROR
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While the command runs, SIGTERM raises :class:`Terminated` in the main
+    thread (once: a repeated SIGTERM during the clean-up is ignored).  The
+    previous handler is restored afterwards.  Outside the main thread (an
+    embedding application) nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    state = {"raised": False}
+
+    def handler(signum, frame):
+        if state["raised"]:
+            return
+        state["raised"] = True
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout():
+    """Point standard output (and error: it may be the same closed pipe, as in
+    ``2>&1 | head``) at /dev/null so that the interpreter's final flush does not
+    fail again (Python docs, "Note on SIGPIPE")."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # a stream without a file descriptor
+            pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,20 +50,59 @@ class FaceRecord:
 
 
 def find_images(root):
-    """All image files under ``root`` (recursively, sorted), excluding label maps."""
+    """All image files under ``root`` (recursively, sorted), excluding label maps.
+
+    Symlinked subfolders are followed, with a guard: a folder is visited once
+    (a link back to an ancestor, a link loop, or a second link to the same
+    folder is not entered again), and a link that points inside ``root`` or to
+    a folder that contains ``root`` is not entered (the walk reaches those
+    images under their own names anyway).
+    """
     root = Path(root)
     if not root.is_dir():
         raise DataError(root, "is not a folder", "give the folder that holds the face images")
+    root_real = os.path.realpath(root)
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for fn in sorted(filenames):
-            low = fn.lower()
-            if low.endswith(LABEL_SUFFIX) or low.endswith("_overlay.png"):
-                continue
-            if low.endswith(IMAGE_EXTENSIONS):
-                out.append(Path(dirpath) / fn)
+    _scan(str(root), root_real, root_real, {root_real}, out)
     return out
+
+
+def _scan(folder, real, root_real, seen, out):
+    """Append the images of ``folder`` (real path ``real``), then those of its
+    subfolders in name order (the order of ``os.walk``), to ``out``."""
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:  # an unreadable folder is skipped, as os.walk does
+        return
+    subdirs = []
+    for e in entries:
+        try:
+            is_dir = e.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            link = e.is_symlink()
+            sub_real = os.path.realpath(e.path) if link else os.path.join(real, e.name)
+            if sub_real in seen:
+                continue
+            if link and (_within(sub_real, root_real) or _within(root_real, sub_real)):
+                continue
+            seen.add(sub_real)
+            subdirs.append((e.path, sub_real))
+            continue
+        low = e.name.lower()
+        if low.endswith(LABEL_SUFFIX) or low.endswith("_overlay.png"):
+            continue
+        if low.endswith(IMAGE_EXTENSIONS):
+            out.append(Path(e.path))
+    for path, sub_real in subdirs:
+        _scan(path, sub_real, root_real, seen, out)
+
+
+def _within(path, folder):
+    """Whether the real path ``path`` is ``folder`` or inside it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def find_faces(root, labels=None, require_labels=True):

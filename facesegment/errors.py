@@ -23,3 +23,22 @@ class DataError(FaceSegmentError, ValueError):
 
 class DownloadError(FaceSegmentError, OSError):
     """A download failed, could not start (offline), or had the wrong checksum."""
+
+
+class SchedulerLostError(FaceSegmentError):
+    """The Dask ``distributed`` scheduler (or the client's connection to it) went away
+    while a command was running; the outputs finished before it are kept."""
+
+    def __init__(self, address, reason=None):
+        self.address = address
+        self.reason = reason
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"lost the Dask scheduler at {address}{why}; finished outputs kept "
+                         "(restart the scheduler and its workers, or omit --scheduler to use "
+                         "local threads, and run the command again)")
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process gets SIGTERM (e.g. from a job
+    scheduler), so it unwinds exactly like Ctrl-C: finished outputs kept,
+    partial ones removed."""

@@ -2,9 +2,16 @@
 
 Images become RGB uint8 ``(H, W, 3)``: greyscale is repeated to 3 channels, RGBA
 drops alpha, 16-bit images are scaled to 8 bits.  Label maps are uint8 ``(H, W)``
-with ids 0-7 and 255 for "ignore".  Pixels are read as stored; with
-``read_image(path, orient=True)`` a photo is also turned upright by its EXIF
-orientation tag (as viewers show it).
+with ids 0-7 and 255 for "ignore".  Photos are turned upright by their EXIF
+orientation tag (as viewers show them) wherever they are read, so `label`,
+`extract`, `evaluate` and `segment` all see the same pixels; label maps and
+``.pts`` landmarks are in those upright coordinates.
+``read_image(path, orient=False)`` returns the pixels as stored.
+
+Label maps may be plain 8-bit greyscale PNGs or paletted PNGs (the palette
+indices are the class ids): :func:`write_label_png` writes the latter, with the
+class colours of :data:`facesegment.classes.CLASS_COLORS` as the palette, so a
+label map opens readably in any image viewer and still reads back as ids.
 """
 
 import io
@@ -13,7 +20,7 @@ import os
 import cv2
 import numpy as np
 
-from .classes import IGNORE, N_CLASSES
+from .classes import CLASS_COLORS, IGNORE, N_CLASSES
 from .atomic import write_bytes_atomic
 from .errors import DataError
 
@@ -86,7 +93,7 @@ def apply_orientation(img, orientation):
     return img
 
 
-def read_image(path, orient=False):
+def read_image(path, orient=True):
     """Read an image file as RGB uint8 ``(H, W, 3)``.
 
     Parameters
@@ -94,8 +101,9 @@ def read_image(path, orient=False):
     path : str or Path
     orient : bool
         Turn the image upright by its EXIF orientation tag (photos from
-        phones and cameras).  False (default) returns the pixels as stored,
-        as the label maps of the datasets are drawn on them.
+        phones and cameras), as viewers show it (default).  False returns
+        the pixels as stored.  (Images without the tag, such as all of
+        faces300w and LFW, read the same either way.)
 
     Raises
     ------
@@ -139,7 +147,8 @@ def read_label(path, shape=None):
     data = _file_bytes(path, "label map",
                        "create it with `facesegment label` or point --labels at the label tree",
                        "regenerate it with `facesegment label`")
-    lab = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    lab = _decode_palette_png(data) if _is_palette_png(data) else cv2.imdecode(
+        data, cv2.IMREAD_UNCHANGED)
     if lab is None:
         raise DataError(path, "label map is not a readable PNG", "regenerate it with `facesegment label`")
     if lab.ndim == 3:
@@ -160,6 +169,60 @@ def read_label(path, shape=None):
         raise DataError(path, f"label ids {vals} are outside 0-{N_CLASSES - 1} and {IGNORE}",
                         f"use ids 0-{N_CLASSES - 1} for classes and {IGNORE} for 'ignore'")
     return np.ascontiguousarray(lab)
+
+
+def _is_palette_png(data):
+    """Whether the bytes are a PNG with colour type 3 (palette indices)."""
+    head = bytes(memoryview(data)[:26])
+    return len(head) == 26 and head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" \
+        and head[25] == 3
+
+
+def _decode_palette_png(data):
+    """The palette indices of a paletted PNG as uint8 ``(H, W)`` (None if unreadable).
+
+    OpenCV would expand the palette to colours; the indices are the class ids.
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(memoryview(data))) as im:
+            if im.mode != "P":
+                return None
+            return np.array(im, dtype=np.uint8)
+    except Exception:  # noqa: BLE001 - any decoding problem: "not a readable PNG"
+        return None
+
+
+def label_palette():
+    """The 256-entry RGB palette of label maps: class colours for ids 0-7, white
+    for 255 ("ignore"), grey for ids that are not classes."""
+    pal = np.full((256, 3), 128, dtype=np.uint8)
+    pal[:N_CLASSES] = CLASS_COLORS[:N_CLASSES]
+    pal[IGNORE] = 255
+    return pal
+
+
+def encode_label_png(labels):
+    """PNG bytes of a label map ``(H, W)`` uint8: palette indices = class ids."""
+    from PIL import Image
+
+    lab = np.asarray(labels)
+    if lab.dtype != np.uint8 or lab.ndim != 2:
+        raise ValueError(f"labels must be uint8 (H, W), got {lab.dtype} {lab.shape}")
+    im = Image.fromarray(np.ascontiguousarray(lab))
+    im.putpalette(label_palette().tobytes())
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue()
+
+
+def write_label_png(path, labels):
+    """Write a label map as a paletted PNG atomically (see :func:`encode_label_png`).
+
+    Viewers show the class colours; :func:`read_label` reads the class ids.
+    """
+    write_bytes_atomic(os.fspath(path), encode_label_png(labels))
 
 
 def write_png_atomic(path, array):

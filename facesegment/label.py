@@ -38,6 +38,13 @@ REPORT_FIELDS = ("name", "image", "status", "faces", "detection", "seconds", "me
 _CACHE = {}
 _LOCK = threading.Lock()
 
+#: Faces are detected on a copy of the image whose longer side is at most this
+#: many pixels (dlib's detector needs ~150 MB and 2 s on a 24-megapixel photo,
+#: the copy a fraction of that); the 68 landmarks are then found on the
+#: original image in the detector's box scaled back.  Smaller images are used
+#: as they are.  0 or None: always detect at full resolution.
+DETECT_MAX_SIDE = 2000
+
 
 def _import_dlib():
     try:
@@ -88,7 +95,39 @@ def pick_central(boxes, shape):
     return int(np.argmin(cx * cx + cy * cy))
 
 
-def detect_landmarks(image, upsample=1, threshold=-0.5):
+def detection_copy(image, max_side=DETECT_MAX_SIDE):
+    """A copy of ``image`` to detect faces on, and the scale back to ``image``.
+
+    Returns ``(small, (sy, sx))``: ``image`` itself and ``(1.0, 1.0)`` when its
+    longer side is at most ``max_side`` (or ``max_side`` is 0/None), else the
+    image shrunk with area averaging so that its longer side is ``max_side``;
+    pixel ``(r, c)`` of ``small`` covers rows ``r*sy .. (r+1)*sy`` and columns
+    ``c*sx .. (c+1)*sx`` of ``image``.
+    """
+    import cv2
+
+    h, w = image.shape[:2]
+    if not max_side or max(h, w) <= max_side:
+        return image, (1.0, 1.0)
+    f = max_side / max(h, w)
+    hs, ws = max(1, round(h * f)), max(1, round(w * f))
+    small = cv2.resize(image, (ws, hs), interpolation=cv2.INTER_AREA)
+    return small, (h / hs, w / ws)
+
+
+def scale_rect(rect, scale):
+    """A dlib rectangle found on a :func:`detection_copy`, in the original's pixels."""
+    import dlib
+
+    sy, sx = scale
+    if (sy, sx) == (1.0, 1.0):
+        return rect
+    return dlib.rectangle(int(round(rect.left() * sx)), int(round(rect.top() * sy)),
+                          int(round((rect.right() + 1) * sx)) - 1,
+                          int(round((rect.bottom() + 1) * sy)) - 1)
+
+
+def detect_landmarks(image, upsample=1, threshold=-0.5, max_side=DETECT_MAX_SIDE):
     """Detect the most central face and its 68 landmarks.
 
     Up to three detection passes, each only when the previous found nothing:
@@ -104,6 +143,9 @@ def detect_landmarks(image, upsample=1, threshold=-0.5):
         Upsampling of the second and third passes (0 skips the second pass).
     threshold : float <= 0 or None
         Threshold adjustment of the third pass (None skips it).
+    max_side : int or None
+        Detect on a copy shrunk to this longer side (:func:`detection_copy`);
+        the landmarks are found on ``image`` itself.
 
     Returns
     -------
@@ -114,14 +156,16 @@ def detect_landmarks(image, upsample=1, threshold=-0.5):
         "default", "upsampled", "low-threshold" or "" (none found).
     """
     detector, predictor = get_models()
-    rects, how = detector(image, 0), "default"
+    small, scale = detection_copy(image, max_side)
+    rects, how = detector(small, 0), "default"
     if len(rects) == 0 and upsample > 0:
-        rects, how = detector(image, int(upsample)), "upsampled"
+        rects, how = detector(small, int(upsample)), "upsampled"
     if len(rects) == 0 and threshold is not None:
-        rects, _, _ = detector.run(image, int(upsample), float(threshold))
+        rects, _, _ = detector.run(small, int(upsample), float(threshold))
         how = "low-threshold"
     if len(rects) == 0:
         return None, 0, ""
+    rects = [scale_rect(r, scale) for r in rects]
     boxes = np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
     rect = rects[pick_central(boxes, image.shape)]
     shape = predictor(image, rect)
@@ -136,7 +180,8 @@ def output_paths(out_dir, rel):
     return base + ".pts", base + LABEL_SUFFIX
 
 
-def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
+def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5,
+              max_side=DETECT_MAX_SIDE):
     """Label one image (a top-level, picklable Dask task).
 
     Parameters
@@ -146,7 +191,7 @@ def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
     out_dir : str
     overwrite : bool
         When False an image whose two outputs exist is skipped ("exists").
-    upsample, threshold
+    upsample, threshold, max_side
         See :func:`detect_landmarks`.
 
     Returns
@@ -170,7 +215,7 @@ def label_one(task, out_dir, overwrite=False, upsample=1, threshold=-0.5):
                    seconds=round(time.perf_counter() - t0, 4))
         return row
     try:
-        points, n, how = detect_landmarks(image, upsample, threshold)
+        points, n, how = detect_landmarks(image, upsample, threshold, max_side)
         row["faces"], row["detection"] = n, how
         if points is None:
             _remove_stale(pts_path, lab_path)
@@ -220,7 +265,8 @@ def read_report(path):
 
 
 def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5,
-                 scheduler=None, n_workers=1, progress=True, limit=None):
+                 scheduler=None, n_workers=1, progress=True, limit=None,
+                 max_side=DETECT_MAX_SIDE):
     """Label every image under ``in_dir`` into the mirrored tree ``out_dir``.
 
     Parameters
@@ -229,7 +275,7 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         ``out_dir`` must not be ``in_dir`` or inside it (inputs are read-only).
     overwrite : bool
         Recompute outputs that exist (default: skip them, so reruns resume).
-    upsample, threshold
+    upsample, threshold, max_side
         See :func:`detect_landmarks`.
     scheduler : str or distributed.Client, optional
         A Dask cluster; default local (processes when ``n_workers > 1``).
@@ -256,6 +302,8 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         raise ValueError(f"upsample must be an integer >= 0, got {upsample!r}")
     if threshold is not None and not (isinstance(threshold, (int, float)) and threshold <= 0):
         raise ValueError(f"threshold must be a number <= 0 or None, got {threshold!r}")
+    if max_side is not None and (not isinstance(max_side, int) or max_side < 0):
+        raise ValueError(f"max_side must be an integer >= 0 or None, got {max_side!r}")
     images = find_images(in_dir)
     if not images:
         raise DataError(in_dir, "contains no images (.jpg, .jpeg, .png, .bmp)",
@@ -297,19 +345,33 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         scheduler = cluster
     try:
         for j, row in map_tasks(label_one, [tasks[i] for i in todo],
-                                args=(str(out_dir), overwrite, upsample, threshold),
+                                args=(str(out_dir), overwrite, upsample, threshold, max_side),
                                 scheduler=scheduler, n_workers=n_workers, desc="label",
                                 unit="images", progress=progress):
             rows[todo[j]] = row
+    except BaseException:
+        # stopped early (Ctrl-C, SIGTERM, a lost scheduler): the report keeps
+        # the rows of what was finished; a rerun does the rest
+        try:
+            _write_full_report(out_dir, earlier, [r for r in rows if r is not None])
+        except DataError:
+            pass
+        raise
     finally:
         if cluster is not None:
             cluster.close()
-    # a run over some images (--limit) keeps the earlier rows of the others
-    this_run = {t[0] for t in tasks}
-    kept = [r for img, r in earlier.items() if img not in this_run and r.get("name")]
-    write_report(out_dir / REPORT_NAME,
-                 sorted(kept + rows, key=lambda r: r["name"]) if kept else rows)
+    _write_full_report(out_dir, earlier, rows)
     return rows
+
+
+def _write_full_report(out_dir, earlier, rows):
+    """The report: ``rows`` plus the earlier report's rows of the images that
+    are not among them (not in this run (``limit``), or not reached by a run
+    that stopped early)."""
+    done = {r["image"] for r in rows}
+    kept = [r for img, r in earlier.items() if img not in done and r.get("name")]
+    write_report(Path(out_dir) / REPORT_NAME,
+                 sorted(kept + rows, key=lambda r: r["name"]) if kept else rows)
 
 
 def summarize(rows):

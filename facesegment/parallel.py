@@ -1,17 +1,37 @@
-"""Run independent tasks with Dask: local threads by default, or a cluster.
+"""Run independent tasks: local threads by default, or a Dask ``distributed`` cluster.
 
 Every stage of the pipeline that has independent units of work (images to
 extract or label, trees to train, images to segment) goes through
 :func:`map_tasks`.  Functions passed in must be top-level (picklable) so that the
 same code runs on a ``distributed`` cluster given ``--scheduler ADDRESS``.
+
+A bounded number of tasks is in flight, so memory stays bounded whatever the
+number of items.  Local threads yield results in input order, each as soon as
+it and the ones before it are done (the threads keep working meanwhile); a
+cluster yields them as they complete.
+
+Interruptions (Ctrl-C, or SIGTERM turned into
+:class:`~facesegment.errors.Terminated` by the CLI) and failures:
+
+* local threads: queued tasks are cancelled; the tasks already running are let
+  finish (a thread cannot be stopped; their outputs are written atomically)
+  and their results are still yielded, then the interruption is re-raised;
+* cluster: the outstanding futures are cancelled and the client closed;
+* losing the scheduler (or the client's connection to it) raises
+  :class:`~facesegment.errors.SchedulerLostError` ("lost the Dask scheduler at
+  ADDRESS; finished outputs kept"): the results yielded before it stand.
 """
 
+import concurrent.futures as cf
+import logging
 import os
-from itertools import islice
+from contextlib import contextmanager
 
-import dask
-
+from .errors import FaceSegmentError, SchedulerLostError
 from .progress import Progress
+
+#: Seconds between checks of the client's state while waiting for results.
+POLL_SECONDS = 1.0
 
 
 def default_workers():
@@ -23,7 +43,8 @@ def get_client(scheduler):
     """Connect to a ``distributed`` scheduler given as an address or a Client.
 
     ``scheduler`` may be a ``distributed.Client``, a ``LocalCluster``, or an
-    address string such as ``tcp://10.0.0.5:8786``.
+    address string such as ``tcp://10.0.0.5:8786``.  Returns ``(client, owned)``:
+    ``owned`` is True when this call made the client (the caller closes it).
     """
     from distributed import Client
 
@@ -33,22 +54,38 @@ def get_client(scheduler):
         return Client(scheduler), True
     try:
         return Client(str(scheduler), timeout="10s"), True
-    except OSError as exc:  # pragma: no cover - message depends on network stack
-        from .errors import FaceSegmentError
-
+    except (OSError, TimeoutError) as exc:  # message depends on the network stack
         raise FaceSegmentError(
             f"cannot reach the Dask scheduler at {scheduler!r}: {exc} "
             "(start one with `dask scheduler` or omit --scheduler to use local threads)"
         ) from exc
 
 
+def scheduler_address(scheduler, client=None):
+    """A printable address for ``scheduler`` (an address, cluster or client)."""
+    if isinstance(scheduler, str):
+        return scheduler
+    for obj in (scheduler, client):
+        addr = getattr(obj, "scheduler_address", None)
+        if addr:
+            return str(addr)
+        try:
+            addr = obj.scheduler.address
+        except Exception:  # noqa: BLE001 - any client state: fall back to repr
+            addr = None
+        if addr:
+            return str(addr)
+    return repr(scheduler)
+
+
 def map_tasks(func, items, *, args=(), scheduler=None, n_workers=None, batch=None,
               desc="tasks", unit="items", progress=True, info=None):
     """Apply ``func(item, *args)`` to every item; yield ``(index, result)``.
 
-    Results come back as they complete (cluster) or batch by batch in order
-    (local threads), so memory stays bounded by ``batch`` results whatever the
-    number of items.
+    Results come back in input order (local threads: each as soon as it and
+    the ones before it are done) or as they complete (cluster), with at most
+    ``batch`` tasks in flight or finished but not yet yielded, so memory stays
+    bounded by ``batch`` results whatever the number of items.
 
     Parameters
     ----------
@@ -59,14 +96,26 @@ def map_tasks(func, items, *, args=(), scheduler=None, n_workers=None, batch=Non
     args : tuple
         Extra arguments passed to every call (scattered once on a cluster).
     scheduler : None, str or distributed.Client
-        None runs on Dask's local threaded scheduler; otherwise the address
-        of (or a client for) a ``distributed`` scheduler.
+        None runs on local threads; otherwise the address of (or a client
+        for, or a ``LocalCluster``) a ``distributed`` scheduler.
     n_workers : int, optional
         Local threads (default: all cores).
     batch : int, optional
-        Tasks in flight at once (default ``4 * n_workers``).
+        Tasks in flight at once (default ``4 * n_workers``; twice that on a
+        cluster).
     info : callable, optional
         ``info(result) -> str`` appended to the progress line.
+
+    Raises
+    ------
+    SchedulerLostError
+        When the cluster's scheduler goes away mid-run.
+    KeyboardInterrupt
+        Re-raised after the local tasks already running have finished and
+        their results were yielded (see the module docstring).
+    Exception
+        The exception a task raised (local threads: in input order, after the
+        results of the items before it; the results yielded before it stand).
     """
     items = list(items)
     n_workers = n_workers or default_workers()
@@ -74,50 +123,221 @@ def map_tasks(func, items, *, args=(), scheduler=None, n_workers=None, batch=Non
     bar = Progress(len(items), desc=desc, unit=unit, enabled=progress)
     with bar:
         if scheduler is None:
-            it = iter(enumerate(items))
-            while True:
-                chunk = list(islice(it, batch))
-                if not chunk:
-                    break
-                tasks = [dask.delayed(func, pure=False)(item, *args) for _, item in chunk]
-                results = dask.compute(*tasks, scheduler="threads", num_workers=n_workers)
-                for (i, _), res in zip(chunk, results):
+            yield from _map_local(func, items, args, n_workers, batch, bar, info)
+        else:
+            yield from _map_distributed(func, items, args, scheduler, 2 * batch, bar, info)
+
+
+def _map_local(func, items, args, n_workers, batch, bar, info):
+    """Local threads; results in input order, each as soon as it and the ones
+    before it are done (later ones keep the threads busy meanwhile)."""
+    pool = cf.ThreadPoolExecutor(max_workers=min(n_workers, max(1, len(items))),
+                                 thread_name_prefix="facesegment")
+    it = iter(enumerate(items))
+    running = {}   # future -> index
+    ready = {}     # index -> future, finished but not yet yielded
+    state = {"next": 0, "failed": False}
+
+    def submit_next():
+        if state["failed"] or len(running) + len(ready) >= batch:
+            return
+        nxt = next(it, None)
+        if nxt is not None:
+            i, item = nxt
+            running[pool.submit(func, item, *args)] = i
+
+    try:
+        for _ in range(batch):
+            submit_next()
+        while running or ready:
+            if state["next"] in ready:
+                fut = ready.pop(state["next"])
+                state["next"] += 1
+                res = fut.result()  # a task's exception is raised in input order
+                bar.update(1, info(res) if info else "")
+                yield state["next"] - 1, res
+                submit_next()
+                continue
+            try:
+                # a timeout, so that a signal handled by another thread is seen
+                done, _ = cf.wait(list(running), timeout=POLL_SECONDS,
+                                  return_when=cf.FIRST_COMPLETED)
+            except KeyboardInterrupt:
+                for i, res in _drain(running, ready):
                     bar.update(1, info(res) if info else "")
                     yield i, res
-        else:
-            yield from _map_distributed(func, items, args, scheduler, batch, bar, info)
+                raise
+            for fut in done:
+                ready[running.pop(fut)] = fut
+                if fut.exception() is not None:
+                    state["failed"] = True  # start nothing new; earlier results still come
+            submit_next()
+    finally:
+        for fut in running:
+            fut.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _map_distributed(func, items, args, scheduler, batch, bar, info):
-    from distributed import as_completed
+def _drain(running, ready):
+    """After an interrupt: cancel queued tasks, wait for the running ones, and
+    yield every finished result in input order (a second interrupt stops the
+    wait)."""
+    for fut in list(running):
+        if fut.cancel():
+            running.pop(fut)
+    if running:
+        cf.wait(list(running))
+    for fut, i in list(running.items()):
+        del running[fut]
+        ready[i] = fut
+    for i in sorted(ready):
+        fut = ready.pop(i)
+        if not fut.cancelled() and fut.exception() is None:
+            yield i, fut.result()
 
-    client, owned = get_client(scheduler)
+
+def _lost_errors():
+    """What the client raises when the scheduler or the connection to it is gone."""
+    from asyncio import CancelledError
+
+    from distributed.client import ClosedClientError
+    from distributed.comm.core import CommClosedError
+
+    return (CancelledError, ClosedClientError, CommClosedError, OSError, TimeoutError)
+
+
+@contextmanager
+def _quiet_distributed_logs():
+    """Silence distributed's own error logs (tracebacks of its reconnection
+    attempts) while a client whose scheduler is gone is closed."""
+    names = ["distributed"] + [n for n in logging.root.manager.loggerDict
+                               if n.startswith("distributed.")]
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
     try:
-        scattered = [client.scatter(a, broadcast=True) if _is_big(a) else a for a in args]
+        yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
+    from distributed import wait
+    from distributed.client import FuturesCancelledError
+
+    lost_errors = _lost_errors()
+    client, owned = get_client(scheduler)
+    address = scheduler_address(scheduler, client)
+    futures = {}
+    lost = None
+    try:
+        try:
+            scattered = [client.scatter(a, broadcast=True) if _is_big(a) else a for a in args]
+        except lost_errors as exc:
+            lost = SchedulerLostError(address, _reason(exc))
+            raise lost from exc
         it = iter(enumerate(items))
-        futures = {}
 
         def submit_next():
             nxt = next(it, None)
             if nxt is None:
-                return None
+                return
             i, item = nxt
-            fut = client.submit(func, item, *scattered, pure=False)
-            futures[fut.key] = i
-            return fut
+            try:
+                fut = client.submit(func, item, *scattered, pure=False)
+            except lost_errors as exc:
+                raise SchedulerLostError(address, _reason(exc)) from exc
+            futures[fut] = i
 
-        pending = [f for f in (submit_next() for _ in range(batch * 2)) if f is not None]
-        ac = as_completed(pending, with_results=True)
-        for fut, res in ac:
-            i = futures.pop(fut.key)
-            bar.update(1, info(res) if info else "")
-            yield i, res
-            new = submit_next()
-            if new is not None:
-                ac.add(new)
+        try:
+            for _ in range(in_flight):
+                submit_next()
+        except SchedulerLostError as exc:
+            lost = exc
+            raise
+        while futures:
+            try:
+                done = _wait_some(wait, client, list(futures), address,
+                                  (FuturesCancelledError,) + lost_errors)
+                results = [(futures.pop(f), _result(f, address, lost_errors))
+                           for f in sorted(done, key=futures.get)]
+            except SchedulerLostError as exc:
+                lost = exc
+                raise
+            for i, res in results:
+                bar.update(1, info(res) if info else "")
+                yield i, res
+                try:
+                    submit_next()
+                except SchedulerLostError as exc:
+                    lost = exc
+                    raise
     finally:
-        if owned:
-            client.close()
+        if lost is not None:
+            with _quiet_distributed_logs():
+                _close(client, futures, owned)
+        else:
+            _close(client, futures, owned)
+
+
+def _wait_some(wait, client, pending, address, errors):
+    """Futures of ``pending`` that are done (at least one); SchedulerLostError
+    when the client is closed or its connection lost."""
+    while True:
+        if client.status in ("closing", "closed"):
+            raise SchedulerLostError(address, f"the client is {client.status}")
+        try:
+            done, _ = wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            continue
+        except errors as exc:
+            raise SchedulerLostError(address, _reason(exc)) from exc
+        if done:
+            return done
+
+
+def _result(fut, address, lost_errors):
+    """The result of a finished future; the task's own exception is raised as
+    it is, a future cancelled by the loss of the scheduler (or a result that
+    can no longer be fetched) becomes SchedulerLostError."""
+    if fut.status == "error":
+        exc = fut.exception()
+        if type(exc).__name__ == "KilledWorker":
+            raise FaceSegmentError(
+                f"Dask workers died running a task ({exc}); finished outputs kept "
+                "(check the workers' memory and logs, then run the command again)") from exc
+        return fut.result()  # raises the task's exception
+    if fut.status == "cancelled":
+        raise SchedulerLostError(address, "its tasks were cancelled")
+    try:
+        return fut.result(timeout=60)
+    except lost_errors as exc:
+        raise SchedulerLostError(address, _reason(exc)) from exc
+
+
+def _reason(exc):
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if "scheduler-connection-lost" in str(exc) or "connection to the scheduler" in str(exc):
+        return "connection lost"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _close(client, futures, owned):
+    """Cancel what is still outstanding and close a client this module opened."""
+    if futures and client.status == "running":
+        try:
+            client.cancel(list(futures), asynchronous=False)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    futures.clear()
+    if owned:
+        try:
+            client.close(timeout=5)
+        except Exception:  # noqa: BLE001 - the scheduler may already be gone
+            pass
 
 
 def _is_big(obj):

@@ -1,4 +1,4 @@
-"""Segmenting a folder of face photos: detection, LFW-style crop, mapping back.
+"""Segmenting face photos: detection, LFW-style crop, mapping back.
 
 For each image (turned upright by its EXIF orientation, as viewers show
 it): if it is not already a 250x250 face crop, detect faces, cut an
@@ -6,9 +6,22 @@ LFW-style square crop around each (resized to 250x250 bilinearly), segment the
 crop densely in full mode (reflect padding, every pixel predicted), and map the
 class probabilities back onto the original image's pixels (bilinear warp of
 the probabilities, then argmax; pixels outside every face's crop are
-background).  Outputs per image: ``NAME_label.png`` (class ids),
-``NAME_overlay.png`` (classes blended over the photo) and a row of the summary
-CSV.
+background).  Outputs per image: ``NAME_label.png`` (class ids as a paletted
+PNG: viewers show the class colours), ``NAME_overlay.png`` (classes blended
+over the photo), optionally ``NAME_proba.npz`` (the class-probability maps),
+and a row of the summary CSV.
+
+Output names: ``NAME`` is the input's path relative to the input folder
+without its extension (``sub/a.jpg`` -> ``sub/a``), unless two inputs of one
+folder share a name (``a.jpg`` and ``a.png``): then both keep their extension
+(``a.jpg_label.png``, ``a.png_label.png``), so no output overwrites another.
+The CSV names every input by its relative path with extension.
+
+Memory: faces are detected on a copy shrunk to ``detect_size`` pixels
+(landmarks on the original, :func:`facesegment.label.detection_copy`), and the
+probabilities are mapped back only inside the faces' crop boxes (groups of
+overlapping boxes), so a 24-megapixel photo needs a few hundred MB, not
+several GB.
 
 Crop calibration (``CALIBRATION``): the faces300w crops are square boxes centred
 on the 68 landmarks with side 2.2x their larger extent.  A detector box is
@@ -17,17 +30,21 @@ mapped to such a crop as ``centre = box centre + (ox, oy) * box side`` and
 faces300w test crops (``python benchmarks/bench_inference.py --detectors``).
 """
 
+import glob
 import os
+import posixpath
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
 
 from .atomic import check_writable_folder
 from .classes import CLASS_COLORS, N_CLASSES
-from .errors import DataError
+from .errors import DataError, FaceSegmentError, SchedulerLostError
 
 CROP = 250
 DETECTORS = ("landmarks", "dlib")
@@ -36,6 +53,8 @@ DETECT_MODES = ("auto", "always", "never")
 #: Medians over the faces300w test crops (``benchmarks/bench_inference.py
 #: --detectors``; docs/inference.md, "Choosing the detector").
 CALIBRATION = {"dlib": (2.0, -0.02, 0.087)}
+#: Longer side of the copy faces are detected on (= facesegment.label.DETECT_MAX_SIDE).
+DETECT_MAX_SIDE = 2000
 
 #: dlib's detector and predictor are shared by the worker threads of a process
 #: and are not safe to call concurrently (concurrent calls crashed the process):
@@ -43,6 +62,10 @@ CALIBRATION = {"dlib": (2.0, -0.02, 0.087)}
 _DLIB_LOCK = threading.Lock()
 #: Side of an LFW-style crop relative to the landmarks' larger extent.
 LANDMARK_SCALE = 2.2
+#: Summary CSV columns.
+SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output")
+#: Output files per image: NAME + suffix.
+LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_proba.npz"
 
 
 def _dlib_models():
@@ -61,7 +84,7 @@ def _dlib_rects(gray):
     return rects
 
 
-def detect_faces(image, detector="dlib"):
+def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE):
     """Face boxes ``(x, y, w, h)`` (float64 ``(n, 4)``), largest first.
 
     Parameters
@@ -71,11 +94,17 @@ def detect_faces(image, detector="dlib"):
         Both use dlib's HOG frontal face detector (tried again upsampled once
         when it finds nothing in an image under 1000 px).  OpenCV's Haar
         cascade is not offered: the installed OpenCV 5 no longer ships it.
+    max_side : int or None
+        Detect on a copy whose longer side is at most this (boxes are scaled
+        back to ``image``'s pixels); None or 0: full resolution.
     """
+    from .label import detection_copy
+
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
-    gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
-    boxes = np.array([(r.left(), r.top(), r.width(), r.height())
+    small, (sy, sx) = detection_copy(image, max_side)
+    gray = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)
+    boxes = np.array([(r.left() * sx, r.top() * sy, r.width() * sx, r.height() * sy)
                       for r in _dlib_rects(gray)], dtype=np.float64).reshape(-1, 4)
     order = np.argsort(-boxes[:, 2] * boxes[:, 3], kind="stable")
     return boxes[order]
@@ -90,14 +119,16 @@ def landmark_box(points):
     return float(c[0]) - side / 2, float(c[1]) - side / 2, side
 
 
-def find_crops(image, detector="landmarks", calibration=None):
+def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MAX_SIDE):
     """LFW-style crop boxes ``(x0, y0, side)`` of every face found, largest first.
 
     "landmarks": dlib boxes, then dlib's 68 landmarks in each, then
     :func:`landmark_box` (the dataset's own rule).  "dlib": the detector box
-    mapped by the measured ``CALIBRATION``.
+    mapped by the measured ``CALIBRATION``.  Faces are detected on a copy
+    shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
+    on ``image`` itself, in the box scaled back.
     """
-    boxes = detect_faces(image, detector)
+    boxes = detect_faces(image, detector, max_side)
     if detector != "landmarks":
         return [crop_box(b, detector, calibration) for b in boxes]
     import dlib
@@ -105,7 +136,8 @@ def find_crops(image, detector="landmarks", calibration=None):
     predictor = _dlib_models()[1]
     out = []
     for x, y, w, h in boxes:
-        rect = dlib.rectangle(int(x), int(y), int(x + w), int(y + h))
+        rect = dlib.rectangle(int(round(x)), int(round(y)), int(round(x + w)),
+                              int(round(y + h)))
         with _DLIB_LOCK:
             shape = predictor(image, rect)
             pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
@@ -124,11 +156,13 @@ def crop_box(face_box, detector="dlib", calibration=None):
     return cx - side / 2, cy - side / 2, side
 
 
-def _crop_matrix(box, size=CROP):
-    """Affine matrix mapping original pixel coordinates to crop coordinates."""
+def _crop_matrix(box, size=CROP, origin=(0, 0)):
+    """Affine matrix mapping pixel coordinates of the image region whose top-left
+    pixel is ``origin`` (row, column) to crop coordinates."""
     x0, y0, side = box
     s = size / side
-    return np.array([[s, 0, (0.5 - x0) * s - 0.5], [0, s, (0.5 - y0) * s - 0.5]])
+    r0, c0 = origin
+    return np.array([[s, 0, (0.5 + c0 - x0) * s - 0.5], [0, s, (0.5 + r0 - y0) * s - 0.5]])
 
 
 def crop_face(image, box, size=CROP):
@@ -140,13 +174,15 @@ def crop_face(image, box, size=CROP):
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
-def uncrop_proba(proba, box, shape):
+def uncrop_proba(proba, box, shape, origin=(0, 0)):
     """Warp crop probabilities ``(size, size, C)`` back onto an image of ``shape``.
 
-    Returns float32 ``(H, W, C)``; pixels outside the box are 0.
+    Returns float32 ``(H, W, C)``; pixels outside the box are 0.  With
+    ``origin=(r0, c0)`` the result is the region of that shape whose top-left
+    pixel is ``(r0, c0)`` of the image (see :func:`box_region`).
     """
     h, w = shape[:2]
-    m = _crop_matrix(box, proba.shape[0])
+    m = _crop_matrix(box, proba.shape[0], origin)
     out = np.empty((h, w, proba.shape[2]), dtype=np.float32)
     for c0 in range(0, proba.shape[2], 4):
         part = np.ascontiguousarray(proba[:, :, c0:c0 + 4])
@@ -156,13 +192,69 @@ def uncrop_proba(proba, box, shape):
     return out
 
 
+def box_region(box, shape, size=CROP):
+    """``(r0, r1, c0, c1)``: the pixels of an image of ``shape`` that
+    :func:`uncrop_proba` can give a non-zero value for ``box`` (the box, plus
+    the reach of the bilinear warp), clipped to the image."""
+    x0, y0, side = box
+    reach = 0.5 + 0.5 * side / size + 1.0
+    h, w = shape[:2]
+    r0 = min(h, max(0, int(np.floor(y0 - reach))))
+    c0 = min(w, max(0, int(np.floor(x0 - reach))))
+    r1 = max(r0, min(h, int(np.ceil(y0 + side + reach)) + 1))
+    c1 = max(c0, min(w, int(np.ceil(x0 + side + reach)) + 1))
+    return r0, r1, c0, c1
+
+
+def _group_regions(regions):
+    """Groups of overlapping regions: list of (bounding region, member indices)."""
+    groups = [([*reg], [i]) for i, reg in enumerate(regions)]
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                ra, rb = groups[a][0], groups[b][0]
+                if ra[0] < rb[1] and rb[0] < ra[1] and ra[2] < rb[3] and rb[2] < ra[3]:
+                    bound = [min(ra[0], rb[0]), max(ra[1], rb[1]),
+                             min(ra[2], rb[2]), max(ra[3], rb[3])]
+                    groups[a] = (bound, groups[a][1] + groups[b][1])
+                    del groups[b]
+                    merged = True
+                    break
+            if merged:
+                break
+    return [(tuple(g[0]), sorted(g[1])) for g in groups]
+
+
 def overlay(image, labels, opacity=0.5):
     """Class colours blended over the photo (background left as is)."""
-    colours = CLASS_COLORS[np.minimum(labels, N_CLASSES - 1)].astype(np.float32)
-    out = image.astype(np.float32)
+    out = np.array(image, dtype=np.uint8, copy=True)
     fg = (labels > 0) & (labels < N_CLASSES)
-    out[fg] = (1 - opacity) * out[fg] + opacity * colours[fg]
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    if fg.any():
+        px = out[fg].astype(np.float32)
+        col = CLASS_COLORS[labels[fg]].astype(np.float32)
+        out[fg] = np.clip(np.rint((1 - opacity) * px + opacity * col), 0, 255).astype(np.uint8)
+    return out
+
+
+def model_image(model, image):
+    """``image`` (RGB uint8) in the channels the model's windows were cut from.
+
+    Models over RGB windows get it as it is; models over greyscale windows get
+    its luminance as ``(H, W, 1)``.  Models whose windows have other planes
+    (e.g. a previous stage's probability maps) cannot segment plain photos.
+    """
+    layout = getattr(model, "layout", None)
+    channels = getattr(layout, "channels", 3)
+    if channels == 3:
+        return image
+    if channels == 1:
+        return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)[:, :, None]
+    names = ", ".join(getattr(layout, "channel_names", ()))
+    raise FaceSegmentError(
+        f"this model reads windows of {channels} channels ({names}); `segment` gives models "
+        "the photo's RGB or grey pixels (use a model trained on RGB or grey windows)")
 
 
 # --------------------------------------------------------------- one image
@@ -171,67 +263,138 @@ def overlay(image, labels, opacity=0.5):
 class SegmentResult:
     """Outcome of one image (a row of the summary CSV)."""
 
-    name: str
-    status: str          # "ok", "no face", "unreadable", "error"
+    name: str            # input path relative to the input folder, with extension
+    status: str          # "ok", "no face", "unreadable", "error", "not done"
     faces: int = 0
     width: int = 0
     height: int = 0
     seconds: float = 0.0
     message: str = ""
+    output: str = ""     # OUTPUT_DIR/<output>_label.png etc. (when status is "ok")
+    fatal: str = ""      # an output could not be written: the run stops (not in the CSV)
 
 
-def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks"):
+def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
+                  return_proba=False, detect_size=DETECT_MAX_SIDE):
     """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
 
     ``detect="auto"`` treats exactly-250x250 images as LFW-style crops already;
     "always" detects in every image; "never" segments every image as a crop of
     its own size.  With detection, an image without a face returns
-    ``(None, 0)``.
+    ``(None, 0)``.  With ``return_proba`` a third value is returned: the
+    reweighted class probabilities float32 ``(H, W, C)``, summing to 1 per
+    pixel (pixels outside every face's crop: background 1), or None without
+    a face; ``labels`` is their argmax.
     """
     from .inference import predict_image, predict_proba_raw, reweight
 
     h, w = image.shape[:2]
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
-        return predict_image(model, image, mode="full", alpha=alpha)[1], 1
-    boxes = find_crops(image, detector)
+        proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha)
+        return (labels, 1, proba) if return_proba else (labels, 1)
+    boxes = find_crops(image, detector, max_side=detect_size)
     if len(boxes) == 0:
-        return None, 0
-    total = np.zeros((h, w, model.arrays.n_classes), dtype=np.float32)
-    for box in boxes:
-        crop = crop_face(image, box)
-        raw = predict_proba_raw(model, crop, mode="full")
-        total += uncrop_proba(reweight(raw, model.sampling_factors, alpha), box, image.shape)
-    labels = np.argmax(total, axis=-1).astype(np.uint8)
-    labels[total.sum(axis=-1) <= 0] = 0
-    return labels, len(boxes)
+        return (None, 0, None) if return_proba else (None, 0)
+    n_classes = model.arrays.n_classes
+    labels = np.zeros((h, w), dtype=np.uint8)
+    proba = None
+    if return_proba:
+        proba = np.zeros((h, w, n_classes), dtype=np.float32)
+        proba[:, :, 0] = 1.0
+    crops = [reweight(predict_proba_raw(model, model_image(model, crop_face(image, box)),
+                                        mode="full"), model.sampling_factors, alpha)
+             for box in boxes]
+    regions = [box_region(box, image.shape) for box in boxes]
+    for (r0, r1, c0, c1), members in _group_regions(regions):
+        if r1 <= r0 or c1 <= c0:
+            continue
+        total = np.zeros((r1 - r0, c1 - c0, n_classes), dtype=np.float32)
+        for k in members:
+            b0, b1, d0, d1 = regions[k]
+            if b1 <= b0 or d1 <= d0:
+                continue
+            total[b0 - r0:b1 - r0, d0 - c0:d1 - c0] += uncrop_proba(
+                crops[k], boxes[k], (b1 - b0, d1 - d0), origin=(b0, d0))
+        sums = total.sum(axis=-1)
+        covered = sums > 0
+        lab = np.argmax(total, axis=-1).astype(np.uint8)
+        lab[~covered] = 0
+        labels[r0:r1, c0:c1] = lab
+        if proba is not None:
+            part = proba[r0:r1, c0:c1]
+            part[covered] = total[covered] / sums[covered][:, None]
+    return (labels, len(boxes), proba) if return_proba else (labels, len(boxes))
 
 
-def segment_file(path, model, out_dir, name, alpha, detect, detector):
+def write_proba_npz(path, proba, class_names, alpha):
+    """Write ``NAME_proba.npz`` atomically: ``proba`` float16 (H, W, C),
+    ``class_names`` (C,) str, ``alpha`` (the reweighting exponent used)."""
+    from .atomic import atomic_path
+
+    with atomic_path(path, suffix=".npz", what="probability maps",
+                     fix="free disk space or choose another OUTPUT_DIR") as tmp:
+        np.savez_compressed(tmp, proba=proba.astype(np.float16),
+                            class_names=np.array([str(c) for c in class_names]),
+                            alpha=np.float64(alpha))
+
+
+def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
+                 output=None, detect_size=DETECT_MAX_SIDE):
     """Task: segment one file and write its outputs (top level, picklable).
 
-    Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
-    """
-    from .imageio import read_image, write_png_atomic
+    ``name`` names the input in the summary (relative path with extension);
+    the outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
+    class colours), ``<output>_overlay.png`` and, with ``save_proba``,
+    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension).
 
+    Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
+    An output that cannot be written (full disk) is reported with ``fatal``
+    set; the outputs of that image written before it are removed.
+    """
+    from .imageio import read_image, write_label_png, write_png_atomic
+
+    output = output if output is not None else posixpath.splitext(name)[0]
     t0 = time.perf_counter()
     try:
         image = read_image(path, orient=True)
     except DataError as exc:
         return SegmentResult(name, "unreadable", message=str(exc))
+    except MemoryError:
+        return SegmentResult(name, "error", message=f"{path}: not enough memory to read it")
     h, w = image.shape[:2]
     try:
-        labels, faces = segment_image(model, image, alpha=alpha, detect=detect,
-                                      detector=detector)
+        res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
+                            return_proba=save_proba, detect_size=detect_size)
+        labels, faces, proba = res if save_proba else (*res, None)
     except (ValueError, cv2.error) as exc:
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
                              f"{path}: {exc}")
+    except MemoryError:
+        return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
+                             f"{path}: not enough memory to segment a {w}x{h} image")
     if labels is None:
         return SegmentResult(name, "no face", 0, w, h, time.perf_counter() - t0,
                              f"{path}: no face found by the {detector} detector")
-    base = os.path.join(out_dir, name)
-    write_png_atomic(base + "_label.png", labels)
-    write_png_atomic(base + "_overlay.png", overlay(image, labels))
-    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0)
+    base = os.path.join(out_dir, *output.split("/"))
+    written = []
+    try:
+        for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
+                              (OVERLAY_SUFFIX, lambda p: write_png_atomic(p, overlay(image, labels))),
+                              (PROBA_SUFFIX, lambda p: write_proba_npz(
+                                  p, proba, model.class_names, alpha))):
+            if suffix == PROBA_SUFFIX and not save_proba:
+                continue
+            write(base + suffix)
+            written.append(base + suffix)
+    except DataError as exc:
+        for p in written:  # an image's outputs are all there or none
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+        return SegmentResult(name, "error", faces, w, h, time.perf_counter() - t0,
+                             str(exc), fatal=str(exc))
+    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output)
 
 
 def write_summary_csv(path, results):
@@ -239,55 +402,228 @@ def write_summary_csv(path, results):
     import csv
     import io
 
-    from .metrics import write_text_atomic
+    from .atomic import write_text_atomic
 
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
-    wr.writerow(["name", "status", "faces", "width", "height", "seconds", "message"])
+    wr.writerow(SUMMARY_FIELDS)
     for r in results:
         wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
-                     r.message])
-    write_text_atomic(path, buf.getvalue())
+                     r.message, r.output])
+    write_text_atomic(path, buf.getvalue(), what="summary")
 
+
+# --------------------------------------------------------------- inputs
+
+@dataclass(frozen=True)
+class SegmentInput:
+    """One photo to segment."""
+
+    path: str      # the file
+    name: str      # relative path with extension ('/'-separated): the CSV's name
+    output: str    # relative output name without suffix: OUT/<output>_label.png
+
+
+def collect_inputs(inputs):
+    """The photos named by ``inputs``: folders, image files and glob patterns.
+
+    Parameters
+    ----------
+    inputs : path or str, or a list of them
+        A folder is searched recursively (:func:`facesegment.datasets.find_images`);
+        a file is taken as it is; a pattern with ``* ? [`` (``photos/*.jpg``,
+        ``photos/**/*.png``) is expanded (``**`` recursively; folders it
+        matches are searched like folders).
+
+    Returns
+    -------
+    base : Path
+        The folder names are relative to: the folder given; a file's or a
+        pattern's folder (the part before the first wildcard); for several
+        inputs, the deepest folder holding all of these.
+    items : list of SegmentInput
+        Unique files, in the order given (each folder or pattern sorted).
+
+    Raises
+    ------
+    DataError
+        For an input that does not exist, a pattern that matches no image, or
+        no image at all.
+    """
+    from .datasets import LABEL_SUFFIX as _LAB, find_images
+    from .imageio import IMAGE_EXTENSIONS
+
+    specs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if not specs:
+        raise DataError(None, "no input given", "give a folder, an image or a quoted pattern")
+    found = []  # (base folder, file)
+    for spec in specs:
+        text = os.fspath(spec)
+        p = Path(text)
+        if p.is_dir():
+            files = find_images(p)
+            if not files:
+                raise DataError(p, "contains no images (.jpg, .jpeg, .png, .bmp)",
+                                "point at a folder of photos")
+            found += [(p, f) for f in files]
+        elif p.is_file():
+            found.append((p.parent, p))
+        elif glob.has_magic(text):
+            base = _pattern_base(text)
+            files = []
+            for m in sorted(glob.glob(text, recursive=True)):
+                mp = Path(m)
+                if mp.is_dir():
+                    files += find_images(mp)
+                elif mp.is_file():
+                    low = mp.name.lower()
+                    if low.endswith(IMAGE_EXTENSIONS) and not (
+                            low.endswith(_LAB) or low.endswith(OVERLAY_SUFFIX)):
+                        files.append(mp)
+            if not files:
+                raise DataError(text, "matches no images (.jpg, .jpeg, .png, .bmp)",
+                                "check the pattern, and quote it ('photos/*.jpg') so that "
+                                "the shell passes it on as it is")
+            found += [(base, f) for f in files]
+        else:
+            raise DataError(text, "does not exist",
+                            "give a folder of photos, an image file or a quoted pattern "
+                            "such as 'photos/*.jpg'")
+    bases = {os.path.abspath(b) for b, _ in found}
+    base = Path(next(iter(bases)) if len(bases) == 1 else os.path.commonpath(sorted(bases)))
+    seen, paths, names = set(), [], []
+    for _, f in found:
+        key = os.path.abspath(f)
+        if key in seen:
+            continue
+        seen.add(key)
+        paths.append(str(f))
+        names.append(Path(os.path.relpath(key, base)).as_posix())
+    outputs = output_names(names)
+    return base, [SegmentInput(p, n, o) for p, n, o in zip(paths, names, outputs)]
+
+
+def _pattern_base(pattern):
+    """The folder part of ``pattern`` before its first wildcard ('.' if none)."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
+
+
+def output_names(names):
+    """Output names (no suffix) for input names (relative paths with extension).
+
+    The name without its extension (``sub/a.jpg`` -> ``sub/a``) unless another
+    input of the same folder has the same one (compared ignoring case, as on
+    case-insensitive file systems): then the name keeps its extension
+    (``sub/a.jpg``, ``sub/a.png``).  Any remaining clash gets ``-2``, ``-3``...
+    """
+    stems = [posixpath.splitext(n)[0] for n in names]
+    count = Counter(s.casefold() for s in stems)
+    wanted = [n if count[s.casefold()] > 1 else s for n, s in zip(names, stems)]
+    used, out = set(), []
+    for n in wanted:
+        cand, k = n, 2
+        while cand.casefold() in used:
+            cand, k = f"{n}-{k}", k + 1
+        used.add(cand.casefold())
+        out.append(cand)
+    return out
+
+
+# --------------------------------------------------------------- many images
 
 def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
-                   detector="landmarks", scheduler=None, n_workers=None, progress=True):
-    """Segment every image under ``input_dir`` into ``output_dir``.
+                   detector="landmarks", scheduler=None, n_workers=None, progress=True,
+                   save_proba=False, detect_size=DETECT_MAX_SIDE):
+    """Segment the photos of ``input_dir`` into ``output_dir``.
 
-    The output tree mirrors the input tree (``OUT/<rel>/NAME_label.png``,
-    ``OUT/<rel>/NAME_overlay.png``) and ``OUT/summary.csv`` lists every input.
+    ``input_dir`` is a folder (searched recursively), an image file, a glob
+    pattern, or a list of them (see :func:`collect_inputs`).  The output tree
+    mirrors the input tree (``OUT/<rel>/NAME_label.png``,
+    ``OUT/<rel>/NAME_overlay.png``, with ``save_proba`` ``OUT/<rel>/NAME_proba.npz``;
+    names as in :func:`output_names`) and ``OUT/summary.csv`` lists every input.
+
+    The summary is also written when the run stops early (Ctrl-C, SIGTERM,
+    the loss of the Dask scheduler, an output that cannot be written): the
+    images not finished are listed with status "not done", then the error is
+    raised again.
 
     Returns
     -------
     list of SegmentResult, in input order.
     """
-    from pathlib import Path
-
-    from .datasets import find_images
     from .parallel import map_tasks
 
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
-    input_dir = Path(input_dir)
-    files = find_images(input_dir)
-    if not files:
-        raise DataError(input_dir, "contains no images (.jpg, .jpeg, .png, .bmp)",
-                        "point at a folder of photos")
+    base, items = collect_inputs(input_dir)
     out = Path(output_dir)
-    if out.resolve() == input_dir.resolve():
+    specs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
+    input_folders = {base.resolve()} | {Path(s).resolve() for s in specs if Path(s).is_dir()}
+    if out.resolve() in input_folders:
         raise DataError(out, "is the input folder", "write the outputs to another folder")
-    items = [(str(f), f.relative_to(input_dir).with_suffix("").as_posix()) for f in files]
-    _make_output_folders(out, {os.path.dirname(name) for _, name in items})
+    if out.is_file():
+        hint = (" (did the shell expand a pattern? quote it: 'photos/*.jpg')"
+                if out.name.lower().endswith(_image_extensions()) else "")
+        raise DataError(out, f"is a file, not a folder{hint}",
+                        "give the output folder last")
+    _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
     results = [None] * len(items)
-    for i, res in map_tasks(_segment_item, items,
-                            args=(model, str(out), alpha, detect, detector),
-                            scheduler=scheduler, n_workers=n_workers, desc="segment",
-                            unit="images", progress=progress):
-        results[i] = res
-    write_summary_csv(out / "summary.csv", results)
-    return results
+    stop, why = None, ""
+    tasks = map_tasks(_segment_item, items,
+                      args=(model, str(out), alpha, detect, detector, save_proba, detect_size),
+                      scheduler=scheduler, n_workers=n_workers, desc="segment",
+                      unit="images", progress=progress)
+    try:
+        for i, res in tasks:
+            results[i] = res
+            if res.fatal:
+                stop = DataError(None, f"{res.fatal}; stopped: {out / 'summary.csv'} lists the "
+                                 "images finished")
+                why = "not segmented: the run stopped because an output could not be written"
+                break
+    except BaseException as exc:
+        why = _stop_reason(exc)
+        raise
+    finally:
+        tasks.close()
+        done = [r if r is not None else SegmentResult(it.name, "not done", message=why)
+                for r, it in zip(results, items)]
+        if why:  # the run stopped early: the summary is a best effort
+            try:
+                write_summary_csv(out / "summary.csv", done)
+            except DataError:
+                pass  # the error that stopped the run is the one reported
+    if stop is not None:
+        raise stop
+    write_summary_csv(out / "summary.csv", done)
+    return done
+
+
+def _stop_reason(exc):
+    """The summary's message for the images a stopped run did not segment."""
+    from .errors import Terminated
+
+    if isinstance(exc, SchedulerLostError):
+        return "not segmented: the Dask scheduler was lost"
+    if isinstance(exc, Terminated):
+        return "not segmented: terminated (SIGTERM)"
+    if isinstance(exc, KeyboardInterrupt):
+        return "not segmented: interrupted"
+    return f"not segmented: the run stopped ({type(exc).__name__})"
+
+
+def _image_extensions():
+    from .imageio import IMAGE_EXTENSIONS
+
+    return IMAGE_EXTENSIONS
 
 
 def _make_output_folders(out, subfolders):
@@ -302,13 +638,14 @@ def _make_output_folders(out, subfolders):
     check_writable_folder(out, problem, fix)
     folder = out
     try:
-        for sub in sorted(subfolders):
+        for sub in sorted(s for s in subfolders if s):
             folder = os.path.join(out, sub)
             os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise DataError(folder, f"{problem} ({exc.strerror or exc})", fix) from exc
 
 
-def _segment_item(item, model, out_dir, alpha, detect, detector):
-    path, name = item
-    return segment_file(path, model, out_dir, name, alpha, detect, detector)
+def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
+                  detect_size=DETECT_MAX_SIDE):
+    return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
+                        save_proba=save_proba, output=item.output, detect_size=detect_size)

@@ -89,3 +89,37 @@ def test_images_skipped_by_labeller_are_left_out(tmp_path):
         "A/A_0001,x,ok,1,0.1,\nB/B_0001,y,no-face,0,0.1,no face found\n")
     assert [r.name for r in find_faces(imgs, labels=labs)] == ["A/A_0001"]
     assert len(find_faces(imgs, labels=labs, require_labels=False)) == 2
+
+
+def test_symlinked_subfolders_are_followed_once(tmp_path):
+    """A symlinked person folder is searched; a link loop, a link back into the
+    tree and a second link to the same folder add nothing and do not hang."""
+    import os
+
+    root, outside = tmp_path / "data", tmp_path / "elsewhere"
+    _face(root / "A", "A_0001")
+    _face(outside / "B", "B_0001", seed=1)
+    os.symlink(outside / "B", root / "B")                 # the common case: follow it
+    os.symlink(outside / "B", root / "B_again")           # the same folder twice: once
+    os.symlink(root, root / "A" / "loop")                 # a loop back to the root
+    os.symlink(root / "A", root / "Z_alias")              # a link inside the tree
+    os.symlink(outside / "missing", root / "broken")      # a dangling link
+    names = [r.name for r in find_faces(root)]
+    assert names == ["A/A_0001", "B/B_0001"]
+    assert [p.name for p in find_images(root)] == ["A_0001.png", "B_0001.png"]
+
+
+def test_exif_rotated_photo_loads_upright_with_its_label(tmp_path):
+    """Label maps are drawn on the upright photo (as `facesegment label` makes
+    them): a phone photo with EXIF orientation 6 loads with a label of the
+    upright size (extract/evaluate read faces through load_face)."""
+    from PIL import Image
+
+    stored = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(stored).save(tmp_path / "p.png", exif=exif.tobytes())
+    write_png_atomic(tmp_path / "p_label.png", np.ones((10, 6), np.uint8))
+    image, label = load_face(find_faces(tmp_path)[0])
+    assert image.shape == (10, 6, 3) and label.shape == (10, 6)
+    np.testing.assert_array_equal(image, np.rot90(stored, k=-1))

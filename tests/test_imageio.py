@@ -148,21 +148,23 @@ def _exif(orientation):
 
 def test_jpeg_exif_orientation_turns_photo_upright(tmp_path):
     """Orientation 6 (phones held upright): the stored landscape pixels are shown
-    rotated 90 degrees clockwise; ``orient=True`` reads them that way."""
+    rotated 90 degrees clockwise; read_image reads them that way by default
+    (as label, extract, evaluate and segment all do); orient=False as stored."""
     from PIL import Image
 
     stored = np.zeros((20, 40, 3), np.uint8)  # landscape, as the sensor wrote it
     stored[:8, :8] = (255, 0, 0)  # red block at the top left
     Image.fromarray(stored).save(tmp_path / "plain.jpg", quality=95)
     Image.fromarray(stored).save(tmp_path / "phone.jpg", quality=95, exif=_exif(6))
-    as_stored = read_image(tmp_path / "phone.jpg")
+    as_stored = read_image(tmp_path / "phone.jpg", orient=False)
     np.testing.assert_array_equal(as_stored, read_image(tmp_path / "plain.jpg"))
     assert as_stored.shape == (20, 40, 3)
-    upright = read_image(tmp_path / "phone.jpg", orient=True)
+    upright = read_image(tmp_path / "phone.jpg")
     assert upright.shape == (40, 20, 3)
     np.testing.assert_array_equal(upright, np.rot90(as_stored, k=-1))
     assert upright[2, -3, 0] > 200 and upright[2, 2, 0] < 50  # top left -> top right
-    np.testing.assert_array_equal(read_image(tmp_path / "plain.jpg", orient=True),
+    np.testing.assert_array_equal(read_image(tmp_path / "phone.jpg", orient=True), upright)
+    np.testing.assert_array_equal(read_image(tmp_path / "plain.jpg", orient=False),
                                   read_image(tmp_path / "plain.jpg"))
 
 
@@ -174,5 +176,31 @@ def test_every_exif_orientation_matches_pillow(tmp_path, orientation):
     Image.fromarray(_rgb(5, 7, seed=orientation)).save(path, exif=_exif(orientation))
     with Image.open(path) as im:
         expected = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
-    np.testing.assert_array_equal(read_image(path, orient=True), expected)
-    np.testing.assert_array_equal(read_image(path), _rgb(5, 7, seed=orientation))
+    np.testing.assert_array_equal(read_image(path), expected)
+    np.testing.assert_array_equal(read_image(path, orient=False), _rgb(5, 7, seed=orientation))
+
+
+def test_paletted_label_map_reads_as_ids(tmp_path):
+    """write_label_png: class colours as the palette (viewers), ids as pixels (read_label)."""
+    from PIL import Image
+
+    from facesegment.classes import CLASS_COLORS
+    from facesegment.imageio import write_label_png
+
+    lab = np.random.default_rng(0).integers(0, 8, (12, 10)).astype(np.uint8)
+    lab[0, 0] = 255
+    write_label_png(tmp_path / "l_label.png", lab)
+    np.testing.assert_array_equal(read_label(tmp_path / "l_label.png", (12, 10)), lab)
+    with Image.open(tmp_path / "l_label.png") as im:
+        assert im.mode == "P"
+        rgb = np.asarray(im.convert("RGB"))
+    np.testing.assert_array_equal(rgb[lab < 8], CLASS_COLORS[lab[lab < 8]])
+    assert tuple(rgb[0, 0]) == (255, 255, 255)
+    # a paletted PNG made elsewhere (e.g. an annotation tool) reads as its indices too
+    im = Image.fromarray(np.array([[0, 9], [3, 1]], np.uint8))
+    im.putpalette([0, 0, 0] * 256)
+    im.save(tmp_path / "tool_label.png")
+    with pytest.raises(DataError, match=r"label ids \[9\] are outside 0-7 and 255"):
+        read_label(tmp_path / "tool_label.png")
+    with pytest.raises(ValueError, match="uint8"):
+        write_label_png(tmp_path / "x.png", lab.astype(np.int32))

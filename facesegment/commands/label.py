@@ -3,7 +3,10 @@
 import sys
 import time
 
-from ._common import positive_int
+from ._common import nonneg_int, positive_int
+
+#: = facesegment.label.DETECT_MAX_SIDE (not imported: the CLI starts without cv2/dlib)
+DETECT_MAX_SIDE = 2000
 
 HELP = "detect faces and 68 landmarks with dlib and write label maps for a folder of faces"
 DESCRIPTION = """\
@@ -16,6 +19,11 @@ dataset: pass `--labels OUT_DIR` with IN_DIR to the other commands.
 Detection passes, each only when the previous found nothing: as given,
 upsampled (--upsample), upsampled with a lowered threshold (--threshold).
 When several faces are found the one closest to the image centre is used.
+Photos are read upright (EXIF orientation applied, as viewers show them), so
+the label maps and landmarks are in the upright image's pixels, which is how
+`extract`, `evaluate` and `segment` read the photos too. Faces are detected
+on a copy shrunk to --detect-size pixels (longer side; big photos only) and
+the landmarks found on the full-resolution image.
 Images without a face and unreadable images are skipped and listed in
 OUT_DIR/label_report.csv (image, status, faces, seconds, message). Existing
 outputs are kept unless --overwrite, so an interrupted run resumes.
@@ -41,6 +49,10 @@ def add_arguments(p):
                         "threshold adjusted by T (T <= 0; default -0.5)")
     p.add_argument("--no-low-threshold", action="store_true",
                    help="skip that last low-threshold pass (fewer, but only confident, detections)")
+    p.add_argument("--detect-size", type=nonneg_int, default=DETECT_MAX_SIDE, metavar="PX",
+                   help="detect faces on a copy of each photo shrunk to this longer side "
+                        "(landmarks are then found at full resolution; bounds memory on big "
+                        f"photos; 0 = full resolution; default {DETECT_MAX_SIDE})")
     p.add_argument("--overwrite", action="store_true",
                    help="recompute outputs that already exist (default: skip them and resume)")
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
@@ -62,7 +74,8 @@ def run(args):
                         upsample=args.upsample,
                         threshold=None if args.no_low_threshold else args.threshold,
                         scheduler=args.scheduler,
-                        n_workers=args.workers, progress=not args.quiet, limit=args.limit)
+                        n_workers=args.workers, progress=not args.quiet, limit=args.limit,
+                        max_side=args.detect_size)
     dt = time.perf_counter() - t0
     counts = summarize(rows)
     for r in rows:

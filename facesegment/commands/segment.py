@@ -1,37 +1,64 @@
-"""``facesegment segment``: segment every face photo in a folder."""
+"""``facesegment segment``: segment the face photos of folders, files or patterns."""
 
-from ._common import add_parallel_arguments, alpha_value
+from ._common import add_parallel_arguments, alpha_value, nonneg_int
 
-HELP = "segment a folder of face photos into NAME_label.png / NAME_overlay.png"
+#: = facesegment.segment.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
+DETECT_MAX_SIDE = 2000
+
+HELP = "segment face photos (folders, files or patterns) into NAME_label.png / NAME_overlay.png"
 DESCRIPTION = """\
-Segment every image under INPUT_DIR (any size; jpg/png/bmp; grey, RGB or RGBA)
-with a trained model and write, mirroring the input tree under OUTPUT_DIR:
+Segment face photos with a trained model. INPUT is a folder (searched
+recursively), an image file, or a quoted pattern ('photos/*.jpg',
+'photos/**/*.png'); several INPUTs may be given (so a pattern the shell
+expanded works too); OUTPUT_DIR comes last. Images of any size; jpg/png/bmp;
+grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
 
-  NAME_label.png    class ids 0-7 on the original image's pixels
+  NAME_label.png    class ids 0-7 on the original image's pixels, as a paletted
+                    PNG: viewers show the class colours, `read_label` (or
+                    PIL's np.asarray(Image.open(...))) gives the ids
   NAME_overlay.png  the classes' colours blended over the photo
-  summary.csv       one row per input: status, faces found, size, seconds
+  NAME_proba.npz    with --save-proba: compressed numpy arrays `proba`
+                    (H, W, 8) float16, the reweighted class probabilities of
+                    every pixel (sum 1; outside every face: background 1;
+                    NAME_label.png is their argmax), `class_names` and `alpha`
+  summary.csv       one row per input: name (the input's path relative to
+                    INPUT, with extension), status, faces, width, height,
+                    seconds, message, output (the NAME of its files)
+
+NAME is the input's relative path without extension (sub/a.jpg -> sub/a);
+when two inputs of one folder differ only in extension (a.jpg, a.png) both
+keep it (a.jpg_label.png, a.png_label.png), so no output overwrites another.
 
 Images that are exactly 250x250 are taken to be LFW-style face crops already
-(--detect auto); in others faces are found with dlib's HOG detector and its
-68 landmarks, each face is cut out LFW-style (a square centred on the
-landmarks, 2.2x their extent, as faces300w was made), resized to 250x250, segmented with every pixel predicted
-(full mode: reflect padding at the border), and mapped back onto the photo;
-pixels outside every face's crop are background.
+(--detect auto); in others faces are found with dlib's HOG detector (on a
+copy shrunk to --detect-size pixels, so big photos need little memory) and
+its 68 landmarks (at full resolution), each face is cut out LFW-style (a
+square centred on the landmarks, 2.2x their extent, as faces300w was made),
+resized to 250x250, segmented with every pixel predicted (full mode: reflect
+padding at the border), and mapped back onto the photo; pixels outside every
+face's crop are background.
 
 Photos are turned upright by their EXIF orientation tag (as phones store
 them and viewers show them), so the outputs match the photo as displayed.
 
 Unreadable files and images without a face are reported and skipped; the
-rest is processed.  Exit status 0 when every image was segmented, 1 when some
-were skipped, 2 on an error that stops the run.
+rest is processed. A run that stops early (Ctrl-C, SIGTERM, a lost Dask
+scheduler, a full disk) keeps the finished outputs and still writes
+summary.csv, listing the images it did not reach as "not done".
+Exit status 0 when every image was segmented, 1 when some were skipped, 2 on
+an error that stops the run, 130 on Ctrl-C, 143 on SIGTERM.
 
-example:
+examples:
   facesegment segment ../shared/data/lfw-gray/lfw/George_W_Bush out/bush --model models/co2-16
+  facesegment segment photo.jpg out/ --model models/co2-16 --save-proba
+  facesegment segment 'holiday/*.jpg' out/holiday --model models/co2-16
 """
 
 
 def add_arguments(p):
-    p.add_argument("input_dir", metavar="INPUT_DIR", help="folder of photos (searched recursively)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="folder of photos (searched recursively), image file or quoted "
+                        "pattern such as 'photos/*.jpg'; several may be given")
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="folder for the outputs (created)")
     p.add_argument("--model", "-m", required=True, metavar="MODEL",
                    help="model folder written by `facesegment train`")
@@ -45,6 +72,14 @@ def add_arguments(p):
                    help="how the face crop is found: landmarks = dlib face box + 68 landmarks, "
                         "cropped by the dataset's rule (default; crop IoU 0.97 on faces300w); "
                         "dlib = calibrated dlib box only (faster, IoU 0.83)")
+    p.add_argument("--detect-size", type=nonneg_int, default=DETECT_MAX_SIDE, metavar="PX",
+                   help="detect faces on a copy of each photo shrunk to this longer side "
+                        "(landmarks and segmentation at full resolution; bounds memory and "
+                        f"time on big photos; 0 = full resolution; default {DETECT_MAX_SIDE})")
+    p.add_argument("--save-proba", action="store_true",
+                   help="also write NAME_proba.npz: the class-probability maps, float16 "
+                        "(H, W, 8), compressed, written atomically (16 bytes per pixel "
+                        "before compression)")
     add_parallel_arguments(p)
 
 
@@ -57,10 +92,11 @@ def run(args):
 
     model = load_model(args.model)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
-    results = segment_folder(model, args.input_dir, args.output_dir, alpha=alpha,
+    results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha,
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,
-                             progress=not args.quiet)
+                             progress=not args.quiet, save_proba=args.save_proba,
+                             detect_size=args.detect_size)
     skipped = [r for r in results if r.status != "ok"]
     for r in skipped:
         print(f"skipped {r.name}: {r.status}: {r.message}", file=sys.stderr)
@@ -69,5 +105,5 @@ def run(args):
     secs = sum(r.seconds for r in results)
     print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
           f"alpha={alpha:g}); skipped {len(skipped)}; summary in "
-          f"{args.output_dir}/summary.csv")
+          f"{args.output_dir.rstrip('/')}/summary.csv")
     return 1 if skipped else 0

@@ -1,0 +1,129 @@
+"""map_tasks: local threads and a distributed cluster; interrupts and a lost scheduler."""
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from facesegment.errors import FaceSegmentError, SchedulerLostError
+from facesegment.parallel import map_tasks
+
+
+def _square(x, delay=0.0):
+    time.sleep(delay)
+    return x * x
+
+
+def _fail_on_three(x):
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
+def test_local_threads_return_every_result():
+    out = dict(map_tasks(_square, range(20), n_workers=3, progress=False))
+    assert out == {i: i * i for i in range(20)}
+
+
+def test_local_results_in_input_order_while_threads_keep_working():
+    """A slow first item: results still come in input order, and the other
+    thread works through the rest meanwhile (no batch barrier)."""
+    t0 = time.perf_counter()
+    got = [(i, time.perf_counter() - t0) for i, _ in map_tasks(
+        _slow_first, range(12), n_workers=2, batch=12, progress=False)]
+    assert [i for i, _ in got] == list(range(12))
+    assert got[-1][1] < 0.5 + 0.3  # the 11 quick ones ran while the first slept
+
+
+def _slow_first(x):
+    time.sleep(0.5 if x == 0 else 0.02)
+    return x
+
+
+def test_task_error_propagates_after_earlier_results():
+    got = []
+    with pytest.raises(ValueError, match="three"):
+        for i, res in map_tasks(_fail_on_three, range(6), n_workers=1, batch=1, progress=False):
+            got.append(res)
+    assert got == [0, 1, 2]
+
+
+def test_interrupt_lets_running_tasks_finish_and_skips_queued():
+    """Ctrl-C while waiting: the running task's result is still yielded, queued
+    tasks never start, then KeyboardInterrupt is raised."""
+    started = []
+
+    def task(x):
+        started.append(x)
+        if x == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+            time.sleep(0.3)
+        return x
+
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for i, res in map_tasks(task, range(10), n_workers=1, batch=10, progress=False):
+            got.append(res)
+    time.sleep(0.3)
+    assert got == [0, 1]
+    assert started == [0, 1]
+
+
+# ------------------------------------------------------------ distributed
+
+@pytest.fixture()
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=":0", silence_logs=logging.ERROR) as c:
+        yield c
+
+
+def test_cluster_results(cluster):
+    out = dict(map_tasks(_square, range(10), scheduler=cluster.scheduler_address,
+                         progress=False))
+    assert out == {i: i * i for i in range(10)}
+
+
+def test_lost_scheduler_is_one_error_and_earlier_results_stand(cluster, capfd):
+    """The scheduler closed after the first results: SchedulerLostError naming
+    the address (not FutureCancelledError as a result, not a traceback)."""
+    address = cluster.scheduler_address
+    got = []
+    t0 = time.perf_counter()
+    with pytest.raises(SchedulerLostError) as exc:
+        for i, res in map_tasks(_square, range(40), args=(0.2,), scheduler=address,
+                                batch=2, progress=False):
+            got.append(res)
+            assert isinstance(res, int)
+            if len(got) == 1:
+                cluster.close()
+    assert time.perf_counter() - t0 < 60
+    msg = str(exc.value)
+    assert f"lost the Dask scheduler at {address}" in msg and "finished outputs kept" in msg
+    assert isinstance(exc.value, FaceSegmentError)
+    assert 1 <= len(got) < 40
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_closed_client_is_a_lost_scheduler(cluster):
+    from distributed import Client
+
+    client = Client(cluster)
+    got = []
+    with pytest.raises(SchedulerLostError, match="lost the Dask scheduler"):
+        for i, res in map_tasks(_square, range(20), args=(0.1,), scheduler=client,
+                                batch=1, progress=False):
+            got.append(res)
+            if len(got) == 1:
+                threading.Thread(target=client.close).start()
+    assert got
+
+
+def test_task_error_on_cluster_is_the_task_error(cluster):
+    with pytest.raises(ValueError, match="three"):
+        list(map_tasks(_fail_on_three, range(6), scheduler=cluster.scheduler_address,
+                       progress=False))
