@@ -161,13 +161,11 @@ def _render(args):
             n_ok += 1
             continue
         try:
-            import cv2
+            from ..imageio import read_image
 
-            h_w = cv2.imread(str(img), cv2.IMREAD_UNCHANGED)
-            if h_w is None:
-                raise DataError(img, "not a readable image (corrupt, truncated or not an image)",
-                                "re-download or delete the file")
-            write_png_atomic(target, render_labels(read_pts(pts), h_w.shape[:2]))
+            # the size as every reader sees it (EXIF orientation applied)
+            shape = read_image(img).shape[:2]
+            write_png_atomic(target, render_labels(read_pts(pts), shape))
             n_ok += 1
         except DataError as exc:
             if "cannot write" in exc.problem:
