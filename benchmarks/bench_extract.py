@@ -28,14 +28,15 @@ sys.path.insert(0, str(ROOT))
 SHARED = Path(os.environ.get("FACESEGMENT_SHARED", ROOT.parent / "shared")) / "data"
 
 
-def _run(records, out, n_windows, seed, workers, data_root, labels_root=None):
+def _run(records, out, n_windows, seed, workers, data_root, labels_root=None, window=31):
     from facesegment.extract import extract_windows
 
     load0 = os.getloadavg()[0]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     res = extract_windows(records, out, n_windows=n_windows, seed=seed, n_workers=workers,
-                          data_root=data_root, labels_root=labels_root, progress=True)
+                          data_root=data_root, labels_root=labels_root, progress=True,
+                          window=window)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     return res, {
@@ -49,7 +50,8 @@ def _run(records, out, n_windows, seed, workers, data_root, labels_root=None):
         "windows_per_second": round(res.meta.n_windows / wall, 1),
         "images_per_second": round((res.n_images + len(res.skipped)) / wall, 1),
         "file_mb": round(res.file_bytes / 1e6, 1),
-        "raw_mb": round(res.meta.n_windows * 2883 / 1e6, 1),
+        "layout": res.meta.layout.describe(),
+        "raw_mb": round(res.meta.n_windows * res.meta.layout.n_features / 1e6, 1),
         "load_average_before": round(load0, 2),
         "load_average_after": round(os.getloadavg()[0], 2),
     }
@@ -61,6 +63,7 @@ def main(argv=None):
     ap.add_argument("--lfw-windows", type=int, default=64000, help="windows from lfw-gray (default 64000)")
     ap.add_argument("--workers", type=int, default=None, help="local threads (default: all cores)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed")
+    ap.add_argument("--window", type=int, default=31, help="window side (default 31, the paper's)")
     ap.add_argument("--lfw-labels", default=str(ROOT / "data" / "labels" / "lfw-gray"),
                     help="label tree of lfw-gray made by `facesegment label`")
     ap.add_argument("--skip-lfw", action="store_true", help="only the faces300w part")
@@ -81,7 +84,7 @@ def main(argv=None):
             recs = find_faces(train)
             print(f"faces300w/train: {len(recs)} images -> {args.windows} windows", file=sys.stderr)
             _, r = _run(recs, os.path.join(tmp, "faces300w_train.h5"), args.windows, args.seed,
-                        args.workers, train)
+                        args.workers, train, window=args.window)
             report["faces300w_train"] = r
             print(json.dumps(r), file=sys.stderr)
         else:
@@ -101,7 +104,7 @@ def main(argv=None):
             print(f"lfw-gray: {len(recs)} images, {n_lab} with label maps -> {args.lfw_windows} windows",
                   file=sys.stderr)
             _, r = _run(recs, os.path.join(tmp, "lfw_gray.h5"), args.lfw_windows, args.seed,
-                        args.workers, lfw, labels)
+                        args.workers, lfw, labels, window=args.window)
             r["images_with_labels"] = n_lab
             report["lfw_gray"] = r
             print(json.dumps(r), file=sys.stderr)

@@ -9,7 +9,7 @@ quickly (max depth 16) with the project's estimators on windows sampled
 directly from faces300w/train (the 16-tree forest is the first 16 trees of the
 32-tree one), or with ``--models models/faces300w-default`` on the pipeline's
 trained 32-tree models (``--mode full`` times every pixel, as ``segment``), and
-for CO2 the lower bound from FLOPs (2 * 2883 per oblique node evaluated, counted
+for CO2 the lower bound from FLOPs (2 * 2883 (the features) per oblique node evaluated, counted
 exactly) at the float32 GEMM rate measured here with numpy; ratio measured/bound.
 Rows "default" time what ``predict_image`` does: the integer fast path for
 axis-aligned and two-probe forests, pixels grouped by node level by level for
@@ -55,38 +55,53 @@ def gemm_rate(n=1024, repeats=5):
     return 2 * n ** 3 / best
 
 
-def sample_windows(records, n_per_image, seed):
-    """Class-balanced-ish windows sampled directly from labelled faces."""
+def sample_windows(records, n_per_image, seed, layout=None):
+    """Class-balanced-ish windows (of ``layout``, default 31x31 RGB) sampled directly
+    from labelled faces (grey layouts: the image's mean over its channels)."""
     from facesegment.datasets import load_face
-    from facesegment.inference import pad_image
+    from facesegment.dense import pad_image
+    from facesegment.layout import DEFAULT_LAYOUT
 
+    layout = layout or DEFAULT_LAYOUT
+    h, win = layout.half, layout.window
     rng = np.random.default_rng(seed)
     X, y = [], []
     for rec in records:
         image, label = load_face(rec)
-        pad = pad_image(image)
-        ys, xs = np.nonzero(label[15:-15, 15:-15] != 255)
-        ys, xs = ys + 15, xs + 15
+        pad = pad_image(to_layout(image, layout), layout)
+        ys, xs = np.nonzero(label[h:label.shape[0] - h, h:label.shape[1] - h] != 255)
+        ys, xs = ys + h, xs + h
         lab = label[ys, xs]
         w = 1.0 / np.bincount(lab, minlength=8)[lab]
         pick = rng.choice(len(ys), n_per_image, replace=False, p=w / w.sum())
         for i in pick:
-            X.append(pad[ys[i]:ys[i] + 31, xs[i]:xs[i] + 31].reshape(-1))
+            X.append(pad[ys[i]:ys[i] + win, xs[i]:xs[i] + win].reshape(-1))
             y.append(lab[i])
     return np.asarray(X, dtype=np.uint8), np.asarray(y, dtype=np.int64)
 
 
-def train_models(n_trees, seed=0, n_images=200, per_image=100):
+def to_layout(image, layout):
+    """An RGB image as ``layout`` wants it: grey (H, W) for one channel, else RGB."""
+    if layout.channels == 1:
+        return np.round(image.mean(axis=2)).astype(np.uint8)
+    if layout.channels != 3:
+        sys.exit(f"--layout {layout.describe()}: only 1 (grey) or 3 (RGB) channels here")
+    return image
+
+
+def train_models(n_trees, seed=0, n_images=200, per_image=100, layout=None):
     """Quick real models of each kind (project estimators) on faces300w/train."""
     import facesegment.forest as F
     from facesegment.datasets import find_faces
     from facesegment.classes import CLASS_NAMES
+    from facesegment.layout import DEFAULT_LAYOUT
     from facesegment.model import Model
 
+    layout = layout or DEFAULT_LAYOUT
     recs = find_faces(DATA / "train")
     rng = np.random.default_rng(seed)
     recs = [recs[i] for i in sorted(rng.choice(len(recs), n_images, replace=False))]
-    X, y = sample_windows(recs, per_image, seed)
+    X, y = sample_windows(recs, per_image, seed, layout)
     prior = np.bincount(y, minlength=8) / len(y)
     pix = np.array([0.85, 0.12, 0.008, 0.008, 0.0013, 0.0013, 0.0027, 0.0027])
     models = {}
@@ -98,7 +113,8 @@ def train_models(n_trees, seed=0, n_images=200, per_image=100):
         print(f"  trained {kind} {n_trees} trees in {time.perf_counter() - t0:.1f}s "
               f"({est.forest_.n_nodes} nodes)", flush=True)
         models[kind] = Model(kind, {}, est.forest_, CLASS_NAMES, prior / pix,
-                             np.zeros(2883, np.float32), np.ones(2883, np.float32))
+                             np.zeros(layout.n_features, np.float32),
+                             np.ones(layout.n_features, np.float32), layout=layout)
     return models
 
 
@@ -119,20 +135,22 @@ def load_models(folder, n_trees):
 def bench_inference(args):
     from facesegment.datasets import find_faces, load_face
     from facesegment import inference
-    from facesegment.inference import count_oblique_visits, predict_image
+    from facesegment.inference import count_oblique_visits, model_layout, predict_image
 
     rate = gemm_rate()
     print(f"float32 GEMM: {rate / 1e9:.1f} GFLOP/s", flush=True)
     recs = find_faces(DATA / "test")[: args.images]
-    images = [load_face(r)[0] for r in recs]
-    out = {"gemm_gflops": rate / 1e9, "images": len(images), "cores": os.cpu_count(),
-           "mode": args.mode, "models": str(args.models) if args.models else None,
-           "train_images": None if args.models else args.train_images,
-           "windows_per_image": None if args.models else 100, "results": []}
     # One forest per kind with the most trees; smaller forests are its first
     # trees (n_trees=...), exactly what training fewer trees with the same seed gives.
     models = (load_models(args.models, max(args.trees)) if args.models
-              else train_models(max(args.trees), n_images=args.train_images))
+              else train_models(max(args.trees), n_images=args.train_images, layout=args.layout))
+    layout = model_layout(next(iter(models.values())))
+    images = [to_layout(load_face(r)[0], layout) for r in recs]
+    out = {"gemm_gflops": rate / 1e9, "images": len(images), "cores": os.cpu_count(),
+           "layout": layout.describe(),
+           "mode": args.mode, "models": str(args.models) if args.models else None,
+           "train_images": None if args.models else args.train_images,
+           "windows_per_image": None if args.models else 100, "results": []}
     for n_trees in args.trees:
         for kind, model in models.items():
             if kind == "co2" and args.skip_co2:
@@ -177,7 +195,7 @@ def bench_inference(args):
                 if kind == "co2":
                     visits = count_oblique_visits(model, images[0], mode=args.mode,
                                                   n_trees=n_trees)
-                    bound = 1000 * 2 * 2883 * visits / rate
+                    bound = 1000 * 2 * model.arrays.n_features * visits / rate
                     row.update(oblique_visits_first_image=int(visits), bound_ms=round(bound, 2),
                                ratio=round(ms / bound, 2) if bound > 0 else None,
                                ratio_cpu=round(ms_cpu / bound, 2) if bound > 0 else None)
@@ -318,10 +336,20 @@ def main(argv=None):
                         "reports/bench/inference-MODELS.json with --models)")
     p.add_argument("--fft-levels", type=int, default=2,
                    help="CO2 levels evaluated by FFT correlation in the second variant")
+    p.add_argument("--layout", default="31x3", metavar="WxC",
+                   help="window side x channels of the quick models (default 31x3, the paper's "
+                        "RGB; e.g. 15x3, 31x1 for grey)")
     args = p.parse_args(argv)
+    from facesegment.layout import WindowLayout
+
+    try:
+        win, ch = (int(v) for v in args.layout.lower().split("x"))
+        args.layout = WindowLayout(win, ch)
+    except ValueError as exc:
+        p.error(f"--layout {args.layout!r}: give WINDOWxCHANNELS such as 31x3 ({exc})")
     if not (DATA / "test").is_dir():
         sys.exit(f"needs {DATA} (the shared faces300w data)")
-    from facesegment.metrics import write_json_atomic
+    from facesegment.atomic import write_json_atomic
 
     if args.detectors:
         res = bench_detectors(args)

@@ -5,6 +5,7 @@
 writer thread with bounded memory.
 """
 
+import json
 import os
 import queue
 import threading
@@ -13,13 +14,16 @@ import zlib
 import h5py
 import numpy as np
 
-from .classes import N_CHANNELS, WINDOW
 from .errors import DataError
+from .layout import DEFAULT_LAYOUT
 
 FORMAT = "facesegment-windows"
-FORMAT_VERSION = 1
+#: Version 2 records the window layout (``layout`` attribute, JSON); version 1
+#: files (31x31 RGB windows, no ``layout``) are still read.
+FORMAT_VERSION = 2
 CHUNK_ROWS = 1024
-WINDOW_SHAPE = (WINDOW, WINDOW, N_CHANNELS)
+#: Shape of one window of the paper's layout (version 1 files; ``layout.shape`` in general).
+WINDOW_SHAPE = DEFAULT_LAYOUT.shape
 
 #: Upper bound on results an OrderedSink holds back waiting for an earlier image (bytes).
 PENDING_BYTES = 256 * 2**20
@@ -38,14 +42,19 @@ class WindowsWriter:
         gzip level (default 1).
     chunk_rows : int
         Rows per chunk.
+    layout : WindowLayout
+        Window size and channels: the ``windows`` dataset is
+        ``(n_windows,) + layout.shape`` and the ``layout`` attribute records it.
 
     Use as a context manager: leaving the block with an exception removes the
     temporary file; :meth:`finish` sets ``complete`` and renames it.
     """
 
     def __init__(self, path, n_windows, compression="gzip", compression_opts=1,
-                 chunk_rows=CHUNK_ROWS):
+                 chunk_rows=CHUNK_ROWS, layout=DEFAULT_LAYOUT):
         self.path = os.fspath(path)
+        self.layout = layout
+        shape = layout.shape
         self.tmp = f"{self.path}.tmp-{os.getpid()}"
         self.n_windows = int(n_windows)
         n = self.n_windows
@@ -60,11 +69,12 @@ class WindowsWriter:
         f = self.file
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["layout"] = json.dumps(layout.to_dict())
         rows = self.chunk_rows
         kw = dict(compression=compression,
                   compression_opts=compression_opts if compression == "gzip" else None)
-        self.X = f.create_dataset("windows", (n,) + WINDOW_SHAPE, np.uint8,
-                                  chunks=(rows,) + WINDOW_SHAPE, **kw)
+        self.X = f.create_dataset("windows", (n,) + shape, np.uint8,
+                                  chunks=(rows,) + shape, **kw)
         self.y = f.create_dataset("labels", (n,), np.uint8)
         self.image_index = f.create_dataset("image_index", (n,), np.int32)
         self.centers = f.create_dataset("centers", (n, 2), np.int32)
@@ -96,7 +106,7 @@ class WindowsWriter:
         pieces = [X[i * rows:(i + 1) * rows] for i in range(n_full)]
         tail = X[n_full * rows:]
         if len(tail) and start + len(X) == self.n_windows:  # the last, partial chunk: pad
-            last = np.zeros((rows,) + WINDOW_SHAPE, np.uint8)
+            last = np.zeros((rows,) + self.layout.shape, np.uint8)
             last[:len(tail)] = tail
             pieces.append(last)
             tail = tail[:0]
@@ -168,7 +178,7 @@ class OrderedSink:
     pool : concurrent.futures.Executor, optional
         Threads that deflate chunks (see :meth:`WindowsWriter.write`).
 
-    ``add(i, (windows (k,31,31,3), labels (k,), centers (k,2)))`` may be called
+    ``add(i, (windows (k,) + layout.shape, labels (k,), centers (k,2)))`` may be called
     in any order; in-order results are buffered into whole chunks, results
     held back waiting for an earlier image beyond :data:`PENDING_BYTES` are
     written directly at their offsets.  Call :meth:`close` at the end.
@@ -183,8 +193,7 @@ class OrderedSink:
         self.pending = {}
         self.pending_bytes = 0
         self.buf_rows = int(buffer_rows)
-        nc = 3
-        self.bX = np.empty((self.buf_rows, WINDOW, WINDOW, nc), np.uint8)
+        self.bX = np.empty((self.buf_rows,) + writer.layout.shape, np.uint8)
         self.by = np.empty(self.buf_rows, np.uint8)
         self.bi = np.empty(self.buf_rows, np.int32)
         self.bc = np.empty((self.buf_rows, 2), np.int32)

@@ -1,8 +1,10 @@
 """Class-balanced window extraction as a two-pass Dask pipeline.
 
 Pass 1 (one task per small batch of images) counts the *eligible* pixels of
-each class: at least ``margin`` (15) pixels from every border and not labelled
-255; bad images are skipped or fail the run here.  The windows are then
+each class: at least ``margin`` (half the window: 15 for 31x31 windows) pixels
+from every border and not labelled 255; bad images are skipped or fail the run
+here, and the images' number of channels is read (3 for RGB, 1 for grey),
+which with the ``window`` size makes the file's window layout.  The windows are then
 allocated: every class gets ``n_windows // 8`` windows (the remainder goes one
 each to the first classes), shared among the images by a multivariate
 hypergeometric draw over their eligible-pixel counts, i.e. exactly as a
@@ -26,9 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .classes import CLASS_NAMES, HALF, N_CLASSES, N_FEATURES, WINDOW
+from .classes import CLASS_NAMES, N_CLASSES
 from .datasets import load_face
 from .errors import DataError
+from .layout import DEFAULT_LAYOUT, WindowLayout
 from .parallel import default_workers, map_tasks
 from .progress import Progress
 from .windows import CHUNK_ROWS, BackgroundSink, OrderedSink, WindowsWriter, read_windows_meta
@@ -71,7 +74,7 @@ def cut_windows_kernel(image, centers, half, out, sums, sumsq):
             sumsq[f] += v * v
 
 
-def eligible_counts(label, margin=HALF):
+def eligible_counts(label, margin=DEFAULT_LAYOUT.half):
     """Eligible pixels per class of one label map.
 
     Parameters
@@ -96,25 +99,31 @@ def _error(exc):
     return (exc.path, exc.problem, exc.fix)
 
 
+def _planes(image):
+    """The image as ``(H, W, C)``: a grey ``(H, W)`` image has one channel."""
+    return image[:, :, None] if image.ndim == 2 else image
+
+
 def count_task(record, margin):
-    """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None)``."""
+    """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None, channels or None)``."""
     try:
-        _, label = load_face(record)
+        image, label = load_face(record)
     except DataError as exc:
-        return None, _error(exc)
-    return eligible_counts(label, margin), None
+        return None, _error(exc), None
+    return eligible_counts(label, margin), None, _planes(image).shape[2]
 
 
-def cut_task(item, margin):
+def cut_task(item, margin, window=DEFAULT_LAYOUT.window):
     """Pass 2 task for ``item = (record, alloc (8,), expected (8,), state, replace (8,))``.
 
     Returns
     -------
-    (windows uint8 (k,31,31,3), labels uint8 (k,), centers int32 (k,2),
-     sums int64 (2883,), sumsq int64 (2883,))
+    (windows uint8 (k, window, window, C), labels uint8 (k,), centers int32 (k,2),
+     sums int64 (window * window * C,), sumsq int64 (window * window * C,))
     """
     record, alloc, expected, state, replace = item
     image, label = load_face(record)
+    image = _planes(image)
     h, w = label.shape
     inner = label[margin:h - margin, margin:w - margin]
     iw = max(w - 2 * margin, 0)
@@ -139,10 +148,10 @@ def cut_task(item, margin):
     if k_total:
         centers[:, 0] = flat_pos // iw + margin
         centers[:, 1] = flat_pos % iw + margin
-    windows = np.empty((k_total, WINDOW, WINDOW, image.shape[2]), np.uint8)
-    sums = np.zeros(N_FEATURES, np.int64)
-    sumsq = np.zeros(N_FEATURES, np.int64)
-    cut_windows_kernel(image, centers, HALF, windows, sums, sumsq)
+    windows = np.empty((k_total, window, window, image.shape[2]), np.uint8)
+    sums = np.zeros(windows[0].size, np.int64)
+    sumsq = np.zeros(windows[0].size, np.int64)
+    cut_windows_kernel(image, centers, window // 2, windows, sums, sumsq)
     labels = np.concatenate(labs) if labs else np.zeros(0, np.uint8)
     return windows, labels, centers, sums, sumsq
 
@@ -152,22 +161,22 @@ def count_batch(records, margin):
     return [count_task(r, margin) for r in records]
 
 
-def cut_batch(items, margin):
+def cut_batch(items, margin, window=DEFAULT_LAYOUT.window):
     """Pass 2 task over a few images.
 
     Returns
     -------
     (per_image, sums, sumsq) : list of (windows, labels, centers) per image,
-        and the int64 (2883,) feature sums and sums of squares of the batch.
+        and the int64 (n_features,) feature sums and sums of squares of the
+        batch (None when ``items`` is empty).
     """
     per_image = []
-    sums = np.zeros(N_FEATURES, np.int64)
-    sumsq = np.zeros(N_FEATURES, np.int64)
+    sums = sumsq = None
     for it in items:
-        w, y, c, s, q = cut_task(it, margin)
+        w, y, c, s, q = cut_task(it, margin, window)
         per_image.append((w, y, c))
-        sums += s
-        sumsq += q
+        sums = s if sums is None else sums + s
+        sumsq = q if sumsq is None else sumsq + q
     return per_image, sums, sumsq
 
 
@@ -297,10 +306,15 @@ def check_output(path):
                         "choose a writable output folder with --out") from exc
 
 
-def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None):
+def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None,
+              window=DEFAULT_LAYOUT.window):
     if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) or n_windows < 1:
         raise ValueError(f"n_windows must be a positive integer; got {n_windows!r} "
                          "(the paper uses 256000 per tree)")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1 \
+            or window % 2 == 0:
+        raise ValueError(f"window must be an odd positive integer (the window is centred on "
+                         f"its pixel); got {window!r} (the paper uses 31)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
     if on_error not in ("skip", "fail"):
@@ -314,10 +328,10 @@ def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task
         raise ValueError(f"images_per_task must be a positive integer or None; got {images_per_task!r}")
 
 
-def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_workers=None,
-                    on_error="skip", margin=HALF, compression="gzip", compression_opts=1,
-                    chunk_rows=CHUNK_ROWS, progress=True, data_root=None, labels_root=None,
-                    images_per_task=None):
+def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAYOUT.window,
+                    scheduler=None, n_workers=None, on_error="skip", margin=None,
+                    compression="gzip", compression_opts=1, chunk_rows=CHUNK_ROWS, progress=True,
+                    data_root=None, labels_root=None, images_per_task=None):
     """Sample class-balanced windows from labelled faces into a windows file.
 
     Parameters
@@ -329,6 +343,10 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     n_windows : int
         Total windows N (the paper: 256,000 per tree).
     seed : int
+    window : int, odd
+        Side of the square windows (31 in the paper).  Their channels come
+        from the images (3 for RGB, 1 for grey images); the file records the
+        resulting :class:`facesegment.layout.WindowLayout`.
     scheduler : None, str or distributed.Client
         None: local threads; else a ``distributed`` scheduler address.
     n_workers : int, optional
@@ -337,8 +355,9 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
         A bad image (unreadable, missing/mis-sized/invalid label map) is
         left out and reported ("skip") or stops the run with DataError and no
         output ("fail").
-    margin : int
-        Minimum distance of a centre from the border (15: the window fits).
+    margin : int, optional
+        Minimum distance of a centre from the border (default and minimum:
+        ``window // 2``, 15 for 31x31 windows, so the window fits).
     compression, compression_opts, chunk_rows
         HDF5 storage of the windows dataset (default gzip level 1 in chunks
         of 1024 windows: measured faster to write and 2x smaller than lzf).
@@ -358,12 +377,16 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     Raises
     ------
     DataError
-        Unwritable output, no usable images, a class with no eligible pixel,
-        or (``on_error="fail"``) the first bad image.
+        Unwritable output, no usable images, images of different numbers of
+        channels, a class with no eligible pixel, or (``on_error="fail"``)
+        the first bad image.
     """
-    _validate(n_windows, seed, on_error, compression, n_workers, images_per_task)
-    if margin < HALF:
-        raise ValueError(f"margin must be >= {HALF} so windows fit in the image; got {margin}")
+    _validate(n_windows, seed, on_error, compression, n_workers, images_per_task, window)
+    half = int(window) // 2
+    margin = half if margin is None else margin
+    if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < half:
+        raise ValueError(f"margin must be an integer >= {half} (half the window) so windows fit "
+                         f"in the image; got {margin!r}")
     records = list(records)
     if not records:
         raise DataError(data_root, "no images to extract from", "give a folder of labelled faces")
@@ -371,6 +394,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     t0 = time.perf_counter()
 
     counts = np.zeros((len(records), N_CLASSES), np.int64)
+    channels = np.zeros(len(records), np.int64)
     ok = np.ones(len(records), bool)
     skipped = []
     n_threads = n_workers or default_workers()
@@ -380,7 +404,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
         for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin,),
                                     scheduler=scheduler, n_workers=n_workers, progress=False):
             a = groups[g][0]
-            for i, (cnt, err) in enumerate(results, start=a):
+            for i, (cnt, err, nc) in enumerate(results, start=a):
                 if err is not None:
                     if on_error == "fail":
                         raise DataError(*err)
@@ -388,6 +412,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
                     ok[i] = False
                 else:
                     counts[i] = cnt
+                    channels[i] = nc
             bar.update(len(results))
     t1 = time.perf_counter()
     used = np.flatnonzero(ok)
@@ -395,6 +420,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
         raise DataError(data_root, f"none of the {len(records)} images could be read",
                         "fix the files listed above or point at another folder")
     counts = counts[used]
+    layout = _layout_of(records, used, channels[used], window)
     pixel_counts = counts.sum(axis=0)
     targets = class_targets(n_windows)
     empty = [CLASS_NAMES[c] for c in range(N_CLASSES) if targets[c] and pixel_counts[c] == 0]
@@ -408,19 +434,22 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
 
     groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
-    sums = np.zeros(N_FEATURES, np.int64)
-    sumsq = np.zeros(N_FEATURES, np.int64)
+    sums = np.zeros(layout.n_features, np.int64)
+    sumsq = np.zeros(layout.n_features, np.int64)
     with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
-                       chunk_rows=chunk_rows) as writer, ThreadPoolExecutor(n_threads) as pool:
+                       chunk_rows=chunk_rows, layout=layout) as writer, \
+            ThreadPoolExecutor(n_threads) as pool:
         sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
                                             4 * writer.chunk_rows, pool))
         bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
         try:
             for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
-                                                  args=(margin,), scheduler=scheduler,
-                                                  n_workers=n_workers, progress=False):
-                sums += s1
-                sumsq += s2
+                                                  args=(margin, layout.window),
+                                                  scheduler=scheduler, n_workers=n_workers,
+                                                  progress=False):
+                if s1 is not None:
+                    sums += s1
+                    sumsq += s2
                 for k, res in enumerate(results, start=groups[g][0]):
                     sink.add(k, res)
                 bar.update(len(results))
@@ -448,6 +477,18 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, scheduler=None, n_
     return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),
                          seconds={"count": t1 - t0, "cut": t2 - t1, "total": t2 - t0},
                          file_bytes=os.path.getsize(out))
+
+
+def _layout_of(records, used, channels, window):
+    """The window layout of the used images (they must share their number of channels)."""
+    first = int(channels[0])
+    odd = np.flatnonzero(channels != first)
+    if odd.size:
+        rec = records[used[odd[0]]]
+        raise DataError(rec.image, f"has {int(channels[odd[0]])} channel(s) but "
+                        f"{records[used[0]].image} has {first}",
+                        "use images of one kind (all RGB or all grey) in one windows file")
+    return WindowLayout(window=int(window), channels=first)
 
 
 def finish_stats(sums, sumsq, n):

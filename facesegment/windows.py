@@ -1,18 +1,24 @@
-"""The windows file: class-balanced 31x31 RGB training windows in one HDF5 file.
+"""The windows file: class-balanced training windows (31x31 RGB in the paper) in one HDF5 file.
 
 Layout (format ``"facesegment-windows"``, version :data:`FORMAT_VERSION`)::
 
-    /windows      (N, 31, 31, 3) uint8   chunked (1024 rows), gzip level 1
+    /windows      (N, w, w, c) uint8     chunked (1024 rows), gzip level 1; w x w
+                                         windows of c channels (31, 31, 3 for RGB)
     /labels       (N,) uint8             class id of the centre pixel
     /image_index  (N,) int32             row of /sources the window was cut from
     /centers      (N, 2) int32           (row, col) of the centre pixel
     /sources      (n_images,) str        image names (relative paths, no extension)
     /skipped      (n_skipped,) str       images left out because they were unreadable
-    attributes    format, format_version, class_names, pixel_counts (8,) int64,
-                  class_counts (8,) int64, sampling_factors (8,) float64,
-                  with_replacement (8,) bool, mean (2883,) float32,
-                  std (2883,) float32, seed, n_windows, margin, data_root,
-                  labels_root, std_kind, complete
+    attributes    format, format_version, layout (JSON of WindowLayout.to_dict():
+                  window, channels, channel_names), class_names,
+                  pixel_counts (8,) int64, class_counts (8,) int64,
+                  sampling_factors (8,) float64, with_replacement (8,) bool,
+                  mean (F,) float32, std (F,) float32 (F = w * w * c, 2883),
+                  seed, n_windows, margin, data_root, labels_root, std_kind,
+                  complete
+
+Version 1 files (before the layout was recorded: no ``layout`` attribute,
+31x31 RGB windows) are read with the default layout.
 
 Rows are ordered by image, then class, then pixel position; consumers draw
 their own random subsets (see :func:`read_rows`).  ``std`` is the population
@@ -24,14 +30,16 @@ it was interrupted.
 HDF5 attribute holds at most 64 KiB (13,233 LFW names do not fit).
 """
 
+import json
 import os
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
-from .classes import CLASS_NAMES, N_CLASSES, N_FEATURES
+from .classes import CLASS_NAMES, N_CLASSES
 from .errors import DataError
+from .layout import DEFAULT_LAYOUT, WindowLayout
 
 # The writer lives in its own module; its names are part of this module's API.
 from ._windows_writer import (  # noqa: F401
@@ -39,6 +47,8 @@ from ._windows_writer import (  # noqa: F401
     OrderedSink, WindowsWriter)
 
 _FIX_REGEN = "re-create it with `facesegment extract`"
+#: Format versions this reader understands (1: before the layout was recorded).
+READ_VERSIONS = (1, FORMAT_VERSION)
 
 
 @dataclass
@@ -54,9 +64,10 @@ class WindowsMeta:
     sampling_factors : ndarray float64 (8,)
         Share of each class among the windows divided by its share among the
         eligible pixels.
-    mean, std : ndarray float32 (2883,)
+    mean, std : ndarray float32 (layout.n_features,)
         Per-feature mean and population standard deviation (zeros -> 1) over
-        all windows, in the feature order ``(dy * 31 + dx) * 3 + c``.
+        all windows, in the feature order ``(dy * w + dx) * c + ch`` (2883
+        values for 31x31 RGB).
     sources : list of str
         Image names; ``image_index`` indexes this list.
     seed : int
@@ -72,6 +83,9 @@ class WindowsMeta:
         Images left out because they could not be read.
     attrs : dict
         Remaining attributes (margin, data_root, labels_root, ...).
+    layout : WindowLayout
+        Window size and channels of the windows (the paper's 31x31 RGB for
+        version 1 files).
     """
 
     class_names: tuple
@@ -88,6 +102,7 @@ class WindowsMeta:
     with_replacement: np.ndarray = None
     skipped: list = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
+    layout: WindowLayout = DEFAULT_LAYOUT
 
 
 @dataclass
@@ -96,7 +111,8 @@ class WindowSet:
 
     Attributes
     ----------
-    X : ndarray uint8 (N, 31, 31, 3) or h5py.Dataset (``load=False``)
+    X : ndarray uint8 (N, w, w, c) or h5py.Dataset (``load=False``)
+        ``(N,) + meta.layout.shape``: (N, 31, 31, 3) for RGB windows.
     y : ndarray uint8 (N,)
     image_index : ndarray int32 (N,)
     centers : ndarray int32 (N, 2)
@@ -170,15 +186,17 @@ def _check(f, path):
         raise DataError(path, f"is an HDF5 file but not a facesegment windows file (format={fmt!r})",
                         "give the .h5 file made by `facesegment extract`")
     version = int(_attr(f, path, "format_version"))
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise DataError(path, f"windows file has format version {version}; this facesegment reads "
-                        f"version {FORMAT_VERSION}", "re-create it with this version's `facesegment extract`")
+                        f"versions {' and '.join(map(str, READ_VERSIONS))}",
+                        "re-create it with this version's `facesegment extract`")
     if not bool(f.attrs.get("complete", False)):
         raise DataError(path, "windows file is incomplete (no 'complete' mark: the extraction was "
                         "interrupted or failed)", _FIX_REGEN)
     n = int(_attr(f, path, "n_windows"))
+    layout = _layout(f, path, version)
     expect = {
-        "windows": ((n,) + WINDOW_SHAPE, np.uint8),
+        "windows": ((n,) + layout.shape, np.uint8),
         "labels": ((n,), np.uint8),
         "image_index": ((n,), np.int32),
         "centers": ((n, 2), np.int32),
@@ -197,8 +215,8 @@ def _check(f, path):
         class_names=class_names,
         pixel_counts=np.asarray(_attr(f, path, "pixel_counts", (N_CLASSES,), "iu"), np.int64),
         sampling_factors=np.asarray(_attr(f, path, "sampling_factors", (N_CLASSES,), "f"), np.float64),
-        mean=np.asarray(_attr(f, path, "mean", (N_FEATURES,), "f"), np.float32),
-        std=np.asarray(_attr(f, path, "std", (N_FEATURES,), "f"), np.float32),
+        mean=np.asarray(_attr(f, path, "mean", (layout.n_features,), "f"), np.float32),
+        std=np.asarray(_attr(f, path, "std", (layout.n_features,), "f"), np.float32),
         sources=_strings(f["sources"][()]),
         seed=int(_attr(f, path, "seed")),
         n_windows=n,
@@ -207,6 +225,7 @@ def _check(f, path):
         class_counts=np.asarray(_attr(f, path, "class_counts", (N_CLASSES,), "iu"), np.int64),
         with_replacement=np.asarray(_attr(f, path, "with_replacement", (N_CLASSES,), "b"), bool),
         skipped=_strings(f["skipped"][()]) if "skipped" in f else [],
+        layout=layout,
     )
     if int(meta.class_counts.sum()) != n:
         raise DataError(path, f"class_counts sum to {int(meta.class_counts.sum())} but the file has "
@@ -214,7 +233,8 @@ def _check(f, path):
     if not np.all(meta.std > 0):
         raise DataError(path, "attribute 'std' has zero or negative entries", _FIX_REGEN)
     known = {"format", "format_version", "complete", "n_windows", "class_names", "pixel_counts",
-             "sampling_factors", "mean", "std", "seed", "class_counts", "with_replacement"}
+             "sampling_factors", "mean", "std", "seed", "class_counts", "with_replacement",
+             "layout"}
     for k, v in f.attrs.items():
         if k not in known:
             meta.attrs[k] = v.decode() if isinstance(v, bytes) else (v.item() if np.ndim(v) == 0 and
@@ -223,6 +243,18 @@ def _check(f, path):
         raise DataError(path, f"windows file has classes {list(class_names)}, expected {list(CLASS_NAMES)}",
                         _FIX_REGEN)
     return meta, n
+
+
+def _layout(f, path, version):
+    """The file's WindowLayout: the ``layout`` attribute (version 2), else the default."""
+    if version == 1:
+        return DEFAULT_LAYOUT
+    doc = _attr(f, path, "layout")
+    try:
+        return WindowLayout.from_dict(json.loads(doc.decode() if isinstance(doc, bytes) else doc))
+    except (TypeError, ValueError) as exc:
+        raise DataError(path, f"attribute 'layout' is not a valid window layout ({exc})",
+                        _FIX_REGEN) from None
 
 
 def read_windows_meta(path):
@@ -296,7 +328,8 @@ def read_windows(path, load=True, indices=None):
     ----------
     path : str or Path
     load : bool
-        True: ``X`` is an in-memory uint8 ndarray ``(N, 31, 31, 3)``.  False:
+        True: ``X`` is an in-memory uint8 ndarray ``(N,) + meta.layout.shape``
+        (``(N, 31, 31, 3)`` for RGB windows).  False:
         ``X`` is the open h5py dataset (use :func:`read_rows` or slicing; close
         the WindowSet, or use it as a context manager, when done).
     indices : array-like of int, optional
@@ -328,7 +361,7 @@ def read_windows(path, load=True, indices=None):
             X = read_rows(f["windows"], idx)
             y, image_index, centers = y[idx], image_index[idx], centers[idx]
         elif load:
-            X = np.empty((n,) + WINDOW_SHAPE, np.uint8)
+            X = np.empty((n,) + meta.layout.shape, np.uint8)
             if n:
                 f["windows"].read_direct(X)
         else:
@@ -340,5 +373,5 @@ def read_windows(path, load=True, indices=None):
     return WindowSet(X, y, image_index, centers, meta)
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "OrderedSink", "BackgroundSink", "WindowsMeta", "WindowSet", "WindowsWriter",
+__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "OrderedSink", "BackgroundSink", "WindowsMeta", "WindowSet", "WindowsWriter",
            "read_windows", "read_windows_meta", "read_rows"]

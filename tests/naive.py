@@ -283,23 +283,44 @@ def best_threshold_naive(v, y, n_classes, min_leaf=1):
 # ------------------------------------------------------- inference and metrics
 
 
-def naive_windows(image, mode="full"):
-    """Explicit windows of every predicted pixel of ``image`` (uint8 (H,W,3)).
+def naive_windows(image, mode="full", window=31, planes=None):
+    """Explicit windows of every predicted pixel of ``image``, for any window layout.
 
-    Returns ``(X (n, 2883) uint8, ys, xs)``: "full" reflect-pads by 15 px and
-    takes every pixel; "strict" takes only pixels >= 15 px from the border.
+    ``image`` uint8 (H, W) or (H, W, C), followed by the extra ``planes``
+    (H, W, k) when given.  Returns ``(X (n, window * window * (C + k)) uint8,
+    ys, xs)`` with features in the order ``(dy * window + dx) * channels + c``:
+    "full" reflect-pads by ``window // 2`` px and takes every pixel; "strict"
+    takes only pixels at least ``window // 2`` px from the border.
     """
-    h, w = image.shape[:2]
-    pad = np.pad(image, ((15, 15), (15, 15), (0, 0)), mode="reflect")
+    img = image[:, :, None] if image.ndim == 2 else image
+    if planes is not None:
+        img = np.concatenate([img, planes[:, :, None] if planes.ndim == 2 else planes], axis=2)
+    h, w, c = img.shape
+    half = window // 2
+    pad = np.pad(img, ((half, half), (half, half), (0, 0)), mode="reflect")
     if mode == "full":
         ys, xs = np.mgrid[0:h, 0:w]
     else:
-        ys, xs = np.mgrid[15:max(15, h - 15), 15:max(15, w - 15)]
+        ys, xs = np.mgrid[half:max(half, h - half), half:max(half, w - half)]
     ys, xs = ys.ravel(), xs.ravel()
-    X = np.empty((len(ys), 31 * 31 * 3), dtype=np.uint8)
+    X = np.empty((len(ys), window * window * c), dtype=np.uint8)
     for i, (y, x) in enumerate(zip(ys, xs)):
-        X[i] = pad[y:y + 31, x:x + 31, :].reshape(-1)
+        X[i] = pad[y:y + window, x:x + window, :].reshape(-1)
     return X, ys, xs
+
+
+def naive_oblique_visits(arrays, X, max_depth=None, n_trees=None):
+    """Oblique nodes passed through by the windows ``X`` (the FLOP count)."""
+    roots = arrays.roots[:n_trees] if n_trees else arrays.roots
+    total = 0
+    for x in X:
+        for r in roots:
+            node = r
+            while arrays.left[node] >= 0 and (max_depth is None
+                                              or arrays.depth[node] < max_depth):
+                total += int(arrays.oblique[node] >= 0)
+                node = naive_leaf(arrays, x, node, max_depth=arrays.depth[node] + 1)
+    return total
 
 
 def naive_leaf(arrays, x, root, max_depth=None):

@@ -10,12 +10,15 @@ import facesegment.cli as cli
 import facesegment.extract as ex
 import facesegment._windows_writer as windows_writer
 from facesegment.commands.extract import find_training_faces
-from facesegment.classes import N_CLASSES, N_FEATURES
+from facesegment.classes import N_CLASSES
 from facesegment.datasets import find_faces, load_face
 from facesegment.errors import DataError
 from facesegment.imageio import write_png_atomic
+from facesegment.layout import DEFAULT_LAYOUT, WindowLayout
 from facesegment.windows import read_windows, read_windows_meta
 from tests.naive import naive_cut_windows, naive_eligible_counts
+
+N_FEATURES = DEFAULT_LAYOUT.n_features
 
 
 def _faces(root, n=5, h=40, w=44, seed=0):
@@ -169,6 +172,98 @@ def test_extract_matches_recomputation(tmp_path):
     np.testing.assert_allclose(m.std, std, rtol=1e-5)
 
 
+def _digest(path):
+    """sha256 of a windows file's sample: datasets and statistics, in a fixed order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with h5py.File(path, "r") as f:
+        for k in ("windows", "labels", "image_index", "centers"):
+            h.update(np.ascontiguousarray(f[k][()]).tobytes())
+        for k in ("mean", "std", "pixel_counts", "class_counts", "sampling_factors"):
+            h.update(np.ascontiguousarray(f.attrs[k]).tobytes())
+    return h.hexdigest()
+
+
+def test_default_layout_sample_is_unchanged(tmp_path):
+    """The 31x31 RGB sample is byte for byte the one of format version 1 (before the
+    layout was recorded): digest computed with that version's code."""
+    root = _faces(tmp_path / "data", n=5)
+    out = tmp_path / "w.h5"
+    ex.extract_windows(find_faces(root), out, n_windows=80, seed=3, n_workers=2, progress=False,
+                       chunk_rows=16)
+    assert _digest(out) == "e340fb37af2b938304a997f54833d6f1acbd13f84fd7eaf19b892820162243a5"
+    m = read_windows_meta(out)
+    assert m.layout == DEFAULT_LAYOUT and m.format_version == 2
+    with h5py.File(out, "r") as f:
+        assert f["windows"].shape == (80, 31, 31, 3) and f["windows"].chunks == (16, 31, 31, 3)
+
+
+def test_window_15(tmp_path):
+    """window=15: (N, 15, 15, 3) windows of centres >= 7 px from the border, 675 statistics."""
+    root = _faces(tmp_path / "data", n=4, h=24, w=26)
+    recs = find_faces(root)
+    out = tmp_path / "w.h5"
+    ex.extract_windows(recs, out, n_windows=64, seed=2, window=15, progress=False, chunk_rows=16)
+    ws = read_windows(out)
+    m = ws.meta
+    assert m.layout == WindowLayout(15, 3) and ws.X.shape == (64, 15, 15, 3)
+    assert m.attrs["margin"] == 7 and m.mean.shape == (675,)
+    faces = [load_face(r) for r in recs]
+    pix = sum(naive_eligible_counts(lab, margin=7) for _, lab in faces)
+    np.testing.assert_array_equal(m.pixel_counts, pix)
+    for k in range(64):
+        img, lab = faces[ws.image_index[k]]
+        r, c = ws.centers[k]
+        assert 7 <= r < img.shape[0] - 7 and 7 <= c < img.shape[1] - 7 and lab[r, c] == ws.y[k]
+        np.testing.assert_array_equal(ws.X[k], img[r - 7:r + 8, c - 7:c + 8])
+    flat = ws.X.reshape(64, -1).astype(np.float64)
+    np.testing.assert_allclose(m.mean, flat.mean(axis=0), rtol=1e-6)
+    # a larger margin keeps the window and moves the centres inwards
+    ex.extract_windows(recs, tmp_path / "m.h5", n_windows=16, seed=2, window=15, margin=9,
+                       progress=False)
+    c = read_windows(tmp_path / "m.h5").centers
+    assert c.min() >= 9 and read_windows_meta(tmp_path / "m.h5").layout.window == 15
+
+
+def _grey_loader(monkeypatch, grey_names=None):
+    """Make the extraction see grey images ((H, W) arrays), all or those named."""
+    real = ex.load_face
+
+    def load(record):
+        image, label = real(record)
+        if grey_names is None or record.name in grey_names:
+            image = image[:, :, 1].copy()
+        return image, label
+
+    monkeypatch.setattr(ex, "load_face", load)
+
+
+def test_grey_images_give_one_channel(tmp_path, monkeypatch):
+    root = _faces(tmp_path / "data", n=4)
+    recs = find_faces(root)
+    _grey_loader(monkeypatch)
+    out = tmp_path / "w.h5"
+    ex.extract_windows(recs, out, n_windows=40, seed=1, window=11, progress=False, chunk_rows=8,
+                       n_workers=2)
+    ws = read_windows(out)
+    assert ws.meta.layout == WindowLayout(11, 1) and ws.X.shape == (40, 11, 11, 1)
+    assert ws.meta.layout.channel_names == ("gray",) and ws.meta.std.shape == (121,)
+    for k in range(40):
+        img, _ = load_face(recs[ws.image_index[k]])
+        r, c = ws.centers[k]
+        np.testing.assert_array_equal(ws.X[k, :, :, 0], img[r - 5:r + 6, c - 5:c + 6, 1])
+
+
+def test_mixed_grey_and_rgb_images_are_an_error(tmp_path, monkeypatch):
+    root = _faces(tmp_path / "data", n=3)
+    _grey_loader(monkeypatch, {"face01"})
+    with pytest.raises(DataError, match=r"face01.png: has 1 channel\(s\) but .*face00.png has 3 "
+                                        r"\(use images of one kind"):
+        ex.extract_windows(find_faces(root), tmp_path / "w.h5", 16, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
 def test_same_seed_same_file_any_workers(tmp_path):
     root = _faces(tmp_path / "data", n=6)
     recs = find_faces(root)
@@ -233,7 +328,7 @@ def test_missing_class_is_an_error(tmp_path):
 def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
     root = _faces(tmp_path / "data", n=3)
 
-    def boom(item, margin):
+    def boom(item, margin, window):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ex, "cut_task", boom)
@@ -273,7 +368,9 @@ def test_parameter_validation(tmp_path):
                     ({"seed": -1}, "seed must be a non-negative integer"),
                     ({"on_error": "ignore"}, "on_error must be 'skip' or 'fail'"),
                     ({"compression": "zstd"}, "compression must be"),
-                    ({"margin": 3}, "margin must be >= 15"),
+                    ({"margin": 3}, r"margin must be an integer >= 15 \(half the window\)"),
+                    ({"window": 30}, r"window must be an odd positive integer .*; got 30"),
+                    ({"window": 15, "margin": 6}, "margin must be an integer >= 7"),
                     ({"images_per_task": 0}, "images_per_task must be a positive integer")]:
         with pytest.raises(ValueError, match=msg):
             ex.extract_windows(recs, tmp_path / "w.h5", **{"n_windows": 8, **kw})

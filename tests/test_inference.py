@@ -1,18 +1,22 @@
-"""Dense inference: kernels against explicit windows (tests/naive.py), modes, options."""
+"""Dense inference of the paper's 31x31 RGB models through ``facesegment.inference``:
+kernels against explicit windows (tests/naive.py), modes, options.  Other window
+layouts: tests/dense/."""
 
 import numpy as np
 import pytest
 
-from facesegment.classes import N_CLASSES, N_FEATURES
+from facesegment.classes import N_CLASSES
 from facesegment.forest._arrays import ForestArrays
 from facesegment.inference import (confusion_sweep, count_oblique_visits, fft_responses,
                                    pad_image, predict_image, predict_proba_raw, reweight)
+from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.model import Model
 from tests import naive
 
 
 def random_forest(seed, n_trees=3, max_depth=5, kinds=("axis", "two-probe", "oblique"),
-                  n_classes=N_CLASSES, weights_dtype=np.float32, split_prob=0.8):
+                  n_classes=N_CLASSES, weights_dtype=np.float32, split_prob=0.8,
+                  n_features=DEFAULT_LAYOUT.n_features):
     """A random forest as ForestArrays: trees grown breadth first with random depths.
 
     Node kinds are drawn from ``kinds`` independently per node (mixed in one
@@ -49,14 +53,14 @@ def random_forest(seed, n_trees=3, max_depth=5, kinds=("axis", "two-probe", "obl
                     continue
                 kind = kinds[int(rng.integers(len(kinds)))]
                 if kind == "axis":
-                    cols["feature"][n] = int(rng.integers(N_FEATURES))
+                    cols["feature"][n] = int(rng.integers(n_features))
                     cols["threshold"][n] = float(rng.integers(40, 215)) + 0.5
                 elif kind == "two-probe":
-                    a, b = rng.choice(N_FEATURES, 2, replace=False)
+                    a, b = rng.choice(n_features, 2, replace=False)
                     cols["feature"][n], cols["feature2"][n] = int(a), int(b)
                     cols["threshold"][n] = float(rng.integers(-60, 60)) + 0.5
                 else:
-                    w = rng.normal(0, 0.05, N_FEATURES).astype(weights_dtype)
+                    w = rng.normal(0, 0.05, n_features).astype(weights_dtype)
                     cols["oblique"][n] = len(weights)
                     weights.append(w)
                     spread = 0.5 * 74 * np.sqrt(np.sum(w.astype(np.float64) ** 2))
@@ -67,7 +71,7 @@ def random_forest(seed, n_trees=3, max_depth=5, kinds=("axis", "two-probe", "obl
                 nxt += [cols["left"][n], cols["right"][n]]
             frontier = nxt
     i32 = lambda k: np.asarray(cols[k], dtype=np.int32)  # noqa: E731
-    w = (np.stack(weights) if weights else np.zeros((0, N_FEATURES))).astype(weights_dtype)
+    w = (np.stack(weights) if weights else np.zeros((0, n_features))).astype(weights_dtype)
     return ForestArrays(
         roots=np.asarray(roots, dtype=np.int32), left=i32("left"), right=i32("right"),
         feature=i32("feature"), feature2=i32("feature2"), oblique=i32("oblique"),
@@ -76,18 +80,21 @@ def random_forest(seed, n_trees=3, max_depth=5, kinds=("axis", "two-probe", "obl
         n_samples=i32("n_samples"), weights=w)
 
 
-def random_model(seed, kind="co2", **kw):
-    """A Model around :func:`random_forest` with random sampling factors."""
-    arrays = random_forest(seed, **kw)
+def random_model(seed, kind="co2", layout=DEFAULT_LAYOUT, **kw):
+    """A Model of window ``layout`` around :func:`random_forest` with random sampling factors."""
+    arrays = random_forest(seed, n_features=layout.n_features, **kw)
     rng = np.random.default_rng(seed + 1000)
     return Model(kind=kind, params={"n_estimators": arrays.n_trees}, arrays=arrays,
                  class_names=tuple(f"c{i}" for i in range(arrays.n_classes)),
                  sampling_factors=rng.uniform(0.2, 5.0, arrays.n_classes),
-                 mean=np.zeros(N_FEATURES, np.float32), std=np.ones(N_FEATURES, np.float32))
+                 mean=np.zeros(layout.n_features, np.float32),
+                 std=np.ones(layout.n_features, np.float32), layout=layout)
 
 
-def random_image(seed, h=40, w=37):
-    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+def random_image(seed, h=40, w=37, channels=3):
+    """Uniform random uint8 pixels, (h, w, channels) ((h, w) for channels=None)."""
+    shape = (h, w) if channels is None else (h, w, channels)
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
 
 
 @pytest.mark.parametrize("mode", ["full", "strict"])
@@ -210,14 +217,7 @@ def test_deterministic_and_counts_visits():
     b = predict_image(model, image)
     np.testing.assert_array_equal(a[0], b[0])
     X, _, _ = naive.naive_windows(image, "full")
-    expect = 0
-    for x in X:
-        for r in model.arrays.roots:
-            node = r
-            while model.arrays.left[node] >= 0:
-                expect += 1
-                node = naive.naive_leaf(model.arrays, x, node, max_depth=model.arrays.depth[node] + 1)
-    assert count_oblique_visits(model, image) == expect
+    assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
 
 
 @pytest.mark.parametrize("kwargs,exc,words", [
@@ -236,10 +236,14 @@ def test_validation_messages(kwargs, exc, words):
 
 def test_bad_image_and_model():
     model = random_model(1, n_trees=1, max_depth=2)
-    with pytest.raises(ValueError, match="RGB uint8"):
+    with pytest.raises(ValueError, match=r"model expects 31x31 windows of 3 channels "
+                                         r"\(R, G, B\); image has 1 channel: give an RGB image"):
         predict_image(model, np.zeros((32, 32), np.uint8))
-    with pytest.raises(ValueError, match="RGB uint8"):
+    with pytest.raises(ValueError, match=r"image must be a non-empty uint8 array .* got "
+                                         r"dtype float32"):
         predict_image(model, np.zeros((32, 32, 3), np.float32))
+    with pytest.raises(TypeError, match="image must be a numpy array, got list"):
+        predict_image(model, [[1, 2], [3, 4]])
     with pytest.raises(TypeError, match="Model"):
         predict_image(model.arrays, random_image(1, 32, 32))
     with pytest.raises(ValueError, match="sampling_factors"):
@@ -291,13 +295,15 @@ def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
 
 def test_fast_path_wide_image_falls_back_to_general_kernel():
     """Images too wide for the 15-bit probe offsets use the general kernels: same results."""
-    from facesegment import _fast_kernels as F
     from facesegment import inference
+    from facesegment.dense._fast import max_width
 
+    widest = max_width(31, 3)
+    assert widest == 333
     model = random_model(30, n_trees=3, max_depth=6, kinds=("two-probe",))
-    image = random_image(30, 31, F.MAX_WIDTH + 1)
-    assert inference.pack_fast(model.arrays, F.MAX_WIDTH + 31) is None
-    assert inference.pack_fast(model.arrays, F.MAX_WIDTH + 30) is not None
+    image = random_image(30, 31, widest + 1)
+    assert inference.pack_fast(model.arrays, widest + 31, DEFAULT_LAYOUT) is None
+    assert inference.pack_fast(model.arrays, widest + 30, DEFAULT_LAYOUT) is not None
     X, ys, xs = naive.naive_windows(image, "full")
     raw = predict_proba_raw(model, image, mode="full")
     np.testing.assert_allclose(raw[ys, xs], naive.naive_forest_proba(model.arrays, X),
@@ -345,3 +351,43 @@ def test_level_kernel_equals_reference(seed, monkeypatch):
     conf = confusion_sweep(model, image, label, **kw)[0]
     monkeypatch.setattr(inference, "LEVEL_PATH", False)
     np.testing.assert_array_equal(conf, confusion_sweep(model, image, label, **kw)[0])
+
+
+def test_inference_is_the_dense_predict_module():
+    """``facesegment.inference`` is kept for callers: the same module as dense.predict,
+    so its switches are the ones the kernels read."""
+    import facesegment.dense as dense
+    import facesegment.dense.predict as predict
+    from facesegment import inference
+
+    assert inference is predict
+    for name in dense.__all__:
+        assert getattr(inference, name) is getattr(dense, name), name
+    for name in ("FAST_PATH", "LEVEL_PATH", "FAST_BLOCK_ROWS", "pack_fast"):
+        assert hasattr(inference, name)
+
+
+def test_switches_through_inference_give_the_same_results(monkeypatch):
+    """FAST_PATH / FAST_BLOCK_ROWS / LEVEL_PATH set on ``facesegment.inference``
+    change the kernel used (not the result)."""
+    from facesegment import inference
+
+    for kinds in [("axis", "two-probe"), ("oblique", "axis")]:
+        model = random_model(50, n_trees=3, max_depth=5, kinds=kinds)
+        image = random_image(50, 34, 36)
+        ref = predict_proba_raw(model, image)
+        for name, value in [("FAST_PATH", False), ("FAST_BLOCK_ROWS", 3),
+                            ("LEVEL_PATH", False)]:
+            monkeypatch.setattr(inference, name, value)
+            np.testing.assert_allclose(predict_proba_raw(model, image), ref, atol=1e-5)
+            monkeypatch.undo()
+
+
+def test_model_without_layout_attribute_uses_the_paper_layout():
+    """Objects from before layouts were recorded (no ``layout``) are read as 31x31 RGB."""
+    from types import SimpleNamespace
+
+    model = random_model(12, n_trees=2, max_depth=4)
+    old = SimpleNamespace(arrays=model.arrays, sampling_factors=model.sampling_factors)
+    image = random_image(12, 33, 32)
+    np.testing.assert_array_equal(predict_image(old, image)[0], predict_image(model, image)[0])

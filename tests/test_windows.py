@@ -1,24 +1,30 @@
 """The windows HDF5 format: writer, reader, row subsets and validation messages."""
 
+import json
 import os
 
 import h5py
 import numpy as np
 import pytest
 
-from facesegment.classes import CLASS_NAMES, N_FEATURES
+from facesegment.classes import CLASS_NAMES
 from facesegment.errors import DataError
+from facesegment.layout import DEFAULT_LAYOUT, WindowLayout
 from facesegment.windows import (FORMAT_VERSION, WindowsWriter, read_rows, read_windows,
                                  read_windows_meta)
 
+N_FEATURES = DEFAULT_LAYOUT.n_features
 
-def _write(path, n=40, chunk_rows=7, seed=0, compression="gzip"):
+
+def _write(path, n=40, chunk_rows=7, seed=0, compression="gzip", layout=DEFAULT_LAYOUT):
     rng = np.random.default_rng(seed)
-    X = rng.integers(0, 256, (n, 31, 31, 3), dtype=np.uint8)
+    X = rng.integers(0, 256, (n,) + layout.shape, dtype=np.uint8)
     y = (np.arange(n) % 8).astype(np.uint8)
     ii = rng.integers(0, 3, n).astype(np.int32)
     cen = rng.integers(15, 40, (n, 2)).astype(np.int32)
-    with WindowsWriter(path, n, compression=compression, chunk_rows=chunk_rows) as w:
+    nf = layout.n_features
+    with WindowsWriter(path, n, compression=compression, chunk_rows=chunk_rows,
+                       layout=layout) as w:
         w.write(0, X[:n // 2], y[:n // 2], ii[:n // 2], cen[:n // 2])
         w.write(n // 2, X[n // 2:], y[n // 2:], ii[n // 2:], cen[n // 2:])
         w.set_strings("sources", ["a", "b/c", "d"])
@@ -26,8 +32,8 @@ def _write(path, n=40, chunk_rows=7, seed=0, compression="gzip"):
         w.set_attrs(class_names=list(CLASS_NAMES), pixel_counts=np.arange(1, 9, dtype=np.int64),
                     class_counts=np.bincount(y, minlength=8).astype(np.int64),
                     sampling_factors=np.linspace(0.5, 2, 8), with_replacement=np.zeros(8, bool),
-                    mean=np.full(N_FEATURES, 100, np.float32), std=np.full(N_FEATURES, 3, np.float32),
-                    seed=7, n_windows=n, margin=15, data_root="/data")
+                    mean=np.full(nf, 100, np.float32), std=np.full(nf, 3, np.float32),
+                    seed=7, n_windows=n, margin=layout.half, data_root="/data")
         w.finish()
     return X, y, ii, cen
 
@@ -48,8 +54,96 @@ def test_roundtrip(tmp_path, compression):
     assert m.mean.dtype == np.float32 and m.mean.shape == (N_FEATURES,)
     np.testing.assert_array_equal(m.pixel_counts, np.arange(1, 9))
     assert m.attrs["margin"] == 15 and m.attrs["data_root"] == "/data"
-    assert m.path == str(p) and m.format_version == FORMAT_VERSION
+    assert m.path == str(p) and m.format_version == FORMAT_VERSION == 2
+    assert m.layout == DEFAULT_LAYOUT and "layout" not in m.attrs
     assert not any(f.name.startswith("w.h5.tmp") for f in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("layout", [WindowLayout(15, 1), WindowLayout(31, 5),
+                                    WindowLayout(9, 3, ("a", "b", "c"))])
+def test_roundtrip_other_layouts(tmp_path, layout):
+    """Any window size and number of channels: (N, w, w, c) windows, F = w*w*c statistics,
+    the layout in a JSON attribute; chunked gzip writes and row subsets as for RGB."""
+    p = tmp_path / "w.h5"
+    X, y, ii, cen = _write(p, n=37, chunk_rows=8, layout=layout)
+    with h5py.File(p, "r") as f:
+        assert json.loads(f.attrs["layout"]) == layout.to_dict()
+        assert f["windows"].chunks == (8,) + layout.shape
+    ws = read_windows(p)
+    assert ws.meta.layout == layout and ws.X.shape == (37,) + layout.shape
+    np.testing.assert_array_equal(ws.X, X)
+    assert ws.meta.mean.shape == ws.meta.std.shape == (layout.n_features,)
+    idx = np.array([36, 0, 9, 9, 20])
+    np.testing.assert_array_equal(read_windows(p, indices=idx).X, X[idx])
+    with read_windows(p, load=False) as lazy:
+        np.testing.assert_array_equal(read_rows(lazy.X, idx), X[idx])
+    assert read_windows_meta(p).layout == layout
+
+
+def _write_version1(path, n=12, seed=3):
+    """A windows file as the format-1 writer made it (before the layout was
+    recorded), written by hand with h5py: its datasets and attributes."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 256, (n, 31, 31, 3), dtype=np.uint8)
+    y = (np.arange(n) % 8).astype(np.uint8)
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "facesegment-windows"
+        f.attrs["format_version"] = 1
+        f.create_dataset("windows", data=X, chunks=(4, 31, 31, 3), compression="gzip",
+                         compression_opts=1)
+        f.create_dataset("labels", data=y)
+        f.create_dataset("image_index", data=np.zeros(n, np.int32))
+        f.create_dataset("centers", data=np.full((n, 2), 15, np.int32))
+        dt = h5py.string_dtype("utf-8")
+        f.create_dataset("sources", data=np.array(["a"], dtype=object), dtype=dt)
+        f.create_dataset("skipped", data=np.array([], dtype=object), dtype=dt)
+        f.attrs["class_names"] = np.array(list(CLASS_NAMES), dtype=dt)
+        f.attrs["pixel_counts"] = np.arange(1, 9, dtype=np.int64)
+        f.attrs["class_counts"] = np.bincount(y, minlength=8).astype(np.int64)
+        f.attrs["sampling_factors"] = np.linspace(0.5, 2, 8)
+        f.attrs["with_replacement"] = np.zeros(8, bool)
+        f.attrs["mean"] = np.full(2883, 100, np.float32)
+        f.attrs["std"] = np.full(2883, 3, np.float32)
+        for k, v in dict(seed=0, n_windows=n, margin=15, std_kind="population (divide by N); "
+                         "0 replaced by 1", data_root="/data", labels_root="",
+                         compression="gzip", n_images=1).items():
+            f.attrs[k] = v
+        f.attrs["complete"] = True
+    return X, y
+
+
+def test_reads_format_version_1(tmp_path):
+    """Files of the previous format version (no layout attribute) stay readable,
+    with the paper's 31x31 RGB layout."""
+    p = tmp_path / "old.h5"
+    X, y = _write_version1(p)
+    m = read_windows_meta(p)
+    assert m.format_version == 1 and m.layout == DEFAULT_LAYOUT and m.n_windows == 12
+    ws = read_windows(p)
+    np.testing.assert_array_equal(ws.X, X)
+    np.testing.assert_array_equal(ws.y, y)
+    np.testing.assert_array_equal(read_windows(p, indices=[11, 2]).X, X[[11, 2]])
+    with h5py.File(p, "r+") as f:  # a version-1 file is always 31x31x3
+        del f["windows"]
+        f.create_dataset("windows", data=np.zeros((12, 15, 15, 3), np.uint8))
+    with pytest.raises(DataError, match=r"expected uint8\[12, 31, 31, 3\]"):
+        read_windows(p)
+
+
+@pytest.mark.parametrize("value, message", [
+    ('{"window": 4}', r"attribute 'layout' is not a valid window layout \(WindowLayout "
+                      r"window=4 must be odd"),
+    ("not json", "attribute 'layout' is not a valid window layout"),
+    ('{"window": 15, "channels": 1}', r"dataset 'windows' is uint8\[40, 31, 31, 3\], "
+                                      r"expected uint8\[40, 15, 15, 1\]"),
+])
+def test_bad_layout_attribute(tmp_path, value, message):
+    p = tmp_path / "w.h5"
+    _write(p)
+    with h5py.File(p, "r+") as f:
+        f.attrs["layout"] = value
+    with pytest.raises(DataError, match=message):
+        read_windows_meta(p)
 
 
 @pytest.mark.parametrize("n, rows", [(40, 8), (37, 8), (5, 16)])
@@ -116,7 +210,9 @@ def _mutate(path, fn):
 
 @pytest.mark.parametrize("mutation, message", [
     (lambda f: f.attrs.__setitem__("format", "something-else"), "not a facesegment windows file"),
-    (lambda f: f.attrs.__setitem__("format_version", 99), "format version 99; this facesegment reads version 1"),
+    (lambda f: f.attrs.__setitem__("format_version", 99),
+     "format version 99; this facesegment reads versions 1 and 2"),
+    (lambda f: f.attrs.__delitem__("layout"), "no attribute 'layout'"),
     (lambda f: f.attrs.__delitem__("complete"), "incomplete .no 'complete' mark"),
     (lambda f: f.__delitem__("labels"), "no dataset 'labels'"),
     (lambda f: f.__delitem__("sources"), "no dataset 'sources'"),

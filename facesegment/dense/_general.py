@@ -1,13 +1,17 @@
-"""Numba kernels of dense inference (private; see :mod:`facesegment.inference`).
+"""General per-pixel kernels of dense inference: any forest (private).
 
-Kernels take plain arrays and scalars and do no validation.  The image is the
-*padded* RGB uint8 image flattened in C order (``img``), with ``rowstride`` bytes
-per row; the window of the pixel whose window top-left corner is padded pixel
-``(y, x)`` starts at byte ``base = y * rowstride + x * 3``.  Per node the wrapper
-precomputes ``off1``/``off2``: the byte offsets (inside the window) of the node's
-first and second probe for this padded width, so axis-aligned and two-probe
-nodes read one or two bytes.  Oblique nodes dot a weights row, laid out as 31
-rows of 93 contiguous values, with the window's 31 rows of 93 contiguous bytes.
+Templates compiled per window layout by :func:`facesegment.dense._numba.layout_kernels`
+(``WINDOW``, ``CHANNELS``, ``ROW = WINDOW * CHANNELS`` are compile-time
+constants there).  Kernels take plain arrays and scalars and do no
+validation.  The image is the *padded* ``CHANNELS``-plane uint8 image
+flattened in C order (``img``), with ``rowstride`` bytes per row; the window
+of the pixel whose window top-left corner is padded pixel ``(y, x)`` starts
+at byte ``base = y * rowstride + x * CHANNELS``.  Per node the wrapper
+precomputes ``off1``/``off2``: the byte offsets (inside the window) of the
+node's first and second probe for this padded width, so axis-aligned and
+two-probe nodes read one or two bytes.  Oblique nodes dot a weights row, laid
+out as ``WINDOW`` rows of ``ROW`` contiguous values, with the window's
+``WINDOW`` rows of ``ROW`` contiguous bytes.
 
 Nodes are packed for the kernels into one int32 array ``nodes (n_nodes, 8)``
 (32 bytes, half a cache line, per node) with columns
@@ -19,27 +23,30 @@ Leaves point to themselves (``LEFT == RIGHT == node``), so the child is
 chosen without a branch (``nodes[node, v > threshold]``), a pixel that reached
 its leaf can keep stepping in place while others of its group go on, and
 after ``d`` steps a pixel is at the node of depth ``min(d, leaf depth)``:
-truncating at depth ``d`` is taking at most ``d`` steps.  ``RESP``: row of optional precomputed oblique responses (the top
-levels of CO2 trees evaluated for the whole image at once by FFT
-correlation): ``resp[nodes[n, RESP], y, x]`` replaces the dot product when it
-is >= 0.
+truncating at depth ``d`` is taking at most ``d`` steps.  ``RESP``: row of
+optional precomputed oblique responses (the top levels of CO2 trees evaluated
+for the whole image at once by FFT correlation): ``resp[nodes[n, RESP], y, x]``
+replaces the dot product when it is >= 0.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from .classes import WINDOW, N_CHANNELS
+from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
+from ._scores import argmax_scaled
 
-ROW = WINDOW * N_CHANNELS  # 93 contiguous bytes per window row
 LEFT, RIGHT, OFF1, OFF2, OBLIQUE, THRESHOLD, MUL, RESP = range(8)
 
+# Bound per layout by layout_kernels(); the templates never run with these.
+WINDOW = CHANNELS = ROW = None
 
-@njit(cache=True, nogil=True, fastmath=True)
+
+@template(FASTMATH)
 def _dot_window(img, base, rowstride, weights, row):
     """``weights[row] @ window`` for the window starting at byte ``base``.
 
-    Written over row slices (93 contiguous bytes and weights) so that LLVM
-    vectorises the inner loop (2x faster than indexing the 2-d arrays).
+    Written over row slices (``ROW`` contiguous bytes and weights) so that
+    LLVM vectorises the inner loop (2x faster than indexing the 2-d arrays).
     """
     acc = np.float32(0.0)
     wrow = weights[row]
@@ -52,10 +59,10 @@ def _dot_window(img, base, rowstride, weights, row):
     return acc
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@template(FASTMATH)
 def _dot4(img, base, rowstride, weights, row):
     """``weights[row] @ window`` for the 4 horizontally adjacent windows starting at
-    ``base``, ``base + 3``, ``base + 6``, ``base + 9``: each weight is loaded once."""
+    ``base + k * CHANNELS`` (k = 0..3): each weight is loaded once."""
     a0 = np.float32(0.0)
     a1 = np.float32(0.0)
     a2 = np.float32(0.0)
@@ -63,18 +70,18 @@ def _dot4(img, base, rowstride, weights, row):
     wrow = weights[row]
     for dy in range(WINDOW):
         p = base + dy * rowstride
-        ir = img[p:p + ROW + 9]
+        ir = img[p:p + ROW + 3 * CHANNELS]
         wr = wrow[dy * ROW:dy * ROW + ROW]
         for j in range(ROW):
             w = wr[j]
             a0 += w * np.float32(ir[j])
-            a1 += w * np.float32(ir[j + 3])
-            a2 += w * np.float32(ir[j + 6])
-            a3 += w * np.float32(ir[j + 9])
+            a1 += w * np.float32(ir[j + CHANNELS])
+            a2 += w * np.float32(ir[j + 2 * CHANNELS])
+            a3 += w * np.float32(ir[j + 3 * CHANNELS])
     return a0, a1, a2, a3
 
 
-@njit(cache=True, nogil=True, inline="always")
+@template(INLINE)
 def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
     """The split value of ``node`` for the window at ``base``."""
     o = nodes[node, OBLIQUE]
@@ -87,19 +94,20 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
             - thr[node, MUL] * np.float32(img[base + nodes[node, OFF2]]))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@template(INLINE)
 def _child(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
     """The child of ``node`` the window at ``base`` goes to (a leaf: itself)."""
     v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
     return nodes[node, np.int64(v > thr[node, THRESHOLD])]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _is_leaf(nodes, n):
+@njit(**INLINE)
+def is_leaf(nodes, n):
+    """Whether node ``n`` of the general records is a leaf (points to itself)."""
     return nodes[n, LEFT] == n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@template(INLINE)
 def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, resp):
     """Descend one tree for 4 pixels of row ``y`` at once, at most ``steps`` levels.
 
@@ -107,15 +115,15 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
     names); four independent chains interleaved let the CPU overlap their
     latencies.  A finished chain steps on its leaf, which stays put.
     """
-    ba = y * rowstride + xa * 3
-    bb = y * rowstride + xb * 3
-    bc = y * rowstride + xc * 3
-    bd = y * rowstride + xd * 3
+    ba = y * rowstride + xa * CHANNELS
+    bb = y * rowstride + xb * CHANNELS
+    bc = y * rowstride + xc * CHANNELS
+    bd = y * rowstride + xd * CHANNELS
     na = nb = nc = nd = root
     adjacent = xb == xa + 1 and xc == xa + 2 and xd == xa + 3
     s = 0
-    while s < steps and not (_is_leaf(nodes, na) and _is_leaf(nodes, nb)
-                             and _is_leaf(nodes, nc) and _is_leaf(nodes, nd)):
+    while s < steps and not (is_leaf(nodes, na) and is_leaf(nodes, nb)
+                             and is_leaf(nodes, nc) and is_leaf(nodes, nd)):
         o = nodes[na, OBLIQUE]
         if (adjacent and o >= 0 and nodes[na, RESP] < 0 and na == nb and na == nc
                 and na == nd):
@@ -136,15 +144,15 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
     return na, nb, nc, nd
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@template(PARALLEL)
 def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
                 weights, resp, out):
     """Mean class distribution over ``roots`` for every pixel of a rectangle.
 
     Writes ``out[y, x, :]`` (float32, ``(H, W, C)``) for ``y0 <= y < y1`` and
     ``x0 <= x < x1``; pixel ``(y, x)`` has its window top-left at padded
-    ``(y, x)`` (the padded image has a 15-px margin).  Each tree is descended
-    at most ``steps`` levels.  Parallel over rows; 4 pixels at a time.
+    ``(y, x)`` (the padded image has a ``WINDOW // 2`` margin).  Each tree is
+    descended at most ``steps`` levels.  Parallel over rows; 4 pixels at a time.
     """
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
@@ -169,18 +177,18 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
     return out
 
 
-@njit(cache=True, nogil=True)
+@template(NJIT)
 def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr,
                          weights, resp):
     """Number of oblique nodes evaluated over a rectangle (for the FLOP bound)."""
     total = 0
     for y in range(y0, y1):
         for x in range(x0, x1):
-            base = y * rowstride + x * 3
+            base = y * rowstride + x * CHANNELS
             for t in range(roots.shape[0]):
                 node = roots[t]
                 for _ in range(steps):
-                    if _is_leaf(nodes, node):
+                    if is_leaf(nodes, node):
                         break
                     if nodes[node, OBLIQUE] >= 0:
                         total += 1
@@ -188,20 +196,7 @@ def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     return total
 
 
-@njit(cache=True, nogil=True, inline="always")
-def argmax_scaled(sums, i, k, scales, a):
-    """The first class of maximal ``sums[i, k, c] * scales[a, c]`` (the sweeps' labels)."""
-    best = 0
-    bv = sums[i, k, 0] * scales[a, 0]
-    for c in range(1, sums.shape[2]):
-        sv = sums[i, k, c] * scales[a, c]
-        if sv > bv:
-            bv = sv
-            best = c
-    return best
-
-
-@njit(cache=True, nogil=True, parallel=True)
+@template(PARALLEL)
 def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
                   nodes, thr, value, weights, resp, chunk, preds):
     """Labels of many truncated forests in one traversal per pixel and tree.
@@ -232,9 +227,9 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
         for g in range(lo, hi, 4):
             for q in range(4):
                 idx[q] = min(g + q, hi - 1)
-                base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * 3
-            adjacent = base[1] == base[0] + 3 and base[2] == base[0] + 6 and \
-                base[3] == base[0] + 9
+                base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * CHANNELS
+            adjacent = base[1] == base[0] + CHANNELS and base[2] == base[0] + 2 * CHANNELS \
+                and base[3] == base[0] + 3 * CHANNELS
             sums[:, :, :] = 0.0
             j = 0
             for t in range(tree_counts[n_t - 1]):
@@ -249,8 +244,8 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                         k += 1
                     if k == n_d:
                         break
-                    if (_is_leaf(nodes, cur[0]) and _is_leaf(nodes, cur[1])
-                            and _is_leaf(nodes, cur[2]) and _is_leaf(nodes, cur[3])):
+                    if (is_leaf(nodes, cur[0]) and is_leaf(nodes, cur[1])
+                            and is_leaf(nodes, cur[2]) and is_leaf(nodes, cur[3])):
                         s = depth_list[k]  # nothing moves any more
                         continue
                     n0 = cur[0]
@@ -276,38 +271,3 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                                 preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a)
                     j += 1
     return preds
-
-
-@njit(cache=True, nogil=True)
-def confusion_many(preds, truth, n_classes, out):
-    """``out[s, t, p] += #{i : truth[i] == t and preds[s, i] == p}`` (int64)."""
-    for s in range(preds.shape[0]):
-        for i in range(truth.shape[0]):
-            out[s, truth[i], preds[s, i]] += 1
-    return out
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def reweight_rows(raw, scale, out, labels):
-    """Prior reweighting and argmax of ``raw`` float32 (n, C) in one pass.
-
-    ``out[i] = raw[i] * scale / sum(raw[i] * scale)`` (rows summing to 0 stay
-    0), ``labels[i]`` = the first class of maximal ``out[i]`` (uint8).
-    """
-    n, n_classes = raw.shape
-    for i in prange(n):
-        total = np.float32(0.0)
-        best = 0
-        bv = np.float32(-1.0)
-        for c in range(n_classes):
-            v = raw[i, c] * scale[c]
-            out[i, c] = v
-            total += v
-            if v > bv:
-                bv = v
-                best = c
-        if total > 0:
-            for c in range(n_classes):
-                out[i, c] = out[i, c] / total
-        labels[i] = best
-    return out

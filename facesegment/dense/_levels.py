@@ -1,10 +1,11 @@
-"""Numba kernel of dense inference for forests with oblique (CO2) nodes (private).
+"""Dense-inference kernels for forests with oblique (CO2) nodes: pixels grouped by node (private).
 
-The per-pixel kernel of :mod:`facesegment._dense_kernels` walks all trees for a
-few pixels at a time, so every oblique node it meets loads that node's 2883
-weights (11.5 KB) again: on a 32-tree CO2 forest of the pipeline (~17,000
-oblique nodes, 200 MB of float32 weights) that is memory traffic, not
-arithmetic.  This kernel groups pixels by node instead, level by level:
+The per-pixel kernel of :mod:`facesegment.dense._general` walks all trees for
+a few pixels at a time, so every oblique node it meets loads that node's
+weights (2883 float32, 11.5 KB, for 31x31x3) again: on a 32-tree CO2 forest
+of the pipeline (~17,000 oblique nodes, 200 MB of float32 weights) that is
+memory traffic, not arithmetic.  These kernels group pixels by node instead,
+level by level:
 
 * parallel over blocks of rows (one per thread); inside a block, tree by tree;
 * at each level the block's pixels are counting-sorted by their current node
@@ -17,21 +18,25 @@ arithmetic.  This kernel groups pixels by node instead, level by level:
 * axis-aligned and two-probe nodes (CO2 forests keep them below
   ``oblique_min_samples``) are evaluated per pixel in the same pass.
 
-Per pixel the node distributions are added in tree order in float32 and scaled
-by ``1 / n_trees``, as in the per-pixel kernel; dot products may round
-differently (summation order), so results agree to float tolerance.
+Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``:
+see :mod:`facesegment.dense._numba`).  Per pixel the node distributions are
+added in tree order in float32 and scaled by ``1 / n_trees``, as in the
+per-pixel kernel; dot products may round differently (summation order), so
+results agree with it to float tolerance.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._dense_kernels import LEFT, MUL, OBLIQUE, OFF1, OFF2, THRESHOLD, argmax_scaled
-from .classes import WINDOW, N_CHANNELS
+from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, THRESHOLD
+from ._numba import FASTMATH, NJIT, PARALLEL, template
+from ._scores import argmax_scaled
 
-ROW = WINDOW * N_CHANNELS
+# Bound per layout by layout_kernels(); the templates never run with these.
+WINDOW = CHANNELS = ROW = None
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@template(FASTMATH)
 def _dotf(imgf, base, rowstride, wrow):
     acc = np.float32(0.0)
     for dy in range(WINDOW):
@@ -43,7 +48,7 @@ def _dotf(imgf, base, rowstride, wrow):
     return acc
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@template(FASTMATH)
 def _dot4g(imgf, bb, rowstride, wrow):
     """Dots of the 4 windows starting at ``bb[0..3]`` with one pass over the weights."""
     a0 = a1 = a2 = a3 = np.float32(0.0)
@@ -63,11 +68,11 @@ def _dot4g(imgf, bb, rowstride, wrow):
     return a0, a1, a2, a3
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@template(FASTMATH)
 def _dot8g(imgf, bb, rowstride, wrow):
     """Dots of the 8 windows starting at ``bb[0..7]`` with one pass over the weights:
-    measured 37-45 GFLOP/s on one core in cache, against 24 for 4 windows and 6
-    for one (8 vector accumulators keep the FMA units busy)."""
+    measured 37-45 GFLOP/s on one core in cache (31x31x3), against 24 for 4
+    windows and 6 for one (8 vector accumulators keep the FMA units busy)."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
     for dy in range(WINDOW):
         o = dy * rowstride
@@ -93,7 +98,7 @@ def _dot8g(imgf, bb, rowstride, wrow):
     return a0, a1, a2, a3, a4, a5, a6, a7
 
 
-@njit(cache=True, nogil=True)
+@template(NJIT)
 def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec, cur, order,
                  active, bb):
     """Descend one tree (root ``r``) for the windows at ``base`` level by level.
@@ -187,16 +192,17 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
         s += 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@template(PARALLEL)
 def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
                        weights, out, block_rows):
     """Mean node distribution of pixels ``[y0, y1) x [x0, x1)`` into ``out`` (H, W, C).
 
     ``imgf``: the padded image as float32, flattened (``rowstride`` values per
     row); ``nodes``/``thr``: the general records (leaves point to themselves,
-    ``LEFT``/``RIGHT`` columns 0/1); ``weights`` float32 (n_oblique, 2883).
-    Each tree is descended at most ``steps`` levels.  Parallel over blocks of
-    ``block_rows`` rows; per pixel the distributions are added in tree order.
+    ``LEFT``/``RIGHT`` columns 0/1); ``weights`` float32
+    (n_oblique, WINDOW * ROW).  Each tree is descended at most ``steps``
+    levels.  Parallel over blocks of ``block_rows`` rows; per pixel the
+    distributions are added in tree order.
     """
     inv = np.float32(1.0) / np.float32(roots.shape[0])
     n_classes = value.shape[1]
@@ -209,7 +215,7 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
         n = (yb - ya) * width
         base = np.empty(n, dtype=np.int64)
         for i in range(n):
-            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * N_CHANNELS
+            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
         acc = np.zeros((n, n_classes), dtype=np.float32)
         rec = np.empty((n, 1), dtype=np.int64)
         cur = np.empty(n, dtype=np.int64)
@@ -229,12 +235,12 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     return out
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@template(PARALLEL)
 def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
                          nodes, thr, value, weights, chunk, preds):
     """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
 
-    The contract of :func:`facesegment._dense_kernels.sweep_predict` (per-pixel
+    The contract of :func:`facesegment.dense._general.sweep_predict` (per-pixel
     float64 sums in tree order, argmax of ``sums * scales[a]``), with the trees
     descended level by level as in :func:`dense_proba_levels`; parallel over
     chunks of ``chunk`` pixels.
@@ -251,7 +257,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
         n = hi - lo
         base = np.empty(n, dtype=np.int64)
         for i in range(n):
-            base[i] = ys[lo + i] * rowstride + xs[lo + i] * N_CHANNELS
+            base[i] = ys[lo + i] * rowstride + xs[lo + i] * CHANNELS
         sums = np.zeros((n, n_d, n_classes), dtype=np.float64)
         rec = np.empty((n, n_d), dtype=np.int64)
         cur = np.empty(n, dtype=np.int64)

@@ -1,11 +1,12 @@
 """Node packings for the dense-inference kernels (private).
 
 :func:`pack_nodes` builds the general records of
-:mod:`facesegment._dense_kernels` (any forest, oblique nodes included);
-:func:`pack_fast` builds the 64-bit records of :mod:`facesegment._fast_kernels`
-(forests of axis-aligned and two-probe nodes).  Both are cached for the last
-few forests, keyed by the identity of the forest's arrays, so a folder of
-images packs once.
+:mod:`facesegment.dense._general` (any forest, oblique nodes included);
+:func:`pack_fast` builds the 64-bit records of :mod:`facesegment.dense._fast`
+(forests of axis-aligned and two-probe nodes).  Feature indices become byte
+offsets in the padded image, which depend on its width and on the window
+layout.  Both are cached for the last few (forest, width, layout), keyed by
+the identity of the forest's arrays, so a folder of images packs once.
 """
 
 import threading
@@ -13,9 +14,8 @@ import weakref
 
 import numpy as np
 
-from . import _dense_kernels as K
-from . import _fast_kernels as F
-from .classes import feature_offsets
+from . import _fast as F
+from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
 
 _CACHE = {}
 _CACHE_SIZE = 8
@@ -48,36 +48,37 @@ def cached(kind, owner, extra, build):
     return value
 
 
-def pack_nodes(arrays, padded_width):
-    """General kernel records (see :mod:`facesegment._dense_kernels`).
+def pack_nodes(arrays, padded_width, layout):
+    """General kernel records (see :mod:`facesegment.dense._general`).
 
     Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
     feature indices become byte offsets in a padded image of ``padded_width``
-    pixels and leaves point to themselves.
+    pixels of ``layout.channels`` planes, and leaves point to themselves.
     """
     def build():
-        offs = feature_offsets(padded_width)
+        offs = layout.feature_offsets(padded_width)
         f1 = arrays.feature.astype(np.int64)
         f2 = arrays.feature2.astype(np.int64)
         leaf = arrays.left < 0
         idx = np.arange(arrays.n_nodes, dtype=np.int32)
         nodes = np.zeros((arrays.n_nodes, 8), dtype=np.int32)
-        nodes[:, K.LEFT] = np.where(leaf, idx, arrays.left)
-        nodes[:, K.RIGHT] = np.where(leaf, idx, arrays.right)
-        nodes[:, K.OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
-        nodes[:, K.OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
-        nodes[:, K.OBLIQUE] = np.where(leaf, -1, arrays.oblique)
+        nodes[:, LEFT] = np.where(leaf, idx, arrays.left)
+        nodes[:, RIGHT] = np.where(leaf, idx, arrays.right)
+        nodes[:, OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
+        nodes[:, OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
+        nodes[:, OBLIQUE] = np.where(leaf, -1, arrays.oblique)
         thr = nodes.view(np.float32)
-        thr[:, K.THRESHOLD] = np.where(leaf, 0, arrays.threshold)
-        thr[:, K.MUL] = np.where(f2 >= 0, 1.0, 0.0)
-        nodes[:, K.RESP] = -1
+        thr[:, THRESHOLD] = np.where(leaf, 0, arrays.threshold)
+        thr[:, MUL] = np.where(f2 >= 0, 1.0, 0.0)
+        nodes[:, RESP] = -1
         return nodes, thr
 
-    return cached("general", arrays.left, int(padded_width), build)
+    return cached("general", arrays.left, (int(padded_width), layout.window, layout.channels),
+                  build)
 
 
-def pack_fast(arrays, padded_width):
-    """64-bit records of :mod:`facesegment._fast_kernels`, or None.
+def pack_fast(arrays, padded_width, layout):
+    """64-bit records of :mod:`facesegment.dense._fast`, or None.
 
     Returns ``(rec uint64 (n_nodes,), two)`` (``two``: the forest has
     two-probe nodes), or None when the forest has oblique nodes, a right
@@ -87,7 +88,7 @@ def pack_fast(arrays, padded_width):
     """
     def build():
         internal = arrays.left >= 0
-        offs = feature_offsets(padded_width)
+        offs = layout.feature_offsets(padded_width)
         if (np.any(arrays.oblique[internal] >= 0)
                 or not np.array_equal(arrays.right[internal], arrays.left[internal] + 1)
                 or arrays.n_nodes >= F.MAX_NODES or int(offs.max()) > F.OFF_MASK):
@@ -110,4 +111,5 @@ def pack_fast(arrays, padded_width):
                | o1.astype(u))
         return np.ascontiguousarray(rec), bool(np.any(two))
 
-    return cached("fast", arrays.left, int(padded_width), build)
+    return cached("fast", arrays.left, (int(padded_width), layout.window, layout.channels),
+                  build)

@@ -1,0 +1,37 @@
+"""Dense per-pixel inference: a forest over every pixel's window of a whole image.
+
+Public API (also importable as :mod:`facesegment.inference`, which is the
+:mod:`facesegment.dense.predict` module itself)::
+
+    from facesegment.dense import predict_image
+    proba, labels = predict_image(model, image, mode="full", alpha=1.0)
+
+Modules
+-------
+``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
+               :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
+               switches ``FAST_PATH`` / ``LEVEL_PATH`` / ``FAST_BLOCK_ROWS``
+``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`,
+               :func:`default_alpha`
+``image``      :func:`pad_image`, :func:`strict_region`, :func:`fft_responses`
+``_checks``    argument validation, the model's layout, image + planes stacking
+``_packing``   node records of the kernels, cached per forest, width and layout
+``_numba``     the Numba options of every kernel; compilation per window layout
+``_general``   per-pixel kernels (any forest; FFT top levels)
+``_fast``      axis-aligned / two-probe forests: 64-bit records, tree-major
+``_levels``    forests with oblique nodes: pixels grouped by node, level by level
+``_scores``    layout-free kernels: fused reweight + argmax, sweep labels, confusion
+
+The window layout (window side, channels) comes from ``model.layout``; see
+docs/inference.md.
+"""
+
+from ._checks import MODES, model_layout
+from .image import fft_responses, pad_image, strict_region
+from .predict import (confusion_sweep, count_oblique_visits, predict_image,
+                      predict_proba_raw)
+from .reweight import class_scales, default_alpha, reweight
+
+__all__ = ["MODES", "predict_image", "predict_proba_raw", "count_oblique_visits",
+           "confusion_sweep", "reweight", "class_scales", "default_alpha", "pad_image",
+           "strict_region", "fft_responses", "model_layout"]

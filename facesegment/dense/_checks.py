@@ -1,0 +1,139 @@
+"""Validation of dense-inference arguments (private): each problem is one
+ValueError/TypeError naming the parameter, the value and the fix."""
+
+import numpy as np
+
+from ..layout import DEFAULT_LAYOUT
+
+MODES = ("full", "strict")
+
+
+def check_mode(mode):
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} is not one of {MODES} ('strict' ignores the border "
+                         "of half a window like the paper, 'full' reflect-pads and predicts "
+                         "every pixel)")
+    return mode
+
+
+def check_alpha(alpha, name="alpha"):
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {alpha!r}") from None
+    if not np.isfinite(a) or a < 0:
+        raise ValueError(f"{name}={alpha!r} must be finite and >= 0 "
+                         "(1 = the paper's full prior reweighting, 0 = none)")
+    return a
+
+
+def check_limit(value, name, upper):
+    """Validate n_trees / max_depth: None (no limit) or an int >= 1 (or 0 for depth)."""
+    if value is None:
+        return upper
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int or None, got {value!r}")
+    low = 0 if name == "max_depth" else 1
+    if value < low:
+        raise ValueError(f"{name}={value} must be >= {low} (or None for no limit)")
+    return min(int(value), upper)
+
+
+def check_fft_levels(fft_levels):
+    if isinstance(fft_levels, bool) or not isinstance(fft_levels, (int, np.integer)) \
+            or fft_levels < 0:
+        raise ValueError(f"fft_levels={fft_levels!r} must be an int >= 0 (0 = no FFT levels)")
+    return int(fft_levels)
+
+
+def check_factors(sampling_factors, n_classes):
+    s = np.asarray(sampling_factors, dtype=np.float64)
+    if s.ndim != 1 or s.shape[0] != n_classes:
+        raise ValueError(f"sampling_factors has shape {s.shape}; expected "
+                         f"({n_classes},) (one factor per class)")
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
+    return s
+
+
+def forest_arrays(model):
+    """``model.arrays`` (TypeError when ``model`` is not a Model)."""
+    arrays = getattr(model, "arrays", None)
+    if arrays is None or not hasattr(arrays, "roots"):
+        raise TypeError(f"model must be a facesegment.model.Model (with .arrays), got "
+                        f"{type(model).__name__} (load one with facesegment.model.load_model)")
+    return arrays
+
+
+def model_layout(model):
+    """The model's window layout (the paper's 31x31 RGB one when it records none).
+
+    Raises ValueError when the layout does not match the forest's features
+    (e.g. a model trained on tabular data, which dense inference cannot use).
+    """
+    arrays = forest_arrays(model)
+    layout = getattr(model, "layout", None) or DEFAULT_LAYOUT
+    if not layout.matches(arrays.n_features):
+        raise ValueError(f"model has {arrays.n_features} features but its window layout is "
+                         f"{layout.describe()} (dense inference needs a model trained on "
+                         "image windows, e.g. by `facesegment train` on a windows file)")
+    return layout
+
+
+def _plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _channel_fix(layout, n_image, n_planes):
+    names = layout.channel_names
+    if n_image + n_planes < layout.channels and n_image in (1, 3) and n_planes == 0 \
+            and layout.channels > 3:
+        extra = layout.channels - n_image
+        return (f"pass the other {_plural(extra, 'plane')} ({', '.join(names[n_image:])}) as "
+                f"planes=, uint8 of shape (H, W, {extra})")
+    if layout.channels == 1 and n_planes == 0:
+        return ("give a grey image of shape (H, W) or (H, W, 1), e.g. "
+                "cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)")
+    if layout.channels == 3 and n_planes == 0:
+        return ("give an RGB image of shape (H, W, 3) (facesegment.imageio.read_image reads "
+                "grey files as RGB)")
+    return f"give image channels + planes = {layout.channels}"
+
+
+def window_image(image, planes, layout, name="image"):
+    """The ``(H, W, layout.channels)`` uint8 image the windows are cut from.
+
+    ``image`` (H, W) or (H, W, C) uint8, followed by ``planes`` (H, W) or
+    (H, W, k) uint8 when given; C-contiguous (a view of ``image`` when
+    possible).  Raises TypeError/ValueError naming the problem and the fix.
+    """
+    if not isinstance(image, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(image).__name__} "
+                        "(read files with facesegment.imageio.read_image)")
+    if image.dtype != np.uint8 or image.ndim not in (2, 3) or image.size == 0:
+        raise ValueError(f"{name} must be a non-empty uint8 array of shape (H, W) or (H, W, C), "
+                         f"got dtype {image.dtype} shape {image.shape} "
+                         "(use facesegment.imageio.read_image)")
+    stack = [image[:, :, None] if image.ndim == 2 else image]
+    n_planes = 0
+    if planes is not None:
+        if not isinstance(planes, np.ndarray) or planes.dtype != np.uint8 \
+                or planes.ndim not in (2, 3) or planes.shape[:2] != image.shape[:2]:
+            got = (f"dtype {planes.dtype} shape {planes.shape}" if isinstance(planes, np.ndarray)
+                   else type(planes).__name__)
+            raise ValueError(f"planes must be uint8 of shape {image.shape[:2] + ('k',)} (the "
+                             f"image's height and width), got {got} (scale probability "
+                             "maps to 0-255 uint8 first)")
+        stack.append(planes[:, :, None] if planes.ndim == 2 else planes)
+        n_planes = stack[1].shape[2]
+    n_image = stack[0].shape[2]
+    if n_image + n_planes != layout.channels:
+        have = f"{name} has {_plural(n_image, 'channel')}"
+        if planes is not None:
+            have += f" and planes {_plural(n_planes, 'plane')}"
+        raise ValueError(f"model expects {layout.window}x{layout.window} windows of "
+                         f"{_plural(layout.channels, 'channel')} ({', '.join(layout.channel_names)}); "
+                         f"{have}: {_channel_fix(layout, n_image, n_planes)}")
+    if len(stack) == 1:
+        return np.ascontiguousarray(stack[0])
+    return np.ascontiguousarray(np.concatenate(stack, axis=2))

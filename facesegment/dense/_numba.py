@@ -1,0 +1,110 @@
+"""Numba options of every dense-inference kernel, and their compilation per window layout.
+
+Options
+-------
+Every kernel of :mod:`facesegment.dense` is compiled with one of the option
+sets below, so caching, the GIL and fast-math are decided here, once.
+
+Layout templates
+----------------
+The window layout (:class:`facesegment.layout.WindowLayout`) reaches the
+kernels as three compile-time constants: ``WINDOW`` (side of the window),
+``CHANNELS`` (planes per pixel) and ``ROW = WINDOW * CHANNELS`` (contiguous
+values per window row).  A function that uses them is a *template*: it is
+marked with :func:`template` and never run as it stands (the three names are
+``None`` in its module); :func:`layout_kernels` compiles a module's templates
+for one ``(window, channels)`` with the three names bound to that layout's
+values, and every template a template calls bound to its compiled
+counterpart for the same layout.
+
+Why constants and not arguments: the CO2 dot products loop over window rows
+of ``ROW`` values, and LLVM unrolls and vectorises a loop of known length
+much better.  Measured on this machine (one thread, the 8-window dot of
+:mod:`facesegment.dense._levels`, 31x31x3): 47 GFLOP/s with the row length a
+constant against 35 with it a run-time argument (and 28 with
+``numba.literally``, whose literal values do not survive ``prange``).  A
+constant also keeps the 31x31x3 kernels exactly the code they were before
+layouts existed, so their results are bit-identical.
+
+Each compiled layout is cached on disk like any ``cache=True`` kernel: its
+functions are named ``NAME__<window>x<channels>`` (e.g.
+``dense_proba_levels__31x3``), so the cache files of different layouts never
+mix, and they are rebuilt when the module's source changes.  A new layout
+compiles the kernels it uses on their first call (about 35 s for all of them
+on the 2-core machine), then loads them from the cache (under a second).
+"""
+
+import threading
+import types
+
+from numba import njit
+
+#: Every kernel: cached on disk, releases the GIL.
+NJIT = dict(cache=True, nogil=True)
+#: Dot products (the compiler may reassociate the sums to vectorise them).
+FASTMATH = dict(NJIT, fastmath=True)
+#: Per-node helpers, inlined into their caller (as calls they passed ~10 array
+#: structs per node visit: 10x slower).
+INLINE = dict(NJIT, inline="always")
+#: Entry kernels parallel over blocks of rows or chunks of pixels (``prange``).
+PARALLEL = dict(NJIT, parallel=True)
+
+_MARK = "_dense_layout_template"
+_COMPILED = {}
+_LOCK = threading.Lock()
+
+
+def template(options):
+    """Mark a function as a layout template compiled with Numba ``options``."""
+    def mark(func):
+        setattr(func, _MARK, dict(options))
+        return func
+
+    return mark
+
+
+def layout_kernels(module, window, channels):
+    """The templates of ``module`` compiled for ``window`` x ``window`` x ``channels``.
+
+    Parameters
+    ----------
+    module : module
+        A kernel module of :mod:`facesegment.dense` (its templates are the
+        functions marked with :func:`template`).
+    window, channels : int
+        The layout (``layout.window``, ``layout.channels``).
+
+    Returns
+    -------
+    types.SimpleNamespace
+        One Numba dispatcher per template, by name, plus ``window``,
+        ``channels`` and ``row``.  Built once per (module, window, channels)
+        and process (thread-safe); dispatchers compile on their first call.
+    """
+    key = (module.__name__, int(window), int(channels))
+    with _LOCK:
+        kernels = _COMPILED.get(key)
+        if kernels is None:
+            kernels = _COMPILED[key] = _specialise(module, key[1], key[2])
+    return kernels
+
+
+def _specialise(module, window, channels):
+    env = dict(vars(module))
+    env.update(WINDOW=window, CHANNELS=channels, ROW=window * channels)
+    suffix = f"__{window}x{channels}"
+    compiled = {}
+    for name, func in vars(module).items():
+        options = getattr(func, _MARK, None)
+        if options is None or getattr(func, "__module__", None) != module.__name__:
+            continue
+        clone = types.FunctionType(func.__code__, env, func.__name__, func.__defaults__,
+                                   func.__closure__)
+        clone.__qualname__ = func.__qualname__ + suffix
+        clone.__doc__ = func.__doc__
+        compiled[name] = env[name] = njit(**options)(clone)
+    return types.SimpleNamespace(window=window, channels=channels, row=window * channels,
+                                 **compiled)
+
+
+__all__ = ["NJIT", "FASTMATH", "INLINE", "PARALLEL", "template", "layout_kernels"]

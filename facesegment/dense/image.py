@@ -1,0 +1,72 @@
+"""Padding, the strict-mode region and FFT responses of a window layout."""
+
+import cv2
+import numpy as np
+
+from ..layout import DEFAULT_LAYOUT
+
+
+def pad_image(image, layout=DEFAULT_LAYOUT):
+    """Reflect-pad an image by ``layout.half`` px on each side (C-contiguous uint8).
+
+    ``image`` (H, W) or (H, W, C); ``numpy.pad`` mode ``"reflect"``
+    (``dcb|abcd|cba``).  15 px for the paper's 31x31 windows.
+    """
+    h = layout.half
+    pad = ((h, h), (h, h)) + ((0, 0),) * (image.ndim - 2)
+    return np.ascontiguousarray(np.pad(image, pad, mode="reflect"))
+
+
+def strict_region(shape, layout=DEFAULT_LAYOUT):
+    """``(y0, y1, x0, x1)``: the pixels whose window lies inside an image of ``shape``."""
+    h, w = shape[:2]
+    y0 = x0 = layout.half
+    y1, x1 = max(y0, h - layout.half), max(x0, w - layout.half)
+    return y0, y1, x0, x1
+
+
+def fft_responses(padded, arrays, roots, levels, shape, layout=DEFAULT_LAYOUT):
+    """Oblique split values of the top ``levels`` levels for the whole image at once.
+
+    Each oblique node with depth < ``levels`` in the trees ``roots`` is evaluated
+    for every pixel by correlating the padded image (``(H + 2 half, W + 2 half,
+    layout.channels)``) with the node's weights, plane by plane (OpenCV
+    ``filter2D``, which uses the FFT for large kernels such as 31x31).
+
+    Returns
+    -------
+    resp : float32 (n, H, W)
+        ``resp[r, y, x]`` = weights @ window of pixel (y, x).
+    resp_index : int32 (n_nodes,)
+        Row of ``resp`` for each node, -1 for nodes evaluated by the kernel.
+    """
+    h, w = shape[:2]
+    resp_index = np.full(arrays.n_nodes, -1, dtype=np.int32)
+    nodes = []
+    frontier = [int(r) for r in roots]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            if arrays.left[n] < 0 or arrays.depth[n] >= levels:
+                continue
+            if arrays.oblique[n] >= 0:
+                nodes.append(n)
+            nxt += [int(arrays.left[n]), int(arrays.right[n])]
+        frontier = nxt
+    resp = np.empty((len(nodes), h, w), dtype=np.float32)
+    if not nodes:
+        return resp, resp_index
+    padded = padded.reshape(padded.shape[0], padded.shape[1], layout.channels)
+    planes = [np.ascontiguousarray(padded[:, :, c], dtype=np.float32)
+              for c in range(layout.channels)]
+    for r, n in enumerate(nodes):
+        wk = np.asarray(arrays.weights[arrays.oblique[n]], dtype=np.float32).reshape(
+            layout.shape)
+        acc = None
+        for c in range(layout.channels):
+            out = cv2.filter2D(planes[c], cv2.CV_32F, np.ascontiguousarray(wk[:, :, c]),
+                               anchor=(0, 0), borderType=cv2.BORDER_CONSTANT)
+            acc = out if acc is None else acc + out
+        resp[r] = acc[:h, :w]
+        resp_index[n] = r
+    return resp, resp_index

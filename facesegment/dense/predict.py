@@ -1,0 +1,323 @@
+"""Dense per-pixel inference of a forest over a whole image (the orchestration).
+
+Every pixel's window (``layout.window`` square, ``layout.channels`` planes:
+31x31x3 for the paper's RGB models) is read straight from the (padded) image
+inside the Numba kernels: a feature index is a byte offset from the window's
+top-left corner, so axis-aligned and two-probe nodes read one or two bytes
+and oblique (CO2) nodes dot their weights with the window's rows of
+``layout.row`` contiguous bytes.  No ``(H*W, n_features)`` window matrix is
+ever built.  The layout comes from the model (``model.layout``); the image's
+channels, followed by the optional extra ``planes``, must make up its
+``layout.channels``.
+
+Which kernels run (each compiled for the model's layout, see
+:mod:`facesegment.dense._numba`):
+
+* forests without oblique nodes: packed 64-bit records, tree-major over one
+  block of rows per thread (:mod:`facesegment.dense._fast`; ``FAST_PATH``);
+* forests with oblique nodes: pixels grouped by node, level by level
+  (:mod:`facesegment.dense._levels`; ``LEVEL_PATH``);
+* otherwise (a switch off, ``fft_levels > 0``, images too wide for the fast
+  records): the general per-pixel kernels (:mod:`facesegment.dense._general`).
+
+Modes
+-----
+``"strict"``  the paper's protocol: pixels within ``layout.half`` (15) px of
+              the border (whose windows would leave the image) are not
+              predicted: probabilities 0, label 255 (ignore).
+``"full"``    the image is reflect-padded by ``layout.half`` px
+              (``numpy.pad`` mode ``"reflect"``: ``dcb|abcd|cba``) so every
+              pixel gets a prediction.
+
+The module-level switches below are read at every call (tests and the
+benchmark set them); ``facesegment.inference`` is this module.
+"""
+
+from collections import namedtuple
+
+import numba
+import numpy as np
+
+from ..classes import IGNORE
+from . import _fast, _general, _levels
+from ._checks import (MODES, check_fft_levels, check_factors, check_limit, check_mode,
+                      check_alpha, forest_arrays, model_layout, window_image)
+from ._numba import layout_kernels
+from ._packing import cached, pack_fast, pack_nodes
+from ._scores import confusion_many
+from .image import fft_responses, pad_image, strict_region
+from .reweight import class_scales, default_alpha, reweight, reweight_labels
+
+FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
+FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
+FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
+LEVEL_PATH = True  # forests with oblique nodes: group pixels by node, level by level
+ROW_SLACK = 32  # float32 values the level kernel may read past the padded image
+
+_NO_LIMIT = 2 ** 30
+
+#: Kernel-ready inputs of one image: the layout, the padded image flattened
+#: (``rowstride`` values per row), the trees, the depth limit and the general
+#: records (``nodes``, ``thr``, ``value``, ``weights``, FFT ``resp``).
+_Prepared = namedtuple("_Prepared", "layout arrays shape img rowstride roots steps nodes thr "
+                                    "value weights resp")
+
+
+def _kernels(module, layout):
+    return layout_kernels(module, layout.window, layout.channels)
+
+
+def _f32(a):
+    return a if a.dtype == np.float32 and a.flags.c_contiguous else np.ascontiguousarray(
+        a, dtype=np.float32)
+
+
+def _weights_f32(weights):
+    """float32 C-contiguous weights (a float16 forest is converted once, cached)."""
+    if weights.dtype == np.float32 and weights.flags.c_contiguous:
+        return weights
+    return cached("f32", weights, None,
+                  lambda: np.ascontiguousarray(weights, dtype=np.float32))
+
+
+def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
+    """Validate the arguments once and build the kernels' inputs."""
+    arrays = forest_arrays(model)
+    layout = model_layout(model)
+    stacked = window_image(image, planes, layout)
+    n_trees = check_limit(n_trees, "n_trees", arrays.n_trees)
+    max_depth = check_limit(max_depth, "max_depth", _NO_LIMIT)
+    fft_levels = check_fft_levels(fft_levels)
+    padded = pad_image(stacked, layout)
+    roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
+    weights = _weights_f32(arrays.weights)
+    nodes, thr = pack_nodes(arrays, padded.shape[1], layout)
+    steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
+    if fft_levels > 0 and weights.shape[0] > 0:
+        resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, steps),
+                                         stacked.shape, layout)
+        nodes = nodes.copy()
+        nodes[:, _general.RESP] = resp_index
+        thr = nodes.view(np.float32)
+    else:
+        resp = np.zeros((0, 1, 1), dtype=np.float32)
+    return _Prepared(layout, arrays, stacked.shape, padded.reshape(-1),
+                     padded.shape[1] * layout.channels, roots, steps, nodes, thr,
+                     _f32(arrays.value), weights, resp)
+
+
+def _fast_records(p):
+    """``(rec, two)`` for the fast kernels, or None (oblique nodes, too wide, disabled)."""
+    if not FAST_PATH:
+        return None
+    return pack_fast(p.arrays, p.shape[1] + 2 * p.layout.half, p.layout)
+
+
+def _float_image(p):
+    """The padded image as float32 with ``ROW_SLACK`` values to spare (level kernels)."""
+    imgf = np.zeros(p.img.size + ROW_SLACK, dtype=np.float32)
+    imgf[:p.img.size] = p.img
+    return imgf
+
+
+def _uses_levels(p, fft_levels):
+    return LEVEL_PATH and fft_levels == 0 and p.weights.shape[0] > 0
+
+
+# ------------------------------------------------------------------- public
+
+def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
+                  fft_levels=0, planes=None):
+    """Per-pixel class probabilities and labels of a whole image.
+
+    Parameters
+    ----------
+    model : facesegment.model.Model
+        Uses ``model.arrays``, ``model.layout`` and ``model.sampling_factors``.
+    image : uint8 (H, W, 3), or (H, W) / (H, W, 1) for a grey model
+        The image (any size); its channels are the first of the layout's.
+    mode : {"full", "strict"}
+        "strict": border pixels (within ``layout.half`` px) get probabilities
+        0, label 255.  "full": reflect-padding gives every pixel a prediction.
+    alpha : float >= 0
+        Prior-reweighting exponent (1 = paper, 0 = none).
+    max_depth : int or None
+        Evaluate the trees truncated at this depth (0 = the roots' distribution).
+    n_trees : int or None
+        Use only the first ``n_trees`` trees.
+    fft_levels : int
+        Evaluate oblique nodes of the top ``fft_levels`` levels by FFT
+        correlation of the whole image (CO2 speed-up; 0 = every node per pixel).
+    planes : uint8 (H, W, k) or (H, W), optional
+        Extra per-pixel planes stacked after the image's channels, for models
+        whose layout has them (e.g. a previous stage's class probabilities
+        scaled to 0-255).
+
+    Returns
+    -------
+    proba : float32 (H, W, n_classes)
+        Reweighted, renormalised class probabilities.
+    labels : uint8 (H, W)
+        Argmax class ids (255 at ignored border pixels in strict mode).
+
+    Raises
+    ------
+    ValueError
+        When the image's channels (plus planes) do not make up the model's
+        layout, e.g. "model expects 31x31 windows of 3 channels (R, G, B);
+        image has 1 channel: ...", or for a bad mode, alpha or limit.
+    """
+    check_mode(mode)
+    alpha = check_alpha(alpha)
+    raw = predict_proba_raw(model, image, mode=mode, max_depth=max_depth,
+                            n_trees=n_trees, fft_levels=fft_levels, planes=planes)
+    s = check_factors(model.sampling_factors, raw.shape[-1])
+    proba, labels = reweight_labels(raw, s, alpha)
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(image.shape, model_layout(model))
+        keep = np.zeros(image.shape[:2], dtype=bool)
+        keep[y0:y1, x0:x1] = True
+        labels[~keep] = IGNORE
+    return proba, labels
+
+
+def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, fft_levels=0,
+                      planes=None):
+    """The forest's mean leaf distribution per pixel, before reweighting.
+
+    Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
+    """
+    check_mode(mode)
+    p = _prepare(model, image, planes, n_trees, max_depth, fft_levels)
+    h, w = p.shape[:2]
+    out = np.zeros((h, w, p.value.shape[1]), dtype=np.float32)
+    y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
+    if y1 <= y0 or x1 <= x0:
+        return out
+    threads = max(1, numba.get_num_threads())
+    fast = _fast_records(p)
+    if fast is not None:
+        rec, two = fast
+        buf = np.zeros(p.img.size + _fast.slack_bytes(p.layout.channels), dtype=np.uint8)
+        buf[:p.img.size] = p.img  # room to read past x1
+        # one block of rows per thread: each tree stays in a core's cache
+        block = FAST_BLOCK_ROWS or -(-(y1 - y0) // threads)
+        _kernels(_fast, p.layout).dense_proba_fast(
+            buf, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, two, p.value, out, block)
+    elif _uses_levels(p, fft_levels):
+        # oblique nodes: pixels grouped by node, level by level (a node's
+        # weights are read once per block instead of once per pixel)
+        block = -(-(y1 - y0) // threads)
+        _kernels(_levels, p.layout).dense_proba_levels(
+            _float_image(p), p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr,
+            p.value, p.weights, out, block)
+    else:
+        _kernels(_general, p.layout).dense_proba(
+            p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.value,
+            p.weights, p.resp, out)
+    return out
+
+
+def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None,
+                         planes=None):
+    """Oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
+    check_mode(mode)
+    p = _prepare(model, image, planes, n_trees, max_depth, 0)
+    h, w = p.shape[:2]
+    y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
+    if y1 <= y0 or x1 <= x0:
+        return 0
+    return int(_kernels(_general, p.layout).count_oblique_visits(
+        p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
+        p.resp))
+
+
+def _as_sorted_ints(values, name, low, upper):
+    vals = sorted({check_limit(v, name, upper) for v in values})
+    if not vals or vals[0] < low:
+        raise ValueError(f"{name} must be a non-empty list of ints >= {low}, got {values!r}")
+    return np.asarray(vals, dtype=np.int64)
+
+
+def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
+                    alphas=(1.0,), mode="strict", fft_levels=0, chunk=256, planes=None):
+    """Confusion matrices of many truncated forests and alphas in one pass.
+
+    Each tree is walked once per pixel to the deepest limit asked for, keeping
+    the path, and cumulative sums over trees give every ``n_trees`` setting, so
+    Figure 4 (Jaccard vs number of trees and vs depth) needs one pass over the
+    test images.
+
+    Parameters
+    ----------
+    model : Model
+    image : uint8 (H, W, C)
+        As for :func:`predict_image` (with ``planes`` when the layout has them).
+    label : uint8 (H, W)
+        Ground truth (ids 0-7, 255 ignored).
+    n_trees_list : list of int, optional
+        Forest sizes (first n trees); default ``[all trees]``.
+    max_depth_list : list of int or None, optional
+        Depth limits (None = unlimited); default ``[None]``.
+    alphas : list of float
+        Reweighting exponents.
+    mode : {"strict", "full"}
+        Which pixels are scored (label 255 is always excluded).
+
+    Returns
+    -------
+    conf : int64 (len(alphas), len(depths), len(trees), C, C)
+        ``conf[a, k, j, true, pred]``; depths and trees are returned sorted.
+    depths, trees : int arrays
+        The sorted settings (an unlimited depth is reported as the forest's
+        maximum depth).
+    """
+    check_mode(mode)
+    arrays = forest_arrays(model)
+    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
+    trees = _as_sorted_ints(n_trees_list or [arrays.n_trees], "n_trees", 1, arrays.n_trees)
+    depths = _as_sorted_ints([forest_depth if d is None else d
+                              for d in (max_depth_list or [None])], "max_depth", 0,
+                             forest_depth)
+    scales = class_scales(model.sampling_factors, alphas)
+    p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels)
+    h, w = p.shape[:2]
+    label = np.asarray(label)
+    if label.dtype != np.uint8 or label.shape != (h, w):
+        raise ValueError(f"label must be uint8 of shape {(h, w)}, got dtype "
+                         f"{label.dtype} shape {label.shape}")
+    elig = label != IGNORE
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(p.shape, p.layout)
+        inside = np.zeros((h, w), dtype=bool)
+        inside[y0:y1, x0:x1] = True
+        elig &= inside
+    ys, xs = np.nonzero(elig)
+    ys, xs = ys.astype(np.int64), xs.astype(np.int64)
+    n_c = p.value.shape[1]
+    preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
+    fast = _fast_records(p) if len(ys) else None
+    if fast is not None:
+        rec, two = fast
+        # large chunks: a tree is descended by many pixels while it is in cache
+        _kernels(_fast, p.layout).sweep_predict_fast(
+            p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, two, p.value,
+            max(int(chunk), FAST_CHUNK), preds)
+    elif len(ys) and _uses_levels(p, fft_levels):
+        chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
+        _kernels(_levels, p.layout).sweep_predict_levels(
+            _float_image(p), p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes,
+            p.thr, p.value, p.weights, chunk_l, preds)
+    elif len(ys):
+        _kernels(_general, p.layout).sweep_predict(
+            p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes, p.thr,
+            p.value, p.weights, p.resp, int(chunk), preds)
+    conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
+    confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
+    return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
+
+
+__all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
+           "predict_image", "predict_proba_raw", "count_oblique_visits", "confusion_sweep",
+           "reweight", "class_scales", "default_alpha", "pad_image", "strict_region",
+           "fft_responses", "model_layout", "pack_fast", "pack_nodes"]

@@ -1,0 +1,65 @@
+"""Prior reweighting (section 6.2 of the paper) and the model's selected alpha.
+
+Forests are trained on class-balanced windows; :func:`reweight` multiplies
+probabilities by ``s_c ** -alpha`` (``s_c`` the sampling factor of class
+``c`` stored in the model) and renormalises.  ``alpha=1`` undoes the
+balancing fully (the paper), ``alpha=0`` leaves the forest's output unchanged.
+"""
+
+import numpy as np
+
+from ._checks import check_alpha, check_factors
+from ._scores import reweight_rows
+
+
+def reweight(proba, sampling_factors, alpha=1.0):
+    """Prior reweighting: ``p_c * s_c ** -alpha``, renormalised over classes.
+
+    Parameters
+    ----------
+    proba : float array (..., n_classes)
+        Class probabilities (the forest's mean leaf distribution).
+    sampling_factors : array (n_classes,)
+        Share of each class among training windows / share among pixels (> 0).
+    alpha : float >= 0
+        1 undoes the class balancing fully (paper section 6.2), 0 is a no-op.
+
+    Returns
+    -------
+    float32 array like ``proba``; rows that sum to 0 (strict-mode border) stay 0.
+    """
+    proba = np.asarray(proba)
+    s = check_factors(sampling_factors, proba.shape[-1])
+    return reweight_labels(proba, s, check_alpha(alpha))[0]
+
+
+def reweight_labels(proba, s, alpha):
+    """(reweighted float32 probabilities, uint8 argmax labels), one fused pass."""
+    scale = (s ** -alpha).astype(np.float32)
+    raw = np.ascontiguousarray(proba, dtype=np.float32).reshape(-1, s.shape[0])
+    out = np.empty_like(raw)
+    labels = np.empty(raw.shape[0], dtype=np.uint8)
+    reweight_rows(raw, scale, out, labels)
+    return out.reshape(proba.shape), labels.reshape(proba.shape[:-1])
+
+
+def class_scales(sampling_factors, alphas):
+    """``s ** -alpha`` for each alpha: float64 ``(len(alphas), n_classes)``."""
+    s = np.asarray(sampling_factors, dtype=np.float64)
+    return np.stack([s ** -check_alpha(a, "alphas") for a in alphas])
+
+
+def default_alpha(model):
+    """The model's selected reweighting exponent, else 1.0 (the paper's rule).
+
+    Looked up, in order, as ``model.metrics["alpha"]``,
+    ``model.metrics["selection"]["alpha"]`` and ``model.params["alpha"]``
+    (the model-selection stage records it there).
+    """
+    metrics = getattr(model, "metrics", None) or {}
+    params = getattr(model, "params", None) or {}
+    for value in (metrics.get("alpha"), (metrics.get("selection") or {}).get("alpha"),
+                  params.get("alpha")):
+        if value is not None:
+            return check_alpha(value, "the model's selected alpha")
+    return 1.0
