@@ -146,9 +146,14 @@ def find_faces(root, labels=None, require_labels=True):
     return recs
 
 
-def load_face(record):
-    """Load ``(image (H,W,3) uint8, label (H,W) uint8)`` for a FaceRecord."""
+def load_face(record, grey=False):
+    """Load ``(image (H,W,3) uint8, label (H,W) uint8)`` for a FaceRecord
+    (``grey=True``: the image as grey ``(H, W)``, see ``imageio.to_grey``)."""
     image = read_image(record.image)
+    if grey:
+        from .imageio import to_grey
+
+        image = to_grey(image)
     if record.label is None:
         raise DataError(record.image, "has no label map",
                         "run `facesegment label` on the folder or remove the image")

@@ -104,16 +104,16 @@ def _planes(image):
     return image[:, :, None] if image.ndim == 2 else image
 
 
-def count_task(record, margin):
+def count_task(record, margin, grey=False):
     """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None, channels or None)``."""
     try:
-        image, label = load_face(record)
+        image, label = load_face(record, grey)
     except DataError as exc:
         return None, _error(exc), None
     return eligible_counts(label, margin), None, _planes(image).shape[2]
 
 
-def cut_task(item, margin, window=DEFAULT_LAYOUT.window):
+def cut_task(item, margin, window=DEFAULT_LAYOUT.window, grey=False):
     """Pass 2 task for ``item = (record, alloc (8,), expected (8,), state, replace (8,))``.
 
     Returns
@@ -122,7 +122,7 @@ def cut_task(item, margin, window=DEFAULT_LAYOUT.window):
      sums int64 (window * window * C,), sumsq int64 (window * window * C,))
     """
     record, alloc, expected, state, replace = item
-    image, label = load_face(record)
+    image, label = load_face(record, grey)
     image = _planes(image)
     h, w = label.shape
     inner = label[margin:h - margin, margin:w - margin]
@@ -156,12 +156,12 @@ def cut_task(item, margin, window=DEFAULT_LAYOUT.window):
     return windows, labels, centers, sums, sumsq
 
 
-def count_batch(records, margin):
+def count_batch(records, margin, grey=False):
     """Pass 1 task over a few images: a list of :func:`count_task` results."""
-    return [count_task(r, margin) for r in records]
+    return [count_task(r, margin, grey) for r in records]
 
 
-def cut_batch(items, margin, window=DEFAULT_LAYOUT.window):
+def cut_batch(items, margin, window=DEFAULT_LAYOUT.window, grey=False):
     """Pass 2 task over a few images.
 
     Returns
@@ -173,7 +173,7 @@ def cut_batch(items, margin, window=DEFAULT_LAYOUT.window):
     per_image = []
     sums = sumsq = None
     for it in items:
-        w, y, c, s, q = cut_task(it, margin, window)
+        w, y, c, s, q = cut_task(it, margin, window, grey)
         per_image.append((w, y, c))
         sums = s if sums is None else sums + s
         sumsq = q if sumsq is None else sumsq + q
@@ -329,6 +329,7 @@ def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task
 
 
 def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAYOUT.window,
+                    grey=False,
                     scheduler=None, n_workers=None, on_error="skip", margin=None,
                     compression="gzip", compression_opts=1, chunk_rows=CHUNK_ROWS, progress=True,
                     data_root=None, labels_root=None, images_per_task=None):
@@ -347,6 +348,10 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
         Side of the square windows (31 in the paper).  Their channels come
         from the images (3 for RGB, 1 for grey images); the file records the
         resulting :class:`facesegment.layout.WindowLayout`.
+    grey : bool
+        Convert RGB images to grey first (``facesegment.imageio.to_grey``):
+        one channel, a third of the features.  Grey models convert RGB
+        images the same way at inference.
     scheduler : None, str or distributed.Client
         None: local threads; else a ``distributed`` scheduler address.
     n_workers : int, optional
@@ -401,7 +406,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     per_task = images_per_task or max(1, min(32, len(records) // (16 * n_threads)))
     groups = group_ranges(np.ones(len(records)), per_task)
     with Progress(len(records), desc="extract 1/2 count pixels", unit="images", enabled=progress) as bar:
-        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin,),
+        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin, grey),
                                     scheduler=scheduler, n_workers=n_workers, progress=False):
             a = groups[g][0]
             for i, (cnt, err, nc) in enumerate(results, start=a):
@@ -444,7 +449,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
         bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
         try:
             for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
-                                                  args=(margin, layout.window),
+                                                  args=(margin, layout.window, grey),
                                                   scheduler=scheduler, n_workers=n_workers,
                                                   progress=False):
                 if s1 is not None:

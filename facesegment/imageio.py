@@ -134,6 +134,17 @@ def read_image(path, orient=True):
     return np.ascontiguousarray(img)
 
 
+def to_grey(image):
+    """An RGB uint8 image ``(H, W, 3)`` as grey ``(H, W)`` (ITU-R 601 luma,
+    OpenCV's ``COLOR_RGB2GRAY``); a grey ``(H, W)`` image is returned as it is.
+    Grey windows files (``facesegment extract --grey``) and grey models use it."""
+    import cv2
+
+    if image.ndim == 2:
+        return image
+    return cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
+
+
 def read_label(path, shape=None):
     """Read a label map as uint8 ``(H, W)`` and validate its ids.
 

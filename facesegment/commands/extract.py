@@ -6,10 +6,11 @@ from pathlib import Path
 
 from ._common import nonneg_int, positive_int
 
-HELP = "sample class-balanced 31x31 RGB windows from labelled faces into an HDF5 windows file"
+HELP = "sample class-balanced windows (31x31 RGB by default) from labelled faces into an HDF5 windows file"
 DESCRIPTION = """\
-Sample 31x31 RGB windows centred on pixels at least 15 px from every border of
-the labelled faces under DATA_DIR, so that each of the 8 classes gets the same
+Sample --window x --window windows (31x31, the paper's, by default) of the
+image's channels (RGB, or grey with --grey) centred on pixels at least
+window//2 px from every border of the labelled faces under DATA_DIR, so that each of the 8 classes gets the same
 number of windows over the whole file (the CO2 Forest paper's class balancing),
 and write them with their labels, source images, centres, the per-class pixel
 counts and sampling factors and the per-feature mean/std to one HDF5 file.
@@ -36,12 +37,31 @@ examples:
   facesegment extract ../shared/data/faces300w --out data/windows/train.h5 --windows 64000
   facesegment extract ../shared/data/faces300w --split train --windows 256000 --out data/windows/train256k.h5
   facesegment extract ../shared/data/lfw-gray/lfw --labels data/labels/lfw-gray --split train --out data/windows/lfw.h5
+  facesegment extract ../shared/data/lfw-gray/lfw --labels data/labels/lfw-gray --grey --window 41 --out data/windows/lfw-grey41.h5
+
+The file records its window layout (size and channels); models trained on it
+keep it, and dense inference reads windows of that layout (a grey model turns
+RGB photos grey the same way).
 """
 
 
 
 
+def _odd_window(text):
+    import argparse
+
+    v = positive_int(text)
+    if v % 2 == 0:
+        raise argparse.ArgumentTypeError(f"expected an odd window side (centred on its pixel), "
+                                         f"got {text!r}")
+    return v
+
+
 def add_arguments(p):
+    p.add_argument("--window", type=_odd_window, default=31, metavar="W",
+                   help="side of the square windows, odd (default 31, the paper's)")
+    p.add_argument("--grey", "--gray", action="store_true",
+                   help="turn RGB images grey first: one channel, a third of the features")
     p.add_argument("data_dir", metavar="DATA_DIR",
                    help="folder of labelled faces, or a dataset root with train/ (then train/ is used)")
     p.add_argument("--out", "-o", required=True, metavar="FILE.h5",
@@ -188,7 +208,8 @@ def run(args):
     check_output(args.out)  # before any work
     root, recs = _records(args)
     res = extract_windows(
-        recs, args.out, n_windows=args.windows, seed=args.seed, scheduler=args.scheduler,
+        recs, args.out, n_windows=args.windows, seed=args.seed, window=args.window,
+        grey=args.grey, scheduler=args.scheduler,
         n_workers=args.workers, on_error=args.on_error,
         compression=None if args.compression == "none" else args.compression,
         compression_opts=1 if args.compression == "gzip" else None,

@@ -104,7 +104,8 @@ def window_image(image, planes, layout, name="image"):
     """The ``(H, W, layout.channels)`` uint8 image the windows are cut from.
 
     ``image`` (H, W) or (H, W, C) uint8, followed by ``planes`` (H, W) or
-    (H, W, k) uint8 when given; C-contiguous (a view of ``image`` when
+    (H, W, k) uint8 when given (an RGB image given to a model of one image
+    channel is turned grey with ``facesegment.imageio.to_grey``); C-contiguous (a view of ``image`` when
     possible).  Raises TypeError/ValueError naming the problem and the fix.
     """
     if not isinstance(image, np.ndarray):
@@ -114,6 +115,14 @@ def window_image(image, planes, layout, name="image"):
         raise ValueError(f"{name} must be a non-empty uint8 array of shape (H, W) or (H, W, C), "
                          f"got dtype {image.dtype} shape {image.shape} "
                          "(use facesegment.imageio.read_image)")
+    nd = getattr(planes, "ndim", 0)
+    n_planes_given = 0 if planes is None else (1 if nd == 2 else planes.shape[-1] if nd == 3
+                                               else -1)
+    if image.ndim == 3 and image.shape[2] == 3 and layout.channels - n_planes_given == 1:
+        # a grey model given an RGB image: grey it as grey windows files were made
+        from ..imageio import to_grey
+
+        image = to_grey(image)
     stack = [image[:, :, None] if image.ndim == 2 else image]
     n_planes = 0
     if planes is not None:
