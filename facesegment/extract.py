@@ -32,6 +32,7 @@ from .classes import CLASS_NAMES, N_CLASSES
 from .datasets import load_face
 from .errors import DataError
 from .layout import DEFAULT_LAYOUT, WindowLayout
+from .atomic import check_writable_folder
 from .parallel import default_workers, map_tasks
 from .progress import Progress
 from .windows import CHUNK_ROWS, BackgroundSink, OrderedSink, WindowsWriter, read_windows_meta
@@ -296,13 +297,9 @@ def check_output(path):
         raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
     folder = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(folder, exist_ok=True)
-        probe = f"{path}.tmp-{os.getpid()}-probe"
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        raise DataError(path, f"cannot write output ({exc.strerror or exc})",
+        check_writable_folder(folder)
+    except DataError as exc:
+        raise DataError(path, f"cannot write output ({exc.problem.split('(', 1)[-1]}",
                         "choose a writable output folder with --out") from exc
 
 

@@ -100,23 +100,26 @@ def as_values(section, key, values):
 
 
 def _q(v):
-    """q: an int (features per node), or "p^E" with E in (0, 1]."""
+    """q: an int (features per node), or "p^E" with E in (0, 1] (parsed by the
+    estimators' own ``resolve_max_features``)."""
+    from facesegment.forest.params import resolve_max_features
+
     if isinstance(v, int) and not isinstance(v, bool):
         return None if 1 <= v <= N_FEATURES else f"an integer in [1, {N_FEATURES}]"
     if isinstance(v, str) and v.startswith("p^"):
         try:
-            e = float(v[2:])
+            resolve_max_features(v, N_FEATURES)
         except ValueError:
-            e = -1.0
-        return None if 0 < e <= 1 else '"p^E" with 0 < E <= 1'
+            return '"p^E" with 0 < E <= 1'
+        return None
     return 'an integer or "p^E" (e.g. "p^0.7")'
 
 
 def q_features(q, n_features=N_FEATURES):
     """Features per node for a q spec: ``"p^0.7"`` -> ``round(2883 ** 0.7)`` = 264."""
-    if isinstance(q, int):
-        return q
-    return int(round(n_features ** float(q[2:])))
+    from facesegment.forest.params import resolve_max_features
+
+    return q if isinstance(q, int) else resolve_max_features(q, n_features)
 
 
 #: Pipeline keys of every section: name -> validator.  The defaults are the

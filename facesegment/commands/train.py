@@ -71,15 +71,18 @@ def _samples(text):
 
 
 def _max_features(text):
-    """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction."""
+    """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction (checked by the
+    estimators' own ``resolve_max_features``)."""
+    from ..forest.params import resolve_max_features
+
     t = text.strip().lower()
-    if t in ("sqrt", "log2", "all") or t.startswith("p^"):
-        return t
     try:
-        return _samples(t)
-    except argparse.ArgumentTypeError:
+        value = t if (t in ("sqrt", "log2", "all") or t.startswith("p^")) else _samples(t)
+        resolve_max_features(value, 2883)
+    except (argparse.ArgumentTypeError, ValueError):
         raise argparse.ArgumentTypeError(
             f"expected sqrt, log2, all, p^E (e.g. p^0.7), a count or a fraction, got {text!r}") from None
+    return value
 
 
 def add_arguments(p):
