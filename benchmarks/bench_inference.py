@@ -134,7 +134,7 @@ def load_models(folder, n_trees):
 
 def bench_inference(args):
     from facesegment.datasets import find_faces, load_face
-    from facesegment import inference
+    from facesegment.dense import predict as inference
     from facesegment.inference import count_oblique_visits, model_layout, predict_image
 
     rate = gemm_rate()
@@ -209,7 +209,7 @@ def bench_inference(args):
 
 def bench_sweep(args):
     """CO2 confusion sweep (evaluation): level-grouped vs per-pixel kernel."""
-    from facesegment import inference
+    from facesegment.dense import predict as inference
     from facesegment.datasets import find_faces, load_face
 
     if not args.models:

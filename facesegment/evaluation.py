@@ -108,7 +108,7 @@ def grid_label(label, stride, offset=0):
 def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode):
     """Task: the sweep confusion matrices of one face (top level: picklable)."""
     from .datasets import load_face
-    from .inference import confusion_sweep
+    from .dense import confusion_sweep
 
     image, label = load_face(record)
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
@@ -273,7 +273,7 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     "n_images", "mode", [oblique_* for forests with oblique nodes]}}``.
     """
     from .datasets import load_face
-    from .inference import count_oblique_visits, predict_image
+    from .dense import count_oblique_visits, predict_image
     from .progress import Progress
 
     arrays = _arrays(model)

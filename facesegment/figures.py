@@ -216,7 +216,7 @@ def _check_figure_args(models, evaluations, n_random, depth_trees):
 def _evaluation(name, model, records, alpha, kw):
     """``evaluate`` result of one model: every forest size and every depth."""
     from .evaluation import evaluate
-    from .inference import default_alpha
+    from .dense import default_alpha
 
     a = default_alpha(model) if alpha is None else alpha
     n = model.arrays.n_trees
@@ -228,7 +228,7 @@ def _evaluation(name, model, records, alpha, kw):
 def _example_rows(models, records, per_image, alphas, n_random, seed, mode):
     """Rows of Figure 3: each model's median face, then ``n_random`` random ones."""
     from .datasets import load_face
-    from .inference import predict_image
+    from .dense import predict_image
 
     by_name = {r.name: r for r in records}
     per_image = {k: {n: v for n, v in p.items() if n in by_name} for k, p in per_image.items()}

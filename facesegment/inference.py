@@ -1,17 +1,19 @@
-"""Dense inference under its original name: this module *is* :mod:`facesegment.dense.predict`.
+"""Dense inference under its original name: re-exports :mod:`facesegment.dense`.
 
-The code lives in the :mod:`facesegment.dense` package.  ``facesegment.inference``
-is kept for existing callers and is the same module object as
-``facesegment.dense.predict`` (so ``inference.FAST_PATH = False`` and
-monkeypatching ``inference.LEVEL_PATH`` still switch the kernels); it has
-every public name of :mod:`facesegment.dense` (``predict_image``,
-``predict_proba_raw``, ``reweight``, ``class_scales``, ``confusion_sweep``,
-``count_oblique_visits``, ``pad_image``, ``strict_region``, ``default_alpha``,
-``fft_responses``, ``MODES``, ...).
+The code lives in the :mod:`facesegment.dense` package; existing callers keep
+``from facesegment.inference import predict_image`` (and every other name of
+:mod:`facesegment.dense.predict`, e.g. ``confusion_sweep``, ``reweight``,
+``default_alpha``).  The kernel switches (``FAST_PATH``, ``LEVEL_PATH``, ...)
+are read here but set on :mod:`facesegment.dense.predict`, where the code
+reads them.
+
+A plain module (not an alias in ``sys.modules``), so that worker threads
+importing it for the first time at once always see a complete module.
 """
 
-import sys
-
 from .dense import predict as _predict
+from .dense.predict import *  # noqa: F401,F403
 
-sys.modules[__name__] = _predict
+
+def __getattr__(name):
+    return getattr(_predict, name)

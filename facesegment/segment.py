@@ -286,7 +286,7 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
     pixel (pixels outside every face's crop: background 1), or None without
     a face; ``labels`` is their argmax.
     """
-    from .inference import predict_image, predict_proba_raw, reweight
+    from .dense import predict_image, predict_proba_raw, reweight
 
     h, w = image.shape[:2]
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):

@@ -352,7 +352,7 @@ def _eval_config(kind):
 
 def _evaluate(kind):
     def run(ctx):
-        from facesegment.inference import default_alpha
+        from facesegment.dense import default_alpha
 
         cfg = ctx.cfg
         n = cfg["forest"]["n_trees"]

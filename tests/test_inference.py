@@ -254,7 +254,7 @@ def test_bad_image_and_model():
 @pytest.mark.parametrize("kinds", [("axis",), ("two-probe",), ("axis", "two-probe")])
 def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
     """Forests without oblique nodes take the packed integer kernels: same results."""
-    from facesegment import inference
+    from facesegment.dense import predict as inference
 
     model = random_model(seed, n_trees=5, max_depth=7, kinds=kinds)
     # thresholds at and beyond the ends of the uint8 / difference ranges too
@@ -295,7 +295,7 @@ def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
 
 def test_fast_path_wide_image_falls_back_to_general_kernel():
     """Images too wide for the 15-bit probe offsets use the general kernels: same results."""
-    from facesegment import inference
+    from facesegment.dense import predict as inference
     from facesegment.dense._fast import max_width
 
     widest = max_width(31, 3)
@@ -328,7 +328,7 @@ def test_labels_are_argmax_of_reweighted_probabilities(kinds):
 def test_level_kernel_equals_reference(seed, monkeypatch):
     """Forests with oblique nodes: pixels grouped by node, level by level (8, 4 and
     single dots), against the naive forest and the per-pixel kernel."""
-    from facesegment import inference
+    from facesegment.dense import predict as inference
 
     model = random_model(seed, n_trees=4, max_depth=6, kinds=("oblique", "axis", "two-probe"))
     image = random_image(seed, 37, 41)
@@ -358,7 +358,7 @@ def test_inference_is_the_dense_predict_module():
     so its switches are the ones the kernels read."""
     import facesegment.dense as dense
     import facesegment.dense.predict as predict
-    from facesegment import inference
+    from facesegment.dense import predict as inference
 
     assert inference is predict
     for name in dense.__all__:
@@ -370,7 +370,7 @@ def test_inference_is_the_dense_predict_module():
 def test_switches_through_inference_give_the_same_results(monkeypatch):
     """FAST_PATH / FAST_BLOCK_ROWS / LEVEL_PATH set on ``facesegment.inference``
     change the kernel used (not the result)."""
-    from facesegment import inference
+    from facesegment.dense import predict as inference
 
     for kinds in [("axis", "two-probe"), ("oblique", "axis")]:
         model = random_model(50, n_trees=3, max_depth=5, kinds=kinds)
@@ -391,3 +391,32 @@ def test_model_without_layout_attribute_uses_the_paper_layout():
     old = SimpleNamespace(arrays=model.arrays, sampling_factors=model.sampling_factors)
     image = random_image(12, 33, 32)
     np.testing.assert_array_equal(predict_image(old, image)[0], predict_image(model, image)[0])
+
+
+def test_first_import_from_many_threads_sees_a_complete_module():
+    """Worker threads importing facesegment.inference for the first time at
+    once (the evaluation tasks do) must all get every name (a sys.modules
+    alias used to hand some of them a half-made module)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading\n"
+        "barrier = threading.Barrier(8); errors = []\n"
+        "def work():\n"
+        "    barrier.wait()\n"
+        "    try:\n"
+        "        from facesegment.inference import confusion_sweep, predict_image\n"
+        "    except ImportError as exc:\n"
+        "        errors.append(exc)\n"
+        "ts = [threading.Thread(target=work) for _ in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(len(errors))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.strip() == "0", out.stderr[-2000:]
+    # the race came from aliasing the module in sys.modules: it must be a plain module
+    import facesegment.inference as shim
+
+    assert shim.__name__ == "facesegment.inference" and shim.__file__.endswith("inference.py")
+    assert sys.modules["facesegment.inference"] is shim and shim.predict_image

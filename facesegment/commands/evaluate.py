@@ -111,7 +111,7 @@ def _test_split(data, labels, seed):
 def run(args):
     from ..atomic import write_json_atomic, write_text_atomic
     from ..evaluation import evaluate, full_summary
-    from ..inference import default_alpha
+    from ..dense import default_alpha
     from ..metrics import markdown_table
     from ..model import load_model
 

@@ -86,7 +86,7 @@ def add_arguments(p):
 def run(args):
     import sys
 
-    from ..inference import default_alpha
+    from ..dense import default_alpha
     from ..model import load_model
     from ..segment import segment_folder
 
