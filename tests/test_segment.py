@@ -146,10 +146,7 @@ def test_packing_cache_is_thread_safe():
     import sys
     import threading
 
-    try:
-        from facesegment.dense import _packing
-    except ImportError:  # before the dense package
-        from facesegment import _packing
+    from facesegment.dense import _packing
 
     errors = []
 
