@@ -224,3 +224,42 @@ def test_detect_size_defaults_agree():
     args = get_parser().parse_args(["segment", "a", "b", "-m", "m", "--detect-size", "0"])
     assert args.detect_size == 0 and args.inputs == ["a"] and args.output_dir == "b"
     assert get_parser().parse_args(["label", "a", "b"]).detect_size == label.DETECT_MAX_SIDE
+
+
+# ------------------------------------------------ a model of another window size
+
+def _tabular_model(tmp_path):
+    """A valid model folder whose forest has 48 tabular features."""
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.model import Model, save_model
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, (120, 48), dtype=np.uint8)
+    est = AxisAlignedForest(n_estimators=2, random_state=0).fit(X, X[:, 0] % 8)
+    return save_model(Model.from_estimator(est), tmp_path / "tab48")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "figures", "segment"])
+def test_model_of_another_window_size_is_one_upfront_error(tmp_path, capsys, command):
+    import cv2
+
+    from facesegment.cli import main
+
+    model = _tabular_model(tmp_path)
+    data = tmp_path / "faces"
+    data.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(data / f"f{i}.png"), np.full((250, 250, 3), 90, np.uint8))
+        cv2.imwrite(str(data / f"f{i}_label.png"), np.zeros((250, 250), np.uint8))
+    argv = {"evaluate": ["evaluate", "--model", str(model), "--data", str(data),
+                         "--split", "all", "--out", str(tmp_path / "out"), "-q"],
+            "figures": ["figures", "--model", str(model), "--data", str(data),
+                        "--split", "all", "--out", str(tmp_path / "out"), "-q"],
+            "segment": ["segment", str(data), str(tmp_path / "out"), "--model", str(model),
+                        "--detect", "never", "-q"]}[command]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert str(model) in err and "48 features" in err and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out" / "f0_label.png").exists()

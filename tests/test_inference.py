@@ -420,3 +420,21 @@ def test_first_import_from_many_threads_sees_a_complete_module():
 
     assert shim.__name__ == "facesegment.inference" and shim.__file__.endswith("inference.py")
     assert sys.modules["facesegment.inference"] is shim and shim.predict_image
+
+
+def test_huge_alpha_reweights_without_overflow_warnings():
+    """alpha = 1e308 used to print numpy overflow warnings; the limit is the
+    class with the smallest sampling factor."""
+    import warnings
+
+    from facesegment.dense import class_scales, reweight
+
+    p = np.random.default_rng(0).random((5, 8)).astype(np.float32)
+    s = np.linspace(0.5, 2, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = reweight(p, s, 1e308)
+        scales = class_scales(s, [1e308, 1.0])
+    assert np.all(np.isfinite(out)) and (np.argmax(out, axis=1) == 0).all()
+    np.testing.assert_allclose(out.sum(axis=1), 1, rtol=1e-6)
+    np.testing.assert_array_equal(scales[1], s ** -1.0)  # ordinary alphas: unchanged

@@ -115,3 +115,25 @@ def add_test_face_arguments(p, model_help, split_help, seed_help):
                    help="parallel tree of NAME_label.png (default: beside the images)")
     p.add_argument("--split", choices=("auto", "test", "all"), default="auto", help=split_help)
     p.add_argument("--seed", type=nonneg_int, default=0, help=seed_help)
+
+
+def load_image_model(path):
+    """Load a model for the commands that read face images (evaluate, figures,
+    segment), checking up front that it is a model of image windows those
+    images can give: a tabular model, or one whose layout needs extra planes,
+    is one DataError naming the folder (exit 2) instead of a failure per image."""
+    from ..dense import model_layout
+    from ..errors import DataError
+    from ..model import load_model
+
+    model = load_model(path)
+    fix = "give a model trained by `facesegment train` on a windows file of face images"
+    try:
+        layout = model_layout(model)
+    except ValueError as exc:
+        raise DataError(path, f"cannot segment images: {exc}", fix) from None
+    if layout.channels not in (1, 3):
+        raise DataError(path, f"needs {layout.describe()}, more planes than an image has "
+                        "(extra planes such as probability maps are given with "
+                        "facesegment.dense.predict_image(..., planes=))", fix)
+    return model

@@ -113,16 +113,16 @@ def run(args):
     from ..evaluation import evaluate, full_summary
     from ..dense import default_alpha
     from ..metrics import markdown_table
-    from ..model import load_model
+    from ._common import load_image_model
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
+    models = [load_image_model(path) for path in args.model]  # every model checked first
     rows = {}
-    for path, name in zip(args.model, model_names(args.model)):
+    for path, name, model in zip(args.model, model_names(args.model), models):
         if name != Path(os.path.abspath(path)).name:
             print(f"evaluate: {path} is named {name!r} in the outputs (another model "
                   "has the same folder name)", file=sys.stderr)
-        model = load_model(path)
         alpha = default_alpha(model) if args.alpha is None else args.alpha
         t0 = time.perf_counter()
         res = evaluate(model, records, alphas=[alpha] + list(args.sweep_alphas or []),

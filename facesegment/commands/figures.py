@@ -52,12 +52,13 @@ def add_arguments(p):
 
 def run(args):
     from ..figures import make_figures
-    from ..model import load_model
+    from ._common import load_image_model
     from .evaluate import test_records
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")
-    models = {name: load_model(path) for path, name in zip(args.model, model_names(args.model))}
+    models = {name: load_image_model(path)
+              for path, name in zip(args.model, model_names(args.model))}
     res = make_figures(models, records, args.out, alpha=args.alpha, mode=args.mode,
                        pixel_stride=args.pixel_stride, n_random=args.random_rows,
                        seed=args.seed, depth_trees=args.depth_trees,

@@ -87,10 +87,10 @@ def run(args):
     import sys
 
     from ..dense import default_alpha
-    from ..model import load_model
+    from ._common import load_image_model
     from ..segment import segment_folder
 
-    model = load_model(args.model)
+    model = load_image_model(args.model)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
     results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha,
                              detect=args.detect, detector=args.detector,

@@ -33,9 +33,20 @@ def reweight(proba, sampling_factors, alpha=1.0):
     return reweight_labels(proba, s, check_alpha(alpha))[0]
 
 
+def class_scale(s, alpha):
+    """``s ** -alpha`` (float64), or, when that overflows (a huge alpha), the
+    same up to a common factor (which renormalisation removes): the powers of
+    ``s / min(s)``, computed without overflow warnings."""
+    with np.errstate(over="ignore", under="ignore"):
+        scale = s ** -alpha
+        if np.all(np.isfinite(scale)) and np.any(scale > 0):
+            return scale
+        return np.exp(-alpha * (np.log(s) - np.log(s.min())))
+
+
 def reweight_labels(proba, s, alpha):
     """(reweighted float32 probabilities, uint8 argmax labels), one fused pass."""
-    scale = (s ** -alpha).astype(np.float32)
+    scale = class_scale(s, alpha).astype(np.float32)
     raw = np.ascontiguousarray(proba, dtype=np.float32).reshape(-1, s.shape[0])
     out = np.empty_like(raw)
     labels = np.empty(raw.shape[0], dtype=np.uint8)
@@ -46,7 +57,7 @@ def reweight_labels(proba, s, alpha):
 def class_scales(sampling_factors, alphas):
     """``s ** -alpha`` for each alpha: float64 ``(len(alphas), n_classes)``."""
     s = np.asarray(sampling_factors, dtype=np.float64)
-    return np.stack([s ** -check_alpha(a, "alphas") for a in alphas])
+    return np.stack([class_scale(s, check_alpha(a, "alphas")) for a in alphas])
 
 
 def default_alpha(model):
