@@ -28,6 +28,36 @@ WINDOW_SHAPE = DEFAULT_LAYOUT.shape
 #: Upper bound on results an OrderedSink holds back waiting for an earlier image (bytes).
 PENDING_BYTES = 256 * 2**20
 
+def remove_stale_temporaries(path):
+    """Remove ``<path>.tmp-<pid>`` files left by processes that no longer run
+    (e.g. killed by SIGKILL or a power cut); those of live processes are kept.
+    Returns the removed paths."""
+    import glob
+    import re
+
+    removed = []
+    for tmp in glob.glob(glob.escape(os.fspath(path)) + ".tmp-*"):
+        m = re.fullmatch(r".*\.tmp-(\d+)", tmp)
+        if not m or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        try:
+            os.remove(tmp)
+            removed.append(tmp)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 class WindowsWriter:
     """Write a windows file atomically: ``<path>.tmp-<pid>``, then rename.
 
@@ -56,6 +86,7 @@ class WindowsWriter:
         self.layout = layout
         shape = layout.shape
         self.tmp = f"{self.path}.tmp-{os.getpid()}"
+        remove_stale_temporaries(self.path)
         self.n_windows = int(n_windows)
         n = self.n_windows
         self.chunk_rows = max(1, min(int(chunk_rows), n))

@@ -35,7 +35,8 @@ from .layout import DEFAULT_LAYOUT, WindowLayout
 from .atomic import check_writable_folder
 from .parallel import default_workers, map_tasks
 from .progress import Progress
-from .windows import CHUNK_ROWS, BackgroundSink, OrderedSink, WindowsWriter, read_windows_meta
+from .windows import (CHUNK_ROWS, FORMAT, BackgroundSink, OrderedSink, WindowsWriter,
+                      read_windows_meta)
 
 _HYPERGEOMETRIC_LIMIT = 10**9
 #: Bound on the windows one pass-2 task returns (memory in flight).
@@ -290,11 +291,28 @@ class ExtractResult:
     file_bytes: int = 0
 
 
-def check_output(path):
-    """Fail early (DataError) when ``path`` cannot be written; create its folder."""
+def check_output(path, inputs=(), allow_inside=False):
+    """Fail early (DataError) when ``path`` cannot or must not be written.
+
+    ``path`` may be new or a windows file written by ``facesegment extract``
+    (which is replaced when the new one is complete); anything else (a
+    folder, a label map, a user's file) is never overwritten.  Unless
+    ``allow_inside``, ``path`` must not lie inside one of the ``inputs``
+    folders (the labelled data): a file written there could be taken for
+    data.  The output's folder is created and must be writable.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
+    if os.path.exists(path) and not _is_windows_file(path):
+        raise DataError(path, "exists and is not a windows file written by `facesegment extract`; "
+                        "it would be replaced", "give a new --out file name, e.g. data/windows/train.h5")
+    out = os.path.realpath(path)
+    for root in inputs:
+        if root and not allow_inside and _inside(out, os.path.realpath(os.fspath(root))):
+            raise DataError(path, f"is inside the input folder {root}",
+                            "write the windows file elsewhere (e.g. data/windows/), or pass "
+                            "--out-inside-data if that is really meant")
     folder = os.path.dirname(os.path.abspath(path))
     try:
         check_writable_folder(folder)
@@ -303,10 +321,26 @@ def check_output(path):
                         "choose a writable output folder with --out") from exc
 
 
+def _inside(path, root):
+    return os.path.commonpath([path, root]) == root
+
+
+def _is_windows_file(path):
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
 def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None,
               window=DEFAULT_LAYOUT.window):
-    if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) or n_windows < 1:
-        raise ValueError(f"n_windows must be a positive integer; got {n_windows!r} "
+    if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) \
+            or n_windows < N_CLASSES:
+        raise ValueError(f"n_windows must be an integer >= {N_CLASSES} (at least one window per "
+                         f"class, or a class would get none); got {n_windows!r} "
                          "(the paper uses 256000 per tree)")
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1 \
             or window % 2 == 0:
@@ -329,7 +363,8 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
                     grey=False,
                     scheduler=None, n_workers=None, on_error="skip", margin=None,
                     compression="gzip", compression_opts=1, chunk_rows=CHUNK_ROWS, progress=True,
-                    data_root=None, labels_root=None, images_per_task=None):
+                    data_root=None, labels_root=None, images_per_task=None,
+                    out_inside_data=False):
     """Sample class-balanced windows from labelled faces into a windows file.
 
     Parameters
@@ -366,7 +401,8 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     progress : bool
         Progress lines (images done, rate, ETA) on stderr.
     data_root, labels_root : path, optional
-        Recorded in the file's attributes.
+        Recorded in the file's attributes; ``out`` may not lie inside them
+        unless ``out_inside_data``.
     images_per_task : int, optional
         Images per Dask task (default: up to 32, fewer for small splits; a
         pass-2 task also holds at most ~4096 windows unless one image has
@@ -392,7 +428,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     records = list(records)
     if not records:
         raise DataError(data_root, "no images to extract from", "give a folder of labelled faces")
-    check_output(out)
+    check_output(out, (data_root, labels_root), out_inside_data)
     t0 = time.perf_counter()
 
     counts = np.zeros((len(records), N_CLASSES), np.int64)
@@ -438,42 +474,46 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
     sums = np.zeros(layout.n_features, np.int64)
     sumsq = np.zeros(layout.n_features, np.int64)
-    with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
-                       chunk_rows=chunk_rows, layout=layout) as writer, \
-            ThreadPoolExecutor(n_threads) as pool:
-        sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
-                                            4 * writer.chunk_rows, pool))
-        bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
-        try:
-            for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
-                                                  args=(margin, layout.window, grey),
-                                                  scheduler=scheduler, n_workers=n_workers,
-                                                  progress=False):
-                if s1 is not None:
-                    sums += s1
-                    sumsq += s2
-                for k, res in enumerate(results, start=groups[g][0]):
-                    sink.add(k, res)
-                bar.update(len(results))
-        finally:
-            bar.close()
-            sink.stop()
-        sink.close()
-        mean, std = finish_stats(sums, sumsq, n_windows)
-        class_counts = alloc.sum(axis=0)
-        factors = sampling_factors(class_counts, pixel_counts)
-        writer.set_strings("sources", [records[j].name for j in used])
-        writer.set_strings("skipped", [str(e[0]) for e in skipped])
-        writer.set_attrs(
-            class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
-            sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
-            seed=int(seed), n_windows=int(n_windows), margin=int(margin),
-            std_kind="population (divide by N); 0 replaced by 1",
-            data_root=os.path.abspath(data_root) if data_root is not None else "",
-            labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
-            compression=str(compression), n_images=int(used.size),
-        )
-        writer.finish()
+    try:
+        with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
+                           chunk_rows=chunk_rows, layout=layout) as writer, \
+                ThreadPoolExecutor(n_threads) as pool:
+            sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
+                                                4 * writer.chunk_rows, pool))
+            bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
+            try:
+                for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
+                                                      args=(margin, layout.window, grey),
+                                                      scheduler=scheduler, n_workers=n_workers,
+                                                      progress=False):
+                    if s1 is not None:
+                        sums += s1
+                        sumsq += s2
+                    for k, res in enumerate(results, start=groups[g][0]):
+                        sink.add(k, res)
+                    bar.update(len(results))
+            finally:
+                bar.close()
+                sink.stop()
+            sink.close()
+            mean, std = finish_stats(sums, sumsq, n_windows)
+            class_counts = alloc.sum(axis=0)
+            factors = sampling_factors(class_counts, pixel_counts)
+            writer.set_strings("sources", [records[j].name for j in used])
+            writer.set_strings("skipped", [str(e[0]) for e in skipped])
+            writer.set_attrs(
+                class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
+                sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
+                seed=int(seed), n_windows=int(n_windows), margin=int(margin),
+                std_kind="population (divide by N); 0 replaced by 1",
+                data_root=os.path.abspath(data_root) if data_root is not None else "",
+                labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
+                compression=str(compression), n_images=int(used.size),
+            )
+            writer.finish()
+    except OSError as exc:  # e.g. the disk filled up: the partial file is removed
+        raise DataError(out, f"cannot write the windows file ({exc.strerror or exc})",
+                        "free some disk space or choose another --out") from exc
     t2 = time.perf_counter()
     meta = read_windows_meta(out)
     return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),

@@ -230,7 +230,7 @@ def _grey_loader(monkeypatch, grey_names=None):
     """Make the extraction see grey images ((H, W) arrays), all or those named."""
     real = ex.load_face
 
-    def load(record):
+    def load(record, grey=False):
         image, label = real(record)
         if grey_names is None or record.name in grey_names:
             image = image[:, :, 1].copy()
@@ -328,7 +328,7 @@ def test_missing_class_is_an_error(tmp_path):
 def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
     root = _faces(tmp_path / "data", n=3)
 
-    def boom(item, margin, window):
+    def boom(item, margin, window, grey=False):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ex, "cut_task", boom)
@@ -337,14 +337,14 @@ def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
 
-def test_write_error_propagates_and_leaves_no_file(tmp_path, monkeypatch):
+def test_write_error_is_one_data_error_and_leaves_no_file(tmp_path, monkeypatch):
     root = _faces(tmp_path / "data", n=3)
 
     def broken(self, *a, **k):
         raise OSError("disk full")
 
     monkeypatch.setattr(windows_writer.WindowsWriter, "write", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(DataError, match="cannot write the windows file .disk full"):
         ex.extract_windows(find_faces(root), tmp_path / "w.h5", 16, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
@@ -364,7 +364,7 @@ def test_filter_records_exclude_and_labeller_report(tmp_path):
 
 def test_parameter_validation(tmp_path):
     recs = find_faces(_faces(tmp_path / "data", n=1))
-    for kw, msg in [({"n_windows": 0}, "n_windows must be a positive integer; got 0"),
+    for kw, msg in [({"n_windows": 0}, r"n_windows must be an integer >= 8 \(at least one window per class.*got 0"),
                     ({"seed": -1}, "seed must be a non-negative integer"),
                     ({"on_error": "ignore"}, "on_error must be 'skip' or 'fail'"),
                     ({"compression": "zstd"}, "compression must be"),

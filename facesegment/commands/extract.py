@@ -47,6 +47,13 @@ RGB photos grey the same way).
 
 
 
+def _windows_count(text):
+    """argparse type: at least one window per class (8)."""
+    from ._common import _int_at_least
+
+    return _int_at_least(text, 8, "an integer >= 8 (at least one window per class)")
+
+
 def _odd_window(text):
     import argparse
 
@@ -66,7 +73,7 @@ def add_arguments(p):
                    help="folder of labelled faces, or a dataset root with train/ (then train/ is used)")
     p.add_argument("--out", "-o", required=True, metavar="FILE.h5",
                    help="output windows file, e.g. data/windows/train.h5 (replaced atomically if it exists)")
-    p.add_argument("--windows", "-n", type=positive_int, default=64000, metavar="N",
+    p.add_argument("--windows", "-n", type=_windows_count, default=64000, metavar="N",
                    help="total number of windows, N/8 per class (default 64000; the paper uses 256000 per tree)")
     p.add_argument("--seed", type=nonneg_int, default=0,
                    help="random seed of the sampling (default 0); same seed and data -> identical file")
@@ -95,6 +102,9 @@ def add_arguments(p):
                    help="local worker threads (default: all cores)")
     p.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
                    help="HDF5 compression of the windows (default gzip level 1: fastest and smallest measured)")
+    p.add_argument("--out-inside-data", action="store_true",
+                   help="allow --out inside DATA_DIR or the --labels tree (refused by default: "
+                        "a file written there could be taken for data)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 
@@ -205,7 +215,9 @@ def run(args):
     from ..classes import CLASS_NAMES
     from ..extract import check_output, extract_windows
 
-    check_output(args.out)  # before any work
+    # before any work: never replace a file that is not a windows file, never
+    # write into the labelled data unless asked
+    check_output(args.out, (args.data_dir, args.labels), args.out_inside_data)
     root, recs = _records(args)
     res = extract_windows(
         recs, args.out, n_windows=args.windows, seed=args.seed, window=args.window,
@@ -214,6 +226,7 @@ def run(args):
         compression=None if args.compression == "none" else args.compression,
         compression_opts=1 if args.compression == "gzip" else None,
         progress=not args.quiet, data_root=root, labels_root=args.labels,
+        out_inside_data=args.out_inside_data,
     )
     m = res.meta
     dt = res.seconds["total"]
