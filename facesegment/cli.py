@@ -75,7 +75,7 @@ def main(argv=None):
     closed standard output (``| head``) ends the command quietly (status 141),
     as Python's documentation on SIGPIPE recommends.
     """
-    with _sigterm_raises():
+    with sigterm_raises():
         try:
             try:
                 status = _run(argv)
@@ -121,7 +121,7 @@ def _run(argv):
 
 
 @contextlib.contextmanager
-def _sigterm_raises():
+def sigterm_raises():
     """While the command runs, SIGTERM raises :class:`Terminated` in the main
     thread (once: a repeated SIGTERM during the clean-up is ignored).  The
     previous handler is restored afterwards.  Outside the main thread (an

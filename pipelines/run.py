@@ -20,7 +20,8 @@ import time
 
 import dask
 
-from facesegment.errors import DataError, FaceSegmentError
+from facesegment.cli import sigterm_raises
+from facesegment.errors import DataError, FaceSegmentError, Terminated
 
 from . import STAGES
 from .config import load_config, section_hash
@@ -162,6 +163,11 @@ def main(argv=None, log=None):
                          + ", ".join(sorted({s.split(':')[0] for s in names}))
                          + " or a single stage such as train:co2")
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    with sigterm_raises():  # SIGTERM (a job scheduler) unwinds like Ctrl-C
+        return _run(args, log)
+
+
+def _run(args, log):
     try:
         cfg = load_config(args.config, args.preset, data=args.data, labels=args.labels,
                           name=args.name)
@@ -183,6 +189,9 @@ def main(argv=None, log=None):
     except FaceSegmentError as exc:
         print(f"pipeline: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("pipeline: terminated (SIGTERM); finished stages were kept", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("pipeline: interrupted; finished stages were kept", file=sys.stderr)
         return 130

@@ -660,3 +660,23 @@ def test_config_defaults_live_in_config_toml_only(tmp_path):
     assert cfg["select"] == base["select"] and cfg["forest.co2"] == base["forest.co2"]
     assert all(callable(v) for table in SCHEMA.values() for v in table.values())
     assert all(k in base[s] for s, table in SCHEMA.items() for k in table)
+
+
+def test_pipeline_sigterm_unwinds_like_ctrl_c():
+    """`make all` under a job scheduler: SIGTERM is one line and exit 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, time\n"
+            "import pipelines.run as r\n"
+            "r.load_config = lambda *a, **k: (print('started', flush=True), time.sleep(60))\n"
+            "sys.exit(r.main(['data']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err
