@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "walkthrough.ipynb"
 
 
-def execute_notebook(src=NOTEBOOK, dst=None, env=None, timeout=600):
+def execute_notebook(src=NOTEBOOK, dst=None, env=None, timeout=600, cwd=None):
     """Run ``src`` in a fresh ``python3`` kernel (this interpreter's ipykernel)
-    with ``env`` added to the environment; write the result to ``dst``
-    (atomically) when given; return the executed notebook."""
+    with ``env`` added to the environment, in the folder ``cwd`` (default: the
+    notebook's); write the result to ``dst`` (atomically) when given; return
+    the executed notebook."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -28,7 +29,7 @@ def execute_notebook(src=NOTEBOOK, dst=None, env=None, timeout=600):
     os.environ.update({k: str(v) for k, v in (env or {}).items()})
     try:
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(Path(src).parent)}})
+                                resources={"metadata": {"path": str(cwd or Path(src).parent)}})
         client.execute()
     finally:
         for k, v in old.items():

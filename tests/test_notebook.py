@@ -35,13 +35,18 @@ def test_notebook_runs_top_to_bottom(tiny_model):
     from pipelines.notebook import NOTEBOOK, execute_notebook
 
     model, test, tmp = tiny_model
+    elsewhere = tmp / "elsewhere"  # the notebook runs from any working directory
+    elsewhere.mkdir()
     nb = execute_notebook(NOTEBOOK, tmp / "out.ipynb", {
         "FACESEGMENT_MODEL": model, "FACESEGMENT_TEST": test,
-        "FACESEGMENT_RUN": tmp / "no-run", "FACESEGMENT_N_FACES": 2})
+        "FACESEGMENT_RUN": tmp / "no-run", "FACESEGMENT_N_FACES": 2}, cwd=elsewhere)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs)
     assert "kind: axis; 2 trees" in text
+    from pipelines.notebook import ROOT
+
+    assert f"repository: {ROOT}" in text
     assert "alpha = 0.5" in text
     assert "does not exist yet" in text            # no run folder: says how to make one
     images = [o for o in outputs if "image/png" in o.get("data", {})]
