@@ -16,7 +16,6 @@ train (alpha), evaluate and figures stages all score through it.
 :func:`time_inference` measures ``predict_image`` per image.
 """
 
-import math
 import time
 
 import numpy as np
@@ -37,14 +36,9 @@ def _int(value, name, low, upper=None, what=""):
 
 
 def _alpha(value, name="alphas"):
-    try:
-        a = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must hold numbers, got {value!r}") from None
-    if not math.isfinite(a) or a < 0:
-        raise ValueError(f"{name}: alpha={value!r} must be finite and >= 0 "
-                         "(1 = the paper's full prior reweighting, 0 = none)")
-    return a
+    from .dense._checks import check_alpha
+
+    return check_alpha(value, name)
 
 
 def _alphas(alphas, per_image_alpha):

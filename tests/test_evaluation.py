@@ -118,7 +118,7 @@ def test_best_and_chosen_alpha(model, faces):
     ({"tree_counts": [0]}, ValueError, ["tree_counts=0", "4 trees"]),
     ({"tree_counts": [2.5]}, TypeError, ["tree_counts", "2.5"]),
     ({"alphas": []}, ValueError, ["alphas is empty"]),
-    ({"alphas": [-1]}, ValueError, ["alpha=-1", ">= 0"]),
+    ({"alphas": [-1]}, ValueError, ["alphas=-1", ">= 0"]),
     ({"alphas": 0.5}, TypeError, ["alphas must be a list"]),
     ({"mode": "loose"}, ValueError, ["mode='loose'", "strict"]),
     ({"pixel_stride": 0}, ValueError, ["pixel_stride=0", ">= 1"]),

@@ -156,13 +156,18 @@ class MaxFeatures(Constraint):
                 if 0.0 < e <= 1.0:
                     return s
             raise ValueError(self.description)
-        if _is_int(value):
-            if value < 1:
-                raise ValueError(self.description)
-            return int(value)
-        if _is_real(value) and 0.0 < value <= 1.0:
-            return float(value)
-        raise ValueError(self.description)
+        return _count_or_fraction(value, self.description)
+
+
+def _count_or_fraction(value, description):
+    """An int >= 1 or a fraction in (0, 1] (MaxFeatures and MaxSamples)."""
+    if _is_int(value):
+        if value < 1:
+            raise ValueError(description)
+        return int(value)
+    if _is_real(value) and 0.0 < value <= 1.0:
+        return float(value)
+    raise ValueError(description)
 
 
 class MaxSamples(Constraint):
@@ -171,15 +176,7 @@ class MaxSamples(Constraint):
     description = "None (the pool size), an int >= 1 or a fraction in (0, 1]"
 
     def normalise(self, value):
-        if value is None:
-            return None
-        if _is_int(value):
-            if value < 1:
-                raise ValueError(self.description)
-            return int(value)
-        if _is_real(value) and 0.0 < value <= 1.0:
-            return float(value)
-        raise ValueError(self.description)
+        return None if value is None else _count_or_fraction(value, self.description)
 
 
 class NJobs(Constraint):
@@ -258,6 +255,22 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "weight_dtype": Options("float32", "float16"),
         "init": Options("axis", "best"),
         "n_pairs": Integer(1),
+    }),
+    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "RandomFernsForest": MappingProxyType({
+        **{k: _COMMON[k] for k in ("n_estimators", "max_samples", "bootstrap",
+                                   "random_state", "n_jobs", "scheduler", "verbose")},
+        "depth": Integer(1),
+        "test": Options("axis", "two-probe"),
+        "prior": Real(0),
+    }),
+    "RotationForest": MappingProxyType({
+        **_COMMON,
+        "n_features_per_subset": Integer(1),
+        "max_rotated_features": MaxFeatures(),
+        "subsets": Options("random", "consecutive"),
+        "pca_sample_fraction": Real(0, 1, low_open=True),
+        "max_features": MaxFeatures(),
     }),
 })
 
