@@ -375,3 +375,101 @@ def naive_jaccard(conf):
         if tp + fp + fn > 0:
             out[c] = 100.0 * tp / (tp + fp + fn)
     return out
+
+
+# ------------------------------------------ forest: extra-trees, ferns, rotation
+# References for facesegment/forest/_extra_kernels.py, _fern_kernels.py and
+# _rotation_kernels.py (and the drivers in extra/ferns/rotation.py).
+
+
+def naive_random_cut(lo, hi, u, integer):
+    """Extra-trees cut for ``lo < hi``: ``c + 0.5`` with ``c = lo + floor(u (hi - lo))``
+    (integer data), else float32 ``lo + u (hi - lo)`` (``lo`` if it rounds to ``hi``)."""
+    if integer:
+        c = int(lo) + min(int(u * (int(hi) - int(lo))), int(hi) - int(lo) - 1)
+        return np.float32(c + 0.5)
+    t = np.float32(float(lo) + u * (float(hi) - float(lo)))
+    return np.float32(lo) if t >= np.float32(hi) else t
+
+
+def naive_extra_split(X, y, idx, perm, rng, q, n_classes, min_leaf=1):
+    """Reference of ``random_axis_split``: the same draws from ``rng``, one candidate
+    at a time.  Returns ``((feature, threshold, gain), perm after the draws)``."""
+    perm = list(perm)
+    p = len(perm)
+    labels = y[idx]
+    best = (-1, 0.0, -1.0)
+    found = start = 0
+    while found < q and start < p:
+        k = min(q - found, p - start)
+        u_feat, u_thr = rng.random(k), rng.random(k)
+        for j in range(k):
+            pos = start + j
+            r = pos + min(int(u_feat[j] * (p - pos)), p - pos - 1)
+            perm[pos], perm[r] = perm[r], perm[pos]
+            f = perm[pos]
+            vals = X[idx, f]
+            if vals.min() == vals.max():
+                continue
+            found += 1
+            t = naive_random_cut(vals.min(), vals.max(), u_thr[j], X.dtype == np.uint8)
+            left = vals.astype(np.float32) <= t
+            if left.sum() < min_leaf or (~left).sum() < min_leaf:
+                continue
+            g = naive_gain(labels, left, n_classes)
+            if g > best[2] + 1e-12:
+                best = (int(f), float(t), g)
+        start += k
+    return best, np.array(perm)
+
+
+def naive_quantile_cut(values, u):
+    """Fern threshold: midpoint between the value of rank ``floor(u m)`` and the next
+    larger value present (the previous smaller one at the maximum); ``(ok, t)``."""
+    values = np.asarray(values, np.float32)
+    v = np.sort(values)[min(int(u * len(values)), len(values) - 1)]
+    above, below = values[values > v], values[values < v]
+    if above.size:
+        return True, naive_midpoint(v, above.min())
+    if below.size:
+        return True, naive_midpoint(below.max(), v)
+    return False, np.float32(v)
+
+
+def naive_fern_counts(X, y, idx, fa, fb, thr, n_classes):
+    """Class counts of every node of a fern (complete tree, breadth first), by
+    following each sample's bits: the node after bits b_1..b_l is
+    ``2^l - 1 + int(b_1..b_l)`` (bit 1 = right)."""
+    d = len(fa)
+    counts = np.zeros((2 ** (d + 1) - 1, n_classes), np.int64)
+    for i in idx:
+        x = X[i].astype(np.float32)
+        code = 0
+        counts[0, y[i]] += 1
+        for lev in range(d):
+            v = x[fa[lev]] - (x[fb[lev]] if fb[lev] >= 0 else 0)
+            code = 2 * code + int(not v <= thr[lev])
+            counts[2 ** (lev + 1) - 1 + code, y[i]] += 1
+    return counts
+
+
+def naive_pca_axes(Z):
+    """Principal axes (columns, by decreasing variance) of the rows of ``Z`` by SVD of
+    the centred data, each signed so that its largest-magnitude entry is positive."""
+    Z = np.asarray(Z, np.float64)
+    _, _, vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=True)
+    axes = vt.T
+    for j in range(axes.shape[1]):
+        if axes[np.argmax(np.abs(axes[:, j])), j] < 0:
+            axes[:, j] = -axes[:, j]
+    return axes
+
+
+def naive_rotate(X, idx, feats, w):
+    """Rotated features ``Z[i, k] = sum_j w[k, j] x[feats[k, j]]`` (float64; -1 pads)."""
+    Z = np.zeros((len(idx), len(feats)))
+    for k, (fk, wk) in enumerate(zip(feats, w)):
+        for f, wj in zip(fk, wk):
+            if f >= 0:
+                Z[:, k] += float(wj) * X[idx, f].astype(np.float64)
+    return Z

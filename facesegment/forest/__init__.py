@@ -15,10 +15,14 @@ from .estimators import AxisAlignedForest, CO2Forest, TwoProbeForest, feature_st
 from .params import (PARAMETER_CONSTRAINTS, InvalidParameterError, resolve_max_features,
                      validate_params)
 from .twoprobe import best_pair_split
+from .extra import ExtraTreesForest
+from .ferns import RandomFernsForest
+from .rotation import RotationForest
 
 __all__ = [
     "AxisAlignedForest", "TwoProbeForest", "CO2Forest", "BaseForest", "ForestArrays",
     "FOREST_ARRAY_NAMES", "best_axis_split", "best_pair_split", "feature_stats",
     "PARAMETER_CONSTRAINTS", "InvalidParameterError", "validate_params",
     "resolve_max_features",
+    "ExtraTreesForest", "RandomFernsForest", "RotationForest",
 ]

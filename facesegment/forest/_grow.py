@@ -6,10 +6,17 @@ numbered in breadth-first order and all random draws come from one generator
 per tree, consumed in that order, so truncating a tree at depth d gives exactly
 the tree grown with ``max_depth=d`` from the same seed.
 
+Split families: ``"axis"``, ``"two-probe"``, ``"co2"`` and ``"extra"``
+(extremely randomized cuts, :mod:`facesegment.forest._extra_kernels`) are
+grown here; ``"ferns"`` and ``"rotation"`` have their own tree functions
+(:data:`OWN_GROWERS`), which reuse :func:`draw_tree_samples` and, for
+rotation, :func:`grow_tree` itself.
+
 :func:`fit_tree_task` is the top-level (picklable) task that the estimators hand
 to :func:`facesegment.parallel.map_tasks`, locally or on a Dask cluster.
 """
 
+import importlib
 import time
 from collections import deque
 
@@ -17,11 +24,17 @@ import numpy as np
 from numba import njit
 
 from ._criteria import class_counts, sorted_gain_of_values
+from ._extra_kernels import random_axis_split
 from ._predict import oblique_values, partition
 from .axis import best_axis_split
 from .twoprobe import best_pair_split, sample_pairs
 
-FAMILIES = ("axis", "two-probe", "co2")
+FAMILIES = ("axis", "two-probe", "co2", "extra", "ferns", "rotation")
+
+#: Families whose trees are built by a function of their own module:
+#: ``{family: (module of facesegment.forest, function)}``, imported when first used
+#: (the modules import this one).  Same signature as :func:`grow_tree`.
+OWN_GROWERS = {"ferns": ("ferns", "grow_fern"), "rotation": ("rotation", "grow_rotation_tree")}
 
 
 #: Largest total weight accepted with bootstrap=False (each unit is one row copy;
@@ -135,7 +148,7 @@ def grow_tree(X, y, n_classes, spec, seed):
     y : ndarray int32, shape (n,)
     n_classes : int
     spec : dict
-        ``family`` ("axis", "two-probe", "co2"), ``max_depth`` (-1: none),
+        ``family`` ("axis", "two-probe", "co2", "extra"), ``max_depth`` (-1: none),
         ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
         optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
@@ -201,6 +214,9 @@ def grow_tree(X, y, n_classes, spec, seed):
         if family == "two-probe":
             fa, fb = sample_pairs(rng, p, spec["n_pairs"])
             f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
+        elif family == "extra":
+            f, thr, gain = random_axis_split(X, y, seg, perm, rng, spec["max_features"],
+                                             n_classes, min_leaf)
         else:
             feats = _draw_features(rng, perm, spec["max_features"])
             t0 = time.perf_counter()
@@ -284,6 +300,11 @@ def _frequencies(counts, n_classes):
 
 
 def fit_tree_task(item, X, y, n_classes, spec):
-    """Top-level task: ``item = (tree_index, seed)``; returns :func:`grow_tree`'s dict."""
+    """Top-level task: ``item = (tree_index, seed)``; returns :func:`grow_tree`'s dict
+    (or that of the family's own tree function, :data:`OWN_GROWERS`)."""
     _, seed = item
+    own = OWN_GROWERS.get(spec["family"])
+    if own is not None:
+        module = importlib.import_module(f".{own[0]}", __package__)
+        return getattr(module, own[1])(X, y, n_classes, spec, seed)
     return grow_tree(X, y, n_classes, spec, seed)

@@ -66,9 +66,9 @@ class ForestKind:
     @property
     def estimator_class(self):
         """The estimator class (imported lazily from :mod:`facesegment.forest`)."""
-        from . import estimators
+        import importlib
 
-        return getattr(estimators, self.estimator)
+        return getattr(importlib.import_module("facesegment.forest"), self.estimator)
 
     def make(self, **params):
         """An unfitted estimator of this kind: ``fixed`` parameters plus ``params``.

@@ -1,0 +1,189 @@
+"""Extremely randomized splits (Geurts et al. 2006): Numba kernel and node driver.
+
+At a node, K = ``max_features`` features are drawn without replacement among
+those that are *not constant* on the node's samples (Geurts' rule: a constant
+feature is skipped and another one drawn, until K are found or every feature
+was looked at).  Each gets one random cut drawn uniformly between the node's
+minimum and maximum of that feature, and the candidate with the best
+information gain is kept (the first one on ties).  Candidates leaving fewer
+than ``min_samples_leaf`` samples on a side count as drawn but are not kept
+(as scikit-learn's ``ExtraTreesClassifier``).
+
+Thresholds follow the conventions of the other axis kernels
+(``float32(x[f]) <= t`` goes left, ``t`` stored as float32):
+
+* **uint8 features:** an integer cut ``c`` uniform in ``{min, ..., max - 1}``,
+  stored as ``t = c + 0.5`` (like the midpoints ``x[f] <= 100.5`` of
+  :mod:`facesegment.forest.axis`; the dense kernels compare ``x <= floor(t)``
+  = ``x <= c``).  A continuous cut uniform in ``[min, max)`` gives exactly
+  this distribution of partitions.
+* **float features:** ``t = float32(min + u (max - min))``, with ``u`` uniform
+  in [0, 1); if rounding lands on ``max`` the cut becomes ``min``.
+
+Either way ``min <= t < max``: the sample(s) holding the minimum go left and
+those holding the maximum go right, so every candidate separates the node.
+
+Kernel: :func:`extra_candidates` (a batch of candidates, rows read once per
+pass, feature by feature inside a row).  Driver: :func:`random_axis_split`
+(draws the batches from the tree's generator).
+"""
+
+import numpy as np
+from numba import njit
+
+from ._criteria import class_counts, xlogx_table
+
+
+@njit(cache=True, nogil=True)
+def _draw_batch(perm, start, u_feat):
+    """Partial Fisher-Yates from position ``start``: the next ``len(u_feat)``
+    features of the permutation ``perm`` (int64 (p,), modified in place)."""
+    p = perm.shape[0]
+    k = u_feat.shape[0]
+    feats = np.empty(k, dtype=np.int64)
+    for j in range(k):
+        pos = start + j
+        r = pos + min(int(u_feat[j] * (p - pos)), p - pos - 1)
+        tmp = perm[pos]
+        perm[pos] = perm[r]
+        perm[r] = tmp
+        feats[j] = perm[pos]
+    return feats
+
+
+@njit(cache=True, nogil=True)
+def random_cut(lo, hi, u, integer):
+    """float32 threshold ``t`` with ``lo <= t < hi`` (``lo < hi``) for a uniform ``u``:
+    ``c + 0.5`` with an integer cut ``c`` in ``lo..hi-1`` when ``integer``,
+    else ``float32(lo + u (hi - lo))`` (``lo`` if that rounds up to ``hi``)."""
+    if integer:
+        span = int(hi - lo)
+        c = int(lo) + min(int(u * span), span - 1)
+        return np.float32(c) + np.float32(0.5)
+    t = np.float32(np.float64(lo) + u * (np.float64(hi) - np.float64(lo)))
+    if t >= np.float32(hi):
+        t = np.float32(lo)
+    return t
+
+
+@njit(cache=True, nogil=True)
+def extra_candidates(X, y, idx, feats, u_thr, integer, tot, flog, min_leaf,
+                     best_f, best_t, best_gain):
+    """Score one random cut per feature of ``feats`` on the samples ``idx``.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p); y : int32 (n,); idx : int64 (m,)
+    feats : int64 (k,) candidate features, in draw order
+    u_thr : float64 (k,) uniforms in [0, 1), one per candidate (its cut)
+    integer : bool, integer cuts ``c + 0.5`` (uint8 data)
+    tot : int64 (n_classes,) class counts of the node; flog : ``k log k`` table (m + 1,)
+    min_leaf : minimum samples on each side
+    best_f, best_t, best_gain : the best so far (-1, 0, -1.0 at the start)
+
+    Returns
+    -------
+    (n_nonconstant, best_f, best_t, best_gain): how many candidates were not
+    constant on the node, and the best split after this batch (strictly
+    better gains replace it, so the first best candidate wins).
+    """
+    m = idx.shape[0]
+    k = feats.shape[0]
+    n_classes = tot.shape[0]
+    lo = np.empty(k, dtype=X.dtype)
+    hi = np.empty(k, dtype=X.dtype)
+    first = X[idx[0]]
+    for j in range(k):
+        lo[j] = first[feats[j]]
+        hi[j] = first[feats[j]]
+    for i in range(1, m):  # pass 1: min and max, each row read once
+        row = X[idx[i]]
+        for j in range(k):
+            v = row[feats[j]]
+            if v < lo[j]:
+                lo[j] = v
+            elif v > hi[j]:
+                hi[j] = v
+    thr = np.empty(k, dtype=np.float32)
+    n_ok = 0
+    for j in range(k):
+        if lo[j] < hi[j]:
+            thr[j] = random_cut(lo[j], hi[j], u_thr[j], integer)
+            n_ok += 1
+    if n_ok == 0:
+        return 0, best_f, best_t, best_gain
+    left = np.zeros((k, n_classes), dtype=np.int64)
+    for i in range(m):  # pass 2: class counts on the left of every cut
+        row = X[idx[i]]
+        c = y[idx[i]]
+        for j in range(k):
+            if lo[j] < hi[j] and np.float32(row[feats[j]]) <= thr[j]:
+                left[j, c] += 1
+    s_tot = 0.0
+    for c in range(n_classes):
+        s_tot += flog[tot[c]]
+    parent = flog[m] - s_tot
+    for j in range(k):
+        if not lo[j] < hi[j]:
+            continue
+        nl = 0
+        s_l = 0.0
+        s_r = 0.0
+        for c in range(n_classes):
+            nl += left[j, c]
+            s_l += flog[left[j, c]]
+            s_r += flog[tot[c] - left[j, c]]
+        nr = m - nl
+        if nl < min_leaf or nr < min_leaf:
+            continue
+        gain = (parent - (flog[nl] - s_l) - (flog[nr] - s_r)) / m
+        if gain > best_gain:
+            best_gain = gain
+            best_f = feats[j]
+            best_t = thr[j]
+    return n_ok, best_f, best_t, best_gain
+
+
+@njit(cache=True, nogil=True)
+def _extra_batch(X, y, idx, perm, start, u, integer, n_classes, min_leaf,
+                 best_f, best_t, best_gain):
+    """One batch in one call: ``k = len(u) // 2`` features drawn with ``u[:k]``
+    from position ``start`` of ``perm``, cut with ``u[k:]``, scored."""
+    k = u.shape[0] // 2
+    feats = _draw_batch(perm, start, u[:k])
+    tot = class_counts(y, idx, n_classes)
+    flog = xlogx_table(idx.shape[0])
+    return extra_candidates(X, y, idx, feats, u[k:], integer, tot, flog, min_leaf,
+                            best_f, best_t, best_gain)
+
+
+def random_axis_split(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
+    """The extremely randomized split ``x[f] <= t`` of the node's samples ``idx``.
+
+    Candidates are drawn in batches from ``rng`` (the tree's generator): a
+    batch of ``k = K - found`` features (``K = q``) continues a partial
+    Fisher-Yates shuffle of ``perm`` (int64 (p,), the tree's reusable
+    permutation) with ``k`` uniforms, then ``k`` more uniforms give their cuts
+    (``rng.random(2 k)``); batches go on until ``q`` non-constant features
+    were scored or all ``p`` features were drawn.  Deterministic given the
+    generator's state.
+
+    Returns ``(feature, threshold, gain)`` as :func:`facesegment.forest.axis.
+    best_axis_split` does: feature -1 and gain -1.0 when no candidate splits
+    the node with ``min_samples_leaf`` samples on each side.
+    """
+    p = perm.shape[0]
+    integer = X.dtype == np.uint8
+    best_f, best_t, best_gain = -1, np.float32(0.0), -1.0
+    found = start = 0
+    while found < q and start < p:
+        k = min(q - found, p - start)
+        n_ok, best_f, best_t, best_gain = _extra_batch(
+            X, y, idx, perm, start, rng.random(2 * k), integer, n_classes,
+            min_samples_leaf, best_f, best_t, best_gain)
+        found += n_ok
+        start += k
+    return int(best_f), float(best_t), float(best_gain)
+
+
+__all__ = ["random_axis_split", "extra_candidates", "random_cut"]

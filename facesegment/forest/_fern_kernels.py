@@ -1,0 +1,84 @@
+"""Random ferns (Özuysal et al.): Numba kernels over plain arrays.
+
+A fern of depth d is stored as a complete binary tree in breadth-first order:
+node ``i`` has children ``2 i + 1`` and ``2 i + 2`` and depth
+``floor(log2(i + 1))``, and every node of depth ``l`` carries the fern's test
+``l``.  A test is ``value(x) <= t`` with ``value`` = ``float32(x[a])`` (axis)
+or ``float32(x[a]) - float32(x[b])`` (two-probe, ``b >= 0``), exactly as the
+prediction and dense-inference kernels evaluate it.
+"""
+
+import numpy as np
+from numba import njit
+
+from ._criteria import midpoint_threshold
+
+
+@njit(cache=True, nogil=True)
+def fern_test_values(X, idx, a, b):
+    """float32 (m,) values of the test on the samples ``idx``: ``x[a]`` or
+    ``x[a] - x[b]`` (when ``b >= 0``), in float32."""
+    m = idx.shape[0]
+    out = np.empty(m, dtype=np.float32)
+    for i in range(m):
+        row = X[idx[i]]
+        v = np.float32(row[a])
+        if b >= 0:
+            v = v - np.float32(row[b])
+        out[i] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def quantile_cut(values, u):
+    """A threshold at a random quantile of ``values`` (float32 (m,), m >= 1).
+
+    ``v`` is the value of rank ``floor(u m)`` (``u`` uniform in [0, 1)); the
+    threshold is the midpoint between ``v`` and the next larger value present
+    (the previous smaller one when ``v`` is the maximum), so samples fall on
+    both sides.  Returns ``(ok, t)``; ``ok`` is False when the values are all
+    equal (``t`` is then that value: every sample goes left).
+    """
+    m = values.shape[0]
+    k = min(int(u * m), m - 1)
+    v = np.partition(values, k)[k]
+    above = np.inf
+    below = -np.inf
+    for i in range(m):
+        x = values[i]
+        if x > v and x < above:
+            above = x
+        elif x < v and x > below:
+            below = x
+    if above < np.inf:
+        return True, midpoint_threshold(v, above)
+    if below > -np.inf:
+        return True, midpoint_threshold(below, v)
+    return False, np.float32(v)
+
+
+@njit(cache=True, nogil=True)
+def fern_counts(X, y, idx, fa, fb, thr, n_classes):
+    """Class counts of every node of a fern, int64 (2^(d+1) - 1, n_classes).
+
+    ``fa``, ``fb`` (int64 (d,)) and ``thr`` (float32 (d,)) are the tests of
+    levels 0..d-1 (``fb[l] < 0``: axis test).  Each sample of ``idx`` is
+    counted at the root and at the node it reaches on every level.
+    """
+    d = fa.shape[0]
+    counts = np.zeros((2 ** (d + 1) - 1, n_classes), dtype=np.int64)
+    for i in range(idx.shape[0]):
+        row = X[idx[i]]
+        c = y[idx[i]]
+        node = 0
+        counts[0, c] += 1
+        for lev in range(d):
+            v = np.float32(row[fa[lev]])
+            if fb[lev] >= 0:
+                v = v - np.float32(row[fb[lev]])
+            node = 2 * node + 1 if v <= thr[lev] else 2 * node + 2
+            counts[node, c] += 1
+    return counts
+
+
+__all__ = ["fern_test_values", "quantile_cut", "fern_counts"]

@@ -1,0 +1,280 @@
+"""Rotation forest (Rodríguez, Kuncheva & Alonso 2006): :class:`RotationForest`.
+
+Each tree gets its own rotation of the feature space and is an ordinary
+axis-aligned tree (this package's grower, family ``"axis"``) grown on the
+rotated features:
+
+1. the tree draws its samples (by default all of them, ``bootstrap=False``,
+   as in the paper: the diversity comes from the rotations);
+2. its features (all p, or ``max_rotated_features`` of them) are split into
+   disjoint subsets of M = ``n_features_per_subset`` features: random
+   subsets (``subsets="random"``, the paper) or blocks of M consecutive
+   features (``subsets="consecutive"``: with M = 3 on RGB windows, the three
+   channels of one pixel, i.e. a colour rotation per pixel);
+3. for each subset, a non-empty random subset of the classes is chosen (each
+   class with probability 1/2), a bootstrap sample of ``pca_sample_fraction``
+   (75 %) of the tree's samples of those classes is drawn, and PCA on the
+   subset's features keeps **all** M components (eigenvectors of the
+   covariance, by decreasing variance, each signed so that its largest
+   coefficient is positive);
+4. the components form the block-diagonal rotation R (p x r), and the tree
+   is grown with axis splits on ``Z = X R`` (the r rotated features; the
+   others are not used by this tree).
+
+Storage: a split ``z_k <= t`` on rotated feature k is an oblique node on raw
+features, ``R[:, k] @ x <= t`` (no centring is applied, so there is nothing
+to fold into the threshold), so prediction, the model format and the dense
+kernels read raw inputs.  A component of a one-feature subset (weight 1) is
+stored as an axis node ``x[f] <= t``.  Nodes splitting on the same rotated
+feature **share one weight row**, so a tree stores at most r rows however
+many nodes it has.
+
+Cost.  A weight row is dense: **4 p bytes** (11.5 kB for the 2,883 features of
+a 31x31x3 window, 144 B for satimage's 36), i.e. at most ``4 p r`` bytes per
+tree (the full rotation: 33 MB for a window forest with r = p; about 3.5 MB
+with ``max_rotated_features=300``), against ~68 bytes per node otherwise; and
+dense inference dots each visited oblique node with the window (p
+multiply-adds).  Training holds Z, ``4 m r`` bytes (m samples of the tree) per
+tree in flight.  Keep r small for wide inputs (``max_rotated_features``, e.g.
+``"sqrt"``, ``"p^0.7"`` or a count): every split is on a rotated feature, and
+with M-feature blocks each row has only M non-zero weights, which the
+training kernel exploits (cost m r M) but the stored row does not.
+
+Parameters
+----------
+n_estimators : int, default 16
+n_features_per_subset : int, default 3
+    M, features per rotated subset (1: no rotation, a random forest on the
+    chosen features).
+max_rotated_features : int, float, str or None, default None
+    r, the features each tree rotates and uses: None (all p, the paper), an
+    int, a fraction of p, "sqrt", "log2" or "p^E" (as ``max_features``).
+subsets : {"random", "consecutive"}, default "random"
+    Random disjoint subsets, or random blocks of M consecutive features.
+pca_sample_fraction : float in (0, 1], default 0.75
+    Bootstrap sample per subset's PCA, as a fraction of the tree's samples
+    of the chosen classes.
+max_features : int, float, str, default "all"
+    Rotated features tried at each node of the base tree (of the r): "all"
+    as the paper's C4.5 trees, or "sqrt", "p^E", ... (of r).
+max_depth, min_samples_split, min_samples_leaf, max_samples
+    The base tree's growing rules and samples per tree, as for the other forests.
+bootstrap : bool, default False
+    Each tree's samples drawn with replacement (True) or the whole pool (False).
+random_state, n_jobs, scheduler, verbose
+    As for the other forests (identical trees whatever ``n_jobs``).
+
+Features of very different scales should be standardised first (e.g. a
+``StandardScaler`` in a ``Pipeline``): the PCA works on raw covariances.
+Rotated values are sums of M float32 products; inference sums the same
+products in another order, so a sample within float32 rounding of a
+threshold may take the other branch than in training (as for CO2).
+"""
+
+import time
+
+import numpy as np
+
+from ._grow import draw_tree_samples, grow_tree
+from ._rotation_kernels import rotate_rows, subset_covariance
+from .base import BaseForest
+from .params import resolve_max_features
+
+
+def draw_subsets(rng, p, r, size, mode):
+    """The subsets of one tree: int64 (K, size), -1 padded (the last may be smaller).
+
+    ``"random"``: r features drawn without replacement, split in draw order
+    into subsets of ``size``; ``"consecutive"``: ceil(r / size) random blocks
+    ``[b size, (b + 1) size)`` of the p features (clipped at p).
+    """
+    if mode == "consecutive":
+        n_blocks = -(-p // size)
+        blocks = np.sort(rng.permutation(n_blocks)[:max(1, -(-r // size))])
+        feats = blocks[:, None] * size + np.arange(size)[None, :]
+        return np.where(feats < p, feats, -1).astype(np.int64)
+    chosen = rng.permutation(p)[:r]
+    k = -(-r // size)
+    out = np.full(k * size, -1, dtype=np.int64)
+    out[:r] = chosen
+    return out.reshape(k, size)
+
+
+def pca_components(cov):
+    """All principal axes of a covariance: float64 (k, k), columns by decreasing
+    variance, each signed so that its largest-magnitude coefficient is positive."""
+    vals, vecs = np.linalg.eigh(cov)
+    vecs = vecs[:, np.argsort(-vals, kind="stable")]
+    top = np.argmax(np.abs(vecs), axis=0)
+    sign = np.where(vecs[top, np.arange(vecs.shape[1])] < 0, -1.0, 1.0)
+    return vecs * sign
+
+
+def _class_rows(y_tree, n_classes):
+    """Positions of each class's samples among the tree's samples."""
+    order = np.argsort(y_tree, kind="stable")
+    bounds = np.searchsorted(y_tree[order], np.arange(n_classes + 1))
+    return [order[bounds[c]:bounds[c + 1]] for c in range(n_classes)]
+
+
+def _pca_sample(rng, X, idx, by_class, feats, fraction):
+    """Rows of one subset's PCA: a bootstrap sample of ``fraction`` of the tree's
+    samples of a non-empty random subset of the classes present.
+
+    The candidates are ordered by class, then by their values of ``feats``
+    before the draw, so the sample (hence the rotation) does not depend on the
+    order of the rows of X: repeated rows and integer sample weights give the
+    same forest.
+    """
+    present = [c for c, rows in enumerate(by_class) if rows.size]
+    keep = rng.random(len(present)) < 0.5
+    if not keep.any():
+        keep[int(rng.integers(0, len(present)))] = True
+    rows = []
+    for c, k in zip(present, keep):
+        if k:
+            r = idx[by_class[c]]
+            vals = X[r[:, None], feats[None, :]]
+            rows.append(r[np.lexsort(vals.T[::-1])])
+    rows = np.concatenate(rows)
+    size = max(1, int(round(fraction * rows.shape[0])))
+    return rows[rng.integers(0, rows.shape[0], size=size)]
+
+
+def tree_rotation(X, y, idx, n_classes, spec, rng):
+    """One tree's rotation: ``(feats int64 (r, M), w float32 (r, M))``, rotated
+    feature k being ``sum_j w[k, j] x[feats[k, j]]`` (-1 pads feats)."""
+    p = X.shape[1]
+    size = spec["subset_size"]
+    groups = draw_subsets(rng, p, spec["n_rotated"], size, spec["subsets"])
+    by_class = _class_rows(y[idx], n_classes)
+    feats, weights = [], []
+    for g in groups:
+        g = g[g >= 0]
+        rows = _pca_sample(rng, X, idx, by_class, g, spec["pca_fraction"])
+        comp = pca_components(subset_covariance(X, rows, g))
+        for j in range(g.shape[0]):
+            f = np.full(size, -1, dtype=np.int64)
+            w = np.zeros(size, dtype=np.float32)
+            f[:g.shape[0]] = g
+            w[:g.shape[0]] = comp[:, j]
+            feats.append(f)
+            weights.append(w)
+    return np.array(feats, dtype=np.int64), np.array(weights, dtype=np.float32)
+
+
+def to_raw_features(tree, feats, w, p):
+    """Rewrite a tree grown on rotated features as splits on raw features (in place).
+
+    A split on rotated feature k becomes an oblique node whose weight row is
+    k's column of the rotation (rows shared by the nodes using the same k, in
+    order of first use), or an axis node ``x[f] <= t`` when k is a one-feature
+    subset with weight 1.  Thresholds are unchanged.
+    """
+    internal = np.flatnonzero(tree["left"] >= 0)
+    axis = (feats[:, 1:] < 0).all(axis=1) & (w[:, 0] == 1.0)
+    row_of = {}
+    rows = []
+    for node in internal:
+        k = int(tree["feature"][node])
+        if axis[k]:
+            tree["feature"][node] = feats[k, 0]
+            continue
+        if k not in row_of:
+            row_of[k] = len(rows)
+            dense = np.zeros(p, dtype=np.float32)
+            used = feats[k] >= 0
+            dense[feats[k, used]] = w[k, used]
+            rows.append(dense)
+        tree["feature"][node] = -1
+        tree["oblique"][node] = row_of[k]
+    tree["weights"] = (np.asarray(rows, dtype=np.float32) if rows
+                       else np.zeros((0, p), dtype=np.float32))
+    return tree
+
+
+def grow_rotation_tree(X, y, n_classes, spec, seed):
+    """Grow one rotation tree (the ``"rotation"`` family's tree function, see
+    :func:`facesegment.forest._grow.fit_tree_task`).
+
+    The tree's generator draws its samples, then the subsets and the PCA
+    samples, then the seed of the axis tree grown on the rotated samples.
+    Returns the dict of :func:`facesegment.forest._grow.grow_tree` with the
+    splits on raw features.
+    """
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    n, p = X.shape
+    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
+                            spec.get("pool"), spec.get("cdf"))
+    feats, w = tree_rotation(X, y, idx, n_classes, spec, rng)
+    Z = rotate_rows(X, idx, feats, w)
+    t_rot = time.perf_counter() - t0
+    base = {**spec, "family": "axis", "n_samples": idx.shape[0], "bootstrap": False,
+            "pool": None, "cdf": None}
+    tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
+                     int(rng.integers(0, 2**31 - 1)))
+    del Z
+    tree = to_raw_features(tree, feats, w, p)
+    st = tree["stats"]
+    st.update(seconds=time.perf_counter() - t0, t_rotation=t_rot,
+              n_oblique_rows=int(tree["weights"].shape[0]),
+              n_oblique_nodes=int(np.count_nonzero(tree["oblique"] >= 0)))
+    return tree
+
+
+class RotationForest(BaseForest):
+    """Rotation forest: axis-aligned trees on per-tree PCA rotations of feature subsets.
+
+    See the module docstring (:mod:`facesegment.forest.rotation`) for the
+    algorithm, the parameters, the storage as oblique nodes on raw features
+    and its cost (4 p bytes per weight row, rows shared per rotated feature).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from facesegment.forest import RotationForest
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 6)).astype(np.float32)
+    >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)       # an oblique boundary
+    >>> clf = RotationForest(n_estimators=8, random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) == 1.0), clf.forest_.weights.shape[1]
+    (True, 6)
+    """
+
+    _family = "rotation"
+
+    def __init__(self, n_estimators=16, *, n_features_per_subset=3,
+                 max_rotated_features=None, subsets="random", pca_sample_fraction=0.75,
+                 max_features="all", max_depth=None, min_samples_split=2,
+                 min_samples_leaf=1, max_samples=None, bootstrap=False, random_state=None,
+                 n_jobs=None, scheduler=None, verbose=0):
+        self.n_estimators = n_estimators
+        self.n_features_per_subset = n_features_per_subset
+        self.max_rotated_features = max_rotated_features
+        self.subsets = subsets
+        self.pca_sample_fraction = pca_sample_fraction
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_samples = max_samples
+        self.bootstrap = bootstrap
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def _split_spec(self, params, X, y_enc, sample_weight):
+        p = X.shape[1]
+        size = min(params["n_features_per_subset"], p)
+        r = resolve_max_features(params["max_rotated_features"], p)
+        if params["subsets"] == "consecutive":  # whole blocks: the features actually used
+            r = min(p, -(-r // size) * size)
+        return {"n_rotated": r, "subset_size": size, "subsets": params["subsets"],
+                "pca_fraction": params["pca_sample_fraction"],
+                "max_features": resolve_max_features(params["max_features"], r)}
+
+
+__all__ = ["RotationForest", "grow_rotation_tree", "tree_rotation", "draw_subsets",
+           "pca_components", "to_raw_features"]
