@@ -23,8 +23,9 @@ from facesegment.forest import registry
 from facesegment.layout import DEFAULT_LAYOUT
 
 N_FEATURES = DEFAULT_LAYOUT.n_features
-#: The forest kinds, from the one table (facesegment.forest.registry).
-KINDS = registry.kind_names()
+#: The forest kinds the pipeline trains: the rows of the one table
+#: (facesegment.forest.registry) marked ``pipeline``.
+KINDS = registry.kind_names(pipeline=True)
 #: Display names of the kinds (tables, figures).
 KIND_NAMES = {k: registry.KINDS[k].label for k in KINDS}
 

@@ -42,7 +42,12 @@ def wfile(tmp_path_factory):
                                          ("co2", ["--max-depth", "4", "--oblique-min-samples", "40",
                                                   "--weight-dtype", "float16"]),
                                          ("co2-best", ["--max-depth", "3", "--pairs", "20",
-                                                       "--oblique-min-samples", "40"])])
+                                                       "--oblique-min-samples", "40"]),
+                                         ("extra", ["--max-features", "all"]),
+                                         ("ferns", ["--depth", "6", "--prior", "0.5"]),
+                                         ("rotation", ["--subset-size", "3", "--rotated-features",
+                                                       "60", "--subsets", "consecutive",
+                                                       "--max-depth", "6"])])
 def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     path, X, y = wfile
     out = tmp_path / "models" / kind
@@ -65,6 +70,10 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
         assert m.params["weight_dtype"] == "float16"
     if kind == "co2-best":
         assert m.params["init"] == "best" and m.params["n_pairs"] == 20
+    if kind == "ferns":
+        assert m.params["depth"] == 6 and m.params["prior"] == 0.5
+    if kind == "rotation":
+        assert m.params["max_rotated_features"] == 60 and m.params["subsets"] == "consecutive"
 
 
 def test_train_covers_every_registered_kind():

@@ -33,6 +33,7 @@ examples:
   facesegment train --kind co2 --trees 16 --max-depth 20 --max-samples 64000 \\
       --windows data/windows/train.h5 --out models/co2-16
   facesegment train --kind co2-best --pairs 400 --windows data/windows/train.h5 --out models/ours-16
+  facesegment train --kind ferns --depth 12 --test two-probe --windows data/windows/train.h5 --out models/ferns
 """
 
 
@@ -52,6 +53,9 @@ ESTIMATOR_OPTIONS = (
     ("nu", "nu"), ("eta", "eta"), ("tau", "tau"), ("passes", "n_passes"),
     ("batch_size", "batch_size"), ("momentum", "momentum"),
     ("oblique_min_samples", "oblique_min_samples"), ("weight_dtype", "weight_dtype"),
+    ("depth", "depth"), ("test", "test"), ("prior", "prior"),
+    ("subset_size", "n_features_per_subset"), ("rotated_features", "max_rotated_features"),
+    ("subsets", "subsets"),
 )
 
 
@@ -129,6 +133,23 @@ def add_arguments(p):
     co2.add_argument("--weight-dtype", choices=("float32", "float16"), default=None,
                      help="storage of oblique weights (float16 halves the size, threshold "
                           "refitted; default float32)")
+    fern = p.add_argument_group("random ferns options (--kind ferns)")
+    fern.add_argument("--depth", type=positive_int, default=None, metavar="D",
+                      help="levels of every fern (default 10): 2^D leaves")
+    fern.add_argument("--test", choices=("axis", "two-probe"), default=None,
+                      help="the test shared by a level: x[f] <= t (axis, default) or "
+                           "x[a] - x[b] <= t (two-probe)")
+    fern.add_argument("--prior", type=float, default=None,
+                      help="Dirichlet prior added to every leaf's class counts (default 1)")
+    rot = p.add_argument_group("rotation forest options (--kind rotation)")
+    rot.add_argument("--subset-size", type=positive_int, default=None, metavar="M",
+                     help="features per PCA subset (default 3)")
+    rot.add_argument("--rotated-features", type=positive_int, default=None, metavar="R",
+                     help="rotate only R random features per tree (default: all; each "
+                          "rotated feature a split uses stores 4 x n_features bytes)")
+    rot.add_argument("--subsets", choices=("random", "consecutive"), default=None,
+                     help="random feature subsets, or consecutive ones (with M=3 on RGB "
+                          "windows: the 3 channels of a pixel)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")

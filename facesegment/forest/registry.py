@@ -45,6 +45,10 @@ class ForestKind:
         Selection grid: ``{parameter: [select] key holding its candidates}``.
     inherit : mapping
         Parameters copied from the settings chosen for another kind.
+    pipeline : bool
+        Trained and reported by the face pipeline (``make all``); the other
+        kinds are available to the CLI and the library (and to the pipeline
+        once a row sets it and the config gives its section and grids).
     """
 
     name: str
@@ -56,6 +60,7 @@ class ForestKind:
     oblique: bool = False
     grid: dict = field(default_factory=dict)
     inherit: dict = field(default_factory=dict)
+    pipeline: bool = True
 
     def __post_init__(self):
         for name in ("fixed", "grid", "inherit"):
@@ -114,12 +119,28 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="CO2 started from the better of the best univariate and the best "
                            "two-probe split (our variant)",
                oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"}),
+    ForestKind("extra", "ExtraTreesForest",
+               label="extremely randomized trees",
+               description="extra-trees: best of q random cuts x[f] <= t (uniform between "
+                           "the node's min and max), no bootstrap",
+               grid={"q": "extra_q"}, pipeline=False),
+    ForestKind("ferns", "RandomFernsForest",
+               label="random ferns",
+               description="random ferns: one random test per level shared by the level, "
+                           "regularised leaf posteriors",
+               grid={"depth": "ferns_depth", "test": "ferns_test"}, pipeline=False),
+    ForestKind("rotation", "RotationForest",
+               label="rotation forest",
+               description="rotation forest: trees on per-tree PCA rotations of feature "
+                           "subsets (stored as oblique rows)",
+               grid={"max_rotated_features": "rotation_features"}, pipeline=False),
 )})
 
 
-def kind_names():
-    """The kinds' names, in table order."""
-    return tuple(KINDS)
+def kind_names(pipeline=None):
+    """The kinds' names, in table order (``pipeline=True``: only those the face
+    pipeline trains)."""
+    return tuple(k for k, v in KINDS.items() if pipeline is None or v.pipeline == pipeline)
 
 
 def get_kind(name):
