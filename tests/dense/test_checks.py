@@ -14,8 +14,9 @@ from tests.test_inference import random_image, random_model
      r"model expects 31x31 windows of 3 channels \(R, G, B\); image has 1 channel: give an "
      r"RGB image of shape \(H, W, 3\)"),
     (DEFAULT_LAYOUT, (32, 32, 1), None, r"image has 1 channel: give an RGB image"),
-    (WindowLayout(31, 1), (32, 32, 3), None,
-     r"model expects 31x31 windows of 1 channel \(gray\); image has 3 channels: give a grey "
+    # (an RGB image given to a grey model is turned grey: tests/test_grey.py)
+    (WindowLayout(31, 1), (32, 32, 2), None,
+     r"model expects 31x31 windows of 1 channel \(gray\); image has 2 channels: give a grey "
      r"image of shape \(H, W\) or \(H, W, 1\)"),
     (WindowLayout(15, 5, ("R", "G", "B", "p:a", "p:b")), (32, 32, 3), None,
      r"model expects 15x15 windows of 5 channels \(R, G, B, p:a, p:b\); image has 3 channels: "
