@@ -13,6 +13,12 @@ parameters copied from a kind chosen before.  Every setting trains a small fores
 training windows as the final forests) and is scored on the validation images
 for every alpha in one inference pass.  The best (setting, alpha) by
 class-average Jaccard is chosen per kind.
+
+The result holds no measured times (``selection.json`` and ``selection.md``
+are a function of the code, data, config and seed): the wall and CPU times of
+every setting are returned apart, under ``result["timings"]``, which the select
+stage pops and writes to the run's git-ignored ``stamps/timings/select.json``
+(merged into ``timings.json`` by the report).
 """
 
 import itertools
@@ -71,7 +77,11 @@ def _label(setting):
 
 
 def run_selection(cfg, ws, records, full=False, log=print):
-    """Score every setting; return ``{"settings": [...], "chosen": {...}}``.
+    """Score every setting; return ``{"settings": [...], "chosen": {...}, ...}``.
+
+    ``result["timings"]`` (a list, one entry per setting: kind, setting,
+    ``fit_seconds``, ``fit_cpu_seconds``, ``score_seconds``) holds the measured
+    times; every other key is deterministic.
 
     Parameters
     ----------
@@ -88,7 +98,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
     alphas = sel["alphas"]
     n = sel["n_trees"]
     grid = grids(cfg, full)
-    rows, chosen = [], {}
+    rows, chosen, timings = [], {}, []
     for kind in KINDS:
         best = None
         inherited = {p: chosen[src][p] for p, src in get_kind(kind).inherit.items()}
@@ -98,7 +108,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
             est = backend.make_estimator(kind, params, n, seed, workers, scheduler)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")
-            fit_s, _ = backend.fit(est, ws)
+            fit_s, fit_cpu = backend.fit(est, ws)
             model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
             t0 = time.perf_counter()
             res = scoring.score_model(model, records, [n], alphas, workers=workers,
@@ -107,9 +117,10 @@ def run_selection(cfg, ws, records, full=False, log=print):
                                       pixel_stride=sel["pixel_stride"])
             table = res["trees"][str(n)]["alpha"]
             a = scoring.best_alpha(res, n)
+            timings.append({"kind": kind, "setting": setting, "fit_seconds": round(fit_s, 2),
+                            "fit_cpu_seconds": round(fit_cpu, 2),
+                            "score_seconds": round(time.perf_counter() - t0, 2)})
             row = {"kind": kind, "setting": setting, "params": params, "n_trees": n,
-                   "fit_seconds": round(fit_s, 2),
-                   "score_seconds": round(time.perf_counter() - t0, 2),
                    "jaccard_by_alpha": {k: v["mean_jaccard"] for k, v in table.items()},
                    "per_class_at_best": table[a]["jaccard"],
                    "best_alpha": float(a), "best_jaccard": table[a]["mean_jaccard"]}
@@ -124,7 +135,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
     return {"settings": rows, "chosen": chosen, "full_grid": bool(full),
             "pixel_stride": sel["pixel_stride"],
             "n_trees": n, "max_samples": sel["max_samples"], "alphas": alphas,
-            "validation_images": [r.name for r in records]}
+            "validation_images": [r.name for r in records], "timings": timings}
 
 
 def chosen_from_config(cfg):
@@ -144,15 +155,16 @@ def chosen_from_config(cfg):
 
 
 def selection_markdown(result):
-    """A Markdown table of every setting's validation Jaccard at every alpha."""
+    """A Markdown table of every setting's validation Jaccard at every alpha
+    (no times: those are in the run's timings.md)."""
     alphas = [repr(float(a)) for a in result["alphas"]]
     lines = [
         f"Validation class-average Jaccard ({len(result['validation_images'])} validation "
         f"images, forests of {result['n_trees']} trees x {result['max_samples']} windows; "
         f"{'full' if result['full_grid'] else 'quick'} grid).",
         "",
-        "| kind | setting | " + " | ".join(f"α={a}" for a in alphas) + " | fit s |",
-        "| --- | --- | " + " | ".join("---:" for _ in alphas) + " | ---: |",
+        "| kind | setting | " + " | ".join(f"α={a}" for a in alphas) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in alphas) + " |",
     ]
     for r in result["settings"]:
         cells = []
@@ -162,9 +174,9 @@ def selection_markdown(result):
             if v is not None and float(a) == r["best_alpha"]:
                 txt = f"**{txt}**"
             cells.append(txt)
-        lines.append(f"| {r['kind']} | {_label(r['setting'])} | " + " | ".join(cells)
-                     + f" | {r['fit_seconds']:.1f} |")
-    lines += ["", "Chosen:", ""]
+        lines.append(f"| {r['kind']} | {_label(r['setting'])} | " + " | ".join(cells) + " |")
+    lines += ["", "Training and scoring times of these forests: [timings.md](timings.md).",
+              "", "Chosen:", ""]
     for kind, c in result["chosen"].items():
         shown = {k: v for k, v in c.items() if k != "validation_jaccard"}
         lines.append(f"- {kind}: {_label(shown)}"

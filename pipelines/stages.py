@@ -8,11 +8,24 @@ Layout of one run (``<run>`` = ``<dataset>-<preset>``)::
     reports/runs/<run>/chosen.json          select: the settings train uses
     models/<run>/<kind>-<n>/                train: one model per kind and forest size,
                                             with its alpha (model.metrics["alpha"])
-    reports/runs/<run>/train-<kind>.json    train: times, sizes, the alpha and its table
+    reports/runs/<run>/train-<kind>.json    train: params, sizes, nodes, the alpha and its table
     reports/runs/<run>/eval-<kind>.json     evaluate: test scores for every size and alpha
     reports/runs/<run>/figures/*.png        figures
     reports/runs/<run>/results.md           report (and docs/results.md over all runs)
-    reports/runs/<run>/stamps/<stage>.json  up-to-date stamps
+    reports/runs/<run>/timings.{json,md}    report: every measured time of the run
+                                            (and docs/timings.md over all runs)
+    reports/runs/<run>/stamps/<stage>.json  up-to-date stamps (git-ignored)
+    reports/runs/<run>/stamps/timings/      select, train and time: what they measured
+                                            (select.json, train-<kind>.json,
+                                            time-<kind>.json; git-ignored)
+
+Measured times (wall and CPU seconds, load averages, thread and core counts,
+dates) go only to ``stamps/timings/`` and from there, merged by the report
+stage, to ``timings.json`` / ``timings.md``: every other file of the run folder
+is a function of the code, the data, the config and the seed, so a rerun
+leaves it byte-identical (tests/test_pipelines.py checks it) and ``git status``
+after ``make all`` shows what changed besides the timings.  Paths written into
+the run folder are relative to the repository root (the working directory).
 
 Each stage is a :class:`Stage`: ``config(ctx)`` (what its outputs depend on
 besides its inputs), ``inputs(ctx)`` (paths fingerprinted into the stamp key),
@@ -34,6 +47,21 @@ from facesegment.errors import DataError
 from . import backend, report, selection
 from .config import KINDS, run_name
 from .stamps import ByContent, fingerprint
+
+#: Version of what the stages write (in the stage keys of data, select, train,
+#: evaluate and time): 2 = measured times moved out of the tracked files into
+#: ``stamps/timings/`` and ``timings.json``, paths made relative.  Bumping it
+#: redoes those stages on a machine whose stamps predate the change.
+LAYOUT = 2
+
+
+def portable(path):
+    """``path`` as written into the run folder: relative to the working directory
+    (the repository root) when absolute, else as given; ``""``/None unchanged."""
+    if not path:
+        return path
+    path = os.fspath(path)
+    return os.path.relpath(path) if os.path.isabs(path) else path
 
 
 @dataclass
@@ -64,6 +92,17 @@ class Context:
 
     def model_dir(self, kind, n):
         return self.models / f"{kind}-{n}"
+
+    @property
+    def timings(self):
+        """``stamps/timings/``: what the stages measured (git-ignored, per machine)."""
+        return self.reports / "stamps" / "timings"
+
+    def write_timings(self, name, obj):
+        """Write a stage's measured times to ``stamps/timings/<name>.json``; its path."""
+        path = self.timings / f"{name}.json"
+        write_json_atomic(path, obj, sort_keys=True)
+        return path
 
     @property
     def workers(self):
@@ -105,7 +144,7 @@ class Stage:
 
 def _data_config(ctx):
     d = ctx.cfg["data"]
-    return {"data": d, "seed": ctx.cfg["run"]["seed"]}
+    return {"data": d, "seed": ctx.cfg["run"]["seed"], "layout": LAYOUT}
 
 
 def _data_inputs(ctx):
@@ -140,6 +179,8 @@ def run_data(ctx):
     d = ctx.cfg["data"]
     seed = ctx.cfg["run"]["seed"]
     root, labels = resolve_data(ctx)
+    # relative paths in splits.json (and its records): no machine's absolute paths
+    root, labels = portable(root), portable(labels)
     train, val, test, how = backend.split_dataset(root, labels, d["n_validation"],
                                                   d["test_fraction"], seed)
     n_tr, n_te = len(train), len(test)
@@ -188,7 +229,8 @@ def _select_config(ctx):
     keys = ("select", "forest") + tuple(f"forest.{k}" for k in KINDS)
     return {k: c[k] for k in keys} | {"mode": c["evaluate"]["mode"],
                                       "alpha": c["evaluate"]["alpha"],
-                                      "seed": c["run"]["seed"], "full_grid": ctx.full_grid}
+                                      "seed": c["run"]["seed"], "full_grid": ctx.full_grid,
+                                      "layout": LAYOUT}
 
 
 def validation_records(ctx):
@@ -211,11 +253,14 @@ def run_select(ctx):
         raise DataError(ctx.reports / "splits.json", "has no validation images",
                         "set [data] n_validation > 0 or [select] enabled = false")
     result = selection.run_selection(cfg, ctx.windows_set(), val, ctx.full_grid, ctx.log)
+    timings = result.pop("timings")
     outs = [ctx.reports / "selection.json", ctx.reports / "selection.md",
             ctx.reports / "chosen.json"]
     write_json_atomic(outs[0], result, sort_keys=True)
     write_text_atomic(outs[1], "# Model selection\n\n" + selection.selection_markdown(result))
     write_json_atomic(outs[2], result["chosen"], sort_keys=True)
+    outs.append(ctx.write_timings("select", {"settings": timings, "threads": ctx.workers,
+                                              "cpu_count": os.cpu_count()}))
     return outs
 
 
@@ -242,7 +287,8 @@ def _train_config(kind):
                       "select": {k: c["select"][k] for k in ("alphas", "n_images",
                                                              "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
-                "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"]}
+                "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"],
+                "layout": LAYOUT}
     return config
 
 
@@ -296,20 +342,24 @@ def _train(kind):
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
         outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)
         a = model.arrays
+        # what the forest is (deterministic: tracked) ...
         summary = {
-            "kind": kind, "n_trees": n, "params": params, "fit_seconds": round(fit_s, 3),
-            "fit_cpu_seconds": round(cpu_s, 3),
-            "tree_seconds": tree_s, "model_bytes": sizes,
+            "kind": kind, "n_trees": n, "params": params, "model_bytes": sizes,
             "n_nodes": a.n_nodes, "n_oblique": int(a.weights.shape[0]),
             "max_depth_reached": int(a.depth.max()) if a.n_nodes else 0,
-            "n_windows": int(len(ws.y)), **alphas, "threads": ctx.workers,
-            "load_average": [round(load0, 2), round(load1, 2)], "cpu_count": os.cpu_count(),
+            "n_windows": int(len(ws.y)), **alphas,
         }
         js = ctx.reports / f"train-{kind}.json"
         write_json_atomic(js, summary, sort_keys=True)
+        # ... and what fitting it took on this machine (stamps/timings -> timings.json)
+        tm = ctx.write_timings(f"train-{kind}", {
+            "kind": kind, "n_trees": n, "fit_seconds": round(fit_s, 3),
+            "fit_cpu_seconds": round(cpu_s, 3), "tree_seconds": tree_s,
+            "threads": ctx.workers, "cpu_count": os.cpu_count(),
+            "load_average": [round(load0, 2), round(load1, 2)]})
         ctx.log(f"train: {kind}: {fit_s:.1f} s, {a.n_nodes} nodes, "
                 f"{sizes[str(n)] / 1e6:.1f} MB")
-        return outs + [js]
+        return outs + [js, tm]
     return run
 
 
@@ -332,9 +382,24 @@ def _save_models(ctx, kind, model, fit_s, tree_s):
         if path.exists():
             shutil.rmtree(path)
         backend.save_model(sub, path)
-        sizes[str(m)] = backend.model_bytes(path)
+        sizes[str(m)] = forest_bytes(path)
         outs.append(path)
     return outs, sizes
+
+
+def forest_bytes(path):
+    """Bytes of a model folder without its ``model.json``: the forest's arrays.
+
+    ``model.json`` (a few KB) records this run's fit times (and the folder it
+    was truncated from), so its size changes from run to run; the arrays of the
+    same forest are the same bytes (``facesegment.model.save_model``).
+    """
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for fn in files:
+            if fn != "model.json":
+                total += os.path.getsize(os.path.join(dirpath, fn))
+    return total
 
 
 # ----------------------------------------------------------------- evaluate
@@ -346,7 +411,7 @@ def _eval_config(kind):
         ev = {k: c["evaluate"][k] for k in ("extra_alphas", "mode", "pixel_stride",
                                             "fft_levels")}
         return {"evaluate": ev, "eval_trees": c["forest"]["eval_trees"],
-                "depths": c["figures"]["depths"]}
+                "depths": c["figures"]["depths"], "layout": LAYOUT}
     return config
 
 
@@ -369,10 +434,11 @@ def _evaluate(kind):
                                   pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
-        res.update({"kind": kind, "alpha": alpha, "model": str(ctx.model_dir(kind, n)),
+        res.update({"kind": kind, "alpha": alpha,
+                    "model": os.path.relpath(ctx.model_dir(kind, n), ctx.root),
                     "alpha_selection_forests": alpha_sel,
                     "alpha_final_forest": model.metrics.get("alpha_final_forest"),
-                    "mode": ev["mode"], "threads": ctx.workers})
+                    "mode": ev["mode"]})
         out = ctx.reports / f"eval-{kind}.json"
         write_json_atomic(out, res, sort_keys=True)
         for m, r in res["trees"].items():
@@ -393,11 +459,13 @@ def _timing(kind):
         load0 = os.getloadavg()[0]
         res = evaluation.time_inference(model, test, cfg["forest"]["eval_trees"],
                                         ev["time_mode"], ev["fft_levels"])
-        out = ctx.reports / f"time-{kind}.json"
-        write_json_atomic(out, {"kind": kind, "trees": res, "cpu_count": os.cpu_count(),
-                                "load_average": [round(load0, 2),
-                                                 round(os.getloadavg()[0], 2)]},
-                          sort_keys=True)
+        out = ctx.write_timings(f"time-{kind}", {
+            "kind": kind, "trees": res, "cpu_count": os.cpu_count(),
+            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)]})
+        old = ctx.reports / f"time-{kind}.json"   # where layout 1 kept these times
+        if old.exists():
+            old.unlink()
+            ctx.log(f"time: {kind}: removed {portable(old)} (the times are in timings.json now)")
         for m, r in res.items():
             ctx.log(f"time: {kind}-{m}: {r['ms_per_image']:.0f} ms/image "
                     f"({r['cpu_ms_per_image']:.0f} ms CPU)")
@@ -429,14 +497,8 @@ def run_figures(ctx):
 
 
 def run_report(ctx):
-    snap = report.write_config_snapshot(ctx.reports, ctx.cfg)
-    text = "# Results: " + ctx.run + "\n\n" + report.render_run(ctx.reports)
-    text += f"\nCommand: `{report.command(ctx.reports)}`\n"
-    out = ctx.reports / "results.md"
-    write_text_atomic(out, text)
-    docs = ctx.root / "docs" / "results.md"
-    write_text_atomic(docs, report.render_all(ctx.root / "reports" / "runs", docs.parent))
-    return [snap, out, docs]
+    """config.json, results.md, timings.json, timings.md and docs/{results,timings}.md."""
+    return report.write_reports(ctx.root, ctx.reports, ctx.cfg)
 
 
 def _reports(*names):
@@ -465,7 +527,7 @@ def build_stages():
     for k in KINDS:
         st.append(Stage(f"time:{k}", lambda c: {k: c.cfg["evaluate"][k] for k in
                                                 ("time_images", "time_mode", "fft_levels")}
-                        | {"trees": c.cfg["forest"]["eval_trees"]},
+                        | {"trees": c.cfg["forest"]["eval_trees"], "layout": LAYOUT},
                         lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
                                         c.reports / "splits.json"],
                         _timing(k), (f"evaluate:{k}",)))
@@ -475,10 +537,15 @@ def build_stages():
                     + [c.model_dir(k, c.cfg["forest"]["n_trees"]) for k in KINDS],
                     run_figures, tuple(f"time:{k}" for k in KINDS)))
     st.append(Stage("report", lambda c: {"version": report.REPORT_VERSION},
-                    lambda c: [c.reports / f for f in ("selection.json", "chosen.json",
-                                                       "investigation.json")]
-                    + [c.reports / f"{p}-{k}.json" for k in KINDS
-                       for p in ("train", "eval", "time")]
-                    + [c.reports / "figures"],
-                    run_report, ("figures",)))
+                    _report_inputs, run_report, ("figures",)))
     return {s.name: s for s in st}
+
+
+def _report_inputs(ctx):
+    """What the report renders: the run's files, the measured times, and the other
+    stages' stamps (their wall times go to timings.json)."""
+    r = ctx.reports
+    return ([r / f for f in ("selection.json", "chosen.json", "investigation.json")]
+            + [r / f"{p}-{k}.json" for k in KINDS for p in ("train", "eval")]
+            + [r / "figures", ctx.timings]
+            + sorted(p for p in (r / "stamps").glob("*.json") if p.name != "report.json"))

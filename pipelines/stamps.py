@@ -13,6 +13,11 @@ files and the SHA-256 of small ones, so checking a finished run takes seconds.
 Input data folders are wrapped in :class:`ByContent` and fingerprinted by the
 SHA-256 of every file instead: a re-copied dataset (new modification times,
 same bytes) leaves the run up to date.
+
+Stamps live in ``reports/runs/<run>/stamps/`` (git-ignored: they are per
+machine), beside ``stamps/timings/`` where the select, train and time stages
+write what they measured (listed among their outputs, so a missing file redoes
+the stage); the report stage merges those into the run's ``timings.json``.
 """
 
 import hashlib

@@ -415,7 +415,7 @@ def _fake_eval(kind, base, alpha):
                       "class_average_jaccard": [[[1, 2, 3], [4, 5, base]]] * 2}}
 
 
-def test_report_renders_only_from_files(tmp_path):
+def test_report_renders_only_from_files(tmp_path, monkeypatch):
     run_dir = tmp_path / "reports" / "runs" / "faces300w-default"
     for k, base in (("axis", 20.0), ("two-probe", 22.0), ("co2", 25.0), ("co2-best", 21.0)):
         write_json_atomic(run_dir / f"eval-{k}.json", _fake_eval(k, base, 0.5))
@@ -444,8 +444,14 @@ def test_report_renders_only_from_files(tmp_path):
         write_json_atomic(run_dir / "stamps" / f"{stage.replace(':', '-')}.json",
                                  {"stage": stage, "seconds": secs, "finished": fin})
     text = report.render_run(run_dir)
-    assert "| train:axis | 64 s |" in text and "| report |" not in text
-    assert "**64 s in all** (1 stages" in text
+    # the results hold no measured time; timings.md (from the old layout here) has them
+    assert "| train:axis |" not in text and "64 s" not in text and "28 ms" not in text
+    assert "[timings.md](timings.md)" in text
+    assert "| Random forest (axis-aligned) | 16 | 1.0 MB |  |" in text
+    assert "| Random forest (axis-aligned) | 32 | 2.0 MB | 100 |" in text
+    times = report.render_timings(run_dir)
+    assert "| train:axis | 64 s |" in times and "| report |" not in times
+    assert "**64 s in all** (1 stages" in times
     assert "| CO2 ν=1 η=1e-4 (the paper's) | 43.00% | 3 | 3 / 6 | 1 s |" in text
     assert "CO2 (default settings) scores +2.0 points of accuracy against the axis" in text
     assert "+5.00 and +3.00 Jaccard points" in text  # 26.6 - 21.6, 26.6 - 23.6
@@ -458,11 +464,45 @@ def test_report_renders_only_from_files(tmp_path):
     assert "two-probe > co2-best > axis (not the paper’s order)" in text
     assert "+23.1%" in text                       # 26.6 / 21.6 - 1 at 16 trees
     assert "300-W" in text and "1107 training images" in text
-    row = "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 1.0 MB | 28 ms (50 ms) |"
-    assert row in text
+    row = "| Random forest (axis-aligned) | 16 | ≈ 32 s (60 s) | 28 ms (50 ms) |"
+    assert row in times
     assert "(paper: +24.9%)" in text and "(paper: +22.9%)" in text
     page = report.render_all(tmp_path / "reports" / "runs", tmp_path / "docs")
     assert "# Results" in page and "make all DATA=../shared/data/faces300w" in page
+    assert "64 s" not in page
+    # the pages again from the files, no stage run: timings.json gathers the old fields
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--run", "faces300w-default"]) == 0
+    merged = json.loads((run_dir / "timings.json").read_text())
+    assert merged["train"]["axis"]["fit_seconds"] == 64.0
+    assert merged["time"]["co2"]["trees"]["16"]["ms_per_image"] == 28.0
+    assert merged["stages"]["train:axis"]["seconds"] == 64.0 and "report" not in merged["stages"]
+    assert row in (run_dir / "timings.md").read_text()
+    assert row in (tmp_path / "docs" / "timings.md").read_text()
+    assert "64 s" not in (run_dir / "results.md").read_text()
+    # timings.json is now the source: the old fields may go (a converted or new run)
+    for k in ("axis", "two-probe", "co2", "co2-best"):
+        os.remove(run_dir / f"time-{k}.json")
+    os.remove(run_dir / "stamps" / "train-axis.json")
+    assert row in report.render_timings(run_dir)
+    assert "| train:axis | 64 s |" in report.render_timings(run_dir)
+    assert report.main(["--run", "nope"]) == 2
+
+
+def test_old_results_run_time_table_is_read_back(tmp_path):
+    """A run folder of the earlier layout without its stamps (another machine's run):
+    the stage times come from its results.md's "Run time" table."""
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "results.md").write_text(
+        "## r\n\n### Run time of the main job\n\n| stage | time | finished (UTC) |\n"
+        "| --- | ---: | --- |\n| data | 4 s | 2026-11-23T03:17:59Z |\n"
+        "| train:co2 | 2.7 min | 2026-11-23T03:21:30Z |\n\n### Selected settings\n")
+    st = report.collect_timings(run_dir)["stages"]
+    assert st == {"data": {"seconds": 4.0, "finished": "2026-11-23T03:17:59Z", "rounded": True},
+                  "train:co2": {"seconds": 162.0, "finished": "2026-11-23T03:21:30Z",
+                                "rounded": True}}
+    assert "rounded" in report.render_timings(run_dir)
 
 
 @pytest.mark.slow
@@ -497,8 +537,9 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
     for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
-              "time-co2.json", "eval-axis.json", "eval-two-probe.json", "eval-co2.json",
-              "eval-co2-best.json", "time-co2-best.json", "results.md",
+              "stamps/timings/time-co2.json", "eval-axis.json", "eval-two-probe.json",
+              "eval-co2.json", "eval-co2-best.json", "stamps/timings/time-co2-best.json",
+              "results.md", "timings.json", "timings.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
     for k in ("axis", "two-probe", "co2", "co2-best"):
@@ -507,7 +548,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
     assert best.kind == "co2-best" and best.params["init"] == "best"
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
-    assert "| train:co2-best |" in (rdir / "results.md").read_text()  # stage times table
+    assert "| train:co2-best |" in (rdir / "timings.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())
     assert set(ev["trees"]) == {"2", "4"}
     # alpha re-chosen on the validation images with the final forest, both alphas scored
@@ -523,6 +564,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     text = (rdir / "results.md").read_text()
     assert "CO2 forest" in text and "40.33 / 42.55" in text
     assert (tmp_path / "docs" / "results.md").is_file()
+    assert (tmp_path / "docs" / "timings.md").is_file()
     # the 2-tree model folder scores what the 2-tree prefix scored
     from facesegment.inference import predict_proba_raw
     from facesegment.imageio import read_image
@@ -541,6 +583,76 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert run.main(argv2) == 0
     err = capsys.readouterr().err
     assert "[evaluate:axis] running" in err and "[train:axis] up to date" in err
+    # a time-<kind>.json of the earlier layout goes when the time stage runs again
+    (rdir / "time-axis.json").write_text('{"kind": "axis", "trees": {}}')
+    assert run.main(argv[:-1] + ["--force", "time:axis", "all"]) == 0
+    err = capsys.readouterr().err
+    assert not (rdir / "time-axis.json").exists() and "[report] running" in err
+
+
+#: What a rerun may change in a run folder: the measured times, and nothing else.
+TIMING_FILES = {"timings.json", "timings.md"}
+
+
+def _run_folder_bytes(root, rdir):
+    """Every file of the run folder but the git-ignored stamps/, plus docs/*.md."""
+    out = {p.relative_to(rdir).as_posix(): p.read_bytes() for p in sorted(rdir.rglob("*"))
+           if p.is_file() and p.relative_to(rdir).parts[0] != "stamps"}
+    for name in ("results.md", "timings.md"):
+        out[f"docs/{name}"] = (root / "docs" / name).read_bytes()
+    return out
+
+
+@pytest.mark.slow
+def test_a_rerun_changes_only_the_timings(tmp_path, monkeypatch, capsys):
+    """`make all` run twice, every stage redone the second time (stamps removed, as
+    on another machine; other --workers): every file of the run folder except timings.json and
+    timings.md is byte-identical (scores, models' sizes, selection, figures, the
+    results pages), so after `make all` on a fresh clone `git status` shows only
+    what a rerun legitimately changes.  No tracked file holds a time, a load, a
+    thread or core count, or an absolute path."""
+    data = make_dataset(tmp_path / "faces", n_train=6, n_test=2)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
+            "--workers", "2", "all"]
+    rdir = tmp_path / "reports" / "runs" / "faces-smoke"
+    assert run.main(argv) == 0, capsys.readouterr().err[-3000:]
+    first = _run_folder_bytes(tmp_path, rdir)
+    timings1 = json.loads((rdir / "timings.json").read_text())
+    import shutil
+
+    shutil.rmtree(rdir / "stamps")
+    # again, on one thread: how the machine runs the stages is no part of the results
+    argv[argv.index("--workers") + 1] = "1"
+    assert run.main(argv) == 0, capsys.readouterr().err[-3000:]
+    err = capsys.readouterr().err
+    assert "[train:axis] running" in err and "[figures] running" in err, err[-2000:]
+    second = _run_folder_bytes(tmp_path, rdir)
+    assert set(first) == set(second)
+    changed = sorted(f for f in first if first[f] != second[f])
+    assert set(changed) <= TIMING_FILES | {"docs/timings.md"}, changed
+    # the times are all in timings.json (and were measured again)
+    from pipelines.config import KINDS
+
+    timings = json.loads((rdir / "timings.json").read_text())
+    assert set(timings["train"]) == set(timings["time"]) == set(KINDS)
+    assert timings["train"]["co2"]["fit_seconds"] > 0 and timings["train"]["co2"]["load_average"]
+    assert timings["time"]["axis"]["trees"]["4"]["ms_per_image"] > 0
+    assert len(timings["select"]["settings"]) == len(json.loads(
+        (rdir / "selection.json").read_text())["settings"])
+    assert {"data", "select", "train:axis", "time:co2", "figures"} <= set(timings["stages"])
+    assert timings["stages"]["figures"]["finished"] >= timings1["stages"]["figures"]["finished"]
+    assert "| train:axis |" in (rdir / "timings.md").read_text()
+    assert timings1["train"]["axis"]["threads"] == 2 and timings["train"]["axis"]["threads"] == 1
+    assert "workers" not in json.loads((rdir / "config.json").read_text())["run"]
+    for name, blob in second.items():
+        if name in TIMING_FILES or name.startswith("docs/timings") or name.endswith(".png"):
+            continue
+        text = blob.decode()
+        assert str(tmp_path) not in text, name
+        for word in ("seconds", "load_average", "cpu_count", "threads", "ms_per_image",
+                     "Load average", " ms (", "finished"):
+            assert word not in text, (name, word)
 
 
 def _check_alpha_is_the_models(tmp_path, data, rdir):
