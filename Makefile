@@ -39,7 +39,7 @@ test: setup  ## Run the test suite (what CI runs)
 test-fast: setup  ## Run the tests that need neither ../shared nor slow end-to-end runs
 	$(BIN)/python -m pytest -q -m "not shared and not slow"
 
-all: setup  ## The main job: data -> extract -> select -> train (3 kinds, 16/32 trees) -> evaluate -> figures -> report
+all: setup  ## The main job: data -> extract -> select -> train (the registry kinds marked pipeline: 4, 16/32 trees) -> evaluate -> figures -> report
 	$(PIPE) all
 
 data: setup  ## Check (or download and label) the dataset named by DATA / the config

@@ -43,8 +43,9 @@ def get_parser():
         prog="facesegment",
         description=(
             "Segment faces into 8 parts (background, lower face, nose, mouth, "
-            "left/right eye, left/right eyebrow) with decision forests over 31x31 "
-            "RGB windows: axis-aligned, two-probe and CO2 (oblique) forests. "
+            "left/right eye, left/right eyebrow) with decision forests over the "
+            "window around each pixel (31x31 RGB by default): axis-aligned, two-probe, "
+            "CO2 (oblique), extra-trees, ferns and rotation forests. "
             "Typical flow: data -> label -> extract -> train -> evaluate -> "
             "segment / figures."
         ),
