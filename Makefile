@@ -17,13 +17,14 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench clean
+.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench uci clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  Variables: DATA=path/to/labelled/folder  LABELS=label/tree  NAME=dataset-name"
 	@echo "             PRESET=default|paper|small|smoke  CONFIG=$(CONFIG)  PYTHON=$(PYTHON)"
 	@echo "             PIPE_ARGS='--force train --full-grid ...' (python -m pipelines.run --help)"
+	@echo "             UCI_ARGS='--datasets satimage --quick --big-budget 60 ...' (python -m pipelines.uci --help)"
 
 $(BIN)/facesegment: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +80,9 @@ bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/
 	$(BIN)/python benchmarks/bench_extract.py
 	$(BIN)/python benchmarks/bench_forests.py
 	$(BIN)/python benchmarks/bench_inference.py
+
+uci: setup  ## The paper's UCI benchmarks (Table I, Figure 2) on ../shared/data/uci into reports/uci and docs/uci.md
+	$(BIN)/python -m pipelines.uci $(UCI_ARGS)
 
 clean:  ## Remove generated outputs (data/windows, models, reports/runs), keep downloads
 	rm -rf data/windows data/labels models/*/ reports/runs .pytest_cache
