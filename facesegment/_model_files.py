@@ -213,6 +213,8 @@ def model_document(model, path, h5):
         "n_features": a.n_features, "n_oblique": int(a.weights.shape[0]),
         "weight_dtype": str(a.weights.dtype),
         "max_depth": int(a.depth.max()) if a.n_nodes else 0,
+        "position": None if getattr(model, "position", None) is None
+        else model.position.describe(),
         "provenance": relative_provenance(jsonable(model.provenance), path),
         "metrics": jsonable(model.metrics),
         "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
@@ -247,6 +249,15 @@ def _write_forest_h5(model, path):
         for name in ("mean", "std"):
             f.create_dataset(name, data=np.asarray(getattr(model, name), np.float32),
                              track_times=False)
+        pos = getattr(model, "position", None)
+        if pos is not None:
+            g = f.create_group("position", track_order=False)
+            g.create_dataset("freq", data=np.asarray(pos.freq, np.float32), track_times=False,
+                             **_COMPRESS)
+            g.create_dataset("class_prior", data=np.asarray(pos.class_prior, np.float64),
+                             track_times=False)
+            for key in ("sigma", "pseudo", "n_images"):
+                g.attrs[key] = getattr(pos, key)
 
 
 def _replace_folder(tmp, path):
@@ -289,7 +300,7 @@ def load_model_folder(cls, path, verify=True):
     rec = doc["files"].get("forest.h5", {})
     if verify and rec:
         _verify_file(h5, rec)
-    arrays, mean, std = _read_forest(h5)
+    arrays, mean, std, position = _read_forest(h5)
     _check_arrays(arrays, h5, len(doc["class_names"]))
     kind, classes, layout = _upgrade(doc, path)
     if layout is not None and not layout.matches(arrays.n_features):
@@ -300,7 +311,8 @@ def load_model_folder(cls, path, verify=True):
                class_names=tuple(doc["class_names"]),
                sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
                mean=mean, std=std, provenance=doc.get("provenance", {}),
-               metrics=doc.get("metrics", {}), layout=layout, classes=classes)
+               metrics=doc.get("metrics", {}), layout=layout, classes=classes,
+               position=position)
 
 
 def _read_document(path):
@@ -372,7 +384,19 @@ def _read_forest(h5):
             if f.attrs.get("format") != FOREST_FORMAT:
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
             arrays = ForestArrays(**{n: f["forest"][n][()] for n in FOREST_ARRAY_NAMES})
-            return arrays, f["mean"][()], f["std"][()]
+            position = None
+            if "position" in f:
+                from .position import PositionPrior
+
+                g = f["position"]
+                position = PositionPrior(
+                    g["freq"][()], g["class_prior"][()], float(g.attrs["sigma"]),
+                    float(g.attrs["pseudo"]), int(g.attrs["n_images"]))
+                if position.freq.ndim != 3 or position.freq.shape[2] != arrays.n_classes \
+                        or position.class_prior.shape != (arrays.n_classes,):
+                    raise DataError(h5, f"has a position prior of shape {position.freq.shape} "
+                                    f"for {arrays.n_classes} classes", _FIX)
+            return arrays, f["mean"][()], f["std"][()], position
     except (OSError, KeyError) as exc:
         raise DataError(h5, f"cannot be read as a forest ({exc})", _FIX) from None
 

@@ -47,6 +47,8 @@ class FaceRecord:
     name: str          # relative path of the image without extension, '/'-separated
     image: str         # image path
     label: str | None  # label path, or None when no label was found
+    #: the detector found no face (facesegment.aligned): scored as all background
+    missed: bool = False
 
 
 def find_images(root):

@@ -76,6 +76,12 @@ def _arrays(model):
     return arrays
 
 
+def _beta(model, beta):
+    from .dense.reweight import check_beta, default_beta
+
+    return default_beta(model) if beta is None else check_beta(model, beta)
+
+
 def _check_common(mode, pixel_stride, fft_levels, workers):
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {', '.join(map(repr, MODES))} "
@@ -99,15 +105,46 @@ def grid_label(label, stride, offset=0):
     return out
 
 
-def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode):
+def _score_missed(record, model, alphas, trees, depths, stride, mode):
+    """The sweep confusion matrices of a face the detector missed
+    (``record.missed``, see :mod:`facesegment.aligned`): every pixel predicted
+    background (class 0), over the pixels ``mode`` and ``stride`` score, in the
+    shape and with the settings :func:`facesegment.dense.confusion_sweep`
+    returns (alphas x depths x trees x C x C; depths and trees sorted)."""
+    from .classes import IGNORE
+    from .datasets import load_face
+    from .dense import model_layout, strict_region
+
+    label = grid_label(load_face(record)[1], stride)
+    elig = label != IGNORE
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(label.shape, model_layout(model))
+        inside = np.zeros(label.shape, dtype=bool)
+        inside[y0:y1, x0:x1] = True
+        elig &= inside
+    n_c = int(_arrays(model).n_classes)
+    counts = np.bincount(label[elig], minlength=n_c)
+    if len(counts) > n_c:
+        raise ValueError(f"{record.label}: label ids up to {len(counts) - 1} but the model "
+                         f"has {n_c} classes")
+    d_out, t_out = sorted({int(d) for d in depths}), sorted({int(t) for t in trees})
+    conf = np.zeros((len(alphas), len(d_out), len(t_out), n_c, n_c), dtype=np.int64)
+    conf[..., 0] = counts
+    return record.name, conf, d_out, t_out
+
+
+def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0):
     """Task: the sweep confusion matrices of one face (top level: picklable)."""
     from .datasets import load_face
     from .dense import confusion_sweep
 
+    if getattr(record, "missed", False):
+        return _score_missed(record, model, alphas, trees, depths, stride, mode)
     image, label = load_face(record)
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
                                          n_trees_list=trees, max_depth_list=depths,
-                                         alphas=alphas, mode=mode, fft_levels=fft_levels)
+                                         alphas=alphas, mode=mode, fft_levels=fft_levels,
+                                         beta=beta)
     return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
 
 
@@ -125,13 +162,15 @@ def _num(v):
 
 def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="strict",
              pixel_stride=1, per_image_alpha=None, sweep_trees=None, fft_levels=0,
-             workers=None, scheduler=None, desc="evaluate", progress=True):
+             beta=None, workers=None, scheduler=None, desc="evaluate", progress=True):
     """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
 
     Parameters
     ----------
     model : facesegment.model.Model
     records : list of facesegment.datasets.FaceRecord (labelled)
+        A record with ``missed=True`` (no face found by the detector, see
+        :mod:`facesegment.aligned`) is scored as predicted all background.
     alphas : list of float
         Prior-reweighting exponents (``p * s**-alpha``), all scored in one pass.
     tree_counts : list of int, optional
@@ -153,6 +192,10 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
         Extra forest sizes (1..n_trees) scored in the same pass (``sweep`` only).
     fft_levels : int
         CO2: top oblique levels evaluated by FFT correlation.
+    beta : float, optional
+        Exponent of the model's position prior, applied with every alpha
+        (default: the model's selected one, 0 without a prior; give 0 to
+        score the forest alone).
     workers, scheduler :
         Local threads (None: all cores) or a Dask ``distributed`` scheduler.
 
@@ -182,6 +225,7 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
         raise ValueError("records is empty: give at least one labelled face to score")
     _check_common(mode, pixel_stride, fft_levels, workers)
     pa, alphas = _alphas(alphas, per_image_alpha)
+    beta = _beta(model, beta)
     n_all = arrays.n_trees
     counts = sorted(_tree_list(tree_counts, "tree_counts", n_all) or {n_all})
     trees = sorted(set(counts) | _tree_list(sweep_trees, "sweep_trees", n_all) | {n_all})
@@ -190,7 +234,7 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
     total, per_image, per_image_jac = None, {}, {}
     for _, (name, conf, d_out, t_out) in map_tasks(
             _score_one, records, args=(model, alphas, trees, dl, int(pixel_stride),
-                                       int(fft_levels), mode),
+                                       int(fft_levels), mode, beta),
             scheduler=scheduler, n_workers=workers, desc=desc, unit="images",
             progress=progress):
         total = conf if total is None else total + conf
@@ -200,7 +244,7 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
     sweep = {"alphas": alphas, "max_depth": d_out, "n_trees": t_out,
              "class_average_jaccard": np.round(class_average(jaccard(total)), 4).tolist(),
              "pixel_accuracy": np.round(pixel_accuracy(total), 4).tolist()}
-    out = {"trees": {}, "n_images": len(per_image), "per_image_alpha": pa,
+    out = {"trees": {}, "n_images": len(per_image), "per_image_alpha": pa, "beta": beta,
            "n_pixels": int(total[0, 0, 0].sum()), "pixel_stride": int(pixel_stride),
            "per_image": dict(sorted(per_image.items())),
            "per_image_jaccard": dict(sorted(per_image_jac.items())), "sweep": sweep}
@@ -235,27 +279,95 @@ def best_alpha(result, n_trees):
     return max(table, key=key)
 
 
-def choose_alpha(model, records, alphas, *, n_trees=None, mode="strict", pixel_stride=1,
-                 workers=None, scheduler=None, desc="alpha", progress=True):
-    """The reweighting exponent that scores best on ``records`` (validation faces).
+def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="strict",
+                 pixel_stride=1, workers=None, scheduler=None, desc="alpha", progress=True):
+    """The reweighting exponent(s) that score best on ``records`` (validation faces).
 
     Scores the first ``n_trees`` trees (default: all) at every alpha in one
-    pass (:func:`evaluate`) and keeps the best class-average Jaccard (ties: the
+    pass (:func:`evaluate`) per position-prior exponent of ``betas`` (default
+    ``[0]``: no position prior; other values need ``model.position``) and
+    keeps the best class-average Jaccard (ties: the smaller beta, then the
     smaller alpha).
 
     Returns
     -------
     dict (JSON-ready)
-        ``{"alpha": float, "n_images": int, "n_trees": int,
-        "validation_jaccard": {repr(alpha): class-average Jaccard}}``.
+        ``{"alpha": float, "beta": float, "n_images": int, "n_trees": int,
+        "validation_jaccard": {repr(alpha): class-average Jaccard} (at the
+        chosen beta)}``, plus ``"validation_jaccard_beta": {repr(beta):
+        {repr(alpha): ...}}`` when several betas were tried.
     """
     n = _arrays(model).n_trees if n_trees is None else n_trees
-    r = evaluate(model, records, alphas=alphas, tree_counts=[n], mode=mode,
-                 pixel_stride=pixel_stride, workers=workers, scheduler=scheduler,
-                 desc=desc, progress=progress)
-    table = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
-    return {"alpha": float(best_alpha(r, n)), "n_images": r["n_images"], "n_trees": int(n),
-            "validation_jaccard": table}
+    betas = [0.0] if betas is None else [_beta(model, b) for b in betas]
+    if not betas:
+        raise ValueError("betas is empty: give at least one position-prior exponent, e.g. [0]")
+    tables, best = {}, None
+    for b in sorted(set(betas)):
+        r = evaluate(model, records, alphas=alphas, tree_counts=[n], mode=mode,
+                     pixel_stride=pixel_stride, beta=b, workers=workers,
+                     scheduler=scheduler, desc=desc if b == 0 else f"{desc} beta={b:g}",
+                     progress=progress)
+        tables[repr(b)] = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
+        a = best_alpha(r, n)
+        score = tables[repr(b)][a]
+        score = -1.0 if score is None else score
+        if best is None or score > best[0]:
+            best = (score, b, a, r["n_images"])
+    _, b, a, n_images = best
+    out = {"alpha": float(a), "beta": float(b), "n_images": n_images, "n_trees": int(n),
+           "validation_jaccard": tables[repr(b)]}
+    if len(tables) > 1:
+        out["validation_jaccard_beta"] = tables
+    return out
+
+
+def _position_one(record, prior, gammas, stride, mode, layout):
+    """Task: confusion matrices of the position-only maps of one face."""
+    from .dense.image import strict_region
+    from .imageio import read_label
+    from .metrics import confusion_matrix
+    from .position import constant_labels
+
+    label = grid_label(read_label(record.label), stride)
+    if mode == "strict":
+        y0, y1, x0, x1 = strict_region(label.shape, layout)
+        keep = np.full_like(label, 255)
+        keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
+        label = keep
+    return np.stack([confusion_matrix(label, constant_labels(prior, label.shape, g),
+                                      prior.n_classes) for g in gammas])
+
+
+def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,
+                           layout=None, desc="position only", progress=True):
+    """Scores of the map that uses the position prior alone (no image): for
+    each ``gamma``, ``argmax_c pos_c(x) * pi_c**-gamma``
+    (:func:`facesegment.position.constant_labels`) against the labels of
+    ``records``, with the pixels :func:`evaluate` scores (same ``mode`` and
+    ``pixel_stride``; ``layout``: the window layout whose border ``strict``
+    leaves out, default 31x31).
+
+    Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
+    """
+    from .layout import DEFAULT_LAYOUT
+    from .progress import Progress
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, None)
+    gammas = [_alpha(g, "gammas") for g in gammas]
+    total = None
+    with Progress(len(records), desc, "images", enabled=progress) as bar:
+        for rec in records:
+            conf = _position_one(rec, prior, gammas, int(pixel_stride), mode,
+                                 layout or DEFAULT_LAYOUT)
+            total = conf if total is None else total + conf
+            bar.update(1)
+    return {"gamma": {repr(g): _summary(total[i]) for i, g in enumerate(gammas)},
+            "n_images": len(records), "n_pixels": int(total[0].sum()),
+            "pixel_stride": int(pixel_stride)}
 
 
 # ---------------------------------------------------------------- timing
@@ -306,4 +418,4 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
 
 
 __all__ = ["MODES", "evaluate", "full_summary", "best_alpha", "choose_alpha",
-           "time_inference", "grid_label"]
+           "evaluate_position_only", "time_inference", "grid_label"]

@@ -225,7 +225,7 @@ def _evaluation(name, model, records, alpha, kw):
                     depths=range(1, dmax + 1), desc=f"figures {name}", **kw)
 
 
-def _example_rows(models, records, per_image, alphas, n_random, seed, mode):
+def _example_rows(models, records, per_image, alphas, betas, n_random, seed, mode):
     """Rows of Figure 3: each model's median face, then ``n_random`` random ones."""
     from .datasets import load_face
     from .dense import predict_image
@@ -235,7 +235,7 @@ def _example_rows(models, records, per_image, alphas, n_random, seed, mode):
     rows = []
     for face, reason in pick_examples(per_image, n_random, seed):
         image, truth = load_face(by_name[face])
-        preds = {k: predict_image(m, image, mode=mode, alpha=alphas[k])[1]
+        preds = {k: predict_image(m, image, mode=mode, alpha=alphas[k], beta=betas[k])[1]
                  for k, m in models.items()}
         rows.append({"title": f"{face}\n{reason}", "image": image, "truth": truth,
                      "preds": preds, "scores": {k: per_image[k].get(face) for k in models}})
@@ -282,11 +282,13 @@ def make_figures(models, records, out_dir, *, evaluations=None, alpha=None, labe
           "scheduler": scheduler, "progress": progress}
     out_dir = os.fspath(out_dir)
     tree_c, depth_c, used, alphas, per_image, written = {}, {}, set(), {}, {}, []
+    betas = {}
     for name, model in models.items():
         res = evaluations.get(name) or _evaluation(name, model, records, alpha, kw)
         tree_c[name], depth_c[name], n_depth = curves(res, depth_trees)
         used.add(n_depth)
         a = alphas[name] = float(res["per_image_alpha"])
+        betas[name] = float(res.get("beta") or 0.0)    # the position prior's, if scored
         per_image[name] = res["per_image"]
         n = max(int(t) for t in res["trees"])
         s = res["trees"][str(n)]["alpha"][repr(a)]
@@ -298,7 +300,7 @@ def make_figures(models, records, out_dir, *, evaluations=None, alpha=None, labe
     depth_n = used.pop() if len(used) == 1 else "/".join(map(str, sorted(used))) + " trees"
     written.append(figure4(tree_c, depth_c, os.path.join(out_dir, "figure4.png"), depth_n,
                            labels))
-    rows = _example_rows(models, records, per_image, alphas, n_random, seed, mode)
+    rows = _example_rows(models, records, per_image, alphas, betas, n_random, seed, mode)
     if rows:
         written.append(figure3(rows, os.path.join(out_dir, "figure3.png"), list(models),
                                labels=labels))

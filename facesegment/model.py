@@ -68,6 +68,9 @@ class Model:
     classes : ndarray (n_classes,)
         The estimator's ``classes_`` (any dtype); column ``i`` of ``value`` is
         ``classes[i]``.  Default: ``0..n_classes-1``.
+    position : facesegment.position.PositionPrior or None
+        Per-pixel class frequencies of the training crops, applied with the
+        exponent ``metrics["beta"]`` (:mod:`facesegment.position`).
     """
 
     kind: str
@@ -81,6 +84,7 @@ class Model:
     metrics: dict = field(default_factory=dict)
     layout: WindowLayout = None
     classes: np.ndarray = None
+    position: object = None
 
     def __post_init__(self):
         if self.classes is None:

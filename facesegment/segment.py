@@ -275,7 +275,7 @@ class SegmentResult:
 
 
 def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
-                  return_proba=False, detect_size=DETECT_MAX_SIDE):
+                  return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None):
     """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
 
     ``detect="auto"`` treats exactly-250x250 images as LFW-style crops already;
@@ -284,13 +284,17 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
     ``(None, 0)``.  With ``return_proba`` a third value is returned: the
     reweighted class probabilities float32 ``(H, W, C)``, summing to 1 per
     pixel (pixels outside every face's crop: background 1), or None without
-    a face; ``labels`` is their argmax.
+    a face; ``labels`` is their argmax.  ``beta``: exponent of the model's
+    position prior, applied in crop coordinates (default: the model's selected
+    one, 0 without a prior; see :mod:`facesegment.position`).
     """
-    from .dense import predict_image, predict_proba_raw, reweight
+    from .dense import default_beta, predict_image
 
+    beta = default_beta(model) if beta is None else beta
     h, w = image.shape[:2]
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
-        proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha)
+        proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha,
+                                      beta=beta)
         return (labels, 1, proba) if return_proba else (labels, 1)
     boxes = find_crops(image, detector, max_side=detect_size)
     if len(boxes) == 0:
@@ -301,9 +305,8 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
     if return_proba:
         proba = np.zeros((h, w, n_classes), dtype=np.float32)
         proba[:, :, 0] = 1.0
-    crops = [reweight(predict_proba_raw(model, model_image(model, crop_face(image, box)),
-                                        mode="full"), model.sampling_factors, alpha)
-             for box in boxes]
+    crops = [predict_image(model, model_image(model, crop_face(image, box)), mode="full",
+                           alpha=alpha, beta=beta)[0] for box in boxes]
     regions = [box_region(box, image.shape) for box in boxes]
     for (r0, r1, c0, c1), members in _group_regions(regions):
         if r1 <= r0 or c1 <= c0:

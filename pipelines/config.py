@@ -178,6 +178,13 @@ SCHEMA = {
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),
     },
+    "position": {
+        "enabled": _bool,
+        "sigma": _num(0.0, 100.0),
+        "pseudo": _num(0.0),
+        "betas": _list(_num(0.0, 4.0)),
+        "gammas": _list(_num(0.0, 4.0)),
+    },
     "figures": {
         "enabled": _bool,
         "n_random": _int(0),
@@ -211,7 +218,8 @@ def _flatten(doc, where):
         if not isinstance(val, dict):
             raise ConfigError(f"{where}: top-level key {name!r} is not a [section] "
                               f"(sections: {', '.join(SCHEMA)})")
-        if name not in ("run", "data", "extract", "forest", "select", "evaluate", "figures"):
+        if name not in ("run", "data", "extract", "forest", "select", "evaluate", "position",
+                            "figures"):
             raise ConfigError(f"{where}: unknown section [{name}] "
                               f"(sections: {', '.join(SCHEMA)}, presets)")
         flat = {}
@@ -332,18 +340,19 @@ def check_estimator_params(cfg, where="config"):
     except (ImportError, AttributeError):
         return
     common = {k for k in cfg["forest"] if k not in SCHEMA["forest"]}
+    every = set().union(*(cls().get_params() for cls in classes.values()))
+    for key in sorted(common - every):
+        raise ConfigError(f"{where}: [forest] key {key!r} is not a parameter of any kind "
+                          f"({', '.join(sorted(every))})")
     for kind, cls in classes.items():
         valid = set(cls().get_params())
+        mine = common & valid      # a common key applies to the kinds that have it
         own = {k for k in cfg[f"forest.{kind}"] if k not in SCHEMA[f"forest.{kind}"]}
         for key in sorted(own):
             if key not in valid:
                 raise ConfigError(f"{where}: [forest.{kind}] has no key {key!r} "
                                   f"({cls.__name__} parameters: {', '.join(sorted(valid))})")
-        for key in sorted(common):
-            if key not in valid:
-                raise ConfigError(f"{where}: [forest] key {key!r} is not a parameter of "
-                                  f"{cls.__name__} ({', '.join(sorted(valid))})")
-        _check_estimator_values(cls, kind, {k: cfg["forest"][k] for k in common}
+        _check_estimator_values(cls, kind, {k: cfg["forest"][k] for k in mine}
                                 | {k: cfg[f"forest.{kind}"][k] for k in own}, where)
 
 

@@ -33,6 +33,7 @@ from facesegment.classes import CLASS_NAMES
 
 from facesegment.forest.registry import KINDS as REGISTRY
 
+from . import prior
 from .config import KINDS
 
 REPORT_VERSION = 5
@@ -186,6 +187,10 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
 
     # ---- the claim
     L += _claim(evals, kinds, sizes, h)
+
+    # ---- beyond the paper: the position prior
+    L += prior.markdown(_load(run_dir, "prior.json"), evals, kinds, sizes, KIND_NAMES,
+                        CLASS_NAMES, h)
 
     # ---- per class
     L.append(f"{h}# Per-class Jaccard (test set)")

@@ -47,7 +47,11 @@ def grids(cfg, full=False):
 def estimator_params(cfg, kind, setting, n_features=None):
     """Estimator keywords for ``kind`` from the config plus a selection setting
     (``q`` becomes ``max_features`` for ``n_features`` features, default 2883)."""
-    params = {k: v for k, v in cfg["forest"].items() if k not in ("n_trees", "eval_trees")}
+    valid = set(get_kind(kind).estimator_class().get_params())
+    # a common [forest] key applies to the kinds that have that parameter (random
+    # ferns have no max_depth / min_samples_leaf)
+    params = {k: v for k, v in cfg["forest"].items()
+              if k not in ("n_trees", "eval_trees") and k in valid}
     params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k != "q"})
     setting = dict(setting)
     q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))

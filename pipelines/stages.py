@@ -44,7 +44,7 @@ from facesegment import evaluation
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
-from . import backend, report, selection
+from . import backend, prior, report, selection
 from .config import KINDS, run_name
 from .stamps import ByContent, fingerprint
 
@@ -288,7 +288,7 @@ def _train_config(kind):
                                                              "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
                 "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"],
-                "layout": LAYOUT}
+                "position": c["position"], "layout": LAYOUT}
     return config
 
 
@@ -339,6 +339,9 @@ def _train(kind):
         # every model folder of this kind: `segment` / `evaluate` use this alpha
         alphas = {"alpha": alpha, "alpha_selection_forests": alpha_sel,
                   "alpha_final_forest": final}
+        val = validation_records(ctx) if cfg["position"]["enabled"] else []
+        if val:   # the position prior, with (alpha, beta) chosen on validation
+            alphas |= prior.choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
         outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)
         a = model.arrays
@@ -410,7 +413,7 @@ def _eval_config(kind):
         # the alpha comes from the model folder (an input), chosen by train
         ev = {k: c["evaluate"][k] for k in ("extra_alphas", "mode", "pixel_stride",
                                             "fft_levels")}
-        return {"evaluate": ev, "eval_trees": c["forest"]["eval_trees"],
+        return {"evaluate": ev, "position": c["position"]["enabled"], "eval_trees": c["forest"]["eval_trees"],
                 "depths": c["figures"]["depths"], "layout": LAYOUT}
     return config
 
@@ -423,7 +426,8 @@ def _evaluate(kind):
         n = cfg["forest"]["n_trees"]
         model = backend.load_model(ctx.model_dir(kind, n))
         ev = cfg["evaluate"]
-        alpha = default_alpha(model)                 # chosen by the train stage
+        # chosen by the train stage (for the forest alone: without its position prior)
+        alpha = float(model.metrics.get("alpha_no_prior", default_alpha(model)))
         alpha_sel = float(model.metrics.get("alpha_selection_forests", alpha))
         alphas = sorted({alpha, alpha_sel, *map(float, ev["extra_alphas"])})
         test = ctx.splits()["test"]
@@ -433,7 +437,9 @@ def _evaluate(kind):
                                   sweep_trees=range(1, n + 1),
                                   pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
-                                  fft_levels=ev["fft_levels"], desc=f"evaluate {kind}")
+                                  fft_levels=ev["fft_levels"], beta=0.0,
+                                  desc=f"evaluate {kind}")
+        res["with_prior"] = prior.score_with_prior(ctx, kind, model)
         res.update({"kind": kind, "alpha": alpha,
                     "model": os.path.relpath(ctx.model_dir(kind, n), ctx.root),
                     "alpha_selection_forests": alpha_sel,
@@ -514,11 +520,14 @@ def build_stages():
         Stage("select", _select_config, lambda c: [c.windows, c.reports / "splits.json"],
               run_select, ("extract",)),
     ]
+    st.append(Stage("prior", prior.prior_config, _reports("splits.json"),
+                    lambda c: prior.run_prior(c, validation_records), ("extract",)))
     for k in KINDS:
         # the validation images (splits.json) score the final forest's alpha
         st.append(Stage(f"train:{k}", _train_config(k),
-                        lambda c: [c.windows, c.reports / "splits.json"], _train(k),
-                        ("select",)))
+                        lambda c: [c.windows, c.reports / "splits.json"]
+                        + ([prior.prior_path(c)] if c.cfg["position"]["enabled"] else []),
+                        _train(k), ("select", "prior")))
     for k in KINDS:
         st.append(Stage(f"evaluate:{k}", _eval_config(k),
                         lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
@@ -545,7 +554,8 @@ def _report_inputs(ctx):
     """What the report renders: the run's files, the measured times, and the other
     stages' stamps (their wall times go to timings.json)."""
     r = ctx.reports
-    return ([r / f for f in ("selection.json", "chosen.json", "investigation.json")]
+    return ([r / f for f in ("selection.json", "chosen.json", "investigation.json",
+                             "prior.json")]
             + [r / f"{p}-{k}.json" for k in KINDS for p in ("train", "eval")]
             + [r / "figures", ctx.timings]
             + sorted(p for p in (r / "stamps").glob("*.json") if p.name != "report.json"))

@@ -105,7 +105,7 @@ def test_best_and_chosen_alpha(model, faces):
     best = best_alpha(res, 4)
     assert table[best] == max(table.values())
     rec = choose_alpha(model, faces, [0.0, 0.5, 1.0], workers=2, progress=False)
-    assert rec == {"alpha": float(best), "n_images": 3, "n_trees": 4,
+    assert rec == {"alpha": float(best), "beta": 0.0, "n_images": 3, "n_trees": 4,
                    "validation_jaccard": table}
     tie = {"trees": {"2": {"alpha": {"1.0": {"mean_jaccard": 5.0},
                                      "0.5": {"mean_jaccard": 5.0},

@@ -661,20 +661,31 @@ def _check_alpha_is_the_models(tmp_path, data, rdir):
     on the pipeline's test images, mode and pixel stride gives its test scores."""
     from facesegment.cli import main as cli
     from facesegment.forest.registry import KINDS as TABLE
-    from facesegment.inference import default_alpha
+    from facesegment.inference import default_alpha, default_beta
     from pipelines.config import KINDS
 
     models = tmp_path / "models" / "faces-smoke"
     kinds = [k for k in TABLE if k in KINDS]
     evals = {k: json.loads((rdir / f"eval-{k}.json").read_text()) for k in kinds}
+    prior = json.loads((rdir / "prior.json").read_text())
+    assert 0 < prior["test"]["mean_jaccard"] <= 100 and prior["prior"]["n_images"] > 0
     for k, ev in evals.items():
         train = json.loads((rdir / f"train-{k}.json").read_text())
-        assert train["alpha"] == ev["alpha"]
+        # the forest alone is scored at its own alpha; the models keep (alpha, beta)
+        # chosen with the position prior, and evaluate scores that pair too
+        assert train["alpha_no_prior"] == ev["alpha"]
         assert train["alpha_final_forest"] == ev["alpha_final_forest"] is not None
         assert train["alpha_selection_forests"] == ev["alpha_selection_forests"]
+        assert ev["beta"] == 0.0
+        if train["beta"] > 0:
+            assert ev["with_prior"]["alpha"] == train["alpha"]
+            assert ev["with_prior"]["beta"] == train["beta"]
+        else:
+            assert ev["with_prior"] is None
         for n in (2, 4):
             model = backend.load_model(models / f"{k}-{n}")
-            assert default_alpha(model) == ev["alpha"], (k, n)
+            assert default_alpha(model) == train["alpha"], (k, n)
+            assert default_beta(model) == train["beta"] and model.position is not None
             assert model.metrics["alpha_final_forest"] == ev["alpha_final_forest"]
     cfg = load_config(CONFIG, "smoke", data=str(data))["evaluate"]
     out = tmp_path / "cli-eval"
@@ -683,11 +694,12 @@ def _check_alpha_is_the_models(tmp_path, data, rdir):
                 "--mode", cfg["mode"], "--pixel-stride", str(cfg["pixel_stride"])]) == 0
     for k, ev in evals.items():
         mine = json.loads((out / f"{k}-4.json").read_text())
-        pipe = ev["trees"]["4"]["alpha"][repr(ev["alpha"])]
-        assert mine["alpha"] == ev["alpha"] and mine["n_images"] == ev["n_images"]
+        same = ev["with_prior"] or ev       # the CLI uses the model's (alpha, beta)
+        pipe = same["trees"]["4"]["alpha"][repr(same["alpha"])]
+        assert mine["alpha"] == same["alpha"] and mine["n_images"] == ev["n_images"]
         assert mine["summary"]["class_average_jaccard"] == pipe["mean_jaccard"]
         assert mine["summary"]["confusion"] == pipe["confusion"]
-        assert mine["per_image"] == ev["per_image"]
+        assert mine["per_image"] == same["per_image"]
 
 
 def test_stage_keys_follow_the_alpha(tmp_path):

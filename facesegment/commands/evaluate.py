@@ -7,6 +7,8 @@ from pathlib import Path
 from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
                       alpha_value, check_output_folder, model_names, nonneg_int, positive_int)
 
+PROTOCOLS = ("crops", "detector")
+
 HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
 Score one or more trained models on labelled test faces with the paper's
@@ -25,12 +27,24 @@ Writes OUT/NAME.json (all numbers, per-image scores) and OUT/NAME.md per model
 (NAME: the model's folder name; NAME-i for a later model whose folder has the
 same name) and OUT/summary.md (one row per model), and prints the table.
 
+--protocol detector scores detector-aligned crops instead of the test crops
+as they are (which are cut around the human landmarks, so a model that uses
+the position in the crop gets ground-truth alignment for free): each test
+face is first re-cropped the way `facesegment segment` crops a photo (dlib
+face detector and 68 predicted landmarks on the face image padded by 25% of
+its side, then the dataset's crop rule), its label map warped with the same
+box (pixels from outside the image are not scored), and a face where no face
+is found is scored on its original label map as predicted all background.
+The re-cropped faces are cached in --aligned-dir (reused while the inputs are
+unchanged); OUT/NAME.json records the protocol and the faces found and missed.
+
 Test faces: DIR/test when DIR has train/ and test/ folders (faces300w);
 otherwise the test split of DIR by person (--split test, as `facesegment
 train` splits it) or every labelled face under DIR (--split all).
 
 example:
   facesegment evaluate --model models/co2-16 --data ../shared/data/faces300w
+  facesegment evaluate --model models/co2-16 --data ../shared/data/faces300w --protocol detector
 """
 
 
@@ -51,6 +65,16 @@ def add_arguments(p):
     p.add_argument("--sweep-depths", type=nonneg_int, nargs="*", default=None, metavar="D",
                    help="also score the trees truncated at depth D (Figure 4), same pass")
     add_scoring_arguments(p)
+    p.add_argument("--protocol", choices=PROTOCOLS, default="crops",
+                   help="crops = score the test crops as they are; detector = re-crop every "
+                        "test face the way `segment` does (dlib face + 68 predicted landmarks), "
+                        "warp its label map with it, score faces without a detected face as "
+                        "all background (default crops)")
+    p.add_argument("--aligned-dir", metavar="DIR", default=None,
+                   help="cache of the re-cropped faces of --protocol detector, reused while "
+                        "the inputs are unchanged (default: "
+                        "TMPDIR/facesegment-aligned/DATA-<hash of the test faces>; with "
+                        "--scheduler give a folder the Dask workers can read)")
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/eval", metavar="DIR",
@@ -118,6 +142,9 @@ def run(args):
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
     models = [load_image_model(path) for path in args.model]  # every model checked first
+    detector = None
+    if getattr(args, "protocol", "crops") == "detector":  # after the cheap checks
+        records, detector = _detector_records(records, args)
     rows = {}
     for path, name, model in zip(args.model, model_names(args.model), models):
         if name != Path(os.path.abspath(path)).name:
@@ -135,17 +162,62 @@ def run(args):
                    data=str(args.data), seconds=round(seconds, 2),
                    seconds_per_image=round(seconds / max(1, res["n_images"]), 4),
                    class_names=list(model.class_names),
-                   summary=full_summary(res, model.class_names))
+                   summary=full_summary(res, model.class_names),
+                   protocol="detector" if detector else "crops")
+        if detector:
+            res["detector"] = detector
         table = markdown_table({name: res["summary"]}, f"{name}: {res['n_images']} images, "
-                               f"alpha={alpha:g}, {_protocol(args.mode, args.pixel_stride)}")
+                               f"alpha={alpha:g}, {_protocol(args.mode, args.pixel_stride)}"
+                               f"{_detector_text(detector)}")
         write_json_atomic(Path(args.out) / f"{name}.json", res)
         write_text_atomic(Path(args.out) / f"{name}.md", table)
         rows[f"{name} (alpha={alpha:g})"] = res["summary"]
-    table = markdown_table(rows, f"Test faces: {len(records)} from {args.data}")
+    table = markdown_table(rows, f"Test faces: {len(records)} from {args.data}"
+                                 f"{_detector_text(detector)}")
     write_text_atomic(Path(args.out) / "summary.md", table)
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def default_aligned_dir(data, records):
+    """Where ``--protocol detector`` caches the re-cropped faces by default:
+    ``TMPDIR/facesegment-aligned/<data folder name>-<hash>``, the hash over the
+    test faces' names and absolute paths (one folder per set of test faces;
+    not beside ``--out``, which may be a folder under version control)."""
+    import hashlib
+    import json
+    import tempfile
+
+    text = json.dumps([[r.name, os.path.abspath(r.image), os.path.abspath(r.label or "")]
+                       for r in records])
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    name = Path(os.path.abspath(data)).name or "data"
+    return Path(tempfile.gettempdir()) / "facesegment-aligned" / f"{name}-{digest}"
+
+
+def _detector_records(records, args):
+    """The detector-aligned records to score and the JSON's ``detector`` entry."""
+    from ..aligned import PAD_FRACTION, aligned_counts, realign_records
+
+    folder = Path(args.aligned_dir) if args.aligned_dir else default_aligned_dir(
+        args.data, records)
+    aligned = realign_records(records, folder, workers=args.workers,
+                              progress=not args.quiet)
+    n_found, n_missed = aligned_counts(aligned)
+    print(f"evaluate: detector-aligned faces in {folder}: {n_found} of {len(aligned)} found, "
+          f"{n_missed} missed (scored as all background)", file=sys.stderr)
+    return aligned, {"n_faces": len(aligned), "n_found": n_found, "n_missed": n_missed,
+                     "missed": sorted(r.name for r in aligned if r.missed),
+                     "pad_fraction": PAD_FRACTION, "choose": "central"}
+
+
+def _detector_text(detector):
+    """The table titles' words for the detector-aligned protocol ("" for crops)."""
+    if not detector:
+        return ""
+    return (f", detector-aligned crops ({detector['n_found']} of {detector['n_faces']} "
+            "faces found; missed faces scored as all background)")
 
 
 def _protocol(mode, stride):

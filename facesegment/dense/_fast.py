@@ -249,6 +249,6 @@ def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, s
                 for i in range(npx):
                     for a in range(n_a):
                         for kk in range(n_d):
-                            preds[a, kk, j, lo + i] = argmax_scaled(sums, i, kk, scales, a)
+                            preds[a, kk, j, lo + i] = argmax_scaled(sums, i, kk, scales, a, lo + i)
                 j += 1
     return preds

@@ -204,8 +204,9 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
     For pixel ``i`` (window top-left at padded ``(ys[i], xs[i])``), every depth
     limit ``depth_list[k]`` (ascending), every forest made of the first
     ``tree_counts[j]`` trees (ascending), and every row ``scales[a]`` of
-    per-class factors ``s^-alpha``, writes
-    ``preds[a, k, j, i] = argmax_c scales[a, c] * sum_{t < tree_counts[j]} value[node(t, k), c]``
+    per-class factors ``s^-alpha`` (``scales[a, r]``: one row ``r`` per pixel with a
+    position prior, else ``r = 0``), writes
+    ``preds[a, k, j, i] = argmax_c scales[a, r, c] * sum_{t < tree_counts[j]} value[node(t, k), c]``
     where ``node(t, k)`` is the node tree ``t`` reaches in at most
     ``depth_list[k]`` levels.  Each tree is descended once; the node
     distributions are summed as the descent passes each limit.  Ties go to the
@@ -268,6 +269,6 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                     for q in range(min(4, hi - g)):
                         for a in range(n_a):
                             for kk in range(n_d):
-                                preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a)
+                                preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a, g + q)
                     j += 1
     return preds

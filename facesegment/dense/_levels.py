@@ -277,6 +277,6 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
                 for i in range(n):
                     for a in range(n_a):
                         for k in range(n_d):
-                            preds[a, k, j, lo + i] = argmax_scaled(sums, i, k, scales, a)
+                            preds[a, k, j, lo + i] = argmax_scaled(sums, i, k, scales, a, lo + i)
                 j += 1
     return preds

@@ -7,12 +7,15 @@ from ._numba import INLINE, NJIT, PARALLEL
 
 
 @njit(**INLINE)
-def argmax_scaled(sums, i, k, scales, a):
-    """The first class of maximal ``sums[i, k, c] * scales[a, c]`` (the sweeps' labels)."""
+def argmax_scaled(sums, i, k, scales, a, q):
+    """The first class of maximal ``sums[i, k, c] * scales[a, r, c]`` (the sweeps'
+    labels), ``r = q`` (the pixel's index) when ``scales`` has one row per
+    pixel (a position prior), else 0."""
+    r = q if scales.shape[1] > 1 else 0
     best = 0
-    bv = sums[i, k, 0] * scales[a, 0]
+    bv = sums[i, k, 0] * scales[a, r, 0]
     for c in range(1, sums.shape[2]):
-        sv = sums[i, k, c] * scales[a, c]
+        sv = sums[i, k, c] * scales[a, r, c]
         if sv > bv:
             bv = sv
             best = c

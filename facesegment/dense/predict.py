@@ -46,7 +46,9 @@ from ._numba import layout_kernels
 from ._packing import cached, pack_fast, pack_nodes
 from ._scores import confusion_many
 from .image import fft_responses, pad_image, strict_region
-from .reweight import class_scales, default_alpha, reweight, reweight_labels
+from ..position import position_scales
+from .reweight import (check_beta, class_scale, class_scales, default_alpha, default_beta,
+                       reweight, reweight_labels)
 
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
@@ -127,7 +129,7 @@ def _uses_levels(p, fft_levels):
 # ------------------------------------------------------------------- public
 
 def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
-                  fft_levels=0, planes=None):
+                  fft_levels=0, planes=None, beta=0.0):
     """Per-pixel class probabilities and labels of a whole image.
 
     Parameters
@@ -152,6 +154,10 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
         Extra per-pixel planes stacked after the image's channels, for models
         whose layout has them (e.g. a previous stage's class probabilities
         scaled to 0-255).
+    beta : float >= 0
+        Exponent of the model's position prior (``model.position``): scores
+        ``p * s**-alpha * (pos / pi)**beta`` (:mod:`facesegment.position`);
+        0 = no position prior.
 
     Returns
     -------
@@ -169,16 +175,32 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
     """
     check_mode(mode)
     alpha = check_alpha(alpha)
+    beta = check_beta(model, beta)
     raw = predict_proba_raw(model, image, mode=mode, max_depth=max_depth,
                             n_trees=n_trees, fft_levels=fft_levels, planes=planes)
     s = check_factors(model.sampling_factors, raw.shape[-1])
-    proba, labels = reweight_labels(raw, s, alpha)
+    if beta > 0:
+        proba, labels = _reweight_position(raw, model.position, s, alpha, beta)
+    else:
+        proba, labels = reweight_labels(raw, s, alpha)
     if mode == "strict":
         y0, y1, x0, x1 = strict_region(image.shape, model_layout(model))
         keep = np.zeros(image.shape[:2], dtype=bool)
         keep[y0:y1, x0:x1] = True
         labels[~keep] = IGNORE
     return proba, labels
+
+
+def _reweight_position(raw, position, s, alpha, beta):
+    """``raw * s**-alpha * (pos/pi)**beta`` renormalised per pixel, and its argmax."""
+    h, w, c = raw.shape
+    ys, xs = np.divmod(np.arange(h * w), w)
+    scale = position_scales(position, (h, w), ys, xs, class_scale(s, alpha), beta)
+    out = raw.reshape(-1, c).astype(np.float64) * scale
+    total = out.sum(axis=1, keepdims=True)
+    labels = np.argmax(out, axis=1).astype(np.uint8)
+    out = np.where(total > 0, out / np.where(total > 0, total, 1.0), 0.0)
+    return out.astype(np.float32).reshape(h, w, c), labels.reshape(h, w)
 
 
 def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, fft_levels=0,
@@ -240,7 +262,8 @@ def _as_sorted_ints(values, name, low, upper):
 
 
 def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
-                    alphas=(1.0,), mode="strict", fft_levels=0, chunk=256, planes=None):
+                    alphas=(1.0,), mode="strict", fft_levels=0, chunk=256, planes=None,
+                    beta=0.0):
     """Confusion matrices of many truncated forests and alphas in one pass.
 
     Each tree is walked once per pixel to the deepest limit asked for, keeping
@@ -263,6 +286,8 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         Reweighting exponents.
     mode : {"strict", "full"}
         Which pixels are scored (label 255 is always excluded).
+    beta : float >= 0
+        Exponent of the model's position prior (0: none), with every alpha.
 
     Returns
     -------
@@ -279,6 +304,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     depths = _as_sorted_ints([forest_depth if d is None else d
                               for d in (max_depth_list or [None])], "max_depth", 0,
                              forest_depth)
+    beta = check_beta(model, beta)
     scales = class_scales(model.sampling_factors, alphas)
     p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels)
     h, w = p.shape[:2]
@@ -294,6 +320,12 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         elig &= inside
     ys, xs = np.nonzero(elig)
     ys, xs = ys.astype(np.int64), xs.astype(np.int64)
+    if beta > 0:   # one row of class scales per scored pixel
+        scales = np.stack([position_scales(model.position, (h, w), ys, xs, sc, beta)
+                           for sc in scales])
+    else:
+        scales = scales[:, None, :]
+    scales = np.ascontiguousarray(scales, dtype=np.float64)
     n_c = p.value.shape[1]
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     fast = _fast_records(p) if len(ys) else None
@@ -319,5 +351,5 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
 
 __all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
            "predict_image", "predict_proba_raw", "count_oblique_visits", "confusion_sweep",
-           "reweight", "class_scales", "default_alpha", "pad_image", "strict_region",
+           "reweight", "class_scales", "default_alpha", "default_beta", "pad_image", "strict_region",
            "fft_responses", "model_layout", "pack_fast", "pack_nodes"]

@@ -74,3 +74,21 @@ def default_alpha(model):
         if value is not None:
             return check_alpha(value, "the model's selected alpha")
     return 1.0
+
+
+def check_beta(model, beta):
+    """``beta`` checked (a number >= 0); > 0 needs a model with a position prior."""
+    beta = check_alpha(beta, "beta")
+    if beta > 0 and getattr(model, "position", None) is None:
+        raise ValueError(f"beta={beta} needs a model with a position prior (model.position "
+                         "is None): give beta=0, or train the model with a position prior")
+    return beta
+
+
+def default_beta(model):
+    """The model's selected position-prior exponent ``metrics["beta"]``; 0 for a
+    model without a position prior (or none selected)."""
+    if getattr(model, "position", None) is None:
+        return 0.0
+    value = (getattr(model, "metrics", None) or {}).get("beta")
+    return 0.0 if value is None else check_alpha(value, "the model's selected beta")

@@ -123,12 +123,12 @@ KINDS = MappingProxyType({k.name: k for k in (
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "
                            "the node's min and max), no bootstrap",
-               grid={"q": "extra_q"}, pipeline=False),
+               grid={"q": "extra_q"}),
     ForestKind("ferns", "RandomFernsForest",
                label="random ferns",
                description="random ferns: one random test per level shared by the level, "
                            "regularised leaf posteriors",
-               grid={"depth": "ferns_depth", "test": "ferns_test"}, pipeline=False),
+               grid={"depth": "ferns_depth", "test": "ferns_test"}),
     ForestKind("rotation", "RotationForest",
                label="rotation forest",
                description="rotation forest: trees on per-tree PCA rotations of feature "

@@ -1,0 +1,204 @@
+"""The position prior in the face pipeline (``[position]`` of the config).
+
+Stage ``prior`` (after ``extract``): the per-pixel class frequencies of the
+training crops' label maps (the images the windows come from: neither the
+validation nor the test images), smoothed (``sigma``) and shrunk toward the
+class shares (``pseudo``) -> ``models/RUN/position-prior.npz``; the map that
+uses the position alone (no image, :func:`facesegment.position.constant_labels`)
+with its exponent ``gamma`` chosen on the validation images, scored on the
+test set -> ``reports/runs/RUN/prior.json``.
+
+The train stage attaches the prior to every model of the run and chooses its
+exponent ``beta`` together with ``alpha`` on the validation images
+(:func:`choose_position`); the evaluate stage scores each forest alone and
+times the prior (:func:`score_with_prior`).  docs/pipeline.md, "Position prior".
+"""
+
+import os
+
+import numpy as np
+
+from facesegment import evaluation
+from facesegment.atomic import atomic_path, write_json_atomic
+from facesegment.classes import CLASS_NAMES
+from facesegment.errors import DataError
+from facesegment.imageio import read_label
+from facesegment.position import PositionPrior, PriorCounter
+from facesegment.progress import Progress
+
+PRIOR_FILE = "position-prior.npz"
+
+
+def prior_path(ctx):
+    return ctx.models / PRIOR_FILE
+
+
+def prior_config(ctx):
+    return {"position": ctx.cfg["position"], "seed": ctx.cfg["run"]["seed"],
+            "select": {k: ctx.cfg["select"][k] for k in ("n_images", "pixel_stride")},
+            "mode": ctx.cfg["evaluate"]["mode"], "pixel_stride": ctx.cfg["evaluate"]
+            ["pixel_stride"]}
+
+
+def fit_prior(records, n_classes, shape, sigma, pseudo, desc="prior"):
+    """A :class:`PositionPrior` of the label maps of ``records``."""
+    counter = PriorCounter(n_classes, shape)
+    with Progress(len(records), desc, "label maps") as bar:
+        for rec in records:
+            counter.add(read_label(rec.label))
+            bar.update(1)
+    return counter.prior(sigma, pseudo)
+
+
+def save_prior(prior, path):
+    """``position-prior.npz`` (plain arrays, no pickles), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, suffix=".npz", what="position prior",
+                     fix="free disk space") as tmp:
+        np.savez_compressed(tmp, freq=prior.freq, class_prior=prior.class_prior,
+                            sigma=prior.sigma, pseudo=prior.pseudo, n_images=prior.n_images)
+    return path
+
+
+def load_prior(path):
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return PositionPrior(z["freq"], z["class_prior"], float(z["sigma"]),
+                                 float(z["pseudo"]), int(z["n_images"]))
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataError(path, f"cannot be read as a position prior ({exc})",
+                        "run the prior stage again (`make all PIPE_ARGS='--force prior'`)") \
+            from None
+
+
+def run_prior(ctx, validation_records):
+    """Fit, save and score the prior (see the module docstring); ``validation_records``
+    is :func:`pipelines.stages.validation_records`."""
+    cfg, splits = ctx.cfg, ctx.splits()
+    pos = cfg["position"]
+    train = splits["train"]
+    if not train:
+        raise DataError(ctx.reports / "splits.json", "has no training images",
+                        "check [data] path")
+    shape = read_label(train[0].label).shape
+    prior = fit_prior(train, len(CLASS_NAMES), shape, pos["sigma"], pos["pseudo"])
+    path = save_prior(prior, prior_path(ctx))
+    ev = cfg["evaluate"]
+    val = validation_records(ctx)
+    chosen, table = 0.0, None
+    if val and len(pos["gammas"]) > 1:
+        r = evaluation.evaluate_position_only(
+            prior, val, pos["gammas"], mode=ev["mode"],
+            pixel_stride=cfg["select"]["pixel_stride"], desc="prior gamma")
+        table = {g: v["mean_jaccard"] for g, v in r["gamma"].items()}
+        chosen = float(max(table, key=lambda g: (table[g], -float(g))))
+    elif pos["gammas"]:
+        chosen = float(pos["gammas"][0])
+    test = evaluation.evaluate_position_only(prior, splits["test"], [chosen], mode=ev["mode"],
+                                             pixel_stride=ev["pixel_stride"],
+                                             desc="prior test")
+    res = {"prior": prior.describe(), "file": os.path.relpath(path, ctx.root),
+           "gamma": chosen, "validation_jaccard": table,
+           "n_validation_images": len(val), "test": test["gamma"][repr(chosen)],
+           "n_images": test["n_images"], "n_pixels": test["n_pixels"],
+           "pixel_stride": test["pixel_stride"], "mode": ev["mode"]}
+    out = ctx.reports / "prior.json"
+    write_json_atomic(out, res, sort_keys=True)
+    ctx.log(f"prior: {prior.n_images} label maps, sigma {prior.sigma:g}; position alone "
+            f"(gamma {chosen:g}): test Jaccard {res['test']['mean_jaccard']:.2f}")
+    return [path, out]
+
+
+def choose_position(ctx, kind, model, val, alpha_grid):
+    """Attach the run's prior to ``model`` and choose ``(alpha, beta)`` on ``val``.
+
+    Returns the metrics to store: ``alpha`` / ``beta`` (the pair ``segment`` and
+    the figures use), ``alpha_no_prior`` (the best alpha at beta 0: the forest
+    alone), and the validation tables.
+    """
+    cfg = ctx.cfg
+    model.position = load_prior(prior_path(ctx))
+    betas = sorted({0.0, *map(float, cfg["position"]["betas"])})
+    rec = evaluation.choose_alpha(model, val, alpha_grid, betas=betas,
+                                  mode=cfg["evaluate"]["mode"],
+                                  pixel_stride=cfg["select"]["pixel_stride"],
+                                  workers=ctx.workers, scheduler=ctx.scheduler,
+                                  desc=f"alpha/beta {kind}")
+    tables = rec.get("validation_jaccard_beta") or {repr(rec["beta"]): rec["validation_jaccard"]}
+    zero = tables[repr(0.0)]
+    alpha0 = float(max(zero, key=lambda a: (-1.0 if zero[a] is None else zero[a], -float(a))))
+    ctx.log(f"train: {kind}: with the position prior alpha {rec['alpha']:g}, beta "
+            f"{rec['beta']:g} ({rec['validation_jaccard'][repr(rec['alpha'])]:.2f} on "
+            f"validation; forest alone {zero[repr(alpha0)]:.2f} at alpha {alpha0:g})")
+    return {"alpha": rec["alpha"], "beta": rec["beta"], "alpha_no_prior": alpha0,
+            "position_selection": {"betas": tables, "n_images": rec["n_images"],
+                                   "n_trees": rec["n_trees"]}}
+
+
+def score_with_prior(ctx, kind, model):
+    """Test scores of ``model`` with its prior at its chosen ``(alpha, beta)``;
+    None for a model without a prior or with beta 0."""
+    from facesegment.dense import default_alpha, default_beta
+
+    beta = default_beta(model)
+    if beta <= 0:
+        return None
+    cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
+    alpha = default_alpha(model)
+    r = evaluation.evaluate(model, ctx.splits()["test"], alphas=[alpha], beta=beta,
+                            tree_counts=cfg["forest"]["eval_trees"],
+                            pixel_stride=ev["pixel_stride"], mode=ev["mode"],
+                            workers=ctx.workers, scheduler=ctx.scheduler,
+                            fft_levels=ev["fft_levels"], desc=f"evaluate {kind} x prior")
+    return {"alpha": alpha, "beta": beta, "trees": r["trees"], "per_image": r["per_image"],
+            "n_pixels": r["n_pixels"]}
+
+
+# ------------------------------------------------------------------- report
+
+def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
+    """Lines of results.md's "Position prior" section (empty without prior.json)."""
+    if not prior_res:
+        return []
+    t = prior_res["test"]
+    g = prior_res["gamma"]
+    L = [f"{h}# Position prior (beyond the paper)", "",
+         f"Per-pixel class frequencies of the {prior_res['prior']['n_images']} training "
+         f"crops' label maps (Gaussian σ = {prior_res['prior']['sigma']:g} px, shrunk toward "
+         f"the class shares by {prior_res['prior']['pseudo']:g} image), combined with a "
+         "forest as `p · s^−α · (pos/π)^β`, α and β chosen together on the validation "
+         "images (`[position]`, docs/pipeline.md). The crops are cut around the human "
+         "landmarks, so the prior gets the alignment for free here (issue #11's "
+         "detector-aligned protocol measures it honestly). Same test pixels as above.", "",
+         "| method | α | β | " + " | ".join(f"{n} trees" for n in sizes) + " |",
+         "| --- | ---: | ---: | " + " | ".join("---:" for _ in sizes) + " |",
+         f"| position alone, no image (γ = {g:g}) | | | "
+         + " | ".join(f"{t['mean_jaccard']:.2f}" for _ in sizes) + " |"]
+    best = None
+    for k in kinds:
+        ev = evals[k]
+        alone = [ev["trees"].get(str(n), {}).get("alpha", {}).get(repr(ev["alpha"]))
+                 for n in sizes]
+        L.append(f"| {labels[k]} | {ev['alpha']:g} | 0 | "
+                 + " | ".join("" if s is None else f"{s['mean_jaccard']:.2f}" for s in alone)
+                 + " |")
+        wp = ev.get("with_prior")
+        if wp:
+            cells = [wp["trees"].get(str(n), {}).get("alpha", {}).get(repr(wp["alpha"]))
+                     for n in sizes]
+            L.append(f"| {labels[k]} × position prior | {wp['alpha']:g} | {wp['beta']:g} | "
+                     + " | ".join("" if s is None else f"{s['mean_jaccard']:.2f}"
+                                  for s in cells) + " |")
+            last = cells[-1]
+            if last and (best is None or last["mean_jaccard"] > best[1]["mean_jaccard"]):
+                best = (k, last)
+    L.append("")
+    rows = [("position alone", t)] + ([(f"{labels[best[0]]} × position prior, "
+                                         f"{sizes[-1]} trees", best[1])] if best else [])
+    L += ["| per class | " + " | ".join(class_names) + " | mean |",
+          "| --- | " + " | ".join("---:" for _ in class_names) + " | ---: |"]
+    for name, s in rows:
+        L.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in s["jaccard"])
+                 + f" | {s['mean_jaccard']:.2f} |")
+    L.append("")
+    return L
