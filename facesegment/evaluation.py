@@ -329,13 +329,15 @@ def _position_one(record, prior, gammas, stride, mode, layout):
     from .position import constant_labels
 
     label = grid_label(read_label(record.label), stride)
+    missed = bool(getattr(record, "missed", False))   # no face found: all background
     if mode == "strict":
         y0, y1, x0, x1 = strict_region(label.shape, layout)
         keep = np.full_like(label, 255)
         keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
         label = keep
-    return np.stack([confusion_matrix(label, constant_labels(prior, label.shape, g),
-                                      prior.n_classes) for g in gammas])
+    return np.stack([confusion_matrix(
+        label, np.zeros_like(label) if missed else constant_labels(prior, label.shape, g),
+        prior.n_classes) for g in gammas])
 
 
 def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,

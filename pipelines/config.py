@@ -177,6 +177,7 @@ SCHEMA = {
         "time_images": _int(1),
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),
+        "detector_protocol": _bool,
     },
     "position": {
         "enabled": _bool,

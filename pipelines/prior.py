@@ -35,6 +35,7 @@ def prior_path(ctx):
 
 def prior_config(ctx):
     return {"position": ctx.cfg["position"], "seed": ctx.cfg["run"]["seed"],
+            "detector_protocol": ctx.cfg["evaluate"]["detector_protocol"],
             "select": {k: ctx.cfg["select"][k] for k in ("n_images", "pixel_stride")},
             "mode": ctx.cfg["evaluate"]["mode"], "pixel_stride": ctx.cfg["evaluate"]
             ["pixel_stride"]}
@@ -102,6 +103,16 @@ def run_prior(ctx, validation_records):
            "n_validation_images": len(val), "test": test["gamma"][repr(chosen)],
            "n_images": test["n_images"], "n_pixels": test["n_pixels"],
            "pixel_stride": test["pixel_stride"], "mode": ev["mode"]}
+    if ev["detector_protocol"]:
+        recs = aligned_test(ctx)
+        det = evaluation.evaluate_position_only(prior, recs, [chosen], mode=ev["mode"],
+                                                pixel_stride=ev["pixel_stride"],
+                                                desc="prior test (detector)")
+        from facesegment.aligned import aligned_counts
+
+        found, missed = aligned_counts(recs)
+        res["detector"] = {"test": det["gamma"][repr(chosen)], "n_pixels": det["n_pixels"],
+                           "n_found": found, "n_missed": missed}
     out = ctx.reports / "prior.json"
     write_json_atomic(out, res, sort_keys=True)
     ctx.log(f"prior: {prior.n_images} label maps, sigma {prior.sigma:g}; position alone "
@@ -135,6 +146,46 @@ def choose_position(ctx, kind, model, val, alpha_grid):
                                    "n_trees": rec["n_trees"]}}
 
 
+def aligned_test(ctx):
+    """The test faces re-cropped by `segment`'s rule (facesegment.aligned), cached in
+    ``data/aligned/RUN/test``: the detector-aligned protocol's records."""
+    from facesegment.aligned import realign_records
+
+    if "aligned" not in ctx.cache:
+        ctx.cache["aligned"] = realign_records(
+            ctx.splits()["test"], ctx.root / "data" / "aligned" / ctx.run / "test",
+            workers=ctx.workers)
+    return ctx.cache["aligned"]
+
+
+def detector_scores(ctx, kind, model, alpha):
+    """Scores on the detector-aligned test faces: the forest alone at ``alpha`` and,
+    when the model has a prior, at its chosen ``(alpha, beta)``; None when
+    ``[evaluate] detector_protocol`` is off."""
+    from facesegment.aligned import aligned_counts
+    from facesegment.dense import default_alpha, default_beta
+
+    cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
+    if not ev["detector_protocol"]:
+        return None
+    recs = aligned_test(ctx)
+    found, missed = aligned_counts(recs)
+    kw = {"tree_counts": cfg["forest"]["eval_trees"], "pixel_stride": ev["pixel_stride"],
+          "mode": ev["mode"], "workers": ctx.workers, "scheduler": ctx.scheduler,
+          "fft_levels": ev["fft_levels"]}
+    r = evaluation.evaluate(model, recs, alphas=[alpha], beta=0.0,
+                            desc=f"evaluate {kind} (detector)", **kw)
+    out = {"n_found": found, "n_missed": missed, "alpha": alpha, "trees": r["trees"],
+           "n_pixels": r["n_pixels"], "with_prior": None}
+    beta = default_beta(model)
+    if beta > 0:
+        a = default_alpha(model)
+        w = evaluation.evaluate(model, recs, alphas=[a], beta=beta,
+                                desc=f"evaluate {kind} x prior (detector)", **kw)
+        out["with_prior"] = {"alpha": a, "beta": beta, "trees": w["trees"]}
+    return out
+
+
 def score_with_prior(ctx, kind, model):
     """Test scores of ``model`` with its prior at its chosen ``(alpha, beta)``;
     None for a model without a prior or with beta 0."""
@@ -156,45 +207,54 @@ def score_with_prior(ctx, kind, model):
 
 # ------------------------------------------------------------------- report
 
+def _cell(trees, n, alpha):
+    s = (trees or {}).get(str(n), {}).get("alpha", {}).get(repr(float(alpha)))
+    return "" if s is None else f"{s['mean_jaccard']:.2f}"
+
+
 def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
     """Lines of results.md's "Position prior" section (empty without prior.json)."""
     if not prior_res:
         return []
-    t = prior_res["test"]
-    g = prior_res["gamma"]
-    L = [f"{h}# Position prior (beyond the paper)", "",
+    t, g, n = prior_res["test"], prior_res["gamma"], sizes[-1]
+    det = prior_res.get("detector")
+    L = [f"{h}# Position prior and the detector-aligned protocol (beyond the paper)", "",
          f"Per-pixel class frequencies of the {prior_res['prior']['n_images']} training "
          f"crops' label maps (Gaussian σ = {prior_res['prior']['sigma']:g} px, shrunk toward "
          f"the class shares by {prior_res['prior']['pseudo']:g} image), combined with a "
          "forest as `p · s^−α · (pos/π)^β`, α and β chosen together on the validation "
-         "images (`[position]`, docs/pipeline.md). The crops are cut around the human "
-         "landmarks, so the prior gets the alignment for free here (issue #11's "
-         "detector-aligned protocol measures it honestly). Same test pixels as above.", "",
-         "| method | α | β | " + " | ".join(f"{n} trees" for n in sizes) + " |",
-         "| --- | ---: | ---: | " + " | ".join("---:" for _ in sizes) + " |",
+         "images (`[position]`, docs/pipeline.md). The test crops are cut around the human "
+         "landmarks, which gives a position prior the alignment for free; the "
+         "**detector-aligned** columns score the same test faces re-cropped the way "
+         "`segment` crops a photo, around dlib's predicted landmarks (docs/inference.md)"
+         + (f": dlib finds {det['n_found']} of the {det['n_found'] + det['n_missed']} faces; "
+            "a face it misses is scored as all background." if det else "."), "",
+         "| method | α | β | " + " | ".join(f"{m} trees" for m in sizes)
+         + (f" | detector-aligned, {n} trees |" if det else " |"),
+         "| --- | ---: | ---: | " + " | ".join("---:" for _ in sizes)
+         + (" | ---: |" if det else " |"),
          f"| position alone, no image (γ = {g:g}) | | | "
-         + " | ".join(f"{t['mean_jaccard']:.2f}" for _ in sizes) + " |"]
+         + " | ".join(f"{t['mean_jaccard']:.2f}" for _ in sizes)
+         + (f" | {det['test']['mean_jaccard']:.2f} |" if det else " |")]
     best = None
     for k in kinds:
         ev = evals[k]
-        alone = [ev["trees"].get(str(n), {}).get("alpha", {}).get(repr(ev["alpha"]))
-                 for n in sizes]
+        d = ev.get("detector") or {}
         L.append(f"| {labels[k]} | {ev['alpha']:g} | 0 | "
-                 + " | ".join("" if s is None else f"{s['mean_jaccard']:.2f}" for s in alone)
-                 + " |")
+                 + " | ".join(_cell(ev["trees"], m, ev["alpha"]) for m in sizes)
+                 + (f" | {_cell(d.get('trees'), n, ev['alpha'])} |" if det else " |"))
         wp = ev.get("with_prior")
         if wp:
-            cells = [wp["trees"].get(str(n), {}).get("alpha", {}).get(repr(wp["alpha"]))
-                     for n in sizes]
+            dw = d.get("with_prior") or {}
             L.append(f"| {labels[k]} × position prior | {wp['alpha']:g} | {wp['beta']:g} | "
-                     + " | ".join("" if s is None else f"{s['mean_jaccard']:.2f}"
-                                  for s in cells) + " |")
-            last = cells[-1]
+                     + " | ".join(_cell(wp["trees"], m, wp["alpha"]) for m in sizes)
+                     + (f" | {_cell(dw.get('trees'), n, wp['alpha'])} |" if det else " |"))
+            last = wp["trees"].get(str(n), {}).get("alpha", {}).get(repr(wp["alpha"]))
             if last and (best is None or last["mean_jaccard"] > best[1]["mean_jaccard"]):
                 best = (k, last)
     L.append("")
     rows = [("position alone", t)] + ([(f"{labels[best[0]]} × position prior, "
-                                         f"{sizes[-1]} trees", best[1])] if best else [])
+                                         f"{n} trees", best[1])] if best else [])
     L += ["| per class | " + " | ".join(class_names) + " | mean |",
           "| --- | " + " | ".join("---:" for _ in class_names) + " | ---: |"]
     for name, s in rows:

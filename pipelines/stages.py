@@ -412,7 +412,7 @@ def _eval_config(kind):
         c = ctx.cfg
         # the alpha comes from the model folder (an input), chosen by train
         ev = {k: c["evaluate"][k] for k in ("extra_alphas", "mode", "pixel_stride",
-                                            "fft_levels")}
+                                            "fft_levels", "detector_protocol")}
         return {"evaluate": ev, "position": c["position"]["enabled"], "eval_trees": c["forest"]["eval_trees"],
                 "depths": c["figures"]["depths"], "layout": LAYOUT}
     return config
@@ -440,6 +440,7 @@ def _evaluate(kind):
                                   fft_levels=ev["fft_levels"], beta=0.0,
                                   desc=f"evaluate {kind}")
         res["with_prior"] = prior.score_with_prior(ctx, kind, model)
+        res["detector"] = prior.detector_scores(ctx, kind, model, alpha)
         res.update({"kind": kind, "alpha": alpha,
                     "model": os.path.relpath(ctx.model_dir(kind, n), ctx.root),
                     "alpha_selection_forests": alpha_sel,

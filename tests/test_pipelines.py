@@ -558,6 +558,12 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
         repr(ev["alpha"]), str(ev["alpha"]))
     assert {repr(ev["alpha"]), repr(ev["alpha_selection_forests"])} <= set(ev["trees"]["4"]["alpha"])
     assert "chosen with each final 4-tree forest on the 2" in (rdir / "results.md").read_text()
+    # beyond the paper: the position prior and the detector-aligned test protocol
+    results = (rdir / "results.md").read_text()
+    assert "Position prior and the detector-aligned protocol" in results
+    assert "| position alone, no image" in results
+    det = ev["detector"]
+    assert det["n_found"] + det["n_missed"] == ev["n_images"] and set(det["trees"]) == {"2", "4"}
     assert ev["n_images"] == 3
     _check_alpha_is_the_models(tmp_path, data, rdir)
     capsys.readouterr()
