@@ -342,7 +342,7 @@ def write_proba_npz(path, proba, class_names, alpha):
 
 
 def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
-                 output=None, detect_size=DETECT_MAX_SIDE):
+                 output=None, detect_size=DETECT_MAX_SIDE, beta=None):
     """Task: segment one file and write its outputs (top level, picklable).
 
     ``name`` names the input in the summary (relative path with extension);
@@ -367,7 +367,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     h, w = image.shape[:2]
     try:
         res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
-                            return_proba=save_proba, detect_size=detect_size)
+                            return_proba=save_proba, detect_size=detect_size, beta=beta)
         labels, faces, proba = res if save_proba else (*res, None)
     except (ValueError, cv2.error) as exc:
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
@@ -542,7 +542,7 @@ def output_names(names):
 
 def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
-                   save_proba=False, detect_size=DETECT_MAX_SIDE):
+                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
     ``input_dir`` is a folder (searched recursively), an image file, a glob
@@ -555,6 +555,9 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     the loss of the Dask scheduler, an output that cannot be written): the
     images not finished are listed with status "not done", then the error is
     raised again.
+
+    ``beta``: exponent of the model's position prior (default: the model's
+    selected one; 0 without a prior).
 
     Returns
     -------
@@ -581,7 +584,8 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     results = [None] * len(items)
     stop, why = None, ""
     tasks = map_tasks(_segment_item, items,
-                      args=(model, str(out), alpha, detect, detector, save_proba, detect_size),
+                      args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
+                            beta),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
@@ -649,6 +653,7 @@ def _make_output_folders(out, subfolders):
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
-                  detect_size=DETECT_MAX_SIDE):
+                  detect_size=DETECT_MAX_SIDE, beta=None):
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
-                        save_proba=save_proba, output=item.output, detect_size=detect_size)
+                        save_proba=save_proba, output=item.output, detect_size=detect_size,
+                        beta=beta)

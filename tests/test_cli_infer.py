@@ -195,3 +195,43 @@ def test_environment_errors_are_one_line_bugs_keep_tracebacks(monkeypatch, capsy
     monkeypatch.setattr(figures, "run", bug)
     with pytest.raises(ValueError, match="genuine bug"):
         main(["figures", "--model", "m", "--data", "d"])
+
+
+def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
+    """A model with a position prior: evaluate and segment use its beta (or --beta);
+    --beta on a model without one is one error line (exit 2)."""
+    from facesegment.inference import predict_image
+    from facesegment.imageio import read_label
+    from tests.test_position import model_with_prior
+
+    plain = save_model(random_model(4, kind="axis", n_trees=3, max_depth=3, kinds=("axis",)),
+                       tmp_path / "plain")
+    model = model_with_prior(4, n_trees=3, max_depth=3, kinds=("axis",))
+    model.kind = "axis"
+    model.metrics.update(alpha=0.5, beta=0.75)
+    path = save_model(model, tmp_path / "models" / "prior-3")
+    data = tmp_path / "data"
+    _write_faces(data / "test", n=2, size=40)
+    _write_faces(data / "train", n=1, size=40)
+    for beta, text in ((None, "beta=0.75"), ("0", "(alpha=0.5) |")):
+        out = tmp_path / f"ev{beta}"
+        argv = ["evaluate", "--model", str(path), "--data", str(data), "--out", str(out),
+                "-q", "--workers", "1"] + ([] if beta is None else ["--beta", beta])
+        assert main(argv) == 0
+        assert text in capsys.readouterr().out
+        res = json.loads((out / "prior-3.json").read_text())
+        assert res["beta"] == (0.75 if beta is None else 0.0)
+    src = tmp_path / "photos"
+    img = np.random.default_rng(1).integers(0, 256, (40, 37, 3), dtype=np.uint8)
+    write_png_atomic(src / "face.png", img)
+    assert main(["segment", str(src), str(tmp_path / "seg"), "--model", str(path), "-q",
+                 "--workers", "1", "--detect", "never"]) == 0
+    assert "beta=0.75" in capsys.readouterr().out
+    expect = predict_image(model, img, mode="full", alpha=0.5, beta=0.75)[1]
+    np.testing.assert_array_equal(read_label(tmp_path / "seg" / "face_label.png"), expect)
+    for cmd in (["segment", str(src), str(tmp_path / "seg2")],
+                ["evaluate", "--data", str(data), "--out", str(tmp_path / "ev2")]):
+        assert main(cmd + ["--model", str(plain), "--beta", "0.5", "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "has no position prior, so --beta 0.5 cannot apply" in err
+        assert "Traceback" not in err and str(plain) in err

@@ -137,3 +137,18 @@ def load_image_model(path):
                         "(extra planes such as probability maps are given with "
                         "facesegment.dense.predict_image(..., planes=))", fix)
     return model
+
+
+def model_beta(model, path, beta):
+    """``--beta`` (None: the model's selected one); a beta > 0 for a model without a
+    position prior is one error line naming the model."""
+    from ..dense import default_beta
+    from ..errors import DataError
+
+    if beta is None:
+        return default_beta(model)
+    if beta > 0 and getattr(model, "position", None) is None:
+        raise DataError(path, f"has no position prior, so --beta {beta:g} cannot apply",
+                        "leave out --beta (or give 0), or use a model trained with a "
+                        "position prior (`make all`)")
+    return float(beta)

@@ -57,6 +57,9 @@ def add_arguments(p):
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
                         "default: the model's selected alpha, else 1)")
+    p.add_argument("--beta", type=alpha_value, default=None,
+                   help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
+                        "(default: the model's selected beta; 0 = the forest alone)")
     p.add_argument("--sweep-alphas", type=alpha_value, nargs="*", default=None, metavar="A",
                    help="also score these alphas in the same pass (reported under 'sweep')")
     p.add_argument("--sweep-trees", type=positive_int, nargs="*", default=None, metavar="N",
@@ -132,21 +135,26 @@ def _test_split(data, labels, seed):
                         "use --split all, or a dataset with train/ and test/ folders") from exc
 
 
+def _beta_text(beta):
+    return f", position prior beta={beta:g}" if beta else ""
+
+
 def run(args):
     from ..atomic import write_json_atomic, write_text_atomic
     from ..evaluation import evaluate, full_summary
     from ..dense import default_alpha
     from ..metrics import markdown_table
-    from ._common import load_image_model
+    from ._common import load_image_model, model_beta
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
     models = [load_image_model(path) for path in args.model]  # every model checked first
+    betas = [model_beta(m, path, args.beta) for path, m in zip(args.model, models)]
     detector = None
     if getattr(args, "protocol", "crops") == "detector":  # after the cheap checks
         records, detector = _detector_records(records, args)
     rows = {}
-    for path, name, model in zip(args.model, model_names(args.model), models):
+    for path, name, model, beta in zip(args.model, model_names(args.model), models, betas):
         if name != Path(os.path.abspath(path)).name:
             print(f"evaluate: {path} is named {name!r} in the outputs (another model "
                   "has the same folder name)", file=sys.stderr)
@@ -155,7 +163,7 @@ def run(args):
         res = evaluate(model, records, alphas=[alpha] + list(args.sweep_alphas or []),
                        sweep_trees=_sweep_trees(args.sweep_trees, model),
                        depths=args.sweep_depths, mode=args.mode, pixel_stride=args.pixel_stride,
-                       scheduler=args.scheduler, workers=args.workers,
+                       scheduler=args.scheduler, workers=args.workers, beta=beta,
                        progress=not args.quiet, desc=f"evaluate {name}")
         seconds = time.perf_counter() - t0
         res.update(kind=model.kind, alpha=alpha, mode=args.mode, model=str(path),
@@ -167,11 +175,12 @@ def run(args):
         if detector:
             res["detector"] = detector
         table = markdown_table({name: res["summary"]}, f"{name}: {res['n_images']} images, "
-                               f"alpha={alpha:g}, {_protocol(args.mode, args.pixel_stride)}"
+                               f"alpha={alpha:g}{_beta_text(beta)}, "
+                               f"{_protocol(args.mode, args.pixel_stride)}"
                                f"{_detector_text(detector)}")
         write_json_atomic(Path(args.out) / f"{name}.json", res)
         write_text_atomic(Path(args.out) / f"{name}.md", table)
-        rows[f"{name} (alpha={alpha:g})"] = res["summary"]
+        rows[f"{name} (alpha={alpha:g}{_beta_text(beta)})"] = res["summary"]
     table = markdown_table(rows, f"Test faces: {len(records)} from {args.data}"
                                  f"{_detector_text(detector)}")
     write_text_atomic(Path(args.out) / "summary.md", table)

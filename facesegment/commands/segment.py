@@ -65,6 +65,9 @@ def add_arguments(p):
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent p*s^-alpha (default: the model's "
                         "selected alpha, else 1)")
+    p.add_argument("--beta", type=alpha_value, default=None,
+                   help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
+                        "(default: the model's selected beta; 0 = no position prior)")
     p.add_argument("--detect", choices=("auto", "always", "never"), default="auto",
                    help="auto: detect faces unless the image is exactly 250x250; always; "
                         "never: treat every image as a face crop (default auto)")
@@ -87,12 +90,13 @@ def run(args):
     import sys
 
     from ..dense import default_alpha
-    from ._common import load_image_model
+    from ._common import load_image_model, model_beta
     from ..segment import segment_folder
 
     model = load_image_model(args.model)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
-    results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha,
+    beta = model_beta(model, args.model, args.beta)   # one line before any image is read
+    results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha, beta=beta,
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,
                              progress=not args.quiet, save_proba=args.save_proba,
@@ -104,6 +108,6 @@ def run(args):
     faces = sum(r.faces for r in results)
     secs = sum(r.seconds for r in results)
     print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
-          f"alpha={alpha:g}); skipped {len(skipped)}; summary in "
+          f"alpha={alpha:g}" + (f", beta={beta:g}" if beta else "") + "); skipped {len(skipped)}; summary in "
           f"{args.output_dir.rstrip('/')}/summary.csv")
     return 1 if skipped else 0
