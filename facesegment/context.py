@@ -1,0 +1,202 @@
+"""Auto-context features: a stage's class-probability maps as the next stage's input.
+
+Auto-context (Tu & Bai, CVPR 2008 / PAMI 2010; the "autocontext" of
+pixel-classification tools such as ilastik) trains a cascade: stage ``k``
+sees, besides the image window, the class probabilities that stage ``k-1``
+gave at and around the pixel, and so learns the layout of the parts together
+with their appearance.
+
+A :class:`ContextSpec` says which values of the previous stage's maps ``P``
+(H, W, C) a pixel gets, as uint8 planes (probability x 255):
+
+* ``P`` at the pixel (C values);
+* ``P`` at ``directions`` rays x ``radii`` offsets around it (the sparse
+  offsets of Tu & Bai; offsets leaving the image read its nearest border
+  pixel);
+* box averages of ``P`` over squares of side ``boxes`` centred on it;
+* optionally the pixel's position in the image (row and column scaled to
+  0..255: in an aligned crop, where the pixel is in the face).
+
+:func:`context_planes` computes these ``n_planes`` planes for a whole image.
+A forest of the next stage is trained on rows ``[window features | context
+values at the window's centre]`` (:func:`stage_features`) and then turned into
+an ordinary model over the window layout with ``channels + n_planes`` planes
+whose context features sit at the window's centre (:func:`to_context_layout`),
+so dense inference reads them from the planes inside the usual kernels
+(``predict_image(model, image, planes=context_planes(P, spec))``), without a
+window matrix.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import WindowLayout
+
+#: Default rays, radii (pixels of a 250x250 crop, up to about half a face) and boxes.
+DEFAULT_DIRECTIONS = 8
+DEFAULT_RADII = (6, 15, 30, 55)
+DEFAULT_BOXES = (11, 41)
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """Which context values a pixel gets from the previous stage's maps."""
+
+    n_classes: int = 8
+    directions: int = DEFAULT_DIRECTIONS
+    radii: tuple = DEFAULT_RADII
+    boxes: tuple = DEFAULT_BOXES
+    position: bool = True
+
+    def __post_init__(self):
+        for name in ("n_classes", "directions"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"ContextSpec {name}={v!r} must be an integer >= 1")
+        for name in ("radii", "boxes"):
+            vals = tuple(getattr(self, name))
+            if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1
+                   for v in vals):
+                raise ValueError(f"ContextSpec {name}={vals!r} must be integers >= 1 "
+                                 "(pixels)")
+            object.__setattr__(self, name, tuple(int(v) for v in vals))
+        object.__setattr__(self, "position", bool(self.position))
+
+    @property
+    def offsets(self):
+        """``(dy, dx)`` of every ray point, radius-major (int arrays)."""
+        ang = 2 * np.pi * np.arange(self.directions) / self.directions
+        dy = [int(round(r * np.sin(a))) for r in self.radii for a in ang]
+        dx = [int(round(r * np.cos(a))) for r in self.radii for a in ang]
+        return np.asarray(dy, np.int64), np.asarray(dx, np.int64)
+
+    @property
+    def n_planes(self):
+        c = self.n_classes
+        return (c * (1 + self.directions * len(self.radii) + len(self.boxes))
+                + (2 if self.position else 0))
+
+    def plane_names(self):
+        c = range(self.n_classes)
+        names = [f"p{k}" for k in c]
+        dy, dx = self.offsets
+        names += [f"p{k}@{y:+d},{x:+d}" for y, x in zip(dy, dx) for k in c]
+        names += [f"box{b}:p{k}" for b in self.boxes for k in c]
+        return tuple(names + (["row", "col"] if self.position else []))
+
+    def to_dict(self):
+        return {"n_classes": self.n_classes, "directions": self.directions,
+                "radii": list(self.radii), "boxes": list(self.boxes),
+                "position": self.position}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(int(d["n_classes"]), int(d["directions"]), tuple(d["radii"]),
+                   tuple(d["boxes"]), bool(d["position"]))
+
+
+def _as_u8(p):
+    return np.clip(np.rint(np.asarray(p, np.float32) * 255.0), 0, 255).astype(np.uint8)
+
+
+def context_planes(proba, spec):
+    """The context planes of one image: uint8 ``(H, W, spec.n_planes)``.
+
+    Parameters
+    ----------
+    proba : float (H, W, C)
+        The previous stage's class probabilities at every pixel ("full" mode),
+        ``C = spec.n_classes``.
+    spec : ContextSpec
+    """
+    import cv2
+
+    proba = np.asarray(proba, np.float32)
+    if proba.ndim != 3 or proba.shape[2] != spec.n_classes:
+        raise ValueError(f"proba must be (H, W, {spec.n_classes}), got shape {proba.shape}")
+    h, w, c = proba.shape
+    out = np.empty((h, w, spec.n_planes), np.uint8)
+    q = _as_u8(proba)
+    out[..., :c] = q
+    k = c
+    rows, cols = np.arange(h), np.arange(w)
+    for dy, dx in zip(*spec.offsets):
+        ys = np.clip(rows + dy, 0, h - 1)
+        xs = np.clip(cols + dx, 0, w - 1)
+        out[..., k:k + c] = q[ys][:, xs]
+        k += c
+    for b in spec.boxes:
+        out[..., k:k + c] = _as_u8(cv2.blur(proba, (b, b), borderType=cv2.BORDER_REPLICATE)
+                                   .reshape(h, w, c))
+        k += c
+    if spec.position:
+        out[..., k] = _as_u8((rows / max(h - 1, 1))[:, None] * np.ones((1, w)))
+        out[..., k + 1] = _as_u8(np.ones((h, 1)) * (cols / max(w - 1, 1))[None, :])
+    return out
+
+
+def stage_features(windows, planes, centers):
+    """Training rows of a context stage: ``[window features | context values]``.
+
+    ``windows`` uint8 (n, w, w, ch) or (n, w*w*ch), ``planes`` the context planes
+    of their image (H, W, K), ``centers`` (n, 2) the windows' centre pixels.
+    Returns uint8 (n, w*w*ch + K).
+    """
+    windows = np.asarray(windows)
+    flat = windows.reshape(windows.shape[0], -1)
+    centers = np.asarray(centers)
+    ctx = planes[centers[:, 0], centers[:, 1]]
+    return np.concatenate([flat, ctx], axis=1)
+
+
+def context_layout(image_layout, spec):
+    """The window layout of a context stage: the image's planes, then the context
+    planes (only their values at the window's centre are features)."""
+    return WindowLayout(image_layout.window, image_layout.channels + spec.n_planes,
+                        tuple(image_layout.channel_names) + spec.plane_names())
+
+
+def feature_map(image_layout, spec):
+    """Layout feature index of every column of :func:`stage_features` rows (int64)."""
+    lay = context_layout(image_layout, spec)
+    w, c0, c = image_layout.window, image_layout.channels, lay.channels
+    cell = np.arange(w * w)
+    img = (cell[:, None] * c + np.arange(c0)[None, :]).ravel()
+    centre = (image_layout.half * w + image_layout.half) * c
+    ctx = centre + c0 + np.arange(spec.n_planes)
+    return np.concatenate([img, ctx]).astype(np.int64)
+
+
+def to_context_layout(model, image_layout, spec):
+    """A model trained on :func:`stage_features` rows as a model over
+    :func:`context_layout` (node feature indices remapped), for dense inference
+    with ``planes=context_planes(...)``.  Oblique (CO2) nodes are refused: their
+    dense weight rows would span the whole context layout."""
+    from dataclasses import replace
+
+    a = model.arrays
+    n_cols = image_layout.n_features + spec.n_planes
+    if a.n_features != n_cols:
+        raise ValueError(f"the model has {a.n_features} features; a context stage over "
+                         f"{image_layout.describe()} with {spec.n_planes} context planes has "
+                         f"{n_cols}")
+    if a.weights.shape[0]:
+        raise ValueError("a context stage with oblique (CO2) nodes is not supported: use an "
+                         "axis-aligned, two-probe, extra-trees or ferns forest for stage 2+")
+    fmap = feature_map(image_layout, spec)
+    lay = context_layout(image_layout, spec)
+
+    def remap(f):
+        return np.where(f >= 0, fmap[np.maximum(f, 0)], f).astype(a.feature.dtype)
+
+    arrays = a._replace(feature=remap(a.feature), feature2=remap(a.feature2),
+                        weights=np.zeros((0, lay.n_features), a.weights.dtype))
+    return replace(model, arrays=arrays, layout=lay,
+                   mean=np.zeros(lay.n_features, np.float32),
+                   std=np.ones(lay.n_features, np.float32))
+
+
+__all__ = ["ContextSpec", "context_planes", "stage_features", "context_layout",
+           "feature_map", "to_context_layout", "DEFAULT_RADII", "DEFAULT_BOXES",
+           "DEFAULT_DIRECTIONS"]
