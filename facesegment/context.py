@@ -107,7 +107,8 @@ def context_planes(proba, spec):
     ----------
     proba : float (H, W, C)
         The previous stage's class probabilities at every pixel ("full" mode),
-        ``C = spec.n_classes``.
+        ``C = spec.n_classes``; they are first rounded to uint8 (x 255) and
+        every plane is computed from those values.
     spec : ContextSpec
     """
     import cv2
@@ -117,7 +118,8 @@ def context_planes(proba, spec):
         raise ValueError(f"proba must be (H, W, {spec.n_classes}), got shape {proba.shape}")
     h, w, c = proba.shape
     out = np.empty((h, w, spec.n_planes), np.uint8)
-    q = _as_u8(proba)
+    q = _as_u8(proba)      # everything below is computed from the uint8 maps, so maps
+    qf = q.astype(np.float32) / np.float32(255.0)   # stored as uint8 give the same planes
     out[..., :c] = q
     k = c
     rows, cols = np.arange(h), np.arange(w)
@@ -127,7 +129,7 @@ def context_planes(proba, spec):
         out[..., k:k + c] = q[ys][:, xs]
         k += c
     for b in spec.boxes:
-        out[..., k:k + c] = _as_u8(cv2.blur(proba, (b, b), borderType=cv2.BORDER_REPLICATE)
+        out[..., k:k + c] = _as_u8(cv2.blur(qf, (b, b), borderType=cv2.BORDER_REPLICATE)
                                    .reshape(h, w, c))
         k += c
     if spec.position:

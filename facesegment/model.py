@@ -176,7 +176,10 @@ def load_model(path, verify=True):
         format version.
     """
     from ._model_files import load_model_folder
+    from .cascade import is_cascade_folder, load_cascade
 
+    if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
+        return load_cascade(path, verify)
     return load_model_folder(Model, path, verify)
 
 

@@ -25,7 +25,8 @@ def naive_planes(proba, spec):
     h, w, c = proba.shape
     q = np.clip(np.rint(proba * 255), 0, 255)
     dy, dx = spec.offsets
-    boxes = [cv2.blur(proba, (b, b), borderType=cv2.BORDER_REPLICATE) for b in spec.boxes]
+    qf = (q / 255).astype(np.float32)
+    boxes = [cv2.blur(qf, (b, b), borderType=cv2.BORDER_REPLICATE) for b in spec.boxes]
     out = np.zeros((h, w, spec.n_planes))
     for y in range(h):
         for x in range(w):

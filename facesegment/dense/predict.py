@@ -84,6 +84,10 @@ def _weights_f32(weights):
 
 def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
     """Validate the arguments once and build the kernels' inputs."""
+    if hasattr(model, "stages"):  # a cascade: its last stage, on the earlier stages' planes
+        if planes is None:
+            planes = model.context(image)
+        model = model.final
     arrays = forest_arrays(model)
     layout = model_layout(model)
     stacked = window_image(image, planes, layout)

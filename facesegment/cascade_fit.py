@@ -1,0 +1,159 @@
+"""Training an auto-context cascade without leakage (out-of-fold maps).
+
+The windows that train stage ``k >= 2`` get their context from stage
+``k-1``'s probability maps of their own image, and those maps must come from
+forests that never saw that image, or stage ``k`` learns to trust maps that are
+better than they will be at test time.  So (Tu & Bai; ilastik does the same):
+
+1. the training images are split into ``n_folds`` folds (seeded permutation);
+2. for each fold, stage ``k-1`` is trained on the rows of the other folds'
+   images and predicts the maps (every pixel, "full" mode) of the fold's
+   images: the out-of-fold maps, kept as uint8;
+3. stage ``k`` trains on ``[window | context at the centre]`` rows of all
+   images, the context computed from the out-of-fold maps;
+4. stage ``k-1`` for test time is the one trained on all images.
+
+Stage ``k-1``'s fold forests for ``k-1 >= 2`` read the out-of-fold maps of
+stage ``k-2`` of their images, so no stage ever sees a map made with its own
+image.  Cost: ``n_folds`` extra fits of every stage but the last, and one dense
+prediction per training image per stage but the last.
+"""
+
+import inspect
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from .cascade import Cascade
+from .context import ContextSpec, context_planes, stage_features, to_context_layout
+from .progress import Progress
+
+
+def fold_of_images(image_index, n_folds, seed):
+    """Fold (0..n_folds-1) of every window, by image: int64 (n,)."""
+    images = np.unique(image_index)
+    if n_folds < 2 or n_folds > len(images):
+        raise ValueError(f"n_folds={n_folds} must be in 2..{len(images)} (the number of "
+                         "training images)")
+    perm = np.random.default_rng(seed).permutation(images)
+    lookup = np.empty(int(images.max()) + 1, np.int64)
+    lookup[perm] = np.arange(len(perm)) % n_folds
+    return lookup[image_index]
+
+
+def _fit(est, X, y, meta=None):
+    kw = {}
+    if meta is not None and "feature_mean" in inspect.signature(est.fit).parameters \
+            and X.shape[1] == len(meta.mean):
+        kw = {"feature_mean": meta.mean, "feature_std": meta.std}
+    t0 = time.perf_counter()
+    est.fit(X, y, **kw)
+    return time.perf_counter() - t0
+
+
+def _stage_model(est, kind, meta, stage, spec):
+    from .model import Model
+
+    if stage == 1:
+        return Model.from_estimator(est, kind, meta)
+    tab = Model.from_estimator(est, kind, replace(meta, layout=None, mean=None, std=None))
+    return to_context_layout(tab, meta.layout, spec)
+
+
+def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
+                progress=True, provenance=None):
+    """Train a cascade on a windows set.
+
+    Parameters
+    ----------
+    ws : facesegment.windows.WindowSet (loaded)
+        Training windows with ``image_index`` and ``centers``; ``ws.meta``
+        gives the classes, sampling factors and layout.
+    load_image : callable(source name) -> uint8 image
+        Reads a training image by its name in ``ws.meta.sources``.
+    stages : list of (kind, make_estimator)
+        One per stage: the registry kind and a callable ``seed -> unfitted
+        estimator`` (stages >= 2 must not be oblique).
+    spec : ContextSpec, optional
+    n_folds : int >= 2
+    seed : int
+
+    Returns
+    -------
+    Cascade (its stages' metrics hold fit times; the out-of-fold folds and
+    cost are in ``cascade.provenance``).
+    """
+    spec = spec or ContextSpec(n_classes=len(ws.meta.class_names))
+    if len(stages) < 2:
+        raise ValueError("stages must list at least 2 (kind, make_estimator) pairs")
+    n = len(ws.y)
+    fold = fold_of_images(ws.image_index, n_folds, seed)
+    X1 = ws.X.reshape(n, -1)
+    y = ws.y
+    images = np.unique(ws.image_index)
+    rows, models, oof, times = X1, [], [], {}
+    for s, (kind, make) in enumerate(stages, 1):
+        est = make(seed + 1000 * s)
+        times[f"stage{s}"] = _fit(est, rows, y, ws.meta)
+        models.append(_stage_model(est, kind, ws.meta, s, spec))
+        log(f"cascade: stage {s} ({kind}) on {n} rows of {rows.shape[1]} features: "
+            f"{times[f'stage{s}']:.1f} s")
+        if s == len(stages):
+            break
+        maps = _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec,
+                                 oof[-1] if oof else None, seed, log, progress, times)
+        oof.append(maps)
+        rows = np.concatenate([X1, _context_rows(ws, maps, spec, images)], axis=1)
+    prov = dict(provenance or {})
+    prov.update({"n_folds": n_folds, "fold_seed": seed, "n_windows": n,
+                 "n_images": int(len(images)), "stage_kinds": [k for k, _ in stages]})
+    cascade = Cascade(models, spec, prov)
+    cascade.metrics["cascade_fit_seconds"] = {k: round(v, 3) for k, v in times.items()}
+    return cascade
+
+
+def _context_rows(ws, maps, spec, images):
+    """Context values at every window's centre from its image's (uint8) map."""
+    out = np.empty((len(ws.y), spec.n_planes), np.uint8)
+    for img in images:
+        sel = np.nonzero(ws.image_index == img)[0]
+        planes = context_planes(maps[int(img)].astype(np.float32) / 255.0, spec)
+        c = ws.centers[sel]
+        out[sel] = planes[c[:, 0], c[:, 1]]
+    return out
+
+
+def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec, prev_maps,
+                      seed, log, progress, times):
+    """``{image: uint8 (H, W, C)}``: stage ``s``'s maps of every training image,
+    each from the fold forest that did not see it."""
+    from .dense import predict_proba_raw
+
+    n_folds = int(fold.max()) + 1
+    img_fold = {int(i): int(fold[np.argmax(ws.image_index == i)]) for i in images}
+    maps = {}
+    t0 = time.perf_counter()
+    with Progress(len(images), f"cascade stage {s} out-of-fold maps", "images",
+                  enabled=progress) as bar:
+        for f in range(n_folds):
+            keep = fold != f
+            est = make(seed + 1000 * s + 17 * (f + 1))
+            _fit(est, rows[keep], y[keep], ws.meta)
+            model = _stage_model(est, kind, ws.meta, s, spec)
+            for img in (i for i in images if img_fold[int(i)] == f):
+                image = load_image(ws.meta.sources[int(img)])
+                planes = None
+                if prev_maps is not None:
+                    planes = context_planes(prev_maps[int(img)].astype(np.float32) / 255.0,
+                                            spec)
+                raw = predict_proba_raw(model, image, mode="full", planes=planes)
+                maps[int(img)] = np.clip(np.rint(raw * 255.0), 0, 255).astype(np.uint8)
+                bar.update(1)
+    times[f"stage{s}_out_of_fold"] = time.perf_counter() - t0
+    log(f"cascade: stage {s} out-of-fold maps of {len(images)} images with {n_folds} fold "
+        f"forests: {times[f'stage{s}_out_of_fold']:.1f} s")
+    return maps
+
+
+__all__ = ["fit_cascade", "fold_of_images"]
