@@ -62,7 +62,7 @@ def _stage_model(est, kind, meta, stage, spec):
 
 
 def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
-                progress=True, provenance=None):
+                progress=True, provenance=None, first=None, fold_stages=None):
     """Train a cascade on a windows set.
 
     Parameters
@@ -78,6 +78,12 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     spec : ContextSpec, optional
     n_folds : int >= 2
     seed : int
+    first : facesegment.model.Model, optional
+        Stage 1 already trained on all of ``ws`` (e.g. the pipeline's forest of
+        that kind): used as is instead of fitting stage 1 again.
+    fold_stages : list of callables ``seed -> unfitted estimator``, optional
+        The fold forests of each stage but the last (default: ``stages``'
+        makers), e.g. smaller forests: their maps only train the next stage.
 
     Returns
     -------
@@ -94,15 +100,20 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     images = np.unique(ws.image_index)
     rows, models, oof, times = X1, [], [], {}
     for s, (kind, make) in enumerate(stages, 1):
-        est = make(seed + 1000 * s)
-        times[f"stage{s}"] = _fit(est, rows, y, ws.meta)
-        models.append(_stage_model(est, kind, ws.meta, s, spec))
-        log(f"cascade: stage {s} ({kind}) on {n} rows of {rows.shape[1]} features: "
-            f"{times[f'stage{s}']:.1f} s")
+        if s == 1 and first is not None:
+            models.append(first)
+            log(f"cascade: stage 1 ({kind}): the given model")
+        else:
+            est = make(seed + 1000 * s)
+            times[f"stage{s}"] = _fit(est, rows, y, ws.meta)
+            models.append(_stage_model(est, kind, ws.meta, s, spec))
+            log(f"cascade: stage {s} ({kind}) on {n} rows of {rows.shape[1]} features: "
+                f"{times[f'stage{s}']:.1f} s")
         if s == len(stages):
             break
-        maps = _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec,
-                                 oof[-1] if oof else None, seed, log, progress, times)
+        fold_make = fold_stages[s - 1] if fold_stages else make
+        maps = _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, fold_make, s,
+                                 spec, oof[-1] if oof else None, seed, log, progress, times)
         oof.append(maps)
         rows = np.concatenate([X1, _context_rows(ws, maps, spec, images)], axis=1)
     prov = dict(provenance or {})

@@ -116,6 +116,13 @@ def _q(v):
     return 'an integer or "p^E" (e.g. "p^0.7")'
 
 
+def _chain(v):
+    """An auto-context chain "kind>kind...": None when valid, else what it must be."""
+    from .cascades import check_chain
+
+    return check_chain(v)
+
+
 def q_features(q, n_features=N_FEATURES):
     """Features per node for a q spec: ``"p^0.7"`` -> ``round(2883 ** 0.7)`` = 264."""
     from facesegment.forest.params import resolve_max_features
@@ -186,6 +193,16 @@ SCHEMA = {
         "betas": _list(_num(0.0, 4.0)),
         "gammas": _list(_num(0.0, 4.0)),
     },
+    "cascade": {
+        "enabled": _bool,
+        "chains": _list(lambda v: _chain(v)),
+        "n_folds": _int(2),
+        "fold_trees": _int(1),
+        "directions": _int(1),
+        "radii": _list(_int(1)),
+        "boxes": _list(_int(1)),
+        "position": _bool,
+    },
     "figures": {
         "enabled": _bool,
         "n_random": _int(0),
@@ -219,8 +236,7 @@ def _flatten(doc, where):
         if not isinstance(val, dict):
             raise ConfigError(f"{where}: top-level key {name!r} is not a [section] "
                               f"(sections: {', '.join(SCHEMA)})")
-        if name not in ("run", "data", "extract", "forest", "select", "evaluate", "position",
-                            "figures"):
+        if name not in SCHEMA or "." in name:   # the top-level sections
             raise ConfigError(f"{where}: unknown section [{name}] "
                               f"(sections: {', '.join(SCHEMA)}, presets)")
         flat = {}

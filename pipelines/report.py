@@ -33,7 +33,7 @@ from facesegment.classes import CLASS_NAMES
 
 from facesegment.forest.registry import KINDS as REGISTRY
 
-from . import prior
+from . import cascades, prior
 from .config import KINDS
 
 REPORT_VERSION = 5
@@ -41,6 +41,16 @@ REPORT_VERSION = 5
 PAPER_KINDS = tuple(k for k in KINDS if REGISTRY[k].paper)
 #: Display names: the registry's labels, capitalised.
 KIND_NAMES = {k: REGISTRY[k].label[:1].upper() + REGISTRY[k].label[1:] for k in KINDS}
+
+
+def methods(run_dir):
+    """The run's methods: the forest kinds, then its auto-context cascades."""
+    return list(KINDS) + cascades.names(_load(run_dir, "config.json") or {})
+
+
+def label(k):
+    """Display name of a forest kind or a cascade."""
+    return KIND_NAMES.get(k) or cascades.label(k)
 #: Table II of the paper (LFW, class-average Jaccard at 16 / 32 trees).
 PAPER = {"axis": (32.28, 34.61), "two-probe": (36.03, 38.61), "co2": (40.33, 42.55)}
 
@@ -134,9 +144,10 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     splits = _load(run_dir, "splits.json") or {}
     chosen = _load(run_dir, "chosen.json") or {}
     sel = _load(run_dir, "selection.json")
-    train = {k: _load(run_dir, f"train-{k}.json") for k in KINDS}
-    evals = {k: _load(run_dir, f"eval-{k}.json") for k in KINDS}
-    kinds = [k for k in KINDS if evals[k]]
+    every = methods(run_dir)
+    train = {k: _load(run_dir, f"train-{k}.json") for k in every}
+    evals = {k: _load(run_dir, f"eval-{k}.json") for k in every}
+    kinds = [k for k in every if evals[k]]
     if not kinds:
         return f"{heading} {run_dir.name}\n\nNo evaluation results yet.\n"
     sizes = sorted({int(n) for k in kinds for n in evals[k]["trees"]})
@@ -179,7 +190,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
             a = evals[k]["alpha"] if which == "sel" else 1.0
             cells = [_f((_score(evals[k], n, a) or {}).get("mean_jaccard")) for n in sizes]
             p = PAPER.get(k)
-            L.append(f"| {KIND_NAMES[k]} | {a:g} | " + " | ".join(cells)
+            L.append(f"| {label(k)} | {a:g} | " + " | ".join(cells)
                      + (f" | {p[0]:.2f} / {p[1]:.2f} |" if p else " | (not in the paper) |"))
         L.append("")
         if which == "sel":
@@ -189,8 +200,8 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     L += _claim(evals, kinds, sizes, h)
 
     # ---- beyond the paper: the position prior
-    L += prior.markdown(_load(run_dir, "prior.json"), evals, kinds, sizes, KIND_NAMES,
-                        CLASS_NAMES, h)
+    L += prior.markdown(_load(run_dir, "prior.json"), evals, kinds, sizes,
+                        {k: label(k) for k in kinds}, CLASS_NAMES, h)
 
     # ---- per class
     L.append(f"{h}# Per-class Jaccard (test set)")
@@ -204,7 +215,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                 s = _score(evals[k], n, a)
                 if not s:
                     continue
-                L.append(f"| {KIND_NAMES[k]} | {n} | {a:g} | "
+                L.append(f"| {label(k)} | {n} | {a:g} | "
                          + " | ".join(_f(v, 1) for v in s["jaccard"])
                          + f" | {_f(s['mean_jaccard'])} | {_f(s['pixel_accuracy'], 1)} |")
     L.append("")
@@ -233,7 +244,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
         c = chosen.get(k, {})
         items = ", ".join(f"{a}={b}" for a, b in c.items() if a != "validation_jaccard")
         vj = c.get("validation_jaccard")
-        L.append(f"- {KIND_NAMES[k]}: {items}"
+        L.append(f"- {label(k)}: {items}"
                  + (f" (validation Jaccard {vj:.2f})" if vj is not None else ""))
     L.append("")
 
@@ -270,7 +281,7 @@ def _size_table(train, kinds, sizes, h):
     for k in kinds:
         t = train[k] or {}
         for n in sizes:
-            L.append(f"| {KIND_NAMES[k]} | {n} | "
+            L.append(f"| {label(k)} | {n} | "
                      f"{_mb((t.get('model_bytes') or {}).get(str(n)))} | "
                      f"{t.get('n_nodes', '–') if n == t.get('n_trees') else ''} |")
     return L + [""]
@@ -289,7 +300,7 @@ def _alpha_note(evals, kinds):
         f, small = fin[k], evals[k].get("alpha_selection_forests")
         if f:
             at_small = f["validation_jaccard"].get(repr(float(small))) if small is not None else None
-            parts.append(f"{KIND_NAMES[k]} {f['alpha']:g} (validation {_f(max(f['validation_jaccard'].values()))}"
+            parts.append(f"{label(k)} {f['alpha']:g} (validation {_f(max(f['validation_jaccard'].values()))}"
                          + (f"; the selection forests' α = {small:g}: {_f(at_small)}"
                             if small is not None and float(small) != f["alpha"] else "") + ")")
     n = next(f for f in fin.values() if f)
@@ -302,10 +313,10 @@ def _claim(evals, kinds, sizes, h):
     L = [f"{h}# The paper's claim: CO2 > two-probe > axis-aligned, CO2-16 ≈ +25% over RF-16", ""]
     if not all(k in kinds for k in PAPER_KINDS):
         return L + ["Not all three forests were evaluated.", ""]
-    co2s = [c for c in kinds if REGISTRY[c].oblique]  # each CO2 kind against the two baselines
+    co2s = [c for c in kinds if c in REGISTRY and REGISTRY[c].oblique]  # each CO2 kind against the two baselines
     for co2 in co2s:
         trio = ("axis", "two-probe", co2)
-        for label, pick in (("selected α", lambda k: evals[k]["alpha"]),
+        for which, pick in (("selected α", lambda k: evals[k]["alpha"]),
                             ("α = 1", lambda k: 1.0)):
             parts = []
             for n in sizes:
@@ -322,7 +333,7 @@ def _claim(evals, kinds, sizes, h):
                 parts.append(f"{n} trees: order {' > '.join(order)} "
                              f"({'as in the paper' if holds else 'not the paper’s order'}); "
                              f"{co2} vs axis-aligned {rel:+.1f}%{paper}")
-            L.append(f"- {KIND_NAMES[co2]}, {label}: " + "; ".join(parts) + ".")
+            L.append(f"- {label(co2)}, {which}: " + "; ".join(parts) + ".")
     L.append("")
     return L
 

@@ -25,6 +25,7 @@ from facesegment.errors import DataError, FaceSegmentError, Terminated
 
 from . import STAGES
 from .config import load_config, section_hash
+from . import cascades
 from .stages import Context, build_stages
 from .stamps import is_up_to_date, stage_key, write_stamp
 
@@ -131,7 +132,7 @@ def execute(ctx, stage, force=False, dry_run=False):
 
 def build_graph(ctx, target, force=(), dry_run=False):
     """``dask.delayed`` nodes for ``target`` and everything it depends on."""
-    stages = build_stages()
+    stages = build_stages(ctx.cfg)
     wanted = _expand([target], stages) if target != "all" else set(stages)
     forced = _expand(force, stages)
     nodes = {}
@@ -158,7 +159,7 @@ def main(argv=None, log=None):
     args = parser.parse_args(argv)
     names = build_stages()
     for n in args.force:
-        if not _expand([n], names):
+        if not _expand([n], names) and not n.split(":")[-1].startswith(cascades.PREFIX):
             parser.error(f"--force {n}: no such stage; use one of all, "
                          + ", ".join(sorted({s.split(':')[0] for s in names}))
                          + " or a single stage such as train:co2")

@@ -44,7 +44,7 @@ from facesegment import evaluation
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
-from . import backend, prior, report, selection
+from . import backend, cascades, prior, report, selection
 from .config import KINDS, run_name
 from .stamps import ByContent, fingerprint
 
@@ -201,9 +201,9 @@ def run_data(ctx):
         "fingerprint": {"images": fingerprint(ByContent(root)),
                         "labels": fingerprint(ByContent(labels)) if labels else None},
         "counts": {"train": len(train), "validation": len(val), "test": len(test)},
-        "train": [list(r.__dict__.values()) for r in train],
-        "validation": [list(r.__dict__.values()) for r in val],
-        "test": [list(r.__dict__.values()) for r in test],
+        "train": [[r.name, r.image, r.label] for r in train],
+        "validation": [[r.name, r.image, r.label] for r in val],
+        "test": [[r.name, r.image, r.label] for r in test],
     }, sort_keys=True)
     ctx.log(f"data: {root}: {len(train)} training, {len(val)} validation, "
             f"{len(test)} test images")
@@ -493,11 +493,12 @@ def run_figures(ctx):
         ctx.log("figures: [figures] enabled = false, nothing to do")
         return []
     n = cfg["forest"]["n_trees"]
-    kinds = [row.name for row in TABLE.values() if row.name in KINDS]
+    kinds = [row.name for row in TABLE.values() if row.name in KINDS] + cascades.names(cfg)
+    labels = {k: TABLE[k].label if k in TABLE else cascades.label(k) for k in kinds}
     res = make_figures({k: backend.load_model(ctx.model_dir(k, n)) for k in kinds},
                        ctx.splits()["test"], ctx.reports / "figures",
                        evaluations={k: ctx.read_json(f"eval-{k}.json") for k in kinds},
-                       labels={k: TABLE[k].label for k in kinds},
+                       labels=labels,
                        mode=cfg["evaluate"]["mode"], n_random=cfg["figures"]["n_random"],
                        seed=cfg["run"]["seed"], workers=ctx.workers, scheduler=ctx.scheduler)
     return [Path(f) for f in res["written"]]
@@ -512,8 +513,10 @@ def _reports(*names):
     return lambda ctx: [ctx.reports / n for n in names]
 
 
-def build_stages():
-    """All stages by name, in their order."""
+def build_stages(cfg=None):
+    """All stages by name, in their order (with ``cfg``, its auto-context cascades too)."""
+    chains = cascades.chains(cfg) if cfg else []
+    methods = list(KINDS) + [name for name, _ in chains]
     st = [
         Stage("data", _data_config, _data_inputs, run_data),
         Stage("extract", lambda c: {"extract": c.cfg["extract"], "seed": c.cfg["run"]["seed"]},
@@ -529,12 +532,16 @@ def build_stages():
                         lambda c: [c.windows, c.reports / "splits.json"]
                         + ([prior.prior_path(c)] if c.cfg["position"]["enabled"] else []),
                         _train(k), ("select", "prior")))
-    for k in KINDS:
+    for name, kinds in chains:
+        st.append(Stage(f"train:{name}", cascades.train_config(name, kinds),
+                        cascades.train_inputs(kinds), cascades.train(name, kinds),
+                        ("select", "prior", f"train:{kinds[0]}")))
+    for k in methods:
         st.append(Stage(f"evaluate:{k}", _eval_config(k),
                         lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),
                                         c.reports / "splits.json"],
                         _evaluate(k), (f"train:{k}",)))
-    for k in KINDS:
+    for k in methods:
         st.append(Stage(f"time:{k}", lambda c: {k: c.cfg["evaluate"][k] for k in
                                                 ("time_images", "time_mode", "fft_levels")}
                         | {"trees": c.cfg["forest"]["eval_trees"], "layout": LAYOUT},
@@ -543,20 +550,20 @@ def build_stages():
                         _timing(k), (f"evaluate:{k}",)))
     st.append(Stage("figures", lambda c: {"figures": c.cfg["figures"],
                                           "mode": c.cfg["evaluate"]["mode"]},
-                    lambda c: [c.reports / f"eval-{k}.json" for k in KINDS]
-                    + [c.model_dir(k, c.cfg["forest"]["n_trees"]) for k in KINDS],
-                    run_figures, tuple(f"time:{k}" for k in KINDS)))
+                    lambda c: [c.reports / f"eval-{k}.json" for k in methods]
+                    + [c.model_dir(k, c.cfg["forest"]["n_trees"]) for k in methods],
+                    run_figures, tuple(f"time:{k}" for k in methods)))
     st.append(Stage("report", lambda c: {"version": report.REPORT_VERSION},
-                    _report_inputs, run_report, ("figures",)))
+                    lambda c: _report_inputs(c, methods), run_report, ("figures",)))
     return {s.name: s for s in st}
 
 
-def _report_inputs(ctx):
+def _report_inputs(ctx, methods=KINDS):
     """What the report renders: the run's files, the measured times, and the other
     stages' stamps (their wall times go to timings.json)."""
     r = ctx.reports
     return ([r / f for f in ("selection.json", "chosen.json", "investigation.json",
                              "prior.json")]
-            + [r / f"{p}-{k}.json" for k in KINDS for p in ("train", "eval")]
+            + [r / f"{p}-{k}.json" for k in methods for p in ("train", "eval")]
             + [r / "figures", ctx.timings]
             + sorted(p for p in (r / "stamps").glob("*.json") if p.name != "report.json"))

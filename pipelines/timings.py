@@ -13,8 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from .config import KINDS
-from .report import KIND_NAMES, _load, _runs, _secs
+from .report import _load, _runs, _secs, label, methods
 
 TRAIN_TIME_KEYS = ("fit_seconds", "fit_cpu_seconds", "tree_seconds", "threads", "cpu_count",
                    "load_average")
@@ -86,7 +85,7 @@ def collect_timings(run_dir):
            "select": (_load(live, "select.json") or last.get("select")
                       or _old_select_times(run_dir)),
            "train": {}, "time": {}}
-    for k in KINDS:
+    for k in methods(run_dir):
         t = (_load(live, f"train-{k}.json") or (last.get("train") or {}).get(k)
              or _old_train_times(run_dir, k))
         if t:
@@ -107,8 +106,9 @@ def render_timings(run_dir, timings=None, heading="##"):
     run_dir = Path(run_dir)
     T = timings if timings is not None else collect_timings(run_dir)
     train, times = T.get("train") or {}, T.get("time") or {}
-    evals = {k: _load(run_dir, f"eval-{k}.json") for k in KINDS}
-    kinds = [k for k in KINDS if k in train or k in times]
+    every = methods(run_dir)
+    evals = {k: _load(run_dir, f"eval-{k}.json") for k in every}
+    kinds = [k for k in every if k in train or k in times]
     h = heading
     L = [f"{h} {run_dir.name}", ""]
     if not kinds and not T.get("stages"):
@@ -162,12 +162,12 @@ def _time_table(train, times, kinds, sizes, h):
             inf = "–"
             if tm.get("ms_per_image") is not None:
                 inf = f"{tm['ms_per_image']:.0f} ms ({tm.get('cpu_ms_per_image', 0):.0f} ms)"
-            L.append(f"| {KIND_NAMES[k]} | {n} | {fit} | {inf} |")
+            L.append(f"| {label(k)} | {n} | {fit} | {inf} |")
     for k in kinds:
         tm = ((times.get(k) or {}).get("trees") or {}).get(str(sizes[-1]), {}) if sizes else {}
         if tm.get("oblique_gflop_per_image"):
             L.append("")
-            L.append(f"{KIND_NAMES[k]}, {sizes[-1]} trees: "
+            L.append(f"{label(k)}, {sizes[-1]} trees: "
                      f"{tm['oblique_visits_per_image'] / 62500:.1f} oblique nodes per pixel "
                      f"(all trees), {tm['oblique_gflop_per_image']:.1f} GFLOP of dot products per "
                      f"image, {tm['oblique_gflops_per_cpu_second']:.2f} GFLOP per CPU second.")

@@ -217,7 +217,7 @@ def test_graph_runs_dependencies_in_order_and_only_what_is_needed(tmp_path, monk
             "select": _fake_stage("select", calls, "c", ("extract",)),
             "train:axis": _fake_stage("train:axis", calls, "d", ("select",)),
             "train:co2": _fake_stage("train:co2", calls, "e", ("select",))}
-    monkeypatch.setattr(run, "build_stages", lambda: fake)
+    monkeypatch.setattr(run, "build_stages", lambda cfg=None: fake)
     import dask
 
     dask.compute(run.build_graph(ctx, "extract"), scheduler="sync")
@@ -564,6 +564,15 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert "| position alone, no image" in results
     det = ev["detector"]
     assert det["n_found"] + det["n_missed"] == ev["n_images"] and set(det["trees"]) == {"2", "4"}
+    # the auto-context cascade of the smoke config: one folder, scored like the forests
+    from facesegment.cascade import Cascade
+
+    casc = backend.load_model(tmp_path / "models" / "faces-smoke" / "ac-axis_axis-4")
+    assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
+    ac = json.loads((rdir / "eval-ac-axis_axis.json").read_text())
+    assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
+    assert "Auto-context random forest (axis-aligned) → random forest" in results
+    assert (rdir / "figures" / "confusion_ac-axis_axis.png").is_file()
     assert ev["n_images"] == 3
     _check_alpha_is_the_models(tmp_path, data, rdir)
     capsys.readouterr()
@@ -641,7 +650,7 @@ def test_a_rerun_changes_only_the_timings(tmp_path, monkeypatch, capsys):
     from pipelines.config import KINDS
 
     timings = json.loads((rdir / "timings.json").read_text())
-    assert set(timings["train"]) == set(timings["time"]) == set(KINDS)
+    assert set(timings["train"]) == set(timings["time"]) == set(KINDS) | {"ac-axis_axis"}
     assert timings["train"]["co2"]["fit_seconds"] > 0 and timings["train"]["co2"]["load_average"]
     assert timings["time"]["axis"]["trees"]["4"]["ms_per_image"] > 0
     assert len(timings["select"]["settings"]) == len(json.loads(

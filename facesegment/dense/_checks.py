@@ -71,6 +71,10 @@ def model_layout(model):
     Raises ValueError when the layout does not match the forest's features
     (e.g. a model trained on tabular data, which dense inference cannot use).
     """
+    if hasattr(model, "stages"):   # a cascade: its stages are checked, the image's layout
+        for stage in model.stages:
+            model_layout(stage)
+        return model.layout
     arrays = forest_arrays(model)
     layout = getattr(model, "layout", None) or DEFAULT_LAYOUT
     if not layout.matches(arrays.n_features):

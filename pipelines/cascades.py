@@ -1,0 +1,161 @@
+"""Auto-context cascades in the face pipeline (``[cascade]`` of the config).
+
+Each entry of ``[cascade] chains`` ("axis>axis": stage kinds in order) is a
+method of the run, named ``ac-<kind>_<kind>...`` (``ac-axis_axis``), trained by
+the stage ``train:<name>`` after ``train:<first kind>``:
+
+* stage 1 is the run's own model of the first kind (``models/RUN/<kind>-N``);
+* every later stage is a forest of its kind with the settings selection chose
+  for that kind (``chosen.json``), trained on ``[window | context]`` rows whose
+  context comes from out-of-fold maps (``n_folds`` image folds; the fold
+  forests have ``fold_trees`` trees: they only make training maps;
+  facesegment.cascade_fit);
+* α and β (the position prior) are chosen on the validation images with the
+  final cascade, as for the forests.
+
+Its evaluate and time stages are the forests' own (they load any model
+folder); the report, the timings page and the figures list cascades after the
+forests.  docs/pipeline.md, "Auto-context cascades".
+"""
+
+from facesegment.context import ContextSpec
+from facesegment.forest.registry import KINDS as REGISTRY
+
+PREFIX = "ac-"
+
+
+def chains(cfg):
+    """``[(name, [kind, ...])]`` of the enabled cascades."""
+    c = cfg.get("cascade") or {}
+    if not c.get("enabled"):
+        return []
+    return [(name_of(ch), ch.split(">")) for ch in c.get("chains", [])]
+
+
+def name_of(chain):
+    return PREFIX + "_".join(chain.split(">"))
+
+
+def names(cfg):
+    return [n for n, _ in chains(cfg)]
+
+
+def label(name):
+    """Display name: "auto-context: random forest → random forest"."""
+    kinds = name[len(PREFIX):].split("_")
+    return "Auto-context " + " → ".join(REGISTRY[k].label for k in kinds if k in REGISTRY)
+
+
+def check_chain(chain):
+    """The error text of a bad chain ("axis>axis"), or None."""
+    kinds = chain.split(">") if isinstance(chain, str) else []
+    if len(kinds) < 2:
+        return 'a chain of at least two kinds, e.g. "axis>axis"'
+    for i, k in enumerate(kinds):
+        if k not in REGISTRY:
+            return f"kinds of the registry ({', '.join(REGISTRY)}); {k!r} is not one"
+        if i > 0 and REGISTRY[k].oblique:
+            return f"a non-oblique kind after the first stage ({k!r} has oblique splits)"
+    return None
+
+
+def spec_of(cfg):
+    c = cfg["cascade"]
+    return ContextSpec(n_classes=8, directions=c["directions"], radii=tuple(c["radii"]),
+                       boxes=tuple(c["boxes"]), position=c["position"])
+
+
+def train_config(name, kinds):
+    def config(ctx):
+        c = ctx.cfg
+        chosen = ctx.read_json("chosen.json")
+        return {"cascade": c["cascade"], "kinds": kinds, "forest": c["forest"],
+                "kind_tables": {k: c[f"forest.{k}"] for k in kinds},
+                "chosen": {k: chosen[k] for k in kinds}, "position": c["position"],
+                "select": {k: c["select"][k] for k in ("alphas", "n_images", "pixel_stride")},
+                "seed": c["run"]["seed"]}
+    return config
+
+
+def train_inputs(kinds):
+    def inputs(ctx):
+        out = [ctx.windows, ctx.reports / "splits.json",
+               ctx.model_dir(kinds[0], ctx.cfg["forest"]["n_trees"])]
+        from .prior import prior_path
+        return out + ([prior_path(ctx)] if ctx.cfg["position"]["enabled"] else [])
+    return inputs
+
+
+def train(name, kinds):
+    """The ``train:<name>`` stage."""
+    def run(ctx):
+        import os
+
+        from facesegment.atomic import write_json_atomic
+        from facesegment.cascade import save_cascade
+        from facesegment.cascade_fit import fit_cascade
+        from facesegment.imageio import read_image
+
+        from . import backend, prior, selection
+        from .stages import _choose_alpha, _setting, validation_records
+
+        cfg = ctx.cfg
+        n, seed = cfg["forest"]["n_trees"], cfg["run"]["seed"]
+        chosen = ctx.read_json("chosen.json")
+        ws = ctx.windows_set()
+        by_name = {r.name: r for r in ctx.splits()["train"]}
+
+        def maker(kind, trees):
+            params = selection.estimator_params(cfg, kind, _setting(chosen[kind]))
+            params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
+            return lambda s: backend.make_estimator(kind, params, trees, s, ctx.workers,
+                                                    ctx.scheduler)
+
+        first = backend.load_model(ctx.model_dir(kinds[0], n))
+        cascade = fit_cascade(
+            ws, lambda src: read_image(by_name[src].image), [(k, maker(k, n)) for k in kinds],
+            spec_of(cfg), n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
+            first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"])
+                                      for k in kinds[:-1]],
+            provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(
+                ctx.model_dir(kinds[0], n))})
+        for key in ("alpha", "beta", "alpha_no_prior", "position_selection",
+                    "alpha_final_forest", "alpha_selection_forests"):
+            cascade.final.metrics.pop(key, None)
+        alpha_sel = float(chosen[kinds[-1]]["alpha"])
+        alpha, final = _choose_alpha(ctx, name, cascade, alpha_sel)
+        alphas = {"alpha": alpha, "alpha_selection_forests": alpha_sel,
+                  "alpha_final_forest": final}
+        val = validation_records(ctx) if cfg["position"]["enabled"] else []
+        if val:
+            alphas |= prior.choose_position(ctx, name, cascade, val, cfg["select"]["alphas"])
+        cascade.metrics.update(alphas)
+        path = ctx.model_dir(name, n)
+        save_cascade(cascade, path)
+        a = cascade.final.arrays
+        summary = {"kind": name, "stage_kinds": kinds, "n_trees": n,
+                   "fold_trees": cfg["cascade"]["fold_trees"],
+                   "n_folds": cfg["cascade"]["n_folds"], "context": spec_of(cfg).to_dict(),
+                   "n_context_planes": spec_of(cfg).n_planes,
+                   "model_bytes": {str(n): _bytes(path)}, "n_nodes": a.n_nodes,
+                   "n_oblique": 0, "max_depth_reached": int(a.depth.max()),
+                   "n_windows": int(len(ws.y)), **alphas}
+        js = ctx.reports / f"train-{name}.json"
+        write_json_atomic(js, summary, sort_keys=True)
+        tm = ctx.write_timings(f"train-{name}", {
+            "kind": name, "n_trees": n, "fit_seconds": round(sum(
+                cascade.metrics["cascade_fit_seconds"].values()), 3),
+            "parts": cascade.metrics["cascade_fit_seconds"], "threads": ctx.workers,
+            "cpu_count": os.cpu_count()})
+        return [path, js, tm]
+    return run
+
+
+def _bytes(path):
+    from .stages import forest_bytes
+
+    total = 0
+    for sub in sorted(path.iterdir()):
+        if sub.is_dir():
+            total += forest_bytes(sub)
+    return total
