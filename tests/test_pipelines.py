@@ -89,6 +89,10 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[forest]\nmin_samples_leaf = 0\n", ["[forest]", "min_samples_leaf=0", ">= 1"]),
     ("[forest.co2]\nnu = -1.0\n", ["[forest.co2]", "nu=-1.0", "(0, inf)"]),
     ("[forest.two-probe]\nn_pairs = 0\n", ["[forest.two-probe]", "n_pairs=0"]),
+    ("[cascade]\nchains = ['axis>co2']\n", ["[cascade]", "chains", "non-oblique", "'co2'"]),
+    ("[cascade]\nchains = ['axis']\n", ["[cascade]", "chains", "at least two kinds"]),
+    ("[cascade]\nchains = ['axis>oak']\n", ["[cascade]", "'oak' is not one"]),
+    ("[position]\nsigma = -1.0\n", ["[position]", "sigma"]),
 ])
 def test_bad_config_names_the_key(tmp_path, text, words):
     with pytest.raises(ConfigError) as err:
