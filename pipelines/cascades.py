@@ -41,9 +41,8 @@ def names(cfg):
 
 
 def label(name):
-    """Display name: "auto-context: random forest → random forest"."""
-    kinds = name[len(PREFIX):].split("_")
-    return "Auto-context " + " → ".join(REGISTRY[k].label for k in kinds if k in REGISTRY)
+    """Display name: "auto-context axis → axis" (the stage kinds)."""
+    return "auto-context " + " → ".join(name[len(PREFIX):].split("_"))
 
 
 def check_chain(chain):

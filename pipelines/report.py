@@ -50,7 +50,10 @@ def methods(run_dir):
 
 def label(k):
     """Display name of a forest kind or a cascade."""
-    return KIND_NAMES.get(k) or cascades.label(k)
+    if k in KIND_NAMES:
+        return KIND_NAMES[k]
+    text = cascades.label(k)
+    return text[:1].upper() + text[1:]
 #: Table II of the paper (LFW, class-average Jaccard at 16 / 32 trees).
 PAPER = {"axis": (32.28, 34.61), "two-probe": (36.03, 38.61), "co2": (40.33, 42.55)}
 

@@ -575,7 +575,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
     ac = json.loads((rdir / "eval-ac-axis_axis.json").read_text())
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
-    assert "Auto-context random forest (axis-aligned) → random forest" in results
+    assert "| Auto-context axis → axis |" in results
     assert (rdir / "figures" / "confusion_ac-axis_axis.png").is_file()
     assert ev["n_images"] == 3
     _check_alpha_is_the_models(tmp_path, data, rdir)
