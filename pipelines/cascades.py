@@ -68,7 +68,9 @@ def train_config(name, kinds):
     def config(ctx):
         c = ctx.cfg
         chosen = ctx.read_json("chosen.json")
-        return {"cascade": c["cascade"], "kinds": kinds, "forest": c["forest"],
+        # this cascade's own settings (not the list of the other chains)
+        own = {k: v for k, v in c["cascade"].items() if k != "chains"}
+        return {"cascade": own, "kinds": kinds, "forest": c["forest"],
                 "kind_tables": {k: c[f"forest.{k}"] for k in kinds},
                 "chosen": {k: chosen[k] for k in kinds}, "position": c["position"],
                 "select": {k: c["select"][k] for k in ("alphas", "n_images", "pixel_stride")},
