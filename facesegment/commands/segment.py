@@ -107,7 +107,8 @@ def run(args):
     ok = len(results) - len(skipped)
     faces = sum(r.faces for r in results)
     secs = sum(r.seconds for r in results)
+    prior = f", beta={beta:g}" if beta else ""
     print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
-          f"alpha={alpha:g}" + (f", beta={beta:g}" if beta else "") + "); skipped {len(skipped)}; summary in "
+          f"alpha={alpha:g}{prior}); skipped {len(skipped)}; summary in "
           f"{args.output_dir.rstrip('/')}/summary.csv")
     return 1 if skipped else 0
