@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._context_kernels import shifted_planes
 from .layout import WindowLayout
 
 #: Default rays, radii (pixels of a 250x250 crop, up to about half a face) and boxes.
@@ -120,14 +121,10 @@ def context_planes(proba, spec):
     out = np.empty((h, w, spec.n_planes), np.uint8)
     q = _as_u8(proba)      # everything below is computed from the uint8 maps, so maps
     qf = q.astype(np.float32) / np.float32(255.0)   # stored as uint8 give the same planes
-    out[..., :c] = q
-    k = c
+    dy, dx = spec.offsets
+    shifted_planes(np.ascontiguousarray(q), dy, dx, out)     # the pixel, then the rays
+    k = c * (1 + len(dy))
     rows, cols = np.arange(h), np.arange(w)
-    for dy, dx in zip(*spec.offsets):
-        ys = np.clip(rows + dy, 0, h - 1)
-        xs = np.clip(cols + dx, 0, w - 1)
-        out[..., k:k + c] = q[ys][:, xs]
-        k += c
     for b in spec.boxes:
         out[..., k:k + c] = _as_u8(cv2.blur(qf, (b, b), borderType=cv2.BORDER_REPLICATE)
                                    .reshape(h, w, c))
