@@ -180,3 +180,27 @@ def test_choose_alpha_and_beta_and_position_only(tmp_path):
                                              mode="full", progress=False)
     assert only["n_pixels"] == 3 * 40 * 37 - 3        # one 255 pixel per map
     assert 0 < only["gamma"]["0.0"]["mean_jaccard"] <= 100          # percent
+
+
+def test_smoothed_maps_sigma_zero_is_the_plain_argmax(tmp_path):
+    """evaluate_smoothed with sigma 0 scores exactly what evaluate scores at the
+    same alpha/beta; a blur changes the maps (and stays a valid score)."""
+    import cv2
+
+    from facesegment.datasets import FaceRecord
+
+    model = model_with_prior(13, n_trees=3, max_depth=4, kinds=("axis",))
+    records = []
+    for i, lab in enumerate(toy_labels(3, (40, 37), 60)):
+        img, lbl = tmp_path / f"f{i}.png", tmp_path / f"f{i}_label.png"
+        cv2.imwrite(str(img), random_image(i + 5, 40, 37))
+        cv2.imwrite(str(lbl), lab)
+        records.append(FaceRecord(f"f{i}", str(img), str(lbl)))
+    for mode in ("full", "strict"):
+        plain = evaluation.evaluate(model, records, alphas=[0.5], beta=0.5, mode=mode,
+                                    progress=False)["trees"]["3"]["alpha"]["0.5"]
+        sm = evaluation.evaluate_smoothed(model, records, alpha=0.5, beta=0.5,
+                                          sigmas=[0.0, 3.0], mode=mode, progress=False)
+        assert sm["sigma"]["0.0"]["confusion"] == plain["confusion"]
+        assert sm["sigma"]["3.0"]["confusion"] != plain["confusion"]
+        assert np.sum(sm["sigma"]["3.0"]["confusion"]) == np.sum(plain["confusion"])
