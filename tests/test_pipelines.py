@@ -577,6 +577,15 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
     assert (rdir / "figures" / "confusion_ac-axis_axis.png").is_file()
+    # the smoothing study on the finished run: sigma 0 is the evaluation's own score
+    from pipelines import smoothing
+
+    assert smoothing.main(["--run", "faces-smoke", "--kinds", "axis", "--trees", "4",
+                           "--sigmas", "0", "1", "--workers", "2"]) == 0
+    sm = json.loads((rdir / "smoothing.json").read_text())["kinds"]["axis"]
+    ev_axis = json.loads((rdir / "eval-axis.json").read_text())
+    assert sm["alone"]["test"]["0.0"] == \
+        ev_axis["trees"]["4"]["alpha"][repr(ev_axis["alpha"])]["mean_jaccard"]
     assert ev["n_images"] == 3
     _check_alpha_is_the_models(tmp_path, data, rdir)
     capsys.readouterr()
