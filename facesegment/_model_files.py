@@ -167,19 +167,31 @@ def save_model_folder(model, path):
     path = Path(path)
     _kinds_check(model.kind, path)
     check_model_output(path)
+
+    def fill(tmp):
+        _write_forest_h5(model, tmp / "forest.h5")
+        write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
+                          indent=2, sort_keys=True)
+
+    return write_folder(path, fill, "the model", "choose a writable --out folder with free space")
+
+
+def write_folder(path, fill, what, fix):
+    """Write the folder ``path`` atomically: ``fill(tmp)`` writes its files into a
+    temporary folder beside it, which then replaces ``path`` (an existing folder
+    is removed only after the rename).  A failure removes the temporary folder;
+    an OSError becomes one DataError naming ``path``."""
+    path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     try:
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir()
-        _write_forest_h5(model, tmp / "forest.h5")
-        write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
-                          indent=2, sort_keys=True)
+        tmp.mkdir(parents=True)
+        fill(tmp)
         _replace_folder(tmp, path)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(path, f"cannot write the model ({exc.strerror or exc})",
-                        "choose a writable --out folder with free space") from exc
+        raise DataError(path, f"cannot write {what} ({exc.strerror or exc})", fix) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -22,8 +22,6 @@ The folder::
 """
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 from .atomic import write_json_atomic
@@ -109,18 +107,15 @@ def save_cascade(cascade, path):
     an existing cascade or model folder at ``path`` is replaced, anything else is
     refused (as :func:`facesegment.model.save_model`)."""
     from . import __version__
-    from ._model_files import _replace_folder, check_model_output, jsonable, save_model_folder
+    from ._model_files import check_model_output, jsonable, save_model_folder, write_folder
 
     path = Path(path)
     if is_cascade_folder(path):
-        _check_own_files(path, len(cascade.stages))
+        _check_own_files(path)
     else:
         check_model_output(path)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
+
+    def fill(tmp):
         for i, stage in enumerate(cascade.stages, 1):
             save_model_folder(stage, tmp / f"stage-{i}")
         write_json_atomic(tmp / CASCADE_FILE, {
@@ -129,18 +124,11 @@ def save_cascade(cascade, path):
             "stage_kinds": cascade.stage_kinds, "n_stages": len(cascade.stages),
             "context": cascade.spec.to_dict(), "provenance": jsonable(cascade.provenance),
             "metrics": jsonable(cascade.metrics)}, indent=2, sort_keys=True)
-        _replace_folder(tmp, path)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(path, f"cannot write the cascade ({exc.strerror or exc})",
-                        "choose a writable folder with free space") from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+
+    return write_folder(path, fill, "the cascade", "choose a writable folder with free space")
 
 
-def _check_own_files(path, n_stages):
+def _check_own_files(path):
     """Refuse to replace a cascade folder that holds someone else's files."""
     own = {CASCADE_FILE} | {f"stage-{i}" for i in range(1, 64)}
     other = sorted(p.name for p in path.iterdir() if p.name not in own)

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from .cascade import Cascade
-from .context import ContextSpec, context_planes, stage_features, to_context_layout
+from .context import ContextSpec, context_planes, to_context_layout
 from .progress import Progress
 
 
@@ -124,11 +124,19 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     return cascade
 
 
+def _rows_of_images(image_index):
+    """``{image: indices of its windows}`` (one stable sort, not a scan per image)."""
+    order = np.argsort(image_index, kind="stable")
+    images, starts = np.unique(image_index[order], return_index=True)
+    return dict(zip(images.tolist(), np.split(order, starts[1:])))
+
+
 def _context_rows(ws, maps, spec, images):
     """Context values at every window's centre from its image's (uint8) map."""
     out = np.empty((len(ws.y), spec.n_planes), np.uint8)
+    rows = _rows_of_images(ws.image_index)
     for img in images:
-        sel = np.nonzero(ws.image_index == img)[0]
+        sel = rows[int(img)]
         planes = context_planes(maps[int(img)].astype(np.float32) / 255.0, spec)
         c = ws.centers[sel]
         out[sel] = planes[c[:, 0], c[:, 1]]
@@ -142,7 +150,7 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
     from .dense import predict_proba_raw
 
     n_folds = int(fold.max()) + 1
-    img_fold = {int(i): int(fold[np.argmax(ws.image_index == i)]) for i in images}
+    img_fold = {i: int(fold[r[0]]) for i, r in _rows_of_images(ws.image_index).items()}
     maps = {}
     t0 = time.perf_counter()
     with Progress(len(images), f"cascade stage {s} out-of-fold maps", "images",

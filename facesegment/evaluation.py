@@ -105,6 +105,21 @@ def grid_label(label, stride, offset=0):
     return out
 
 
+def scored_label(label, stride, mode, layout):
+    """``label`` with 255 ("not scored") outside the pixels the driver scores: the
+    ``stride`` grid (:func:`grid_label`) and, in "strict" mode, the pixels at least
+    ``layout.half`` px from the border."""
+    from .dense.image import strict_region
+
+    label = grid_label(label, stride)
+    if mode != "strict":
+        return label
+    y0, y1, x0, x1 = strict_region(label.shape, layout)
+    keep = np.full_like(label, 255)
+    keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
+    return keep
+
+
 def _score_missed(record, model, alphas, trees, depths, stride, mode):
     """The sweep confusion matrices of a face the detector missed
     (``record.missed``, see :mod:`facesegment.aligned`): every pixel predicted
@@ -113,15 +128,10 @@ def _score_missed(record, model, alphas, trees, depths, stride, mode):
     returns (alphas x depths x trees x C x C; depths and trees sorted)."""
     from .classes import IGNORE
     from .datasets import load_face
-    from .dense import model_layout, strict_region
+    from .dense import model_layout
 
-    label = grid_label(load_face(record)[1], stride)
+    label = scored_label(load_face(record)[1], stride, mode, model_layout(model))
     elig = label != IGNORE
-    if mode == "strict":
-        y0, y1, x0, x1 = strict_region(label.shape, model_layout(model))
-        inside = np.zeros(label.shape, dtype=bool)
-        inside[y0:y1, x0:x1] = True
-        elig &= inside
     n_c = int(_arrays(model).n_classes)
     counts = np.bincount(label[elig], minlength=n_c)
     if len(counts) > n_c:
@@ -323,18 +333,12 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
 
 def _position_one(record, prior, gammas, stride, mode, layout):
     """Task: confusion matrices of the position-only maps of one face."""
-    from .dense.image import strict_region
     from .imageio import read_label
     from .metrics import confusion_matrix
     from .position import constant_labels
 
-    label = grid_label(read_label(record.label), stride)
+    label = scored_label(read_label(record.label), stride, mode, layout)
     missed = bool(getattr(record, "missed", False))   # no face found: all background
-    if mode == "strict":
-        y0, y1, x0, x1 = strict_region(label.shape, layout)
-        keep = np.full_like(label, 255)
-        keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
-        label = keep
     return np.stack([confusion_matrix(
         label, np.zeros_like(label) if missed else constant_labels(prior, label.shape, g),
         prior.n_classes) for g in gammas])
@@ -378,16 +382,10 @@ def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
 
     from .datasets import load_face
     from .dense import model_layout, predict_image
-    from .dense.image import strict_region
     from .metrics import confusion_matrix
 
     image, label = load_face(record)
-    label = grid_label(label, stride)
-    if mode == "strict":
-        y0, y1, x0, x1 = strict_region(label.shape, model_layout(model))
-        keep = np.full_like(label, 255)
-        keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
-        label = keep
+    label = scored_label(label, stride, mode, model_layout(model))
     proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta)
     out = []
     for s in sigmas:
@@ -477,4 +475,4 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
 
 
 __all__ = ["MODES", "evaluate", "full_summary", "best_alpha", "choose_alpha",
-           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label"]
+           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label", "scored_label"]

@@ -98,7 +98,7 @@ def train(name, kinds):
         from facesegment.imageio import read_image
 
         from . import backend, prior, selection
-        from .stages import _choose_alpha, _setting, validation_records
+        from .stages import _setting
 
         cfg = ctx.cfg
         n, seed = cfg["forest"]["n_trees"], cfg["run"]["seed"]
@@ -123,13 +123,7 @@ def train(name, kinds):
         for key in ("alpha", "beta", "alpha_no_prior", "position_selection",
                     "alpha_final_forest", "alpha_selection_forests"):
             cascade.final.metrics.pop(key, None)
-        alpha_sel = float(chosen[kinds[-1]]["alpha"])
-        alpha, final = _choose_alpha(ctx, name, cascade, alpha_sel)
-        alphas = {"alpha": alpha, "alpha_selection_forests": alpha_sel,
-                  "alpha_final_forest": final}
-        val = validation_records(ctx) if cfg["position"]["enabled"] else []
-        if val:
-            alphas |= prior.choose_position(ctx, name, cascade, val, cfg["select"]["alphas"])
+        alphas = prior.choose_alphas(ctx, name, cascade, float(chosen[kinds[-1]]["alpha"]))
         cascade.metrics.update(alphas)
         path = ctx.model_dir(name, n)
         save_cascade(cascade, path)

@@ -120,12 +120,42 @@ def run_prior(ctx, validation_records):
     return [path, out]
 
 
+def choose_alphas(ctx, kind, model, alpha_sel):
+    """The alpha metrics every model folder of ``kind`` gets (forests and cascades).
+
+    ``alpha`` / ``alpha_final_forest`` as :func:`pipelines.stages._choose_alpha`
+    chooses them; with ``[position] enabled`` and validation images, the prior is
+    attached and ``alpha`` / ``beta`` become the pair chosen with it
+    (:func:`choose_position`), whose beta = 0 pass gives the forest-alone alpha
+    (one pass, not two).
+    """
+    from .stages import _choose_alpha, _final_alpha_wanted, validation_records
+
+    cfg = ctx.cfg
+    val = validation_records(ctx) if cfg["position"]["enabled"] else []
+    if val and _final_alpha_wanted(cfg):
+        pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
+        final = pos.pop("final")
+        ctx.log(f"train: {kind}-{final['n_trees']}: alpha {final['alpha']:g} on "
+                f"{final['n_images']} validation images with the final forest")
+        return {"alpha": final["alpha"], "alpha_selection_forests": alpha_sel,
+                "alpha_final_forest": final} | pos
+    alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
+    out = {"alpha": alpha, "alpha_selection_forests": alpha_sel, "alpha_final_forest": final}
+    if val:
+        pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
+        pos.pop("final")
+        out |= pos
+    return out
+
+
 def choose_position(ctx, kind, model, val, alpha_grid):
     """Attach the run's prior to ``model`` and choose ``(alpha, beta)`` on ``val``.
 
     Returns the metrics to store: ``alpha`` / ``beta`` (the pair ``segment`` and
     the figures use), ``alpha_no_prior`` (the best alpha at beta 0: the forest
-    alone), and the validation tables.
+    alone), the validation tables, and under ``final`` the record of that beta = 0
+    pass (what ``choose_alpha`` without betas returns).
     """
     cfg = ctx.cfg
     model.position = load_prior(prior_path(ctx))
@@ -141,9 +171,12 @@ def choose_position(ctx, kind, model, val, alpha_grid):
     ctx.log(f"train: {kind}: with the position prior alpha {rec['alpha']:g}, beta "
             f"{rec['beta']:g} ({rec['validation_jaccard'][repr(rec['alpha'])]:.2f} on "
             f"validation; forest alone {zero[repr(alpha0)]:.2f} at alpha {alpha0:g})")
+    # the beta = 0 pass is the forest alone: what choose_alpha without betas returns
+    final = {"alpha": alpha0, "beta": 0.0, "n_images": rec["n_images"],
+             "n_trees": rec["n_trees"], "validation_jaccard": zero}
     return {"alpha": rec["alpha"], "beta": rec["beta"], "alpha_no_prior": alpha0,
             "position_selection": {"betas": tables, "n_images": rec["n_images"],
-                                   "n_trees": rec["n_trees"]}}
+                                   "n_trees": rec["n_trees"]}, "final": final}
 
 
 def aligned_test(ctx):

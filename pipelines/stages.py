@@ -334,14 +334,8 @@ def _train(kind):
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
                 "selected": chosen, "n_windows": int(len(ws.y))}
         model = backend.to_model(est, kind, ws.meta, prov)
-        alpha_sel = float(chosen["alpha"])
-        alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
-        # every model folder of this kind: `segment` / `evaluate` use this alpha
-        alphas = {"alpha": alpha, "alpha_selection_forests": alpha_sel,
-                  "alpha_final_forest": final}
-        val = validation_records(ctx) if cfg["position"]["enabled"] else []
-        if val:   # the position prior, with (alpha, beta) chosen on validation
-            alphas |= prior.choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
+        # every model folder of this kind: `segment` / `evaluate` use these
+        alphas = prior.choose_alphas(ctx, kind, model, float(chosen["alpha"]))
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
         outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)
         a = model.arrays

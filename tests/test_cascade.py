@@ -6,7 +6,6 @@ load, the evaluation driver and segment take a cascade like any model."""
 import numpy as np
 import pytest
 
-from facesegment import evaluation
 from facesegment.cascade import Cascade, load_cascade, save_cascade
 from facesegment.cascade_fit import fit_cascade, fold_of_images
 from facesegment.context import ContextSpec, context_planes
