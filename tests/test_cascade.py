@@ -174,3 +174,21 @@ def test_bad_cascades_are_refused(tmp_path, data):
     (tmp_path / "c" / "cascade.json").write_text('{"format": "nope"}')
     with pytest.raises(Exception, match="not a facesegment cascade"):
         load_cascade(tmp_path / "c")
+
+
+def test_cascade_folder_errors_name_the_file(tmp_path, data):
+    """Another format version, a missing key, a stage of the wrong layout: one
+    DataError naming the file and saying to retrain."""
+    import json as _json
+
+    from facesegment.errors import DataError
+
+    path = save_cascade(fit(data), tmp_path / "c")
+    doc = _json.loads((path / "cascade.json").read_text())
+    for change, words in (({"format_version": 9}, "has format version 9"),
+                          ({"context": None}, "is incomplete"),
+                          ({"context": {**doc["context"], "radii": [2]}}, "not the context layout")):
+        (path / "cascade.json").write_text(_json.dumps({**doc, **change}))
+        with pytest.raises(DataError) as err:
+            load_cascade(path)
+        assert words in str(err.value) and "train the cascade again" in str(err.value)

@@ -204,3 +204,37 @@ def test_smoothed_maps_sigma_zero_is_the_plain_argmax(tmp_path):
         assert sm["sigma"]["0.0"]["confusion"] == plain["confusion"]
         assert sm["sigma"]["3.0"]["confusion"] != plain["confusion"]
         assert np.sum(sm["sigma"]["3.0"]["confusion"]) == np.sum(plain["confusion"])
+
+
+def test_bad_prior_files_are_one_error_naming_the_file(tmp_path):
+    """A model whose stored prior has the wrong number of classes, and the
+    pipeline's prior file when damaged: DataError naming the file and the fix."""
+    import h5py
+
+    from facesegment.errors import DataError
+    from pipelines.prior import load_prior, save_prior
+
+    model = model_with_prior(8, n_trees=2, max_depth=3)
+    path = save_model(model, tmp_path / "m")
+    with h5py.File(path / "forest.h5", "a") as f:
+        del f["position/class_prior"]
+        f["position"].create_dataset("class_prior", data=np.ones(3))
+    with pytest.raises(DataError) as err:
+        load_model(path, verify=False)
+    assert "forest.h5" in str(err.value) and "position prior" in str(err.value)
+    good = save_prior(model.position, tmp_path / "p" / "position-prior.npz")
+    np.testing.assert_array_equal(load_prior(good).freq, model.position.freq)
+    good.write_bytes(b"not an npz")
+    with pytest.raises(DataError) as err:
+        load_prior(good)
+    assert str(good) in str(err.value) and "--force prior" in str(err.value)
+
+
+@pytest.mark.parametrize("call", ["position_only", "smoothed"])
+def test_empty_records_are_refused(call):
+    model = model_with_prior(9, n_trees=1, max_depth=2)
+    with pytest.raises(ValueError, match="records is empty"):
+        if call == "position_only":
+            evaluation.evaluate_position_only(model.position, [], progress=False)
+        else:
+            evaluation.evaluate_smoothed(model, [], alpha=0.5, progress=False)
