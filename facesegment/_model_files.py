@@ -5,7 +5,11 @@ Public API in :mod:`facesegment.model`.  ``model.json`` format version 2::
     format, format_version, package_version, kind, estimator, params,
     classes, classes_dtype, class_names, sampling_factors, layout (or null),
     n_trees, n_nodes, n_classes, n_features, n_oblique, weight_dtype,
+    n_sparse, sparse_nonzero, sparse_dtype,
     max_depth, provenance, metrics, files {forest.h5: {bytes, sha256}}
+
+Sparse oblique splits are the optional ``forest/sparse*`` datasets of
+``forest.h5`` (absent: none; files written before they existed read as before).
 
 Version 1 (no classes, layout or package version; kind "co2" for both CO2
 kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
@@ -22,7 +26,7 @@ import numpy as np
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
-from .forest._arrays import FOREST_ARRAY_NAMES, ForestArrays
+from .forest._arrays import FOREST_ARRAY_NAMES, SPARSE_ARRAY_NAMES, ForestArrays, n_sparse
 from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
@@ -224,6 +228,9 @@ def model_document(model, path, h5):
         "n_trees": a.n_trees, "n_nodes": a.n_nodes, "n_classes": a.n_classes,
         "n_features": a.n_features, "n_oblique": int(a.weights.shape[0]),
         "weight_dtype": str(a.weights.dtype),
+        "n_sparse": n_sparse(a),
+        "sparse_nonzero": 0 if a.sparse_index is None else int(a.sparse_index.shape[0]),
+        "sparse_dtype": None if not n_sparse(a) else str(a.sparse_weight.dtype),
         "max_depth": int(a.depth.max()) if a.n_nodes else 0,
         "position": None if getattr(model, "position", None) is None
         else model.position.describe(),
@@ -254,7 +261,8 @@ def _write_forest_h5(model, path):
         f.attrs["format"] = FOREST_FORMAT
         f.attrs["format_version"] = MODEL_FORMAT_VERSION
         g = f.create_group("forest", track_order=False)
-        for name in FOREST_ARRAY_NAMES:
+        names = FOREST_ARRAY_NAMES + (SPARSE_ARRAY_NAMES if n_sparse(model.arrays) else ())
+        for name in names:
             data = np.ascontiguousarray(getattr(model.arrays, name))
             kw = _COMPRESS if data.size >= 1024 else {}
             g.create_dataset(name, data=data, track_times=False, **kw)
@@ -395,7 +403,9 @@ def _read_forest(h5):
         with h5py.File(h5, "r") as f:
             if f.attrs.get("format") != FOREST_FORMAT:
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
-            arrays = ForestArrays(**{n: f["forest"][n][()] for n in FOREST_ARRAY_NAMES})
+            names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES
+                                               if n in f["forest"])
+            arrays = ForestArrays(**{n: f["forest"][n][()] for n in names})
             position = None
             if "position" in f:
                 from .position import PositionPrior
@@ -411,6 +421,28 @@ def _read_forest(h5):
             return arrays, f["mean"][()], f["std"][()], position
     except (OSError, KeyError) as exc:
         raise DataError(h5, f"cannot be read as a forest ({exc})", _FIX) from None
+
+
+def _sparse_problem(a):
+    """What is wrong with the sparse arrays of ``a`` (None: nothing, or none at all)."""
+    present = [getattr(a, k) is not None for k in SPARSE_ARRAY_NAMES]
+    if not any(present):
+        return None
+    if not all(present):
+        return "sparse arrays are incomplete"
+    ptr = a.sparse_ptr
+    if a.sparse.shape != (a.n_nodes,):
+        return "node arrays have different lengths"
+    if (ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or (np.diff(ptr) < 0).any()
+            or ptr[-1] != a.sparse_index.shape[0]
+            or a.sparse_weight.shape != a.sparse_index.shape):
+        return "sparse row pointers are inconsistent"
+    if (a.sparse >= ptr.shape[0] - 1).any() or (a.sparse < -1).any():
+        return "sparse rows are out of range"
+    if a.sparse_index.size and (a.sparse_index.astype(np.int64).max() >= a.weights.shape[1]
+                                or a.sparse_index.astype(np.int64).min() < 0):
+        return "feature indices are out of range"
+    return None
 
 
 def _check_arrays(a, path, n_classes):
@@ -430,6 +462,8 @@ def _check_arrays(a, path, n_classes):
     elif a.weights.ndim != 2 or ((a.feature >= a.weights.shape[1]).any()
                                  or (a.feature2 >= a.weights.shape[1]).any()):
         problem = "feature indices are out of range"
+    else:
+        problem = _sparse_problem(a)
     if problem:
         raise DataError(path, f"is not a consistent forest: {problem}",
                         "re-copy the model folder or retrain")

@@ -203,6 +203,13 @@ def subforest(model, start, stop):
         obl = nodes["oblique"]
         n_obl = int(obl.max()) + 1 if obl.size and obl.max() >= 0 else 0
         arrays = ForestArrays(roots=a.roots[:stop], weights=a.weights[:n_obl], **nodes)
+        if a.sparse is not None:
+            sp = a.sparse[sl]
+            n_sp = int(sp.max()) + 1 if sp.size and sp.max() >= 0 else 0
+            nnz = int(a.sparse_ptr[n_sp])
+            arrays = arrays._replace(sparse=sp, sparse_ptr=a.sparse_ptr[:n_sp + 1],
+                                     sparse_index=a.sparse_index[:nnz],
+                                     sparse_weight=a.sparse_weight[:nnz])
     else:
         arrays = a._replace(roots=a.roots[start:stop])
     return type(model)(**{**model.__dict__, "arrays": arrays,

@@ -326,8 +326,11 @@ def naive_oblique_visits(arrays, X, max_depth=None, n_trees=None):
 def naive_leaf(arrays, x, root, max_depth=None):
     """Node reached by window ``x`` from ``root`` (stopping at ``max_depth``)."""
     node = root
+    sparse = getattr(arrays, "sparse", None)
     while arrays.left[node] >= 0 and (max_depth is None or arrays.depth[node] < max_depth):
-        if arrays.oblique[node] >= 0:
+        if sparse is not None and sparse[node] >= 0:
+            v = naive_sparse_value(arrays, sparse[node], x)
+        elif arrays.oblique[node] >= 0:
             v = float(np.dot(arrays.weights[arrays.oblique[node]].astype(np.float64),
                              x.astype(np.float64)))
         elif arrays.feature2[node] >= 0:
@@ -473,3 +476,30 @@ def naive_rotate(X, idx, feats, w):
             if f >= 0:
                 Z[:, k] += float(wj) * X[idx, f].astype(np.float64)
     return Z
+
+
+# ------------------------------------------------------------------ forest: sparse
+# References for facesegment/forest/_sparse.py.
+
+def naive_sparse_value(arrays, row, x):
+    """Sparse row ``row`` of ``arrays`` on window ``x``: the float32 sum in entry
+    order (what every kernel must reproduce bit for bit)."""
+    lo, hi = int(arrays.sparse_ptr[row]), int(arrays.sparse_ptr[row + 1])
+    acc = np.float32(0.0)
+    for k in range(lo, hi):
+        w = np.float32(arrays.sparse_weight[k])
+        acc = np.float32(acc + np.float32(w * np.float32(x[int(arrays.sparse_index[k])])))
+    return float(acc)
+
+
+def naive_keep_top_k(w, p, k):
+    """``w`` with all but the k largest |w[:p]| zeroed (ties: lower index kept)."""
+    w = np.array(w, dtype=np.float64)
+    if k >= p:
+        return w
+    order = sorted(range(p), key=lambda j: (-abs(w[j]), j))
+    keep = {j for j in order[:k] if w[j] != 0}
+    for j in range(p):
+        if j not in keep:
+            w[j] = 0.0
+    return w

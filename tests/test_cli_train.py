@@ -43,6 +43,10 @@ def wfile(tmp_path_factory):
                                                   "--weight-dtype", "float16"]),
                                          ("co2-best", ["--max-depth", "3", "--pairs", "20",
                                                        "--oblique-min-samples", "40"]),
+                                         ("co2-sparse", ["--max-depth", "4", "--pairs", "20",
+                                                         "--oblique-min-samples", "40",
+                                                         "--max-nonzero", "5",
+                                                         "--sparsity", "prune"]),
                                          ("extra", ["--max-features", "all"]),
                                          ("ferns", ["--depth", "6", "--prior", "0.5"]),
                                          ("rotation", ["--subset-size", "3", "--rotated-features",
@@ -70,6 +74,9 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
         assert m.params["weight_dtype"] == "float16"
     if kind == "co2-best":
         assert m.params["init"] == "best" and m.params["n_pairs"] == 20
+    if kind == "co2-sparse":  # int8 by default; no split over 5 features
+        assert m.arrays.sparse_weight.dtype == np.int8 and m.arrays.weights.shape[0] == 0
+        assert np.diff(m.arrays.sparse_ptr).max() <= 5 and m.params["sparsity"] == "prune"
     if kind == "ferns":
         assert m.params["depth"] == 6 and m.params["prior"] == 0.5
     if kind == "rotation":

@@ -33,6 +33,8 @@ examples:
   facesegment train --kind co2 --trees 16 --max-depth 20 --max-samples 64000 \\
       --windows data/windows/train.h5 --out models/co2-16
   facesegment train --kind co2-best --pairs 400 --windows data/windows/train.h5 --out models/ours-16
+  facesegment train --kind co2-sparse --max-nonzero 32 --weight-dtype int8 \\
+      --windows data/windows/train.h5 --out models/sparse-16
   facesegment train --kind ferns --depth 12 --test two-probe --windows data/windows/train.h5 --out models/ferns
 """
 
@@ -53,6 +55,7 @@ ESTIMATOR_OPTIONS = (
     ("nu", "nu"), ("eta", "eta"), ("tau", "tau"), ("passes", "n_passes"),
     ("batch_size", "batch_size"), ("momentum", "momentum"),
     ("oblique_min_samples", "oblique_min_samples"), ("weight_dtype", "weight_dtype"),
+    ("max_nonzero", "max_nonzero"), ("sparsity", "sparsity"),
     ("depth", "depth"), ("test", "test"), ("prior", "prior"),
     ("subset_size", "n_features_per_subset"), ("rotated_features", "max_rotated_features"),
     ("subsets", "subsets"),
@@ -130,9 +133,16 @@ def add_arguments(p):
     co2.add_argument("--oblique-min-samples", type=positive_int, default=None, metavar="N",
                      help="nodes with fewer windows keep axis-aligned splits (default 100; "
                           "bounds the model size)")
-    co2.add_argument("--weight-dtype", choices=("float32", "float16"), default=None,
+    co2.add_argument("--weight-dtype", choices=("float32", "float16", "int8"), default=None,
                      help="storage of oblique weights (float16 halves the size, threshold "
-                          "refitted; default float32)")
+                          "refitted; int8 only with --max-nonzero; default float32, "
+                          "co2-sparse: int8)")
+    co2.add_argument("--max-nonzero", type=positive_int, default=None, metavar="K",
+                     help="sparse splits of at most K features (kind co2-sparse: default 32; "
+                          "docs/sparse.md)")
+    co2.add_argument("--sparsity", choices=("learned", "prune"), default=None,
+                     help="how sparse splits find their K features: hard thresholding in "
+                          "every SGD step (learned, default) or top K of the dense split")
     fern = p.add_argument_group("random ferns options (--kind ferns)")
     fern.add_argument("--depth", type=positive_int, default=None, metavar="D",
                       help="levels of every fern (default 10): 2^D leaves")

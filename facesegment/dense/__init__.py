@@ -28,10 +28,10 @@ docs/inference.md.
 
 from ._checks import MODES, model_layout
 from .image import fft_responses, pad_image, strict_region
-from .predict import (confusion_sweep, count_oblique_visits, predict_image,
-                      predict_proba_raw)
+from .predict import (confusion_sweep, count_oblique_visits, count_sparse_entries,
+                      predict_image, predict_proba_raw)
 from .reweight import class_scales, default_alpha, default_beta, reweight
 
 __all__ = ["MODES", "predict_image", "predict_proba_raw", "count_oblique_visits",
-           "confusion_sweep", "reweight", "class_scales", "default_alpha", "default_beta",
+           "count_sparse_entries", "confusion_sweep", "reweight", "class_scales", "default_alpha", "default_beta",
            "pad_image", "strict_region", "fft_responses", "model_layout"]

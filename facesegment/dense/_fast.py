@@ -1,14 +1,23 @@
-"""Integer fast path of dense inference: axis-aligned and two-probe forests (private).
+"""Integer fast path of dense inference: axis-aligned, two-probe and sparse forests (private).
 
-Forests without oblique nodes are traversed from one 64-bit record per node,
-built by :func:`facesegment.dense._packing.pack_fast`::
+Forests without dense oblique nodes are traversed from one 64-bit record per
+node, built by :func:`facesegment.dense._packing.pack_fast`::
 
     bits  0-14  probe 1: byte offset from the window's first byte in the
                 padded image (``layout.feature_offsets(padded_width)``)
     bits 15-29  probe 2, same
     bit  30     the node is two-probe (value = probe1 - probe2, else probe1)
-    bits 31-40  floor(threshold) + 256, in 0..512
+    bits 31-40  floor(threshold) + 256, in 0..512; SPARSE_CODE (1023) for a
+                sparse oblique node, whose bits 0-29 are then its sparse row r
     bits 41-63  global index of the left child (the right child is left + 1)
+
+A sparse row ``r`` gathers its entries ``sp_ptr[r] .. sp_ptr[r + 1] - 1``:
+``sum_k sp_w[k] * img[b + sp_off[k]]`` in float32 in that order (the exact
+arithmetic of :func:`facesegment.forest._sparse.sparse_value`, so the result
+is bit-identical to training's), compared with ``sp_thr[r]``.  When the 8
+interleaved pixels sit at the same sparse node (common near the roots: the
+pixels are neighbours), one pass over the entries serves all 8.  ``mode``: 0
+axis-aligned only, 1 with two-probe nodes, 2 with sparse nodes too.
 
 Offsets depend on the padded width and the layout and must fit 15 bits
 (images up to :func:`max_width` pixels wide: 333 for 31x31x3; wider ones use
@@ -43,6 +52,11 @@ MUL_SHIFT = 30
 THR_SHIFT = 31
 LEFT_SHIFT = 41
 MAX_NODES = 1 << 23  # left-child field
+#: Threshold-field value marking a sparse oblique node.
+SPARSE_CODE = 1023
+#: Bits of the sparse row index (the two probe fields).
+ROW_MASK = (1 << 30) - 1
+MAX_SPARSE_ROWS = 1 << 30
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = None
@@ -94,8 +108,52 @@ def _leaf(rec, p):
     return (rec[p] >> U(LEFT_SHIFT)) == p
 
 
+@njit(**INLINE)
+def _sparse_row(w):
+    """The sparse row of record ``w``, or -1 when it is not a sparse node."""
+    if ((w >> U(THR_SHIFT)) & U(0x3FF)) == U(SPARSE_CODE):
+        return np.int64(w & U(ROW_MASK))
+    return np.int64(-1)
+
+
+@njit(**INLINE)
+def _step3(img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
+    """Child of node ``p`` in a forest that may have sparse oblique nodes."""
+    w = rec[p]
+    r = _sparse_row(w)
+    if r < 0:
+        return _step2(img, b, rs, rec, p)
+    acc = np.float32(0.0)
+    for k in range(sp_ptr[r], sp_ptr[r + 1]):
+        acc += sp_w[k] * np.float32(img[b + sp_off[k]])
+    return (w >> U(LEFT_SHIFT)) + U(acc > sp_thr[r])
+
+
 @template(INLINE)
-def _descend8(img, b, rs, rec, r, steps, two):
+def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
+    """Children of 8 neighbouring pixels all at sparse node ``p`` (row ``r``): one
+    pass over its entries, each pixel's sum in the order of :func:`_step3`."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+    C = U(CHANNELS)
+    for k in range(sp_ptr[r], sp_ptr[r + 1]):
+        wk = sp_w[k]
+        o = b + sp_off[k]
+        a0 += wk * np.float32(img[o])
+        a1 += wk * np.float32(img[o + C])
+        a2 += wk * np.float32(img[o + U(2) * C])
+        a3 += wk * np.float32(img[o + U(3) * C])
+        a4 += wk * np.float32(img[o + U(4) * C])
+        a5 += wk * np.float32(img[o + U(5) * C])
+        a6 += wk * np.float32(img[o + U(6) * C])
+        a7 += wk * np.float32(img[o + U(7) * C])
+    t = sp_thr[r]
+    left = rec[p] >> U(LEFT_SHIFT)
+    return (left + U(a0 > t), left + U(a1 > t), left + U(a2 > t), left + U(a3 > t),
+            left + U(a4 > t), left + U(a5 > t), left + U(a6 > t), left + U(a7 > t))
+
+
+@template(INLINE)
+def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
     """Leaf-or-depth-``steps`` nodes of 8 pixels whose windows start at
     ``b, b + CHANNELS, ..., b + 7 * CHANNELS``."""
     p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
@@ -105,7 +163,28 @@ def _descend8(img, b, rs, rec, r, steps, two):
                 and _leaf(rec, p4) and _leaf(rec, p5) and _leaf(rec, p6)
                 and _leaf(rec, p7)):
             break
-        if two:
+        if mode == 2:
+            row = _sparse_row(rec[p0])
+            if (row >= 0 and p1 == p0 and p2 == p0 and p3 == p0 and p4 == p0
+                    and p5 == p0 and p6 == p0 and p7 == p0):
+                p0, p1, p2, p3, p4, p5, p6, p7 = _sparse8(img, b, rec, p0, row, sp_ptr,
+                                                          sp_off, sp_w, sp_thr)
+            else:
+                p0 = _step3(img, b, rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
+                p1 = _step3(img, b + U(CHANNELS), rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
+                p2 = _step3(img, b + U(2 * CHANNELS), rs, rec, p2, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+                p3 = _step3(img, b + U(3 * CHANNELS), rs, rec, p3, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+                p4 = _step3(img, b + U(4 * CHANNELS), rs, rec, p4, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+                p5 = _step3(img, b + U(5 * CHANNELS), rs, rec, p5, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+                p6 = _step3(img, b + U(6 * CHANNELS), rs, rec, p6, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+                p7 = _step3(img, b + U(7 * CHANNELS), rs, rec, p7, sp_ptr, sp_off, sp_w,
+                            sp_thr)
+        elif mode == 1:
             p0 = _step2(img, b, rs, rec, p0)
             p1 = _step2(img, b + U(CHANNELS), rs, rec, p1)
             p2 = _step2(img, b + U(2 * CHANNELS), rs, rec, p2)
@@ -128,13 +207,14 @@ def _descend8(img, b, rs, rec, r, steps, two):
 
 
 @template(PARALLEL)
-def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, two, value, out,
-                     block_rows):
+def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, mode, sp_ptr, sp_off,
+                     sp_w, sp_thr, value, out, block_rows):
     """Mean node distribution of pixels ``[y0, y1) x [x0, x1)`` into ``out`` (H, W, C).
 
     ``img``: padded image, flattened, with :func:`slack_bytes` extra bytes (a
     row's last group of 8 pixels may run past ``x1``; those results are
     dropped).  ``roots``: global root index per tree; ``rec``: uint64 records;
+    ``mode`` and the sparse rows ``sp_*``: see the module docstring;
     ``value``: float32 (n_nodes, C).  Per pixel the distributions are added in
     tree order in float32, then scaled by ``1 / n_trees``: the arithmetic of
     :func:`facesegment.dense._general.dense_proba`, so results are identical
@@ -157,7 +237,8 @@ def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, two, val
                 ay = U(y - ya)
                 for x in range(x0, x1, 8):
                     b = U(y * rowstride + CHANNELS * x)
-                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps, two)
+                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps, mode,
+                                                               sp_ptr, sp_off, sp_w, sp_thr)
                     i = U(x - x0)
                     for c in range(n_classes):
                         cu = U(c)
@@ -178,7 +259,7 @@ def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, two, val
 
 @template(PARALLEL)
 def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
-                       rec, two, value, chunk, preds):
+                       rec, mode, sp_ptr, sp_off, sp_w, sp_thr, value, chunk, preds):
     """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
 
     Same contract and results as :func:`facesegment.dense._general.sweep_predict`
@@ -226,7 +307,16 @@ def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, s
                             and _leaf(rec, p6) and _leaf(rec, p7)):
                         s = depth_list[k]  # nothing moves any more
                         continue
-                    if two:
+                    if mode == 2:
+                        p0 = _step3(img, base[g], rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
+                        p1 = _step3(img, base[g + 1], rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
+                        p2 = _step3(img, base[g + 2], rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
+                        p3 = _step3(img, base[g + 3], rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
+                        p4 = _step3(img, base[g + 4], rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
+                        p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
+                        p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
+                        p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
+                    elif mode == 1:
                         p0 = _step2(img, base[g], rs, rec, p0)
                         p1 = _step2(img, base[g + 1], rs, rec, p1)
                         p2 = _step2(img, base[g + 2], rs, rec, p2)

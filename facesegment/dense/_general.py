@@ -9,7 +9,9 @@ of the pixel whose window top-left corner is padded pixel ``(y, x)`` starts
 at byte ``base = y * rowstride + x * CHANNELS``.  Per node the wrapper
 precomputes ``off1``/``off2``: the byte offsets (inside the window) of the
 node's first and second probe for this padded width, so axis-aligned and
-two-probe nodes read one or two bytes.  Oblique nodes dot a weights row, laid
+two-probe nodes read one or two bytes.  A sparse oblique node has ``OBLIQUE
+== -2`` and its entries are ``OFF1 .. OFF2 - 1`` of ``sp_off`` (byte offsets in
+the window) and ``sp_w`` (float32 weights): it gathers only those bytes.  Oblique nodes dot a weights row, laid
 out as ``WINDOW`` rows of ``ROW`` contiguous values, with the window's
 ``WINDOW`` rows of ``ROW`` contiguous bytes.
 
@@ -81,8 +83,20 @@ def _dot4(img, base, rowstride, weights, row):
     return a0, a1, a2, a3
 
 
+@njit(**NJIT)
+def sparse_window_value(img, base, sp_off, sp_w, start, stop):
+    """A sparse split's value for the window at ``base``: the ordered float32 sum
+    ``sum_k sp_w[k] * img[base + sp_off[k]]`` of
+    :func:`facesegment.forest._sparse.sparse_value` (no fast-math: bit-identical
+    to training's values)."""
+    acc = np.float32(0.0)
+    for k in range(start, stop):
+        acc += sp_w[k] * np.float32(img[base + sp_off[k]])
+    return acc
+
+
 @template(INLINE)
-def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
+def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
     """The split value of ``node`` for the window at ``base``."""
     o = nodes[node, OBLIQUE]
     if o >= 0:
@@ -90,14 +104,17 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
         if r >= 0:
             return resp[r, y, x]
         return _dot_window(img, base, rowstride, weights, o)
+    if o < -1:  # sparse oblique: entries OFF1 .. OFF2 - 1 of sp_off / sp_w
+        return sparse_window_value(img, base, sp_off, sp_w, nodes[node, OFF1],
+                                   nodes[node, OFF2])
     return (np.float32(img[base + nodes[node, OFF1]])
             - thr[node, MUL] * np.float32(img[base + nodes[node, OFF2]]))
 
 
 @template(INLINE)
-def _child(img, base, rowstride, y, x, node, nodes, thr, weights, resp):
+def _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
     """The child of ``node`` the window at ``base`` goes to (a leaf: itself)."""
-    v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
+    v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
     return nodes[node, np.int64(v > thr[node, THRESHOLD])]
 
 
@@ -108,7 +125,7 @@ def is_leaf(nodes, n):
 
 
 @template(INLINE)
-def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, resp):
+def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, sp_off, sp_w, resp):
     """Descend one tree for 4 pixels of row ``y`` at once, at most ``steps`` levels.
 
     A descent is a chain of dependent loads (node, then the window byte it
@@ -136,17 +153,17 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
             nd = nodes[nd, np.int64(vd > t)]
             s += 1
             continue
-        na = _child(img, ba, rowstride, y, xa, na, nodes, thr, weights, resp)
-        nb = _child(img, bb, rowstride, y, xb, nb, nodes, thr, weights, resp)
-        nc = _child(img, bc, rowstride, y, xc, nc, nodes, thr, weights, resp)
-        nd = _child(img, bd, rowstride, y, xd, nd, nodes, thr, weights, resp)
+        na = _child(img, ba, rowstride, y, xa, na, nodes, thr, weights, sp_off, sp_w, resp)
+        nb = _child(img, bb, rowstride, y, xb, nb, nodes, thr, weights, sp_off, sp_w, resp)
+        nc = _child(img, bc, rowstride, y, xc, nc, nodes, thr, weights, sp_off, sp_w, resp)
+        nd = _child(img, bd, rowstride, y, xd, nd, nodes, thr, weights, sp_off, sp_w, resp)
         s += 1
     return na, nb, nc, nd
 
 
 @template(PARALLEL)
 def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
-                weights, resp, out):
+                weights, sp_off, sp_w, resp, out):
     """Mean class distribution over ``roots`` for every pixel of a rectangle.
 
     Writes ``out[y, x, :]`` (float32, ``(H, W, C)``) for ``y0 <= y < y1`` and
@@ -165,7 +182,7 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
             acc[:, :] = 0.0
             for t in range(n_trees):
                 na, nb, nc, nd = _walk4(img, rowstride, y, x, xb, xc, xd, roots[t], steps,
-                                        nodes, thr, weights, resp)
+                                        nodes, thr, weights, sp_off, sp_w, resp)
                 for c in range(n_classes):
                     acc[0, c] += value[na, c]
                     acc[1, c] += value[nb, c]
@@ -179,7 +196,7 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
 
 @template(NJIT)
 def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr,
-                         weights, resp):
+                         weights, sp_off, sp_w, resp):
     """Number of oblique nodes evaluated over a rectangle (for the FLOP bound)."""
     total = 0
     for y in range(y0, y1):
@@ -192,13 +209,35 @@ def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
                         break
                     if nodes[node, OBLIQUE] >= 0:
                         total += 1
-                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights, resp)
+                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
     return total
+
+
+@template(NJIT)
+def count_sparse_entries(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr,
+                         weights, sp_off, sp_w, resp):
+    """``(sparse node visits, entries gathered)`` over a rectangle (the gather bound)."""
+    visits = 0
+    entries = 0
+    for y in range(y0, y1):
+        for x in range(x0, x1):
+            base = y * rowstride + x * CHANNELS
+            for t in range(roots.shape[0]):
+                node = roots[t]
+                for _ in range(steps):
+                    if is_leaf(nodes, node):
+                        break
+                    if nodes[node, OBLIQUE] < -1:
+                        visits += 1
+                        entries += nodes[node, OFF2] - nodes[node, OFF1]
+                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights,
+                                  sp_off, sp_w, resp)
+    return visits, entries
 
 
 @template(PARALLEL)
 def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
-                  nodes, thr, value, weights, resp, chunk, preds):
+                  nodes, thr, value, weights, sp_off, sp_w, resp, chunk, preds):
     """Labels of many truncated forests in one traversal per pixel and tree.
 
     For pixel ``i`` (window top-left at padded ``(ys[i], xs[i])``), every depth
@@ -263,7 +302,7 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                         for q in range(4):
                             i = idx[q]
                             cur[q] = _child(img, base[q], rowstride, ys[i], xs[i], cur[q],
-                                            nodes, thr, weights, resp)
+                                            nodes, thr, weights, sp_off, sp_w, resp)
                     s += 1
                 while j < n_t and tree_counts[j] == t + 1:
                     for q in range(min(4, hi - g)):

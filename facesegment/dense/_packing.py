@@ -14,6 +14,7 @@ import weakref
 
 import numpy as np
 
+from ..forest._arrays import complete
 from . import _fast as F
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
 
@@ -55,6 +56,8 @@ def pack_nodes(arrays, padded_width, layout):
     feature indices become byte offsets in a padded image of ``padded_width``
     pixels of ``layout.channels`` planes, and leaves point to themselves.
     """
+    arrays = complete(arrays)
+
     def build():
         offs = layout.feature_offsets(padded_width)
         f1 = arrays.feature.astype(np.int64)
@@ -67,6 +70,12 @@ def pack_nodes(arrays, padded_width, layout):
         nodes[:, OFF1] = np.where(f1 >= 0, offs[np.clip(f1, 0, None)], 0)
         nodes[:, OFF2] = np.where(f2 >= 0, offs[np.clip(f2, 0, None)], 0)
         nodes[:, OBLIQUE] = np.where(leaf, -1, arrays.oblique)
+        sp = (arrays.sparse >= 0) & ~leaf
+        if sp.any():  # sparse oblique: OBLIQUE -2, entries OFF1 .. OFF2 - 1
+            row = arrays.sparse[sp]
+            nodes[sp, OBLIQUE] = -2
+            nodes[sp, OFF1] = arrays.sparse_ptr[row]
+            nodes[sp, OFF2] = arrays.sparse_ptr[row + 1]
         thr = nodes.view(np.float32)
         thr[:, THRESHOLD] = np.where(leaf, 0, arrays.threshold)
         thr[:, MUL] = np.where(f2 >= 0, 1.0, 0.0)
@@ -77,15 +86,50 @@ def pack_nodes(arrays, padded_width, layout):
                   build)
 
 
+def _fast_sparse(arrays, offs, sp):
+    """The sparse rows of the fast kernels (see :func:`pack_fast`)."""
+    if not sp.any():
+        return (np.zeros(2, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.float32),
+                np.zeros(1, np.float32))
+    thr = np.zeros(arrays.sparse_ptr.shape[0] - 1, np.float32)
+    thr[arrays.sparse[sp]] = arrays.threshold[sp]
+    return (np.ascontiguousarray(arrays.sparse_ptr, dtype=np.uint64),
+            np.ascontiguousarray(offs[arrays.sparse_index.astype(np.int64)], dtype=np.uint64),
+            np.ascontiguousarray(arrays.sparse_weight, dtype=np.float32), thr)
+
+
+def pack_sparse(arrays, padded_width, layout):
+    """The sparse rows for the general kernels: ``(sp_off int32, sp_w float32)``,
+    each entry's byte offset in the window of a padded image of
+    ``padded_width`` pixels and its weight (one dummy entry when there are none)."""
+    arrays = complete(arrays)
+    if arrays.sparse_index.shape[0] == 0:
+        return np.zeros(1, np.int32), np.zeros(1, np.float32)
+
+    def build():
+        offs = layout.feature_offsets(padded_width)
+        return (np.ascontiguousarray(offs[arrays.sparse_index.astype(np.int64)],
+                                     dtype=np.int32),
+                np.ascontiguousarray(arrays.sparse_weight, dtype=np.float32))
+
+    return cached("sparse", arrays.sparse_index,
+                  (int(padded_width), layout.window, layout.channels), build)
+
+
 def pack_fast(arrays, padded_width, layout):
     """64-bit records of :mod:`facesegment.dense._fast`, or None.
 
-    Returns ``(rec uint64 (n_nodes,), two)`` (``two``: the forest has
-    two-probe nodes), or None when the forest has oblique nodes, a right
-    child that is not ``left + 1``, more nodes than the left-child field
-    holds, or the image is too wide for the offset fields; the general
-    kernels are used then.
+    Returns ``(rec uint64 (n_nodes,), mode, sparse)``: ``mode`` 0 (axis-aligned
+    nodes only), 1 (two-probe nodes too) or 2 (sparse oblique nodes too), and
+    ``sparse = (sp_ptr uint64, sp_off uint64, sp_w float32, sp_thr float32)``
+    the sparse rows (their byte offsets in the padded window, weights and
+    thresholds; one dummy row when there are none).  None when the forest has
+    dense oblique nodes, a right child that is not ``left + 1``, more nodes
+    than the left-child field holds, or the image is too wide for the offset
+    fields; the general kernels are used then.
     """
+    arrays = complete(arrays)
+
     def build():
         internal = arrays.left >= 0
         offs = layout.feature_offsets(padded_width)
@@ -96,20 +140,24 @@ def pack_fast(arrays, padded_width, layout):
         n = arrays.n_nodes
         f1 = arrays.feature.astype(np.int64)
         f2 = arrays.feature2.astype(np.int64)
-        two = internal & (f2 >= 0)
+        sp = internal & (arrays.sparse >= 0)
+        two = internal & (f2 >= 0) & ~sp
         t = np.asarray(arrays.threshold, dtype=np.float64)
         # integer values v in [-255, 255]: v <= t  <=>  v <= floor(t); NaN: never right
         ti = np.clip(np.floor(np.nan_to_num(t, nan=256.0, posinf=256.0, neginf=-256.0)),
                      -256, 256).astype(np.int64)
         ti = np.where(internal, ti, 256) + 256
+        ti = np.where(sp, F.SPARSE_CODE, ti)
         left = np.where(internal, arrays.left, np.arange(n, dtype=np.int64)).astype(np.int64)
         o1 = np.where(internal & (f1 >= 0), offs[np.clip(f1, 0, None)], 0)
         o2 = np.where(two, offs[np.clip(f2, 0, None)], 0)
+        row = np.where(sp, arrays.sparse, 0).astype(np.int64)
         u = np.uint64
+        probes = np.where(sp, row, (o2 << F.OFF_BITS) | o1).astype(u)
         rec = ((left.astype(u) << u(F.LEFT_SHIFT)) | (ti.astype(u) << u(F.THR_SHIFT))
-               | (two.astype(u) << u(F.MUL_SHIFT)) | (o2.astype(u) << u(F.OFF_BITS))
-               | o1.astype(u))
-        return np.ascontiguousarray(rec), bool(np.any(two))
+               | (two.astype(u) << u(F.MUL_SHIFT)) | probes)
+        mode = 2 if sp.any() else int(bool(np.any(two)))
+        return np.ascontiguousarray(rec), mode, _fast_sparse(arrays, offs, sp)
 
     return cached("fast", arrays.left, (int(padded_width), layout.window, layout.channels),
                   build)

@@ -43,7 +43,8 @@ from . import _fast, _general, _levels
 from ._checks import (MODES, check_fft_levels, check_factors, check_limit, check_mode,
                       check_alpha, forest_arrays, model_layout, window_image)
 from ._numba import layout_kernels
-from ._packing import cached, pack_fast, pack_nodes
+from ..forest._arrays import n_sparse
+from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
 from .image import fft_responses, pad_image, strict_region
 from ..position import position_scales
@@ -62,7 +63,7 @@ _NO_LIMIT = 2 ** 30
 #: (``rowstride`` values per row), the trees, the depth limit and the general
 #: records (``nodes``, ``thr``, ``value``, ``weights``, FFT ``resp``).
 _Prepared = namedtuple("_Prepared", "layout arrays shape img rowstride roots steps nodes thr "
-                                    "value weights resp")
+                                    "value weights sp_off sp_w resp")
 
 
 def _kernels(module, layout):
@@ -98,6 +99,7 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
     roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
     weights = _weights_f32(arrays.weights)
     nodes, thr = pack_nodes(arrays, padded.shape[1], layout)
+    sp_off, sp_w = pack_sparse(arrays, padded.shape[1], layout)
     steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
     if fft_levels > 0 and weights.shape[0] > 0:
         resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, steps),
@@ -109,11 +111,12 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
         resp = np.zeros((0, 1, 1), dtype=np.float32)
     return _Prepared(layout, arrays, stacked.shape, padded.reshape(-1),
                      padded.shape[1] * layout.channels, roots, steps, nodes, thr,
-                     _f32(arrays.value), weights, resp)
+                     _f32(arrays.value), weights, sp_off, sp_w, resp)
 
 
 def _fast_records(p):
-    """``(rec, two)`` for the fast kernels, or None (oblique nodes, too wide, disabled)."""
+    """``(rec, mode, sparse)`` for the fast kernels, or None (dense oblique nodes, too
+    wide, disabled): see :func:`facesegment.dense._packing.pack_fast`."""
     if not FAST_PATH:
         return None
     return pack_fast(p.arrays, p.shape[1] + 2 * p.layout.half, p.layout)
@@ -127,7 +130,8 @@ def _float_image(p):
 
 
 def _uses_levels(p, fft_levels):
-    return LEVEL_PATH and fft_levels == 0 and p.weights.shape[0] > 0
+    return (LEVEL_PATH and fft_levels == 0 and p.weights.shape[0] > 0
+            and n_sparse(p.arrays) == 0)
 
 
 # ------------------------------------------------------------------- public
@@ -223,13 +227,14 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     threads = max(1, numba.get_num_threads())
     fast = _fast_records(p)
     if fast is not None:
-        rec, two = fast
+        rec, mode, sp = fast
         buf = np.zeros(p.img.size + _fast.slack_bytes(p.layout.channels), dtype=np.uint8)
         buf[:p.img.size] = p.img  # room to read past x1
         # one block of rows per thread: each tree stays in a core's cache
         block = FAST_BLOCK_ROWS or -(-(y1 - y0) // threads)
         _kernels(_fast, p.layout).dense_proba_fast(
-            buf, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, two, p.value, out, block)
+            buf, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, mode, *sp, p.value, out,
+            block)
     elif _uses_levels(p, fft_levels):
         # oblique nodes: pixels grouped by node, level by level (a node's
         # weights are read once per block instead of once per pixel)
@@ -240,7 +245,7 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     else:
         _kernels(_general, p.layout).dense_proba(
             p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.value,
-            p.weights, p.resp, out)
+            p.weights, p.sp_off, p.sp_w, p.resp, out)
     return out
 
 
@@ -255,7 +260,23 @@ def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None
         return 0
     return int(_kernels(_general, p.layout).count_oblique_visits(
         p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
-        p.resp))
+        p.sp_off, p.sp_w, p.resp))
+
+
+def count_sparse_entries(model, image, mode="full", max_depth=None, n_trees=None,
+                         planes=None):
+    """``(sparse oblique nodes evaluated, window values they gathered)`` when
+    predicting ``image`` (for the gather bound of sparse forests)."""
+    check_mode(mode)
+    p = _prepare(model, image, planes, n_trees, max_depth, 0)
+    h, w = p.shape[:2]
+    y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
+    if y1 <= y0 or x1 <= x0:
+        return 0, 0
+    v, e = _kernels(_general, p.layout).count_sparse_entries(
+        p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
+        p.sp_off, p.sp_w, p.resp)
+    return int(v), int(e)
 
 
 def _as_sorted_ints(values, name, low, upper):
@@ -334,10 +355,10 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     fast = _fast_records(p) if len(ys) else None
     if fast is not None:
-        rec, two = fast
+        rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
         _kernels(_fast, p.layout).sweep_predict_fast(
-            p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, two, p.value,
+            p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, mode, *sp, p.value,
             max(int(chunk), FAST_CHUNK), preds)
     elif len(ys) and _uses_levels(p, fft_levels):
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
@@ -347,13 +368,14 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     elif len(ys):
         _kernels(_general, p.layout).sweep_predict(
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes, p.thr,
-            p.value, p.weights, p.resp, int(chunk), preds)
+            p.value, p.weights, p.sp_off, p.sp_w, p.resp, int(chunk), preds)
     conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
     confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
     return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
 
 
 __all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
-           "predict_image", "predict_proba_raw", "count_oblique_visits", "confusion_sweep",
+           "predict_image", "predict_proba_raw", "count_oblique_visits", "count_sparse_entries",
+           "confusion_sweep",
            "reweight", "class_scales", "default_alpha", "default_beta", "pad_image", "strict_region",
            "fft_responses", "model_layout", "pack_fast", "pack_nodes"]

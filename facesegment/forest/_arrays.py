@@ -14,6 +14,15 @@ where ``value`` depends on the node:
 * oblique / CO2 (``oblique >= 0``):                             ``weights[oblique] @ x``
   (the feature normalisation used in training is folded into the weights
   and the threshold when the split is stored, so inference reads raw values)
+* sparse oblique (``sparse >= 0``):  ``sum_k w_k * x[i_k]`` over the row's entries
+  ``k in sparse_ptr[r]..sparse_ptr[r + 1] - 1`` (``i_k = sparse_index[k]``,
+  ``w_k = sparse_weight[k]``), accumulated in float32 in that order, exactly
+  (:func:`facesegment.forest._sparse.sparse_value`): training chose the
+  threshold on these very values, so no training sample changes side.
+  ``int8`` weights are integers (the per-split scale is folded into the
+  threshold), so their sums are exact whatever the order.
+
+Dense and sparse oblique nodes may coexist in one forest.
 
 Leaves have ``left == right == -1``.  ``value`` holds the normalised class
 distribution of *every* node (internal nodes too), and ``depth`` the node's
@@ -30,6 +39,11 @@ FOREST_ARRAY_NAMES = (
     "roots", "left", "right", "feature", "feature2", "oblique", "threshold",
     "value", "depth", "n_samples", "weights",
 )
+#: Arrays of sparse oblique splits (optional: a forest without them, or a
+#: model file written before they existed, has none; :func:`complete` fills them).
+SPARSE_ARRAY_NAMES = ("sparse", "sparse_ptr", "sparse_index", "sparse_weight")
+#: Storage types of sparse weights.
+SPARSE_DTYPES = ("float32", "float16", "int8")
 
 
 class ForestArrays(NamedTuple):
@@ -47,6 +61,13 @@ class ForestArrays(NamedTuple):
     depth : int32 (n_nodes,)          depth of the node (root 0)
     n_samples : int32 (n_nodes,)      training samples that reached the node
     weights : float32 or float16 (n_oblique, n_features)  oblique weights on raw features
+    sparse : int32 (n_nodes,)         row of the sparse table for sparse oblique nodes, else -1
+    sparse_ptr : int64 (n_sparse + 1,)  entries of sparse row r: ptr[r] .. ptr[r + 1] - 1
+    sparse_index : uint16 or int32 (nnz,)  feature of each entry
+    sparse_weight : float32, float16 or int8 (nnz,)  weight of each entry
+
+    The four sparse arrays default to None; :func:`complete` gives a forest
+    without sparse nodes its (empty) arrays.
     """
 
     roots: np.ndarray
@@ -60,6 +81,10 @@ class ForestArrays(NamedTuple):
     depth: np.ndarray
     n_samples: np.ndarray
     weights: np.ndarray
+    sparse: np.ndarray = None
+    sparse_ptr: np.ndarray = None
+    sparse_index: np.ndarray = None
+    sparse_weight: np.ndarray = None
 
     @property
     def n_trees(self):
@@ -76,3 +101,18 @@ class ForestArrays(NamedTuple):
     @property
     def n_features(self):
         return int(self.weights.shape[1])
+
+
+def complete(fa):
+    """``fa`` with its sparse arrays filled in (empty ones when it has none)."""
+    if fa.sparse is not None:
+        return fa
+    return fa._replace(sparse=np.full(fa.left.shape[0], -1, np.int32),
+                       sparse_ptr=np.zeros(1, np.int64),
+                       sparse_index=np.zeros(0, np.int32),
+                       sparse_weight=np.zeros(0, np.float32))
+
+
+def n_sparse(fa):
+    """Number of sparse oblique rows of ``fa`` (0 when it has no sparse arrays)."""
+    return 0 if fa.sparse_ptr is None else int(fa.sparse_ptr.shape[0]) - 1

@@ -10,6 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ._sparse import keep_top_k
+
 #: Rounds (of ``tau`` steps) with a rising mean surrogate before eta is halved.
 LR_PATIENCE = 2
 
@@ -195,7 +197,7 @@ def _axis_counts(X, y, idx, feature, threshold, counts):
 
 @njit(cache=True, nogil=True)
 def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
-                  momentum, nu, keep_best, w_best, stats):
+                  momentum, nu, keep_best, w_best, stats, max_nonzero=-1):
     """Run ``n_steps`` of Algorithm 1 from ``w`` (updated in place to the final w).
 
     Step ``t`` uses the mini-batch ``order[t * batch:(t + 1) * batch]`` (the
@@ -215,6 +217,11 @@ def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
     tau, n_steps : int;  keep_best : bool;  w_best : (p + 1,) float32 (out)
     stats : (4,) float64 out: [samples dotted, samples with a gradient, final eta,
     CCCP rounds]
+    max_nonzero : int
+        When ``0 < max_nonzero < p``, every step ends with hard thresholding:
+        all but the ``max_nonzero`` largest ``|w_j|`` (normalised features,
+        offset excluded) are set to zero (projected SGD onto k-sparse vectors,
+        as in iterative hard thresholding).  -1: dense.
 
     Returns
     -------
@@ -241,6 +248,14 @@ def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
     n_axpy = 0
     n_rounds = 0
     eta32 = np.float32(eta)
+    sparse = 0 < max_nonzero < p
+    scratch = np.empty(p if sparse else 0, np.float32)
+    if sparse:
+        keep_top_k(w, p, max_nonzero, scratch)
+        c = _fold(w, mean, inv_std, u)
+        u_old[:] = u
+        c_old = c
+        w_old[:] = w
     for step in range(n_steps):
         if step > 0 and step % tau == 0:
             est = _gain_counts(counts_old)
@@ -269,6 +284,9 @@ def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
         c, sur, nax = _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old,
                                 ell, eta32, np.float32(momentum), np.float32(nu), acc,
                                 counts_cur, counts_old)
+        if sparse:
+            keep_top_k(w, p, max_nonzero, scratch)
+            c = _fold(w, mean, inv_std, u)
         round_sur += sur
         round_n += B
         n_axpy += nax

@@ -25,7 +25,7 @@ from numba import njit
 
 from ._criteria import class_counts, sorted_gain_of_values
 from ._extra_kernels import random_axis_split
-from ._predict import oblique_values, partition
+from ._predict import oblique_values, partition, partition_sparse
 from .axis import best_axis_split
 from .twoprobe import best_pair_split, sample_pairs
 
@@ -153,7 +153,8 @@ def grow_tree(X, y, n_classes, spec, seed):
         optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
         nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
-        ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)).
+        ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)), and optionally
+        ``max_nonzero``, ``sparsity``, ``sparse_dtype`` (sparse splits).
     seed : int
         Seed of the tree's random generator.
 
@@ -161,7 +162,8 @@ def grow_tree(X, y, n_classes, spec, seed):
     -------
     dict with the tree's arrays (node indices local to the tree: ``left``,
     ``right``, ``feature``, ``feature2``, ``oblique``, ``threshold``, ``value``,
-    ``depth``, ``n_samples``, ``weights`` (n_oblique, p)) and ``stats``.
+    ``depth``, ``n_samples``, ``weights`` (n_oblique, p), the sparse rows
+    ``sparse``, ``sparse_ptr``, ``sparse_index``, ``sparse_weight``) and ``stats``.
     """
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -179,12 +181,13 @@ def grow_tree(X, y, n_classes, spec, seed):
 
         co2 = spec["co2"]
         co2_stats = new_co2_stats()
-        w_dtype = np.dtype(spec["weight_dtype"])
+        w_dtype = np.dtype(_dense_dtype(spec))
     empty_w = np.zeros((1, p), dtype=np.float32)
     perm = np.arange(p, dtype=np.int64)  # feature permutation reused by every draw
 
     left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
     value, depth, n_samp, weights = [], [], [], []
+    sparse, sp_index, sp_weight = [], [], []
     stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
 
     def new_node(start, end, d):
@@ -195,6 +198,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         feature.append(-1)
         feature2.append(-1)
         oblique.append(-1)
+        sparse.append(-1)
         threshold.append(0.0)
         value.append(counts)
         depth.append(d)
@@ -211,6 +215,7 @@ def grow_tree(X, y, n_classes, spec, seed):
             continue
         seg = idx[start:end]
         f = f2 = ob = -1
+        sp = None
         if family == "two-probe":
             fa, fb = sample_pairs(rng, p, spec["n_pairs"])
             f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
@@ -236,9 +241,18 @@ def grow_tree(X, y, n_classes, spec, seed):
                                     f, thr, gain, co2["nu"], co2["eta"], co2["tau"],
                                     co2["n_passes"], co2["batch_size"], co2["momentum"],
                                     node_seed, min_samples_leaf=min_leaf,
-                                    init_feature2=f2, stats=co2_stats)
+                                    init_feature2=f2, stats=co2_stats,
+                                    max_nonzero=spec.get("max_nonzero"),
+                                    sparsity=spec.get("sparsity", "learned"),
+                                    sparse_dtype=spec.get("sparse_dtype", "float32"))
                     stats["n_co2_calls"] += 1
-                    if res is not None:
+                    if res is not None and isinstance(res[0], tuple):
+                        if res[2] > gain:
+                            sp = res[0]
+                            f = f2 = -1
+                            thr, gain = res[1], res[2]
+                            stats["n_oblique"] += 1
+                    elif res is not None:
                         w, thr_o, gain_o = res
                         w = np.ascontiguousarray(w, dtype=np.float32)
                         if w_dtype != np.float32:
@@ -252,16 +266,23 @@ def grow_tree(X, y, n_classes, spec, seed):
                             thr, gain = float(thr_o), float(gain_o)
                             stats["n_oblique"] += 1
                     stats["t_oblique"] += time.perf_counter() - t0
-        if gain <= 0.0 or (f < 0 and ob < 0):
+        if gain <= 0.0 or (f < 0 and ob < 0 and sp is None):
             continue
-        w_row = weights[ob] if ob >= 0 else empty_w[0]
-        nl = partition(X, seg, buf, f, f2, ob if ob < 0 else 0, np.float32(thr),
-                       w_row[None, :])
+        if sp is not None:
+            nl = partition_sparse(X, seg, buf, sp[0], _kernel_float(sp[1]), np.float32(thr))
+        else:
+            w_row = weights[ob] if ob >= 0 else empty_w[0]
+            nl = partition(X, seg, buf, f, f2, ob if ob < 0 else 0, np.float32(thr),
+                           w_row[None, :])
         if nl < min_leaf or m - nl < min_leaf:  # cannot happen for exact kernels
             continue
         feature[node] = f
         feature2[node] = f2
         oblique[node] = ob
+        if sp is not None:
+            sparse[node] = len(sp_index)
+            sp_index.append(sp[0])
+            sp_weight.append(sp[1])
         threshold[node] = thr
         lnode, lcounts = new_node(start, start + nl, d + 1)
         rnode, rcounts = new_node(start + nl, end, d + 1)
@@ -270,7 +291,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         queue.append((lnode, start, start + nl, d + 1, lcounts))
         queue.append((rnode, start + nl, end, d + 1, rcounts))
 
-    w_store = np.dtype(spec.get("weight_dtype", "float32"))
+    w_store = np.dtype(_dense_dtype(spec))
     out = {
         "left": np.asarray(left, dtype=np.int32),
         "right": np.asarray(right, dtype=np.int32),
@@ -283,6 +304,12 @@ def grow_tree(X, y, n_classes, spec, seed):
         "n_samples": np.asarray(n_samp, dtype=np.int32),
         "weights": (np.asarray(weights, dtype=np.float32).astype(w_store) if weights
                     else np.zeros((0, p), dtype=w_store)),
+        "sparse": np.asarray(sparse, dtype=np.int32),
+        "sparse_ptr": np.cumsum([0] + [len(a) for a in sp_index]).astype(np.int64),
+        "sparse_index": (np.concatenate(sp_index).astype(np.int32) if sp_index
+                         else np.zeros(0, np.int32)),
+        "sparse_weight": (np.concatenate(sp_weight) if sp_weight else
+                          np.zeros(0, np.dtype(spec.get("sparse_dtype", "float32")))),
     }
     if co2 is not None:
         stats["co2"] = co2_stats
@@ -291,6 +318,17 @@ def grow_tree(X, y, n_classes, spec, seed):
     stats["max_depth"] = int(max(depth))
     out["stats"] = stats
     return out
+
+
+def _dense_dtype(spec):
+    """Storage of dense oblique rows: ``weight_dtype``, but int8 (sparse only) is float32."""
+    dt = spec.get("weight_dtype", "float32")
+    return "float32" if dt == "int8" else dt
+
+
+def _kernel_float(stored):
+    """float32 values of stored sparse weights (exact for float16 and int8)."""
+    return np.ascontiguousarray(stored, dtype=np.float32)
 
 
 def _frequencies(counts, n_classes):

@@ -3,7 +3,10 @@
 Split values are computed exactly as in training (see ``_grow``): axis
 ``float32(x[f])``, two-probe ``float32(x[a]) - float32(x[b])`` and oblique
 ``sum_j w[j] * float32(x[j])`` accumulated in float32
-(:func:`oblique_value`), compared with ``<= threshold`` (float32).
+(:func:`oblique_value`), sparse oblique the exact ordered float32 sum of
+:func:`facesegment.forest._sparse.sparse_value`, compared with ``<= threshold``
+(float32).  The kernels take the sparse rows as ``(sp_ptr int64, sp_index int32,
+sp_weight float32)`` (:func:`kernel_sparse`).
 """
 
 import threading
@@ -11,6 +14,9 @@ import weakref
 
 import numpy as np
 from numba import njit, prange
+
+from ._arrays import complete
+from ._sparse import sparse_value
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "nsz", "arcp"})
@@ -34,6 +40,14 @@ def oblique_values(w, X, idx):
     for i in range(idx.shape[0]):
         out[i] = oblique_value(w, X[idx[i]])
     return out
+
+
+@njit(cache=True, nogil=True)
+def goes_left_any(x, f, f2, ob, sp, thr, weights, sp_ptr, sp_index, sp_w):
+    """:func:`goes_left` for any node: ``sp >= 0`` is the node's sparse row."""
+    if sp >= 0:
+        return sparse_value(sp_index, sp_w, sp_ptr[sp], sp_ptr[sp + 1], x) <= thr
+    return goes_left(x, f, f2, ob, thr, weights)
 
 
 @njit(cache=True, nogil=True)
@@ -71,13 +85,33 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
     return nl
 
 
+@njit(cache=True, nogil=True)
+def partition_sparse(X, idx, buf, index, weight, thr):
+    """:func:`partition` for one sparse split (``index`` int32, ``weight`` float32)."""
+    m = idx.shape[0]
+    nl = 0
+    nr = 0
+    k = index.shape[0]
+    for i in range(m):
+        row = idx[i]
+        if sparse_value(index, weight, 0, k, X[row]) <= thr:
+            idx[nl] = row
+            nl += 1
+        else:
+            buf[nr] = row
+            nr += 1
+    for i in range(nr):
+        idx[nl + i] = buf[i]
+    return nl
+
+
 def pack_nodes(fa):
     """Pack a forest's node arrays into one int32 (n_nodes, 4) table (16 bytes/node).
 
     Columns: left child (-1 at leaves; the right child is always ``left + 1``
     since children are created together), feature (``-2 - row`` for an oblique
-    node using ``weights[row]``), feature2 (-1 unless two-probe), and the
-    threshold's float32 bits.  Four nodes share a cache line, and depth is
+    node using ``weights[row]`` or sparse row ``row``), feature2 (-1 unless
+    two-probe; -2 marks a sparse oblique node), and the threshold's float32 bits.  Four nodes share a cache line, and depth is
     counted during traversal, so prediction touches one line per node.
 
     Returns ``(nodes, nodes_f)``: the table and its float32 view.
@@ -88,8 +122,10 @@ def pack_nodes(fa):
                          "they were not written by facesegment's grower")
     nodes = np.empty((fa.n_nodes, 4), dtype=np.int32)
     nodes[:, 0] = fa.left
-    nodes[:, 1] = np.where(fa.oblique >= 0, -2 - fa.oblique, fa.feature)
-    nodes[:, 2] = fa.feature2
+    fa = complete(fa)
+    nodes[:, 1] = np.where(fa.oblique >= 0, -2 - fa.oblique,
+                           np.where(fa.sparse >= 0, -2 - fa.sparse, fa.feature))
+    nodes[:, 2] = np.where(fa.sparse >= 0, -2, fa.feature2)
     nodes_f = nodes.view(np.float32)
     nodes_f[:, 3] = fa.threshold
     return nodes, nodes_f
@@ -130,7 +166,23 @@ def packed_nodes(fa):
     """:func:`pack_nodes` of the forest ``fa``, memoised while its arrays live
     (prediction stores nothing on the estimator)."""
     owners = (fa.left, fa.right, fa.feature, fa.feature2, fa.oblique, fa.threshold)
+    if fa.sparse is not None:
+        owners += (fa.sparse,)
     return _cached("nodes", owners, lambda: pack_nodes(fa))
+
+
+def kernel_sparse(fa):
+    """The sparse rows as the kernels read them: ``(sp_ptr int64, sp_index int32,
+    sp_weight float32)``, converted once (memoised while the arrays live)."""
+    if fa.sparse_ptr is None or fa.sparse_ptr.shape[0] <= 1:
+        return (np.zeros(1, np.int64), np.zeros(1, np.int32), np.zeros(1, np.float32))
+
+    def build():
+        return (np.ascontiguousarray(fa.sparse_ptr, dtype=np.int64),
+                np.ascontiguousarray(fa.sparse_index, dtype=np.int32),
+                np.ascontiguousarray(fa.sparse_weight, dtype=np.float32))
+
+    return _cached("sparse", (fa.sparse_ptr, fa.sparse_index, fa.sparse_weight), build)
 
 
 def kernel_weights(fa):
@@ -153,8 +205,8 @@ BLOCK = 32
 
 
 @njit(cache=True, nogil=True)
-def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weights, max_depth,
-                 n_trees, out):
+def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weights, sp_ptr,
+                 sp_index, sp_w, max_depth, n_trees, out):
     """Probabilities of samples ``start..stop-1``: each tree is walked by all the
     block's samples in lockstep, one level per sweep (``rows`` holds their copied
     rows, ``cur`` their current nodes)."""
@@ -183,6 +235,9 @@ def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weight
                         v = np.float32(rows[j, f]) - np.float32(rows[j, f2])
                     else:
                         v = np.float32(rows[j, f])
+                elif nodes[node, 2] == -2:
+                    r = -2 - f
+                    v = sparse_value(sp_index, sp_w, sp_ptr[r], sp_ptr[r + 1], rows[j])
                 else:
                     v = oblique_value(weights[-2 - f], rows[j])
                 cur[j] = nodes[node, 0] + (0 if v <= nodes_f[node, 3] else 1)
@@ -196,7 +251,8 @@ def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weight
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, max_depth, n_trees, out):
+def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_index, sp_w,
+                         max_depth, n_trees, out):
     """Average the class distributions reached in the first ``n_trees`` trees.
 
     Blocks of ``BLOCK`` samples are processed in parallel (prange); within a
@@ -210,6 +266,7 @@ def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, max_depth, n_
     nodes, nodes_f : the packed node table and its float32 view (:func:`pack_nodes`)
     value : float32 (n_nodes, n_classes)
     weights : float32 (n_oblique or 1, p)
+    sp_ptr, sp_index, sp_w : the sparse rows (:func:`kernel_sparse`)
     max_depth : int
         Stop at nodes of this depth (-1: no limit).
     n_trees : int
@@ -222,32 +279,33 @@ def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, max_depth, n_
         rows = np.empty((BLOCK, X.shape[1]), dtype=X.dtype)
         cur = np.empty(BLOCK, dtype=np.int64)
         _proba_block(X, b * BLOCK, min(n, b * BLOCK + BLOCK), rows, cur, roots, nodes,
-                     nodes_f, value, weights, max_depth, n_trees, out)
+                     nodes_f, value, weights, sp_ptr, sp_index, sp_w, max_depth, n_trees, out)
 
 
 @njit(cache=True, nogil=True)
-def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, max_depth,
-                                n_trees, out):
+def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_index,
+                                sp_w, max_depth, n_trees, out):
     """One-thread :func:`predict_proba_packed` (small inputs)."""
     n = X.shape[0]
     rows = np.empty((BLOCK, X.shape[1]), dtype=X.dtype)
     cur = np.empty(BLOCK, dtype=np.int64)
     for start in range(0, n, BLOCK):
         _proba_block(X, start, min(n, start + BLOCK), rows, cur, roots, nodes, nodes_f,
-                     value, weights, max_depth, n_trees, out)
+                     value, weights, sp_ptr, sp_index, sp_w, max_depth, n_trees, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
-                 depth, weights, max_depth, out):
+                 depth, weights, sparse, sp_ptr, sp_index, sp_w, max_depth, out):
     """Node index reached by each sample in each tree: out int32 (n, n_trees)."""
     n = X.shape[0]
     for i in prange(n):
         for t in range(roots.shape[0]):
             node = roots[t]
             while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
-                if goes_left(X[i], feature[node], feature2[node], oblique[node],
-                             threshold[node], weights):
+                if goes_left_any(X[i], feature[node], feature2[node], oblique[node],
+                                 sparse[node], threshold[node], weights, sp_ptr, sp_index,
+                                 sp_w):
                     node = left[node]
                 else:
                     node = right[node]

@@ -25,8 +25,9 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
 from ._grow import fit_tree_task, sampling_pool
-from ._predict import (apply_kernel, kernel_weights, packed_nodes, predict_proba_packed,
-                       predict_proba_packed_serial)
+from ._arrays import complete
+from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
+                       predict_proba_packed, predict_proba_packed_serial)
 from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
                      resolve_max_samples, validate_params)
 
@@ -87,7 +88,8 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
 
     cat = np.concatenate
     weights = [t["weights"] for t in trees]
-    return ForestArrays(
+    sparse = _concat_sparse(trees, offsets, n_features)
+    return ForestArrays(**sparse,
         roots=offsets[:-1].astype(np.int32),
         left=cat([shift(t["left"], o) for t, o in zip(trees, offsets)]),
         right=cat([shift(t["right"], o) for t, o in zip(trees, offsets)]),
@@ -101,6 +103,51 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
         weights=(np.ascontiguousarray(cat(weights)) if weights
                  else np.zeros((0, n_features), dtype=weight_dtype)),
     )
+
+
+def _concat_sparse(trees, offsets, n_features):
+    """The sparse arrays of concatenated trees (a tree without them has none)."""
+    n_nodes = int(offsets[-1])
+    rows, ptr, index, weight = [], [0], [], []
+    sparse = np.full(n_nodes, -1, np.int32)
+    for t, off in zip(trees, offsets):
+        if t.get("sparse") is None:
+            continue
+        local = t["sparse"]
+        has = local >= 0
+        sparse[off:off + local.shape[0]][has] = local[has] + len(ptr) - 1
+        tp = t["sparse_ptr"]
+        ptr.extend((tp[1:] + ptr[-1]).tolist())
+        index.append(t["sparse_index"])
+        weight.append(t["sparse_weight"])
+    dtypes = {w.dtype for w in weight if w.shape[0]}
+    w_dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
+    i_dtype = np.uint16 if n_features <= np.iinfo(np.uint16).max + 1 else np.int32
+    return {
+        "sparse": sparse,
+        "sparse_ptr": np.asarray(ptr, np.int64),
+        "sparse_index": (np.concatenate(index).astype(i_dtype) if index
+                         else np.zeros(0, i_dtype)),
+        "sparse_weight": (np.concatenate([w.astype(w_dtype) for w in weight]) if weight
+                          else np.zeros(0, w_dtype)),
+    }
+
+
+def _sparse_importances(fa, imp, tree, dec, inner, scale):
+    """Add the sparse oblique splits' decreases to ``imp`` (as for dense rows)."""
+    if fa.sparse is None:
+        return
+    sp = fa.sparse[inner]
+    for r in np.flatnonzero(sp >= 0):
+        row = sp[r]
+        lo, hi = fa.sparse_ptr[row], fa.sparse_ptr[row + 1]
+        feats = fa.sparse_index[lo:hi].astype(np.int64)
+        share = np.abs(fa.sparse_weight[lo:hi].astype(np.float64))
+        if scale is not None:
+            share = share * scale[feats]
+        total = share.sum()
+        if total > 0:
+            np.add.at(imp[tree[r]], feats, share / total * dec[r])
 
 
 def forest_feature_importances(fa, n_features, feature_std=None, chunk=256):
@@ -122,6 +169,7 @@ def forest_feature_importances(fa, n_features, feature_std=None, chunk=256):
     np.add.at(imp, (tree[two], f2[two]), dec[two] / 2)
     rows = np.flatnonzero(ob >= 0)
     scale = None if feature_std is None else np.asarray(feature_std, np.float64).ravel()
+    _sparse_importances(fa, imp, tree, dec, inner, scale)
     for start in range(0, rows.shape[0], chunk):
         r = rows[start:start + chunk]
         share = np.abs(fa.weights[ob[r]].astype(np.float64))
@@ -230,7 +278,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
         trees = self._grow_trees(X, y_enc, len(classes), spec, params)
         self.tree_stats_ = [t.pop("stats") for t in trees]
-        w_dtype = np.dtype(spec.get("weight_dtype", "float32"))
+        w_dtype = np.dtype("float32" if spec.get("weight_dtype") == "int8"
+                           else spec.get("weight_dtype", "float32"))
         self.forest_ = concat_trees(trees, p, w_dtype)
         self.classes_ = classes
         self.n_classes_ = len(classes)
@@ -318,18 +367,20 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         fa = self.forest_
         nodes, nodes_f = packed_nodes(fa)
         w = kernel_weights(fa)
+        sp = kernel_sparse(fa)
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)
         threads = self._threads()
         if threads > 1 and X.shape[0] * nt >= PARALLEL_MIN_WORK:
             old = numba.set_parallel_chunksize(PARALLEL_CHUNK)
             try:
                 with numba_threads(threads):
-                    predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt,
-                                         out)
+                    predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md,
+                                         nt, out)
             finally:
                 numba.set_parallel_chunksize(old)
         else:
-            predict_proba_packed_serial(X, fa.roots, nodes, nodes_f, fa.value, w, md, nt, out)
+            predict_proba_packed_serial(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md, nt,
+                                        out)
         return out
 
     def predict(self, X, max_depth=None, n_trees=None):
@@ -341,11 +392,12 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
         X = self._check_predict(X)
         md, _ = self._limits(max_depth, None)
-        fa = self.forest_
+        fa = complete(self.forest_)
         out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
         with numba_threads(self._threads()):
             apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
-                         fa.threshold, fa.depth, kernel_weights(fa), md, out)
+                         fa.threshold, fa.depth, kernel_weights(fa), fa.sparse,
+                         *kernel_sparse(fa), md, out)
         return out
 
     @property

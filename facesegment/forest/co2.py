@@ -34,6 +34,16 @@ its information gain beats the univariate initialisation's.
 Normalisation is never materialised: the kernels keep ``u = w[:p] * inv_std``
 and ``c = u @ mean + b``, so ``a = u @ x - c`` reads raw uint8 rows, and the
 stored split is ``u @ x <= c``.
+
+Sparse splits (``max_nonzero=k``): with ``sparsity="learned"`` every SGD step
+ends with a projection onto k-sparse vectors (keep the k largest ``|w_j|`` of
+the normalised weights: iterative hard thresholding), so the split is learned
+on its support; ``"prune"`` runs the dense optimisation and keeps the top k of
+the result (the post-hoc baseline).  Either way the raw weights of the support
+are rounded to ``sparse_dtype`` (float32, float16, or int8 with one scale per
+split) and the threshold is refit exactly on the node's samples with the very
+kernel inference uses (:func:`facesegment.forest._sparse.sparse_values`), so
+no training sample changes side between training and inference.
 """
 
 import math
@@ -43,6 +53,7 @@ import numpy as np
 
 from ._co2_kernels import (LR_PATIENCE, _axis_counts, _best_threshold, _co2_optimise, _fold,
                            _log_loss_table, _project, _threshold_gain)
+from ._sparse import MAX_INT8_NONZERO, quantise, sparse_values, top_k_support
 
 __all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE", "co2_split",
            "co2_flops",
@@ -66,6 +77,50 @@ MAX_STEPS = 20000
 
 
 # ---------------------------------------------------------------- wrapper
+
+SPARSITY_MODES = ("learned", "prune")
+
+
+def _check_sparse(max_nonzero, sparsity, sparse_dtype, p):
+    """``max_nonzero`` checked (None: dense), with ``sparsity`` and ``sparse_dtype``."""
+    if sparsity not in SPARSITY_MODES:
+        raise ValueError(f"sparsity={sparsity!r} must be one of {SPARSITY_MODES}")
+    if sparse_dtype not in ("float32", "float16", "int8"):
+        raise ValueError(f"sparse_dtype={sparse_dtype!r} must be float32, float16 or int8")
+    if max_nonzero is None:
+        return None
+    k = _check_positive("max_nonzero", max_nonzero, integer=True)
+    if sparse_dtype == "int8" and k > MAX_INT8_NONZERO:
+        raise ValueError(f"max_nonzero={k} is above {MAX_INT8_NONZERO}, the most int8 "
+                         "weights whose sums stay exact in float32; lower it or use "
+                         "sparse_dtype='float16'")
+    return min(k, p)
+
+
+def _sparse_candidate(X, idx, yv, wc, u, inv_std, k, dtype, n_classes, min_leaf):
+    """``((index, stored weights), threshold, gain)`` of the sparse split from ``wc``.
+
+    The support is the ``k`` largest normalised weights ``|wc_j|`` (all of a
+    learned split's non-zeros); its raw weights ``u`` are rounded to ``dtype``
+    and the threshold refit on the rounded split's exact values.  None when no
+    weight survives or no threshold separates the samples.
+    """
+    p = u.shape[0]
+    support = top_k_support(np.where(inv_std > 0, wc[:p], 0.0), k)
+    if support.shape[0] == 0:
+        return None
+    stored, kw, _ = quantise(u[support], dtype)
+    keep = kw != 0
+    if not keep.any():
+        return None
+    index = support[keep].astype(np.int32)
+    stored, kw = stored[keep], np.ascontiguousarray(kw[keep])
+    vals = sparse_values(X, idx, index, kw)
+    thr, gain = _best_threshold(vals, yv, n_classes, min_leaf)
+    if not math.isfinite(float(thr)):
+        return None
+    return (index, stored), float(thr), float(gain)
+
 
 def new_co2_stats():
     """A fresh per-call statistics accumulator for :func:`co2_split` (``stats=``).
@@ -170,7 +225,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
               n_passes=CO2_DEFAULTS["n_passes"], batch_size=CO2_DEFAULTS["batch_size"],
               momentum=CO2_DEFAULTS["momentum"], seed=0, *, min_steps=MIN_STEPS,
               max_steps=MAX_STEPS, max_passes=MAX_PASSES, keep_best=False,
-              refine_threshold=True, min_samples_leaf=1, init_feature2=-1, stats=None):
+              refine_threshold=True, min_samples_leaf=1, init_feature2=-1, stats=None,
+              max_nonzero=None, sparsity="learned", sparse_dtype="float32"):
     """Optimise an oblique split at one node from its best univariate (or two-probe) split.
 
     Parameters
@@ -208,13 +264,21 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
         (``CO2Forest(init="best")``).
     stats : dict, optional
         Accumulator from :func:`new_co2_stats` (times, FLOPs, counts).
+    max_nonzero : int, optional
+        Return a sparse split of at most this many features (None: dense).
+    sparsity : {"learned", "prune"}
+        How the support is found (see the module docstring).
+    sparse_dtype : {"float32", "float16", "int8"}
+        Storage of a sparse split's weights (its threshold is refit for them).
 
     Returns
     -------
     None when the optimised split's information gain on the node's samples is
     not larger than ``init_gain``; else ``(w_raw, threshold_raw, gain)`` with
     ``w_raw`` (p,) float32 and ``w_raw @ x <= threshold_raw`` going left,
-    ``gain`` measured on that stored split in float32.
+    ``gain`` measured on that stored split in float32.  A sparse split's
+    ``w_raw`` is the pair ``(index int32 (k',), weight (k',) sparse_dtype)``,
+    k' <= max_nonzero, and its threshold is in the stored weights' units.
     """
     if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.uint8, np.float32):
         raise TypeError(f"X must be a 2-D uint8 or float32 array, got "
@@ -255,6 +319,7 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     if not (-1 <= f2 < p) or f2 == f:
         raise ValueError(f"init_feature2={init_feature2} must be -1 or another feature in "
                          f"0..{p - 1}")
+    k = _check_sparse(max_nonzero, sparsity, sparse_dtype, p)
     t_init = np.float32(init_threshold)
     w = initial_weights(mean, inv_std, nu, f, t_init, f2)
     if w is None:
@@ -285,8 +350,10 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     rng = np.random.default_rng(int(seed) % (2 ** 64))
     reps = -(-(steps * batch) // m)
     order = np.concatenate([rng.permutation(idx) for _ in range(reps)])
+    learned = k is not None and sparsity == "learned"
     have_best = _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, steps,
-                              float(momentum), nu, bool(keep_best), w_best, kstats)
+                              float(momentum), nu, bool(keep_best), w_best, kstats,
+                              k if learned else -1)
     t2 = time.perf_counter()
     c2 = time.thread_time()
 
@@ -296,6 +363,12 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     for wc in cands:
         u = np.empty(p, np.float32)
         c = _fold(wc, mean, inv_std, u)
+        if k is not None:
+            cand = _sparse_candidate(X, idx, yv, wc, u, inv_std, k, sparse_dtype, n_classes,
+                                     min_leaf)
+            if cand is not None and (best is None or cand[2] > best[2]):
+                best = cand
+            continue
         _project(X, idx, u, v)
         if refine_threshold:
             thr, gain = _best_threshold(v, yv, n_classes, min_leaf)
@@ -313,6 +386,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     accepted = best is not None and best[2] > float(init_gain) + margin
     if stats is not None:
         sgd_fl, eval_fl = co2_flops(kstats[0], kstats[1], steps, p, n_eval=len(cands) * m)
+        if k is not None:
+            eval_fl = 2.0 * k * len(cands) * m
         stats["calls"] += 1
         stats["accepted"] += int(accepted)
         stats["samples"] += m

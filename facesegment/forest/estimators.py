@@ -41,7 +41,7 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 import numpy as np
 
 from .base import BaseForest, check_X
-from .params import resolve_max_features, validate_params
+from .params import InvalidParameterError, resolve_max_features, validate_params
 
 
 class AxisAlignedForest(BaseForest):
@@ -182,9 +182,20 @@ class CO2Forest(BaseForest):
     oblique_min_samples : int, default 100
         Smaller nodes keep axis-aligned splits (bounds the model size: at most
         about 2 n / oblique_min_samples oblique rows of p weights per tree).
-    weight_dtype : {"float32", "float16"}, default "float32"
+    weight_dtype : {"float32", "float16", "int8"}, default "float32"
         Storage of the oblique weights; float16 halves the size and refits the
-        threshold on the node's samples after rounding.
+        threshold on the node's samples after rounding.  With ``max_nonzero``
+        it is the storage of the sparse weights, and ``"int8"`` (one scale per
+        split, folded into the threshold; sparse splits only) is allowed too.
+    max_nonzero : int or None, default None
+        k: grow *sparse* oblique splits of at most k features (stored as
+        indices and weights; inference gathers only those k window values).
+        None: dense splits over all p features (the paper).
+    sparsity : {"learned", "prune"}, default "learned"
+        How sparse splits find their support: hard thresholding to the k
+        largest normalised weights after every SGD step ("learned"), or the
+        dense optimisation pruned to its top k afterwards ("prune").  Either
+        way the threshold is refit exactly in the stored precision.
     init : {"axis", "best"}, default "axis"
         The split the optimisation starts from: the best univariate split (the
         paper), or the better of it and the best two-probe split among
@@ -205,8 +216,9 @@ class CO2Forest(BaseForest):
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
                  bootstrap=True, nu=None, eta=None, tau=None, n_passes=None,
                  batch_size=None, momentum=None, oblique_min_samples=100,
-                 weight_dtype="float32", init="axis", n_pairs=400, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 weight_dtype="float32", init="axis", n_pairs=400, max_nonzero=None,
+                 sparsity="learned", random_state=None, n_jobs=None, scheduler=None,
+                 verbose=0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -224,6 +236,8 @@ class CO2Forest(BaseForest):
         self.weight_dtype = weight_dtype
         self.init = init
         self.n_pairs = n_pairs
+        self.max_nonzero = max_nonzero
+        self.sparsity = sparsity
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.scheduler = scheduler
@@ -260,6 +274,10 @@ class CO2Forest(BaseForest):
                 raise ValueError("feature_std has negative values; pass standard "
                                  "deviations")
         inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
+        if params["weight_dtype"] == "int8" and params["max_nonzero"] is None:
+            raise InvalidParameterError(
+                "weight_dtype='int8' is for sparse splits only; set max_nonzero "
+                "(e.g. 32) or use weight_dtype='float16'")
         self.feature_mean_ = mean
         self.feature_std_ = std
         return {"max_features": resolve_max_features(params["max_features"], p),
@@ -267,4 +285,6 @@ class CO2Forest(BaseForest):
                 "oblique_min_samples": params["oblique_min_samples"],
                 "weight_dtype": params["weight_dtype"], "mean": mean,
                 "co2_init": params["init"], "n_pairs": params["n_pairs"],
+                "max_nonzero": params["max_nonzero"], "sparsity": params["sparsity"],
+                "sparse_dtype": params["weight_dtype"],
                 "inv_std": inv_std.astype(np.float32)}

@@ -45,6 +45,12 @@ class ForestKind:
         Selection grid: ``{parameter: [select] key holding its candidates}``.
     inherit : mapping
         Parameters copied from the settings chosen for another kind.
+    requires : tuple of str
+        Parameters an estimator of this kind sets (not None): ``co2-sparse``
+        is a CO2Forest with ``max_nonzero`` set (used by :func:`kind_of`).
+    defaults : mapping
+        Estimator parameters of this kind when not given (unlike ``fixed``,
+        they may be changed: ``co2-sparse`` defaults to k = 32, int8).
     pipeline : bool
         Trained and reported by the face pipeline (``make all``); the other
         kinds are available to the CLI and the library (and to the pipeline
@@ -60,10 +66,12 @@ class ForestKind:
     oblique: bool = False
     grid: dict = field(default_factory=dict)
     inherit: dict = field(default_factory=dict)
+    requires: tuple = ()
+    defaults: dict = field(default_factory=dict)
     pipeline: bool = True
 
     def __post_init__(self):
-        for name in ("fixed", "grid", "inherit"):
+        for name in ("fixed", "grid", "inherit", "defaults"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if not self.label:
             object.__setattr__(self, "label", self.name)
@@ -94,7 +102,7 @@ class ForestKind:
             if key in params and params[key] != val:
                 raise ValueError(f"kind {self.name!r} fixes {key}={val!r}; got {key}="
                                  f"{params[key]!r} (use another kind or drop {key})")
-        return cls(**{**params, **self.fixed})
+        return cls(**{**self.defaults, **params, **self.fixed})
 
 
 #: The table: name -> ForestKind, in selection order (a kind may inherit only
@@ -119,6 +127,14 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="CO2 started from the better of the best univariate and the best "
                            "two-probe split (our variant)",
                oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"}),
+    ForestKind("co2-sparse", "CO2Forest", fixed={"init": "best"},
+               label="sparse CO2 + two-probe init (ours)",
+               description="co2-best with sparse splits of at most k features learned by "
+                           "hard thresholding, stored as indices and int8/float16 weights",
+               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
+               grid={"max_nonzero": "co2_sparse_k", "weight_dtype": "co2_sparse_dtype"},
+               requires=("max_nonzero",),
+               defaults={"max_nonzero": 32, "weight_dtype": "int8"}),
     ForestKind("extra", "ExtraTreesForest",
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "
@@ -171,8 +187,10 @@ def kind_of(estimator):
     for kind in KINDS.values():
         if type(estimator).__name__ != kind.estimator:
             continue
-        if all(params.get(k) == v for k, v in kind.fixed.items()):
-            if best is None or len(kind.fixed) > len(best.fixed):
+        if (all(params.get(k) == v for k, v in kind.fixed.items())
+                and all(params.get(k) is not None for k in kind.requires)):
+            if best is None or (len(kind.fixed) + len(kind.requires)
+                                > len(best.fixed) + len(best.requires)):
                 best = kind
     return None if best is None else best.name
 

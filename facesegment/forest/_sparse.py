@@ -1,0 +1,119 @@
+"""Sparse oblique splits: exact split values, support selection and quantisation.
+
+A sparse split keeps ``k`` of the ``p`` features: ``sum_k w_k * x[i_k] <= t``.
+Its value is accumulated in float32 in the stored order by
+:func:`sparse_value`, compiled *without* fast-math, so training (which picks the
+threshold on these values, :func:`sparse_values`) and every inference kernel
+(tabular, dense image) compute bit-identical values: no training sample changes
+side.  With ``int8`` storage the weights are small integers (the per-split
+scale is folded into the threshold) and the sums are exact integers (at most
+``127 * 255 * k < 2**24`` for ``k <= 512``), so the order does not even matter.
+
+Kernels (``@njit``, plain arrays, no validation) and the small NumPy helpers
+that choose and quantise a support; references in ``tests/naive.py`` (section
+"forest: sparse").
+"""
+
+import numpy as np
+from numba import njit
+
+#: Largest k with exact int8 sums in float32 (127 * 255 * k < 2**24).
+MAX_INT8_NONZERO = 512
+#: Largest |weight| of an int8 split after scaling.
+INT8_MAX = 127
+
+
+@njit(cache=True, nogil=True)
+def sparse_value(index, weight, start, stop, x):
+    """``sum_{k=start}^{stop-1} weight[k] * float32(x[index[k]])`` in float32, in order.
+
+    ``weight`` float32 (the kernels' copy of the stored weights), ``x`` one
+    row (uint8 or float32).  No fast-math: every caller gets the same bits.
+    """
+    acc = np.float32(0.0)
+    for k in range(start, stop):
+        acc += weight[k] * np.float32(x[index[k]])
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def sparse_values(X, idx, index, weight):
+    """float32 (m,) values of one sparse row (``index``, ``weight``) for rows ``X[idx]``."""
+    out = np.empty(idx.shape[0], dtype=np.float32)
+    k = index.shape[0]
+    for r in range(idx.shape[0]):
+        out[r] = sparse_value(index, weight, 0, k, X[idx[r]])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def keep_top_k(w, p, k, scratch):
+    """Zero all but the ``k`` largest ``|w[j]|`` of ``w[:p]`` in place (hard thresholding).
+
+    Ties at the k-th magnitude keep the lowest indices, so exactly ``min(k,
+    nnz)`` entries stay.  ``scratch`` is float32 (p,) work space.  ``w[p:]``
+    (the offset) is untouched.
+    """
+    if k >= p:
+        return
+    for j in range(p):
+        scratch[j] = abs(w[j])
+    cut = np.partition(scratch, p - k)[p - k]  # the k-th largest magnitude
+    above = 0
+    for j in range(p):
+        if abs(w[j]) > cut:
+            above += 1
+    room = k - above  # entries equal to the cut that may stay
+    for j in range(p):
+        a = abs(w[j])
+        if a < cut:
+            w[j] = 0.0
+        elif a == cut:
+            if room > 0 and a > 0:
+                room -= 1
+            else:
+                w[j] = 0.0
+
+
+def top_k_support(u, k, scale=None):
+    """Sorted int64 indices of the ``k`` largest ``|u_j| * scale_j`` (non-zero only).
+
+    ``scale`` (p,) weighs raw weights back to the normalised features the
+    split was optimised on (the feature standard deviations); ties keep the
+    lower index.
+    """
+    mag = np.abs(np.asarray(u, np.float64))
+    if scale is not None:
+        mag = mag * np.asarray(scale, np.float64)
+    nz = np.flatnonzero(mag > 0)
+    if nz.shape[0] > k:
+        order = np.lexsort((nz, -mag[nz]))  # magnitude descending, then index
+        nz = nz[order[:k]]
+    return np.sort(nz).astype(np.int64)
+
+
+def quantise(weights, dtype):
+    """Stored weights of a sparse row and the float32 values the kernels use.
+
+    ``float32``: as they are; ``float16``: rounded (overflow is an error the
+    caller avoids by scaling: the CO2 weights are small); ``int8``: scaled so
+    the largest magnitude is :data:`INT8_MAX` and rounded (the scale, returned,
+    divides the threshold).  Returns ``(stored, kernel_float32, scale)``; entries
+    that round to zero are kept (the caller drops them).
+    """
+    w = np.asarray(weights, np.float32)
+    if dtype == "float32":
+        return w.copy(), w.copy(), 1.0
+    if dtype == "float16":
+        s = w.astype(np.float16)
+        return s, s.astype(np.float32), 1.0
+    if dtype == "int8":
+        top = float(np.max(np.abs(w))) if w.size else 0.0
+        scale = top / INT8_MAX if top > 0 else 1.0
+        q = np.clip(np.rint(w / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+        return q, q.astype(np.float32), scale
+    raise ValueError(f"sparse weight dtype {dtype!r} is not one of float32, float16, int8")
+
+
+__all__ = ["MAX_INT8_NONZERO", "INT8_MAX", "sparse_value", "sparse_values", "keep_top_k",
+           "top_k_support", "quantise"]
