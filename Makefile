@@ -17,7 +17,7 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench uci clean
+.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench uci nongreedy clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -83,6 +83,9 @@ bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/
 
 uci: setup  ## The paper's UCI benchmarks (Table I, Figure 2) on ../shared/data/uci into reports/uci and docs/uci.md
 	$(BIN)/python -m pipelines.uci $(UCI_ARGS)
+
+nongreedy: setup  ## Non-greedy trees vs greedy ones across depths, and forests (docs/nongreedy.md) into reports/nongreedy
+	$(BIN)/python -m pipelines.nongreedy $(NONGREEDY_ARGS)
 
 clean:  ## Remove generated outputs (data/windows, models, reports/runs), keep downloads
 	rm -rf data/windows data/labels models/*/ reports/runs .pytest_cache

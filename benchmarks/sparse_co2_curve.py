@@ -46,21 +46,12 @@ from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E40
 from facesegment.datasets import load_face  # noqa: E402
 from facesegment.dense import count_sparse_entries  # noqa: E402
 from facesegment.model import load_model, save_model  # noqa: E402
+from benchmarks.bench_cascade import _median_ms  # noqa: E402
 from pipelines import backend  # noqa: E402
 from pipelines.backend import records_from_json  # noqa: E402
 from pipelines.stages import forest_bytes  # noqa: E402
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
-
-
-def _median_ms(fn, reps=3):
-    fn()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        out.append(1000.0 * (time.perf_counter() - t0))
-    return float(np.median(out))
 
 
 def _numpy_gather_rate(n=20_000_000, size=280 * 280 * 3, seed=0):
@@ -77,8 +68,10 @@ def _numpy_gather_rate(n=20_000_000, size=280 * 280 * 3, seed=0):
 def _timed(model, images, n_trees):
     from facesegment.dense import predict_image
 
-    return float(np.median([_median_ms(lambda im=im: predict_image(model, im, n_trees=n_trees))
-                            for im in images]))
+    def one(im):
+        return _median_ms(lambda: predict_image(model, im, n_trees=n_trees), 3)
+
+    return float(np.median([one(im) for im in images]))
 
 
 def _setting_name(kind, k, dtype, sparsity):

@@ -17,7 +17,6 @@ Writes ``reports/sparse/windows-study.json`` and prints one line per setting.
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

@@ -51,7 +51,11 @@ def wfile(tmp_path_factory):
                                          ("ferns", ["--depth", "6", "--prior", "0.5"]),
                                          ("rotation", ["--subset-size", "3", "--rotated-features",
                                                        "60", "--subsets", "consecutive",
-                                                       "--max-depth", "6"])])
+                                                       "--max-depth", "6"]),
+                                         ("nongreedy", ["--max-depth", "4", "--nu", "10",
+                                                        "--eta", "0.01", "--init-tree", "co2",
+                                                        "--epochs", "3",
+                                                        "--ssgd-refresh", "1"])])
 def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     path, X, y = wfile
     out = tmp_path / "models" / kind
@@ -77,6 +81,8 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     if kind == "co2-sparse":  # int8 by default; no split over 5 features
         assert m.arrays.sparse_weight.dtype == np.int8 and m.arrays.weights.shape[0] == 0
         assert np.diff(m.arrays.sparse_ptr).max() <= 5 and m.params["sparsity"] == "prune"
+    if kind == "nongreedy":
+        assert (m.params["init"], m.params["n_epochs"], m.params["ssgd_refresh"]) == ("co2", 3, 1)
     if kind == "ferns":
         assert m.params["depth"] == 6 and m.params["prior"] == 0.5
     if kind == "rotation":

@@ -58,7 +58,8 @@ ESTIMATOR_OPTIONS = (
     ("max_nonzero", "max_nonzero"), ("sparsity", "sparsity"),
     ("depth", "depth"), ("test", "test"), ("prior", "prior"),
     ("subset_size", "n_features_per_subset"), ("rotated_features", "max_rotated_features"),
-    ("subsets", "subsets"),
+    ("subsets", "subsets"), ("init_tree", "init"), ("epochs", "n_epochs"),
+    ("ssgd_refresh", "ssgd_refresh"),
 )
 
 
@@ -160,6 +161,14 @@ def add_arguments(p):
     rot.add_argument("--subsets", choices=("random", "consecutive"), default=None,
                      help="random feature subsets, or consecutive ones (with M=3 on RGB "
                           "windows: the 3 channels of a pixel)")
+    ng = p.add_argument_group("non-greedy tree options (--kind nongreedy; docs/nongreedy.md)")
+    ng.add_argument("--init-tree", choices=("axis", "co2"), default=None,
+                    help="the greedy tree each non-greedy tree starts from (default axis)")
+    ng.add_argument("--epochs", type=int, default=None, metavar="E",
+                    help="SGD epochs over the tree's samples (default 20; 0: the greedy tree)")
+    ng.add_argument("--ssgd-refresh", type=int, default=None, metavar="K",
+                    help="stable SGD: fix each sample's leaf, refreshed every K epochs "
+                         "(default 0: plain SGD)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")

@@ -195,28 +195,11 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
 
 
 @template(NJIT)
-def count_oblique_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr,
-                         weights, sp_off, sp_w, resp):
-    """Number of oblique nodes evaluated over a rectangle (for the FLOP bound)."""
-    total = 0
-    for y in range(y0, y1):
-        for x in range(x0, x1):
-            base = y * rowstride + x * CHANNELS
-            for t in range(roots.shape[0]):
-                node = roots[t]
-                for _ in range(steps):
-                    if is_leaf(nodes, node):
-                        break
-                    if nodes[node, OBLIQUE] >= 0:
-                        total += 1
-                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
-    return total
-
-
-@template(NJIT)
-def count_sparse_entries(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr,
-                         weights, sp_off, sp_w, resp):
-    """``(sparse node visits, entries gathered)`` over a rectangle (the gather bound)."""
+def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights, sp_off,
+                 sp_w, resp):
+    """``(dense oblique visits, sparse oblique visits, values the sparse ones
+    gathered)`` over a rectangle (for the FLOP and gather bounds)."""
+    dense = 0
     visits = 0
     entries = 0
     for y in range(y0, y1):
@@ -227,12 +210,15 @@ def count_sparse_entries(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
                 for _ in range(steps):
                     if is_leaf(nodes, node):
                         break
-                    if nodes[node, OBLIQUE] < -1:
+                    o = nodes[node, OBLIQUE]
+                    if o >= 0:
+                        dense += 1
+                    elif o < -1:
                         visits += 1
                         entries += nodes[node, OFF2] - nodes[node, OFF1]
                     node = _child(img, base, rowstride, y, x, node, nodes, thr, weights,
                                   sp_off, sp_w, resp)
-    return visits, entries
+    return dense, visits, entries
 
 
 @template(PARALLEL)

@@ -249,34 +249,30 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     return out
 
 
-def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None,
-                         planes=None):
-    """Oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
+def _count_visits(model, image, mode, max_depth, n_trees, planes):
     check_mode(mode)
     p = _prepare(model, image, planes, n_trees, max_depth, 0)
     h, w = p.shape[:2]
     y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
     if y1 <= y0 or x1 <= x0:
-        return 0
-    return int(_kernels(_general, p.layout).count_oblique_visits(
+        return 0, 0, 0
+    counts = _kernels(_general, p.layout).count_visits(
         p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
-        p.sp_off, p.sp_w, p.resp))
+        p.sp_off, p.sp_w, p.resp)
+    return tuple(int(c) for c in counts)
+
+
+def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None,
+                         planes=None):
+    """Dense oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
+    return _count_visits(model, image, mode, max_depth, n_trees, planes)[0]
 
 
 def count_sparse_entries(model, image, mode="full", max_depth=None, n_trees=None,
                          planes=None):
     """``(sparse oblique nodes evaluated, window values they gathered)`` when
     predicting ``image`` (for the gather bound of sparse forests)."""
-    check_mode(mode)
-    p = _prepare(model, image, planes, n_trees, max_depth, 0)
-    h, w = p.shape[:2]
-    y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
-    if y1 <= y0 or x1 <= x0:
-        return 0, 0
-    v, e = _kernels(_general, p.layout).count_sparse_entries(
-        p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
-        p.sp_off, p.sp_w, p.resp)
-    return int(v), int(e)
+    return _count_visits(model, image, mode, max_depth, n_trees, planes)[1:]
 
 
 def _as_sorted_ints(values, name, low, upper):

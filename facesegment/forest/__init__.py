@@ -18,6 +18,7 @@ from .twoprobe import best_pair_split
 from .extra import ExtraTreesForest
 from .ferns import RandomFernsForest
 from .rotation import RotationForest
+from .nongreedy import NonGreedyForest, NonGreedyTree
 
 __all__ = [
     "AxisAlignedForest", "TwoProbeForest", "CO2Forest", "BaseForest", "ForestArrays",
@@ -25,4 +26,5 @@ __all__ = [
     "PARAMETER_CONSTRAINTS", "InvalidParameterError", "validate_params",
     "resolve_max_features",
     "ExtraTreesForest", "RandomFernsForest", "RotationForest",
+    "NonGreedyForest", "NonGreedyTree",
 ]

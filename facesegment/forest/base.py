@@ -108,7 +108,7 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
 def _concat_sparse(trees, offsets, n_features):
     """The sparse arrays of concatenated trees (a tree without them has none)."""
     n_nodes = int(offsets[-1])
-    rows, ptr, index, weight = [], [0], [], []
+    ptr, index, weight = [0], [], []
     sparse = np.full(n_nodes, -1, np.int32)
     for t, off in zip(trees, offsets):
         if t.get("sparse") is None:
@@ -226,6 +226,9 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     entries of the grower's spec)."""
 
     _family = None
+    #: The top-level (picklable) task that grows one tree: ``(item, X, y, n_classes,
+    #: spec) -> tree dict``; a family with its own trainer replaces it.
+    _tree_task = staticmethod(fit_tree_task)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -298,7 +301,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             return (f"{st['n_nodes']} nodes, depth {st['max_depth']}, "
                     f"{st['seconds']:.1f} s/tree")
 
-        for i, res in map_tasks(fit_tree_task, items, args=(X, y_enc, n_classes, spec),
+        for i, res in map_tasks(self._tree_task, items, args=(X, y_enc, n_classes, spec),
                                 scheduler=params["scheduler"], n_workers=n_jobs,
                                 batch=max(n_jobs, 1), desc=f"{self._family} forest",
                                 unit="trees", progress=bool(params["verbose"]), info=info):

@@ -274,6 +274,19 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "pca_sample_fraction": Real(0, 1, low_open=True),
         "max_features": MaxFeatures(),
     }),
+    "NonGreedyForest": MappingProxyType({
+        **_COMMON,
+        "init": Options("axis", "co2"),
+        "max_features": MaxFeatures(),
+        "nu": Real(0, low_open=True),
+        "eta": Real(0, low_open=True),
+        "momentum": Real(0, 1, high_open=True),
+        "batch_size": Integer(1),
+        "n_epochs": Integer(0),
+        "ssgd_refresh": Integer(0),
+        "leaf_refit": Boolean(),
+        "std_floor": Real(0, 1),
+    }),
 })
 
 

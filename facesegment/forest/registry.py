@@ -150,6 +150,11 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="rotation forest: trees on per-tree PCA rotations of feature "
                            "subsets (stored as oblique rows)",
                grid={"max_rotated_features": "rotation_features"}, pipeline=False),
+    ForestKind("nongreedy", "NonGreedyForest",
+               label="non-greedy trees",
+               description="non-greedy oblique trees: every split and leaf of a greedy "
+                           "tree optimised jointly by SGD on a surrogate (Norouzi 2015)",
+               oblique=True, pipeline=False),
 )})
 
 

@@ -1,0 +1,432 @@
+"""Non-greedy decision trees (Norouzi, Collins, Johnson, Fleet & Kohli, NIPS 2015).
+
+A tree of fixed structure (that of a greedy tree of depth ``max_depth``
+grown on the same samples: axis-aligned, ``init="axis"``, or CO2,
+``init="co2"``) whose oblique splits ``W`` (one row per internal node, each
+``||w||^2 <= nu``) and leaf log-probabilities ``Theta`` are optimised jointly
+by SGD on the paper's convex-concave upper bound of the tree's log loss,
+with the fast loss-augmented inference (Hamming ball of radius 1, Eq. 13),
+mini-batches and momentum (kernels: :mod:`facesegment.forest._nongreedy_kernels`).
+
+Splits act on normalised features ``z = (x - mean) / max(std, std_floor *
+max(std))`` (the floor keeps nearly constant features, e.g. MNIST's border
+pixels, from dominating the gradients; constant features get weight 0) with
+the offset inside the norm (the paper's constant feature).  Stable SGD
+(``ssgd_refresh = k >= 1``, the paper's SSGD): every ``k`` epochs each
+sample's leaf is fixed to the one it reaches, and the bound of Eq. (14) keeps
+it there unless a flip is worth its margin; ``ssgd_refresh=0`` is plain SGD.
+``leaf_refit=True`` (our addition) sets ``Theta`` to the Laplace-smoothed
+log-frequencies of the samples reaching each leaf at each refresh and after the
+last epoch (the minimiser of the empirical loss for fixed splits); SGD still
+updates ``Theta`` between refreshes, as in the paper's Algorithm 1.
+
+Storage: every internal node is an oblique node on raw features (the
+normalisation folded into ``weights`` and ``threshold``), so prediction, the
+model format and the dense kernels reuse the flat :class:`ForestArrays`.
+Leaves hold ``softmax(Theta)``; internal nodes the smoothed class frequencies
+of the training samples under them.
+"""
+
+import math
+import time
+
+import numpy as np
+
+from ._grow import draw_tree_samples, grow_tree
+from ._nongreedy_kernels import (leaf_counts, row_keys, sgd_pass, standardise,
+                                 surrogate_values)
+from .base import BaseForest
+from .co2 import CO2_DEFAULTS, initial_weights
+from .estimators import feature_stats
+from .params import resolve_max_features
+
+#: Laplace smoothing of leaf frequencies (initial Theta, refits, node values).
+LEAF_ALPHA = 1.0
+#: Nodes of the greedy CO2 initial tree with fewer samples keep their
+#: univariate split (CO2Forest's default).
+OBLIQUE_MIN_SAMPLES = 100
+#: Seed of the fixed projection giving samples their canonical order.
+_KEY_SEED = 20151112
+
+
+# ------------------------------------------------------------- tree tables
+
+def tree_tables(left, right):
+    """Kernel tables of a tree given by its children (breadth first, root 0).
+
+    Returns ``dict(left, right, row, leaf, path_node, path_dir, path_len)``
+    (see :mod:`facesegment.forest._nongreedy_kernels`).
+    """
+    left = np.ascontiguousarray(left, np.int32)
+    right = np.ascontiguousarray(right, np.int32)
+    n = left.shape[0]
+    internal = left >= 0
+    row = np.full(n, -1, np.int32)
+    row[internal] = np.arange(int(internal.sum()), dtype=np.int32)
+    leaf = np.full(n, -1, np.int32)
+    leaf[~internal] = np.arange(int((~internal).sum()), dtype=np.int32)
+    paths = [None] * n
+    paths[0] = []
+    for node in range(n):  # parents come first
+        if internal[node]:
+            paths[left[node]] = paths[node] + [(node, -1)]
+            paths[right[node]] = paths[node] + [(node, 1)]
+    leaves = np.flatnonzero(~internal)
+    D = max(1, max(len(paths[i]) for i in leaves))
+    path_node = np.zeros((leaves.shape[0], D), np.int32)
+    path_dir = np.zeros((leaves.shape[0], D), np.int8)
+    path_len = np.zeros(leaves.shape[0], np.int32)
+    for k, node in enumerate(leaves):
+        path = paths[node]
+        path_len[k] = len(path)
+        for j, (a, s) in enumerate(path):
+            path_node[k, j] = a
+            path_dir[k, j] = s
+    return dict(left=left, right=right, row=row, leaf=leaf, path_node=path_node,
+                path_dir=path_dir, path_len=path_len)
+
+
+def _tables_args(tb):
+    return (tb["left"], tb["right"], tb["row"], tb["leaf"], tb["path_node"], tb["path_dir"],
+            tb["path_len"])
+
+
+def smoothed_log_frequencies(counts, alpha=LEAF_ALPHA):
+    """``log((counts + alpha) / (n + C alpha))`` per row, float32."""
+    c = np.asarray(counts, np.float64) + alpha
+    return np.log(c / c.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def initial_parameters(tree, mean, inv_std, nu, n_classes):
+    """``(W, Theta)`` reproducing a greedy tree (``grow_tree``'s dict).
+
+    Each split becomes a row ``w`` with ``w[:p] @ z - w[p] <= 0`` iff the
+    greedy split sends x left, scaled onto the sphere ``||w||^2 = nu``; each
+    leaf's ``Theta`` is the smoothed log-frequency of its training samples.
+    """
+    p = mean.shape[0]
+    internal = np.flatnonzero(tree["left"] >= 0)
+    W = np.zeros((internal.shape[0], p + 1), np.float32)
+    std = np.where(inv_std > 0, 1.0 / np.where(inv_std > 0, inv_std, 1.0), 0.0)
+    for r, node in enumerate(internal):
+        ob, f, f2 = tree["oblique"][node], tree["feature"][node], tree["feature2"][node]
+        t = float(tree["threshold"][node])
+        if ob >= 0:
+            u = tree["weights"][ob].astype(np.float64)
+            w = np.concatenate([u * std, [t - float(u @ mean)]])
+        else:
+            w = initial_weights(mean, inv_std, nu, int(f), t, int(f2))
+            w = np.zeros(p + 1) if w is None else w.astype(np.float64)
+        norm = float(np.sqrt(w @ w))
+        W[r] = w * (math.sqrt(nu) / norm) if norm > 0 else w
+    leaves = np.flatnonzero(tree["left"] < 0)
+    counts = tree["value"][leaves].astype(np.float64) * tree["n_samples"][leaves, None]
+    return W, smoothed_log_frequencies(counts.reshape(-1, n_classes))
+
+
+# ---------------------------------------------------------------- training
+
+def evaluate(Z, y, assign, W, Theta, tb):
+    """``(surrogate, loss, reached)`` per sample (see ``surrogate_values``)."""
+    n = Z.shape[0]
+    sur, loss = np.empty(n), np.empty(n)
+    reached = np.empty(n, np.int32)
+    surrogate_values(Z, y, assign, W, Theta, *_tables_args(tb), sur, loss, reached)
+    return sur, loss, reached
+
+
+def _refit(y, reached, n_leaves, n_classes):
+    counts = np.zeros((n_leaves, n_classes), np.int64)
+    leaf_counts(y, reached, counts)
+    return counts
+
+
+def train_tree(Z, y, n_classes, tb, W, Theta, opt, rng):
+    """Optimise ``W`` and ``Theta`` in place (``opt``: nu, eta, momentum,
+    batch_size, n_epochs, ssgd_refresh, leaf_refit).  Returns per-epoch stats
+    (full-data surrogate and loss before each epoch, seconds, counters)."""
+    n = Z.shape[0]
+    n_leaves = Theta.shape[0]
+    V = np.zeros_like(W)
+    VT = np.zeros_like(Theta)
+    G = np.zeros_like(W)
+    GT = np.zeros_like(Theta)
+    flag = np.zeros(W.shape[0], np.bool_)
+    last = np.full(W.shape[0], -1, np.int64)
+    assign = np.full(n, -1, np.int32)
+    no_assign = assign
+    counters = np.zeros(4, np.int64)
+    t = 0
+    epochs = []
+    for e in range(opt["n_epochs"]):
+        t0 = time.perf_counter()
+        refresh = opt["ssgd_refresh"] == 0 or e % opt["ssgd_refresh"] == 0
+        if refresh:
+            sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
+            epochs.append({"epoch": e, "surrogate": float(sur.mean()),
+                           "loss": float(loss.mean()),
+                           "active_leaves": int(np.unique(reached).shape[0])})
+            if opt["ssgd_refresh"] > 0:
+                assign = reached
+            if opt["leaf_refit"]:
+                Theta[:] = smoothed_log_frequencies(_refit(y, reached, n_leaves, n_classes))
+                VT[:] = 0.0
+        t1 = time.perf_counter()
+        order = rng.permutation(n).astype(np.int64)
+        c0 = counters.copy()
+        t, _ = sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, *_tables_args(tb),
+                        np.float32(opt["eta"]), float(opt["momentum"]), float(opt["nu"]),
+                        int(opt["batch_size"]), t, G, GT, flag, counters)
+        t2 = time.perf_counter()
+        dc = counters - c0
+        epochs.append({"epoch": e, "sgd_seconds": t2 - t1, "eval_seconds": t1 - t0,
+                       "path_dots": int(dc[0]), "descents": int(dc[1]),
+                       "samples": int(dc[2]), "steps": int(dc[3])})
+    sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
+    if opt["leaf_refit"] and opt["n_epochs"] > 0:
+        Theta[:] = smoothed_log_frequencies(_refit(y, reached, n_leaves, n_classes))
+        sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
+    epochs.append({"epoch": opt["n_epochs"], "surrogate": float(sur.mean()),
+                   "loss": float(loss.mean()),
+                   "active_leaves": int(np.unique(reached).shape[0])})
+    return epochs, reached
+
+
+# ------------------------------------------------------------------ output
+
+def to_forest_tree(tree, W, Theta, reached, y, mean, inv_std, n_classes):
+    """The trained tree as a dict of local arrays for ``concat_trees``: every
+    internal node oblique on raw features (``u @ x <= c``, ``u = w[:p] *
+    inv_std``, ``c = u @ mean + w[p]``), leaves ``softmax(Theta)``."""
+    tb_left, tb_right = tree["left"], tree["right"]
+    n = tb_left.shape[0]
+    internal = tb_left >= 0
+    p = mean.shape[0]
+    U = (W[:, :p].astype(np.float64) * inv_std).astype(np.float32)
+    c = U.astype(np.float64) @ mean.astype(np.float64) + W[:, p]
+    leaves = np.flatnonzero(~internal)
+    counts = np.zeros((n, n_classes), np.float64)
+    counts[leaves] = _refit(y, reached, leaves.shape[0], n_classes)
+    for node in range(n - 1, -1, -1):
+        if internal[node]:
+            counts[node] = counts[tb_left[node]] + counts[tb_right[node]]
+    value = np.exp(smoothed_log_frequencies(counts)).astype(np.float64)
+    th = Theta.astype(np.float64)
+    soft = np.exp(th - th.max(axis=1, keepdims=True))
+    value[leaves] = soft / soft.sum(axis=1, keepdims=True)
+    value /= value.sum(axis=1, keepdims=True)
+    oblique = np.full(n, -1, np.int32)
+    oblique[internal] = np.arange(int(internal.sum()), dtype=np.int32)
+    threshold = np.zeros(n, np.float32)
+    threshold[internal] = c.astype(np.float32)
+    return {"left": tb_left.astype(np.int32), "right": tb_right.astype(np.int32),
+            "feature": np.full(n, -1, np.int32), "feature2": np.full(n, -1, np.int32),
+            "oblique": oblique, "threshold": threshold, "value": value.astype(np.float32),
+            "depth": tree["depth"].astype(np.int32),
+            "n_samples": counts.sum(axis=1).astype(np.int32), "weights": U}
+
+
+def canonical_order(X, idx, y):
+    """``idx`` reordered by (class, fixed random projection of the row): the
+    tree does not depend on the order of the rows of X (repeated rows and
+    integer sample weights give the same tree)."""
+    r = np.random.default_rng(_KEY_SEED).standard_normal(X.shape[1])
+    keys = row_keys(X, idx, r)
+    return idx[np.lexsort((keys, y[idx]))]
+
+
+def grow_nongreedy_tree(X, y, n_classes, spec, seed):
+    """One non-greedy tree (the task of :class:`NonGreedyForest`): draw the
+    tree's samples, grow the greedy initial tree on them, optimise, convert."""
+    t_start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    n, p = X.shape
+    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"], spec.get("pool"),
+                            spec.get("cdf"))
+    idx = canonical_order(X, idx, y)
+    Xs, ys = np.ascontiguousarray(X[idx]), np.ascontiguousarray(y[idx], dtype=np.int32)
+    mean, inv_std = spec["mean"], spec["inv_std"]
+    base = {"family": spec["init"], "max_depth": spec["max_depth"],
+            "min_samples_split": spec["min_samples_split"],
+            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": idx.shape[0],
+            "bootstrap": False, "pool": None, "cdf": None,
+            "max_features": spec["max_features"], "co2": dict(CO2_DEFAULTS),
+            "oblique_min_samples": OBLIQUE_MIN_SAMPLES,
+            "weight_dtype": "float32", "mean": mean, "inv_std": inv_std,
+            "co2_init": "axis", "n_pairs": 1}
+    tree = grow_tree(Xs, ys, n_classes, base, int(rng.integers(0, 2**31 - 1)))
+    init_stats = tree.pop("stats")
+    t_init = time.perf_counter() - t_start
+    Z = np.empty((idx.shape[0], p), np.float32)
+    standardise(Xs, np.arange(idx.shape[0], dtype=np.int64), mean, inv_std, Z)
+    del Xs
+    tb = tree_tables(tree["left"], tree["right"])
+    W, Theta = initial_parameters(tree, mean, inv_std, spec["nu"], n_classes)
+    opt = {k: spec[k] for k in ("nu", "eta", "momentum", "batch_size", "n_epochs",
+                                "ssgd_refresh", "leaf_refit")}
+    t1 = time.perf_counter()
+    epochs, reached = train_tree(Z, ys, n_classes, tb, W, Theta, opt, rng)
+    t_sgd = time.perf_counter() - t1
+    out = to_forest_tree(tree, W, Theta, reached, ys, mean, inv_std, n_classes)
+    sgd = [e for e in epochs if "sgd_seconds" in e]
+    out["stats"] = {
+        "seconds": time.perf_counter() - t_start, "t_init": t_init, "t_sgd": t_sgd,
+        "n_nodes": int(tree["left"].shape[0]), "max_depth": int(tree["depth"].max()),
+        "n_leaves": int(Theta.shape[0]), "epochs": epochs, "init": init_stats,
+        "sgd_seconds_per_epoch": (float(np.mean([e["sgd_seconds"] for e in sgd]))
+                                  if sgd else 0.0),
+        "lai_samples_per_s": (float(sum(e["samples"] for e in sgd)
+                                    / max(sum(e["sgd_seconds"] for e in sgd), 1e-12))
+                              if sgd else 0.0),
+    }
+    return out
+
+
+def fit_nongreedy_task(item, X, y, n_classes, spec):
+    """Top-level task ``item = (tree_index, seed)`` -> :func:`grow_nongreedy_tree`."""
+    return grow_nongreedy_tree(X, y, n_classes, spec, item[1])
+
+
+
+# --------------------------------------------------------------- estimators
+
+def _check_stats(feature_mean, feature_std, p):
+    mean = np.asarray(feature_mean, dtype=np.float32).ravel()
+    std = np.asarray(feature_std, dtype=np.float32).ravel()
+    for name, a in (("feature_mean", mean), ("feature_std", std)):
+        if a.shape != (p,) or not np.isfinite(a).all():
+            raise ValueError(f"{name} must be {p} finite values (one per feature), got "
+                             f"shape {a.shape}; pass the statistics of X's columns")
+    if (std < 0).any():
+        raise ValueError("feature_std has negative values; pass standard deviations")
+    return mean, std
+
+
+_NG_PARAMS = ("init", "nu", "eta", "momentum", "batch_size", "n_epochs", "ssgd_refresh",
+              "leaf_refit")
+
+
+class NonGreedyForest(BaseForest):
+    """Forest of non-greedy oblique trees (Norouzi et al., NIPS 2015).
+
+    Each tree draws its samples (bootstrap by default), grows a greedy tree of
+    depth ``max_depth`` on them (``init``: axis-aligned with ``max_features``
+    random features per node, or CO2), then optimises all its splits and leaves
+    jointly by SGD on the paper's surrogate (see :mod:`facesegment.forest.nongreedy`).
+
+    Parameters
+    ----------
+    init : {"axis", "co2"}, default "axis"
+        The greedy initial tree (the paper starts from an axis-aligned tree
+        refined by CO2: ``"co2"``).
+    max_features : int, float, str, default "sqrt"
+        Features tried per node by the greedy initial tree ("all": the best split).
+    nu : float, default 100.0
+        Bound on the squared norm of each split's weights (the regulariser;
+        features are normalised, so ``|a| <= sqrt(nu) ||z||``).
+    eta : float, default 0.1
+        SGD learning rate (W and Theta).
+    momentum : float in [0, 1), default 0.9
+    batch_size : int, default 128
+    n_epochs : int, default 20
+        Passes over the tree's samples (0: the greedy tree, as oblique rows).
+    ssgd_refresh : int, default 0
+        Epochs between refreshes of the fixed leaf assignments (SSGD); 0: plain
+        SGD (the defaults are the settings chosen most often on validation
+        splits in docs/nongreedy.md).
+    leaf_refit : bool, default True
+        Refit Theta to the smoothed leaf frequencies at each refresh and at the end.
+    std_floor : float in [0, 1], default 0.1
+        Features are divided by ``max(std, std_floor * max(std))``.
+    max_depth : int or None, default 10
+        Depth of the greedy initial tree, hence of the non-greedy tree.
+    (min_samples_split, min_samples_leaf, max_samples, bootstrap, random_state,
+    n_jobs, scheduler, verbose: as for the other forests.)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from facesegment.forest import NonGreedyForest
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4)).astype(np.float32)
+    >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    >>> clf = NonGreedyForest(n_estimators=3, max_depth=3, random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    _family = "nongreedy"
+    _tree_task = staticmethod(fit_nongreedy_task)
+
+    def __init__(self, n_estimators=16, *, init="axis", max_features="sqrt", max_depth=10,
+                 min_samples_split=2, min_samples_leaf=1, max_samples=None, bootstrap=True,
+                 nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
+                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, random_state=None,
+                 n_jobs=None, scheduler=None, verbose=0):
+        self.n_estimators = n_estimators
+        self.init = init
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_samples = max_samples
+        self.bootstrap = bootstrap
+        self.nu = nu
+        self.eta = eta
+        self.momentum = momentum
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.ssgd_refresh = ssgd_refresh
+        self.leaf_refit = leaf_refit
+        self.std_floor = std_floor
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def fit(self, X, y, sample_weight=None, *, feature_mean=None, feature_std=None):
+        """Grow the forest (see :meth:`BaseForest.fit`); ``feature_mean`` and
+        ``feature_std`` (p,): the normalisation statistics (e.g. the windows
+        file's), computed from X when not given."""
+        return self._fit(X, y, sample_weight, feature_mean=feature_mean,
+                         feature_std=feature_std)
+
+    def _split_spec(self, params, X, y_enc, sample_weight, feature_mean=None,
+                    feature_std=None):
+        if feature_mean is None or feature_std is None:
+            mean, std = feature_stats(X, sample_weight=sample_weight)
+        else:
+            mean, std = _check_stats(feature_mean, feature_std, X.shape[1])
+        floor = params["std_floor"] * float(std.max()) if std.size else 0.0
+        eff = np.maximum(std.astype(np.float64), floor)
+        inv_std = np.where(std > 1e-12, 1.0 / np.where(eff > 0, eff, 1.0), 0.0)
+        self.feature_mean_ = mean
+        self.feature_std_ = std
+        spec = {k: params[k] for k in _NG_PARAMS}
+        spec.update(max_features=resolve_max_features(params["max_features"], X.shape[1]),
+                    mean=mean.astype(np.float32), inv_std=inv_std.astype(np.float32))
+        return spec
+
+
+class NonGreedyTree(NonGreedyForest):
+    """One non-greedy tree: :class:`NonGreedyForest` with ``n_estimators=1``,
+    ``bootstrap=False`` (all the samples) and ``max_features="all"`` (the best
+    greedy split at each node of the initial tree) by default."""
+
+    def __init__(self, n_estimators=1, *, init="axis", max_features="all", max_depth=10,
+                 min_samples_split=2, min_samples_leaf=1, max_samples=None, bootstrap=False,
+                 nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
+                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, random_state=None,
+                 n_jobs=None, scheduler=None, verbose=0):
+        super().__init__(
+            n_estimators, init=init, max_features=max_features, max_depth=max_depth,
+            min_samples_split=min_samples_split, min_samples_leaf=min_samples_leaf,
+            max_samples=max_samples, bootstrap=bootstrap, nu=nu, eta=eta, momentum=momentum,
+            batch_size=batch_size, n_epochs=n_epochs, ssgd_refresh=ssgd_refresh,
+            leaf_refit=leaf_refit, std_floor=std_floor, random_state=random_state,
+            n_jobs=n_jobs, scheduler=scheduler, verbose=verbose)
+
+
+__all__ = ["NonGreedyForest", "NonGreedyTree", "grow_nongreedy_tree", "tree_tables",
+           "initial_parameters", "train_tree", "evaluate", "to_forest_tree",
+           "canonical_order", "smoothed_log_frequencies", "LEAF_ALPHA"]
