@@ -234,3 +234,14 @@ def test_exclude_names_matching_nothing_are_reported(tmp_path, wfile, capsys):
     assert main(["train", "--kind", "axis", "--trees", "1", "--windows", str(wfile[0]), "-q",
                  "--out", str(tmp_path / "m"), "--exclude-images", str(names)]) == 0
     assert "1 name(s)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--epochs", "--ssgd-refresh"])
+def test_negative_nongreedy_counts_are_refused(wfile, tmp_path, capsys, flag):
+    path, _, _ = wfile
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--kind", "nongreedy", "--windows", str(path),
+              "--out", str(tmp_path / "m"), flag, "-1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and "non-negative integer" in err and "Traceback" not in err

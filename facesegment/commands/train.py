@@ -3,7 +3,7 @@
 import argparse
 import sys
 import time
-from ._common import add_parallel_arguments, positive_int
+from ._common import add_parallel_arguments, nonneg_int, positive_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
 DESCRIPTION = """\
@@ -164,9 +164,9 @@ def add_arguments(p):
     ng = p.add_argument_group("non-greedy tree options (--kind nongreedy; docs/nongreedy.md)")
     ng.add_argument("--init-tree", choices=("axis", "co2"), default=None,
                     help="the greedy tree each non-greedy tree starts from (default axis)")
-    ng.add_argument("--epochs", type=int, default=None, metavar="E",
+    ng.add_argument("--epochs", type=nonneg_int, default=None, metavar="E",
                     help="SGD epochs over the tree's samples (default 20; 0: the greedy tree)")
-    ng.add_argument("--ssgd-refresh", type=int, default=None, metavar="K",
+    ng.add_argument("--ssgd-refresh", type=nonneg_int, default=None, metavar="K",
                     help="stable SGD: fix each sample's leaf, refreshed every K epochs "
                          "(default 0: plain SGD)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,

@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from ..forest._arrays import complete
+from ..forest._predict import kernel_sparse
 from . import _fast as F
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
 
@@ -86,16 +87,17 @@ def pack_nodes(arrays, padded_width, layout):
                   build)
 
 
-def _fast_sparse(arrays, offs, sp):
-    """The sparse rows of the fast kernels (see :func:`pack_fast`)."""
+def _fast_sparse(arrays, padded_width, layout, sp):
+    """The sparse rows of the fast kernels (see :func:`pack_fast`): those of
+    :func:`pack_sparse`, offsets as uint64, plus each row's threshold."""
     if not sp.any():
         return (np.zeros(2, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.float32),
                 np.zeros(1, np.float32))
+    sp_off, sp_w = pack_sparse(arrays, padded_width, layout)
     thr = np.zeros(arrays.sparse_ptr.shape[0] - 1, np.float32)
     thr[arrays.sparse[sp]] = arrays.threshold[sp]
     return (np.ascontiguousarray(arrays.sparse_ptr, dtype=np.uint64),
-            np.ascontiguousarray(offs[arrays.sparse_index.astype(np.int64)], dtype=np.uint64),
-            np.ascontiguousarray(arrays.sparse_weight, dtype=np.float32), thr)
+            sp_off.astype(np.uint64), sp_w, thr)
 
 
 def pack_sparse(arrays, padded_width, layout):
@@ -110,7 +112,7 @@ def pack_sparse(arrays, padded_width, layout):
         offs = layout.feature_offsets(padded_width)
         return (np.ascontiguousarray(offs[arrays.sparse_index.astype(np.int64)],
                                      dtype=np.int32),
-                np.ascontiguousarray(arrays.sparse_weight, dtype=np.float32))
+                kernel_sparse(arrays)[2])
 
     return cached("sparse", arrays.sparse_index,
                   (int(padded_width), layout.window, layout.channels), build)
@@ -157,7 +159,7 @@ def pack_fast(arrays, padded_width, layout):
         rec = ((left.astype(u) << u(F.LEFT_SHIFT)) | (ti.astype(u) << u(F.THR_SHIFT))
                | (two.astype(u) << u(F.MUL_SHIFT)) | probes)
         mode = 2 if sp.any() else int(bool(np.any(two)))
-        return np.ascontiguousarray(rec), mode, _fast_sparse(arrays, offs, sp)
+        return np.ascontiguousarray(rec), mode, _fast_sparse(arrays, padded_width, layout, sp)
 
     return cached("fast", arrays.left, (int(padded_width), layout.window, layout.channels),
                   build)

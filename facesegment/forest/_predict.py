@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._arrays import complete
-from ._sparse import sparse_value
+from ._sparse import sparse_value, sparse_values
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "nsz", "arcp"})
@@ -64,21 +64,18 @@ def goes_left(x, f, f2, ob, thr, weights):
 
 
 @njit(cache=True, nogil=True)
-def partition(X, idx, buf, f, f2, ob, thr, weights):
-    """Stable in-place partition of ``idx`` (int64 (m,)): left samples first.
-
-    ``buf`` is int64 scratch of at least m entries.  Returns the number going left.
-    """
-    m = idx.shape[0]
+def split_by_mask(idx, buf, left):
+    """Stable in-place partition of ``idx`` (int64 (m,)) by the bool mask ``left``:
+    left samples first.  ``buf`` is int64 scratch of at least m entries.  Returns
+    the number going left."""
     nl = 0
     nr = 0
-    for i in range(m):
-        row = idx[i]
-        if goes_left(X[row], f, f2, ob, thr, weights):
-            idx[nl] = row
+    for i in range(idx.shape[0]):
+        if left[i]:
+            idx[nl] = idx[i]
             nl += 1
         else:
-            buf[nr] = row
+            buf[nr] = idx[i]
             nr += 1
     for i in range(nr):
         idx[nl + i] = buf[i]
@@ -86,23 +83,19 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
 
 
 @njit(cache=True, nogil=True)
+def partition(X, idx, buf, f, f2, ob, thr, weights):
+    """Stable in-place partition of ``idx`` (int64 (m,)) by the node's split: left
+    samples first.  ``buf`` is int64 scratch of at least m entries.  Returns the
+    number going left."""
+    left = np.empty(idx.shape[0], dtype=np.bool_)
+    for i in range(idx.shape[0]):
+        left[i] = goes_left(X[idx[i]], f, f2, ob, thr, weights)
+    return split_by_mask(idx, buf, left)
+
+
 def partition_sparse(X, idx, buf, index, weight, thr):
     """:func:`partition` for one sparse split (``index`` int32, ``weight`` float32)."""
-    m = idx.shape[0]
-    nl = 0
-    nr = 0
-    k = index.shape[0]
-    for i in range(m):
-        row = idx[i]
-        if sparse_value(index, weight, 0, k, X[row]) <= thr:
-            idx[nl] = row
-            nl += 1
-        else:
-            buf[nr] = row
-            nr += 1
-    for i in range(nr):
-        idx[nl + i] = buf[i]
-    return nl
+    return split_by_mask(idx, buf, sparse_values(X, idx, index, weight) <= np.float32(thr))
 
 
 def pack_nodes(fa):

@@ -41,6 +41,7 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 import numpy as np
 
 from .base import BaseForest, check_X
+from ._sparse import MAX_INT8_NONZERO
 from .params import InvalidParameterError, resolve_max_features, validate_params
 
 
@@ -278,6 +279,11 @@ class CO2Forest(BaseForest):
             raise InvalidParameterError(
                 "weight_dtype='int8' is for sparse splits only; set max_nonzero "
                 "(e.g. 32) or use weight_dtype='float16'")
+        if params["weight_dtype"] == "int8" and params["max_nonzero"] > MAX_INT8_NONZERO:
+            raise InvalidParameterError(
+                f"max_nonzero={params['max_nonzero']} is above {MAX_INT8_NONZERO}, the most "
+                "int8 weights whose sums stay exact in float32; lower it or use "
+                "weight_dtype='float16'")
         self.feature_mean_ = mean
         self.feature_std_ = std
         return {"max_features": resolve_max_features(params["max_features"], p),

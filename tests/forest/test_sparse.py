@@ -176,6 +176,8 @@ def test_forest_sparse_parameter_errors():
         CO2Forest(2, max_nonzero=3, sparsity="top").fit(X, y)
     with pytest.raises(InvalidParameterError, match="max_nonzero"):
         CO2Forest(2, max_nonzero=0).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="above 512.*float16"):
+        CO2Forest(2, max_nonzero=600, weight_dtype="int8").fit(X, y)
 
 
 def mixed_forest(X, y):
