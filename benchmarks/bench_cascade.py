@@ -6,8 +6,10 @@ stage 1 (``predict_proba_raw`` in "full" mode), the context planes
 (``context_planes``), the last stage on those planes, and the whole
 ``predict_image``; beside them, the peer: the run's single forest of stage 1's
 kind (the same model as stage 1) through ``predict_image``.  Also reports
-which kernel family the last stage runs (the fast integer records need the
-window offsets to fit 15 bits).  Writes ``reports/bench/cascade-<model folder>.json``.
+which kernel family the last stage runs: the fast integer records on the
+split buffer (image, then the context planes with the image's strides;
+facesegment.dense._split) when its nodes are axis-aligned, the general
+kernels otherwise.  Writes ``reports/bench/cascade-<model folder>.json``.
 
     python benchmarks/bench_cascade.py [--model models/faces300w-default/ac-axis_axis-32]
 """
@@ -67,12 +69,16 @@ def main(argv=None):
             lambda: dense.predict_image(cascade, img, mode="full"), args.reps))
         rows["peer_forest"].append(_median_ms(
             lambda: dense.predict_image(first, img, mode="full"), args.reps))
-    prep = dense._prepare(last, images[0], planes, None, None, 0)
+    prep = dense._prepare(last, images[0], planes, None, None, 0, split_ok=True)
+    split = isinstance(prep, dense._Split)
     res = {"model": args.model, "n_images": len(images), "reps": args.reps,
            "image_shape": list(images[0].shape), "stage_kinds": cascade.stage_kinds,
            "n_context_planes": cascade.spec.n_planes,
            "last_stage_channels": last.layout.channels,
-           "last_stage_fast_path": dense._fast_records(prep) is not None,
+           "last_stage_kernel": ("fast, split buffer, mode %d" % prep.fast[1] if split
+                                 else "fast" if dense._fast_records(prep) is not None
+                                 else "general"),
+           "split_buffer_mb": round(prep.img.nbytes / 1e6, 1) if split else None,
            "ms_per_image": {k: round(float(np.median(v)), 1) for k, v in rows.items()}}
     res["ratio_cascade_to_peer"] = round(res["ms_per_image"]["cascade"]
                                          / res["ms_per_image"]["peer_forest"], 2)

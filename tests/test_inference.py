@@ -294,13 +294,18 @@ def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
 
 
 def test_fast_path_wide_image_falls_back_to_general_kernel():
-    """Images too wide for the 15-bit probe offsets use the general kernels: same results."""
+    """Two-probe forests reading past the 15-bit probe offsets of a wide image use the
+    general kernels: same results (axis-aligned ones use 30-bit offsets: tests/dense/test_split.py)."""
     from facesegment.dense import predict as inference
     from facesegment.dense._fast import max_width
 
     widest = max_width(31, 3)
     assert widest == 333
     model = random_model(30, n_trees=3, max_depth=6, kinds=("two-probe",))
+    a = model.arrays    # one node reads the window's last value: the largest offset
+    feature = a.feature.copy()
+    feature[int(np.flatnonzero(a.left >= 0)[0])] = DEFAULT_LAYOUT.n_features - 1
+    model.arrays = a._replace(feature=feature)
     image = random_image(30, 31, widest + 1)
     assert inference.pack_fast(model.arrays, widest + 31, DEFAULT_LAYOUT) is None
     assert inference.pack_fast(model.arrays, widest + 30, DEFAULT_LAYOUT) is not None

@@ -112,6 +112,15 @@ def window_image(image, planes, layout, name="image"):
     channel is turned grey with ``facesegment.imageio.to_grey``); C-contiguous (a view of ``image`` when
     possible).  Raises TypeError/ValueError naming the problem and the fix.
     """
+    stack = image_and_planes(image, planes, layout, name)
+    if stack[1] is None:
+        return stack[0]
+    return np.ascontiguousarray(np.concatenate(stack, axis=2))
+
+
+def image_and_planes(image, planes, layout, name="image"):
+    """``(image (H, W, c0), planes (H, W, k) or None)``, both uint8 and
+    C-contiguous, checked as :func:`window_image` checks them, not stacked."""
     if not isinstance(image, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, got {type(image).__name__} "
                         "(read files with facesegment.imageio.read_image)")
@@ -147,6 +156,5 @@ def window_image(image, planes, layout, name="image"):
         raise ValueError(f"model expects {layout.window}x{layout.window} windows of "
                          f"{_plural(layout.channels, 'channel')} ({', '.join(layout.channel_names)}); "
                          f"{have}: {_channel_fix(layout, n_image, n_planes)}")
-    if len(stack) == 1:
-        return np.ascontiguousarray(stack[0])
-    return np.ascontiguousarray(np.concatenate(stack, axis=2))
+    return (np.ascontiguousarray(stack[0]),
+            np.ascontiguousarray(stack[1]) if len(stack) > 1 else None)

@@ -11,17 +11,26 @@ node, built by :func:`facesegment.dense._packing.pack_fast`::
                 sparse oblique node, whose bits 0-29 are then its sparse row r
     bits 41-63  global index of the left child (the right child is left + 1)
 
+Mode 3 (wide offsets) is for forests of axis-aligned nodes only whose
+offsets do not fit 15 bits: bits 0-29 are then one 30-bit probe offset.  It
+serves images too wide for 15 bits and the *split buffer* of auto-context
+stages (:func:`split_offsets`): the padded image followed by copies of the
+context planes laid out with the image's own strides, so a context value at
+the window's centre is one constant offset from the window's first byte, as
+an image value is, and the 8 interleaved pixels read neighbouring bytes.
+
 A sparse row ``r`` gathers its entries ``sp_ptr[r] .. sp_ptr[r + 1] - 1``:
 ``sum_k sp_w[k] * img[b + sp_off[k]]`` in float32 in that order (the exact
 arithmetic of :func:`facesegment.forest._sparse.sparse_value`, so the result
 is bit-identical to training's), compared with ``sp_thr[r]``.  When the 8
 interleaved pixels sit at the same sparse node (common near the roots: the
 pixels are neighbours), one pass over the entries serves all 8.  ``mode``: 0
-axis-aligned only, 1 with two-probe nodes, 2 with sparse nodes too.
+axis-aligned only, 1 with two-probe nodes, 2 with sparse nodes too, 3
+axis-aligned only with 30-bit offsets.
 
 Offsets depend on the padded width and the layout and must fit 15 bits
 (images up to :func:`max_width` pixels wide: 333 for 31x31x3; wider ones use
-the general kernels), and forests up to ``MAX_NODES`` nodes.  Decoding
+mode 3 for axis-aligned forests, the general kernels otherwise), and forests up to ``MAX_NODES`` nodes.  Decoding
 offsets from (row, byte) at run time instead was measured 1.3x slower on
 two-probe forests.  Pixel values are integers, so ``v <= t`` equals
 ``v <= floor(t)``: one integer compare, no float.  Leaves point to themselves
@@ -54,8 +63,9 @@ LEFT_SHIFT = 41
 MAX_NODES = 1 << 23  # left-child field
 #: Threshold-field value marking a sparse oblique node.
 SPARSE_CODE = 1023
-#: Bits of the sparse row index (the two probe fields).
+#: Bits of the sparse row index and of a mode-3 offset (the two probe fields).
 ROW_MASK = (1 << 30) - 1
+WIDE_MASK = ROW_MASK
 MAX_SPARSE_ROWS = 1 << 30
 
 # Bound per layout by layout_kernels(); the templates never run with these.
@@ -89,6 +99,15 @@ def _step1(img, b, rs, rec, p):
     """Child of node ``p`` in a forest of axis-aligned nodes only."""
     w = rec[p]
     v = np.int32(img[b + _probe(w, 0)])
+    t = np.int32((w >> U(THR_SHIFT)) & U(0x3FF)) - 256
+    return (w >> U(LEFT_SHIFT)) + U(v > t)
+
+
+@njit(**INLINE)
+def _step1w(img, b, rs, rec, p):
+    """Child of node ``p`` in a forest of axis-aligned nodes with 30-bit offsets."""
+    w = rec[p]
+    v = np.int32(img[b + (w & U(WIDE_MASK))])
     t = np.int32((w >> U(THR_SHIFT)) & U(0x3FF)) - 256
     return (w >> U(LEFT_SHIFT)) + U(v > t)
 
@@ -184,6 +203,15 @@ def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
                             sp_thr)
                 p7 = _step3(img, b + U(7 * CHANNELS), rs, rec, p7, sp_ptr, sp_off, sp_w,
                             sp_thr)
+        elif mode == 3:
+            p0 = _step1w(img, b, rs, rec, p0)
+            p1 = _step1w(img, b + U(CHANNELS), rs, rec, p1)
+            p2 = _step1w(img, b + U(2 * CHANNELS), rs, rec, p2)
+            p3 = _step1w(img, b + U(3 * CHANNELS), rs, rec, p3)
+            p4 = _step1w(img, b + U(4 * CHANNELS), rs, rec, p4)
+            p5 = _step1w(img, b + U(5 * CHANNELS), rs, rec, p5)
+            p6 = _step1w(img, b + U(6 * CHANNELS), rs, rec, p6)
+            p7 = _step1w(img, b + U(7 * CHANNELS), rs, rec, p7)
         elif mode == 1:
             p0 = _step2(img, b, rs, rec, p0)
             p1 = _step2(img, b + U(CHANNELS), rs, rec, p1)
@@ -316,6 +344,15 @@ def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, s
                         p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
                         p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
                         p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
+                    elif mode == 3:
+                        p0 = _step1w(img, base[g], rs, rec, p0)
+                        p1 = _step1w(img, base[g + 1], rs, rec, p1)
+                        p2 = _step1w(img, base[g + 2], rs, rec, p2)
+                        p3 = _step1w(img, base[g + 3], rs, rec, p3)
+                        p4 = _step1w(img, base[g + 4], rs, rec, p4)
+                        p5 = _step1w(img, base[g + 5], rs, rec, p5)
+                        p6 = _step1w(img, base[g + 6], rs, rec, p6)
+                        p7 = _step1w(img, base[g + 7], rs, rec, p7)
                     elif mode == 1:
                         p0 = _step2(img, base[g], rs, rec, p0)
                         p1 = _step2(img, base[g + 1], rs, rec, p1)

@@ -17,6 +17,7 @@ import numpy as np
 from ..forest._arrays import complete
 from ..forest._predict import kernel_sparse
 from . import _fast as F
+from ._split import split_offsets
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
 
 _CACHE = {}
@@ -118,32 +119,46 @@ def pack_sparse(arrays, padded_width, layout):
                   (int(padded_width), layout.window, layout.channels), build)
 
 
-def pack_fast(arrays, padded_width, layout):
+def pack_fast(arrays, padded_width, layout, split=None):
     """64-bit records of :mod:`facesegment.dense._fast`, or None.
 
     Returns ``(rec uint64 (n_nodes,), mode, sparse)``: ``mode`` 0 (axis-aligned
-    nodes only), 1 (two-probe nodes too) or 2 (sparse oblique nodes too), and
+    nodes only), 1 (two-probe nodes too), 2 (sparse oblique nodes too) or 3
+    (axis-aligned nodes only, 30-bit offsets), and
     ``sparse = (sp_ptr uint64, sp_off uint64, sp_w float32, sp_thr float32)``
     the sparse rows (their byte offsets in the padded window, weights and
-    thresholds; one dummy row when there are none).  None when the forest has
-    dense oblique nodes, a right child that is not ``left + 1``, more nodes
-    than the left-child field holds, or the image is too wide for the offset
-    fields; the general kernels are used then.
+    thresholds; one dummy row when there are none).  ``split = (c0,
+    padded_shape)``: offsets in the split buffer of a context stage
+    (:mod:`facesegment.dense._split`) instead of an interleaved image.  None
+    when the forest has dense oblique nodes, a right child that is not
+    ``left + 1``, more nodes than the left-child field holds, offsets too
+    large for the fields (15 bits with two-probe or sparse nodes, 30 bits
+    otherwise) or, split, a context feature off the window's centre; the
+    general kernels are used then.
     """
     arrays = complete(arrays)
 
     def build():
         internal = arrays.left >= 0
-        offs = layout.feature_offsets(padded_width)
+        offs = (layout.feature_offsets(padded_width) if split is None
+                else split_offsets(layout, split[0], split[1]))
         if (np.any(arrays.oblique[internal] >= 0)
                 or not np.array_equal(arrays.right[internal], arrays.left[internal] + 1)
-                or arrays.n_nodes >= F.MAX_NODES or int(offs.max()) > F.OFF_MASK):
+                or arrays.n_nodes >= F.MAX_NODES):
             return None
         n = arrays.n_nodes
         f1 = arrays.feature.astype(np.int64)
         f2 = arrays.feature2.astype(np.int64)
         sp = internal & (arrays.sparse >= 0)
         two = internal & (f2 >= 0) & ~sp
+        used = np.concatenate([f1[internal & (f1 >= 0)], f2[two],
+                               arrays.sparse_index.astype(np.int64)])
+        top = int(offs[used].max()) if used.size else 0
+        if (used.size and int(offs[used].min()) < 0) or top > F.WIDE_MASK:
+            return None
+        wide = top > F.OFF_MASK
+        if (wide and (sp.any() or two.any())) or (split is not None and sp.any()):
+            return None
         t = np.asarray(arrays.threshold, dtype=np.float64)
         # integer values v in [-255, 255]: v <= t  <=>  v <= floor(t); NaN: never right
         ti = np.clip(np.floor(np.nan_to_num(t, nan=256.0, posinf=256.0, neginf=-256.0)),
@@ -158,8 +173,9 @@ def pack_fast(arrays, padded_width, layout):
         probes = np.where(sp, row, (o2 << F.OFF_BITS) | o1).astype(u)
         rec = ((left.astype(u) << u(F.LEFT_SHIFT)) | (ti.astype(u) << u(F.THR_SHIFT))
                | (two.astype(u) << u(F.MUL_SHIFT)) | probes)
-        mode = 2 if sp.any() else int(bool(np.any(two)))
+        mode = 3 if wide else 2 if sp.any() else int(bool(np.any(two)))
         return np.ascontiguousarray(rec), mode, _fast_sparse(arrays, padded_width, layout, sp)
 
-    return cached("fast", arrays.left, (int(padded_width), layout.window, layout.channels),
-                  build)
+    key = (int(padded_width), layout.window, layout.channels,
+           None if split is None else (int(split[0]), tuple(int(v) for v in split[1][:2])))
+    return cached("fast", arrays.left, key, build)

@@ -15,6 +15,9 @@ Which kernels run (each compiled for the model's layout, see
 
 * forests without oblique nodes: packed 64-bit records, tree-major over one
   block of rows per thread (:mod:`facesegment.dense._fast`; ``FAST_PATH``);
+  an auto-context stage of axis-aligned nodes reads the image and its
+  context planes from a split buffer (:mod:`facesegment.dense._split`), in
+  blocks of ``SPLIT_BLOCK_ROWS`` rows;
 * forests with oblique nodes: pixels grouped by node, level by level
   (:mod:`facesegment.dense._levels`; ``LEVEL_PATH``);
 * otherwise (a switch off, ``fft_levels > 0``, images too wide for the fast
@@ -41,11 +44,12 @@ import numpy as np
 from ..classes import IGNORE
 from . import _fast, _general, _levels
 from ._checks import (MODES, check_fft_levels, check_factors, check_limit, check_mode,
-                      check_alpha, forest_arrays, model_layout, window_image)
+                      check_alpha, forest_arrays, image_and_planes, model_layout)
 from ._numba import layout_kernels
 from ..forest._arrays import n_sparse
 from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
+from ._split import split_buffer
 from .image import fft_responses, pad_image, strict_region
 from ..position import position_scales
 from .reweight import (check_beta, class_scale, class_scales, default_alpha, default_beta,
@@ -54,6 +58,8 @@ from .reweight import (check_beta, class_scale, class_scales, default_alpha, def
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
+SPLIT_BLOCK_ROWS = 4  # ... on a context stage's split buffer (measured: 4 rows 53 ms, one
+                      # block per thread 88 ms: its context copies then outgrow the cache)
 LEVEL_PATH = True  # forests with oblique nodes: group pixels by node, level by level
 ROW_SLACK = 32  # float32 values the level kernel may read past the padded image
 
@@ -83,24 +89,38 @@ def _weights_f32(weights):
                   lambda: np.ascontiguousarray(weights, dtype=np.float32))
 
 
-def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
-    """Validate the arguments once and build the kernels' inputs."""
+#: The fast kernels' inputs for a context stage read from the split buffer
+#: (:mod:`facesegment.dense._split`): ``kernels`` compiled for the image's own
+#: planes, ``img`` the buffer, ``fast`` = ``(rec, mode, sparse)``.
+_Split = namedtuple("_Split", "layout kernels shape img rowstride roots steps value fast")
+
+
+def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=False):
+    """Validate the arguments once and build the kernels' inputs: a ``_Prepared``,
+    or with ``split_ok`` a ``_Split`` when the fast kernels can read the image
+    and the context planes from a split buffer."""
     if hasattr(model, "stages"):  # a cascade: its last stage, on the earlier stages' planes
         if planes is None:
             planes = model.context(image)
         model = model.final
     arrays = forest_arrays(model)
     layout = model_layout(model)
-    stacked = window_image(image, planes, layout)
+    image, planes = image_and_planes(image, planes, layout)
     n_trees = check_limit(n_trees, "n_trees", arrays.n_trees)
     max_depth = check_limit(max_depth, "max_depth", _NO_LIMIT)
     fft_levels = check_fft_levels(fft_levels)
-    padded = pad_image(stacked, layout)
     roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
+    steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
+    if split_ok and FAST_PATH and planes is not None:
+        split = _split_inputs(arrays, layout, image, planes, roots, steps)
+        if split is not None:
+            return split
+    stacked = image if planes is None else np.ascontiguousarray(
+        np.concatenate([image, planes], axis=2))
+    padded = pad_image(stacked, layout)
     weights = _weights_f32(arrays.weights)
     nodes, thr = pack_nodes(arrays, padded.shape[1], layout)
     sp_off, sp_w = pack_sparse(arrays, padded.shape[1], layout)
-    steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
     if fft_levels > 0 and weights.shape[0] > 0:
         resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, steps),
                                          stacked.shape, layout)
@@ -112,6 +132,19 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels):
     return _Prepared(layout, arrays, stacked.shape, padded.reshape(-1),
                      padded.shape[1] * layout.channels, roots, steps, nodes, thr,
                      _f32(arrays.value), weights, sp_off, sp_w, resp)
+
+
+def _split_inputs(arrays, layout, image, planes, roots, steps):
+    """A ``_Split`` for a forest the fast kernels run on the split buffer, or None."""
+    c0 = image.shape[2]
+    padded = pad_image(image, layout)
+    fast = pack_fast(arrays, padded.shape[1], layout, split=(c0, padded.shape))
+    if fast is None:
+        return None
+    buf = split_buffer(padded, planes, layout.half, _fast.slack_bytes(c0))
+    kernels = layout_kernels(_fast, layout.window, c0)
+    return _Split(layout, kernels, image.shape[:2] + (layout.channels,), buf,
+                  padded.shape[1] * c0, roots, steps, _f32(arrays.value), fast)
 
 
 def _fast_records(p):
@@ -218,13 +251,19 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
     """
     check_mode(mode)
-    p = _prepare(model, image, planes, n_trees, max_depth, fft_levels)
+    p = _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=True)
     h, w = p.shape[:2]
     out = np.zeros((h, w, p.value.shape[1]), dtype=np.float32)
     y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
     if y1 <= y0 or x1 <= x0:
         return out
     threads = max(1, numba.get_num_threads())
+    if isinstance(p, _Split):   # a context stage: image and planes from the split buffer
+        rec, mode, sp = p.fast
+        p.kernels.dense_proba_fast(p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec,
+                                   mode, *sp, p.value, out,
+                                   FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS)
+        return out
     fast = _fast_records(p)
     if fast is not None:
         rec, mode, sp = fast
@@ -327,7 +366,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
                              forest_depth)
     beta = check_beta(model, beta)
     scales = class_scales(model.sampling_factors, alphas)
-    p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels)
+    p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels, split_ok=True)
     h, w = p.shape[:2]
     label = np.asarray(label)
     if label.dtype != np.uint8 or label.shape != (h, w):
@@ -349,11 +388,12 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     scales = np.ascontiguousarray(scales, dtype=np.float64)
     n_c = p.value.shape[1]
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
-    fast = _fast_records(p) if len(ys) else None
-    if fast is not None:
+    split = isinstance(p, _Split)
+    fast = p.fast if split else _fast_records(p) if len(ys) else None
+    if fast is not None and len(ys):
         rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
-        _kernels(_fast, p.layout).sweep_predict_fast(
+        (p.kernels if split else _kernels(_fast, p.layout)).sweep_predict_fast(
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, mode, *sp, p.value,
             max(int(chunk), FAST_CHUNK), preds)
     elif len(ys) and _uses_levels(p, fft_levels):
@@ -370,7 +410,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
 
 
-__all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
+__all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "SPLIT_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
            "predict_image", "predict_proba_raw", "count_oblique_visits", "count_sparse_entries",
            "confusion_sweep",
            "reweight", "class_scales", "default_alpha", "default_beta", "pad_image", "strict_region",

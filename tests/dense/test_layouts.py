@@ -177,12 +177,18 @@ def test_window_41_and_small_windows():
 
 
 def test_wide_grey_image_falls_back_to_general_kernel():
-    """The fast records' 15-bit offsets allow wider images for 1 channel than for 3."""
+    """The fast records' 15-bit offsets allow wider images for 1 channel than for 3;
+    past them a two-probe forest that reads the far end of its window falls back."""
     from facesegment.dense._fast import max_width
 
     widest = max_width(31, 1)
     assert widest > max_width(31, 3)
     model = random_model(95, layout=GREY, n_trees=2, max_depth=5, kinds=("two-probe",))
+    a = model.arrays    # one node reads the window's last pixel: the largest offset
+    node = int(np.flatnonzero(a.left >= 0)[0])
+    feature = a.feature.copy()
+    feature[node] = GREY.n_features - 1
+    model.arrays = a._replace(feature=feature)
     assert P.pack_fast(model.arrays, widest + 30, GREY) is not None
     assert P.pack_fast(model.arrays, widest + 31, GREY) is None
     image = random_image(95, 31, widest + 1, channels=None)
