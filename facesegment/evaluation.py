@@ -377,23 +377,22 @@ def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixe
 
 
 def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
-    """Task: confusion matrices of one face's maps smoothed with each sigma."""
-    import cv2
-
+    """Task: confusion matrices of one face's maps smoothed with each sigma (the
+    labels ``predict_image(..., sigma=s)`` gives, from one prediction)."""
     from .datasets import load_face
-    from .dense import model_layout, predict_image
+    from .dense import model_layout, predict_image, smooth
     from .metrics import confusion_matrix
 
+    if getattr(record, "missed", False):   # no face found: all background, every sigma
+        conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
+        return np.repeat(conf[0, 0], len(sigmas), axis=0)
     image, label = load_face(record)
     label = scored_label(label, stride, mode, model_layout(model))
     proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta)
     out = []
     for s in sigmas:
-        p = proba if s == 0 else np.stack(
-            [cv2.GaussianBlur(proba[..., c], (0, 0), s, borderType=cv2.BORDER_REPLICATE)
-             for c in range(proba.shape[2])], axis=-1)
-        out.append(confusion_matrix(label, np.argmax(p, axis=-1).astype(np.uint8),
-                                    proba.shape[2]))
+        pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
+        out.append(confusion_matrix(label, pred, proba.shape[2]))
     return np.stack(out)
 
 

@@ -275,7 +275,7 @@ class SegmentResult:
 
 
 def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
-                  return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None):
+                  return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
 
     ``detect="auto"`` treats exactly-250x250 images as LFW-style crops already;
@@ -286,15 +286,18 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
     pixel (pixels outside every face's crop: background 1), or None without
     a face; ``labels`` is their argmax.  ``beta``: exponent of the model's
     position prior, applied in crop coordinates (default: the model's selected
-    one, 0 without a prior; see :mod:`facesegment.position`).
+    one, 0 without a prior; see :mod:`facesegment.position`).  ``sigma``:
+    Gaussian smoothing of each crop's class maps before the argmax, in pixels
+    of the crop (default: the model's selected one, 0 when none).
     """
-    from .dense import default_beta, predict_image
+    from .dense import default_beta, default_sigma, predict_image
 
     beta = default_beta(model) if beta is None else beta
+    sigma = default_sigma(model) if sigma is None else sigma
     h, w = image.shape[:2]
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
         proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha,
-                                      beta=beta)
+                                      beta=beta, sigma=sigma)
         return (labels, 1, proba) if return_proba else (labels, 1)
     boxes = find_crops(image, detector, max_side=detect_size)
     if len(boxes) == 0:
@@ -306,7 +309,7 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
         proba = np.zeros((h, w, n_classes), dtype=np.float32)
         proba[:, :, 0] = 1.0
     crops = [predict_image(model, model_image(model, crop_face(image, box)), mode="full",
-                           alpha=alpha, beta=beta)[0] for box in boxes]
+                           alpha=alpha, beta=beta, sigma=sigma)[0] for box in boxes]
     regions = [box_region(box, image.shape) for box in boxes]
     for (r0, r1, c0, c1), members in _group_regions(regions):
         if r1 <= r0 or c1 <= c0:
@@ -342,7 +345,7 @@ def write_proba_npz(path, proba, class_names, alpha):
 
 
 def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
-                 output=None, detect_size=DETECT_MAX_SIDE, beta=None):
+                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     """Task: segment one file and write its outputs (top level, picklable).
 
     ``name`` names the input in the summary (relative path with extension);
@@ -367,7 +370,8 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     h, w = image.shape[:2]
     try:
         res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
-                            return_proba=save_proba, detect_size=detect_size, beta=beta)
+                            return_proba=save_proba, detect_size=detect_size, beta=beta,
+                            sigma=sigma)
         labels, faces, proba = res if save_proba else (*res, None)
     except (ValueError, cv2.error) as exc:
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
@@ -542,7 +546,7 @@ def output_names(names):
 
 def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
-                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None):
+                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
     ``input_dir`` is a folder (searched recursively), an image file, a glob
@@ -557,7 +561,8 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     raised again.
 
     ``beta``: exponent of the model's position prior (default: the model's
-    selected one; 0 without a prior).
+    selected one; 0 without a prior).  ``sigma``: smoothing of the class maps
+    (pixels of the crop; default: the model's selected one, 0 when none).
 
     Returns
     -------
@@ -585,7 +590,7 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     stop, why = None, ""
     tasks = map_tasks(_segment_item, items,
                       args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
-                            beta),
+                            beta, sigma),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
@@ -653,7 +658,7 @@ def _make_output_folders(out, subfolders):
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
-                  detect_size=DETECT_MAX_SIDE, beta=None):
+                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
                         save_proba=save_proba, output=item.output, detect_size=detect_size,
-                        beta=beta)
+                        beta=beta, sigma=sigma)

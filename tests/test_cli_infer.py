@@ -236,3 +236,44 @@ def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "has no position prior, so --beta 0.5 cannot apply" in err
         assert "Traceback" not in err and str(plain) in err
+
+
+def test_smoothing_through_evaluate_and_segment(tmp_path, capsys):
+    """A model with a selected sigma: segment blurs its maps (or --sigma), evaluate adds
+    the smoothed scores; a negative --sigma is one argparse error line."""
+    from facesegment.evaluation import evaluate_smoothed
+    from facesegment.inference import predict_image
+    from facesegment.imageio import read_label
+    from facesegment.datasets import find_faces
+
+    model = random_model(6, kind="axis", n_trees=3, max_depth=4, kinds=("axis",))
+    model.metrics.update(alpha=0.5, sigma=2.0)
+    path = save_model(model, tmp_path / "models" / "smooth-3")
+    data = tmp_path / "data"
+    _write_faces(data / "test", n=2, size=40)
+    _write_faces(data / "train", n=1, size=40)
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--model", str(path), "--data", str(data), "--out", str(out),
+                 "-q", "--workers", "1"]) == 0
+    assert "sigma=2)" in capsys.readouterr().out
+    res = json.loads((out / "smooth-3.json").read_text())
+    want = evaluate_smoothed(model, find_faces(data / "test"), alpha=0.5, sigmas=[2.0],
+                             workers=1, progress=False)["sigma"]["2.0"]
+    assert res["smoothed"]["sigma"] == 2.0
+    assert res["smoothed"]["mean_jaccard"] == want["mean_jaccard"]
+    src = tmp_path / "photos"
+    img = np.random.default_rng(2).integers(0, 256, (40, 37, 3), dtype=np.uint8)
+    write_png_atomic(src / "face.png", img)
+    for flag, sigma in (([], 2.0), (["--sigma", "0"], 0.0)):
+        seg = tmp_path / f"seg{sigma}"
+        assert main(["segment", str(src), str(seg), "--model", str(path), "-q",
+                     "--workers", "1", "--detect", "never"] + flag) == 0
+        assert (", sigma=2)" in capsys.readouterr().out) == (sigma > 0)
+        expect = predict_image(model, img, mode="full", alpha=0.5, sigma=sigma)[1]
+        np.testing.assert_array_equal(read_label(seg / "face_label.png"), expect)
+    with pytest.raises(SystemExit) as exc:
+        main(["segment", str(src), str(tmp_path / "seg3"), "--model", str(path),
+              "--sigma", "-1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--sigma" in err and "Traceback" not in err

@@ -443,3 +443,31 @@ def test_huge_alpha_reweights_without_overflow_warnings():
     assert np.all(np.isfinite(out)) and (np.argmax(out, axis=1) == 0).all()
     np.testing.assert_allclose(out.sum(axis=1), 1, rtol=1e-6)
     np.testing.assert_array_equal(scales[1], s ** -1.0)  # ordinary alphas: unchanged
+
+
+@pytest.mark.parametrize("mode", ["full", "strict"])
+def test_smoothing_blurs_the_reweighted_maps_before_the_argmax(mode):
+    import cv2
+
+    from facesegment.dense import default_sigma, smooth
+
+    model = random_model(33, n_trees=3, max_depth=5, kinds=("axis",))
+    image = random_image(33, 40, 43)
+    full, _ = predict_image(model, image, mode="full", alpha=0.5)
+    proba, labels = predict_image(model, image, mode=mode, alpha=0.5, sigma=1.5)
+    blur = np.stack([cv2.GaussianBlur(full[..., c], (0, 0), 1.5,
+                                      borderType=cv2.BORDER_REPLICATE)
+                     for c in range(full.shape[2])], axis=-1)
+    blur /= blur.sum(axis=-1, keepdims=True)
+    inside = labels != 255
+    if mode == "strict":   # the whole image is predicted, then the border blanked
+        assert inside.sum() == (40 - 30) * (43 - 30) and np.all(proba[~inside] == 0)
+    np.testing.assert_allclose(proba[inside], blur[inside], atol=1e-5)
+    np.testing.assert_array_equal(labels[inside], np.argmax(proba, axis=-1)[inside])
+    assert not np.array_equal(labels[inside], np.argmax(full, axis=-1)[inside])
+    assert smooth(full, 0) is full
+    assert default_sigma(model) == 0.0
+    model.metrics["sigma"] = 2
+    assert default_sigma(model) == 2.0
+    with pytest.raises(ValueError, match="sigma"):
+        predict_image(model, image, sigma=-1)

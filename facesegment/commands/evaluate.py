@@ -60,6 +60,10 @@ def add_arguments(p):
     p.add_argument("--beta", type=alpha_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = the forest alone)")
+    p.add_argument("--sigma", type=alpha_value, default=None, metavar="PX",
+                   help="also score the maps blurred with a Gaussian of PX pixels before "
+                        "the argmax, reported under 'smoothed' (default: the model's "
+                        "selected sigma; 0 = not scored)")
     p.add_argument("--sweep-alphas", type=alpha_value, nargs="*", default=None, metavar="A",
                    help="also score these alphas in the same pass (reported under 'sweep')")
     p.add_argument("--sweep-trees", type=positive_int, nargs="*", default=None, metavar="N",
@@ -142,7 +146,7 @@ def _beta_text(beta):
 def run(args):
     from ..atomic import write_json_atomic, write_text_atomic
     from ..evaluation import evaluate, full_summary
-    from ..dense import default_alpha
+    from ..dense import default_alpha, default_sigma
     from ..metrics import markdown_table
     from ._common import load_image_model, model_beta
 
@@ -165,6 +169,9 @@ def run(args):
                        depths=args.sweep_depths, mode=args.mode, pixel_stride=args.pixel_stride,
                        scheduler=args.scheduler, workers=args.workers, beta=beta,
                        progress=not args.quiet, desc=f"evaluate {name}")
+        sigma = default_sigma(model) if args.sigma is None else args.sigma
+        if sigma > 0:
+            res["smoothed"] = _smoothed(model, records, alpha, beta, sigma, args, name)
         seconds = time.perf_counter() - t0
         res.update(kind=model.kind, alpha=alpha, mode=args.mode, model=str(path),
                    data=str(args.data), seconds=round(seconds, 2),
@@ -181,12 +188,30 @@ def run(args):
         write_json_atomic(Path(args.out) / f"{name}.json", res)
         write_text_atomic(Path(args.out) / f"{name}.md", table)
         rows[f"{name} (alpha={alpha:g}{_beta_text(beta)})"] = res["summary"]
+        if sigma > 0:
+            rows[f"{name} (alpha={alpha:g}{_beta_text(beta)}, sigma={sigma:g})"] = \
+                res["smoothed"]["summary"]
     table = markdown_table(rows, f"Test faces: {len(records)} from {args.data}"
                                  f"{_detector_text(detector)}")
     write_text_atomic(Path(args.out) / "summary.md", table)
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def _smoothed(model, records, alpha, beta, sigma, args, name):
+    """The scores of the maps smoothed with ``sigma`` (evaluate's protocol)."""
+    from ..evaluation import evaluate_smoothed
+    from ..metrics import summarize
+
+    r = evaluate_smoothed(model, records, alpha=alpha, beta=beta, sigmas=[sigma],
+                          mode=args.mode, pixel_stride=args.pixel_stride,
+                          scheduler=args.scheduler, workers=args.workers,
+                          progress=not args.quiet, desc=f"smoothed {name}")
+    one = r["sigma"][repr(float(sigma))]
+    return {"sigma": sigma, "mean_jaccard": one["mean_jaccard"],
+            "pixel_accuracy": one["pixel_accuracy"], "jaccard": one["jaccard"],
+            "summary": summarize(one["confusion"], model.class_names)}
 
 
 def default_aligned_dir(data, records):

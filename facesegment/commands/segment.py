@@ -68,6 +68,10 @@ def add_arguments(p):
     p.add_argument("--beta", type=alpha_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = no position prior)")
+    p.add_argument("--sigma", type=alpha_value, default=None, metavar="PX",
+                   help="blur each class map with a Gaussian of PX pixels (of the face crop) "
+                        "before the argmax (default: the model's selected sigma, else 0 = "
+                        "none)")
     p.add_argument("--detect", choices=("auto", "always", "never"), default="auto",
                    help="auto: detect faces unless the image is exactly 250x250; always; "
                         "never: treat every image as a face crop (default auto)")
@@ -89,25 +93,26 @@ def add_arguments(p):
 def run(args):
     import sys
 
-    from ..dense import default_alpha
+    from ..dense import default_alpha, default_sigma
     from ._common import load_image_model, model_beta
     from ..segment import segment_folder
 
     model = load_image_model(args.model)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
     beta = model_beta(model, args.model, args.beta)   # one line before any image is read
+    sigma = default_sigma(model) if args.sigma is None else args.sigma
     results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha, beta=beta,
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,
                              progress=not args.quiet, save_proba=args.save_proba,
-                             detect_size=args.detect_size)
+                             detect_size=args.detect_size, sigma=sigma)
     skipped = [r for r in results if r.status != "ok"]
     for r in skipped:
         print(f"skipped {r.name}: {r.status}: {r.message}", file=sys.stderr)
     ok = len(results) - len(skipped)
     faces = sum(r.faces for r in results)
     secs = sum(r.seconds for r in results)
-    prior = f", beta={beta:g}" if beta else ""
+    prior = (f", beta={beta:g}" if beta else "") + (f", sigma={sigma:g}" if sigma else "")
     print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
           f"alpha={alpha:g}{prior}); skipped {len(skipped)}; summary in "
           f"{args.output_dir.rstrip('/')}/summary.csv")

@@ -52,8 +52,8 @@ from ._scores import confusion_many
 from ._split import split_buffer
 from .image import fft_responses, pad_image, strict_region
 from ..position import position_scales
-from .reweight import (check_beta, class_scale, class_scales, default_alpha, default_beta,
-                       reweight, reweight_labels)
+from .reweight import (check_beta, check_sigma, class_scale, class_scales, default_alpha,
+                       default_beta, default_sigma, reweight, reweight_labels, smooth)
 
 FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
@@ -170,7 +170,7 @@ def _uses_levels(p, fft_levels):
 # ------------------------------------------------------------------- public
 
 def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
-                  fft_levels=0, planes=None, beta=0.0):
+                  fft_levels=0, planes=None, beta=0.0, sigma=0.0):
     """Per-pixel class probabilities and labels of a whole image.
 
     Parameters
@@ -199,6 +199,11 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
         Exponent of the model's position prior (``model.position``): scores
         ``p * s**-alpha * (pos / pi)**beta`` (:mod:`facesegment.position`);
         0 = no position prior.
+    sigma : float >= 0
+        Blur each reweighted class map with a Gaussian of ``sigma`` pixels
+        before the argmax (:func:`facesegment.dense.reweight.smooth`; the
+        model's choice is ``default_sigma(model)``); 0 = none.  The whole image
+        is predicted ("full") before blurring; "strict" then blanks the border.
 
     Returns
     -------
@@ -217,18 +222,25 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
     check_mode(mode)
     alpha = check_alpha(alpha)
     beta = check_beta(model, beta)
-    raw = predict_proba_raw(model, image, mode=mode, max_depth=max_depth,
-                            n_trees=n_trees, fft_levels=fft_levels, planes=planes)
+    sigma = check_sigma(sigma)
+    raw = predict_proba_raw(model, image, mode="full" if sigma > 0 else mode,
+                            max_depth=max_depth, n_trees=n_trees, fft_levels=fft_levels,
+                            planes=planes)
     s = check_factors(model.sampling_factors, raw.shape[-1])
     if beta > 0:
         proba, labels = _reweight_position(raw, model.position, s, alpha, beta)
     else:
         proba, labels = reweight_labels(raw, s, alpha)
+    if sigma > 0:
+        proba = smooth(proba, sigma)
+        labels = np.argmax(proba, axis=-1).astype(np.uint8)
     if mode == "strict":
         y0, y1, x0, x1 = strict_region(image.shape, model_layout(model))
         keep = np.zeros(image.shape[:2], dtype=bool)
         keep[y0:y1, x0:x1] = True
         labels[~keep] = IGNORE
+        if sigma > 0:
+            proba[~keep] = 0
     return proba, labels
 
 
@@ -413,5 +425,6 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
 __all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "SPLIT_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
            "predict_image", "predict_proba_raw", "count_oblique_visits", "count_sparse_entries",
            "confusion_sweep",
-           "reweight", "class_scales", "default_alpha", "default_beta", "pad_image", "strict_region",
+           "reweight", "class_scales", "default_alpha", "default_beta", "default_sigma", "smooth",
+           "pad_image", "strict_region",
            "fft_responses", "model_layout", "pack_fast", "pack_nodes"]

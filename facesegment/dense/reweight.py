@@ -4,6 +4,10 @@ Forests are trained on class-balanced windows; :func:`reweight` multiplies
 probabilities by ``s_c ** -alpha`` (``s_c`` the sampling factor of class
 ``c`` stored in the model) and renormalises.  ``alpha=1`` undoes the
 balancing fully (the paper), ``alpha=0`` leaves the forest's output unchanged.
+
+:func:`smooth` blurs the reweighted class maps before the argmax (the cheap
+alternative to auto-context, with ``sigma`` chosen on validation and stored in
+the model as ``metrics["sigma"]``: :func:`default_sigma`).
 """
 
 import numpy as np
@@ -92,3 +96,30 @@ def default_beta(model):
         return 0.0
     value = (getattr(model, "metrics", None) or {}).get("beta")
     return 0.0 if value is None else check_alpha(value, "the model's selected beta")
+
+
+def check_sigma(sigma):
+    """``sigma`` (pixels) checked: a finite number >= 0 (0: no smoothing)."""
+    return check_alpha(sigma, "sigma")
+
+
+def default_sigma(model):
+    """The model's selected smoothing ``metrics["sigma"]`` (pixels), 0 when none."""
+    value = (getattr(model, "metrics", None) or {}).get("sigma")
+    return 0.0 if value is None else check_alpha(value, "the model's selected sigma")
+
+
+def smooth(proba, sigma):
+    """Every class map of ``proba`` (H, W, C) blurred with a Gaussian of ``sigma``
+    pixels (borders replicated), then renormalised per pixel: float32 (H, W, C).
+    ``sigma = 0`` returns ``proba`` unchanged."""
+    import cv2
+
+    sigma = check_sigma(sigma)
+    if sigma == 0:
+        return proba
+    out = np.stack([cv2.GaussianBlur(np.ascontiguousarray(proba[..., c], dtype=np.float32),
+                                     (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
+                    for c in range(proba.shape[-1])], axis=-1)
+    total = out.sum(axis=-1, keepdims=True)
+    return np.where(total > 0, out / np.where(total > 0, total, 1), 0).astype(np.float32)
