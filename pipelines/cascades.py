@@ -73,6 +73,7 @@ def train_config(name, kinds):
         return {"cascade": own, "kinds": kinds, "forest": c["forest"],
                 "kind_tables": {k: c[f"forest.{k}"] for k in kinds},
                 "chosen": {k: chosen[k] for k in kinds}, "position": c["position"],
+                "smoothing": c["smoothing"],
                 "select": {k: c["select"][k] for k in ("alphas", "n_images", "pixel_stride")},
                 "seed": c["run"]["seed"]}
     return config
@@ -121,7 +122,8 @@ def train(name, kinds):
             provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(
                 ctx.model_dir(kinds[0], n))})
         for key in ("alpha", "beta", "alpha_no_prior", "position_selection",
-                    "alpha_final_forest", "alpha_selection_forests"):
+                    "alpha_final_forest", "alpha_selection_forests", "sigma",
+                    "sigma_selection"):
             cascade.final.metrics.pop(key, None)
         alphas = prior.choose_alphas(ctx, name, cascade, float(chosen[kinds[-1]]["alpha"]))
         cascade.metrics.update(alphas)

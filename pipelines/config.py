@@ -193,6 +193,10 @@ SCHEMA = {
         "betas": _list(_num(0.0, 4.0)),
         "gammas": _list(_num(0.0, 4.0)),
     },
+    "smoothing": {
+        "sigmas": _list(_num(0.0, 50.0)),
+        "oblique": _bool,
+    },
     "cascade": {
         "enabled": _bool,
         "chains": _list(lambda v: _chain(v)),

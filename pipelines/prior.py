@@ -129,6 +129,7 @@ def choose_alphas(ctx, kind, model, alpha_sel):
     (:func:`choose_position`), whose beta = 0 pass gives the forest-alone alpha
     (one pass, not two).
     """
+    from .smoothing import choose_sigma
     from .stages import _choose_alpha, _final_alpha_wanted, validation_records
 
     cfg = ctx.cfg
@@ -138,15 +139,18 @@ def choose_alphas(ctx, kind, model, alpha_sel):
         final = pos.pop("final")
         ctx.log(f"train: {kind}-{final['n_trees']}: alpha {final['alpha']:g} on "
                 f"{final['n_images']} validation images with the final forest")
-        return {"alpha": final["alpha"], "alpha_selection_forests": alpha_sel,
-                "alpha_final_forest": final} | pos
-    alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
-    out = {"alpha": alpha, "alpha_selection_forests": alpha_sel, "alpha_final_forest": final}
-    if val:
-        pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
-        pos.pop("final")
-        out |= pos
-    return out
+        out = {"alpha": final["alpha"], "alpha_selection_forests": alpha_sel,
+               "alpha_final_forest": final} | pos
+    else:
+        alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
+        out = {"alpha": alpha, "alpha_selection_forests": alpha_sel, "alpha_final_forest": final}
+        if val:
+            pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
+            pos.pop("final")
+            out |= pos
+    # the maps' smoothing, at the (alpha, beta) segment will use
+    return out | choose_sigma(ctx, kind, model, validation_records(ctx), out["alpha"],
+                              out.get("beta", 0.0))
 
 
 def choose_position(ctx, kind, model, val, alpha_grid):
@@ -245,6 +249,14 @@ def _cell(trees, n, alpha):
     return "" if s is None else f"{s['mean_jaccard']:.2f}"
 
 
+def _smoothed_row(name, sm, sizes, det):
+    """A table row of a model's smoothed test scores (its full forest only)."""
+    cells = [f"{sm['test']['mean_jaccard']:.2f}" if m == sm["n_trees"] else "" for m in sizes]
+    d = sm.get("detector")
+    tail = (f" | {d['mean_jaccard']:.2f} |" if d else " | |") if det else " |"
+    return f"| {name} | {sm['alpha']:g} | {sm['beta']:g} | " + " | ".join(cells) + tail
+
+
 def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
     """Lines of results.md's "Position prior" section (empty without prior.json)."""
     if not prior_res:
@@ -284,10 +296,16 @@ def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
                      + (f" | {_cell(dw.get('trees'), n, wp['alpha'])} |" if det else " |"))
             last = wp["trees"].get(str(n), {}).get("alpha", {}).get(repr(wp["alpha"]))
             if last and (best is None or last["mean_jaccard"] > best[1]["mean_jaccard"]):
-                best = (k, last)
+                best = (f"{labels[k]} × position prior, {n} trees", last)
+        sm = ev.get("smoothed")
+        if sm:
+            name = (f"{labels[k]}{' × position prior' if sm['beta'] else ''}, smoothed "
+                    f"(σ = {sm['sigma']:g})")
+            L.append(_smoothed_row(name, sm, sizes, det))
+            if best is None or sm["test"]["mean_jaccard"] > best[1]["mean_jaccard"]:
+                best = (f"{name}, {sm['n_trees']} trees", sm["test"])
     L.append("")
-    rows = [("position alone", t)] + ([(f"{labels[best[0]]} × position prior, "
-                                         f"{n} trees", best[1])] if best else [])
+    rows = [("position alone", t)] + ([best] if best else [])
     L += ["| per class | " + " | ".join(class_names) + " | mean |",
           "| --- | " + " | ".join("---:" for _ in class_names) + " | ---: |"]
     for name, s in rows:

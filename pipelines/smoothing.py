@@ -1,5 +1,16 @@
 """Smoothing the maps before the argmax: the cheap alternative to auto-context.
 
+In the pipeline (``[smoothing]`` of the config): the train stage chooses each
+model's ``sigma`` on the validation images with its chosen alpha and beta
+(:func:`choose_sigma`; 0, no smoothing, always competes) and stores it in the
+model folder (``metrics["sigma"]``, used by ``segment``); the evaluate stage
+scores the test faces with it (:func:`test_scores`), on both protocols.  Models
+with oblique (CO2) nodes are skipped unless ``oblique = true``: their full
+maps of the 250 test faces cost ~11 minutes per model (2.6 s per face).
+
+The study below (``python -m pipelines.smoothing``) scores every sigma on the
+test faces too, for the ablation.
+
 For each model of a finished run (``make all``), with the forest alone
 (``alpha_no_prior``, beta 0) and with its position prior (the model's alpha and
 beta), every class's reweighted probability map is blurred with a Gaussian of
@@ -18,8 +29,67 @@ from pathlib import Path
 from facesegment import evaluation
 from facesegment.atomic import write_json_atomic
 from facesegment.dense import default_alpha, default_beta
+from facesegment.forest._arrays import n_sparse
 
 from . import backend
+
+
+def applies(cfg, model):
+    """Does the pipeline choose a sigma for ``model`` (``[smoothing]``)?"""
+    sm = cfg.get("smoothing") or {}
+    if not sm.get("sigmas"):
+        return False
+    stages = getattr(model, "stages", [model])
+    oblique = any(st.arrays.weights.shape[0] > 0 or n_sparse(st.arrays) > 0 for st in stages)
+    return bool(sm.get("oblique")) or not oblique
+
+
+def choose_sigma(ctx, kind, model, val, alpha, beta):
+    """``{"sigma", "sigma_selection"}``: the sigma (0 or one of ``[smoothing]
+    sigmas``) whose smoothed maps score best on the validation images ``val``
+    at ``(alpha, beta)`` (ties: the smaller sigma); ``{}`` when it does not apply."""
+    cfg = ctx.cfg
+    if not val or not applies(cfg, model):
+        return {}
+    sigmas = [0.0] + sorted({float(v) for v in cfg["smoothing"]["sigmas"]} - {0.0})
+    r = evaluation.evaluate_smoothed(model, val, alpha=alpha, beta=beta, sigmas=sigmas,
+                                     mode=cfg["evaluate"]["mode"],
+                                     pixel_stride=cfg["select"]["pixel_stride"],
+                                     workers=ctx.workers, scheduler=ctx.scheduler,
+                                     desc=f"sigma {kind}")
+    table = {k: v["mean_jaccard"] for k, v in r["sigma"].items()}
+    best = max(table, key=lambda k: (-1.0 if table[k] is None else table[k], -float(k)))
+    ctx.log(f"train: {kind}: smoothing sigma {float(best):g} on {len(val)} validation images "
+            f"({table[best]:.2f}; none {table[repr(0.0)]:.2f})")
+    return {"sigma": float(best), "sigma_selection": {
+        "alpha": alpha, "beta": beta, "n_images": len(val), "validation_jaccard": table}}
+
+
+def test_scores(ctx, kind, model):
+    """Test scores of ``model`` smoothed with its sigma at its ``(alpha, beta)``, on
+    the test crops and (``detector_protocol``) the detector-aligned faces; None
+    when the model has no sigma > 0."""
+    from facesegment.dense import default_alpha, default_beta, default_sigma
+
+    from .prior import aligned_test
+
+    sigma = default_sigma(model)
+    if sigma <= 0:
+        return None
+    ev = ctx.cfg["evaluate"]
+    alpha, beta = default_alpha(model), default_beta(model)
+    kw = dict(alpha=alpha, beta=beta, sigmas=[sigma], mode=ev["mode"],
+              pixel_stride=ev["pixel_stride"], workers=ctx.workers, scheduler=ctx.scheduler)
+    key = repr(float(sigma))
+    out = {"alpha": alpha, "beta": beta, "sigma": sigma, "n_trees": model.arrays.n_trees,
+           "test": evaluation.evaluate_smoothed(model, ctx.splits()["test"],
+                                                desc=f"evaluate {kind} smoothed",
+                                                **kw)["sigma"][key], "detector": None}
+    if ev["detector_protocol"]:
+        out["detector"] = evaluation.evaluate_smoothed(
+            model, aligned_test(ctx), desc=f"evaluate {kind} smoothed (detector)",
+            **kw)["sigma"][key]
+    return out
 
 
 def _records(run_dir, key):

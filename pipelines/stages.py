@@ -44,7 +44,7 @@ from facesegment import evaluation
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
-from . import backend, cascades, prior, report, selection
+from . import backend, cascades, prior, report, selection, smoothing
 from .config import KINDS, run_name
 from .stamps import ByContent, fingerprint
 
@@ -288,7 +288,7 @@ def _train_config(kind):
                                                              "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
                 "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"],
-                "position": c["position"], "layout": LAYOUT}
+                "position": c["position"], "smoothing": c["smoothing"], "layout": LAYOUT}
     return config
 
 
@@ -434,6 +434,7 @@ def _evaluate(kind):
                                   fft_levels=ev["fft_levels"], beta=0.0,
                                   desc=f"evaluate {kind}")
         res["with_prior"] = prior.score_with_prior(ctx, kind, model)
+        res["smoothed"] = smoothing.test_scores(ctx, kind, model)
         res["detector"] = prior.detector_scores(ctx, kind, model, alpha)
         res.update({"kind": kind, "alpha": alpha,
                     "model": os.path.relpath(ctx.model_dir(kind, n), ctx.root),

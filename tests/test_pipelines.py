@@ -577,6 +577,20 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
     assert (rdir / "figures" / "confusion_ac-axis_axis.png").is_file()
+    # [smoothing]: sigma chosen on validation for every non-oblique model, scored on test
+    for kind in ("axis", "ac-axis_axis"):
+        m = backend.load_model(tmp_path / "models" / "faces-smoke" / f"{kind}-4")
+        sel = m.metrics["sigma_selection"]
+        assert sel["n_images"] == 2 and set(sel["validation_jaccard"]) == {"0.0", "1.0", "2.0"}
+        table = sel["validation_jaccard"]
+        assert table[repr(m.metrics["sigma"])] == max(table.values())
+        e = json.loads((rdir / f"eval-{kind}.json").read_text())
+        if m.metrics["sigma"] > 0:
+            assert e["smoothed"]["sigma"] == m.metrics["sigma"] and e["smoothed"]["detector"]
+            assert f"smoothed (σ = {m.metrics['sigma']:g})" in results
+        else:
+            assert e["smoothed"] is None
+    assert "sigma" not in best.metrics     # CO2: skipped ([smoothing] oblique = false)
     # the smoothing study on the finished run: sigma 0 is the evaluation's own score
     from pipelines import smoothing
 
