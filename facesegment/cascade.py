@@ -87,7 +87,7 @@ class Cascade:
         planes = None
         for stage in self.stages[:n - 1]:
             raw = predict_proba_raw(stage, image, mode="full", planes=planes)
-            planes = context_planes(raw, self.spec)
+            planes = context_planes(raw, self.spec, self.position)
         return planes
 
     def stage_model(self, k):
@@ -163,6 +163,9 @@ def load_cascade(path, verify=True):
             raise DataError(path / f"stage-{i}", f"has layout "
                             f"{None if st.layout is None else st.layout.describe()}, not the "
                             f"context layout of {want} channels", _FIX)
+    if spec.prior and stages[-1].position is None:
+        raise DataError(path / f"stage-{n}", "has no position prior, but the cascade's context "
+                        "reads one (context prior = true)", _FIX)
     return Cascade(stages, spec, doc.get("provenance"))
 
 

@@ -62,7 +62,7 @@ def _stage_model(est, kind, meta, stage, spec):
 
 
 def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
-                progress=True, provenance=None, first=None, fold_stages=None):
+                progress=True, provenance=None, first=None, fold_stages=None, prior=None):
     """Train a cascade on a windows set.
 
     Parameters
@@ -84,6 +84,9 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     fold_stages : list of callables ``seed -> unfitted estimator``, optional
         The fold forests of each stage but the last (default: ``stages``'
         makers), e.g. smaller forests: their maps only train the next stage.
+    prior : facesegment.position.PositionPrior, optional
+        The position prior whose planes the context holds when ``spec.prior``
+        (required then); the cascade's last stage carries it (``position``).
 
     Returns
     -------
@@ -93,6 +96,11 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     spec = spec or ContextSpec(n_classes=len(ws.meta.class_names))
     if len(stages) < 2:
         raise ValueError("stages must list at least 2 (kind, make_estimator) pairs")
+    if spec.prior and prior is None:
+        raise ValueError("spec.prior is set: give prior=, the PositionPrior whose planes the "
+                         "context holds")
+    planes_of = lambda maps, img: context_planes(  # noqa: E731
+        maps[int(img)].astype(np.float32) / 255.0, spec, prior)
     n = len(ws.y)
     fold = fold_of_images(ws.image_index, n_folds, seed)
     X1 = ws.X.reshape(n, -1)
@@ -113,9 +121,12 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
             break
         fold_make = fold_stages[s - 1] if fold_stages else make
         maps = _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, fold_make, s,
-                                 spec, oof[-1] if oof else None, seed, log, progress, times)
+                                 spec, oof[-1] if oof else None, seed, log, progress, times,
+                                 planes_of)
         oof.append(maps)
-        rows = np.concatenate([X1, _context_rows(ws, maps, spec, images)], axis=1)
+        rows = np.concatenate([X1, _context_rows(ws, maps, spec, images, planes_of)], axis=1)
+    if spec.prior:
+        models[-1].position = prior
     prov = dict(provenance or {})
     prov.update({"n_folds": n_folds, "fold_seed": seed, "n_windows": n,
                  "n_images": int(len(images)), "stage_kinds": [k for k, _ in stages]})
@@ -131,20 +142,20 @@ def _rows_of_images(image_index):
     return dict(zip(images.tolist(), np.split(order, starts[1:])))
 
 
-def _context_rows(ws, maps, spec, images):
+def _context_rows(ws, maps, spec, images, planes_of):
     """Context values at every window's centre from its image's (uint8) map."""
     out = np.empty((len(ws.y), spec.n_planes), np.uint8)
     rows = _rows_of_images(ws.image_index)
     for img in images:
         sel = rows[int(img)]
-        planes = context_planes(maps[int(img)].astype(np.float32) / 255.0, spec)
+        planes = planes_of(maps, img)
         c = ws.centers[sel]
         out[sel] = planes[c[:, 0], c[:, 1]]
     return out
 
 
 def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec, prev_maps,
-                      seed, log, progress, times):
+                      seed, log, progress, times, planes_of):
     """``{image: uint8 (H, W, C)}``: stage ``s``'s maps of every training image,
     each from the fold forest that did not see it."""
     from .dense import predict_proba_raw
@@ -162,10 +173,7 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
             model = _stage_model(est, kind, ws.meta, s, spec)
             for img in (i for i in images if img_fold[int(i)] == f):
                 image = load_image(ws.meta.sources[int(img)])
-                planes = None
-                if prev_maps is not None:
-                    planes = context_planes(prev_maps[int(img)].astype(np.float32) / 255.0,
-                                            spec)
+                planes = None if prev_maps is None else planes_of(prev_maps, img)
                 raw = predict_proba_raw(model, image, mode="full", planes=planes)
                 maps[int(img)] = np.clip(np.rint(raw * 255.0), 0, 255).astype(np.uint8)
                 bar.update(1)

@@ -15,7 +15,12 @@ A :class:`ContextSpec` says which values of the previous stage's maps ``P``
   pixel);
 * box averages of ``P`` over squares of side ``boxes`` centred on it;
 * optionally the pixel's position in the image (row and column scaled to
-  0..255: in an aligned crop, where the pixel is in the face).
+  0..255: in an aligned crop, where the pixel is in the face);
+* optionally (``prior``) the position prior's class frequencies at the pixel
+  (:mod:`facesegment.position`, resized to the image; x 255), so the stage
+  learns the layout together with the maps instead of having it multiplied in
+  afterwards.  The cascade then carries the prior (its last stage's
+  ``position``) and needs it at inference.
 
 :func:`context_planes` computes these ``n_planes`` planes for a whole image.
 A forest of the next stage is trained on rows ``[window features | context
@@ -49,6 +54,7 @@ class ContextSpec:
     radii: tuple = DEFAULT_RADII
     boxes: tuple = DEFAULT_BOXES
     position: bool = True
+    prior: bool = False
 
     def __post_init__(self):
         for name in ("n_classes", "directions"):
@@ -63,6 +69,7 @@ class ContextSpec:
                                  "(pixels)")
             object.__setattr__(self, name, tuple(int(v) for v in vals))
         object.__setattr__(self, "position", bool(self.position))
+        object.__setattr__(self, "prior", bool(self.prior))
 
     @property
     def offsets(self):
@@ -75,8 +82,8 @@ class ContextSpec:
     @property
     def n_planes(self):
         c = self.n_classes
-        return (c * (1 + self.directions * len(self.radii) + len(self.boxes))
-                + (2 if self.position else 0))
+        return (c * (1 + self.directions * len(self.radii) + len(self.boxes)
+                     + (1 if self.prior else 0)) + (2 if self.position else 0))
 
     def plane_names(self):
         c = range(self.n_classes)
@@ -84,24 +91,25 @@ class ContextSpec:
         dy, dx = self.offsets
         names += [f"p{k}@{y:+d},{x:+d}" for y, x in zip(dy, dx) for k in c]
         names += [f"box{b}:p{k}" for b in self.boxes for k in c]
-        return tuple(names + (["row", "col"] if self.position else []))
+        names += ["row", "col"] if self.position else []
+        return tuple(names + ([f"prior:p{k}" for k in c] if self.prior else []))
 
     def to_dict(self):
         return {"n_classes": self.n_classes, "directions": self.directions,
                 "radii": list(self.radii), "boxes": list(self.boxes),
-                "position": self.position}
+                "position": self.position, "prior": self.prior}
 
     @classmethod
     def from_dict(cls, d):
         return cls(int(d["n_classes"]), int(d["directions"]), tuple(d["radii"]),
-                   tuple(d["boxes"]), bool(d["position"]))
+                   tuple(d["boxes"]), bool(d["position"]), bool(d.get("prior", False)))
 
 
 def _as_u8(p):
     return np.clip(np.rint(np.asarray(p, np.float32) * 255.0), 0, 255).astype(np.uint8)
 
 
-def context_planes(proba, spec):
+def context_planes(proba, spec, prior=None):
     """The context planes of one image: uint8 ``(H, W, spec.n_planes)``.
 
     Parameters
@@ -111,12 +119,18 @@ def context_planes(proba, spec):
         ``C = spec.n_classes``; they are first rounded to uint8 (x 255) and
         every plane is computed from those values.
     spec : ContextSpec
+    prior : facesegment.position.PositionPrior
+        Needed when ``spec.prior`` (ignored otherwise).
     """
     import cv2
 
     proba = np.asarray(proba, np.float32)
     if proba.ndim != 3 or proba.shape[2] != spec.n_classes:
         raise ValueError(f"proba must be (H, W, {spec.n_classes}), got shape {proba.shape}")
+    if spec.prior and (prior is None or prior.n_classes != spec.n_classes):
+        raise ValueError("this context spec has position-prior planes (prior=True): give "
+                         f"prior=, a PositionPrior of {spec.n_classes} classes (the "
+                         "cascade's position prior)")
     h, w, c = proba.shape
     out = np.empty((h, w, spec.n_planes), np.uint8)
     q = _as_u8(proba)      # everything below is computed from the uint8 maps, so maps
@@ -132,7 +146,20 @@ def context_planes(proba, spec):
     if spec.position:
         out[..., k] = _as_u8((rows / max(h - 1, 1))[:, None] * np.ones((1, w)))
         out[..., k + 1] = _as_u8(np.ones((h, 1)) * (cols / max(w - 1, 1))[None, :])
+        k += 2
+    if spec.prior:
+        out[..., k:k + c] = prior_planes(prior, (h, w))
     return out
+
+
+def prior_planes(prior, shape):
+    """The position prior's class frequencies on an image of ``shape``, x 255:
+    uint8 (H, W, C) (resized as :func:`facesegment.position.position_factor`)."""
+    from .position import position_factor
+
+    freq = position_factor(prior, shape) * np.maximum(prior.class_prior, 1e-12).astype(
+        np.float32)
+    return _as_u8(freq / np.maximum(freq.sum(axis=-1, keepdims=True), 1e-12))
 
 
 def stage_features(windows, planes, centers):
@@ -196,6 +223,6 @@ def to_context_layout(model, image_layout, spec):
                    std=np.ones(lay.n_features, np.float32))
 
 
-__all__ = ["ContextSpec", "context_planes", "stage_features", "context_layout",
+__all__ = ["ContextSpec", "context_planes", "prior_planes", "stage_features", "context_layout",
            "feature_map", "to_context_layout", "DEFAULT_RADII", "DEFAULT_BOXES",
            "DEFAULT_DIRECTIONS"]

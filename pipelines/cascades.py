@@ -61,7 +61,8 @@ def check_chain(chain):
 def spec_of(cfg):
     c = cfg["cascade"]
     return ContextSpec(n_classes=8, directions=c["directions"], radii=tuple(c["radii"]),
-                       boxes=tuple(c["boxes"]), position=c["position"])
+                       boxes=tuple(c["boxes"]), position=c["position"],
+                       prior=c["prior_planes"] and cfg["position"]["enabled"])
 
 
 def train_config(name, kinds):
@@ -114,9 +115,11 @@ def train(name, kinds):
                                                     ctx.scheduler)
 
         first = backend.load_model(ctx.model_dir(kinds[0], n))
+        spec = spec_of(cfg)
         cascade = fit_cascade(
             ws, lambda src: read_image(by_name[src].image), [(k, maker(k, n)) for k in kinds],
-            spec_of(cfg), n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
+            spec, n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
+            prior=prior.load_prior(prior.prior_path(ctx)) if spec.prior else None,
             first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"])
                                       for k in kinds[:-1]],
             provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(

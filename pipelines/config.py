@@ -206,6 +206,7 @@ SCHEMA = {
         "radii": _list(_int(1)),
         "boxes": _list(_int(1)),
         "position": _bool,
+        "prior_planes": _bool,
     },
     "figures": {
         "enabled": _bool,

@@ -192,3 +192,33 @@ def test_cascade_folder_errors_name_the_file(tmp_path, data):
         with pytest.raises(DataError) as err:
             load_cascade(path)
         assert words in str(err.value) and "train the cascade again" in str(err.value)
+
+
+def test_cascade_with_prior_planes_carries_its_prior(data, tmp_path):
+    """Context with the position prior's planes: the prior is required to train, the
+    cascade's last stage carries it, inference reads it, save/load keeps it."""
+    from dataclasses import replace
+
+    from facesegment.errors import DataError
+    from facesegment.position import fit_position_prior
+
+    images, labels, ws = data
+    spec = replace(SPEC, prior=True)
+    prior = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
+    make = lambda name: images[int(name[1:])]  # noqa: E731
+    with pytest.raises(ValueError, match="give prior="):
+        fit_cascade(ws, make, stages(), spec, n_folds=4, log=lambda m: None, progress=False)
+    cascade = fit_cascade(ws, make, stages(), spec, n_folds=4, seed=0, log=lambda m: None,
+                          progress=False, prior=prior)
+    assert cascade.position is prior and cascade.final.layout.channels == 3 + spec.n_planes
+    raw1 = predict_proba_raw(cascade.stages[0], images[0], mode="full")
+    by_hand = predict_proba_raw(cascade.final, images[0], mode="full",
+                                planes=context_planes(raw1, spec, prior))
+    np.testing.assert_array_equal(predict_proba_raw(cascade, images[0], mode="full"), by_hand)
+    back = load_model(save_cascade(cascade, tmp_path / "c"))
+    assert back.spec.prior and back.position is not None
+    np.testing.assert_array_equal(predict_proba_raw(back, images[0], mode="full"), by_hand)
+    back.final.position = None
+    path = save_cascade(back, tmp_path / "c")
+    with pytest.raises(DataError, match="has no position prior"):
+        load_cascade(path)

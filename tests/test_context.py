@@ -18,7 +18,7 @@ def random_proba(h, w, c, seed):
     return p / p.sum(-1, keepdims=True)
 
 
-def naive_planes(proba, spec):
+def naive_planes(proba, spec, prior=None):
     """Per pixel, in the order of ContextSpec.plane_names."""
     import cv2
 
@@ -37,8 +37,30 @@ def naive_planes(proba, spec):
                 vals += list(np.clip(np.rint(bx[y, x] * 255), 0, 255))
             if spec.position:
                 vals += [round(255 * y / (h - 1)), round(255 * x / (w - 1))]
+            if spec.prior:   # class frequencies at the pixel (the prior's grid = the image's)
+                f = prior.freq[y, x].astype(np.float64)
+                vals += list(np.clip(np.rint(255 * f / f.sum()), 0, 255))
             out[y, x] = vals
     return out
+
+
+def test_prior_planes_are_the_position_priors_frequencies():
+    from facesegment.position import fit_position_prior
+
+    rng = np.random.default_rng(3)
+    labels = [rng.integers(0, 3, (9, 11)).astype(np.uint8) for _ in range(4)]
+    prior = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
+    spec = ContextSpec(n_classes=3, directions=4, radii=(2,), boxes=(3,), prior=True)
+    assert spec.n_planes == 3 * (1 + 4 + 1 + 1) + 2
+    assert spec.plane_names()[-3:] == ("prior:p0", "prior:p1", "prior:p2")
+    proba = random_proba(9, 11, 3, 4)
+    planes = context_planes(proba, spec, prior)
+    np.testing.assert_allclose(planes, naive_planes(proba, spec, prior), atol=1)
+    assert ContextSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "prior"}   # older cascade files
+    assert ContextSpec.from_dict(old).prior is False
+    with pytest.raises(ValueError, match="give prior="):
+        context_planes(proba, spec)
 
 
 def test_planes_equal_naive_reference():

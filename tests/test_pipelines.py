@@ -573,6 +573,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
 
     casc = backend.load_model(tmp_path / "models" / "faces-smoke" / "ac-axis_axis-4")
     assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
+    assert casc.spec.prior and casc.position is not None     # [cascade] prior_planes
     ac = json.loads((rdir / "eval-ac-axis_axis.json").read_text())
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
