@@ -111,7 +111,7 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
     """
     labels = labels or {}
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4 + 0.2 * -(-len(tree_curves) // 3)))
     for kind, (x, y) in tree_curves.items():
         a1.plot(x, y, marker="o", ms=3, label=labels.get(kind, kind))
     a1.set_xlabel("number of trees")
@@ -125,7 +125,11 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
                  else f"Jaccard vs depth ({depth_trees})")
     for ax in (a1, a2):
         ax.grid(alpha=0.3)
-        ax.legend()
+    # one legend below both panels (with 9+ curves, one inside a panel hid them)
+    handles, names = a1.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(3, max(1, len(names))),
+               fontsize=8, frameon=False)
+    fig.subplots_adjust(bottom=0.12 + 0.045 * -(-len(names) // 3), wspace=0.2)
     return save_figure(fig, path)
 
 
