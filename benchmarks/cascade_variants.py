@@ -88,9 +88,11 @@ class Variant:
     prior_context: bool = False    # D: context from forest x prior maps
     q: str = None                  # stage >= 2 features per node (None: chosen.json)
     seed_shift: int = 0            # added to the context stages' forest seeds
+    fold_trees: int = None         # trees of the fold forests (None: the run's, 8)
 
     def key(self):
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"
+                and not (f.name == "fold_trees" and self.fold_trees is None)}
 
 
 VARIANTS = {v.name: v for v in [
@@ -105,6 +107,9 @@ VARIANTS = {v.name: v for v in [
     Variant("Q7", "A with q = p^0.7", q="p^0.7"),
     Variant("A1", "A, stage-2 seed + 1", seed_shift=1),
     Variant("A2", "A, stage-2 seed + 2", seed_shift=2),
+    Variant("DQ7", "D with q = p^0.7", prior_context=True, q="p^0.7"),
+    Variant("F32", "A with 32-tree fold forests", fold_trees=32),
+    Variant("DF32", "D with 32-tree fold forests", prior_context=True, fold_trees=32),
 ]}
 
 
@@ -167,6 +172,7 @@ class Setup:
         m = self.first.metrics
         self.d_alpha, self.d_beta = float(m["alpha"]), float(m["beta"])
         self._prior_u8 = {}
+        self.maps1 = {}    # fold trees -> stage-1 out-of-fold maps (stage1_maps)
 
     def load_image(self, src):
         from facesegment.imageio import read_image
@@ -314,10 +320,19 @@ def est_kind(stage):
     return "two-probe" if stage == 1 else "axis"
 
 
-def stage1_maps(setup):
-    """The run's stage-1 out-of-fold maps (shared by every variant)."""
-    make = setup.maker("two-probe", setup.fold_trees)
-    return oof_maps(setup, VARIANTS["A"], 1, setup.X1, make, None, CACHE / "oof-stage1")
+def fold_trees(setup, v):
+    return v.fold_trees or setup.fold_trees
+
+
+def stage1_maps(setup, v):
+    """Stage 1's out-of-fold maps (shared by the variants with the same fold forests)."""
+    n, memo = fold_trees(setup, v), setup.maps1
+    if n not in memo:
+        memo.clear()   # one set in memory at a time
+        make = setup.maker("two-probe", n)
+        folder = CACHE / ("oof-stage1" if n == setup.fold_trees else f"oof-stage1-t{n}")
+        memo[n] = oof_maps(setup, VARIANTS["A"], 1, setup.X1, make, None, folder)
+    return memo[n]
 
 
 # ------------------------------------------------------------------- fitting
@@ -337,7 +352,7 @@ def fit_variant(setup, v, maps1):
         if s < v.n_stages:
             folder = CACHE / f"oof-stage{s}-{v.name}"
             _check_cache_key(folder, v)
-            prev = oof_maps(setup, v, s, rows, setup.maker("axis", setup.fold_trees, v.q),
+            prev = oof_maps(setup, v, s, rows, setup.maker("axis", fold_trees(setup, v), v.q),
                             prev, folder)
         del rows
     return VariantCascade(stages, spec, setup, v), seconds
@@ -480,10 +495,9 @@ def run_all(names, args):
     if not todo:
         return
     setup = Setup(args.val_images)
-    maps1 = stage1_maps(setup)
     with Progress(len(todo), "variants", "variants", log_interval=0) as bar:
         for n in todo:
-            res = run_variant(setup, VARIANTS[n], maps1)
+            res = run_variant(setup, VARIANTS[n], stage1_maps(setup, VARIANTS[n]))
             variant_path(n).write_text(json.dumps(res, indent=1, sort_keys=True))
             write_reports()
             bar.update(1, n)

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from .atomic import write_json_atomic
-from .context import ContextSpec, context_planes
+from .context import ContextSpec, as_u8, context_maps, context_planes
 from .errors import DataError
 
 CASCADE_FORMAT = "facesegment-cascade"
@@ -85,9 +85,11 @@ class Cascade:
 
         n = len(self.stages) if n_stages is None else int(n_stages)
         planes = None
-        for stage in self.stages[:n - 1]:
+        for k, stage in enumerate(self.stages[:n - 1], 1):
             raw = predict_proba_raw(stage, image, mode="full", planes=planes)
-            planes = context_planes(raw, self.spec, self.position)
+            maps = context_maps(as_u8(raw), self.spec, k, stage.sampling_factors,
+                                self.position)
+            planes = context_planes(maps, self.spec, self.position)
         return planes
 
     def stage_model(self, k):
@@ -163,9 +165,9 @@ def load_cascade(path, verify=True):
             raise DataError(path / f"stage-{i}", f"has layout "
                             f"{None if st.layout is None else st.layout.describe()}, not the "
                             f"context layout of {want} channels", _FIX)
-    if spec.prior and stages[-1].position is None:
+    if spec.needs_prior and stages[-1].position is None:
         raise DataError(path / f"stage-{n}", "has no position prior, but the cascade's context "
-                        "reads one (context prior = true)", _FIX)
+                        "reads one (its prior planes or stage 1's decision maps)", _FIX)
     return Cascade(stages, spec, doc.get("provenance"))
 
 

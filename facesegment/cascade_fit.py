@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from .cascade import Cascade
-from .context import ContextSpec, context_planes, to_context_layout
+from .context import ContextSpec, as_u8, context_maps, context_planes, to_context_layout
 from .progress import Progress
 
 
@@ -96,11 +96,18 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     spec = spec or ContextSpec(n_classes=len(ws.meta.class_names))
     if len(stages) < 2:
         raise ValueError("stages must list at least 2 (kind, make_estimator) pairs")
-    if spec.prior and prior is None:
-        raise ValueError("spec.prior is set: give prior=, the PositionPrior whose planes the "
-                         "context holds")
-    planes_of = lambda maps, img: context_planes(  # noqa: E731
-        maps[int(img)].astype(np.float32) / 255.0, spec, prior)
+    if spec.needs_prior and prior is None:
+        raise ValueError("the context spec reads the position prior (prior planes or stage "
+                         "1's decision maps): give prior=, the run's PositionPrior")
+    if first is not None and not np.array_equal(np.asarray(first.sampling_factors),
+                                                np.asarray(ws.meta.sampling_factors)):
+        raise ValueError("first= was not trained on these windows (its sampling factors "
+                         "differ from ws.meta's): give the stage-1 model of this windows file")
+
+    def planes_of(maps, img, stage):   # stage `stage`'s uint8 maps -> the next one's planes
+        return context_planes(context_maps(maps[int(img)], spec, stage,
+                                           ws.meta.sampling_factors, prior), spec, prior)
+
     n = len(ws.y)
     fold = fold_of_images(ws.image_index, n_folds, seed)
     X1 = ws.X.reshape(n, -1)
@@ -124,8 +131,9 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
                                  spec, oof[-1] if oof else None, seed, log, progress, times,
                                  planes_of)
         oof.append(maps)
-        rows = np.concatenate([X1, _context_rows(ws, maps, spec, images, planes_of)], axis=1)
-    if spec.prior:
+        rows = np.concatenate([X1, _context_rows(ws, maps, spec, images, planes_of, s)],
+                              axis=1)
+    if spec.needs_prior:
         models[-1].position = prior
     prov = dict(provenance or {})
     prov.update({"n_folds": n_folds, "fold_seed": seed, "n_windows": n,
@@ -142,13 +150,13 @@ def _rows_of_images(image_index):
     return dict(zip(images.tolist(), np.split(order, starts[1:])))
 
 
-def _context_rows(ws, maps, spec, images, planes_of):
+def _context_rows(ws, maps, spec, images, planes_of, stage):
     """Context values at every window's centre from its image's (uint8) map."""
     out = np.empty((len(ws.y), spec.n_planes), np.uint8)
     rows = _rows_of_images(ws.image_index)
     for img in images:
         sel = rows[int(img)]
-        planes = planes_of(maps, img)
+        planes = planes_of(maps, img, stage)
         c = ws.centers[sel]
         out[sel] = planes[c[:, 0], c[:, 1]]
     return out
@@ -173,9 +181,9 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
             model = _stage_model(est, kind, ws.meta, s, spec)
             for img in (i for i in images if img_fold[int(i)] == f):
                 image = load_image(ws.meta.sources[int(img)])
-                planes = None if prev_maps is None else planes_of(prev_maps, img)
+                planes = None if prev_maps is None else planes_of(prev_maps, img, s - 1)
                 raw = predict_proba_raw(model, image, mode="full", planes=planes)
-                maps[int(img)] = np.clip(np.rint(raw * 255.0), 0, 255).astype(np.uint8)
+                maps[int(img)] = as_u8(raw)
                 bar.update(1)
     times[f"stage{s}_out_of_fold"] = time.perf_counter() - t0
     log(f"cascade: stage {s} out-of-fold maps of {len(images)} images with {n_folds} fold "

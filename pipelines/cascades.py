@@ -58,11 +58,18 @@ def check_chain(chain):
     return None
 
 
-def spec_of(cfg):
+def spec_of(cfg, first=None):
+    """The context spec of the config; with ``stage1_maps = "decisions"``, stage 1's
+    maps are reweighted with the alpha and beta chosen for ``first`` (its model)."""
+    from facesegment.dense import default_alpha, default_beta
+
     c = cfg["cascade"]
+    decisions = c["stage1_maps"] == "decisions" and first is not None
     return ContextSpec(n_classes=8, directions=c["directions"], radii=tuple(c["radii"]),
                        boxes=tuple(c["boxes"]), position=c["position"],
-                       prior=c["prior_planes"] and cfg["position"]["enabled"])
+                       prior=c["prior_planes"] and cfg["position"]["enabled"],
+                       stage1_alpha=default_alpha(first) if decisions else None,
+                       stage1_beta=default_beta(first) if decisions else 0.0)
 
 
 def train_config(name, kinds):
@@ -115,11 +122,11 @@ def train(name, kinds):
                                                     ctx.scheduler)
 
         first = backend.load_model(ctx.model_dir(kinds[0], n))
-        spec = spec_of(cfg)
+        spec = spec_of(cfg, first)
         cascade = fit_cascade(
             ws, lambda src: read_image(by_name[src].image), [(k, maker(k, n)) for k in kinds],
             spec, n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
-            prior=prior.load_prior(prior.prior_path(ctx)) if spec.prior else None,
+            prior=prior.load_prior(prior.prior_path(ctx)) if spec.needs_prior else None,
             first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"])
                                       for k in kinds[:-1]],
             provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(
@@ -135,8 +142,8 @@ def train(name, kinds):
         a = cascade.final.arrays
         summary = {"kind": name, "stage_kinds": kinds, "n_trees": n,
                    "fold_trees": cfg["cascade"]["fold_trees"],
-                   "n_folds": cfg["cascade"]["n_folds"], "context": spec_of(cfg).to_dict(),
-                   "n_context_planes": spec_of(cfg).n_planes,
+                   "n_folds": cfg["cascade"]["n_folds"], "context": spec.to_dict(),
+                   "n_context_planes": spec.n_planes,
                    "model_bytes": {str(n): _bytes(path)}, "n_nodes": a.n_nodes,
                    "n_oblique": 0, "max_depth_reached": int(a.depth.max()),
                    "n_windows": int(len(ws.y)), **alphas}

@@ -207,6 +207,7 @@ SCHEMA = {
         "boxes": _list(_int(1)),
         "position": _bool,
         "prior_planes": _bool,
+        "stage1_maps": _str(("decisions", "raw")),
     },
     "figures": {
         "enabled": _bool,

@@ -8,7 +8,7 @@ import pytest
 
 from facesegment.cascade import Cascade, load_cascade, save_cascade
 from facesegment.cascade_fit import fit_cascade, fold_of_images
-from facesegment.context import ContextSpec, context_planes
+from facesegment.context import ContextSpec, as_u8, context_maps, context_planes
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
 from facesegment.inference import confusion_sweep, predict_image, predict_proba_raw
 from facesegment.layout import WindowLayout
@@ -195,7 +195,7 @@ def test_cascade_folder_errors_name_the_file(tmp_path, data):
 
 
 def test_cascade_with_prior_planes_carries_its_prior(data, tmp_path):
-    """Context with the position prior's planes: the prior is required to train, the
+    """Context with the position prior's planes and stage 1's decision maps: the prior is required to train, the
     cascade's last stage carries it, inference reads it, save/load keeps it."""
     from dataclasses import replace
 
@@ -203,7 +203,7 @@ def test_cascade_with_prior_planes_carries_its_prior(data, tmp_path):
     from facesegment.position import fit_position_prior
 
     images, labels, ws = data
-    spec = replace(SPEC, prior=True)
+    spec = replace(SPEC, prior=True, stage1_alpha=0.5, stage1_beta=1.0)
     prior = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
     make = lambda name: images[int(name[1:])]  # noqa: E731
     with pytest.raises(ValueError, match="give prior="):
@@ -212,8 +212,9 @@ def test_cascade_with_prior_planes_carries_its_prior(data, tmp_path):
                           progress=False, prior=prior)
     assert cascade.position is prior and cascade.final.layout.channels == 3 + spec.n_planes
     raw1 = predict_proba_raw(cascade.stages[0], images[0], mode="full")
+    maps = context_maps(as_u8(raw1), spec, 1, cascade.stages[0].sampling_factors, prior)
     by_hand = predict_proba_raw(cascade.final, images[0], mode="full",
-                                planes=context_planes(raw1, spec, prior))
+                                planes=context_planes(maps, spec, prior))
     np.testing.assert_array_equal(predict_proba_raw(cascade, images[0], mode="full"), by_hand)
     back = load_model(save_cascade(cascade, tmp_path / "c"))
     assert back.spec.prior and back.position is not None

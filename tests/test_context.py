@@ -134,3 +134,34 @@ def test_feature_map_and_refusals():
         to_context_layout(Model.from_estimator(
             AxisAlignedForest(n_estimators=1, random_state=0).fit(X[:, :9], y), layout=None),
             lay, spec)
+
+
+def test_stage1_decision_maps_are_the_reweighted_prior_products():
+    """stage1_alpha/beta: stage 1's maps enter the context as p s^-a (pos/pi)^b, renormalised,
+    computed from the uint8 maps; other stages' maps (and alpha None) stay raw."""
+    from facesegment.context import as_u8, context_maps
+    from facesegment.position import fit_position_prior, position_factor
+
+    rng = np.random.default_rng(5)
+    prior = fit_position_prior([rng.integers(0, 3, (7, 8)).astype(np.uint8) for _ in range(3)],
+                               3, sigma=1.0, pseudo=0.5)
+    s = np.array([0.5, 2.0, 4.0])
+    q = as_u8(random_proba(7, 8, 3, 6))
+    spec = ContextSpec(n_classes=3, stage1_alpha=0.5, stage1_beta=0.75)
+    got = context_maps(q, spec, 1, s, prior)
+    want = q / 255.0 * s ** -0.5 * position_factor(prior, (7, 8)).astype(np.float64) ** 0.75
+    np.testing.assert_allclose(got, want / want.sum(-1, keepdims=True), atol=1e-6)
+    np.testing.assert_array_equal(context_maps(q, spec, 2, s, prior), q / np.float32(255))
+    raw = ContextSpec(n_classes=3)
+    np.testing.assert_array_equal(context_maps(q, raw, 1, s), q / np.float32(255))
+    # raw maps give the planes of the float probabilities they were rounded from
+    p = random_proba(7, 8, 3, 7)
+    np.testing.assert_array_equal(context_planes(context_maps(as_u8(p), raw, 1, s), raw),
+                                  context_planes(p, raw))
+    with pytest.raises(ValueError, match="give prior="):
+        context_maps(q, spec, 1, s)
+    with pytest.raises(ValueError, match="stage1_beta needs stage1_alpha"):
+        ContextSpec(stage1_beta=0.5)
+    with pytest.raises(ValueError, match="stage1_alpha"):
+        ContextSpec(stage1_alpha=-1)
+    assert ContextSpec.from_dict(spec.to_dict()) == spec and spec.needs_prior

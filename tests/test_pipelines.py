@@ -574,6 +574,9 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     casc = backend.load_model(tmp_path / "models" / "faces-smoke" / "ac-axis_axis-4")
     assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
     assert casc.spec.prior and casc.position is not None     # [cascade] prior_planes
+    stage1 = backend.load_model(tmp_path / "models" / "faces-smoke" / "axis-4")
+    assert casc.spec.stage1_alpha == stage1.metrics["alpha"]    # stage1_maps = "decisions"
+    assert casc.spec.stage1_beta == stage1.metrics["beta"]
     ac = json.loads((rdir / "eval-ac-axis_axis.json").read_text())
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
