@@ -153,20 +153,31 @@ def context_maps(q, spec, stage, sampling_factors, prior=None):
     if stage != 1 or spec.stage1_alpha is None:
         return p
     from .dense.reweight import class_scale
-    from .position import position_scales
 
-    h, w, c = p.shape
     scale = class_scale(np.asarray(sampling_factors, np.float64), spec.stage1_alpha)
+    scale = (scale / scale.max()).astype(np.float32)   # renormalised below: any common factor
     if spec.stage1_beta:
         if prior is None:
             raise ValueError("this context spec reweights stage 1's maps with the position "
                              "prior (stage1_beta > 0): give prior=")
-        ys, xs = np.divmod(np.arange(h * w), w)
-        scale = position_scales(prior, (h, w), ys, xs, scale, spec.stage1_beta)
-    out = p.reshape(-1, c).astype(np.float64) * scale
-    total = out.sum(axis=1, keepdims=True)
-    out = np.where(total > 0, out / np.where(total > 0, total, 1.0), 0.0)
-    return out.astype(np.float32).reshape(h, w, c)
+        scale = _position_power(prior, p.shape[:2], spec.stage1_beta) * scale
+    out = p * scale
+    total = out.sum(axis=-1, keepdims=True)
+    return np.where(total > 0, out / np.where(total > 0, total, 1), 0).astype(np.float32)
+
+
+def _position_power(prior, shape, beta):
+    """``(pos/pi)**beta`` on an image of ``shape``, float32 (H, W, C), scaled to a
+    maximum of 1 per pixel (cached per prior, shape and beta: the same for every crop)."""
+    from .dense._packing import cached
+    from .position import position_factor
+
+    def build():
+        f = position_factor(prior, shape).astype(np.float64) ** float(beta)
+        return (f / np.maximum(f.max(axis=-1, keepdims=True), 1e-300)).astype(np.float32)
+
+    return cached("position-power", prior.freq, (tuple(int(v) for v in shape), float(beta)),
+                  build)
 
 
 def context_planes(proba, spec, prior=None):
@@ -215,11 +226,15 @@ def context_planes(proba, spec, prior=None):
 def prior_planes(prior, shape):
     """The position prior's class frequencies on an image of ``shape``, x 255:
     uint8 (H, W, C) (resized as :func:`facesegment.position.position_factor`)."""
+    from .dense._packing import cached
     from .position import position_factor
 
-    freq = position_factor(prior, shape) * np.maximum(prior.class_prior, 1e-12).astype(
-        np.float32)
-    return _as_u8(freq / np.maximum(freq.sum(axis=-1, keepdims=True), 1e-12))
+    def build():
+        freq = position_factor(prior, shape) * np.maximum(prior.class_prior, 1e-12).astype(
+            np.float32)
+        return _as_u8(freq / np.maximum(freq.sum(axis=-1, keepdims=True), 1e-12))
+
+    return cached("prior-planes", prior.freq, tuple(int(v) for v in shape), build)
 
 
 def stage_features(windows, planes, centers):
