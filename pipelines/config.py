@@ -195,7 +195,7 @@ SCHEMA = {
     },
     "smoothing": {
         "sigmas": _list(_num(0.0, 50.0)),
-        "oblique": _bool,
+        "models": _str(("cascades", "non-oblique", "all")),
     },
     "cascade": {
         "enabled": _bool,

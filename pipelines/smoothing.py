@@ -4,9 +4,10 @@ In the pipeline (``[smoothing]`` of the config): the train stage chooses each
 model's ``sigma`` on the validation images with its chosen alpha and beta
 (:func:`choose_sigma`; 0, no smoothing, always competes) and stores it in the
 model folder (``metrics["sigma"]``, used by ``segment``); the evaluate stage
-scores the test faces with it (:func:`test_scores`), on both protocols.  Models
-with oblique (CO2) nodes are skipped unless ``oblique = true``: their full
-maps of the 250 test faces cost ~11 minutes per model (2.6 s per face).
+scores the test faces with it (:func:`test_scores`), on both protocols.
+``models``: "cascades" (the default: the models `segment` is pointed at),
+"non-oblique" (the single forests too, but not CO2: full maps of the 250 test
+faces cost ~11 minutes per CO2 model, 2.6 s per face) or "all".
 
 The study below (``python -m pipelines.smoothing``) scores every sigma on the
 test faces too, for the ablation.
@@ -34,14 +35,22 @@ from facesegment.forest._arrays import n_sparse
 from . import backend
 
 
+def for_forests(cfg):
+    """Does ``[smoothing]`` choose a sigma for the single forests too (not only the
+    cascades)?  Their train stages' configuration includes it only then."""
+    sm = cfg.get("smoothing") or {}
+    return bool(sm.get("sigmas")) and sm.get("models") != "cascades"
+
+
 def applies(cfg, model):
     """Does the pipeline choose a sigma for ``model`` (``[smoothing]``)?"""
     sm = cfg.get("smoothing") or {}
-    if not sm.get("sigmas"):
+    stages = getattr(model, "stages", None)
+    if not sm.get("sigmas") or (stages is None and not for_forests(cfg)):
         return False
-    stages = getattr(model, "stages", [model])
-    oblique = any(st.arrays.weights.shape[0] > 0 or n_sparse(st.arrays) > 0 for st in stages)
-    return bool(sm.get("oblique")) or not oblique
+    oblique = any(st.arrays.weights.shape[0] > 0 or n_sparse(st.arrays) > 0
+                  for st in (stages or [model]))
+    return sm.get("models") == "all" or not oblique
 
 
 def choose_sigma(ctx, kind, model, val, alpha, beta):

@@ -288,7 +288,8 @@ def _train_config(kind):
                                                              "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
                 "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"],
-                "position": c["position"], "smoothing": c["smoothing"], "layout": LAYOUT}
+                "position": c["position"], "layout": LAYOUT,
+                **({"smoothing": c["smoothing"]} if smoothing.for_forests(c) else {})}
     return config
 
 

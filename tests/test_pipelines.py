@@ -581,8 +581,10 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
     assert (rdir / "figures" / "confusion_ac-axis_axis.png").is_file()
-    # [smoothing]: sigma chosen on validation for every non-oblique model, scored on test
-    for kind in ("axis", "ac-axis_axis"):
+    # [smoothing] (models = "cascades"): sigma chosen on validation, scored on test
+    assert "sigma" not in backend.load_model(tmp_path / "models" / "faces-smoke"
+                                             / "axis-4").metrics
+    for kind in ("ac-axis_axis",):
         m = backend.load_model(tmp_path / "models" / "faces-smoke" / f"{kind}-4")
         sel = m.metrics["sigma_selection"]
         assert sel["n_images"] == 2 and set(sel["validation_jaccard"]) == {"0.0", "1.0", "2.0"}
@@ -594,7 +596,6 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
             assert f"smoothed (σ = {m.metrics['sigma']:g})" in results
         else:
             assert e["smoothed"] is None
-    assert "sigma" not in best.metrics     # CO2: skipped ([smoothing] oblique = false)
     # the smoothing study on the finished run: sigma 0 is the evaluation's own score
     from pipelines import smoothing
 
@@ -850,3 +851,24 @@ def test_pipeline_sigterm_unwinds_like_ctrl_c():
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err
+
+
+def test_smoothing_covers_the_models_the_config_names():
+    """[smoothing] models: cascades only, non-oblique forests too, or all; [] sigmas: none;
+    the forests' train configuration names [smoothing] only when it covers them."""
+    from facesegment.cascade import Cascade
+    from facesegment.context import ContextSpec
+    from pipelines import smoothing
+    from tests.test_inference import random_model
+
+    axis = random_model(1, kind="axis", n_trees=1, max_depth=3, kinds=("axis",))
+    co2 = random_model(2, n_trees=1, max_depth=3, kinds=("oblique",))
+    casc = Cascade([axis, axis], ContextSpec())
+    table = {"cascades": (False, False, True), "non-oblique": (True, False, True),
+             "all": (True, True, True)}
+    for models, want in table.items():
+        cfg = {"smoothing": {"sigmas": [1.0], "models": models}}
+        assert tuple(smoothing.applies(cfg, m) for m in (axis, co2, casc)) == want
+        assert smoothing.for_forests(cfg) == (models != "cascades")
+    off = {"smoothing": {"sigmas": [], "models": "all"}}
+    assert not any(smoothing.applies(off, m) for m in (axis, co2, casc))
