@@ -151,8 +151,9 @@ def cut_task(item, margin, window=DEFAULT_LAYOUT.window, grey=False):
         centers[:, 0] = flat_pos // iw + margin
         centers[:, 1] = flat_pos % iw + margin
     windows = np.empty((k_total, window, window, image.shape[2]), np.uint8)
-    sums = np.zeros(windows[0].size, np.int64)
-    sumsq = np.zeros(windows[0].size, np.int64)
+    n_values = window * window * image.shape[2]   # an image may be allotted no window
+    sums = np.zeros(n_values, np.int64)
+    sumsq = np.zeros(n_values, np.int64)
     cut_windows_kernel(image, centers, window // 2, windows, sums, sumsq)
     labels = np.concatenate(labs) if labs else np.zeros(0, np.uint8)
     return windows, labels, centers, sums, sumsq

@@ -520,3 +520,16 @@ def test_real_faces300w_small_run(faces300w, tmp_path, monkeypatch, capsys):
     flat = ws.X.reshape(800, -1).astype(np.float64)
     np.testing.assert_allclose(ws.meta.mean, flat.mean(0), rtol=1e-6)
     np.testing.assert_allclose(ws.meta.std, flat.std(0), rtol=1e-5)
+
+
+def test_images_allotted_no_window_are_kept_out(tmp_path):
+    """Fewer windows than images (10,478 lfw-gray faces, 64,000 windows): some images get
+    none of a class, some none at all; extraction still writes every window asked for."""
+    root = _faces(tmp_path / "data", n=12)
+    out = tmp_path / "w.h5"
+    res = ex.extract_windows(find_faces(root), out, n_windows=8, seed=4, n_workers=2,
+                             progress=False, chunk_rows=4)
+    ws = read_windows(out)
+    assert res.n_images == 12 and len(ws.y) == 8
+    assert len(np.unique(ws.image_index)) < 12     # some images gave no window
+    np.testing.assert_array_equal(np.bincount(ws.y, minlength=8), np.ones(8))
