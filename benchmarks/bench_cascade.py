@@ -3,7 +3,8 @@
 For a cascade model of a finished run (default: the faces300w run's axis>axis
 cascade), times on the first N test faces (median of each, after one warm-up):
 stage 1 (``predict_proba_raw`` in "full" mode), the context planes
-(``context_planes``), the last stage on those planes, and the whole
+(``Cascade.context`` minus stage 1: for two stages, stage 1's maps as the
+context reads them and ``context_planes``), the last stage on those planes, and the whole
 ``predict_image``; beside them, the peer: the run's single forest of stage 1's
 kind (the same model as stage 1) through ``predict_image``.  Also reports
 which kernel family the last stage runs: the fast integer records on the
@@ -16,6 +17,7 @@ kernels otherwise.  Writes ``reports/bench/cascade-<model folder>.json``.
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.context import context_planes  # noqa: E402
 from facesegment.datasets import load_face  # noqa: E402
 from facesegment.dense import predict as dense  # noqa: E402
 from facesegment.model import load_model  # noqa: E402
@@ -58,11 +59,11 @@ def main(argv=None):
     images = [load_face(r)[0] for r in records_from_json(splits["test"][:args.images])]
     rows = {k: [] for k in ("stage1", "planes", "last_stage", "cascade", "peer_forest")}
     for img in images:
-        raw = dense.predict_proba_raw(first, img, mode="full")
-        planes = context_planes(raw, cascade.spec)
-        rows["stage1"].append(_median_ms(
-            lambda: dense.predict_proba_raw(first, img, mode="full"), args.reps))
-        rows["planes"].append(_median_ms(lambda: context_planes(raw, cascade.spec), args.reps))
+        planes = cascade.context(img)
+        stage1 = _median_ms(lambda: dense.predict_proba_raw(first, img, mode="full"),
+                            args.reps)
+        rows["stage1"].append(stage1)    # the context = the stages before the last + planes
+        rows["planes"].append(_median_ms(lambda: cascade.context(img), args.reps) - stage1)
         rows["last_stage"].append(_median_ms(
             lambda: dense.predict_proba_raw(last, img, mode="full", planes=planes), args.reps))
         rows["cascade"].append(_median_ms(
@@ -80,6 +81,7 @@ def main(argv=None):
                                  else "general"),
            "split_buffer_mb": round(prep.img.nbytes / 1e6, 1) if split else None,
            "ms_per_image": {k: round(float(np.median(v)), 1) for k, v in rows.items()}}
+    res["load_average"] = round(os.getloadavg()[0], 2)
     res["ratio_cascade_to_peer"] = round(res["ms_per_image"]["cascade"]
                                          / res["ms_per_image"]["peer_forest"], 2)
     out = args.out or ROOT / "reports" / "bench" / f"cascade-{Path(args.model).name}.json"

@@ -142,7 +142,6 @@ class Setup:
 
     def __init__(self, n_val):
         from pipelines import backend, stages
-        from pipelines.cascades import spec_of
         from pipelines.prior import load_prior
 
         self.cfg = json.loads((REPORTS / "config.json").read_text())
@@ -155,7 +154,7 @@ class Setup:
         self.test = rec["test"]
         self.first = backend.load_model(MODELS / f"two-probe-{N_TREES}")
         self.prior = load_prior(MODELS / "position-prior.npz")
-        self.spec = spec_of(self.cfg)
+        self.spec = run_spec(self.cfg["cascade"])
         self.windows = ROOT / "data" / "windows" / RUN / "train.h5"
         log(f"loading {self.windows.relative_to(ROOT)}")
         self.ws = backend.read_windows(self.windows)
@@ -198,6 +197,13 @@ class Setup:
             freq = position_factor(self.prior, shape) * pi
             self._prior_u8[shape] = _u8(freq / freq.sum(axis=-1, keepdims=True))
         return self._prior_u8[shape]
+
+
+def run_spec(c):
+    """The context spec the run's cascade was trained with (its config.json; raw maps,
+    no prior planes: this script adds those itself, see :func:`planes_for`)."""
+    return ContextSpec(n_classes=8, directions=c["directions"], radii=tuple(c["radii"]),
+                       boxes=tuple(c["boxes"]), position=c["position"])
 
 
 def _u8(p):

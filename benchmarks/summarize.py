@@ -5,7 +5,7 @@ Usage::
     python benchmarks/summarize.py            # prints Markdown, writes reports/bench/summary.md
 
 The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
-``bench_forests.py`` and ``bench_inference.py``; this script only reads them,
+``bench_forests.py``, ``bench_inference.py`` and ``bench_cascade.py``; this script only reads them,
 so every number it prints comes from one of those commands.
 """
 
@@ -105,6 +105,25 @@ def rows():
                                                 f"{inf.get('mode')}" if inf.get("models") else "")
                         + (" --skip-co2" if inf.get("models") and not any(
                             x["kind"] == "co2" for x in inf["results"]) else "")))
+    out += _cascade_rows()
+    return out
+
+
+def _cascade_rows():
+    """``bench_cascade.py``: a cascade per face, beside its stage-1 forest alone."""
+    out = []
+    for p in sorted(BENCH.glob("cascade-*.json")):
+        c = json.loads(p.read_text())
+        ms = c["ms_per_image"]
+        load = c.get("load_average")
+        out.append(("cascade inference",
+                    f"{' → '.join(c['stage_kinds'])}, 32 trees per stage, 250×250 image, full "
+                    f"mode ({c['model']})",
+                    f"{ms['cascade']:.0f} ms (stage 1 {ms['stage1']:.0f}, context planes "
+                    f"{ms['planes']:.0f}, last stage {ms['last_stage']:.0f}: "
+                    f"{c.get('last_stage_kernel', '?')}); {c['ratio_cascade_to_peer']:.1f}× its "
+                    "stage-1 forest alone" + (f" (load {load})" if load is not None else ""),
+                    "≤ 150 ms", f"bench_cascade.py --model {c['model']}"))
     return out
 
 
