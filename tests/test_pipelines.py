@@ -573,7 +573,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
 
     casc = backend.load_model(tmp_path / "models" / "faces-smoke" / "ac-axis_axis-4")
     assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
-    assert casc.spec.prior and casc.position is not None     # [cascade] prior_planes
+    assert not casc.spec.prior and casc.position is not None  # prior_planes off; beta > 0
     stage1 = backend.load_model(tmp_path / "models" / "faces-smoke" / "axis-4")
     assert casc.spec.stage1_alpha == stage1.metrics["alpha"]    # stage1_maps = "decisions"
     assert casc.spec.stage1_beta == stage1.metrics["beta"]
