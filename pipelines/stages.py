@@ -529,9 +529,12 @@ def build_stages(cfg=None):
                         + ([prior.prior_path(c)] if c.cfg["position"]["enabled"] else []),
                         _train(k), ("select", "prior")))
     for name, kinds in chains:
-        st.append(Stage(f"train:{name}", cascades.train_config(name, kinds),
-                        cascades.train_inputs(kinds), cascades.train(name, kinds),
-                        ("select", "prior", f"train:{kinds[0]}")))
+        longer = cascades.longer_chain(kinds, chains)   # derived from its first stages
+        st.append(Stage(f"train:{name}", cascades.train_config(name, kinds, longer),
+                        cascades.train_inputs(kinds, longer),
+                        cascades.train(name, kinds, longer),
+                        ("select", "prior", f"train:{kinds[0]}")
+                        + ((f"train:{longer}",) if longer else ())))
     for k in methods:
         st.append(Stage(f"evaluate:{k}", _eval_config(k),
                         lambda c, k=k: [c.model_dir(k, c.cfg["forest"]["n_trees"]),

@@ -872,3 +872,31 @@ def test_smoothing_covers_the_models_the_config_names():
         assert smoothing.for_forests(cfg) == (models != "cascades")
     off = {"smoothing": {"sigmas": [], "models": "all"}}
     assert not any(smoothing.applies(off, m) for m in (axis, co2, casc))
+
+
+def test_a_chain_that_starts_a_longer_one_is_its_first_stages(tmp_path, monkeypatch, capsys):
+    """chains ["axis>axis", "axis>axis>axis"]: the 2-stage cascade is not fitted again but
+    taken from the 3-stage one (the same stages fit_cascade would train), with its own
+    alpha/beta/sigma; both are evaluated."""
+    text = CONFIG.read_text().replace(
+        'cascade = { chains = ["axis>axis"],', 'cascade = { chains = ["axis>axis", "axis>axis>axis"],')
+    assert '"axis>axis>axis"' in text
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(text)
+    data = make_dataset(tmp_path / "faces")
+    monkeypatch.chdir(tmp_path)
+    argv = ["--config", str(cfg), "--preset", "smoke", "--data", str(data), "--workers", "2",
+            "evaluate"]
+    assert run.main(argv) == 0
+    err = capsys.readouterr().err
+    assert err.index("[train:ac-axis_axis_axis] running") < err.index("[train:ac-axis_axis] running")
+    models = tmp_path / "models" / "faces-smoke"
+    two, three = (backend.load_model(models / f"{n}-4") for n in ("ac-axis_axis", "ac-axis_axis_axis"))
+    assert len(two.stages) == 2 and len(three.stages) == 3
+    for a, b in zip(two.stages, three.stages[:2]):
+        for field in ("left", "feature", "threshold", "value"):
+            np.testing.assert_array_equal(getattr(a.arrays, field), getattr(b.arrays, field))
+    rdir = tmp_path / "reports" / "runs" / "faces-smoke"
+    assert json.loads((rdir / "train-ac-axis_axis.json").read_text())["alpha"] == two.metrics["alpha"]
+    assert two.provenance["first_stages_of"] == "ac-axis_axis_axis"
+    assert (rdir / "eval-ac-axis_axis.json").is_file() and (rdir / "eval-ac-axis_axis_axis.json").is_file()
