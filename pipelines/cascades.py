@@ -150,19 +150,28 @@ def _fit(ctx, kinds):
     ws = ctx.windows_set()
     by_name = {r.name: r for r in ctx.splits()["train"]}
 
-    def maker(kind, trees):
-        params = selection.estimator_params(cfg, kind, _setting(chosen[kind]))
+    first = backend.load_model(ctx.model_dir(kinds[0], n))
+    spec = spec_of(cfg, first)
+
+    def maker(kind, trees, context=True):
+        # a context stage's rows: the window's features plus the context values; its q
+        # ([cascade] q, else the one selection chose for the kind) is of all of them
+        setting = _setting(chosen[kind])
+        if context and cfg["cascade"].get("q"):
+            setting["q"] = cfg["cascade"]["q"]
+        params = selection.estimator_params(
+            cfg, kind, setting, ws.meta.layout.n_features + (spec.n_planes if context else 0))
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
         return lambda s: backend.make_estimator(kind, params, trees, s, ctx.workers,
                                                 ctx.scheduler)
 
-    first = backend.load_model(ctx.model_dir(kinds[0], n))
-    spec = spec_of(cfg, first)
     cascade = fit_cascade(
-        ws, lambda src: read_image(by_name[src].image), [(k, maker(k, n)) for k in kinds],
+        ws, lambda src: read_image(by_name[src].image),
+        [(k, maker(k, n, i > 0)) for i, k in enumerate(kinds)],
         spec, n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
         prior=prior.load_prior(prior.prior_path(ctx)) if spec.needs_prior else None,
-        first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"]) for k in kinds[:-1]],
+        first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"], i > 0)
+                                  for i, k in enumerate(kinds[:-1])],
         provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(
             ctx.model_dir(kinds[0], n))})
     return cascade, spec, int(len(ws.y))

@@ -208,6 +208,7 @@ SCHEMA = {
         "position": _bool,
         "prior_planes": _bool,
         "stage1_maps": _str(("decisions", "raw")),
+        "q": lambda v: None if v == "" else _q(v),
     },
     "figures": {
         "enabled": _bool,

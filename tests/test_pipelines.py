@@ -577,6 +577,9 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     stage1 = backend.load_model(tmp_path / "models" / "faces-smoke" / "axis-4")
     assert casc.spec.stage1_alpha == stage1.metrics["alpha"]    # stage1_maps = "decisions"
     assert casc.spec.stage1_beta == stage1.metrics["beta"]
+    from pipelines.config import q_features      # [cascade] q, of window + context values
+    n_ctx = casc.stages[0].layout.n_features + casc.spec.n_planes
+    assert casc.final.params["max_features"] == q_features("p^0.7", n_ctx)
     ac = json.loads((rdir / "eval-ac-axis_axis.json").read_text())
     assert set(ac["trees"]) == {"2", "4"} and ac["detector"]["trees"]
     assert "| Auto-context axis → axis |" in results
