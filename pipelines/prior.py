@@ -133,7 +133,8 @@ def choose_alphas(ctx, kind, model, alpha_sel):
     from .stages import _choose_alpha, _final_alpha_wanted, validation_records
 
     cfg = ctx.cfg
-    val = validation_records(ctx) if cfg["position"]["enabled"] else []
+    records = validation_records(ctx)
+    val = records if cfg["position"]["enabled"] else []
     if val and _final_alpha_wanted(cfg):
         pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
         final = pos.pop("final")
@@ -149,8 +150,7 @@ def choose_alphas(ctx, kind, model, alpha_sel):
             pos.pop("final")
             out |= pos
     # the maps' smoothing, at the (alpha, beta) segment will use
-    return out | choose_sigma(ctx, kind, model, validation_records(ctx), out["alpha"],
-                              out.get("beta", 0.0))
+    return out | choose_sigma(ctx, kind, model, records, out["alpha"], out.get("beta", 0.0))
 
 
 def choose_position(ctx, kind, model, val, alpha_grid):

@@ -223,3 +223,14 @@ def test_cascade_with_prior_planes_carries_its_prior(data, tmp_path):
     path = save_cascade(back, tmp_path / "c")
     with pytest.raises(DataError, match="has no position prior"):
         load_cascade(path)
+
+
+def test_a_first_stage_of_other_windows_is_refused(data):
+    """first= must be the stage-1 model of these windows (its sampling factors are the
+    ones stage 1's decision maps are reweighted with): one ValueError saying so."""
+    images, _, ws = data
+    first = fit(data).stages[0]
+    first.sampling_factors = np.asarray(first.sampling_factors) * 2
+    with pytest.raises(ValueError, match="first= was not trained on these windows"):
+        fit_cascade(ws, lambda n: images[int(n[1:])], stages(), SPEC, n_folds=4,
+                    log=lambda m: None, progress=False, first=first)

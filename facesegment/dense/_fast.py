@@ -12,7 +12,9 @@ node, built by :func:`facesegment.dense._packing.pack_fast`::
     bits 41-63  global index of the left child (the right child is left + 1)
 
 Mode 3 (wide offsets) is for forests of axis-aligned nodes only whose
-offsets do not fit 15 bits: bits 0-29 are then one 30-bit probe offset.  It
+offsets do not fit 15 bits: bits 0-29 are then one 30-bit probe offset (an
+axis-aligned record's probe-2 field is 0, so the kernels step modes 0 and 3
+alike).  It
 serves images too wide for 15 bits and the *split buffer* of auto-context
 stages (:func:`split_offsets`): the padded image followed by copies of the
 context planes laid out with the image's own strides, so a context value at
@@ -96,16 +98,9 @@ def _probe(w, shift):
 
 @njit(**INLINE)
 def _step1(img, b, rs, rec, p):
-    """Child of node ``p`` in a forest of axis-aligned nodes only."""
-    w = rec[p]
-    v = np.int32(img[b + _probe(w, 0)])
-    t = np.int32((w >> U(THR_SHIFT)) & U(0x3FF)) - 256
-    return (w >> U(LEFT_SHIFT)) + U(v > t)
-
-
-@njit(**INLINE)
-def _step1w(img, b, rs, rec, p):
-    """Child of node ``p`` in a forest of axis-aligned nodes with 30-bit offsets."""
+    """Child of node ``p`` in a forest of axis-aligned nodes only (modes 0 and 3: an
+    axis-aligned record's probe-2 field and two-probe bit are 0, so its 30 low bits are
+    its offset, whether it fits 15 bits or not)."""
     w = rec[p]
     v = np.int32(img[b + (w & U(WIDE_MASK))])
     t = np.int32((w >> U(THR_SHIFT)) & U(0x3FF)) - 256
@@ -203,15 +198,6 @@ def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
                             sp_thr)
                 p7 = _step3(img, b + U(7 * CHANNELS), rs, rec, p7, sp_ptr, sp_off, sp_w,
                             sp_thr)
-        elif mode == 3:
-            p0 = _step1w(img, b, rs, rec, p0)
-            p1 = _step1w(img, b + U(CHANNELS), rs, rec, p1)
-            p2 = _step1w(img, b + U(2 * CHANNELS), rs, rec, p2)
-            p3 = _step1w(img, b + U(3 * CHANNELS), rs, rec, p3)
-            p4 = _step1w(img, b + U(4 * CHANNELS), rs, rec, p4)
-            p5 = _step1w(img, b + U(5 * CHANNELS), rs, rec, p5)
-            p6 = _step1w(img, b + U(6 * CHANNELS), rs, rec, p6)
-            p7 = _step1w(img, b + U(7 * CHANNELS), rs, rec, p7)
         elif mode == 1:
             p0 = _step2(img, b, rs, rec, p0)
             p1 = _step2(img, b + U(CHANNELS), rs, rec, p1)
@@ -344,15 +330,6 @@ def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, s
                         p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
                         p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
                         p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
-                    elif mode == 3:
-                        p0 = _step1w(img, base[g], rs, rec, p0)
-                        p1 = _step1w(img, base[g + 1], rs, rec, p1)
-                        p2 = _step1w(img, base[g + 2], rs, rec, p2)
-                        p3 = _step1w(img, base[g + 3], rs, rec, p3)
-                        p4 = _step1w(img, base[g + 4], rs, rec, p4)
-                        p5 = _step1w(img, base[g + 5], rs, rec, p5)
-                        p6 = _step1w(img, base[g + 6], rs, rec, p6)
-                        p7 = _step1w(img, base[g + 7], rs, rec, p7)
                     elif mode == 1:
                         p0 = _step2(img, base[g], rs, rec, p0)
                         p1 = _step2(img, base[g + 1], rs, rec, p1)
