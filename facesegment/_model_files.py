@@ -278,6 +278,7 @@ def _write_forest_h5(model, path):
                              track_times=False)
             for key in ("sigma", "pseudo", "n_images"):
                 g.attrs[key] = getattr(pos, key)
+            g.attrs["crop_rule"] = np.asarray(pos.crop_rule, np.float64)
 
 
 def _replace_folder(tmp, path):
@@ -408,18 +409,21 @@ def _read_forest(h5):
             arrays = ForestArrays(**{n: f["forest"][n][()] for n in names})
             position = None
             if "position" in f:
-                from .position import PositionPrior
+                from .position import PositionPrior, crop_rule_of
 
                 g = f["position"]
                 position = PositionPrior(
                     g["freq"][()], g["class_prior"][()], float(g.attrs["sigma"]),
-                    float(g.attrs["pseudo"]), int(g.attrs["n_images"]))
+                    float(g.attrs["pseudo"]), int(g.attrs["n_images"]),
+                    crop_rule_of(g.attrs.get("crop_rule")))
                 if position.freq.ndim != 3 or position.freq.shape[2] != arrays.n_classes \
                         or position.class_prior.shape != (arrays.n_classes,):
                     raise DataError(h5, f"has a position prior of shape {position.freq.shape} "
                                     f"for {arrays.n_classes} classes", _FIX)
             return arrays, f["mean"][()], f["std"][()], position
-    except (OSError, KeyError) as exc:
+    except DataError:
+        raise
+    except (OSError, KeyError, ValueError) as exc:
         raise DataError(h5, f"cannot be read as a forest ({exc})", _FIX) from None
 
 

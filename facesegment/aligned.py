@@ -13,7 +13,8 @@ alignment they would get on a new photo:
    image), so that a face touching the border can still be detected;
 2. :func:`facesegment.segment.find_crops` with the "landmarks" detector
    (dlib's face detector, dlib's 68 predicted landmarks, then
-   :func:`facesegment.segment.landmark_box`, the dataset's own crop rule);
+   :func:`facesegment.segment.landmark_box` mapped by the model's crop rule:
+   the dataset's own crops, see below);
    of several faces the one closest to the image centre is kept
    (:func:`facesegment.label.pick_central`, the rule of ``facesegment
    label``; ``choose="largest"``: the first face `segment` lists);
@@ -26,6 +27,18 @@ alignment they would get on a new photo:
 A face where no face is found is *missed*: it is scored on its original label
 map as if every pixel were predicted background (class 0), see
 :func:`facesegment.evaluation.evaluate` and ``FaceRecord.missed``.
+
+The crop rule.  faces300w's crops were cut around the human landmarks by
+:func:`facesegment.segment.landmark_box`; LFW's 250x250 images were cut by
+LFW's own detector, with the face higher and smaller in the frame.  A model
+that uses the position in the crop (its prior, a cascade's position planes)
+needs new faces cut into its training frame, so :func:`measure_crop_rule`
+measures, on training faces, how the box from dlib's predicted landmarks
+maps to the crops themselves (the medians of scale and centre offset, ``(k,
+ox, oy)``), and the position prior carries it
+(:attr:`facesegment.position.PositionPrior.crop_rule`).  On faces300w it is
+close to ``(1, 0, 0)``; it also absorbs dlib's bias against the human
+landmarks.
 """
 
 import hashlib
@@ -36,10 +49,11 @@ import cv2
 import numpy as np
 
 from .classes import IGNORE
+from .position import crop_rule_of
 from .segment import CROP, _crop_matrix, crop_face, find_crops
 
 #: Version of the re-cropping rule; part of the cache key of an aligned folder.
-VERSION = 1
+VERSION = 2
 #: Padding on every side, as a fraction of the image's longer side.
 PAD_FRACTION = 0.25
 #: Which face is kept when several are found.
@@ -57,7 +71,7 @@ def _check(pad_fraction, choose):
                          "(a fraction of the image's longer side)")
 
 
-def detect_box(image, pad_fraction=PAD_FRACTION, choose="central"):
+def detect_box(image, pad_fraction=PAD_FRACTION, choose="central", crop_rule=None):
     """The crop box `segment` would cut for the face of ``image``, or None.
 
     Parameters
@@ -69,6 +83,9 @@ def detect_box(image, pad_fraction=PAD_FRACTION, choose="central"):
     choose : {"central", "largest"}
         Of several faces, the one whose crop is centred closest to the image
         centre, or the largest (the first of :func:`facesegment.segment.find_crops`).
+    crop_rule : (k, ox, oy), optional
+        Maps the landmark box to the dataset's crops
+        (:func:`facesegment.segment.apply_crop_rule`); None: as it is.
 
     Returns
     -------
@@ -81,7 +98,7 @@ def detect_box(image, pad_fraction=PAD_FRACTION, choose="central"):
     pad = int(round(pad_fraction * max(image.shape[:2])))
     padded = (cv2.copyMakeBorder(np.ascontiguousarray(image), pad, pad, pad, pad,
                                  cv2.BORDER_REPLICATE) if pad else image)
-    boxes = find_crops(padded, "landmarks")
+    boxes = find_crops(padded, "landmarks", crop_rule=crop_rule)
     if not boxes:
         return None
     k = 0
@@ -99,7 +116,7 @@ def warp_label(label, box, size=CROP):
                           borderValue=IGNORE)
 
 
-def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central"):
+def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central", crop_rule=None):
     """Re-crop one labelled face by `segment`'s rule (see the module docstring).
 
     Parameters
@@ -107,7 +124,7 @@ def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central"):
     image : uint8 (H, W, 3) RGB
     label : uint8 (H, W)
         Class ids, 255 = not scored.
-    pad_fraction, choose
+    pad_fraction, choose, crop_rule
         See :func:`detect_box`.
 
     Returns
@@ -119,7 +136,7 @@ def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central"):
     """
     if label.shape != image.shape[:2]:
         raise ValueError(f"label has shape {label.shape}, image {image.shape[:2]}")
-    box = detect_box(image, pad_fraction, choose)
+    box = detect_box(image, pad_fraction, choose, crop_rule)
     if box is None:
         return None
     return crop_face(image, box), warp_label(label, box), box
@@ -135,7 +152,7 @@ def _sha256(path):
     return h.hexdigest()
 
 
-def _key(records, pad_fraction, choose):
+def _key(records, pad_fraction, choose, crop_rule):
     """The cache key: the re-cropping rule, dlib's version and every input's SHA-256."""
     from .errors import DataError
 
@@ -155,7 +172,8 @@ def _key(records, pad_fraction, choose):
             raise DataError(exc.filename, f"cannot read it ({exc.strerror or exc})",
                             "check the path and its permissions") from exc
     text = json.dumps({"version": VERSION, "crop": CROP, "pad_fraction": pad_fraction,
-                       "choose": choose, "dlib": dlib_version, "faces": faces})
+                       "choose": choose, "crop_rule": crop_rule, "dlib": dlib_version,
+                       "faces": faces})
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -168,7 +186,7 @@ def _outputs(out_dir, name):
     return base + IMAGE_SUFFIX, base + LABEL_SUFFIX
 
 
-def _realign_task(record, out_dir, pad_fraction, choose):
+def _realign_task(record, out_dir, pad_fraction, choose, crop_rule):
     """Task: re-crop one face and write its files (top level, picklable).
 
     Returns ``(name, box or None)``; a missed face's files from an earlier run
@@ -179,7 +197,7 @@ def _realign_task(record, out_dir, pad_fraction, choose):
 
     image, label = load_face(record)
     img_path, lab_path = _outputs(out_dir, record.name)
-    res = realign_face(image, label, pad_fraction, choose)
+    res = realign_face(image, label, pad_fraction, choose, crop_rule)
     if res is None:
         for p in (img_path, lab_path):
             if os.path.isfile(p):
@@ -216,7 +234,7 @@ def _scored(records, out_dir, info):
 
 
 def realign_records(records, out_dir, workers=None, progress=True, *,
-                    pad_fraction=PAD_FRACTION, choose="central"):
+                    pad_fraction=PAD_FRACTION, choose="central", crop_rule=None):
     """Re-crop labelled faces by `segment`'s rule into ``out_dir`` (cached).
 
     Parameters
@@ -227,7 +245,7 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
         (``NAME`` may hold '/': subfolders) and ``aligned.json``: per face
         ``found`` and ``box`` (``[x0, y0, side]`` in the source image's pixels,
         or null), ``n_faces``, ``n_found``, ``n_missed``, and ``key``: a
-        SHA-256 over :data:`VERSION`, the options, dlib's version and every
+        SHA-256 over :data:`VERSION`, the options (crop rule included), dlib's version and every
         input file's SHA-256.  Every file is written atomically and
         ``aligned.json`` last (it is removed first), so an interrupted run is
         redone.  A folder whose ``aligned.json`` has the same key (and whose
@@ -237,8 +255,9 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
         for any number.
     progress : bool
         Progress line on stderr.
-    pad_fraction, choose
-        See :func:`detect_box`.
+    pad_fraction, choose, crop_rule
+        See :func:`detect_box` (the model's rule:
+        :func:`facesegment.segment.model_crop_rule`).
 
     Returns
     -------
@@ -250,13 +269,14 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
     from .parallel import map_tasks
 
     _check(pad_fraction, choose)
+    crop_rule = None if crop_rule is None else list(crop_rule_of(crop_rule))
     records = list(records)
     names = [r.name for r in records]
     if len(set(names)) != len(names):
         raise ValueError("records have repeated names; each face needs its own name")
     for n in names:
         _outputs(out_dir, n)
-    key = _key(records, pad_fraction, choose)
+    key = _key(records, pad_fraction, choose, crop_rule)
     info = _read_info(out_dir)
     if (info is not None and info.get("key") == key
             and [f.get("name") for f in info["faces"]] == names
@@ -270,19 +290,80 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
         os.remove(info_path)
     boxes = [None] * len(records)
     for i, (_, box) in map_tasks(_realign_task, records,
-                                 args=(os.fspath(out_dir), pad_fraction, choose),
+                                 args=(os.fspath(out_dir), pad_fraction, choose, crop_rule),
                                  n_workers=workers, desc="realign", unit="faces",
                                  progress=progress):
         boxes[i] = box
     n_found = sum(b is not None for b in boxes)
     info = {"format": "facesegment-aligned", "version": VERSION, "key": key,
             "crop": CROP, "pad_fraction": pad_fraction, "choose": choose,
-            "n_faces": len(records), "n_found": n_found, "n_missed": len(records) - n_found,
+            "crop_rule": crop_rule, "n_faces": len(records), "n_found": n_found, "n_missed": len(records) - n_found,
             "faces": [{"name": n, "found": b is not None, "box": b}
                       for n, b in zip(names, boxes)]}
     write_json_atomic(info_path, info, what="the aligned faces' record",
                       fix="choose a writable folder, e.g. with --aligned-dir")
     return _scored(records, out_dir, info)
+
+
+def _box_task(record, pad_fraction):
+    """Task: ``(landmark box or None, (width, height))`` of one face (top level, picklable)."""
+    from .datasets import load_face
+
+    image = load_face(record)[0]
+    return detect_box(image, pad_fraction), image.shape[1::-1]
+
+
+def measure_crop_rule(records, max_faces=200, seed=0, workers=None, progress=True,
+                      pad_fraction=PAD_FRACTION):
+    """How boxes from dlib's predicted landmarks map to a dataset's own crops.
+
+    Each face of ``records`` is a crop (the whole image, 250x250 for
+    faces300w and LFW); its landmark box ``(x0, y0, s)`` is found as
+    :func:`detect_box` finds it (no rule).  Per face, ``k = crop side / s``
+    and the crop's centre minus the box's, in units of ``s``, give ``(ox,
+    oy)``; the rule is their medians (robust to a few wrong detections).
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+        Training faces (never the test faces: the rule is part of the model).
+    max_faces : int
+        At most this many faces, drawn with ``seed`` (all when fewer).
+    seed : int
+    workers, progress, pad_fraction
+        As for :func:`realign_records`.
+
+    Returns
+    -------
+    dict
+        ``crop_rule`` ``[k, ox, oy]`` (``[1, 0, 0]`` when no face was found),
+        ``n_faces`` tried, ``n_found``, and the spread ``iqr`` (interquartile
+        ranges of k, ox, oy).
+    """
+    from .parallel import map_tasks
+
+    if not isinstance(max_faces, int) or max_faces < 1:
+        raise ValueError(f"max_faces={max_faces!r} must be an integer >= 1")
+    records = list(records)
+    if len(records) > max_faces:
+        pick = np.random.default_rng(seed).choice(len(records), max_faces, replace=False)
+        records = [records[i] for i in sorted(pick)]
+    rows = []
+    for _, (box, (w, h)) in map_tasks(_box_task, records, args=(pad_fraction,),
+                                      n_workers=workers, desc="crop rule", unit="faces",
+                                      progress=progress):
+        if box is not None:
+            x0, y0, s = box
+            side = float(np.sqrt(w * h))   # the crop's side (square crops: w = h)
+            rows.append((side / s, (w / 2 - x0 - s / 2) / s, (h / 2 - y0 - s / 2) / s))
+    if not rows:
+        return {"crop_rule": [1.0, 0.0, 0.0], "n_faces": len(records), "n_found": 0,
+                "iqr": None}
+    a = np.array(rows)
+    rule = [round(float(v), 4) for v in np.median(a, axis=0)]
+    iqr = np.percentile(a, 75, axis=0) - np.percentile(a, 25, axis=0)
+    return {"crop_rule": rule, "n_faces": len(records), "n_found": len(rows),
+            "iqr": [round(float(v), 4) for v in iqr]}
 
 
 def aligned_counts(records):
@@ -292,4 +373,4 @@ def aligned_counts(records):
 
 
 __all__ = ["VERSION", "PAD_FRACTION", "CHOICES", "INFO_NAME", "detect_box", "warp_label",
-           "realign_face", "realign_records", "aligned_counts"]
+           "realign_face", "realign_records", "measure_crop_rule", "aligned_counts"]

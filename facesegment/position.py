@@ -49,6 +49,13 @@ class PositionPrior:
         Shrinkage toward ``class_prior``, in images.
     n_images : int
         Label maps counted.
+    crop_rule : tuple of 3 floats
+        ``(k, ox, oy)``: how a crop box made from 68 predicted landmarks
+        (:func:`facesegment.segment.landmark_box`) maps to the crops these
+        label maps are in, measured on training faces
+        (:func:`facesegment.aligned.measure_crop_rule`); ``segment`` and the
+        detector-aligned protocol cut crops by it, so that a new face is in
+        the prior's frame.  ``(1, 0, 0)``: the landmark rule as it is.
     """
 
     freq: np.ndarray
@@ -56,6 +63,7 @@ class PositionPrior:
     sigma: float = DEFAULT_SIGMA
     pseudo: float = DEFAULT_PSEUDO
     n_images: int = 0
+    crop_rule: tuple = (1.0, 0.0, 0.0)
 
     @property
     def shape(self):
@@ -69,7 +77,8 @@ class PositionPrior:
         """JSON-ready summary (``model.json``)."""
         return {"shape": list(self.shape), "n_classes": self.n_classes,
                 "sigma": float(self.sigma), "pseudo": float(self.pseudo),
-                "n_images": int(self.n_images)}
+                "n_images": int(self.n_images),
+                "crop_rule": [float(v) for v in self.crop_rule]}
 
 
 class PriorCounter:
@@ -205,6 +214,21 @@ def constant_labels(prior, shape, gamma=0.0):
     return np.argmax(logs, axis=-1).astype(np.uint8)
 
 
+def crop_rule_of(value):
+    """A crop rule ``(k, ox, oy)`` checked (three finite numbers, ``k > 0``);
+    None gives ``(1, 0, 0)``, the landmark rule as it is."""
+    if value is None:
+        return (1.0, 0.0, 0.0)
+    try:
+        rule = tuple(float(v) for v in np.asarray(value, dtype=np.float64).ravel())
+    except (TypeError, ValueError):
+        rule = ()
+    if len(rule) != 3 or not all(np.isfinite(rule)) or rule[0] <= 0:
+        raise ValueError(f"crop_rule={value!r} must be three finite numbers (k, ox, oy) "
+                         "with k > 0")
+    return rule
+
+
 def _nonneg(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
             or not np.isfinite(value) or value < 0:
@@ -212,6 +236,6 @@ def _nonneg(value, name):
     return float(value)
 
 
-__all__ = ["PositionPrior", "PriorCounter", "fit_position_prior", "prior_from_counts",
+__all__ = ["PositionPrior", "PriorCounter", "crop_rule_of", "fit_position_prior", "prior_from_counts",
            "position_factor", "position_scales", "constant_labels", "resize_labels",
            "DEFAULT_SIGMA", "DEFAULT_PSEUDO"]

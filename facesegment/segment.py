@@ -62,6 +62,8 @@ DETECT_MAX_SIDE = 2000
 _DLIB_LOCK = threading.Lock()
 #: Side of an LFW-style crop relative to the landmarks' larger extent.
 LANDMARK_SCALE = 2.2
+#: The crop rule ``(k, ox, oy)`` that keeps :func:`landmark_box` as it is.
+IDENTITY_RULE = (1.0, 0.0, 0.0)
 #: Summary CSV columns.
 SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output")
 #: Output files per image: NAME + suffix.
@@ -110,27 +112,53 @@ def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE):
     return boxes[order]
 
 
-def landmark_box(points):
+def landmark_box(points, crop_rule=None):
     """LFW-style crop ``(x0, y0, side)`` of 68 landmarks: centred on their bounding
-    box, side 2.2x its larger extent (how faces300w was cropped)."""
+    box, side 2.2x its larger extent (how faces300w was cropped).
+
+    ``crop_rule`` ``(k, ox, oy)`` maps that box to a dataset's own crops: the
+    centre moves by ``(ox, oy)`` times the box's side, then the side is scaled
+    by ``k`` (:func:`facesegment.aligned.measure_crop_rule`; a model carries
+    its training data's rule with its position prior).  None: ``(1, 0, 0)``.
+    """
     lo, hi = points.min(axis=0), points.max(axis=0)
     side = LANDMARK_SCALE * float(max(hi - lo))
-    c = (lo + hi) / 2
-    return float(c[0]) - side / 2, float(c[1]) - side / 2, side
+    box = (float(lo[0] + hi[0]) / 2 - side / 2, float(lo[1] + hi[1]) / 2 - side / 2, side)
+    return apply_crop_rule(box, crop_rule)
 
 
-def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MAX_SIDE):
+def apply_crop_rule(box, crop_rule):
+    """``box`` ``(x0, y0, side)`` moved and scaled by ``crop_rule`` ``(k, ox, oy)``
+    (see :func:`landmark_box`); None leaves it as it is."""
+    x0, y0, side = (float(v) for v in box)
+    if crop_rule is None or tuple(float(v) for v in crop_rule) == IDENTITY_RULE:
+        return x0, y0, side   # exactly as it is
+    k, ox, oy = (float(v) for v in crop_rule)
+    cx, cy = x0 + side / 2 + ox * side, y0 + side / 2 + oy * side
+    return cx - k * side / 2, cy - k * side / 2, k * side
+
+
+def model_crop_rule(model):
+    """The crop rule ``(k, ox, oy)`` a model was trained with (its position
+    prior's), or None (the landmark rule as it is) for a model without one."""
+    pos = getattr(model, "position", None)
+    return None if pos is None else tuple(pos.crop_rule)
+
+
+def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MAX_SIDE,
+               crop_rule=None):
     """LFW-style crop boxes ``(x0, y0, side)`` of every face found, largest first.
 
     "landmarks": dlib boxes, then dlib's 68 landmarks in each, then
-    :func:`landmark_box` (the dataset's own rule).  "dlib": the detector box
-    mapped by the measured ``CALIBRATION``.  Faces are detected on a copy
-    shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
+    :func:`landmark_box` (the faces300w rule).  "dlib": the detector box
+    mapped by the measured ``CALIBRATION`` to that rule.  Either box is then
+    mapped by ``crop_rule`` to the dataset's own crops (:func:`apply_crop_rule`).
+    Faces are detected on a copy shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
     on ``image`` itself, in the box scaled back.
     """
     boxes = detect_faces(image, detector, max_side)
     if detector != "landmarks":
-        return [crop_box(b, detector, calibration) for b in boxes]
+        return [apply_crop_rule(crop_box(b, detector, calibration), crop_rule) for b in boxes]
     import dlib
 
     predictor = _dlib_models()[1]
@@ -142,7 +170,7 @@ def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MA
             shape = predictor(image, rect)
             pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
                            dtype=np.float64)
-        out.append(landmark_box(pts))
+        out.append(landmark_box(pts, crop_rule))
     return out
 
 
@@ -299,7 +327,7 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
         proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha,
                                       beta=beta, sigma=sigma)
         return (labels, 1, proba) if return_proba else (labels, 1)
-    boxes = find_crops(image, detector, max_side=detect_size)
+    boxes = find_crops(image, detector, max_side=detect_size, crop_rule=model_crop_rule(model))
     if len(boxes) == 0:
         return (None, 0, None) if return_proba else (None, 0)
     n_classes = model.arrays.n_classes

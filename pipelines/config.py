@@ -192,6 +192,7 @@ SCHEMA = {
         "pseudo": _num(0.0),
         "betas": _list(_num(0.0, 4.0)),
         "gammas": _list(_num(0.0, 4.0)),
+        "crop_faces": _int(0),
     },
     "smoothing": {
         "sigmas": _list(_num(0.0, 50.0)),

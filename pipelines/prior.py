@@ -23,7 +23,7 @@ from facesegment.atomic import atomic_path, write_json_atomic
 from facesegment.classes import CLASS_NAMES
 from facesegment.errors import DataError
 from facesegment.imageio import read_label
-from facesegment.position import PositionPrior, PriorCounter
+from facesegment.position import PositionPrior, PriorCounter, crop_rule_of
 from facesegment.progress import Progress
 
 PRIOR_FILE = "position-prior.npz"
@@ -57,7 +57,8 @@ def save_prior(prior, path):
     with atomic_path(path, suffix=".npz", what="position prior",
                      fix="free disk space") as tmp:
         np.savez_compressed(tmp, freq=prior.freq, class_prior=prior.class_prior,
-                            sigma=prior.sigma, pseudo=prior.pseudo, n_images=prior.n_images)
+                            sigma=prior.sigma, pseudo=prior.pseudo, n_images=prior.n_images,
+                            crop_rule=np.asarray(prior.crop_rule, np.float64))
     return path
 
 
@@ -65,7 +66,8 @@ def load_prior(path):
     try:
         with np.load(path, allow_pickle=False) as z:
             return PositionPrior(z["freq"], z["class_prior"], float(z["sigma"]),
-                                 float(z["pseudo"]), int(z["n_images"]))
+                                 float(z["pseudo"]), int(z["n_images"]),
+                                 crop_rule_of(z["crop_rule"] if "crop_rule" in z else None))
     except (OSError, KeyError, ValueError) as exc:
         raise DataError(path, f"cannot be read as a position prior ({exc})",
                         "run the prior stage again (`make all PIPE_ARGS='--force prior'`)") \
@@ -83,6 +85,15 @@ def run_prior(ctx, validation_records):
                         "check [data] path")
     shape = read_label(train[0].label).shape
     prior = fit_prior(train, len(CLASS_NAMES), shape, pos["sigma"], pos["pseudo"])
+    rule = None
+    if pos["crop_faces"]:
+        from facesegment.aligned import measure_crop_rule
+
+        rule = measure_crop_rule(train, pos["crop_faces"], cfg["run"]["seed"],
+                                 workers=ctx.workers)
+        prior.crop_rule = tuple(rule["crop_rule"])
+        ctx.log(f"prior: crop rule (k, ox, oy) = {tuple(rule['crop_rule'])} from "
+                f"{rule['n_found']} of {rule['n_faces']} training faces")
     path = save_prior(prior, prior_path(ctx))
     ev = cfg["evaluate"]
     val = validation_records(ctx)
@@ -102,7 +113,7 @@ def run_prior(ctx, validation_records):
            "gamma": chosen, "validation_jaccard": table,
            "n_validation_images": len(val), "test": test["gamma"][repr(chosen)],
            "n_images": test["n_images"], "n_pixels": test["n_pixels"],
-           "pixel_stride": test["pixel_stride"], "mode": ev["mode"]}
+           "pixel_stride": test["pixel_stride"], "mode": ev["mode"], "crop_rule": rule}
     if ev["detector_protocol"]:
         recs = aligned_test(ctx)
         det = evaluation.evaluate_position_only(prior, recs, [chosen], mode=ev["mode"],
@@ -184,14 +195,17 @@ def choose_position(ctx, kind, model, val, alpha_grid):
 
 
 def aligned_test(ctx):
-    """The test faces re-cropped by `segment`'s rule (facesegment.aligned), cached in
+    """The test faces re-cropped by `segment`'s rule (facesegment.aligned) with the
+    prior's crop rule (the one every model of the run carries), cached in
     ``data/aligned/RUN/test``: the detector-aligned protocol's records."""
     from facesegment.aligned import realign_records
 
     if "aligned" not in ctx.cache:
+        path = prior_path(ctx)
+        rule = load_prior(path).crop_rule if path.exists() else None
         ctx.cache["aligned"] = realign_records(
             ctx.splits()["test"], ctx.root / "data" / "aligned" / ctx.run / "test",
-            workers=ctx.workers)
+            workers=ctx.workers, crop_rule=rule)
     return ctx.cache["aligned"]
 
 

@@ -225,3 +225,145 @@ def test_cli_evaluate_protocol_detector(real_records, tmp_path, monkeypatch, cap
     assert crops["n_pixels"] == 3 * 220 * 220  # no 255 in these crops' strict region
     assert crops["summary"]["confusion"] != res["summary"]["confusion"]
     assert os.listdir(folder)  # the cache stays for the next run
+
+
+# ---------------------------------------------------------------- crop rule
+
+def test_apply_crop_rule_moves_and_scales_the_box_and_identity_keeps_it():
+    from facesegment.segment import IDENTITY_RULE, apply_crop_rule, landmark_box
+
+    box = (10.3, -4.7, 200.9)
+    assert apply_crop_rule(box, None) == box
+    assert apply_crop_rule(box, IDENTITY_RULE) == box   # exactly, not up to rounding
+    x0, y0, side = apply_crop_rule(box, (1.1, 0.05, -0.1))
+    cx, cy = 10.3 + 200.9 / 2 + 0.05 * 200.9, -4.7 + 200.9 / 2 - 0.1 * 200.9
+    np.testing.assert_allclose([x0 + side / 2, y0 + side / 2, side],
+                               [cx, cy, 1.1 * 200.9], rtol=1e-12)
+    pts = np.array([[60.0, 80.0], [160.0, 90.0], [110.0, 180.0]])
+    np.testing.assert_allclose(landmark_box(pts, (1.1, 0.05, -0.1)),
+                               apply_crop_rule(landmark_box(pts), (1.1, 0.05, -0.1)))
+
+
+@pytest.mark.parametrize("bad", [(0.0, 0, 0), (1.0, 0.0), (1.0, float("nan"), 0.0), "abc"])
+def test_crop_rule_of_refuses_bad_rules(bad):
+    from facesegment.position import crop_rule_of
+
+    with pytest.raises(ValueError, match="crop_rule"):
+        crop_rule_of(bad)
+    assert crop_rule_of(None) == (1.0, 0.0, 0.0)
+
+
+def _recropped(records, folder, rule):
+    """Each face cut by ``rule`` applied to its detected box, saved as a 250x250
+    'dataset crop' with its warped label map: a dataset whose crop rule is ``rule``."""
+    from facesegment.aligned import detect_box, warp_label
+    from facesegment.segment import apply_crop_rule, crop_face
+
+    out = []
+    for rec in records:
+        image, label = load_face(rec)
+        box = apply_crop_rule(detect_box(image), rule)
+        base = Path(folder) / rec.name
+        write_png_atomic(str(base) + ".png", crop_face(image, box))
+        write_png_atomic(str(base) + "_label.png", warp_label(label, box))
+        out.append(FaceRecord(rec.name, str(base) + ".png", str(base) + "_label.png"))
+    return out
+
+
+def test_measure_crop_rule_recovers_a_known_rule_and_realign_cuts_by_it(real_records,
+                                                                        tmp_path):
+    from facesegment.aligned import detect_box, measure_crop_rule
+    from facesegment.segment import apply_crop_rule
+
+    rule = (1.25, 0.04, -0.09)   # like LFW: the face higher and smaller in the frame
+    recs = _recropped(real_records, tmp_path / "crops", rule)
+    got = measure_crop_rule(recs, max_faces=10, workers=1, progress=False)
+    assert (got["n_faces"], got["n_found"]) == (N_REAL, N_REAL)
+    np.testing.assert_allclose(got["crop_rule"], rule, atol=0.03)
+    same = measure_crop_rule(real_records, max_faces=10, workers=2, progress=False)
+    np.testing.assert_allclose(same["crop_rule"], (1.0, 0.0, 0.0), atol=0.05)
+    # a detected face is cut by the rule: the crop box is the rule applied to the plain box
+    image, label = load_face(recs[0])
+    plain = detect_box(image)
+    crop, lab, box = realign_face(image, label, crop_rule=got["crop_rule"])
+    np.testing.assert_allclose(box, apply_crop_rule(plain, got["crop_rule"]))
+    # ... so the face lands where it was in the dataset's crop (its label map nearly back)
+    inside = lab != 255
+    assert (lab[inside] == label[inside]).mean() > 0.9
+    with pytest.raises(ValueError, match="max_faces"):
+        measure_crop_rule(recs, max_faces=0)
+
+
+def test_measure_crop_rule_without_faces_keeps_the_landmark_rule(tmp_path):
+    from facesegment.aligned import measure_crop_rule
+
+    got = measure_crop_rule([_noise_record(tmp_path)], workers=1, progress=False)
+    assert got == {"crop_rule": [1.0, 0.0, 0.0], "n_faces": 1, "n_found": 0, "iqr": None}
+
+
+def test_realign_records_cache_key_holds_the_crop_rule(real_records, tmp_path):
+    recs = real_records[:1]
+    a = realign_records(recs, tmp_path / "al", workers=1, progress=False)
+    info = json.loads((tmp_path / "al" / INFO_NAME).read_text())
+    b = realign_records(recs, tmp_path / "al", workers=1, progress=False,
+                        crop_rule=(1.2, 0.0, -0.1))
+    info2 = json.loads((tmp_path / "al" / INFO_NAME).read_text())
+    assert info["key"] != info2["key"] and info2["crop_rule"] == [1.2, 0.0, -0.1]
+    assert info2["faces"][0]["box"][2] == pytest.approx(1.2 * info["faces"][0]["box"][2])
+    assert a[0].image == b[0].image
+    with pytest.raises(ValueError, match="crop_rule"):
+        realign_records(recs, tmp_path / "al", crop_rule=(1.0, 2.0))
+
+
+def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
+        real_records, tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    import h5py
+
+    from facesegment import segment as seg
+    from facesegment.cli import main
+    from facesegment.errors import DataError
+    from facesegment.model import load_model, save_model
+    from facesegment.position import fit_position_prior
+
+    model = random_model(3, kind="axis", n_trees=2, max_depth=4)
+    model.class_names = tuple(f"c{i}" for i in range(model.arrays.n_classes))
+    labels = [np.random.default_rng(0).integers(0, model.arrays.n_classes, (250, 250))
+              .astype(np.uint8)]
+    model.position = fit_position_prior(labels, model.arrays.n_classes)
+    model.position.crop_rule = (1.2, 0.01, -0.08)
+    save_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.position.crop_rule == (1.2, 0.01, -0.08)
+    assert seg.model_crop_rule(back) == (1.2, 0.01, -0.08)
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["position"]["crop_rule"] \
+        == [1.2, 0.01, -0.08]
+    # segment cuts the faces of a photo by the model's rule
+    seen = []
+    real = seg.find_crops
+    monkeypatch.setattr(seg, "find_crops", lambda *a, **k: seen.append(k["crop_rule"])
+                        or real(*a, **k))
+    image = load_face(real_records[0])[0]
+    seg.segment_image(back, np.pad(image, ((5, 5), (5, 5), (0, 0))))
+    assert seen == [(1.2, 0.01, -0.08)]
+    # an older model without the attribute loads with the landmark rule as it is
+    with h5py.File(tmp_path / "m" / "forest.h5", "r+") as f:
+        del f["position"].attrs["crop_rule"]
+    assert load_model(tmp_path / "m", verify=False).position.crop_rule == (1.0, 0.0, 0.0)
+    with h5py.File(tmp_path / "m" / "forest.h5", "r+") as f:
+        f["position"].attrs["crop_rule"] = np.array([0.0, 0.0, 0.0])
+    with pytest.raises(DataError, match="cannot be read as a forest"):
+        load_model(tmp_path / "m", verify=False)
+    # evaluate --protocol detector re-crops the faces into the model's frame
+    save_model(model, tmp_path / "m2")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "m2"), "--data", str(FACES300W),
+                 "--limit", "2", "-q", "--workers", "1", "--protocol", "detector",
+                 "--out", str(tmp_path / "det")]) == 0
+    res = json.loads((tmp_path / "det" / "m2.json").read_text())
+    assert res["detector"]["crop_rule"] == [1.2, 0.01, -0.08]
+    [folder] = (tmp_path / "tmp" / "facesegment-aligned").iterdir()
+    assert folder.name.endswith("-rule-1.2_0.01_-0.08")
+    assert json.loads((folder / INFO_NAME).read_text())["crop_rule"] == [1.2, 0.01, -0.08]

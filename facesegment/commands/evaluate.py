@@ -32,7 +32,8 @@ as they are (which are cut around the human landmarks, so a model that uses
 the position in the crop gets ground-truth alignment for free): each test
 face is first re-cropped the way `facesegment segment` crops a photo (dlib
 face detector and 68 predicted landmarks on the face image padded by 25% of
-its side, then the dataset's crop rule), its label map warped with the same
+its side, then the model's crop rule: how the landmarks' box maps to its
+training crops, measured on training faces), its label map warped with the same
 box (pixels from outside the image are not scored), and a face where no face
 is found is scored on its original label map as predicted all background.
 The re-cropped faces are cached in --aligned-dir (reused while the inputs are
@@ -80,7 +81,8 @@ def add_arguments(p):
     p.add_argument("--aligned-dir", metavar="DIR", default=None,
                    help="cache of the re-cropped faces of --protocol detector, reused while "
                         "the inputs are unchanged (default: "
-                        "TMPDIR/facesegment-aligned/DATA-<hash of the test faces>; with "
+                        "TMPDIR/facesegment-aligned/DATA-<hash of the test faces>; a model "
+                        "with a measured crop rule uses DIR-rule-K_OX_OY; with "
                         "--scheduler give a folder the Dask workers can read)")
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score only the first N test faces (quick checks)")
@@ -148,17 +150,21 @@ def run(args):
     from ..evaluation import evaluate, full_summary
     from ..dense import default_alpha, default_sigma
     from ..metrics import markdown_table
+    from ..segment import model_crop_rule
     from ._common import load_image_model, model_beta
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
     models = [load_image_model(path) for path in args.model]  # every model checked first
     betas = [model_beta(m, path, args.beta) for path, m in zip(args.model, models)]
-    detector = None
-    if getattr(args, "protocol", "crops") == "detector":  # after the cheap checks
-        records, detector = _detector_records(records, args)
+    crops, detector, per_rule = records, None, {}
     rows = {}
     for path, name, model, beta in zip(args.model, model_names(args.model), models, betas):
+        if getattr(args, "protocol", "crops") == "detector":  # after the cheap checks
+            rule = model_crop_rule(model)   # each model's faces cut into its own frame
+            if rule not in per_rule:
+                per_rule[rule] = _detector_records(crops, args, rule)
+            records, detector = per_rule[rule]
         if name != Path(os.path.abspath(path)).name:
             print(f"evaluate: {path} is named {name!r} in the outputs (another model "
                   "has the same folder name)", file=sys.stderr)
@@ -230,20 +236,24 @@ def default_aligned_dir(data, records):
     return Path(tempfile.gettempdir()) / "facesegment-aligned" / f"{name}-{digest}"
 
 
-def _detector_records(records, args):
-    """The detector-aligned records to score and the JSON's ``detector`` entry."""
+def _detector_records(records, args, crop_rule=None):
+    """The detector-aligned records to score and the JSON's ``detector`` entry, the
+    faces cut by ``crop_rule`` (a model's, :func:`facesegment.segment.model_crop_rule`)."""
     from ..aligned import PAD_FRACTION, aligned_counts, realign_records
 
     folder = Path(args.aligned_dir) if args.aligned_dir else default_aligned_dir(
         args.data, records)
+    if crop_rule is not None:  # one folder per rule (the cache key would refuse a mix)
+        folder = folder.parent / (folder.name + "-rule-" + "_".join(f"{v:g}" for v in crop_rule))
     aligned = realign_records(records, folder, workers=args.workers,
-                              progress=not args.quiet)
+                              progress=not args.quiet, crop_rule=crop_rule)
     n_found, n_missed = aligned_counts(aligned)
     print(f"evaluate: detector-aligned faces in {folder}: {n_found} of {len(aligned)} found, "
           f"{n_missed} missed (scored as all background)", file=sys.stderr)
     return aligned, {"n_faces": len(aligned), "n_found": n_found, "n_missed": n_missed,
                      "missed": sorted(r.name for r in aligned if r.missed),
-                     "pad_fraction": PAD_FRACTION, "choose": "central"}
+                     "pad_fraction": PAD_FRACTION, "choose": "central",
+                     "crop_rule": None if crop_rule is None else list(crop_rule)}
 
 
 def _detector_text(detector):
