@@ -572,6 +572,15 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert "| position alone, no image" in results
     det = ev["detector"]
     assert det["n_found"] + det["n_missed"] == ev["n_images"] and set(det["trees"]) == {"2", "4"}
+    # the crop rule is measured on training faces, carried by every model, used by the
+    # detector-aligned protocol
+    rule = json.loads((rdir / "prior.json").read_text())["crop_rule"]
+    assert rule["n_found"] > 0 and rule["crop_rule"][0] > 0
+    m = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-4")
+    assert list(m.position.crop_rule) == rule["crop_rule"]
+    info = json.loads((tmp_path / "data" / "aligned" / "faces-smoke" / "test" / "aligned.json")
+                      .read_text())
+    assert info["crop_rule"] == rule["crop_rule"]
     # the auto-context cascade of the smoke config: one folder, scored like the forests
     from facesegment.cascade import Cascade
 
