@@ -172,13 +172,15 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
     img_fold = {i: int(fold[r[0]]) for i, r in _rows_of_images(ws.image_index).items()}
     maps = {}
     t0 = time.perf_counter()
+    models = []   # the fold forests first (each with its own progress), so that the
+    for f in range(n_folds):   # maps' progress line and ETA count only the maps
+        keep = fold != f
+        est = make(seed + 1000 * s + 17 * (f + 1))
+        _fit(est, rows[keep], y[keep], ws.meta)
+        models.append(_stage_model(est, kind, ws.meta, s, spec))
     with Progress(len(images), f"cascade stage {s} out-of-fold maps", "images",
                   enabled=progress) as bar:
-        for f in range(n_folds):
-            keep = fold != f
-            est = make(seed + 1000 * s + 17 * (f + 1))
-            _fit(est, rows[keep], y[keep], ws.meta)
-            model = _stage_model(est, kind, ws.meta, s, spec)
+        for f, model in enumerate(models):
             for img in (i for i in images if img_fold[int(i)] == f):
                 image = load_image(ws.meta.sources[int(img)])
                 planes = None if prev_maps is None else planes_of(prev_maps, img, s - 1)
