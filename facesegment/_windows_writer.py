@@ -92,15 +92,30 @@ class WindowsWriter:
         self.chunk_rows = max(1, min(int(chunk_rows), n))
         self.compression = compression
         self.level = int(compression_opts if compression_opts is not None else 4)
+        # a signal (Ctrl-C, SIGTERM) may land anywhere in here, before `with` owns the
+        # writer: whatever was created is removed before the exception goes on
+        self.file = None
         try:
             self.file = h5py.File(self.tmp, "w")
         except OSError as exc:
+            self.abort()
             raise DataError(self.path, f"cannot create output: {exc}",
                             "choose a writable output folder") from exc
+        except BaseException:
+            self.abort()
+            raise
+        try:
+            self._create_datasets(n, shape, compression, compression_opts)
+        except BaseException:
+            self.abort()
+            raise
+        self._done = False
+
+    def _create_datasets(self, n, shape, compression, compression_opts):
         f = self.file
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
-        f.attrs["layout"] = json.dumps(layout.to_dict())
+        f.attrs["layout"] = json.dumps(self.layout.to_dict())
         rows = self.chunk_rows
         kw = dict(compression=compression,
                   compression_opts=compression_opts if compression == "gzip" else None)
@@ -109,7 +124,6 @@ class WindowsWriter:
         self.y = f.create_dataset("labels", (n,), np.uint8)
         self.image_index = f.create_dataset("image_index", (n,), np.int32)
         self.centers = f.create_dataset("centers", (n, 2), np.int32)
-        self._done = False
 
     def write(self, start, X, y, image_index, centers, pool=None):
         """Write rows ``start : start + len(X)``.
@@ -173,7 +187,8 @@ class WindowsWriter:
     def abort(self):
         """Close and remove the temporary file."""
         try:
-            self.file.close()
+            if self.file is not None:
+                self.file.close()
         except Exception:  # pragma: no cover - already closed
             pass
         if os.path.exists(self.tmp):

@@ -100,3 +100,27 @@ def test_sigterm_removes_the_partial_file(tmp_path):
     assert proc.returncode == 143, err[-2000:]
     assert "Traceback" not in err
     assert not list(tmp_path.glob("w.h5*"))
+
+
+@pytest.mark.parametrize("where", ["open", "datasets"])
+def test_a_signal_while_the_writer_is_created_leaves_no_temporary(tmp_path, monkeypatch, where):
+    """SIGTERM (raised as an exception) just after the temporary file appeared, before
+    the `with` block owned the writer, used to leave OUT.tmp-PID behind (seen in CI)."""
+    import h5py
+
+    from facesegment import _windows_writer as ww
+
+    if where == "open":
+        real = h5py.File
+
+        def opened_then_interrupted(*a, **k):
+            real(*a, **k).close()            # the file exists on disk ...
+            raise KeyboardInterrupt          # ... and the signal lands before it returns
+        monkeypatch.setattr(ww.h5py, "File", opened_then_interrupted)
+    else:
+        def interrupted(self, *a):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(ww.WindowsWriter, "_create_datasets", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ww.WindowsWriter(tmp_path / "w.h5", 10)
+    assert not list(tmp_path.iterdir())
