@@ -37,35 +37,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from facesegment.aligned import PAD_FRACTION, warp_label  # noqa: E402
+from facesegment.aligned import detect_landmarks, warp_label  # noqa: E402
 from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from facesegment.datasets import FaceRecord, load_face  # noqa: E402
 from facesegment.imageio import write_label_png  # noqa: E402
 from facesegment.segment import apply_crop_rule, landmark_box  # noqa: E402
-
-
-def landmarks(image):
-    """dlib's 68 landmarks of the central face (image padded as detect_box does), or None."""
-    import cv2
-    import dlib
-
-    from facesegment.label import pick_central
-    from facesegment.segment import _dlib_models, detect_faces
-
-    pad = int(round(PAD_FRACTION * max(image.shape[:2])))
-    padded = cv2.copyMakeBorder(np.ascontiguousarray(image), pad, pad, pad, pad,
-                                cv2.BORDER_REPLICATE)
-    boxes = detect_faces(padded, "landmarks")
-    if len(boxes) == 0:
-        return None
-    k = 0
-    if len(boxes) > 1:
-        k = pick_central([(x, y, x + w, y + h) for x, y, w, h in boxes], padded.shape)
-    x, y, w, h = boxes[k]
-    shape = _dlib_models()[1](padded, dlib.rectangle(int(round(x)), int(round(y)),
-                                                      int(round(x + w)), int(round(y + h))))
-    return np.array([(shape.part(i).x - pad, shape.part(i).y - pad) for i in range(68)],
-                    dtype=np.float64)
 
 
 def shape_box(pts, mean_shape, side):
@@ -106,7 +82,7 @@ def main(argv=None):
     for i in sorted(pick):
         img = load_face(train[i])[0]
         side = float(np.sqrt(img.shape[0] * img.shape[1]))
-        pts = landmarks(img)
+        pts = detect_landmarks(img)
         if pts is not None:
             shapes.append(pts / side)
     mean_shape = np.mean(shapes, axis=0)
@@ -116,7 +92,7 @@ def main(argv=None):
         recs = {"box": [], "shape": []}
         for rec in test:
             img, lab = load_face(rec)
-            pts = landmarks(img)
+            pts = detect_landmarks(img)
             for how in ("box", "shape"):
                 if pts is None:
                     recs[how].append(FaceRecord(rec.name, rec.image, rec.label, missed=True))

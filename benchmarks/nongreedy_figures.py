@@ -121,10 +121,15 @@ def figure3(args):
     out = {"figure": 3, "args": vars(args), "n_train": int(X.shape[0]),
            "sha256": ds.sha256, "rows": rows, "seconds": time.perf_counter() - t0,
            "load_end": os.getloadavg()}
-    write_json_atomic(OUT / f"{args.name}.json", out)
-    write_text_atomic(OUT / f"{args.name}.md", figure3_table(out))
-    plot_figure3(out, OUT / f"{args.name}.png")
-    print(f"wrote {OUT / args.name}.json, .md, .png ({out['seconds']:.0f} s)")
+    _write(out, args.name, figure3_table, plot_figure3)
+
+
+def _write(out, name, table, plot):
+    """OUT/NAME.json, .md (``table(out)``) and .png (``plot(out, path)``)."""
+    write_json_atomic(OUT / f"{name}.json", out)
+    write_text_atomic(OUT / f"{name}.md", table(out))
+    plot(out, OUT / f"{name}.png")
+    print(f"wrote {OUT / name}.json, .md, .png ({out['seconds']:.0f} s)")
 
 
 def figure3_table(out):
@@ -259,10 +264,7 @@ def figure4(args):
     out = {"figure": 4, "args": vars(args), "dataset": args.dataset,
            "n_train": int(X.shape[0]), "n_features": int(X.shape[1]), "sha256": ds.sha256,
            "rows": rows, "seconds": time.perf_counter() - t0, "load_end": os.getloadavg()}
-    write_json_atomic(OUT / f"{args.name}.json", out)
-    write_text_atomic(OUT / f"{args.name}.md", figure4_table(out))
-    plot_figure4(out, OUT / f"{args.name}.png")
-    print(f"wrote {OUT / args.name}.json, .md, .png ({out['seconds']:.0f} s)")
+    _write(out, args.name, figure4_table, plot_figure4)
 
 
 def figure4_table(out):

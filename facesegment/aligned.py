@@ -11,9 +11,8 @@ alignment they would get on a new photo:
    on every side, replicating its border pixels (the fill
    :func:`facesegment.segment.crop_face` uses for a box reaching outside the
    image), so that a face touching the border can still be detected;
-2. :func:`facesegment.segment.find_crops` with the "landmarks" detector
-   (dlib's face detector, dlib's 68 predicted landmarks, then
-   :func:`facesegment.segment.landmark_box` mapped by the model's crop rule:
+2. :func:`facesegment.segment.find_landmarks` (dlib's face detector, dlib's
+   68 predicted landmarks), then :func:`facesegment.segment.landmark_box` mapped by the model's crop rule:
    the dataset's own crops, see below);
    of several faces the one closest to the image centre is kept
    (:func:`facesegment.label.pick_central`, the rule of ``facesegment
@@ -50,7 +49,7 @@ import numpy as np
 
 from .classes import IGNORE
 from .position import crop_rule_of
-from .segment import CROP, _crop_matrix, crop_face, find_crops
+from .segment import CROP, _crop_matrix, crop_face, find_landmarks, landmark_box
 
 #: Version of the re-cropping rule; part of the cache key of an aligned folder.
 VERSION = 2
@@ -82,7 +81,7 @@ def detect_box(image, pad_fraction=PAD_FRACTION, choose="central", crop_rule=Non
         longer side (replicated border pixels; 0.25 by default).
     choose : {"central", "largest"}
         Of several faces, the one whose crop is centred closest to the image
-        centre, or the largest (the first of :func:`facesegment.segment.find_crops`).
+        centre, or the largest (the first of :func:`facesegment.segment.find_landmarks`).
     crop_rule : (k, ox, oy), optional
         Maps the landmark box to the dataset's crops
         (:func:`facesegment.segment.apply_crop_rule`); None: as it is.
@@ -92,20 +91,34 @@ def detect_box(image, pad_fraction=PAD_FRACTION, choose="central", crop_rule=Non
     (x0, y0, side) : tuple of float, in ``image``'s pixels, or None
         ``None`` when dlib finds no face.
     """
+    found = _central_face(image, pad_fraction, choose, crop_rule)
+    return None if found is None else found[1]
+
+
+def detect_landmarks(image, pad_fraction=PAD_FRACTION, choose="central"):
+    """dlib's 68 predicted landmarks (float64 (68, 2), in ``image``'s pixels) of the
+    face :func:`detect_box` keeps, or None when no face is found."""
+    found = _central_face(image, pad_fraction, choose, None)
+    return None if found is None else found[0]
+
+
+def _central_face(image, pad_fraction, choose, crop_rule):
+    """``(landmarks, box)`` of the face kept (see :func:`detect_box`), or None."""
     from .label import pick_central
 
     _check(pad_fraction, choose)
     pad = int(round(pad_fraction * max(image.shape[:2])))
     padded = (cv2.copyMakeBorder(np.ascontiguousarray(image), pad, pad, pad, pad,
                                  cv2.BORDER_REPLICATE) if pad else image)
-    boxes = find_crops(padded, "landmarks", crop_rule=crop_rule)
-    if not boxes:
+    points = find_landmarks(padded)
+    if not points:
         return None
+    boxes = [landmark_box(pts, crop_rule) for pts in points]
     k = 0
     if choose == "central" and len(boxes) > 1:
         k = pick_central([(x, y, x + s, y + s) for x, y, s in boxes], padded.shape)
     x0, y0, side = boxes[k]
-    return float(x0) - pad, float(y0) - pad, float(side)
+    return points[k] - pad, (float(x0) - pad, float(y0) - pad, float(side))
 
 
 def warp_label(label, box, size=CROP):
@@ -373,4 +386,5 @@ def aligned_counts(records):
 
 
 __all__ = ["VERSION", "PAD_FRACTION", "CHOICES", "INFO_NAME", "detect_box", "warp_label",
-           "realign_face", "realign_records", "measure_crop_rule", "aligned_counts"]
+           "realign_face", "realign_records", "measure_crop_rule", "aligned_counts",
+           "detect_landmarks"]

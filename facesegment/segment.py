@@ -156,21 +156,26 @@ def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MA
     Faces are detected on a copy shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
     on ``image`` itself, in the box scaled back.
     """
+    if detector == "landmarks":
+        return [landmark_box(pts, crop_rule) for pts in find_landmarks(image, max_side)]
     boxes = detect_faces(image, detector, max_side)
-    if detector != "landmarks":
-        return [apply_crop_rule(crop_box(b, detector, calibration), crop_rule) for b in boxes]
+    return [apply_crop_rule(crop_box(b, detector, calibration), crop_rule) for b in boxes]
+
+
+def find_landmarks(image, max_side=DETECT_MAX_SIDE):
+    """dlib's 68 predicted landmarks (float64 (68, 2), x then y) of every face
+    found, largest first (the faces of :func:`detect_faces` "landmarks")."""
     import dlib
 
     predictor = _dlib_models()[1]
     out = []
-    for x, y, w, h in boxes:
+    for x, y, w, h in detect_faces(image, "landmarks", max_side):
         rect = dlib.rectangle(int(round(x)), int(round(y)), int(round(x + w)),
                               int(round(y + h)))
         with _DLIB_LOCK:
             shape = predictor(image, rect)
-            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
-                           dtype=np.float64)
-        out.append(landmark_box(pts, crop_rule))
+            out.append(np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
+                                dtype=np.float64))
     return out
 
 

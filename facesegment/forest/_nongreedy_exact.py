@@ -29,12 +29,11 @@ Cost per sample: every row's dot product plus O(number of nodes), against
 about d dot products (plus pruned descents) for the fast inference.
 """
 
-import math
 
 import numpy as np
 from numba import njit
 
-from ._nongreedy_kernels import _act, _project, _sync, leaf_tables
+from ._nongreedy_kernels import _act, _batch_step, _leaf_grad, _row_grad, _sync, leaf_tables
 
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
@@ -147,7 +146,6 @@ def sgd_pass_exact(Z, y, order, assign, W, V, last, Theta, VT, left, right, row,
     loss-augmented inference; ``full`` as in the module.  ``counters``
     accumulates [dot products, leaves scored, samples, steps]."""
     n = order.shape[0]
-    p = Z.shape[1]
     n_leaves, C = Theta.shape
     n_nodes = left.shape[0]
     m = W.shape[0]
@@ -183,34 +181,11 @@ def sgd_pass_exact(Z, y, order, assign, W, V, last, Theta, VT, left, right, row,
                 for k in range(path_len[lb]):
                     gb[row[path_node[lb, k]]] = path_dir[lb, k]
                 for r in range(m):
-                    if gb[r] == hb[r]:
-                        continue
-                    if not flag[r]:
-                        flag[r] = True
-                        touched[nt] = r
-                        nt += 1
-                    coef = np.float32(2.0 * hb[r]) * inv_m
-                    for j in range(p):
-                        G[r, j] -= coef * Z[i, j]
-                    G[r, p] += coef
-            for c in range(C):
-                GT[lb, c] += np.float32(math.exp(Theta[lb, c] - lse[lb])) * inv_m
-            GT[lb, yi] -= inv_m
-        for s in range(nt):
-            r = touched[s]
-            _sync(W, V, last, r, t, eta, mu, nu)
-            for j in range(p + 1):
-                V[r, j] = mu * V[r, j] + G[r, j]
-                W[r, j] -= eta * V[r, j]
-                G[r, j] = 0.0
-            _project(W, r, nu)
-            last[r] = t
-            flag[r] = False
-        for lf in range(n_leaves):
-            for c in range(C):
-                VT[lf, c] = mu * VT[lf, c] + GT[lf, c]
-                Theta[lf, c] -= eta * VT[lf, c]
-                GT[lf, c] = 0.0
+                    if gb[r] != hb[r]:
+                        nt = _row_grad(G, flag, touched, nt, r,
+                                       np.float32(2.0 * hb[r]) * inv_m, Z, i)
+            _leaf_grad(GT, Theta, lse, lb, yi, inv_m)
+        _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu)
         t += 1
         counters[3] += 1
     counters[2] += n

@@ -181,6 +181,51 @@ def _lai(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
+def _row_grad(G, flag, touched, nt, r, coef, Z, i):
+    """Add ``coef * [-z_i, 1]`` to row r's gradient, listing r once per batch in
+    ``touched``; returns the new count of touched rows."""
+    if not flag[r]:
+        flag[r] = True
+        touched[nt] = r
+        nt += 1
+    p = Z.shape[1]
+    for j in range(p):
+        G[r, j] -= coef * Z[i, j]
+    G[r, p] += coef
+    return nt
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _leaf_grad(GT, Theta, lse, lb, yi, inv_m):
+    """Add the log loss gradient of leaf ``lb`` for label ``yi`` (softmax - one-hot)."""
+    for c in range(Theta.shape[1]):
+        GT[lb, c] += np.float32(math.exp(Theta[lb, c] - lse[lb])) * inv_m
+    GT[lb, yi] -= inv_m
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu):
+    """Momentum step of the touched rows (then projected) and of every leaf;
+    the gradient buffers and flags are left zeroed."""
+    p1 = W.shape[1]
+    for s in range(nt):
+        r = touched[s]
+        _sync(W, V, last, r, t, eta, mu, nu)
+        for j in range(p1):
+            V[r, j] = mu * V[r, j] + G[r, j]
+            W[r, j] -= eta * V[r, j]
+            G[r, j] = 0.0
+        _project(W, r, nu)
+        last[r] = t
+        flag[r] = False
+    for lf in range(Theta.shape[0]):
+        for c in range(Theta.shape[1]):
+            VT[lf, c] = mu * VT[lf, c] + GT[lf, c]
+            Theta[lf, c] -= eta * VT[lf, c]
+            GT[lf, c] = 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
 def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
              path_node, path_dir, path_len, eta, mu, nu, batch, t0, G, GT, flag, counters):
     """One pass of mini-batch SGD over ``order`` (positions into Z/y).
@@ -194,7 +239,6 @@ def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
     [dot products on paths, alternative descents, samples, steps].
     """
     n = order.shape[0]
-    p = Z.shape[1]
     n_leaves, C = Theta.shape
     D = max(path_node.shape[1], 1)
     lse = np.empty(n_leaves)
@@ -218,33 +262,10 @@ def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
                                       lse, submax, pn, pa, ph, counters)
             total += best
             if k >= 0:
-                r = row[pn[k]]
-                if not flag[r]:
-                    flag[r] = True
-                    touched[nt] = r
-                    nt += 1
-                coef = np.float32(2.0 * ph[k]) * inv_m
-                for j in range(p):
-                    G[r, j] -= coef * Z[i, j]
-                G[r, p] += coef
-            for c in range(C):
-                GT[lb, c] += np.float32(math.exp(Theta[lb, c] - lse[lb])) * inv_m
-            GT[lb, yi] -= inv_m
-        for s in range(nt):
-            r = touched[s]
-            _sync(W, V, last, r, t, eta, mu, nu)
-            for j in range(p + 1):
-                V[r, j] = mu * V[r, j] + G[r, j]
-                W[r, j] -= eta * V[r, j]
-                G[r, j] = 0.0
-            _project(W, r, nu)
-            last[r] = t
-            flag[r] = False
-        for lf in range(n_leaves):
-            for c in range(C):
-                VT[lf, c] = mu * VT[lf, c] + GT[lf, c]
-                Theta[lf, c] -= eta * VT[lf, c]
-                GT[lf, c] = 0.0
+                nt = _row_grad(G, flag, touched, nt, row[pn[k]],
+                               np.float32(2.0 * ph[k]) * inv_m, Z, i)
+            _leaf_grad(GT, Theta, lse, lb, yi, inv_m)
+        _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu)
         t += 1
         counters[3] += 1
     counters[2] += n

@@ -20,10 +20,10 @@ from tests import naive_nongreedy as naive
 from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest
 
 
-def _problem(seed, depth=3, n=12, p=4, C=3, scale=1.0):
+def _problem(seed, depth=3, n=12, p=4, C=3, scale=1.0, p_split=0.8):
     """A random tree with random W (rows of norm ~scale), Theta, samples."""
     rng = np.random.default_rng(seed)
-    left, right, _ = naive.random_tree(rng, depth)
+    left, right, _ = naive.random_tree(rng, depth, p_split)
     tb = tree_tables(left, right)
     m = int((left >= 0).sum())
     W = (rng.normal(size=(m, p + 1)) * scale).astype(np.float32)

@@ -10,21 +10,10 @@ from facesegment.forest._nongreedy_exact import lai_exact_values, sgd_pass_exact
 from facesegment.forest._nongreedy_kernels import sgd_pass
 from facesegment.forest.nongreedy import evaluate, tree_tables
 from tests import naive_nongreedy as naive
+from tests.forest.test_nongreedy import _problem
 
 #: Largest number of internal nodes the brute force enumerates (2^m bit vectors).
 BRUTE_MAX_ROWS = 12
-
-
-def _problem(seed, depth, n=12, p=4, C=3, scale=1.0, p_split=0.8):
-    rng = np.random.default_rng(seed)
-    left, right, _ = naive.random_tree(rng, depth, p_split)
-    tb = tree_tables(left, right)
-    m = int((left >= 0).sum())
-    W = (rng.normal(size=(m, p + 1)) * scale).astype(np.float32)
-    Theta = (rng.normal(size=(int((left < 0).sum()), C)) * 2).astype(np.float32)
-    Z = rng.normal(size=(n, p)).astype(np.float32)
-    y = rng.integers(0, C, size=n).astype(np.int32)
-    return tb, W, Theta, Z, y, rng
 
 
 def _assign(tb, rng, n, ssgd):
