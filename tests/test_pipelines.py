@@ -93,6 +93,7 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[cascade]\nchains = ['axis']\n", ["[cascade]", "chains", "at least two kinds"]),
     ("[cascade]\nchains = ['axis>oak']\n", ["[cascade]", "'oak' is not one"]),
     ("[position]\nsigma = -1.0\n", ["[position]", "sigma"]),
+    ("[position]\ncrop_faces = -1\n", ["[position]", "crop_faces", ">= 0"]),
     ("[cascade]\nstage1_maps = 'best'\n", ["[cascade]", "stage1_maps", "decisions"]),
     ("[cascade]\nq = 'p^2'\n", ["[cascade]", "q", "p^E"]),
     ("[smoothing]\nmodels = 'some'\n", ["[smoothing]", "models", "cascades"]),
