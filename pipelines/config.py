@@ -169,11 +169,13 @@ SCHEMA = {
         "two_probe_pairs": _list(_int(1)),
         "co2_nu": _list(_num(0.0)),
         "co2_eta": _list(_num(0.0)),
+        "nongreedy_eta": _list(_num(0.0)),
         "alphas": _list(_num(0.0, 4.0)),
         "full_axis_q": _list(_q),
         "full_two_probe_pairs": _list(_int(1)),
         "full_co2_nu": _list(_num(0.0)),
         "full_co2_eta": _list(_num(0.0)),
+        "full_nongreedy_eta": _list(_num(0.0)),
     },
     "evaluate": {
         "alpha": _num(0.0, 4.0),

@@ -140,7 +140,7 @@ def run_tree(ds, method, depth, cfg):
     est = make_tree(method, depth, best, seed, fixed).fit(ds.X, ds.y)
     fit_s = time.perf_counter() - t0
     return {"dataset": ds.name, "depth": depth, "method": method, "params": best,
-            "grid": points, "val_acc": val, "train_acc": float(est.score(ds.X, ds.y)),
+            "grid": points, "val_acc": val, "tune_rows": int(len(fit_idx)), "train_acc": float(est.score(ds.X, ds.y)),
             "test_acc": float(est.score(ds.X_test, ds.y_test)), "fit_seconds": fit_s,
             "stats": tree_stats(est)}
 

@@ -105,7 +105,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
     rows, chosen, timings = [], {}, []
     for kind in KINDS:
         best = None
-        inherited = {p: chosen[src][p] for p, src in get_kind(kind).inherit.items()}
+        inherited = get_kind(kind).inherited(chosen)
         settings = [{**inherited, **s} for s in grid[kind]]
         for setting in settings:
             params = selection_params(cfg, kind, setting, len(ws.y))

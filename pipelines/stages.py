@@ -275,10 +275,19 @@ def _final_alpha_wanted(cfg):
     return cfg["evaluate"]["alpha_from"] == "final" and cfg["select"]["enabled"]
 
 
+def _chosen(ctx, kind):
+    """The settings selection chose for ``kind`` (DataError when chosen.json predates it)."""
+    chosen = ctx.read_json("chosen.json")
+    if kind not in chosen:
+        raise DataError(ctx.reports / "chosen.json", f"has no settings for the kind {kind!r}",
+                        "run the select stage again (make select)")
+    return chosen[kind]
+
+
 def _train_config(kind):
     def config(ctx):
         c = ctx.cfg
-        chosen = ctx.read_json("chosen.json")[kind]
+        chosen = _chosen(ctx, kind)
         # the alpha stored in the model folders: the selection's, or chosen with
         # the final forest on the validation images (their grid, alphas and mode)
         alpha = {"alpha_from": c["evaluate"]["alpha_from"], "selection": chosen["alpha"]}
@@ -321,7 +330,7 @@ def _train(kind):
     def run(ctx):
         cfg = ctx.cfg
         n = cfg["forest"]["n_trees"]
-        chosen = ctx.read_json("chosen.json")[kind]
+        chosen = _chosen(ctx, kind)
         params = selection.estimator_params(cfg, kind, _setting(chosen))
         ws = ctx.windows_set()
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))

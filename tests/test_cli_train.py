@@ -55,7 +55,10 @@ def wfile(tmp_path_factory):
                                          ("nongreedy", ["--max-depth", "4", "--nu", "10",
                                                         "--eta", "0.01", "--init-tree", "co2",
                                                         "--epochs", "3",
-                                                        "--ssgd-refresh", "1"])])
+                                                        "--ssgd-refresh", "1"]),
+                                         ("co2-nongreedy", ["--max-depth", "6", "--refine-depth",
+                                                            "2", "--epochs", "2", "--init-nu", "4",
+                                                            "--oblique-min-samples", "40"])])
 def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     path, X, y = wfile
     out = tmp_path / "models" / kind
@@ -83,6 +86,9 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
         assert np.diff(m.arrays.sparse_ptr).max() <= 5 and m.params["sparsity"] == "prune"
     if kind == "nongreedy":
         assert (m.params["init"], m.params["n_epochs"], m.params["ssgd_refresh"]) == ("co2", 3, 1)
+    if kind == "co2-nongreedy":
+        assert (m.params["init"], m.params["refine_depth"], m.params["init_nu"]) == ("co2", 2, 4)
+        assert int(m.arrays.depth.max()) > 2
     if kind == "ferns":
         assert m.params["depth"] == 6 and m.params["prior"] == 0.5
     if kind == "rotation":

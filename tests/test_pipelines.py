@@ -551,11 +551,17 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
               "results.md", "timings.json", "timings.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
-    for k in ("axis", "two-probe", "co2", "co2-best"):
+    for k in ("axis", "two-probe", "co2", "co2-best", "co2-nongreedy"):
         for n in (2, 4):
             assert (tmp_path / "models" / "faces-smoke" / f"{k}-{n}" / "model.json").is_file()
     best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
     assert best.kind == "co2-best" and best.params["init"] == "best"
+    # non-greedy refinement of the top levels of CO2 trees is a kind of the pipeline
+    ng = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-nongreedy-4")
+    assert ng.kind == "co2-nongreedy" and ng.params["refine_depth"] == 3
+    assert ng.params["init"] == "co2" and ng.params["n_epochs"] == 2
+    assert "CO2, top levels non-greedy (ours)" in (rdir / "results.md").read_text()
+    assert (rdir / "eval-co2-nongreedy.json").is_file()
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
     assert "| train:co2-best |" in (rdir / "timings.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())

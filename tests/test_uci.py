@@ -65,11 +65,12 @@ def test_end_to_end_then_a_rerun_skips_everything(data, tmp_path, capsys):
         assert (out / "figures" / f"{name}.png").stat().st_size > 1000
     co2 = json.loads((out / "alpha" / "select-co2.json").read_text())
     axis = json.loads((out / "alpha" / "select-axis.json").read_text())
-    assert co2["searched"] and len(co2["settings"]) == 2          # quick: nu in {1, 10}
+    assert co2["searched"] and len(co2["settings"]) == 4   # quick: nu in {1, 10} x bootstrap
+    assert {r["params"]["bootstrap"] for r in co2["settings"]} == {True, False}
     assert co2["chosen"]["max_features"] == axis["chosen"]["max_features"]   # inherited q
     best = json.loads((out / "alpha" / "select-co2-best.json").read_text())
-    assert {k: best["chosen"][k] for k in ("nu", "eta", "scale")} == \
-        {k: co2["chosen"][k] for k in ("nu", "eta", "scale")}
+    assert {k: best["chosen"][k] for k in ("nu", "eta", "scale", "bootstrap")} == \
+        {k: co2["chosen"][k] for k in ("nu", "eta", "scale", "bootstrap")}
     results = (out / "results.md").read_text()
     assert "| alpha |" in results and "| beta |" in results and "Table I" in results
     timings = json.loads((out / "timings.json").read_text())
@@ -178,10 +179,10 @@ def test_shipped_config_grids_and_the_paper_table():
     cfg = load_config(CONFIG)
     _, kinds, large = dataset_config(cfg, 4435 * 36)
     assert not large
-    assert len(grid(kinds["co2"])) == 36 and len(grid(kinds["axis"])) == 5
+    assert len(grid(kinds["co2"])) == 72 and len(grid(kinds["axis"])) == 5   # x bootstrap
     assert len(grid(kinds["ferns"])) == 12 and len(grid(kinds["rotation"])) == 6
     _, kinds, large = dataset_config(cfg, 60000 * 784)
-    assert large and len(grid(kinds["co2"])) == 12
+    assert large and len(grid(kinds["co2"])) == 24
     paper = uci_report.PAPER_TABLE_I
     assert paper["satimage"]["co2"] == (9.6, 9.1, 8.9) and paper["mnist"]["oc1"] is None
     assert len(paper) == 9

@@ -35,6 +35,8 @@ examples:
   facesegment train --kind co2-best --pairs 400 --windows data/windows/train.h5 --out models/ours-16
   facesegment train --kind co2-sparse --max-nonzero 32 --weight-dtype int8 \\
       --windows data/windows/train.h5 --out models/sparse-16
+  facesegment train --kind co2-nongreedy --refine-depth 6 --epochs 10 --eta 0.01 --init-nu 10 \\
+      --max-depth 20 --windows data/windows/train.h5 --out models/ng-16
   facesegment train --kind ferns --depth 12 --test two-probe --windows data/windows/train.h5 --out models/ferns
 """
 
@@ -42,7 +44,7 @@ examples:
 def _kinds_text():
     from ..forest.registry import KINDS
 
-    return "\n".join(f"  {k.name:<10} {k.description}" for k in KINDS.values())
+    return "\n".join(f"  {k.name:<13} {k.description}" for k in KINDS.values())
 
 
 DESCRIPTION = DESCRIPTION.replace("{kinds}", _kinds_text())
@@ -59,7 +61,8 @@ ESTIMATOR_OPTIONS = (
     ("depth", "depth"), ("test", "test"), ("prior", "prior"),
     ("subset_size", "n_features_per_subset"), ("rotated_features", "max_rotated_features"),
     ("subsets", "subsets"), ("init_tree", "init"), ("epochs", "n_epochs"),
-    ("ssgd_refresh", "ssgd_refresh"),
+    ("ssgd_refresh", "ssgd_refresh"), ("refine_depth", "refine_depth"),
+    ("init_nu", "init_nu"), ("init_eta", "init_eta"),
 )
 
 
@@ -169,6 +172,13 @@ def add_arguments(p):
     ng.add_argument("--ssgd-refresh", type=nonneg_int, default=None, metavar="K",
                     help="stable SGD: fix each sample's leaf, refreshed every K epochs "
                          "(default 0: plain SGD)")
+    ng.add_argument("--refine-depth", type=positive_int, default=None, metavar="D",
+                    help="optimise only the top D levels jointly, grow greedy trees below them "
+                         "down to --max-depth (--kind co2-nongreedy: default 6)")
+    ng.add_argument("--init-nu", type=float, default=None,
+                    help="CO2's nu for the greedy trees' oblique splits (default 1)")
+    ng.add_argument("--init-eta", type=float, default=None,
+                    help="CO2's eta for the greedy trees' oblique splits (default 1e-3)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from ._graft import graft
 from ._grow import draw_tree_samples, grow_tree
 from ._nongreedy_kernels import (leaf_counts, row_keys, sgd_pass, standardise,
                                  surrogate_values)
@@ -42,8 +43,8 @@ from .params import resolve_max_features
 
 #: Laplace smoothing of leaf frequencies (initial Theta, refits, node values).
 LEAF_ALPHA = 1.0
-#: Nodes of the greedy CO2 initial tree with fewer samples keep their
-#: univariate split (CO2Forest's default).
+#: Default of ``oblique_min_samples``: nodes of the greedy CO2 trees with fewer
+#: samples keep their univariate split (CO2Forest's default).
 OBLIQUE_MIN_SAMPLES = 100
 #: Seed of the fixed projection giving samples their canonical order.
 _KEY_SEED = 20151112
@@ -235,9 +236,57 @@ def canonical_order(X, idx, y):
     return idx[np.lexsort((keys, y[idx]))]
 
 
+def _greedy_spec(spec, max_depth, n_samples):
+    """``grow_tree``'s spec of the greedy trees: the initial tree and the subtrees
+    grown under a refined trunk (all the rows given, CO2 with ``init_nu``,
+    ``init_eta`` and ``oblique_min_samples``)."""
+    return {"family": spec["init"], "max_depth": max_depth,
+            "min_samples_split": spec["min_samples_split"],
+            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": n_samples,
+            "bootstrap": False, "pool": None, "cdf": None,
+            "max_features": spec["max_features"],
+            "co2": {**CO2_DEFAULTS, "nu": spec["init_nu"], "eta": spec["init_eta"]},
+            "oblique_min_samples": spec["oblique_min_samples"],
+            "weight_dtype": "float32", "mean": spec["mean"], "inv_std": spec["inv_std"],
+            "co2_init": "axis", "n_pairs": 1}
+
+
+def _trunk_depth(spec):
+    """Depth of the non-greedy part: ``refine_depth`` when it is shallower than
+    ``max_depth`` (-1: unlimited), else ``max_depth``; and whether to grow below."""
+    md, rd = spec["max_depth"], spec.get("refine_depth")
+    if rd is None or (md >= 0 and rd >= md):
+        return md, False
+    return rd, True
+
+
+def grow_below(tree, Xs, ys, reached, n_classes, spec, rng):
+    """``tree`` with a greedy subtree grown under each refined leaf, on the samples
+    the refined trunk sends there (``reached``: leaf number of each row), down
+    to ``max_depth`` levels in all.  Returns ``(tree, seconds)``."""
+    t0 = time.perf_counter()
+    md, rd = spec["max_depth"], spec["refine_depth"]
+    leaves = np.flatnonzero(tree["left"] < 0)
+    seeds = rng.integers(0, 2**31 - 1, size=leaves.shape[0])
+    order = np.argsort(reached, kind="stable")
+    bounds = np.searchsorted(reached[order], np.arange(leaves.shape[0] + 1))
+    subtrees = {}
+    for k, node in enumerate(leaves):
+        rows = order[bounds[k]:bounds[k + 1]]
+        if rows.shape[0] == 0:
+            continue
+        sub = grow_tree(np.ascontiguousarray(Xs[rows]), np.ascontiguousarray(ys[rows]),
+                        n_classes, _greedy_spec(spec, md - rd if md >= 0 else -1,
+                                                rows.shape[0]), int(seeds[k]))
+        sub.pop("stats")
+        subtrees[int(node)] = sub
+    return graft(tree, subtrees), time.perf_counter() - t0
+
+
 def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     """One non-greedy tree (the task of :class:`NonGreedyForest`): draw the
-    tree's samples, grow the greedy initial tree on them, optimise, convert."""
+    tree's samples, grow the greedy initial tree on them, optimise, convert
+    (and with ``refine_depth``, grow greedily below the refined levels)."""
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
@@ -246,20 +295,15 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     idx = canonical_order(X, idx, y)
     Xs, ys = np.ascontiguousarray(X[idx]), np.ascontiguousarray(y[idx], dtype=np.int32)
     mean, inv_std = spec["mean"], spec["inv_std"]
-    base = {"family": spec["init"], "max_depth": spec["max_depth"],
-            "min_samples_split": spec["min_samples_split"],
-            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": idx.shape[0],
-            "bootstrap": False, "pool": None, "cdf": None,
-            "max_features": spec["max_features"], "co2": dict(CO2_DEFAULTS),
-            "oblique_min_samples": OBLIQUE_MIN_SAMPLES,
-            "weight_dtype": "float32", "mean": mean, "inv_std": inv_std,
-            "co2_init": "axis", "n_pairs": 1}
-    tree = grow_tree(Xs, ys, n_classes, base, int(rng.integers(0, 2**31 - 1)))
+    depth, below = _trunk_depth(spec)
+    tree = grow_tree(Xs, ys, n_classes, _greedy_spec(spec, depth, idx.shape[0]),
+                     int(rng.integers(0, 2**31 - 1)))
     init_stats = tree.pop("stats")
     t_init = time.perf_counter() - t_start
     Z = np.empty((idx.shape[0], p), np.float32)
     standardise(Xs, np.arange(idx.shape[0], dtype=np.int64), mean, inv_std, Z)
-    del Xs
+    if not below:
+        del Xs
     tb = tree_tables(tree["left"], tree["right"])
     W, Theta = initial_parameters(tree, mean, inv_std, spec["nu"], n_classes)
     opt = {k: spec[k] for k in ("nu", "eta", "momentum", "batch_size", "n_epochs",
@@ -267,11 +311,16 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     t1 = time.perf_counter()
     epochs, reached = train_tree(Z, ys, n_classes, tb, W, Theta, opt, rng)
     t_sgd = time.perf_counter() - t1
+    del Z
     out = to_forest_tree(tree, W, Theta, reached, ys, mean, inv_std, n_classes)
+    t_below = 0.0
+    if below:
+        out, t_below = grow_below(out, Xs, ys, reached, n_classes, spec, rng)
     sgd = [e for e in epochs if "sgd_seconds" in e]
     out["stats"] = {
         "seconds": time.perf_counter() - t_start, "t_init": t_init, "t_sgd": t_sgd,
-        "n_nodes": int(tree["left"].shape[0]), "max_depth": int(tree["depth"].max()),
+        "t_below": t_below, "n_nodes": int(out["left"].shape[0]),
+        "max_depth": int(out["depth"].max()), "refined_depth": int(tree["depth"].max()),
         "n_leaves": int(Theta.shape[0]), "epochs": epochs, "init": init_stats,
         "sgd_seconds_per_epoch": (float(np.mean([e["sgd_seconds"] for e in sgd]))
                                   if sgd else 0.0),
@@ -303,7 +352,7 @@ def _check_stats(feature_mean, feature_std, p):
 
 
 _NG_PARAMS = ("init", "nu", "eta", "momentum", "batch_size", "n_epochs", "ssgd_refresh",
-              "leaf_refit")
+              "leaf_refit", "refine_depth", "init_nu", "init_eta", "oblique_min_samples")
 
 
 class NonGreedyForest(BaseForest):
@@ -340,6 +389,15 @@ class NonGreedyForest(BaseForest):
         Features are divided by ``max(std, std_floor * max(std))``.
     max_depth : int or None, default 10
         Depth of the greedy initial tree, hence of the non-greedy tree.
+    refine_depth : int or None, default None
+        Optimise only the top ``refine_depth`` levels (a greedy tree of that
+        depth, refined), then grow greedy subtrees (``init``) under each refined
+        leaf on the samples it receives, down to ``max_depth`` (None: pure
+        leaves).  None: the whole tree is non-greedy.
+    init_nu, init_eta : float, default 1.0, 1e-3
+        CO2's nu and eta for the greedy trees' oblique splits (``init="co2"``).
+    oblique_min_samples : int, default 100
+        Nodes of the greedy CO2 trees with fewer samples keep their univariate split.
     (min_samples_split, min_samples_leaf, max_samples, bootstrap, random_state,
     n_jobs, scheduler, verbose: as for the other forests.)
 
@@ -361,8 +419,9 @@ class NonGreedyForest(BaseForest):
     def __init__(self, n_estimators=16, *, init="axis", max_features="sqrt", max_depth=10,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None, bootstrap=True,
                  nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
-                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, refine_depth=None,
+                 init_nu=1.0, init_eta=1e-3, oblique_min_samples=OBLIQUE_MIN_SAMPLES,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.init = init
         self.max_features = max_features
@@ -379,6 +438,10 @@ class NonGreedyForest(BaseForest):
         self.ssgd_refresh = ssgd_refresh
         self.leaf_refit = leaf_refit
         self.std_floor = std_floor
+        self.refine_depth = refine_depth
+        self.init_nu = init_nu
+        self.init_eta = init_eta
+        self.oblique_min_samples = oblique_min_samples
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.scheduler = scheduler
@@ -416,14 +479,17 @@ class NonGreedyTree(NonGreedyForest):
     def __init__(self, n_estimators=1, *, init="axis", max_features="all", max_depth=10,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None, bootstrap=False,
                  nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
-                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 ssgd_refresh=0, leaf_refit=True, std_floor=0.1, refine_depth=None,
+                 init_nu=1.0, init_eta=1e-3, oblique_min_samples=OBLIQUE_MIN_SAMPLES,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         super().__init__(
             n_estimators, init=init, max_features=max_features, max_depth=max_depth,
             min_samples_split=min_samples_split, min_samples_leaf=min_samples_leaf,
             max_samples=max_samples, bootstrap=bootstrap, nu=nu, eta=eta, momentum=momentum,
             batch_size=batch_size, n_epochs=n_epochs, ssgd_refresh=ssgd_refresh,
-            leaf_refit=leaf_refit, std_floor=std_floor, random_state=random_state,
+            leaf_refit=leaf_refit, std_floor=std_floor, refine_depth=refine_depth,
+            init_nu=init_nu, init_eta=init_eta, oblique_min_samples=oblique_min_samples,
+            random_state=random_state,
             n_jobs=n_jobs, scheduler=scheduler, verbose=verbose)
 
 

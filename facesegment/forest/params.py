@@ -286,6 +286,10 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "ssgd_refresh": Integer(0),
         "leaf_refit": Boolean(),
         "std_floor": Real(0, 1),
+        "refine_depth": Integer(1, none_ok=True),
+        "init_nu": Real(0, low_open=True),
+        "init_eta": Real(0, low_open=True),
+        "oblique_min_samples": Integer(2),
     }),
 })
 

@@ -44,7 +44,10 @@ class ForestKind:
     grid : mapping
         Selection grid: ``{parameter: [select] key holding its candidates}``.
     inherit : mapping
-        Parameters copied from the settings chosen for another kind.
+        Parameters copied from the settings chosen for another kind:
+        ``{parameter: kind}``, or ``{parameter: "kind:name"}`` to copy that
+        kind's parameter ``name`` (``co2-nongreedy`` takes CO2's ``nu`` as its
+        ``init_nu``).
     requires : tuple of str
         Parameters an estimator of this kind sets (not None): ``co2-sparse``
         is a CO2Forest with ``max_nonzero`` set (used by :func:`kind_of`).
@@ -82,6 +85,15 @@ class ForestKind:
         import importlib
 
         return getattr(importlib.import_module("facesegment.forest"), self.estimator)
+
+    def inherit_sources(self):
+        """``{parameter: (kind, name)}``: where each inherited parameter comes from."""
+        return {p: tuple(src.split(":", 1)) if ":" in src else (src, p)
+                for p, src in self.inherit.items()}
+
+    def inherited(self, chosen):
+        """The inherited parameters, from ``chosen`` (``{kind: {name: value}}``)."""
+        return {p: chosen[k][n] for p, (k, n) in self.inherit_sources().items()}
 
     def make(self, **params):
         """An unfitted estimator of this kind: ``fixed`` parameters plus ``params``.
@@ -155,6 +167,13 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="non-greedy oblique trees: every split and leaf of a greedy "
                            "tree optimised jointly by SGD on a surrogate (Norouzi 2015)",
                oblique=True, pipeline=False),
+    ForestKind("co2-nongreedy", "NonGreedyForest", fixed={"init": "co2"},
+               label="CO2, top levels non-greedy (ours)",
+               description="CO2 trees whose top refine_depth levels are optimised jointly "
+                           "(Norouzi 2015), greedy CO2 below on what each refined leaf receives",
+               oblique=True, grid={"eta": "nongreedy_eta"},
+               inherit={"q": "co2", "init_nu": "co2:nu", "init_eta": "co2:eta"},
+               requires=("refine_depth",), defaults={"refine_depth": 6}),
 )})
 
 

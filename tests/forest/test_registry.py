@@ -24,8 +24,10 @@ def test_each_row_builds_its_estimator(name):
     assert kind.label and kind.description
     valid = set(est.get_params())
     assert set(kind.grid) - {"q"} <= valid  # "q" stands for max_features
-    for param, src in kind.inherit.items():  # inherits only from kinds above it
+    for param, (src, sname) in kind.inherit_sources().items():  # only from kinds above it
         assert list(KINDS).index(src) < list(KINDS).index(name)
+        assert param == "q" or param in valid
+        assert sname == "q" or sname in set(KINDS[src].estimator_class().get_params())
 
 
 def test_variant_is_a_row_not_a_code_path():
