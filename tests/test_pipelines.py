@@ -658,6 +658,14 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert run.main(argv[:-1] + ["--force", "time:axis", "all"]) == 0
     err = capsys.readouterr().err
     assert not (rdir / "time-axis.json").exists() and "[report] running" in err
+    # a chosen.json written before a kind existed: a dry run says what would run
+    # (it read chosen[kind] and stopped on a KeyError traceback)
+    chosen = json.loads((rdir / "chosen.json").read_text())
+    del chosen["co2-nongreedy"]
+    (rdir / "chosen.json").write_text(json.dumps(chosen))
+    assert run.main(argv[:-1] + ["--dry-run", "all"]) == 0
+    err = capsys.readouterr().err
+    assert "[select] would run" in err and "[train:co2-nongreedy] would run" in err
 
 
 #: What a rerun may change in a run folder: the measured times, and nothing else.
