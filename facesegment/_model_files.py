@@ -97,6 +97,11 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
     if layout is not None and not layout.matches(arrays.n_features):
         raise ValueError(f"layout {layout.describe()} does not match the forest's "
                          f"{arrays.n_features} features")
+    if layout is not None and layout.pool > 1 and np.size(mean) != arrays.n_features:
+        # a pooled layout: the statistics the fit used, not the windows file's
+        p = arrays.n_features
+        mean = getattr(estimator, "feature_mean_", np.zeros(p, np.float32))
+        std = getattr(estimator, "feature_std_", np.ones(p, np.float32))
     prov = dict(provenance or {})
     if windows_meta is not None:
         prov.setdefault("windows", str(getattr(windows_meta, "path", "") or ""))

@@ -82,6 +82,9 @@ class WindowsWriter:
 
     def __init__(self, path, n_windows, compression="gzip", compression_opts=1,
                  chunk_rows=CHUNK_ROWS, layout=DEFAULT_LAYOUT):
+        if layout.pool != 1:
+            raise ValueError(f"a windows file stores the windows' values: layout "
+                             f"{layout.describe()} is a model's (pool it when training)")
         self.path = os.fspath(path)
         self.layout = layout
         shape = layout.shape

@@ -13,6 +13,20 @@ dense-inference code, so nothing hard-codes 31x31x3 = 2883 features.
 
 ``WindowLayout()`` is the paper's layout (31x31 RGB, 2883 features); it is
 also what a windows file or model written before layouts were recorded has.
+
+A *pooled* layout (``pool = s > 1``, a model's layout, never a windows
+file's) reads, instead of the window's values, the rounded means of its
+``s x s`` boxes at stride ``s`` (``cells = window // s`` per side, the last
+``window - cells * s`` rows and columns unused)::
+
+    feature f = (i * cells + j) * channels + c
+              = round(mean(window[i*s:(i+1)*s, j*s:(j+1)*s, c]))
+
+so a split weighs patches, not pixels: structured sparsity with ``s**2``
+times fewer values per split (issue #12).  Training computes them from the
+stored windows (:meth:`WindowLayout.pooled`), dense inference from one
+box-mean image per image (:func:`box_means`), with the same integer rounding,
+so both read identical uint8 values.
 """
 
 from dataclasses import dataclass, field
@@ -39,9 +53,10 @@ class WindowLayout:
     window: int = 31
     channels: int = 3
     channel_names: tuple = field(default=())
+    pool: int = 1
 
     def __post_init__(self):
-        for name in ("window", "channels"):
+        for name in ("window", "channels", "pool"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"WindowLayout {name}={v!r} must be an integer >= 1")
@@ -55,6 +70,9 @@ class WindowLayout:
             raise ValueError(f"WindowLayout channel_names has {len(names)} names for "
                              f"{self.channels} channels; give one name per channel")
         object.__setattr__(self, "channel_names", names)
+        if self.pool > self.window:
+            raise ValueError(f"WindowLayout pool={self.pool} must be at most the window "
+                             f"({self.window}): boxes of pool x pool values inside the window")
 
     # ------------------------------------------------------------ derived
     @property
@@ -63,9 +81,25 @@ class WindowLayout:
         return self.window // 2
 
     @property
+    def cells(self):
+        """Values per side a forest reads: ``window // pool`` (the window itself unpooled)."""
+        return self.window // self.pool
+
+    @property
     def n_features(self):
-        """``window * window * channels`` (2883 for 31x31 RGB)."""
-        return self.window * self.window * self.channels
+        """``cells * cells * channels`` (2883 for 31x31 RGB; 300 pooled by 3)."""
+        return self.cells * self.cells * self.channels
+
+    def pooled(self, windows):
+        """The features of raw windows ``(n, window, window, channels)`` uint8 as a
+        uint8 ``(n, n_features)`` matrix: the windows flattened, or pooled
+        (rounded box means, exactly those :func:`box_means` gives at inference)."""
+        n = windows.shape[0]
+        if self.pool == 1:
+            return windows.reshape(n, -1)
+        s, m = self.pool, self.cells
+        v = windows[:, :m * s, :m * s].astype(np.uint32).reshape(n, m, s, m, s, -1)
+        return _round_mean(v.sum(axis=(2, 4)), s).reshape(n, -1)
 
     @property
     def row(self):
@@ -79,20 +113,26 @@ class WindowLayout:
 
     def feature_offsets(self, width):
         """Offset of each feature from the window's top-left value in a
-        C-contiguous ``(H, width, channels)`` image: int64 ``(n_features,)``."""
-        return feature_offsets(width, self.channels, self.window)
+        C-contiguous ``(H, width, channels)`` image (pooled: in its
+        :func:`box_means` image of that width): int64 ``(n_features,)``."""
+        return feature_offsets(width, self.channels, self.cells, self.pool)
 
     def describe(self):
         """E.g. ``"31x31 windows of 3 channels (R, G, B): 2883 features"``."""
+        pooled = (f", {self.pool}x{self.pool} box means at stride {self.pool}"
+                  if self.pool > 1 else "")
         return (f"{self.window}x{self.window} windows of {self.channels} channel"
-                f"{'s' if self.channels != 1 else ''} ({', '.join(self.channel_names)}): "
-                f"{self.n_features} features")
+                f"{'s' if self.channels != 1 else ''} ({', '.join(self.channel_names)})"
+                f"{pooled}: {self.n_features} features")
 
     # ------------------------------------------------------- serialisation
     def to_dict(self):
         """JSON-serialisable form (stored in model.json and the windows file)."""
-        return {"window": self.window, "channels": self.channels,
-                "channel_names": list(self.channel_names)}
+        doc = {"window": self.window, "channels": self.channels,
+               "channel_names": list(self.channel_names)}
+        if self.pool > 1:   # absent for unpooled layouts: older files read the same
+            doc["pool"] = self.pool
+        return doc
 
     @classmethod
     def from_dict(cls, doc):
@@ -101,11 +141,12 @@ class WindowLayout:
             return cls()
         if not isinstance(doc, dict):
             raise ValueError(f"a window layout must be a mapping, got {type(doc).__name__}")
-        unknown = set(doc) - {"window", "channels", "channel_names"}
+        unknown = set(doc) - {"window", "channels", "channel_names", "pool"}
         if unknown:
             raise ValueError(f"unknown window layout keys {sorted(unknown)}")
         return cls(window=doc.get("window", 31), channels=doc.get("channels", 3),
-                   channel_names=tuple(doc.get("channel_names") or ()))
+                   channel_names=tuple(doc.get("channel_names") or ()),
+                   pool=doc.get("pool", 1))
 
     @classmethod
     def for_image(cls, image, window=31):
@@ -127,7 +168,7 @@ def default_channel_names(channels):
     return tuple(f"c{i}" for i in range(channels))
 
 
-def feature_offsets(width, channels=3, window=31):
+def feature_offsets(width, channels=3, window=31, stride=1):
     """Map each window feature to its offset in a C-contiguous image.
 
     Parameters
@@ -135,7 +176,9 @@ def feature_offsets(width, channels=3, window=31):
     width : int
         Width (columns) of the (padded) image the windows are read from.
     channels, window : int
-        The layout (see :class:`WindowLayout`).
+        The layout (see :class:`WindowLayout`); ``window`` values per side.
+    stride : int
+        Pixels between neighbouring values (a pooled layout's ``pool``).
 
     Returns
     -------
@@ -143,12 +186,29 @@ def feature_offsets(width, channels=3, window=31):
         ``image.ravel()[top_left + offsets[f]]`` is feature ``f`` of the window
         whose top-left pixel starts at flat index ``top_left``.
     """
-    dy, dx, c = np.meshgrid(np.arange(window), np.arange(window), np.arange(channels),
-                            indexing="ij")
+    dy, dx, c = np.meshgrid(np.arange(window) * stride, np.arange(window) * stride,
+                            np.arange(channels), indexing="ij")
     return ((dy * width + dx) * channels + c).ravel().astype(np.int64)
+
+
+def _round_mean(sums, s):
+    """uint8 ``round(sums / s**2)`` (halves up), the one rounding of pooled values."""
+    return ((sums + (s * s) // 2) // (s * s)).astype(np.uint8)
+
+
+def box_means(image, s):
+    """uint8 ``(H - s + 1, W - s + 1, C)``: the rounded mean of each ``s x s`` box
+    of a uint8 ``(H, W, C)`` image, indexed by the box's top-left pixel (the
+    values a pooled layout reads, as :meth:`WindowLayout.pooled` computes them)."""
+    cs = np.zeros((image.shape[0] + 1, image.shape[1] + 1, image.shape[2]), np.uint32)
+    np.cumsum(np.cumsum(image, axis=0, dtype=np.uint32), axis=1, dtype=np.uint32,
+              out=cs[1:, 1:])
+    sums = cs[s:, s:] - cs[:-s, s:] - cs[s:, :-s] + cs[:-s, :-s]
+    return np.ascontiguousarray(_round_mean(sums, s))
 
 
 #: The paper's layout: 31x31 RGB windows, 2883 features.
 DEFAULT_LAYOUT = WindowLayout()
 
-__all__ = ["WindowLayout", "DEFAULT_LAYOUT", "feature_offsets", "default_channel_names"]
+__all__ = ["WindowLayout", "DEFAULT_LAYOUT", "feature_offsets", "default_channel_names",
+           "box_means"]

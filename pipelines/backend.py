@@ -11,6 +11,8 @@ import socket
 import time
 from pathlib import Path
 
+import numpy as np
+
 from facesegment.errors import DataError, FaceSegmentError
 
 
@@ -155,23 +157,32 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def fit(est, ws):
+def fit(est, ws, layout=None):
     """Fit on a WindowSet; return ``(wall seconds, CPU seconds)``.  Estimators
-    that normalise (CO2) get the windows file's feature mean and std."""
+    that normalise (CO2) get the windows file's feature mean and std.  A pooled
+    ``layout`` (``pool > 1``) fits on the windows' box means instead
+    (``layout.pooled``), with their own mean and std."""
     X = ws.X.reshape(len(ws.X), -1)
+    mean, std = ws.meta.mean, ws.meta.std
+    if layout is not None and layout.pool > 1:
+        X = layout.pooled(ws.X)
+        mean = X.mean(axis=0, dtype=np.float64).astype(np.float32)
+        std = X.std(axis=0, dtype=np.float64).astype(np.float32)
     extra = {}
     if "feature_mean" in inspect.signature(est.fit).parameters:
-        extra = {"feature_mean": ws.meta.mean, "feature_std": ws.meta.std}
+        extra = {"feature_mean": mean, "feature_std": std}
     c0, t0 = cpu_seconds(), time.perf_counter()
     est.fit(X, ws.y, **extra)
     return time.perf_counter() - t0, cpu_seconds() - c0
 
 
-def to_model(est, kind, meta, provenance):
-    """A Model of the registry kind ``kind`` trained on windows described by ``meta``."""
+def to_model(est, kind, meta, provenance, layout=None):
+    """A Model of the registry kind ``kind`` trained on windows described by ``meta``
+    (read through ``layout``, default the windows')."""
     from facesegment.model import Model
 
-    return Model.from_estimator(est, kind, meta, provenance=dict(provenance or {}))
+    return Model.from_estimator(est, kind, meta, provenance=dict(provenance or {}),
+                                layout=layout)
 
 
 def save_model(model, path):

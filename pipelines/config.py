@@ -170,12 +170,14 @@ SCHEMA = {
         "co2_nu": _list(_num(0.0)),
         "co2_eta": _list(_num(0.0)),
         "nongreedy_eta": _list(_num(0.0)),
+        "co2_pool": _list(_int(1)),
         "alphas": _list(_num(0.0, 4.0)),
         "full_axis_q": _list(_q),
         "full_two_probe_pairs": _list(_int(1)),
         "full_co2_nu": _list(_num(0.0)),
         "full_co2_eta": _list(_num(0.0)),
         "full_nongreedy_eta": _list(_num(0.0)),
+        "full_co2_pool": _list(_int(1)),
     },
     "evaluate": {
         "alpha": _num(0.0, 4.0),
@@ -220,7 +222,9 @@ SCHEMA = {
     },
 }
 
-SCHEMA.update({f"forest.{k}": ({"q": _q} if has_q(k) else {}) for k in KINDS})
+SCHEMA.update({f"forest.{k}": ({"q": _q} if has_q(k) else {})
+               | ({"pool": _int(1)} if "pool" in registry.KINDS[k].grid else {})
+               for k in KINDS})
 
 
 def _grid_keys():

@@ -21,11 +21,14 @@ stage pops and writes to the run's git-ignored ``stamps/timings/select.json``
 (merged into ``timings.json`` by the report).
 """
 
+import dataclasses
 import itertools
 import time
 
 from . import backend, scoring
 from facesegment.forest.registry import get_kind
+
+from facesegment.layout import DEFAULT_LAYOUT
 
 from .config import KINDS, as_values, has_q, is_co2, q_features
 
@@ -44,16 +47,32 @@ def grids(cfg, full=False):
     return out
 
 
+def pool_of(cfg, kind, setting):
+    """The pooling of ``kind``'s window layout: the setting's, the config's, or 1."""
+    return int(setting.get("pool", cfg[f"forest.{kind}"].get("pool", 1)))
+
+
+def kind_layout(cfg, kind, setting, windows_layout):
+    """The layout ``kind``'s forest reads: the windows' own, pooled by :func:`pool_of`."""
+    pool = pool_of(cfg, kind, setting)
+    return windows_layout if pool == 1 else dataclasses.replace(windows_layout, pool=pool)
+
+
 def estimator_params(cfg, kind, setting, n_features=None):
     """Estimator keywords for ``kind`` from the config plus a selection setting
-    (``q`` becomes ``max_features`` for ``n_features`` features, default 2883)."""
+    (``q`` becomes ``max_features`` for ``n_features`` features, default 2883,
+    or the pooled layout's; ``pool`` is the layout's, not the estimator's)."""
     valid = set(get_kind(kind).estimator_class().get_params())
     # a common [forest] key applies to the kinds that have that parameter (random
     # ferns have no max_depth / min_samples_leaf)
     params = {k: v for k, v in cfg["forest"].items()
               if k not in ("n_trees", "eval_trees") and k in valid}
-    params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k != "q"})
+    params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k not in ("q", "pool")})
     setting = dict(setting)
+    pool = pool_of(cfg, kind, setting)
+    setting.pop("pool", None)
+    if pool > 1 and n_features is None:
+        n_features = dataclasses.replace(DEFAULT_LAYOUT, pool=pool).n_features
     q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))
     if has_q(kind) and q is not None:
         params["max_features"] = (q_features(q) if n_features is None
@@ -112,8 +131,9 @@ def run_selection(cfg, ws, records, full=False, log=print):
             est = backend.make_estimator(kind, params, n, seed, workers, scheduler)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")
-            fit_s, fit_cpu = backend.fit(est, ws)
-            model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"})
+            layout = kind_layout(cfg, kind, setting, ws.meta.layout)
+            fit_s, fit_cpu = backend.fit(est, ws, layout)
+            model = backend.to_model(est, kind, ws.meta, {"purpose": "selection"}, layout)
             t0 = time.perf_counter()
             res = scoring.score_model(model, records, [n], alphas, workers=workers,
                                       scheduler=scheduler, mode=cfg["evaluate"]["mode"],

@@ -338,12 +338,13 @@ def _train(kind):
                                      ctx.scheduler)
         ctx.log(f"train: {kind}: {n} trees on {len(ws.y)} windows ({params})")
         load0 = os.getloadavg()[0]
-        fit_s, cpu_s = backend.fit(est, ws)
+        layout = selection.kind_layout(cfg, kind, _setting(chosen), ws.meta.layout)
+        fit_s, cpu_s = backend.fit(est, ws, layout)
         load1 = os.getloadavg()[0]
         tree_s = backend.tree_times(est)
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
                 "selected": chosen, "n_windows": int(len(ws.y))}
-        model = backend.to_model(est, kind, ws.meta, prov)
+        model = backend.to_model(est, kind, ws.meta, prov, layout)
         # every model folder of this kind: `segment` / `evaluate` use these
         alphas = prior.choose_alphas(ctx, kind, model, float(chosen["alpha"]))
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})

@@ -58,7 +58,9 @@ def wfile(tmp_path_factory):
                                                         "--ssgd-refresh", "1"]),
                                          ("co2-nongreedy", ["--max-depth", "6", "--refine-depth",
                                                             "2", "--epochs", "2", "--init-nu", "4",
-                                                            "--oblique-min-samples", "40"])])
+                                                            "--oblique-min-samples", "40"]),
+                                         ("co2-pooled", ["--max-depth", "5", "--pairs", "20",
+                                                         "--oblique-min-samples", "40"])])
 def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     path, X, y = wfile
     out = tmp_path / "models" / kind
@@ -74,8 +76,9 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     assert (out / m.provenance["windows"]).resolve() == path.resolve()
     assert m.provenance["n_windows_used"] == 160
     assert m.metrics["fit_seconds"] >= 0 and m.params["random_state"] == 5
-    acc = np.mean(m.to_estimator().predict(X) == y)
-    assert acc > 0.6  # chance is 0.125
+    acc = np.mean(m.to_estimator().predict(m.layout.pooled(X)) == y)
+    assert acc > (0.6 if m.layout.pool == 1 else 0.3)  # chance is 0.125 (pooled: the
+    # signal, one pixel, is averaged with 8 random ones)
     if kind == "co2":
         assert m.arrays.weights.dtype == np.float16
         assert m.params["weight_dtype"] == "float16"
@@ -89,6 +92,8 @@ def test_train_each_kind(tmp_path, wfile, capsys, kind, extra):
     if kind == "co2-nongreedy":
         assert (m.params["init"], m.params["refine_depth"], m.params["init_nu"]) == ("co2", 2, 4)
         assert int(m.arrays.depth.max()) > 2
+    if kind == "co2-pooled":   # 3x3 box means by default: 10x10 cells of 31x31 windows
+        assert m.layout.pool == 3 and m.arrays.n_features == m.layout.n_features
     if kind == "ferns":
         assert m.params["depth"] == 6 and m.params["prior"] == 0.5
     if kind == "rotation":

@@ -551,7 +551,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
               "results.md", "timings.json", "timings.md",
               "figures/figure3.png", "figures/figure4.png", "figures/confusion_co2.png"):
         assert (rdir / f).is_file(), (f, err[-3000:])
-    for k in ("axis", "two-probe", "co2", "co2-best", "co2-nongreedy"):
+    for k in ("axis", "two-probe", "co2", "co2-best", "co2-nongreedy", "co2-pooled"):
         for n in (2, 4):
             assert (tmp_path / "models" / "faces-smoke" / f"{k}-{n}" / "model.json").is_file()
     best = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-best-4")
@@ -562,6 +562,11 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert ng.params["init"] == "co2" and ng.params["n_epochs"] == 2
     assert "CO2, top levels non-greedy (ours)" in (rdir / "results.md").read_text()
     assert (rdir / "eval-co2-nongreedy.json").is_file()
+    # structured sparsity: co2-best over 3x3 box means of the window (issue #12)
+    pooled = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-pooled-4")
+    assert pooled.kind == "co2-pooled" and pooled.layout.pool == 3
+    assert pooled.arrays.n_features == 300 and pooled.mean.shape == (300,)
+    assert pooled.arrays.weights.shape[1] == 300
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
     assert "| train:co2-best |" in (rdir / "timings.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())

@@ -35,6 +35,7 @@ examples:
   facesegment train --kind co2-best --pairs 400 --windows data/windows/train.h5 --out models/ours-16
   facesegment train --kind co2-sparse --max-nonzero 32 --weight-dtype int8 \\
       --windows data/windows/train.h5 --out models/sparse-16
+  facesegment train --kind co2-pooled --pool 3 --windows data/windows/train.h5 --out models/pooled-16
   facesegment train --kind co2-nongreedy --refine-depth 6 --epochs 10 --eta 0.01 --init-nu 10 \\
       --max-depth 20 --windows data/windows/train.h5 --out models/ng-16
   facesegment train --kind ferns --depth 12 --test two-probe --windows data/windows/train.h5 --out models/ferns
@@ -179,6 +180,10 @@ def add_arguments(p):
                     help="CO2's nu for the greedy trees' oblique splits (default 1)")
     ng.add_argument("--init-eta", type=float, default=None,
                     help="CO2's eta for the greedy trees' oblique splits (default 1e-3)")
+    p.add_argument("--pool", type=positive_int, default=None, metavar="S",
+                   help="read the means of the window's S x S boxes at stride S instead of "
+                        "its values (S^2 fewer features; the model's layout records it; "
+                        "default 1, or 3 for --kind co2-pooled)")
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")
@@ -293,7 +298,24 @@ def _exclude(ws, X, y, list_path):
     return X[keep], y[keep], int((~keep).sum())
 
 
+def _layout(args, ws):
+    """The windows' layout, pooled by ``--pool`` (default: the kind's)."""
+    import dataclasses
+
+    from ..errors import FaceSegmentError
+    from ..forest.registry import get_kind
+
+    pool = args.pool or get_kind(args.kind).pool
+    base = ws.meta.layout
+    if pool > base.window:
+        raise FaceSegmentError(f"--pool {pool} is larger than the {base.window}x{base.window} "
+                               "windows; use at most the window side")
+    return base if pool == 1 else dataclasses.replace(base, pool=pool)
+
+
 def run(args):
+    import numpy as np
+
     from ..errors import DataError
     from ..forest.registry import get_kind
     from ..model import Model, check_model_output, save_model
@@ -301,7 +323,8 @@ def run(args):
     check_model_output(args.out)  # before any training: --out must be writable
     est = build_estimator(args)
     ws = _read_windows(args.windows)
-    X = ws.X.reshape(len(ws.X), -1)
+    layout = _layout(args, ws)
+    X = layout.pooled(ws.X)
     y = ws.y
     check_windows(args.windows, ws)
     excluded = 0
@@ -319,7 +342,10 @@ def run(args):
               + (f" ({excluded} excluded)" if excluded else ""), file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        if get_kind(args.kind).oblique:  # normalised as the windows file says
+        if get_kind(args.kind).oblique and layout.pool > 1:  # the box means' own statistics
+            est.fit(X, y, feature_mean=X.mean(axis=0, dtype=np.float64),
+                    feature_std=X.std(axis=0, dtype=np.float64))
+        elif get_kind(args.kind).oblique:  # normalised as the windows file says
             est.fit(X, y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
         else:
             est.fit(X, y)
@@ -332,7 +358,7 @@ def run(args):
     fit_s = time.perf_counter() - t0
     prov = {"windows": str(args.windows), "n_windows_used": int(len(y)),
             "excluded_windows": excluded, "seed": args.seed}
-    model = Model.from_estimator(est, args.kind, ws.meta, provenance=prov)
+    model = Model.from_estimator(est, args.kind, ws.meta, provenance=prov, layout=layout)
     model.metrics["fit_seconds"] = round(fit_s, 3)
     path = save_model(model, args.out)
     a = model.arrays

@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from ..classes import IGNORE
-from . import _fast, _general, _levels
+from . import _fast, _general, _levels, _pooled
 from ._checks import (MODES, check_fft_levels, check_factors, check_limit, check_mode,
                       check_alpha, forest_arrays, image_and_planes, model_layout)
 from ._numba import layout_kernels
@@ -111,13 +111,19 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=Fals
     fft_levels = check_fft_levels(fft_levels)
     roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
     steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
-    if split_ok and FAST_PATH and planes is not None:
+    if split_ok and FAST_PATH and planes is not None and layout.pool == 1:
         split = _split_inputs(arrays, layout, image, planes, roots, steps)
         if split is not None:
             return split
     stacked = image if planes is None else np.ascontiguousarray(
         np.concatenate([image, planes], axis=2))
     padded = pad_image(stacked, layout)
+    if layout.pool > 1:   # box means at a stride: the kernels run phase by phase
+        if fft_levels > 0:
+            raise ValueError(f"fft_levels={fft_levels}: FFT responses are for unpooled "
+                             f"layouts; this model reads {layout.describe()}; use 0")
+        return _pooled.prepare(layout, arrays, stacked, padded, roots, steps,
+                               _f32(arrays.value), _weights_f32(arrays.weights))
     weights = _weights_f32(arrays.weights)
     nodes, thr = pack_nodes(arrays, padded.shape[1], layout)
     sp_off, sp_w = pack_sparse(arrays, padded.shape[1], layout)
@@ -270,6 +276,8 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
     if y1 <= y0 or x1 <= x0:
         return out
     threads = max(1, numba.get_num_threads())
+    if isinstance(p, _pooled.Pooled):
+        return _pooled.proba(p, y0, y1, x0, x1, out)
     if isinstance(p, _Split):   # a context stage: image and planes from the split buffer
         rec, mode, sp = p.fast
         p.kernels.dense_proba_fast(p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec,
@@ -307,6 +315,8 @@ def _count_visits(model, image, mode, max_depth, n_trees, planes):
     y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
     if y1 <= y0 or x1 <= x0:
         return 0, 0, 0
+    if isinstance(p, _pooled.Pooled):
+        return _pooled.visits(p, y0, y1, x0, x1)
     counts = _kernels(_general, p.layout).count_visits(
         p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
         p.sp_off, p.sp_w, p.resp)
@@ -401,8 +411,11 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     n_c = p.value.shape[1]
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     split = isinstance(p, _Split)
-    fast = p.fast if split else _fast_records(p) if len(ys) else None
-    if fast is not None and len(ys):
+    pooled = isinstance(p, _pooled.Pooled)
+    fast = p.fast if split else _fast_records(p) if len(ys) and not pooled else None
+    if pooled and len(ys):
+        _pooled.sweep(p, ys, xs, depths, trees, scales, chunk, preds)
+    elif fast is not None and len(ys):
         rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
         (p.kernels if split else _kernels(_fast, p.layout)).sweep_predict_fast(

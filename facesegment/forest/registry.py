@@ -54,6 +54,11 @@ class ForestKind:
     defaults : mapping
         Estimator parameters of this kind when not given (unlike ``fixed``,
         they may be changed: ``co2-sparse`` defaults to k = 32, int8).
+    pool : int
+        The window layout's pooling (``WindowLayout.pool``): 1 reads the
+        window's values, ``s > 1`` the means of its ``s x s`` boxes at stride
+        ``s`` (``co2-pooled``; a layout choice, not an estimator parameter:
+        its selection grid key ``pool`` is handled by the pipeline).
     pipeline : bool
         Trained and reported by the face pipeline (``make all``); the other
         kinds are available to the CLI and the library (and to the pipeline
@@ -71,6 +76,7 @@ class ForestKind:
     inherit: dict = field(default_factory=dict)
     requires: tuple = ()
     defaults: dict = field(default_factory=dict)
+    pool: int = 1
     pipeline: bool = True
 
     def __post_init__(self):
@@ -147,6 +153,12 @@ KINDS = MappingProxyType({k.name: k for k in (
                grid={"max_nonzero": "co2_sparse_k", "weight_dtype": "co2_sparse_dtype"},
                requires=("max_nonzero",),
                defaults={"max_nonzero": 32, "weight_dtype": "int8"}),
+    ForestKind("co2-pooled", "CO2Forest", fixed={"init": "best"},
+               label="pooled CO2 + two-probe init (ours)",
+               description="co2-best over the s x s box means of the window at stride s "
+                           "(structured sparsity: s^2 fewer values per split)",
+               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
+               grid={"pool": "co2_pool"}, pool=3),
     ForestKind("extra", "ExtraTreesForest",
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "
@@ -205,11 +217,12 @@ def make_estimator(name, **params):
 def kind_of(estimator):
     """The registry name of a (fitted or not) estimator: the row whose class and
     fixed parameters match it (the most specific one: most fixed parameters,
-    then table order), or None."""
+    then table order), or None.  Rows of a pooled layout (``pool > 1``) are
+    told apart by the model's layout, not by the estimator: never returned."""
     params = estimator.get_params()
     best = None
     for kind in KINDS.values():
-        if type(estimator).__name__ != kind.estimator:
+        if type(estimator).__name__ != kind.estimator or kind.pool != 1:
             continue
         if (all(params.get(k) == v for k, v in kind.fixed.items())
                 and all(params.get(k) is not None for k in kind.requires)):

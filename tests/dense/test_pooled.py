@@ -1,0 +1,127 @@
+"""Pooled layouts (structured sparsity, issue #12): the box means a forest reads
+(training: ``WindowLayout.pooled``; inference: ``box_means`` phase by phase)
+against naive references, dense inference and the sweep against the
+estimator's own ``predict_proba`` on the pooled windows, FLOP counts, the model
+folder round trip, and the refusals."""
+
+import numpy as np
+import pytest
+
+from facesegment.forest import CO2Forest, TwoProbeForest
+from facesegment.inference import (confusion_sweep, count_oblique_visits, predict_image,
+                                   predict_proba_raw)
+from facesegment.layout import WindowLayout, box_means
+from facesegment.model import Model, load_model, save_model
+from tests import naive
+
+
+def naive_pooled(window, s):
+    """The pooled features of one raw window, box by box."""
+    m = window.shape[0] // s
+    out = []
+    for i in range(m):
+        for j in range(m):
+            for c in range(window.shape[2]):
+                box = window[i * s:(i + 1) * s, j * s:(j + 1) * s, c].astype(np.int64)
+                out.append(int(np.floor(box.sum() / (s * s) + 0.5)))
+    return np.array(out, np.uint8)
+
+
+def test_pooled_features_and_box_means_match_naive_boxes():
+    rng = np.random.default_rng(0)
+    W = rng.integers(0, 256, (4, 31, 31, 3), dtype=np.uint8)
+    img = rng.integers(0, 256, (40, 45, 2), dtype=np.uint8)
+    for s in (1, 2, 3, 4, 5, 31):
+        lay = WindowLayout(pool=s)
+        F = lay.pooled(W)
+        assert F.dtype == np.uint8 and F.shape == (4, lay.n_features)
+        assert lay.n_features == (31 // s) ** 2 * 3
+        for k in range(4):
+            np.testing.assert_array_equal(F[k], naive_pooled(W[k], s))
+        B = box_means(img, s)
+        assert B.shape == (41 - s, 46 - s, 2)
+        for y, x in ((0, 0), (7, 3), (40 - s, 45 - s)):
+            box = img[y:y + s, x:x + s].astype(np.int64).sum(axis=(0, 1))
+            np.testing.assert_array_equal(B[y, x], np.floor(box / (s * s) + 0.5))
+
+
+def test_layout_records_its_pooling():
+    lay = WindowLayout(pool=3)
+    assert lay.cells == 10 and lay.n_features == 300 and "3x3 box means" in lay.describe()
+    assert WindowLayout.from_dict(lay.to_dict()) == lay
+    assert "pool" not in WindowLayout().to_dict()        # unpooled files are unchanged
+    assert WindowLayout.from_dict({"window": 31, "channels": 3}).pool == 1
+    for bad in (0, 32, 2.5, True):
+        with pytest.raises(ValueError, match="pool"):
+            WindowLayout(pool=bad)
+
+
+def _case(s, est):
+    rng = np.random.default_rng(s)
+    image = rng.integers(0, 256, (37, 42, 3), dtype=np.uint8)
+    image[:, :20, 1] //= 3
+    lay = WindowLayout(pool=s)
+    Xraw, ys, xs = naive.naive_windows(image, "full")
+    X = lay.pooled(Xraw.reshape(-1, 31, 31, 3))
+    y = np.digitize(X[:, 0].astype(int) - X[:, -1] + (X[:, 7] > 120) * 50, [-40, 0, 40])
+    est.fit(X, y)
+    return image, X, ys, xs, y, Model.from_estimator(est, layout=lay)
+
+
+FORESTS = {
+    "co2": lambda: CO2Forest(3, max_depth=7, oblique_min_samples=30, init="best", n_pairs=20,
+                             random_state=0),
+    "sparse": lambda: CO2Forest(3, max_depth=7, oblique_min_samples=30, max_nonzero=5,
+                                random_state=0),
+    "two-probe": lambda: TwoProbeForest(3, max_depth=7, n_pairs=30, random_state=0),
+}
+
+
+@pytest.mark.parametrize("s", [2, 3, 5])
+@pytest.mark.parametrize("forest", list(FORESTS))
+def test_dense_inference_equals_predict_proba_on_pooled_windows(s, forest):
+    image, X, ys, xs, y, model = _case(s, FORESTS[forest]())
+    est = model.to_estimator()
+    raw = predict_proba_raw(model, image)
+    np.testing.assert_allclose(raw[ys, xs], est.predict_proba(X), atol=1e-6)
+    part = predict_proba_raw(model, image, n_trees=2, max_depth=3)
+    np.testing.assert_allclose(part[ys, xs], est.predict_proba(X, n_trees=2, max_depth=3),
+                               atol=1e-6)
+    strict = predict_proba_raw(model, image, mode="strict")
+    inner = (ys >= 15) & (ys < 37 - 15) & (xs >= 15) & (xs < 42 - 15)
+    np.testing.assert_allclose(strict[ys[inner], xs[inner]], raw[ys[inner], xs[inner]])
+    assert not strict[ys[~inner], xs[~inner]].any()
+    # the sweep (evaluation) labels every pixel as predict_image does
+    label = np.zeros(image.shape[:2], np.uint8)
+    label[ys, xs] = y
+    conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 3],
+                                          max_depth_list=[2, None], mode="full")
+    for k, d in enumerate(depths):
+        for j, t in enumerate(trees):
+            _, lab = predict_image(model, image, alpha=1.0, n_trees=int(t), max_depth=int(d))
+            np.testing.assert_array_equal(conf[0, k, j],
+                                          naive.naive_confusion(y, lab[ys, xs], n_classes=4))
+    assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
+
+
+def test_pooled_model_folder_round_trip(tmp_path):
+    image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
+    back = load_model(save_model(model, tmp_path / "m"))
+    assert back.layout == model.layout and back.layout.pool == 3
+    np.testing.assert_array_equal(predict_proba_raw(back, image), predict_proba_raw(model, image))
+
+
+def test_pooled_refusals():
+    image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
+    with pytest.raises(ValueError, match="fft_levels=2.*unpooled"):
+        predict_proba_raw(model, image, fft_levels=2)
+    with pytest.raises(ValueError, match="does not match"):
+        Model.from_estimator(model.to_estimator(), layout=WindowLayout(pool=2))
+
+
+def test_windows_files_are_never_pooled(tmp_path):
+    from facesegment.windows import WindowsWriter
+
+    with pytest.raises(ValueError, match="is a model's"):
+        WindowsWriter(tmp_path / "w.h5", 4, layout=WindowLayout(pool=2))
+    assert not list(tmp_path.iterdir())
