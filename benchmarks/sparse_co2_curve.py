@@ -19,6 +19,12 @@ and for each forest measures, on the run's own protocol:
   (``np.take`` of uint8 values at random offsets in an image-sized buffer) as
   the peer.
 
+``--pools`` adds *pooled* forests (structured sparsity): co2-best's dense splits
+over the window's s x s box means at stride s (``WindowLayout(pool=s)``, the
+pipeline's ``co2-pooled``), in each ``--pool-dtypes`` precision; their cost is
+reported as the FLOPs of their dot products (``count_oblique_visits`` x values
+per split x 2).
+
 Results are appended to ``reports/sparse/curve-<run>.json`` keyed by the
 setting (the script resumes: settings already there are skipped), and a
 Markdown table is written beside it.
@@ -26,6 +32,7 @@ Markdown table is written beside it.
     python benchmarks/sparse_co2_curve.py [--run faces300w-default] [--trees 16]
         [--kinds co2-best co2] [--k 8 16 32 64 128] [--dtypes int8]
         [--extra "32:float16:learned" "32:float32:learned" "32:int8:prune"]
+        [--pools 2 3 4 5] [--pool-dtypes float32 float16]
 """
 
 import argparse
@@ -44,11 +51,13 @@ sys.path.insert(0, str(ROOT))
 from facesegment import evaluation  # noqa: E402
 from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import count_sparse_entries  # noqa: E402
+from facesegment.dense import count_oblique_visits, count_sparse_entries  # noqa: E402
+from facesegment.layout import WindowLayout  # noqa: E402
 from facesegment.model import load_model, save_model  # noqa: E402
 from benchmarks.bench_cascade import _median_ms  # noqa: E402
 from pipelines import backend  # noqa: E402
 from pipelines.backend import records_from_json  # noqa: E402
+from pipelines.config import q_features  # noqa: E402
 from pipelines.stages import forest_bytes  # noqa: E402
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -78,16 +87,28 @@ def _setting_name(kind, k, dtype, sparsity):
     return f"{kind}:k={k}:{dtype}:{sparsity}"
 
 
-def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images):
+def _pooled_name(pool, dtype):
+    return f"co2-pooled:pool={pool}:{dtype}"
+
+
+def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
     dense = load_model(ROOT / "models" / run / f"{kind}-32")
     params = {key: v for key, v in dense.params.items()
               if key not in ("n_estimators", "n_jobs", "verbose", "scheduler")}
-    params.update(max_nonzero=k, weight_dtype=dtype, sparsity=sparsity)
-    est = backend.make_estimator(kind if kind != "co2-best" else "co2-sparse", params,
-                                 args.trees, args.seed, workers=None)
-    fit_s, cpu_s = backend.fit(est, ws)
-    model = backend.to_model(est, kind if kind != "co2-best" else "co2-sparse", ws.meta,
-                             {"run": run, "benchmark": "sparse_co2_curve"})
+    layout = ws.meta.layout
+    if pool > 1:   # dense splits over box means; q of the pooled values
+        layout = WindowLayout(layout.window, layout.channels, layout.channel_names, pool)
+        q = json.loads((ROOT / "reports" / "runs" / run / "chosen.json").read_text())
+        params.update(weight_dtype=dtype,
+                      max_features=q_features(q["co2"]["q"], layout.n_features))
+        target = "co2-pooled"
+    else:
+        params.update(max_nonzero=k, weight_dtype=dtype, sparsity=sparsity)
+        target = kind if kind != "co2-best" else "co2-sparse"
+    est = backend.make_estimator(target, params, args.trees, args.seed, workers=None)
+    fit_s, cpu_s = backend.fit(est, ws, layout)
+    model = backend.to_model(est, target, ws.meta,
+                             {"run": run, "benchmark": "sparse_co2_curve"}, layout)
     val = records_from_json(splits["validation"])
     rng = np.random.default_rng(args.seed + 2)
     val = [val[i] for i in sorted(rng.choice(len(val), min(20, len(val)), replace=False))]
@@ -97,18 +118,24 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images):
     res = evaluation.evaluate(model, test, alphas=[alpha["alpha"]], tree_counts=[args.trees],
                               pixel_stride=3, beta=0.0, progress=False)
     jac = res["trees"][str(args.trees)]["alpha"][repr(float(alpha["alpha"]))]["mean_jaccard"]
-    folder = _folder(run, _setting_name(kind, k, dtype, sparsity), args.trees)
+    name = (_pooled_name(pool, dtype) if pool > 1
+            else _setting_name(kind, k, dtype, sparsity))
+    folder = _folder(run, name, args.trees)
     if folder.exists():
         shutil.rmtree(folder)
     save_model(model, folder)
     mb = forest_bytes(folder) / 1e6
+    a = model.arrays
     row = {"kind": kind, "k": k, "dtype": dtype, "sparsity": sparsity, "n_trees": args.trees,
-            "test_jaccard": round(float(jac), 3), "alpha": alpha["alpha"],
-            "model_mb": round(mb, 2),
-            "fit_seconds": round(fit_s, 1), "fit_cpu_seconds": round(cpu_s, 1),
-            "n_sparse_rows": int(model.arrays.sparse_ptr.shape[0] - 1),
-            "mean_nonzero": round(float(np.diff(model.arrays.sparse_ptr).mean()), 2),
-            "folder": str(folder.relative_to(ROOT))}
+           "pool": pool, "test_jaccard": round(float(jac), 3), "alpha": alpha["alpha"],
+           "model_mb": round(mb, 2),
+           "fit_seconds": round(fit_s, 1), "fit_cpu_seconds": round(cpu_s, 1),
+           "n_sparse_rows": int(a.sparse_ptr.shape[0] - 1) if a.sparse_ptr is not None else 0,
+           "n_dense_rows": int(a.weights.shape[0]),
+           "mean_nonzero": (round(float(np.diff(a.sparse_ptr).mean()), 2)
+                            if a.sparse_ptr is not None and a.sparse_ptr.shape[0] > 1
+                            else int(a.n_features)),
+           "folder": str(folder.relative_to(ROOT))}
     row.update(_time_row(model, images, args.trees))
     return row
 
@@ -118,11 +145,15 @@ def _folder(run, name, n_trees):
 
 
 def _time_row(model, images, n_trees):
-    """ms/image and the gather counts of one sparse model (timed now)."""
+    """ms/image and the gather counts (sparse) or dot-product FLOPs (dense rows:
+    a pooled model) of one model (timed now)."""
     ms = _timed(model, images, n_trees)
     visits, entries = count_sparse_entries(model, images[0])
+    dense = count_oblique_visits(model, images[0])
+    flops = 2 * dense * model.arrays.n_features
     return {"ms_per_image": round(ms, 1), "sparse_visits_per_image": visits,
             "gathers_per_image": entries, "gathers_per_second": round(entries / (ms / 1000.0)),
+            "dense_visits_per_image": dense, "gflop_per_image": round(flops / 1e9, 3),
             "load_average": round(os.getloadavg()[0], 2)}
 
 
@@ -153,8 +184,14 @@ def _markdown(doc):
         mb = p["model_mb_32_trees"] * doc["n_trees"] / 32
         lines.append(f"| {name} (dense, the run's model) | | | | {p['test_jaccard']:.2f} | "
                      f"{p['ms_per_image']:.0f} | {mb:.1f}* | | |")
-    for r in sorted(doc["settings"].values(), key=lambda r: (r["kind"], r["k"], r["dtype"],
-                                                            r["sparsity"])):
+    for r in sorted(doc["settings"].values(), key=lambda r: (r.get("pool", 1), r["kind"],
+                                                            r["k"], r["dtype"], r["sparsity"])):
+        if r.get("pool", 1) > 1:
+            lines.append(f"| co2-best pooled | {r['mean_nonzero']} | {r['dtype']} | "
+                         f"{r['pool']}x{r['pool']} boxes | {r['test_jaccard']:.2f} | "
+                         f"{r['ms_per_image']:.0f} | {r['model_mb']:.1f} | "
+                         f"{r['gflop_per_image']:.1f} GFLOP | |")
+            continue
         lines.append(f"| {r['kind']} sparse | {r['k']} | {r['dtype']} | {r['sparsity']} | "
                      f"{r['test_jaccard']:.2f} | {r['ms_per_image']:.0f} | "
                      f"{r['model_mb']:.1f} | {r['gathers_per_image'] / 1e6:.1f} M | "
@@ -175,6 +212,12 @@ def main(argv=None):
     p.add_argument("--extra", nargs="*", default=["32:float16:learned", "32:float32:learned",
                                                   "32:int8:prune"],
                    help="more co2-best settings k:dtype:sparsity")
+    p.add_argument("--pools", nargs="*", type=int, default=[],
+                   help="pooled co2-best forests (box side = stride), e.g. 2 3 4 5")
+    p.add_argument("--pool-dtypes", nargs="+", default=["float32"],
+                   help="precisions of the pooled forests' dense weights")
+    p.add_argument("--only-pools", action="store_true",
+                   help="measure only the pooled settings (not the sparse grid)")
     p.add_argument("--images", type=int, default=3, help="test images timed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--retime", action="store_true",
@@ -199,18 +242,23 @@ def main(argv=None):
         doc["peers"] = _peers(args, run, args.kinds, splits, images, ws)
         doc["peer_trees"] = args.trees
         doc["numpy_gathers_per_second"] = round(_numpy_gather_rate())
-    plan = [] if args.retime else [(kind, k, dt, "learned") for kind in args.kinds for k in args.k for dt in args.dtypes]
-    for e in ([] if args.retime else args.extra):
+    sparse_plan = args.retime or args.only_pools
+    plan = [] if sparse_plan else [(kind, k, dt, "learned", 1) for kind in args.kinds
+                                   for k in args.k for dt in args.dtypes]
+    for e in ([] if sparse_plan else args.extra):
         k, dt, sp = e.split(":")
-        plan.append((args.kinds[0], int(k), dt, sp))
+        plan.append((args.kinds[0], int(k), dt, sp, 1))
+    if not args.retime:
+        plan += [("co2-best", 0, dt, "dense", s) for s in args.pools for dt in args.pool_dtypes]
     t_start = time.perf_counter()
-    for i, (kind, k, dt, sp) in enumerate(plan):
-        name = _setting_name(kind, k, dt, sp)
+    for i, (kind, k, dt, sp, pool) in enumerate(plan):
+        name = _pooled_name(pool, dt) if pool > 1 else _setting_name(kind, k, dt, sp)
         if name in doc["settings"] and doc["settings"][name]["n_trees"] == args.trees:
             continue
         print(f"[{i + 1}/{len(plan)}] {name}: training {args.trees} trees "
               f"({time.perf_counter() - t_start:.0f} s elapsed)", flush=True)
-        doc["settings"][name] = _measure(args, run, kind, k, dt, sp, ws, splits, images)
+        doc["settings"][name] = _measure(args, run, kind, k, dt, sp, ws, splits, images,
+                                         pool)
         print(f"  {doc['settings'][name]}", flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out, doc, sort_keys=True)
