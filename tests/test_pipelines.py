@@ -142,6 +142,24 @@ def test_selection_settings_and_params():
     off = selection.chosen_from_config(cfg)
     assert off["axis"] == {"q": "p^0.7", "alpha": 0.5}
     assert off["co2"]["nu"] == 1.0 and off["two-probe"]["n_pairs"] == 400
+    # a pooled kind: pool is the layout's, q counts the pooled values
+    from facesegment.layout import DEFAULT_LAYOUT
+
+    assert [s["pool"] for s in g["co2-pooled"]] == [3, 5]
+    pp = selection.estimator_params(cfg, "co2-pooled", {"q": "p^0.6", "pool": 5})
+    assert "pool" not in pp and pp["max_features"] == round(108 ** 0.6)
+    assert pp["weight_dtype"] == "float16"
+    lay = selection.kind_layout(cfg, "co2-pooled", {"pool": 5}, DEFAULT_LAYOUT)
+    assert lay.pool == 5 and lay.n_features == 108
+    assert selection.kind_layout(cfg, "co2-pooled", {}, DEFAULT_LAYOUT).pool == 3  # config's
+    assert selection.kind_layout(cfg, "co2", {}, DEFAULT_LAYOUT) is DEFAULT_LAYOUT
+    assert off["co2-pooled"]["pool"] == 3
+    # co2-nongreedy's greedy levels take CO2's nu and eta (registry "co2:nu")
+    from facesegment.forest.registry import get_kind
+
+    chosen = {"co2": {"q": "p^0.6", "nu": 10.0, "eta": 1e-3}}
+    assert get_kind("co2-nongreedy").inherited(chosen) == {
+        "q": "p^0.6", "init_nu": 10.0, "init_eta": 1e-3}
 
 
 # ------------------------------------------------------------ stamps/skips
