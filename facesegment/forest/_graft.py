@@ -11,7 +11,12 @@ trunk's, and its depths are shifted by the leaf's depth.  Used by
 the levels below grown greedily on the samples each refined leaf receives.
 """
 
+import time
+
 import numpy as np
+
+from ._grow import grow_tree
+from .co2 import CO2_DEFAULTS
 
 #: Per-node arrays of a tree dict (``weights`` is per oblique row).
 NODE_KEYS = ("left", "right", "feature", "feature2", "oblique", "threshold", "value",
@@ -70,3 +75,52 @@ def reached_leaves(left, reached_index):
     order (the non-greedy tables' leaf numbering)."""
     leaves = np.flatnonzero(np.asarray(left) < 0)
     return leaves[np.asarray(reached_index)]
+
+
+# --------------------------------------- refined trunk + greedy subtrees
+
+def greedy_spec(spec, max_depth, n_samples):
+    """``grow_tree``'s spec of the greedy trees: the initial tree and the subtrees
+    grown under a refined trunk (all the rows given, CO2 with ``init_nu``,
+    ``init_eta`` and ``oblique_min_samples``)."""
+    return {"family": spec["init"], "max_depth": max_depth,
+            "min_samples_split": spec["min_samples_split"],
+            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": n_samples,
+            "bootstrap": False, "pool": None, "cdf": None,
+            "max_features": spec["max_features"],
+            "co2": {**CO2_DEFAULTS, "nu": spec["init_nu"], "eta": spec["init_eta"]},
+            "oblique_min_samples": spec["oblique_min_samples"],
+            "weight_dtype": "float32", "mean": spec["mean"], "inv_std": spec["inv_std"],
+            "co2_init": "axis", "n_pairs": 1}
+
+
+def trunk_depth(spec):
+    """Depth of the non-greedy part: ``refine_depth`` when it is shallower than
+    ``max_depth`` (-1: unlimited), else ``max_depth``; and whether to grow below."""
+    md, rd = spec["max_depth"], spec.get("refine_depth")
+    if rd is None or (md >= 0 and rd >= md):
+        return md, False
+    return rd, True
+
+
+def grow_below(tree, Xs, ys, reached, n_classes, spec, rng):
+    """``tree`` with a greedy subtree grown under each refined leaf, on the samples
+    the refined trunk sends there (``reached``: leaf number of each row), down
+    to ``max_depth`` levels in all.  Returns ``(tree, seconds)``."""
+    t0 = time.perf_counter()
+    md, rd = spec["max_depth"], spec["refine_depth"]
+    leaves = np.flatnonzero(tree["left"] < 0)
+    seeds = rng.integers(0, 2**31 - 1, size=leaves.shape[0])
+    order = np.argsort(reached, kind="stable")
+    bounds = np.searchsorted(reached[order], np.arange(leaves.shape[0] + 1))
+    subtrees = {}
+    for k, node in enumerate(leaves):
+        rows = order[bounds[k]:bounds[k + 1]]
+        if rows.shape[0] == 0:
+            continue
+        sub = grow_tree(np.ascontiguousarray(Xs[rows]), np.ascontiguousarray(ys[rows]),
+                        n_classes, greedy_spec(spec, md - rd if md >= 0 else -1,
+                                                rows.shape[0]), int(seeds[k]))
+        sub.pop("stats")
+        subtrees[int(node)] = sub
+    return graft(tree, subtrees), time.perf_counter() - t0

@@ -32,12 +32,12 @@ import time
 
 import numpy as np
 
-from ._graft import graft
+from ._graft import greedy_spec, grow_below, trunk_depth
 from ._grow import draw_tree_samples, grow_tree
 from ._nongreedy_kernels import (leaf_counts, row_keys, sgd_pass, standardise,
                                  surrogate_values)
 from .base import BaseForest
-from .co2 import CO2_DEFAULTS, initial_weights
+from .co2 import initial_weights
 from .estimators import feature_stats
 from .params import resolve_max_features
 
@@ -236,53 +236,6 @@ def canonical_order(X, idx, y):
     return idx[np.lexsort((keys, y[idx]))]
 
 
-def _greedy_spec(spec, max_depth, n_samples):
-    """``grow_tree``'s spec of the greedy trees: the initial tree and the subtrees
-    grown under a refined trunk (all the rows given, CO2 with ``init_nu``,
-    ``init_eta`` and ``oblique_min_samples``)."""
-    return {"family": spec["init"], "max_depth": max_depth,
-            "min_samples_split": spec["min_samples_split"],
-            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": n_samples,
-            "bootstrap": False, "pool": None, "cdf": None,
-            "max_features": spec["max_features"],
-            "co2": {**CO2_DEFAULTS, "nu": spec["init_nu"], "eta": spec["init_eta"]},
-            "oblique_min_samples": spec["oblique_min_samples"],
-            "weight_dtype": "float32", "mean": spec["mean"], "inv_std": spec["inv_std"],
-            "co2_init": "axis", "n_pairs": 1}
-
-
-def _trunk_depth(spec):
-    """Depth of the non-greedy part: ``refine_depth`` when it is shallower than
-    ``max_depth`` (-1: unlimited), else ``max_depth``; and whether to grow below."""
-    md, rd = spec["max_depth"], spec.get("refine_depth")
-    if rd is None or (md >= 0 and rd >= md):
-        return md, False
-    return rd, True
-
-
-def grow_below(tree, Xs, ys, reached, n_classes, spec, rng):
-    """``tree`` with a greedy subtree grown under each refined leaf, on the samples
-    the refined trunk sends there (``reached``: leaf number of each row), down
-    to ``max_depth`` levels in all.  Returns ``(tree, seconds)``."""
-    t0 = time.perf_counter()
-    md, rd = spec["max_depth"], spec["refine_depth"]
-    leaves = np.flatnonzero(tree["left"] < 0)
-    seeds = rng.integers(0, 2**31 - 1, size=leaves.shape[0])
-    order = np.argsort(reached, kind="stable")
-    bounds = np.searchsorted(reached[order], np.arange(leaves.shape[0] + 1))
-    subtrees = {}
-    for k, node in enumerate(leaves):
-        rows = order[bounds[k]:bounds[k + 1]]
-        if rows.shape[0] == 0:
-            continue
-        sub = grow_tree(np.ascontiguousarray(Xs[rows]), np.ascontiguousarray(ys[rows]),
-                        n_classes, _greedy_spec(spec, md - rd if md >= 0 else -1,
-                                                rows.shape[0]), int(seeds[k]))
-        sub.pop("stats")
-        subtrees[int(node)] = sub
-    return graft(tree, subtrees), time.perf_counter() - t0
-
-
 def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     """One non-greedy tree (the task of :class:`NonGreedyForest`): draw the
     tree's samples, grow the greedy initial tree on them, optimise, convert
@@ -295,8 +248,8 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     idx = canonical_order(X, idx, y)
     Xs, ys = np.ascontiguousarray(X[idx]), np.ascontiguousarray(y[idx], dtype=np.int32)
     mean, inv_std = spec["mean"], spec["inv_std"]
-    depth, below = _trunk_depth(spec)
-    tree = grow_tree(Xs, ys, n_classes, _greedy_spec(spec, depth, idx.shape[0]),
+    depth, below = trunk_depth(spec)
+    tree = grow_tree(Xs, ys, n_classes, greedy_spec(spec, depth, idx.shape[0]),
                      int(rng.integers(0, 2**31 - 1)))
     init_stats = tree.pop("stats")
     t_init = time.perf_counter() - t_start
