@@ -1,0 +1,145 @@
+"""Speed and size of the CO2 variants of a finished run, timed side by side (issue #12).
+
+Loads the run's 32-tree (and 16-tree) model folders of the dense CO2 forests
+(``co2-best``, ``co2``), their sparse and pooled variants (``co2-sparse``,
+``co2-pooled``) and the cheap peers (``two-probe``, ``axis``), and times in
+one process, one model after the other, dense inference of the first
+``--images`` test faces (``predict_image``, every pixel, median of 3 runs per
+face after a warm-up, wall and CPU ms).  Beside the times: the model's bytes
+(arrays), its test Jaccard from the run (``eval-<kind>.json``, forest alone,
+α chosen on validation), the multiply-adds of its dense oblique splits
+(``count_oblique_visits`` × values per split × 2) and the rate they ran at,
+against the peer of that bound: a float32 matrix product (BLAS, the same
+threads) of the same inner size.  Writes ``reports/sparse/speed-<run>.json``
+and ``.md``.
+
+    python benchmarks/co2_speed.py [--run faces300w-default] [--images 3]
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
+from facesegment.datasets import load_face  # noqa: E402
+from facesegment.dense import count_oblique_visits, predict_image  # noqa: E402
+from facesegment.model import load_model  # noqa: E402
+from pipelines.backend import records_from_json  # noqa: E402
+from pipelines.stages import forest_bytes  # noqa: E402
+
+KINDS = ("co2-best", "co2", "co2-sparse", "co2-pooled", "two-probe", "axis")
+
+
+def _cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _time(model, images, n_trees, reps=3):
+    wall, cpu = [], []
+    for im in images:
+        predict_image(model, im, n_trees=n_trees)            # warm-up (compile, caches)
+        w, c = [], []
+        for _ in range(reps):
+            c0, t0 = _cpu(), time.perf_counter()
+            predict_image(model, im, n_trees=n_trees)
+            w.append(1000 * (time.perf_counter() - t0))
+            c.append(1000 * (_cpu() - c0))
+        wall.append(float(np.median(w)))
+        cpu.append(float(np.median(c)))
+    return float(np.median(wall)), float(np.median(cpu))
+
+
+def _blas_gflops(k, reps=5):
+    """float32 GEMM rate (GFLOP/s) for (4096 x k) @ (k x 256): the FLOP bound's peer."""
+    rng = np.random.default_rng(0)
+    a = rng.random((4096, k), dtype=np.float32)
+    b = rng.random((k, 256), dtype=np.float32)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return reps * 2 * 4096 * k * 256 / (time.perf_counter() - t0) / 1e9
+
+
+def _values_per_split(a):
+    """Values an oblique split reads: the mean entries of sparse rows, else all features."""
+    if a.sparse_ptr is not None and a.sparse_ptr.shape[0] > 1 and a.weights.shape[0] == 0:
+        return round(float(np.diff(a.sparse_ptr).mean()), 1)
+    return int(a.n_features)
+
+
+def _jaccard(rdir, kind, n):
+    try:
+        ev = json.loads((rdir / f"eval-{kind}.json").read_text())
+        return ev["trees"][str(n)]["alpha"][repr(float(ev["alpha"]))]["mean_jaccard"]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", default="faces300w-default")
+    p.add_argument("--images", type=int, default=3)
+    p.add_argument("--trees", nargs="+", type=int, default=[16, 32])
+    args = p.parse_args(argv)
+    rdir = ROOT / "reports" / "runs" / args.run
+    splits = json.loads((rdir / "splits.json").read_text())
+    images = [load_face(r)[0] for r in records_from_json(splits["test"][:args.images])]
+    rows = []
+    load0 = os.getloadavg()[0]
+    for kind in KINDS:
+        for n in args.trees:
+            folder = ROOT / "models" / args.run / f"{kind}-{n}"
+            if not (folder / "model.json").is_file():
+                continue
+            model = load_model(folder)
+            ms, cpu_ms = _time(model, images, n)
+            visits = count_oblique_visits(model, images[0])
+            gflop = 2 * visits * model.arrays.n_features / 1e9   # dense rows only
+            row = {"kind": kind, "n_trees": n, "ms_per_image": round(ms, 1),
+                   "cpu_ms_per_image": round(cpu_ms, 1),
+                   "mb": round(forest_bytes(folder) / 1e6, 2),
+                   "values_per_split": _values_per_split(model.arrays),
+                   "pool": int(getattr(model.layout, "pool", 1)),
+                   "oblique_gflop_per_image": round(gflop, 2),
+                   "gflops_achieved": round(gflop / (ms / 1000), 1) if gflop else 0.0,
+                   "test_jaccard": _jaccard(rdir, kind, n)}
+            rows.append(row)
+            print(row, flush=True)
+    blas = {k: round(_blas_gflops(k), 1) for k in sorted({r["values_per_split"] for r in rows
+                                                          if r["oblique_gflop_per_image"]})}
+    doc = {"run": args.run, "images": args.images, "cpu_count": os.cpu_count(),
+           "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
+           "blas_gflops_by_inner_size": blas, "rows": rows}
+    out = ROOT / "reports" / "sparse" / f"speed-{args.run}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out, doc, sort_keys=True)
+    lines = [f"CO2 variants of {args.run}, timed in one script (median ms per 250x250 face, "
+             f"every pixel, {args.images} test faces x 3 runs; {os.cpu_count()} cores; load "
+             f"{doc['load_average'][0]}-{doc['load_average'][1]}). Jaccard: the run's test "
+             "score (forest alone).", "",
+             "| kind | trees | values/split | Jaccard | ms/face | CPU ms | MB | GFLOP/face "
+             "| GFLOP/s | BLAS GFLOP/s |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        jac = "" if r["test_jaccard"] is None else f"{r['test_jaccard']:.2f}"
+        b = blas.get(r["values_per_split"], "") if r["oblique_gflop_per_image"] else ""
+        lines.append(f"| {r['kind']} | {r['n_trees']} | {r['values_per_split']} | {jac} | "
+                     f"{r['ms_per_image']:.0f} | {r['cpu_ms_per_image']:.0f} | {r['mb']:.1f} | "
+                     f"{r['oblique_gflop_per_image']:.1f} | {r['gflops_achieved']:.1f} | {b} |")
+    write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
