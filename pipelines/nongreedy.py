@@ -265,10 +265,21 @@ def pending(out, root, names, cfg, methods, forests):
 
 
 def collect(out):
-    """``(trees, forests)``: the records of every unit file under ``OUT/runs``."""
+    """``(trees, forests)``: the records of every unit file under ``OUT/runs``, plus
+    those of ``OUT/results.json`` whose unit files are gone (the unit caches are
+    not kept in git: rerunning one dataset on a fresh clone must not drop the
+    others' results from the tables)."""
     runs = Path(out) / "runs"
     trees = [r for r in map(_read, sorted(runs.glob("*/tree-*.json"))) if r]
     forests = [r for r in map(_read, sorted(runs.glob("*/forest-*.json"))) if r]
+    old = _read(Path(out) / "results.json") or {}
+    have = {(r["dataset"], r["depth"], r["method"]) for r in trees}
+    trees += [r for r in old.get("trees", [])
+              if (r["dataset"], r["depth"], r["method"]) not in have]
+    have = {(r["dataset"], r["kind"]) for r in forests}
+    forests += [r for r in old.get("forests", []) if (r["dataset"], r["kind"]) not in have]
+    trees.sort(key=lambda r: (r["dataset"], r["depth"], METHODS.index(r["method"])))
+    forests.sort(key=lambda r: (r["dataset"], FORESTS.index(r["kind"])))
     return trees, forests
 
 

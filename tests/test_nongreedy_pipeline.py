@@ -66,3 +66,25 @@ def test_changed_settings_redo_only_their_units(tmp_path):
 def test_grid_points(grid, n):
     pts = nongreedy.grid_points(grid)
     assert len(pts) == n and all(set(p) == set(grid) for p in pts)
+
+
+def test_rerunning_one_dataset_keeps_the_others_without_their_caches(tmp_path):
+    """The unit caches (runs/) are not in git: on a fresh clone, running one dataset
+    must keep the other datasets' rows of results.json and tables.md (it dropped them)."""
+    import shutil
+
+    root = _datasets(tmp_path / "data")
+    out = tmp_path / "out"
+    base = ["--root", str(root), "--out", str(out), "--quick"]
+    assert nongreedy.main(base, log=lambda m: None) == 0
+    before = json.loads((out / "results.json").read_text())
+    shutil.rmtree(out / "runs")                       # a fresh clone: no unit caches
+    assert nongreedy.main(base + ["--datasets", "toyb"], log=lambda m: None) == 0
+    after = json.loads((out / "results.json").read_text())
+    key = lambda r: (r["dataset"], r["depth"], r["method"])  # noqa: E731
+    assert sorted(map(key, after["trees"])) == sorted(map(key, before["trees"]))
+    toya = {key(r): r["test_acc"] for r in before["trees"] if r["dataset"] == "toya"}
+    assert toya == {key(r): r["test_acc"] for r in after["trees"] if r["dataset"] == "toya"}
+    assert {(f["dataset"], f["kind"]) for f in after["forests"]} == \
+        {(f["dataset"], f["kind"]) for f in before["forests"]}
+    assert "## toya" in (out / "tables.md").read_text()
