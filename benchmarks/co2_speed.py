@@ -75,6 +75,8 @@ def _values_per_split(a):
     """Values an oblique split reads: the mean entries of sparse rows, else all features."""
     if a.sparse_ptr is not None and a.sparse_ptr.shape[0] > 1 and a.weights.shape[0] == 0:
         return round(float(np.diff(a.sparse_ptr).mean()), 1)
+    if a.weights.shape[0] == 0:
+        return 2 if (a.feature2 >= 0).any() else 1   # two-probe / axis-aligned nodes
     return int(a.n_features)
 
 
