@@ -34,8 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from facesegment.atomic import write_json_atomic  # noqa: E402
 from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from pipelines import backend  # noqa: E402
+from benchmarks.sparse_windows_study import study_inputs  # noqa: E402
 
 
 def pooled(W, s):
@@ -52,15 +51,9 @@ def main(argv=None):
     p.add_argument("--trees", type=int, default=4)
     p.add_argument("--strides", type=int, nargs="+", default=[2, 3, 5])
     args = p.parse_args(argv)
-    ws = backend.read_windows(ROOT / "data" / "windows" / args.run / "train.h5")
+    ws, tr, te, params = study_inputs(args.run)
     W, y = ws.X, ws.y
     n = len(y)
-    perm = np.random.default_rng(0).permutation(n)
-    tr, te = np.sort(perm[:100000]), np.sort(perm[100000:])
-    dense = load_model(ROOT / "models" / args.run / "co2-best-32")
-    params = {k: v for k, v in dense.params.items()
-              if k not in ("n_estimators", "n_jobs", "verbose", "scheduler", "random_state")}
-    params.update(max_samples=16000, oblique_min_samples=50)
     common = {k: params[k] for k in ("max_samples", "max_depth", "min_samples_leaf",
                                      "bootstrap")}
     rows = []

@@ -57,20 +57,28 @@ def box_planes(W, s):
     return out, valid.ravel()
 
 
+def study_inputs(run):
+    """``(windows, train rows, test rows, co2-best parameters)`` of a window study:
+    the run's windows split 100,000 / the rest with seed 0, and the run's
+    co2-best settings with 16,000 windows per tree and oblique splits down to 50."""
+    ws = backend.read_windows(ROOT / "data" / "windows" / run / "train.h5")
+    perm = np.random.default_rng(0).permutation(len(ws.y))
+    tr, te = np.sort(perm[:100000]), np.sort(perm[100000:])
+    dense = load_model(ROOT / "models" / run / "co2-best-32")
+    params = {k: v for k, v in dense.params.items()
+              if k not in ("n_estimators", "n_jobs", "verbose", "scheduler", "random_state")}
+    params.update(max_samples=16000, oblique_min_samples=50)
+    return ws, tr, te, params
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", default="faces300w-default")
     p.add_argument("--trees", type=int, default=4)
     args = p.parse_args(argv)
-    ws = backend.read_windows(ROOT / "data" / "windows" / args.run / "train.h5")
+    ws, tr, te, params = study_inputs(args.run)
     W, y = ws.X, ws.y
     n = len(y)
-    perm = np.random.default_rng(0).permutation(n)
-    tr, te = np.sort(perm[:100000]), np.sort(perm[100000:])
-    dense = load_model(ROOT / "models" / args.run / "co2-best-32")
-    params = {k: v for k, v in dense.params.items()
-              if k not in ("n_estimators", "n_jobs", "verbose", "scheduler", "random_state")}
-    params.update(max_samples=16000, oblique_min_samples=50)
     rows = []
     for box, extra in SETTINGS:
         X = W.reshape(n, -1)

@@ -127,6 +127,18 @@ class WindowSet:
     meta: WindowsMeta
     _file: object = None
 
+    def features(self, layout=None):
+        """``(X, mean, std)``: the uint8 ``(N, n_features)`` matrix a forest over
+        ``layout`` (default the file's) trains on, and its per-feature mean and
+        std (float32): the file's own, or, for a pooled layout, those of the box
+        means (``layout.pooled``).  Needs the windows in memory (``load=True``)."""
+        layout = layout or self.meta.layout
+        if layout.pool == 1:
+            return self.X.reshape(len(self.X), -1), self.meta.mean, self.meta.std
+        X = layout.pooled(self.X)
+        return (X, X.mean(axis=0, dtype=np.float64).astype(np.float32),
+                X.std(axis=0, dtype=np.float64).astype(np.float32))
+
     def close(self):
         """Close the underlying HDF5 file (only needed with ``load=False``)."""
         if self._file is not None:

@@ -11,8 +11,6 @@ import socket
 import time
 from pathlib import Path
 
-import numpy as np
-
 from facesegment.errors import DataError, FaceSegmentError
 
 
@@ -162,12 +160,7 @@ def fit(est, ws, layout=None):
     that normalise (CO2) get the windows file's feature mean and std.  A pooled
     ``layout`` (``pool > 1``) fits on the windows' box means instead
     (``layout.pooled``), with their own mean and std."""
-    X = ws.X.reshape(len(ws.X), -1)
-    mean, std = ws.meta.mean, ws.meta.std
-    if layout is not None and layout.pool > 1:
-        X = layout.pooled(ws.X)
-        mean = X.mean(axis=0, dtype=np.float64).astype(np.float32)
-        std = X.std(axis=0, dtype=np.float64).astype(np.float32)
+    X, mean, std = ws.features(layout)
     extra = {}
     if "feature_mean" in inspect.signature(est.fit).parameters:
         extra = {"feature_mean": mean, "feature_std": std}

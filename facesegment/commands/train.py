@@ -314,8 +314,6 @@ def _layout(args, ws):
 
 
 def run(args):
-    import numpy as np
-
     from ..errors import DataError
     from ..forest.registry import get_kind
     from ..model import Model, check_model_output, save_model
@@ -324,7 +322,7 @@ def run(args):
     est = build_estimator(args)
     ws = _read_windows(args.windows)
     layout = _layout(args, ws)
-    X = layout.pooled(ws.X)
+    X, mean, std = ws.features(layout)
     y = ws.y
     check_windows(args.windows, ws)
     excluded = 0
@@ -342,11 +340,8 @@ def run(args):
               + (f" ({excluded} excluded)" if excluded else ""), file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        if get_kind(args.kind).oblique and layout.pool > 1:  # the box means' own statistics
-            est.fit(X, y, feature_mean=X.mean(axis=0, dtype=np.float64),
-                    feature_std=X.std(axis=0, dtype=np.float64))
-        elif get_kind(args.kind).oblique:  # normalised as the windows file says
-            est.fit(X, y, feature_mean=ws.meta.mean, feature_std=ws.meta.std)
+        if get_kind(args.kind).oblique:  # normalised as the windows (or box means) say
+            est.fit(X, y, feature_mean=mean, feature_std=std)
         else:
             est.fit(X, y)
     except ValueError as exc:

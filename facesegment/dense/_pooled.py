@@ -16,13 +16,12 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ..forest._arrays import n_sparse
 from ..layout import box_means, feature_offsets
 from . import _general, _levels
 from ._numba import layout_kernels
 from ._packing import pack_nodes, pack_sparse
-
-#: float32 values the level kernel may read past a phase image (as ROW_SLACK).
-ROW_SLACK = 32
+from .image import float_image
 
 
 class PhaseLayout(NamedTuple):
@@ -40,7 +39,7 @@ class PhaseLayout(NamedTuple):
 
 
 class Pooled(NamedTuple):
-    """Inputs of a pooled forest on one image (see :func:`prepare`)."""
+    """Inputs of a pooled forest on one image (built by ``predict._prepare``)."""
 
     layout: object      # the model's WindowLayout (pool > 1)
     arrays: object      # ForestArrays
@@ -50,10 +49,6 @@ class Pooled(NamedTuple):
     steps: int
     value: np.ndarray   # float32
     weights: np.ndarray  # float32
-
-
-def prepare(layout, arrays, stacked, padded, roots, steps, value, weights):
-    return Pooled(layout, arrays, stacked.shape, padded, roots, steps, value, weights)
 
 
 def _phases(p):
@@ -75,14 +70,8 @@ def _span(lo, hi, phase, s):
 
 
 def _levels_ok(p):
-    return p.weights.shape[0] > 0 and (p.arrays.sparse_ptr is None
-                                       or p.arrays.sparse_ptr.shape[0] <= 1)
-
-
-def _float(P):
-    imgf = np.zeros(P.size + ROW_SLACK, dtype=np.float32)
-    imgf[:P.size] = P.reshape(-1)
-    return imgf
+    """Dense oblique rows and no sparse ones: the level kernels (as unpooled)."""
+    return p.weights.shape[0] > 0 and n_sparse(p.arrays) == 0
 
 
 def proba(p, y0, y1, x0, x1, out):
@@ -99,7 +88,7 @@ def proba(p, y0, y1, x0, x1, out):
         rowstride = P.shape[1] * inner.channels
         if _levels_ok(p):
             layout_kernels(_levels, inner.window, inner.channels).dense_proba_levels(
-                _float(P), rowstride, a0, a1, b0, b1, p.roots, p.steps, nodes, thr, p.value,
+                float_image(P), rowstride, a0, a1, b0, b1, p.roots, p.steps, nodes, thr, p.value,
                 p.weights, o, -(-(a1 - a0) // threads))
         else:
             layout_kernels(_general, inner.window, inner.channels).dense_proba(
@@ -123,7 +112,7 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
         rowstride = P.shape[1] * inner.channels
         if _levels_ok(p):
             layout_kernels(_levels, inner.window, inner.channels).sweep_predict_levels(
-                _float(P), rowstride, yq, xq, p.roots, depths, trees, scales, nodes, thr,
+                float_image(P), rowstride, yq, xq, p.roots, depths, trees, scales, nodes, thr,
                 p.value, p.weights, -(-sel.size // max(1, numba.get_num_threads())), pq)
         else:
             layout_kernels(_general, inner.window, inner.channels).sweep_predict(

@@ -5,6 +5,9 @@ import numpy as np
 
 from ..layout import DEFAULT_LAYOUT
 
+#: float32 values the level kernels may read past the end of an image.
+ROW_SLACK = 32
+
 
 def pad_image(image, layout=DEFAULT_LAYOUT):
     """Reflect-pad an image by ``layout.half`` px on each side (C-contiguous uint8).
@@ -15,6 +18,14 @@ def pad_image(image, layout=DEFAULT_LAYOUT):
     h = layout.half
     pad = ((h, h), (h, h)) + ((0, 0),) * (image.ndim - 2)
     return np.ascontiguousarray(np.pad(image, pad, mode="reflect"))
+
+
+def float_image(img):
+    """A uint8 image (any shape) flattened to float32 with ``ROW_SLACK`` zeros to
+    spare (the level kernels' input)."""
+    imgf = np.zeros(img.size + ROW_SLACK, dtype=np.float32)
+    imgf[:img.size] = img.reshape(-1)
+    return imgf
 
 
 def strict_region(shape, layout=DEFAULT_LAYOUT):

@@ -50,7 +50,7 @@ from ..forest._arrays import n_sparse
 from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
 from ._split import split_buffer
-from .image import fft_responses, pad_image, strict_region
+from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
 from ..position import position_scales
 from .reweight import (check_beta, check_sigma, class_scale, class_scales, default_alpha,
                        default_beta, default_sigma, reweight, reweight_labels, smooth)
@@ -61,7 +61,6 @@ FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one blo
 SPLIT_BLOCK_ROWS = 4  # ... on a context stage's split buffer (measured: 4 rows 53 ms, one
                       # block per thread 88 ms: its context copies then outgrow the cache)
 LEVEL_PATH = True  # forests with oblique nodes: group pixels by node, level by level
-ROW_SLACK = 32  # float32 values the level kernel may read past the padded image
 
 _NO_LIMIT = 2 ** 30
 
@@ -122,8 +121,8 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=Fals
         if fft_levels > 0:
             raise ValueError(f"fft_levels={fft_levels}: FFT responses are for unpooled "
                              f"layouts; this model reads {layout.describe()}; use 0")
-        return _pooled.prepare(layout, arrays, stacked, padded, roots, steps,
-                               _f32(arrays.value), _weights_f32(arrays.weights))
+        return _pooled.Pooled(layout, arrays, stacked.shape, padded, roots, steps,
+                              _f32(arrays.value), _weights_f32(arrays.weights))
     weights = _weights_f32(arrays.weights)
     nodes, thr = pack_nodes(arrays, padded.shape[1], layout)
     sp_off, sp_w = pack_sparse(arrays, padded.shape[1], layout)
@@ -163,9 +162,7 @@ def _fast_records(p):
 
 def _float_image(p):
     """The padded image as float32 with ``ROW_SLACK`` values to spare (level kernels)."""
-    imgf = np.zeros(p.img.size + ROW_SLACK, dtype=np.float32)
-    imgf[:p.img.size] = p.img
-    return imgf
+    return float_image(p.img)
 
 
 def _uses_levels(p, fft_levels):

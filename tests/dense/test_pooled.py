@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from facesegment.forest import CO2Forest, TwoProbeForest
-from facesegment.inference import (confusion_sweep, count_oblique_visits, predict_image,
-                                   predict_proba_raw)
+from facesegment.inference import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
 from facesegment.model import Model, load_model, save_model
 from tests import naive
+from tests.dense.test_sparse import assert_sweep_matches_predict
 
 
 def naive_pooled(window, s):
@@ -92,15 +92,7 @@ def test_dense_inference_equals_predict_proba_on_pooled_windows(forest, s):
     np.testing.assert_allclose(strict[ys[inner], xs[inner]], raw[ys[inner], xs[inner]])
     assert not strict[ys[~inner], xs[~inner]].any()
     # the sweep (evaluation) labels every pixel as predict_image does
-    label = np.zeros(image.shape[:2], np.uint8)
-    label[ys, xs] = y
-    conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 3],
-                                          max_depth_list=[2, None], mode="full")
-    for k, d in enumerate(depths):
-        for j, t in enumerate(trees):
-            _, lab = predict_image(model, image, alpha=1.0, n_trees=int(t), max_depth=int(d))
-            np.testing.assert_array_equal(conf[0, k, j],
-                                          naive.naive_confusion(y, lab[ys, xs], n_classes=4))
+    assert_sweep_matches_predict(model, image, ys, xs, y)
     assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
 
 

@@ -55,11 +55,9 @@ def test_dense_sparse_equals_tabular(sparse_case, fast, monkeypatch):
                                atol=1e-6)
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_sweep_sparse_equals_predict(sparse_case, fast, monkeypatch):
-    image, X, ys, xs, y, est = sparse_case
-    model = _model(est)
-    monkeypatch.setattr(P, "FAST_PATH", fast)
+def assert_sweep_matches_predict(model, image, ys, xs, y, n_classes=4):
+    """The confusion sweep (1 and 3 trees, depth 2 and unlimited) counts what
+    ``predict_image`` labels at the pixels ``(ys, xs)`` of truth ``y``."""
     label = np.zeros(image.shape[:2], np.uint8)
     label[ys, xs] = y
     conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 3],
@@ -67,8 +65,16 @@ def test_sweep_sparse_equals_predict(sparse_case, fast, monkeypatch):
     for k, d in enumerate(depths):
         for j, t in enumerate(trees):
             _, lab = predict_image(model, image, alpha=1.0, n_trees=int(t), max_depth=int(d))
-            np.testing.assert_array_equal(conf[0, k, j],
-                                          naive.naive_confusion(y, lab[ys, xs], n_classes=4))
+            np.testing.assert_array_equal(
+                conf[0, k, j], naive.naive_confusion(y, lab[ys, xs], n_classes=n_classes))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_sweep_sparse_equals_predict(sparse_case, fast, monkeypatch):
+    image, X, ys, xs, y, est = sparse_case
+    model = _model(est)
+    monkeypatch.setattr(P, "FAST_PATH", fast)
+    assert_sweep_matches_predict(model, image, ys, xs, y)
 
 
 def test_mixed_forest_dense_inference():
