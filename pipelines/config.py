@@ -46,10 +46,12 @@ class ConfigError(FaceSegmentError, ValueError):
 
 # ---------------------------------------------------------------- validators
 
-def _int(lo=None):
+def _int(lo=None, hi=None):
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int):
             return "an integer"
+        if hi is not None and (v < lo or v > hi):
+            return f"an integer in [{lo}, {hi}]"
         if lo is not None and v < lo:
             return f"an integer >= {lo}"
         return None
@@ -130,6 +132,9 @@ def q_features(q, n_features=N_FEATURES):
     return q if isinstance(q, int) else resolve_max_features(q, n_features)
 
 
+#: A pooled layout's box side: 1 .. the window side.
+_POOL = _int(1, DEFAULT_LAYOUT.window)
+
 #: Pipeline keys of every section: name -> validator.  The defaults are the
 #: values of pipelines/config.toml (the one place): a configuration file of
 #: one's own only overrides them.
@@ -170,14 +175,14 @@ SCHEMA = {
         "co2_nu": _list(_num(0.0)),
         "co2_eta": _list(_num(0.0)),
         "nongreedy_eta": _list(_num(0.0)),
-        "co2_pool": _list(_int(1)),
+        "co2_pool": _list(_POOL),
         "alphas": _list(_num(0.0, 4.0)),
         "full_axis_q": _list(_q),
         "full_two_probe_pairs": _list(_int(1)),
         "full_co2_nu": _list(_num(0.0)),
         "full_co2_eta": _list(_num(0.0)),
         "full_nongreedy_eta": _list(_num(0.0)),
-        "full_co2_pool": _list(_int(1)),
+        "full_co2_pool": _list(_POOL),
     },
     "evaluate": {
         "alpha": _num(0.0, 4.0),
@@ -223,7 +228,7 @@ SCHEMA = {
 }
 
 SCHEMA.update({f"forest.{k}": ({"q": _q} if has_q(k) else {})
-               | ({"pool": _int(1)} if "pool" in registry.KINDS[k].grid else {})
+               | ({"pool": _POOL} if "pool" in registry.KINDS[k].grid else {})
                for k in KINDS})
 
 

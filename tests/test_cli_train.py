@@ -149,6 +149,11 @@ def test_errors_exit_2_with_one_line(tmp_path, wfile, capsys):
     rc = main(["train", "--kind", "axis", "--windows", str(wfile[0]), "-q", "--no-bootstrap",
                "--max-samples", "1000", "--out", str(tmp_path / "m")])
     assert rc == 2 and "--max-samples" in capsys.readouterr().err
+    rc = main(["train", "--kind", "co2-pooled", "--windows", str(wfile[0]), "-q", "--pool", "40",
+               "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--pool 40 is larger than the 31x31 windows" in err and err.count("\n") == 1
+    assert not (tmp_path / "m").exists()
     with pytest.raises(SystemExit):
         main(["train", "--kind", "axis", "--windows", "w.h5", "--out", "m", "--max-features", "x"])
 

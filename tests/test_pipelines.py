@@ -94,6 +94,8 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[cascade]\nchains = ['axis>oak']\n", ["[cascade]", "'oak' is not one"]),
     ("[position]\nsigma = -1.0\n", ["[position]", "sigma"]),
     ("[position]\ncrop_faces = -1\n", ["[position]", "crop_faces", ">= 0"]),
+    ("[forest.co2-pooled]\npool = 40\n", ["[forest.co2-pooled]", "pool", "[1, 31]"]),
+    ("[select]\nco2_pool = [0]\n", ["[select]", "co2_pool", "[1, 31]"]),
     ("[cascade]\nstage1_maps = 'best'\n", ["[cascade]", "stage1_maps", "decisions"]),
     ("[cascade]\nq = 'p^2'\n", ["[cascade]", "q", "p^E"]),
     ("[smoothing]\nmodels = 'some'\n", ["[smoothing]", "models", "cascades"]),
