@@ -264,7 +264,7 @@ def bench_detectors(args):
     from facesegment.imageio import read_image
     import cv2
 
-    from facesegment.segment import detect_faces, find_crops
+    from facesegment.crops import detect_faces, find_crops
 
     recs = find_faces(DATA / "test")[: args.detector_images]
     crops = [read_image(r.image) for r in recs]

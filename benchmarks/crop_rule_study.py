@@ -41,7 +41,7 @@ from facesegment.aligned import detect_landmarks, warp_label  # noqa: E402
 from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from facesegment.datasets import FaceRecord, load_face  # noqa: E402
 from facesegment.imageio import write_label_png  # noqa: E402
-from facesegment.segment import apply_crop_rule, landmark_box  # noqa: E402
+from facesegment.crops import apply_crop_rule, landmark_box  # noqa: E402
 
 
 def shape_box(pts, mean_shape, side):

@@ -49,7 +49,7 @@ import numpy as np
 
 from .classes import IGNORE
 from .position import crop_rule_of
-from .segment import CROP, _crop_matrix, crop_face, find_landmarks, landmark_box
+from .crops import CROP, _crop_matrix, crop_face, find_landmarks, landmark_box
 
 #: Version of the re-cropping rule; part of the cache key of an aligned folder.
 VERSION = 2

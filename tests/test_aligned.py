@@ -67,7 +67,7 @@ def _scored_pixels(label, stride=1, border=15):
 
 def test_real_faces_are_found_and_labels_warped_with_the_box(real_records):
     from facesegment.landmarks import read_pts
-    from facesegment.segment import landmark_box
+    from facesegment.crops import landmark_box
 
     rng = np.random.default_rng(0)
     for rec in real_records:
@@ -230,7 +230,7 @@ def test_cli_evaluate_protocol_detector(real_records, tmp_path, monkeypatch, cap
 # ---------------------------------------------------------------- crop rule
 
 def test_apply_crop_rule_moves_and_scales_the_box_and_identity_keeps_it():
-    from facesegment.segment import IDENTITY_RULE, apply_crop_rule, landmark_box
+    from facesegment.crops import IDENTITY_RULE, apply_crop_rule, landmark_box
 
     box = (10.3, -4.7, 200.9)
     assert apply_crop_rule(box, None) == box
@@ -257,7 +257,7 @@ def _recropped(records, folder, rule):
     """Each face cut by ``rule`` applied to its detected box, saved as a 250x250
     'dataset crop' with its warped label map: a dataset whose crop rule is ``rule``."""
     from facesegment.aligned import detect_box, warp_label
-    from facesegment.segment import apply_crop_rule, crop_face
+    from facesegment.crops import apply_crop_rule, crop_face
 
     out = []
     for rec in records:
@@ -273,7 +273,7 @@ def _recropped(records, folder, rule):
 def test_measure_crop_rule_recovers_a_known_rule_and_realign_cuts_by_it(real_records,
                                                                         tmp_path):
     from facesegment.aligned import detect_box, measure_crop_rule
-    from facesegment.segment import apply_crop_rule
+    from facesegment.crops import apply_crop_rule
 
     rule = (1.25, 0.04, -0.09)   # like LFW: the face higher and smaller in the frame
     recs = _recropped(real_records, tmp_path / "crops", rule)
@@ -321,6 +321,7 @@ def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
 
     import h5py
 
+    from facesegment import crops
     from facesegment import segment as seg
     from facesegment.cli import main
     from facesegment.errors import DataError
@@ -336,7 +337,7 @@ def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
     save_model(model, tmp_path / "m")
     back = load_model(tmp_path / "m")
     assert back.position.crop_rule == (1.2, 0.01, -0.08)
-    assert seg.model_crop_rule(back) == (1.2, 0.01, -0.08)
+    assert crops.model_crop_rule(back) == (1.2, 0.01, -0.08)
     assert json.loads((tmp_path / "m" / "model.json").read_text())["position"]["crop_rule"] \
         == [1.2, 0.01, -0.08]
     # segment cuts the faces of a photo by the model's rule

@@ -214,12 +214,12 @@ def test_segment_cli_files_patterns_and_errors(tmp_path, model_dir, capsys):
 
 def test_detect_size_defaults_agree():
     """The commands state the library's default without importing it (fast start)."""
-    from facesegment import label, segment
+    from facesegment import crops, label
     from facesegment.cli import get_parser
     from facesegment.commands import label as label_cmd
     from facesegment.commands import segment as segment_cmd
 
-    assert (label.DETECT_MAX_SIDE == segment.DETECT_MAX_SIDE == label_cmd.DETECT_MAX_SIDE
+    assert (label.DETECT_MAX_SIDE == crops.DETECT_MAX_SIDE == label_cmd.DETECT_MAX_SIDE
             == segment_cmd.DETECT_MAX_SIDE)
     args = get_parser().parse_args(["segment", "a", "b", "-m", "m", "--detect-size", "0"])
     assert args.detect_size == 0 and args.inputs == ["a"] and args.output_dir == "b"

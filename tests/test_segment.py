@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from facesegment.imageio import read_image, read_label, write_png_atomic
-from facesegment.segment import (crop_box, crop_face, find_crops, landmark_box, overlay,
-                                 segment_folder, segment_image, uncrop_proba)
+from facesegment.crops import crop_box, crop_face, find_crops, landmark_box, uncrop_proba
+from facesegment.segment import overlay, segment_folder, segment_image
 from tests.test_inference import random_model
 
 

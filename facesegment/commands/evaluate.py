@@ -150,7 +150,7 @@ def run(args):
     from ..evaluation import evaluate, full_summary
     from ..dense import default_alpha, default_sigma
     from ..metrics import markdown_table
-    from ..segment import model_crop_rule
+    from ..crops import model_crop_rule
     from ._common import load_image_model, model_beta
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)

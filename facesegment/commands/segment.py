@@ -2,7 +2,7 @@
 
 from ._common import add_parallel_arguments, alpha_value, nonneg_int
 
-#: = facesegment.segment.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
+#: = facesegment.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
 DETECT_MAX_SIDE = 2000
 
 HELP = "segment face photos (folders, files or patterns) into NAME_label.png / NAME_overlay.png"
