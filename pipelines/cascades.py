@@ -159,8 +159,8 @@ def _fit(ctx, kinds):
         setting = _setting(chosen[kind])
         if context and cfg["cascade"].get("q"):
             setting["q"] = cfg["cascade"]["q"]
-        params = selection.estimator_params(
-            cfg, kind, setting, ws.meta.layout.n_features + (spec.n_planes if context else 0))
+        params = selection.estimator_params(cfg, kind, setting, ws.meta.layout,
+                                            spec.n_planes if context else 0)
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
         return lambda s: backend.make_estimator(kind, params, trees, s, ctx.workers,
                                                 ctx.scheduler)

@@ -125,8 +125,9 @@ def _chain(v):
     return check_chain(v)
 
 
-def q_features(q, n_features=N_FEATURES):
-    """Features per node for a q spec: ``"p^0.7"`` -> ``round(2883 ** 0.7)`` = 264."""
+def q_features(q, n_features):
+    """Features per node for a q spec and ``n_features`` values per window:
+    ``("p^0.7", 2883)`` -> ``round(2883 ** 0.7)`` = 264."""
     from facesegment.forest.params import resolve_max_features
 
     return q if isinstance(q, int) else resolve_max_features(q, n_features)

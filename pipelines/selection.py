@@ -25,11 +25,9 @@ import dataclasses
 import itertools
 import time
 
-from . import backend, scoring
 from facesegment.forest.registry import get_kind
 
-from facesegment.layout import DEFAULT_LAYOUT
-
+from . import backend, scoring
 from .config import KINDS, as_values, has_q, is_co2, q_features
 
 
@@ -58,10 +56,14 @@ def kind_layout(cfg, kind, setting, windows_layout):
     return windows_layout if pool == 1 else dataclasses.replace(windows_layout, pool=pool)
 
 
-def estimator_params(cfg, kind, setting, n_features=None):
-    """Estimator keywords for ``kind`` from the config plus a selection setting
-    (``q`` becomes ``max_features`` for ``n_features`` features, default 2883,
-    or the pooled layout's; ``pool`` is the layout's, not the estimator's)."""
+def estimator_params(cfg, kind, setting, windows_layout, extra_features=0):
+    """Estimator keywords for ``kind`` from the config plus a selection setting.
+
+    ``q`` becomes ``max_features`` of the values the kind's forest reads: those
+    of ``windows_layout`` (the training windows' layout, pooled as
+    :func:`kind_layout` says) plus ``extra_features`` (an auto-context stage's
+    context values); ``pool`` is the layout's, not the estimator's.
+    """
     valid = set(get_kind(kind).estimator_class().get_params())
     # a common [forest] key applies to the kinds that have that parameter (random
     # ferns have no max_depth / min_samples_leaf)
@@ -69,23 +71,20 @@ def estimator_params(cfg, kind, setting, n_features=None):
               if k not in ("n_trees", "eval_trees") and k in valid}
     params.update({k: v for k, v in cfg[f"forest.{kind}"].items() if k not in ("q", "pool")})
     setting = dict(setting)
-    pool = pool_of(cfg, kind, setting)
+    n_features = kind_layout(cfg, kind, setting, windows_layout).n_features + extra_features
     setting.pop("pool", None)
-    if pool > 1 and n_features is None:
-        n_features = dataclasses.replace(DEFAULT_LAYOUT, pool=pool).n_features
     q = setting.pop("q", cfg[f"forest.{kind}"].get("q"))
     if has_q(kind) and q is not None:
-        params["max_features"] = (q_features(q) if n_features is None
-                                  else q_features(q, n_features))
+        params["max_features"] = q_features(q, n_features)
     params.update(setting)
     return params
 
 
-def selection_params(cfg, kind, setting, n_pool):
+def selection_params(cfg, kind, setting, n_pool, windows_layout):
     """Estimator keywords of a selection forest: ``[select] max_samples`` windows per
     tree, and CO2's ``oblique_min_samples`` scaled by the same ratio, so that the
     smaller selection trees have oblique splits down to the same depth."""
-    params = estimator_params(cfg, kind, setting)
+    params = estimator_params(cfg, kind, setting, windows_layout)
     full = min(cfg["forest"].get("max_samples") or n_pool, n_pool)
     small = min(cfg["select"]["max_samples"], n_pool)
     params["max_samples"] = small
@@ -127,7 +126,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
         inherited = get_kind(kind).inherited(chosen)
         settings = [{**inherited, **s} for s in grid[kind]]
         for setting in settings:
-            params = selection_params(cfg, kind, setting, len(ws.y))
+            params = selection_params(cfg, kind, setting, len(ws.y), ws.meta.layout)
             est = backend.make_estimator(kind, params, n, seed, workers, scheduler)
             log(f"select: {kind} {_label(setting)}: training {n} trees "
                 f"of {params['max_samples']} windows")

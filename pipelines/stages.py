@@ -331,8 +331,8 @@ def _train(kind):
         cfg = ctx.cfg
         n = cfg["forest"]["n_trees"]
         chosen = _chosen(ctx, kind)
-        params = selection.estimator_params(cfg, kind, _setting(chosen))
         ws = ctx.windows_set()
+        params = selection.estimator_params(cfg, kind, _setting(chosen), ws.meta.layout)
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
         est = backend.make_estimator(kind, params, n, cfg["run"]["seed"], ctx.workers,
                                      ctx.scheduler)

@@ -69,8 +69,8 @@ def test_every_preset_of_the_shipped_config_loads():
         cfg = load_config(CONFIG, preset, data="x/faces300w")
         assert run_name(cfg) == f"faces300w-{preset}"
         assert max(cfg["forest"]["eval_trees"]) <= cfg["forest"]["n_trees"]
-    assert q_features("p^0.7") == round(2883 ** 0.7) == 264
-    assert q_features(100) == 100
+    assert q_features("p^0.7", 2883) == round(2883 ** 0.7) == 264
+    assert q_features(100, 2883) == 100
 
 
 @pytest.mark.parametrize("text, words", [
@@ -134,21 +134,27 @@ def test_selection_settings_and_params():
     g = selection.grids(cfg)
     assert [s["q"] for s in g["axis"]] == ["p^0.5", "p^0.6", "p^0.7", "p^0.8", "p^0.9"]
     assert len(selection.grids(cfg, full=True)["co2"]) == 36          # the paper's 6 x 6
-    p = selection.selection_params(cfg, "co2", {"q": "p^0.5", "nu": 4.0, "eta": 1e-4}, 128000)
+    from facesegment.layout import DEFAULT_LAYOUT, WindowLayout
+
+    p = selection.selection_params(cfg, "co2", {"q": "p^0.5", "nu": 4.0, "eta": 1e-4}, 128000,
+                                   DEFAULT_LAYOUT)
     assert p["max_features"] == round(2883 ** 0.5) and p["nu"] == 4.0 and p["eta"] == 1e-4
     assert p["max_samples"] == 16000
     # oblique nodes down to the same depth: min samples scaled like samples per tree
     assert p["oblique_min_samples"] == cfg["forest.co2"]["oblique_min_samples"] * 16000 // 64000
-    full = selection.estimator_params(cfg, "two-probe", {"n_pairs": 100})
+    full = selection.estimator_params(cfg, "two-probe", {"n_pairs": 100}, DEFAULT_LAYOUT)
     assert full["n_pairs"] == 100 and full["max_samples"] == 64000 and "q" not in full
     off = selection.chosen_from_config(cfg)
     assert off["axis"] == {"q": "p^0.7", "alpha": 0.5}
     assert off["co2"]["nu"] == 1.0 and off["two-probe"]["n_pairs"] == 400
+    # q counts the values of the windows' own layout (a grey one: 961), plus context values
+    grey = WindowLayout(channels=1)
+    assert selection.estimator_params(cfg, "axis", {"q": "p^0.5"}, grey)["max_features"] == 31
+    assert selection.estimator_params(cfg, "axis", {"q": "p^0.5"}, grey,
+                                      extra_features=39)["max_features"] == 32
     # a pooled kind: pool is the layout's, q counts the pooled values
-    from facesegment.layout import DEFAULT_LAYOUT
-
     assert [s["pool"] for s in g["co2-pooled"]] == [3, 5]
-    pp = selection.estimator_params(cfg, "co2-pooled", {"q": "p^0.6", "pool": 5})
+    pp = selection.estimator_params(cfg, "co2-pooled", {"q": "p^0.6", "pool": 5}, DEFAULT_LAYOUT)
     assert "pool" not in pp and pp["max_features"] == round(108 ** 0.6)
     assert pp["weight_dtype"] == "float16"
     lay = selection.kind_layout(cfg, "co2-pooled", {"pool": 5}, DEFAULT_LAYOUT)
