@@ -201,7 +201,7 @@ class Setup:
         from pipelines.stages import _setting
 
         setting = _setting(self.chosen[kind]) | ({"q": q} if q else {})
-        params = selection.estimator_params(self.cfg, kind, setting)
+        params = selection.estimator_params(self.cfg, kind, setting, self.ws.meta.layout)
         params["max_samples"] = min(params.get("max_samples", len(self.ws.y)), len(self.ws.y))
         return lambda s: backend.make_estimator(kind, params, trees, s, None, None)
 
