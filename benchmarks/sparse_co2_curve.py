@@ -109,15 +109,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
     fit_s, cpu_s = backend.fit(est, ws, layout)
     model = backend.to_model(est, target, ws.meta,
                              {"run": run, "benchmark": "sparse_co2_curve"}, layout)
-    val = records_from_json(splits["validation"])
-    rng = np.random.default_rng(args.seed + 2)
-    val = [val[i] for i in sorted(rng.choice(len(val), min(20, len(val)), replace=False))]
-    alpha = evaluation.choose_alpha(model, val, ALPHAS, pixel_stride=3,
-                                    progress=False)
-    test = records_from_json(splits["test"])
-    res = evaluation.evaluate(model, test, alphas=[alpha["alpha"]], tree_counts=[args.trees],
-                              pixel_stride=3, beta=0.0, progress=False)
-    jac = res["trees"][str(args.trees)]["alpha"][repr(float(alpha["alpha"]))]["mean_jaccard"]
+    alpha, jac = _score(model, splits, args.trees, args.seed)
     name = (_pooled_name(pool, dtype) if pool > 1
             else _setting_name(kind, k, dtype, sparsity))
     folder = _folder(run, name, args.trees)
@@ -127,7 +119,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
     mb = forest_bytes(folder) / 1e6
     a = model.arrays
     row = {"kind": kind, "k": k, "dtype": dtype, "sparsity": sparsity, "n_trees": args.trees,
-           "pool": pool, "test_jaccard": round(float(jac), 3), "alpha": alpha["alpha"],
+           "pool": pool, "test_jaccard": jac, "alpha": alpha,
            "model_mb": round(mb, 2),
            "fit_seconds": round(fit_s, 1), "fit_cpu_seconds": round(cpu_s, 1),
            "n_sparse_rows": int(a.sparse_ptr.shape[0] - 1) if a.sparse_ptr is not None else 0,
@@ -138,6 +130,20 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
            "folder": str(folder.relative_to(ROOT))}
     row.update(_time_row(model, images, args.trees))
     return row
+
+
+def _score(model, splits, n_trees, seed):
+    """``(alpha, test Jaccard)``: alpha chosen on 20 seeded validation images, then
+    the test split (strict, every 3rd pixel, forest alone)."""
+    val = records_from_json(splits["validation"])
+    rng = np.random.default_rng(seed + 2)
+    val = [val[i] for i in sorted(rng.choice(len(val), min(20, len(val)), replace=False))]
+    alpha = evaluation.choose_alpha(model, val, ALPHAS, pixel_stride=3, progress=False)
+    test = records_from_json(splits["test"])
+    res = evaluation.evaluate(model, test, alphas=[alpha["alpha"]], tree_counts=[n_trees],
+                              pixel_stride=3, beta=0.0, progress=False)
+    jac = res["trees"][str(n_trees)]["alpha"][repr(float(alpha["alpha"]))]["mean_jaccard"]
+    return alpha["alpha"], round(float(jac), 3)
 
 
 def _folder(run, name, n_trees):
@@ -220,6 +226,10 @@ def main(argv=None):
                    help="measure only the pooled settings (not the sparse grid)")
     p.add_argument("--images", type=int, default=3, help="test images timed")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rescore", action="store_true",
+                   help="re-score (alpha, test Jaccard) and re-time the saved models of the "
+                        "settings already measured (with --only-pools: the pooled ones), "
+                        "e.g. after a change of the dense-inference kernels")
     p.add_argument("--retime", action="store_true",
                    help="only re-time the settings already measured (and the peers), e.g. "
                         "on a quiet machine; their models are in models/RUN/sparse-curve/")
@@ -233,6 +243,16 @@ def main(argv=None):
     doc.setdefault("settings", {})
     ws = backend.read_windows(ROOT / "data" / "windows" / run / "train.h5")
     images = [load_face(r)[0] for r in records_from_json(splits["test"][:args.images])]
+    if args.rescore:
+        for name, row in doc["settings"].items():
+            if args.only_pools and row.get("pool", 1) == 1:
+                continue
+            model = load_model(ROOT / row["folder"])
+            before = (row["alpha"], row["test_jaccard"])
+            row["alpha"], row["test_jaccard"] = _score(model, splits, row["n_trees"], args.seed)
+            row.update(_time_row(model, images, row["n_trees"]))
+            print(f"rescored {name}: (alpha, Jaccard) {before} -> "
+                  f"{(row['alpha'], row['test_jaccard'])}; {row['ms_per_image']} ms", flush=True)
     if args.retime:
         for name, row in doc["settings"].items():
             row.update(_time_row(load_model(ROOT / row["folder"]), images, row["n_trees"]))
@@ -242,13 +262,13 @@ def main(argv=None):
         doc["peers"] = _peers(args, run, args.kinds, splits, images, ws)
         doc["peer_trees"] = args.trees
         doc["numpy_gathers_per_second"] = round(_numpy_gather_rate())
-    sparse_plan = args.retime or args.only_pools
+    sparse_plan = args.retime or args.rescore or args.only_pools
     plan = [] if sparse_plan else [(kind, k, dt, "learned", 1) for kind in args.kinds
                                    for k in args.k for dt in args.dtypes]
     for e in ([] if sparse_plan else args.extra):
         k, dt, sp = e.split(":")
         plan.append((args.kinds[0], int(k), dt, sp, 1))
-    if not args.retime:
+    if not (args.retime or args.rescore):
         plan += [("co2-best", 0, dt, "dense", s) for s in args.pools for dt in args.pool_dtypes]
     t_start = time.perf_counter()
     for i, (kind, k, dt, sp, pool) in enumerate(plan):

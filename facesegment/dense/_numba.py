@@ -8,12 +8,13 @@ sets below, so caching, the GIL and fast-math are decided here, once.
 Layout templates
 ----------------
 The window layout (:class:`facesegment.layout.WindowLayout`) reaches the
-kernels as three compile-time constants: ``WINDOW`` (side of the window),
+kernels as compile-time constants: ``WINDOW`` (side of the window),
 ``CHANNELS`` (planes per pixel) and ``ROW = WINDOW * CHANNELS`` (contiguous
-values per window row).  A function that uses them is a *template*: it is
-marked with :func:`template` and never run as it stands (the three names are
+values per window row), plus ``SPAN`` (``ROW`` rounded up to a multiple of
+8: the row length of :mod:`facesegment.dense._flat`).  A function that uses them is a *template*: it is
+marked with :func:`template` and never run as it stands (the names are
 ``None`` in its module); :func:`layout_kernels` compiles a module's templates
-for one ``(window, channels)`` with the three names bound to that layout's
+for one ``(window, channels)`` with the names bound to that layout's
 values, and every template a template calls bound to its compiled
 counterpart for the same layout.
 
@@ -54,6 +55,11 @@ _COMPILED = {}
 _LOCK = threading.Lock()
 
 
+def span(window, channels):
+    """``SPAN``: a window row's ``window * channels`` values rounded up to a multiple of 8."""
+    return -(-window * channels // 8) * 8
+
+
 def template(options):
     """Mark a function as a layout template compiled with Numba ``options``."""
     def mark(func):
@@ -91,7 +97,8 @@ def layout_kernels(module, window, channels):
 
 def _specialise(module, window, channels):
     env = dict(vars(module))
-    env.update(WINDOW=window, CHANNELS=channels, ROW=window * channels)
+    env.update(WINDOW=window, CHANNELS=channels, ROW=window * channels,
+               SPAN=span(window, channels))
     suffix = f"__{window}x{channels}"
     compiled = {}
     for name, func in vars(module).items():
@@ -107,4 +114,4 @@ def _specialise(module, window, channels):
                                  **compiled)
 
 
-__all__ = ["NJIT", "FASTMATH", "INLINE", "PARALLEL", "template", "layout_kernels"]
+__all__ = ["NJIT", "FASTMATH", "INLINE", "PARALLEL", "span", "template", "layout_kernels"]

@@ -13,14 +13,13 @@ and a split costs ``s**2`` times fewer multiply-adds.
 
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from ..forest._arrays import n_sparse
 from ..layout import box_means, feature_offsets
-from . import _general, _levels
-from ._numba import layout_kernels
-from ._packing import pack_nodes, pack_sparse
+from . import _flat, _general
+from ._numba import layout_kernels, span
+from ._packing import cached, pack_nodes, pack_sparse
 from .image import float_image
 
 
@@ -69,15 +68,95 @@ def _span(lo, hi, phase, s):
     return max(0, -(-(lo - phase) // s)), max(0, -(-(hi - phase) // s))
 
 
-def _levels_ok(p):
-    """Dense oblique rows and no sparse ones: the level kernels (as unpooled)."""
+def _flat_ok(p):
+    """Dense oblique rows and no sparse ones: the kernels of :mod:`._flat`."""
     return p.weights.shape[0] > 0 and n_sparse(p.arrays) == 0
+
+
+def _span_weights(p):
+    """The float32 weights with each window row zero-padded to ``SPAN`` values
+    (cached per forest)."""
+    w = p.weights
+    cells, row = p.layout.cells, p.layout.cells * p.layout.channels
+    width = span(cells, p.layout.channels)
+
+    def build():
+        out = np.zeros((w.shape[0], cells, width), dtype=np.float32)
+        out[:, :, :row] = w.reshape(-1, cells, row)
+        return out.reshape(w.shape[0], cells * width)
+
+    return cached("span", w, width, build)
+
+
+class Stack(NamedTuple):
+    """Every phase of the box-mean image, stacked: phase ``k = (y % s) * s + x % s``
+    holds rows ``k * rows .. (k + 1) * rows - 1`` of one float32 image."""
+
+    imgf: np.ndarray    # float32, flattened, with ROW_SLACK to spare
+    rows: int
+    width: int
+    inner: PhaseLayout
+    nodes: np.ndarray
+    thr: np.ndarray
+
+    def base(self, ys, xs, s):
+        """Offsets in ``imgf`` of the windows of image pixels ``(ys, xs)``."""
+        k = (ys % s) * s + xs % s
+        return ((k * self.rows + ys // s) * self.width + xs // s) * self.inner.channels
+
+
+def _stack(p):
+    s = p.layout.pool
+    inner = PhaseLayout(p.layout.cells, p.layout.channels)
+    B = box_means(p.padded, s)
+    rows, width = -(-B.shape[0] // s), -(-B.shape[1] // s)
+    S = np.zeros((s * s, rows, width, B.shape[2]), dtype=np.uint8)
+    for py in range(s):
+        for px in range(s):
+            P = B[py::s, px::s]
+            S[py * s + px, :P.shape[0], :P.shape[1]] = P
+    nodes, thr = pack_nodes(p.arrays, width, inner)
+    return Stack(float_image(S), rows, width, inner, nodes, thr)
+
+
+#: Pixels descended together by the :mod:`._flat` kernels, in raster order (a
+#: fixed size, so results do not depend on the number of threads; their nodes,
+#: int32 per tree and pixel, take 8 MB for 32 trees).
+CHUNK_PIXELS = 65536
+
+
+def _leaves(p, st, base, depths):
+    """``(n_trees, len(base), len(depths))`` int32 nodes (:func:`._flat.leaves`), in
+    chunks of ``CHUNK_PIXELS`` pixels."""
+    rec = np.empty((p.roots.shape[0], base.shape[0], depths.shape[0]), dtype=np.int32)
+    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels)
+    weights = _span_weights(p)
+    for lo in range(0, base.shape[0], CHUNK_PIXELS):
+        hi = min(base.shape[0], lo + CHUNK_PIXELS)
+        part = np.empty((rec.shape[0], hi - lo, rec.shape[2]), dtype=np.int32)
+        kernels.leaves(st.imgf, st.width * st.inner.channels, base[lo:hi], p.roots, depths,
+                       st.nodes, st.thr, weights, part)
+        rec[:, lo:hi] = part
+    return rec
 
 
 def proba(p, y0, y1, x0, x1, out):
     """``out[y, x]`` = the forest's mean distribution, pixels ``[y0, y1) x [x0, x1)``."""
+    if not _flat_ok(p):
+        return _proba_phases(p, y0, y1, x0, x1, out)
+    st = _stack(p)
+    ys, xs = np.mgrid[y0:y1, x0:x1]
+    base = np.ascontiguousarray(st.base(ys.reshape(-1), xs.reshape(-1), p.layout.pool))
+    rec = _leaves(p, st, base, np.full(1, p.steps, dtype=np.int64))
+    res = np.empty((base.shape[0], out.shape[2]), dtype=np.float32)
+    _flat.mean_distribution(rec, p.value, res)
+    out[y0:y1, x0:x1] = res.reshape(y1 - y0, x1 - x0, -1)
+    return out
+
+
+def _proba_phases(p, y0, y1, x0, x1, out):
+    """:func:`proba` phase by phase with the general kernels (sparse rows)."""
     s = p.layout.pool
-    threads = max(1, numba.get_num_threads())
     no_resp = np.zeros((0, 1, 1), dtype=np.float32)
     for py, px, P, inner, nodes, thr, sp_off, sp_w in _phases(p):
         a0, a1 = _span(y0, y1, py, s)
@@ -85,22 +164,22 @@ def proba(p, y0, y1, x0, x1, out):
         if a1 <= a0 or b1 <= b0:
             continue
         o = np.zeros((a1, b1, out.shape[2]), dtype=np.float32)
-        rowstride = P.shape[1] * inner.channels
-        if _levels_ok(p):
-            layout_kernels(_levels, inner.window, inner.channels).dense_proba_levels(
-                float_image(P), rowstride, a0, a1, b0, b1, p.roots, p.steps, nodes, thr, p.value,
-                p.weights, o, -(-(a1 - a0) // threads))
-        else:
-            layout_kernels(_general, inner.window, inner.channels).dense_proba(
-                P.reshape(-1), rowstride, a0, a1, b0, b1, p.roots, p.steps, nodes, thr,
-                p.value, p.weights, sp_off, sp_w, no_resp, o)
+        layout_kernels(_general, inner.window, inner.channels).dense_proba(
+            P.reshape(-1), P.shape[1] * inner.channels, a0, a1, b0, b1, p.roots, p.steps,
+            nodes, thr, p.value, p.weights, sp_off, sp_w, no_resp, o)
         out[py + a0 * s:y1:s, px + b0 * s:x1:s] = o[a0:a1, b0:b1]
     return out
 
 
 def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
     """``preds[..., i]`` for pixels ``(ys[i], xs[i])``: the contract of
-    :func:`facesegment.dense._general.sweep_predict`, phase by phase."""
+    :func:`facesegment.dense._general.sweep_predict`."""
+    if _flat_ok(p):
+        st = _stack(p)
+        base = np.ascontiguousarray(st.base(np.asarray(ys, np.int64), np.asarray(xs, np.int64),
+                                            p.layout.pool))
+        rec = _leaves(p, st, base, np.ascontiguousarray(depths, dtype=np.int64))
+        return _flat.sweep_labels(rec, p.value, trees, scales, preds)
     s = p.layout.pool
     no_resp = np.zeros((0, 1, 1), dtype=np.float32)
     for py, px, P, inner, nodes, thr, sp_off, sp_w in _phases(p):
@@ -109,15 +188,9 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
             continue
         yq, xq = np.ascontiguousarray(ys[sel] // s), np.ascontiguousarray(xs[sel] // s)
         pq = np.zeros(preds.shape[:3] + (sel.size,), dtype=preds.dtype)
-        rowstride = P.shape[1] * inner.channels
-        if _levels_ok(p):
-            layout_kernels(_levels, inner.window, inner.channels).sweep_predict_levels(
-                float_image(P), rowstride, yq, xq, p.roots, depths, trees, scales, nodes, thr,
-                p.value, p.weights, -(-sel.size // max(1, numba.get_num_threads())), pq)
-        else:
-            layout_kernels(_general, inner.window, inner.channels).sweep_predict(
-                P.reshape(-1), rowstride, yq, xq, p.roots, depths, trees, scales, nodes, thr,
-                p.value, p.weights, sp_off, sp_w, no_resp, int(chunk), pq)
+        layout_kernels(_general, inner.window, inner.channels).sweep_predict(
+            P.reshape(-1), P.shape[1] * inner.channels, yq, xq, p.roots, depths, trees, scales,
+            nodes, thr, p.value, p.weights, sp_off, sp_w, no_resp, int(chunk), pq)
         preds[..., sel] = pq
     return preds
 

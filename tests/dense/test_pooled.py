@@ -117,3 +117,50 @@ def test_windows_files_are_never_pooled(tmp_path):
     with pytest.raises(ValueError, match="is a model's"):
         WindowsWriter(tmp_path / "w.h5", 4, layout=WindowLayout(pool=2))
     assert not list(tmp_path.iterdir())
+
+
+def _shuffled(arrays, seed):
+    """The same forest with its nodes renumbered at random (not breadth first)."""
+    perm = np.random.default_rng(seed).permutation(arrays.n_nodes).astype(np.int32)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(arrays.n_nodes, dtype=np.int32)
+    remap = {"roots": lambda a: perm[a],
+             "left": lambda a: np.where(a[inv] >= 0, perm[np.maximum(a[inv], 0)], -1),
+             "right": lambda a: np.where(a[inv] >= 0, perm[np.maximum(a[inv], 0)], -1)}
+    out = {}
+    for name, a in arrays._asdict().items():
+        if name in remap:
+            out[name] = remap[name](a).astype(a.dtype)
+        elif a is not None and name != "weights" and a.shape[:1] == (arrays.n_nodes,):
+            out[name] = a[inv]
+        else:
+            out[name] = a
+    return type(arrays)(**out)
+
+
+def test_pooled_level_kernels_threads_chunks_and_node_order(monkeypatch):
+    """The pooled level kernels (dense/_flat.py): the same result whatever the
+    number of threads (bit for bit), the chunk size, and the numbering of the
+    nodes (runs of pixels stay whole only for breadth-first trees; any other
+    order must still give the same forest)."""
+    import numba
+
+    from facesegment.dense import _pooled
+
+    image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
+    est = model.to_estimator()
+    base = predict_proba_raw(model, image)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = predict_proba_raw(model, image)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(one, base)
+    monkeypatch.setattr(_pooled, "CHUNK_PIXELS", 97)
+    np.testing.assert_allclose(predict_proba_raw(model, image), base, atol=1e-6)
+    shuffled = Model.from_estimator(est, layout=model.layout)
+    shuffled.arrays = _shuffled(model.arrays, 1)
+    np.testing.assert_allclose(predict_proba_raw(shuffled, image), base, atol=1e-6)
+    np.testing.assert_allclose(predict_proba_raw(shuffled, image, max_depth=3, n_trees=2)[ys, xs],
+                               est.predict_proba(X, n_trees=2, max_depth=3), atol=1e-6)

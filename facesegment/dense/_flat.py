@@ -1,0 +1,252 @@
+"""Dense-inference kernels of pooled layouts: level by level, without sorting (private).
+
+A pooled layout's split is a dot product over a short window of box means
+(10 x 10 x 3 cells for 3 x 3 boxes, 300 values).  Its multiply-adds are
+cheap, so the time goes to moving pixels down the trees: the level kernels
+of :mod:`facesegment.dense._levels` counting-sort every pixel at every
+level (about 10 ns per pixel and level, more than the dots on such windows).
+These kernels keep the pixels still inside a tree in *runs* of equal node
+instead: each run is split, branch-free, into its node's left-going and
+right-going pixels, which become the runs of the two children.  Trees are
+stored breadth first (children in the order of their parents), so the runs
+of the next level are whole again without sorting; any other order is still
+correct, only less batched.
+
+The kernels take lists of pixels (``base`` offsets into one float32 image
+that stacks every phase of the box-mean image, :mod:`facesegment.dense._pooled`),
+so all phases share one pass and the runs are ``pool**2`` times longer;
+trees are descended in parallel, each for every pixel of a chunk at once,
+and the per-pixel sums then run in tree order.
+An oblique node dots its run's pixels 8 at a time with its weights while
+they sit in cache, reading each window row in place: ``SPAN`` values (``ROW``
+rounded up to a multiple of 8) against weight rows zero-padded to ``SPAN``,
+so every row is whole vectors (the extra values read belong to the next cell
+and meet zero weights).  Chunks of pixels have a fixed size and threads
+share out trees, not pixels, so a pixel's result never depends on the number
+of threads.
+
+Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
+``SPAN``: see :mod:`facesegment.dense._numba`).
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
+from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
+from ._scores import argmax_scaled
+
+# Bound per layout by layout_kernels(); the templates never run with these.
+WINDOW = CHANNELS = ROW = SPAN = None
+
+
+@template(FASTMATH)
+def _dot8(imgf, bb, rowstride, wrow):
+    """Dots of the 8 windows starting at ``bb[0..7]`` with one pass over ``wrow``
+    (``WINDOW`` rows of ``SPAN`` weights)."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+    for dy in range(WINDOW):
+        o = dy * rowstride
+        i0 = imgf[bb[0] + o:bb[0] + o + SPAN]
+        i1 = imgf[bb[1] + o:bb[1] + o + SPAN]
+        i2 = imgf[bb[2] + o:bb[2] + o + SPAN]
+        i3 = imgf[bb[3] + o:bb[3] + o + SPAN]
+        i4 = imgf[bb[4] + o:bb[4] + o + SPAN]
+        i5 = imgf[bb[5] + o:bb[5] + o + SPAN]
+        i6 = imgf[bb[6] + o:bb[6] + o + SPAN]
+        i7 = imgf[bb[7] + o:bb[7] + o + SPAN]
+        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
+        for j in range(SPAN):
+            w = wr[j]
+            a0 += w * i0[j]
+            a1 += w * i1[j]
+            a2 += w * i2[j]
+            a3 += w * i3[j]
+            a4 += w * i4[j]
+            a5 += w * i5[j]
+            a6 += w * i6[j]
+            a7 += w * i7[j]
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@template(FASTMATH)
+def _dot1(imgf, b0, rowstride, wrow):
+    """Dot of the window starting at ``b0`` with ``wrow``."""
+    a0 = np.float32(0.0)
+    for dy in range(WINDOW):
+        i0 = imgf[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
+        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
+        for j in range(SPAN):
+            a0 += wr[j] * i0[j]
+    return a0
+
+
+@template(INLINE)
+def _split_run(imgf, base, rowstride, node, run, nodes, thr, weights, go_l, go_r, bb):
+    """Split the pixels ``run`` (all at internal ``node``): returns ``(nl, nr)``,
+    the left-going pixels in ``go_l[:nl]`` and the right-going ones in
+    ``go_r[:nr]``, each in the order of ``run`` (branch-free: every pixel is
+    written to both and only one count moves)."""
+    o = nodes[node, OBLIQUE]
+    tt = thr[node, THRESHOLD]
+    n = run.shape[0]
+    nl = 0
+    nr = 0
+    if o >= 0:
+        wrow = weights[o]
+        q = 0
+        while q + 8 <= n:
+            for u in range(8):
+                bb[u] = base[run[q + u]]
+            v = _dot8(imgf, bb, rowstride, wrow)
+            for u in range(8):
+                right = np.int64(v[u] > tt)
+                go_l[nl] = run[q + u]
+                go_r[nr] = run[q + u]
+                nl += 1 - right
+                nr += right
+            q += 8
+        while q < n:
+            i = run[q]
+            right = np.int64(_dot1(imgf, base[i], rowstride, wrow) > tt)
+            go_l[nl] = i
+            go_r[nr] = i
+            nl += 1 - right
+            nr += right
+            q += 1
+    else:
+        o1 = nodes[node, OFF1]
+        o2 = nodes[node, OFF2]
+        mul = thr[node, MUL]
+        for q in range(n):
+            i = run[q]
+            b = base[i]
+            right = np.int64(imgf[b + o1] - mul * imgf[b + o2] > tt)
+            go_l[nl] = i
+            go_r[nr] = i
+            nl += 1 - right
+            nr += right
+    return nl, nr
+
+
+@template(NJIT)
+def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, cur, ord_a, ord_b, go_l,
+          go_r, bb):
+    """Descend one tree (root ``r``) for the block's pixels, level by level.
+
+    ``rec[i, k]`` receives pixel ``i``'s node after ``depth_list[k]`` steps
+    (``depth_list`` increasing); ``cur``, ``ord_a``, ``ord_b``, ``go_l``,
+    ``go_r`` (n,) and ``bb`` (8,) are scratch.  The pixels still at internal
+    nodes are kept in ``ord_a`` in runs of equal node; each run is split into
+    its node's left child's pixels, then its right child's, so with
+    breadth-first trees (children in the order of their parents) the runs of
+    the next level are whole again: no sorting.  (Any other order is still
+    correct, only less batched.)
+    """
+    n = base.shape[0]
+    n_d = depth_list.shape[0]
+    for i in range(n):
+        cur[i] = r
+        ord_a[i] = i
+    n_act = n if nodes[r, LEFT] != r else 0
+    k = 0
+    s = 0
+    while k < n_d:
+        if depth_list[k] == s or n_act == 0:
+            for i in range(n):
+                rec[i, k] = cur[i]
+            k += 1
+            continue
+        m = 0
+        g = 0
+        while g < n_act:
+            node = cur[ord_a[g]]
+            e = g + 1
+            while e < n_act and cur[ord_a[e]] == node:
+                e += 1
+            nl, nr = _split_run(imgf, base, rowstride, node, ord_a[g:e], nodes, thr, weights, go_l,
+                                go_r, bb)
+            child = nodes[node, LEFT]
+            for q in range(nl):
+                cur[go_l[q]] = child
+            if nodes[child, LEFT] != child:
+                ord_b[m:m + nl] = go_l[:nl]
+                m += nl
+            child = nodes[node, RIGHT]
+            for q in range(nr):
+                cur[go_r[q]] = child
+            if nodes[child, LEFT] != child:
+                ord_b[m:m + nr] = go_r[:nr]
+                m += nr
+            g = e
+        ord_a, ord_b = ord_b, ord_a
+        n_act = m
+        s += 1
+
+
+@template(NJIT)
+def _scratch(n):
+    return (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64))
+
+
+@template(PARALLEL)
+def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
+    """``rec[t, i, k]`` = the node of the window at ``imgf[base[i]]`` after
+    ``depth_list[k]`` steps down tree ``t`` (``depth_list`` increasing).
+
+    ``nodes``/``thr``: the general records (:mod:`facesegment.dense._general`);
+    ``weights`` float32 (n_oblique, ``WINDOW * SPAN``), window rows zero-padded
+    to ``SPAN``.  Parallel over trees, each descended for every pixel at once
+    (the longest runs); the result does not depend on the number of threads.
+    """
+    n = base.shape[0]
+    for t in prange(rec.shape[0]):
+        cur, ord_a, ord_b, go_l, go_r = _scratch(n)
+        bb = np.empty(8, dtype=np.int64)
+        _tree(imgf, base, rowstride, roots[t], nodes, thr, weights, depth_list, rec[t], cur,
+              ord_a, ord_b, go_l, go_r, bb)
+    return rec
+
+
+@njit(**PARALLEL)
+def mean_distribution(rec, value, out):
+    """``out[i]`` = the mean over trees of ``value[rec[t, i, 0]]``, added in tree
+    order in float32 and scaled by ``1 / n_trees`` (as the other kernels)."""
+    n_trees = rec.shape[0]
+    inv = np.float32(1.0) / np.float32(n_trees)
+    for i in prange(rec.shape[1]):
+        for c in range(value.shape[1]):
+            out[i, c] = np.float32(0.0)
+        for t in range(n_trees):
+            nd = rec[t, i, 0]
+            for c in range(value.shape[1]):
+                out[i, c] += value[nd, c]
+        for c in range(value.shape[1]):
+            out[i, c] *= inv
+    return out
+
+
+@njit(**PARALLEL)
+def sweep_labels(rec, value, tree_counts, scales, preds):
+    """``preds[a, k, j, i]`` = the sweeps' label of pixel ``i`` (per-pixel float64
+    sums of ``value[rec[t, i, k]]`` over the first ``tree_counts[j]`` trees, in
+    tree order; :func:`._scores.argmax_scaled` with ``scales[a]``)."""
+    n_d = rec.shape[2]
+    n_classes = value.shape[1]
+    n_t = tree_counts.shape[0]
+    for i in prange(rec.shape[1]):
+        sums = np.zeros((1, n_d, n_classes), dtype=np.float64)
+        j = 0
+        for t in range(tree_counts[n_t - 1]):
+            for k in range(n_d):
+                nd = rec[t, i, k]
+                for c in range(n_classes):
+                    sums[0, k, c] += value[nd, c]
+            while j < n_t and tree_counts[j] == t + 1:
+                for a in range(scales.shape[0]):
+                    for k in range(n_d):
+                        preds[a, k, j, i] = argmax_scaled(sums, 0, k, scales, a, np.int64(i))
+                j += 1
+    return preds
