@@ -594,6 +594,11 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert pooled.arrays.n_features == 300 and pooled.mean.shape == (300,)
     assert pooled.arrays.weights.shape[1] == 300
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
+    # rotation forest: its splits are sparse rows of M = 3 window values (issue #13)
+    rot = backend.load_model(tmp_path / "models" / "faces-smoke" / "rotation-4")
+    assert rot.kind == "rotation" and rot.arrays.weights.shape == (0, 2883)
+    assert rot.arrays.sparse_ptr.shape[0] > 1 and (np.diff(rot.arrays.sparse_ptr) <= 3).all()
+    assert "| Rotation forest |" in (rdir / "results.md").read_text()
     assert "| train:co2-best |" in (rdir / "timings.md").read_text()  # stage times table
     ev = json.loads((rdir / "eval-co2.json").read_text())
     assert set(ev["trees"]) == {"2", "4"}

@@ -150,6 +150,8 @@ def pack_fast(arrays, padded_width, layout, split=None):
         f1 = arrays.feature.astype(np.int64)
         f2 = arrays.feature2.astype(np.int64)
         sp = internal & (arrays.sparse >= 0)
+        if np.unique(arrays.sparse[sp]).shape[0] < np.count_nonzero(sp):
+            return None          # a row shared by nodes: one threshold per row does not do
         two = internal & (f2 >= 0) & ~sp
         used = np.concatenate([f1[internal & (f1 >= 0)], f2[two],
                                arrays.sparse_index.astype(np.int64)])

@@ -172,8 +172,8 @@ KINDS = MappingProxyType({k.name: k for k in (
     ForestKind("rotation", "RotationForest",
                label="rotation forest",
                description="rotation forest: trees on per-tree PCA rotations of feature "
-                           "subsets (stored as oblique rows)",
-               grid={"max_rotated_features": "rotation_features"}, pipeline=False),
+                           "subsets (stored as sparse oblique rows of M features)",
+               inherit={"q": "axis"}, grid={"max_rotated_features": "rotation_features"}),
     ForestKind("nongreedy", "NonGreedyForest",
                label="non-greedy trees",
                description="non-greedy oblique trees: every split and leaf of a greedy "

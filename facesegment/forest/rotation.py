@@ -21,24 +21,24 @@ rotated features:
    is grown with axis splits on ``Z = X R`` (the r rotated features; the
    others are not used by this tree).
 
-Storage: a split ``z_k <= t`` on rotated feature k is an oblique node on raw
-features, ``R[:, k] @ x <= t`` (no centring is applied, so there is nothing
-to fold into the threshold), so prediction, the model format and the dense
-kernels read raw inputs.  A component of a one-feature subset (weight 1) is
-stored as an axis node ``x[f] <= t``.  Nodes splitting on the same rotated
-feature **share one weight row**, so a tree stores at most r rows however
-many nodes it has.
+Storage: a split ``z_k <= t`` on rotated feature k is a *sparse* oblique
+node on raw features, ``R[:, k] @ x <= t`` with R's at most M non-zero
+entries of column k stored as (index, float32 weight) pairs (no centring is
+applied, so there is nothing to fold into the threshold); prediction, the
+model format and the dense kernels read raw inputs.  A component of a
+one-feature subset (weight 1) is stored as an axis node ``x[f] <= t``.  Each
+oblique node has its own row (the fast dense-inference kernels keep one
+threshold per row).
 
-Cost.  A weight row is dense: **4 p bytes** (11.5 kB for the 2,883 features of
-a 31x31x3 window, 144 B for satimage's 36), i.e. at most ``4 p r`` bytes per
-tree (the full rotation: 33 MB for a window forest with r = p; about 3.5 MB
-with ``max_rotated_features=300``), against ~68 bytes per node otherwise; and
-dense inference dots each visited oblique node with the window (p
-multiply-adds).  Training holds Z, ``4 m r`` bytes (m samples of the tree) per
-tree in flight.  Keep r small for wide inputs (``max_rotated_features``, e.g.
-``"sqrt"``, ``"p^0.7"`` or a count): every split is on a rotated feature, and
-with M-feature blocks each row has only M non-zero weights, which the
-training kernel exploits (cost m r M) but the stored row does not.
+Cost.  A node's row costs M (index, weight) pairs (18 bytes for M = 3 on a
+window's 2,883 values), and inference gathers M values per oblique node visited (the
+fast dense-inference kernels read them as bytes from the image), so a rotation
+forest over windows is as cheap to apply as a two-probe forest.  Training
+holds Z, ``4 m r`` bytes (m samples of the tree) per tree in flight: keep r
+small for wide inputs (``max_rotated_features``, e.g. ``"sqrt"``, ``"p^0.7"``
+or a count) or the tree's samples few (``max_samples``).  A rotated value is
+summed in float32 in the order of its subset, in training (``rotate_rows``)
+and at inference alike, so no sample changes side.
 
 Parameters
 ----------
@@ -66,9 +66,6 @@ random_state, n_jobs, scheduler, verbose
 
 Features of very different scales should be standardised first (e.g. a
 ``StandardScaler`` in a ``Pipeline``): the PCA works on raw covariances.
-Rotated values are sums of M float32 products; inference sums the same
-products in another order, so a sample within float32 rounding of a
-threshold may take the other branch than in training (as for CO2).
 """
 
 import time
@@ -166,30 +163,35 @@ def tree_rotation(X, y, idx, n_classes, spec, rng):
 def to_raw_features(tree, feats, w, p):
     """Rewrite a tree grown on rotated features as splits on raw features (in place).
 
-    A split on rotated feature k becomes an oblique node whose weight row is
-    k's column of the rotation (rows shared by the nodes using the same k, in
-    order of first use), or an axis node ``x[f] <= t`` when k is a one-feature
-    subset with weight 1.  Thresholds are unchanged.
+    A split on rotated feature k becomes a sparse oblique node whose row is
+    k's column of the rotation: its (at most M) raw features and weights, in
+    the order of ``feats[k]`` (one row per node: the fast dense-inference
+    kernels keep a threshold per row); or an axis node ``x[f] <= t`` when k
+    is a one-feature subset with weight 1.  Thresholds are unchanged.  A
+    sparse row is evaluated as ``sum_j w_j * float32(x[f_j])`` in float32, in
+    stored order (:func:`facesegment.forest._sparse.sparse_value`): the very
+    arithmetic of :func:`rotate_rows`, so every split sends each value where
+    training did.  The dense ``weights`` table stays empty (``(0, p)``).
     """
     internal = np.flatnonzero(tree["left"] >= 0)
     axis = (feats[:, 1:] < 0).all(axis=1) & (w[:, 0] == 1.0)
-    row_of = {}
-    rows = []
+    sparse = np.full(tree["left"].shape[0], -1, dtype=np.int32)
+    index, weight = [], []
     for node in internal:
         k = int(tree["feature"][node])
         if axis[k]:
             tree["feature"][node] = feats[k, 0]
             continue
-        if k not in row_of:
-            row_of[k] = len(rows)
-            dense = np.zeros(p, dtype=np.float32)
-            used = feats[k] >= 0
-            dense[feats[k, used]] = w[k, used]
-            rows.append(dense)
+        used = feats[k] >= 0
+        sparse[node] = len(index)
+        index.append(feats[k, used].astype(np.int32))
+        weight.append(w[k, used].astype(np.float32))
         tree["feature"][node] = -1
-        tree["oblique"][node] = row_of[k]
-    tree["weights"] = (np.asarray(rows, dtype=np.float32) if rows
-                       else np.zeros((0, p), dtype=np.float32))
+    tree["weights"] = np.zeros((0, p), dtype=np.float32)
+    tree["sparse"] = sparse
+    tree["sparse_ptr"] = np.cumsum([0] + [a.shape[0] for a in index]).astype(np.int64)
+    tree["sparse_index"] = np.concatenate(index) if index else np.zeros(0, np.int32)
+    tree["sparse_weight"] = np.concatenate(weight) if weight else np.zeros(0, np.float32)
     return tree
 
 
@@ -215,11 +217,12 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
     tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
                      int(rng.integers(0, 2**31 - 1)))
     del Z
+    n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
     tree = to_raw_features(tree, feats, w, p)
     st = tree["stats"]
     st.update(seconds=time.perf_counter() - t0, t_rotation=t_rot,
-              n_oblique_rows=int(tree["weights"].shape[0]),
-              n_oblique_nodes=int(np.count_nonzero(tree["oblique"] >= 0)))
+              n_oblique_nodes=int(np.count_nonzero(tree["sparse"] >= 0)),
+              n_rotated_used=n_used)
     return tree
 
 
@@ -227,8 +230,8 @@ class RotationForest(BaseForest):
     """Rotation forest: axis-aligned trees on per-tree PCA rotations of feature subsets.
 
     See the module docstring (:mod:`facesegment.forest.rotation`) for the
-    algorithm, the parameters, the storage as oblique nodes on raw features
-    and its cost (4 p bytes per weight row, rows shared per rotated feature).
+    algorithm, the parameters, the storage as sparse oblique nodes on raw
+    features (at most M entries per node).
 
     Examples
     --------
@@ -238,7 +241,7 @@ class RotationForest(BaseForest):
     >>> X = rng.normal(size=(400, 6)).astype(np.float32)
     >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)       # an oblique boundary
     >>> clf = RotationForest(n_estimators=8, random_state=0).fit(X, y)
-    >>> bool(clf.score(X, y) == 1.0), clf.forest_.weights.shape[1]
+    >>> bool(clf.score(X, y) == 1.0), clf.n_features_in_
     (True, 6)
     """
 

@@ -1,7 +1,8 @@
 """RotationForest: kernels and PCA against tests/naive.py, the subsets, the storage
-as oblique nodes on raw features (shared rows, axis nodes for one-feature
-subsets), exact sample-weight equivalence, determinism, truncation,
-check_estimator, learning and dense inference."""
+as sparse oblique nodes on raw features (shared rows of at most M entries, axis
+nodes for one-feature subsets, every training sample where training put it),
+exact sample-weight equivalence, determinism, truncation, check_estimator,
+learning and dense inference."""
 
 import inspect
 import warnings
@@ -13,6 +14,9 @@ from sklearn.utils.estimator_checks import check_estimator
 from facesegment.forest import (PARAMETER_CONSTRAINTS, AxisAlignedForest, RotationForest,
                                 validate_params)
 from facesegment.forest._rotation_kernels import rotate_rows, subset_covariance
+from facesegment.inference import predict_proba_raw
+from facesegment.layout import WindowLayout
+from facesegment.model import Model
 from facesegment.forest.rotation import draw_subsets, pca_components
 from tests import naive
 from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest
@@ -56,27 +60,51 @@ def test_subsets_random_and_consecutive():
     assert tail.shape == (4, 3) and list(tail[-1]) == [9, -1, -1]
 
 
+def _rows(fa):
+    """The sparse rows of a forest as a dense float32 (n_rows, p) matrix."""
+    out = np.zeros((fa.sparse_ptr.shape[0] - 1, fa.n_features), np.float32)
+    for r in range(out.shape[0]):
+        a, b = fa.sparse_ptr[r], fa.sparse_ptr[r + 1]
+        out[r, fa.sparse_index[a:b]] = fa.sparse_weight[a:b]
+    return out
+
+
 # --------------------------------------------------------------- the forest
-def test_oblique_nodes_on_raw_features_with_shared_block_rows():
+def test_sparse_oblique_nodes_on_raw_features_with_shared_block_rows():
     X, y = _oblique_data(600)
     est = RotationForest(n_estimators=3, n_features_per_subset=2, random_state=0).fit(X, y)
     fa = est.forest_
     inner = fa.left >= 0
-    assert (fa.feature2 == -1).all() and (fa.oblique[inner] >= 0).all()
-    w = fa.weights
-    assert w.shape[1] == 6 and ((w != 0).sum(axis=1) <= 2).all()
+    assert (fa.feature2 == -1).all() and (fa.sparse[inner] >= 0).all()
+    assert (fa.oblique == -1).all() and fa.weights.shape == (0, 6)   # no dense rows
+    assert fa.sparse_weight.dtype == np.float32 and (np.diff(fa.sparse_ptr) <= 2).all()
+    w = _rows(fa)
     np.testing.assert_allclose(np.linalg.norm(w, axis=1), 1.0, rtol=1e-6)
-    for t, st in enumerate(est.tree_stats_):  # at most one row per rotated feature
-        assert st["n_oblique_rows"] <= 6 and st["n_oblique_nodes"] > st["n_oblique_rows"]
-    rows = {tuple(r) for r in w[:est.tree_stats_[0]["n_oblique_rows"]]}
-    assert len(rows) == est.tree_stats_[0]["n_oblique_rows"]
+    start = 0
+    for st in est.tree_stats_:  # one row per node; rows repeat per rotated feature
+        rows = {tuple(r) for r in w[start:start + st["n_oblique_nodes"]]}
+        assert len(rows) == st["n_rotated_used"] <= 6 < st["n_oblique_nodes"]
+        start += st["n_oblique_nodes"]
+    assert start == w.shape[0]
     np.testing.assert_allclose(est.predict_proba(X[:50]),
                                naive.naive_forest_proba(fa, X[:50]), atol=1e-5)
-    leaves = est.apply(X)  # training partition = prediction partition
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_every_training_sample_reaches_the_leaf_it_was_counted_in(dtype):
+    """A sparse row sums its M products in float32 in the order training's
+    rotate_rows did, so prediction partitions the training set exactly as
+    training did (no sample within rounding of a threshold changes side)."""
+    X, y = _oblique_data(800, seed=5)
+    if dtype == np.uint8:
+        X = np.clip(X * 40 + 128, 0, 255).astype(np.uint8)
+    est = RotationForest(n_estimators=4, random_state=0).fit(X, y)
+    fa = est.forest_
+    leaves = est.apply(X)
     for t in range(fa.n_trees):
-        for node in np.unique(leaves[:, t])[:25]:
-            members = y[leaves[:, t] == node]
-            assert fa.n_samples[node] == len(members)
+        nodes, counts = np.unique(leaves[:, t], return_counts=True)
+        np.testing.assert_array_equal(fa.n_samples[nodes], counts)
+        assert counts.sum() == len(y) and (fa.left[nodes] < 0).all()
 
 
 def test_one_feature_subsets_are_axis_nodes():
@@ -84,7 +112,7 @@ def test_one_feature_subsets_are_axis_nodes():
     fa = RotationForest(n_estimators=2, n_features_per_subset=1, random_state=0).fit(X, y).forest_
     inner = fa.left >= 0
     assert fa.weights.shape == (0, 6) and (fa.feature[inner] >= 0).all()
-    assert (fa.oblique == -1).all()
+    assert (fa.oblique == -1).all() and (fa.sparse == -1).all()
 
 
 def test_max_rotated_features_bounds_rows_and_features():
@@ -93,16 +121,17 @@ def test_max_rotated_features_bounds_rows_and_features():
     y = (X[:, 0].astype(int) + X[:, 1] > 255).astype(int)
     est = RotationForest(n_estimators=4, max_rotated_features=9, max_depth=6,
                          random_state=0).fit(X, y)
-    w = est.forest_.weights
+    w = _rows(est.forest_)
     assert ((w != 0).sum(axis=1) <= 3).all()  # M = 3 non-zero weights per row
     start = 0
     for st in est.tree_stats_:  # each tree rotates and uses 9 features: at most 9 rows
-        rows = w[start:start + st["n_oblique_rows"]]
-        assert rows.shape[0] <= 9 and np.count_nonzero(np.abs(rows).sum(axis=0)) <= 9
-        start += st["n_oblique_rows"]
+        rows = w[start:start + st["n_oblique_nodes"]]
+        assert len({tuple(r) for r in rows}) <= 9
+        assert np.count_nonzero(np.abs(rows).sum(axis=0)) <= 9
+        start += st["n_oblique_nodes"]
     assert start == w.shape[0]
-    cons = RotationForest(n_estimators=2, subsets="consecutive", max_rotated_features=12,
-                          max_depth=5, random_state=0).fit(X, y).forest_.weights
+    cons = _rows(RotationForest(n_estimators=2, subsets="consecutive", max_rotated_features=12,
+                                max_depth=5, random_state=0).fit(X, y).forest_)
     for row in cons:
         nz = np.flatnonzero(row)
         assert nz.min() // 3 == nz.max() // 3  # one block of 3 consecutive features
@@ -123,7 +152,7 @@ def test_same_seed_identical_any_n_jobs_and_truncation():
     a = RotationForest(n_estimators=4, random_state=2, n_jobs=1).fit(X, y)
     same_forest(a, RotationForest(n_estimators=4, random_state=2, n_jobs=2).fit(X, y))
     assert not np.array_equal(
-        a.forest_.weights, RotationForest(n_estimators=4, random_state=3).fit(X, y).forest_.weights)
+        _rows(a.forest_), _rows(RotationForest(n_estimators=4, random_state=3).fit(X, y).forest_))
     for d in (1, 3):
         shallow = RotationForest(n_estimators=4, max_depth=d, random_state=2).fit(X, y)
         np.testing.assert_array_equal(a.predict_proba(X, max_depth=d), shallow.predict_proba(X))
@@ -140,10 +169,36 @@ def test_learns_oblique_boundaries_better_than_axis_aligned():
 def test_dense_inference_equals_predict_proba():
     est = dense_matches_predict(RotationForest(n_estimators=3, max_rotated_features=24,
                                                max_depth=7, random_state=0))
-    assert est.forest_.weights.shape[0] > 0
+    assert est.forest_.sparse_ptr.shape[0] > 1
     dense_matches_predict(RotationForest(n_estimators=2, subsets="consecutive",
                                          max_rotated_features=15, max_depth=6,
                                          random_state=1), seed=1)
+
+
+def test_dense_inference_of_shared_sparse_rows():
+    """Nodes may share a sparse row (with their own thresholds): the fast kernels
+    keep one threshold per row, so such a forest takes the general kernels."""
+    from facesegment.dense.predict import _fast_records, _prepare
+
+    est = dense_matches_predict(RotationForest(n_estimators=2, max_rotated_features=12,
+                                               max_depth=7, random_state=0))
+    fa = est.forest_
+    first = {}
+    shared = fa.sparse.copy()
+    for node in np.flatnonzero(fa.sparse >= 0):
+        a, b = fa.sparse_ptr[fa.sparse[node]], fa.sparse_ptr[fa.sparse[node] + 1]
+        key = (tuple(fa.sparse_index[a:b]), tuple(fa.sparse_weight[a:b]))
+        shared[node] = first.setdefault(key, fa.sparse[node])
+    assert len(first) < np.count_nonzero(fa.sparse >= 0)      # rows are shared now
+    est.forest_ = fa._replace(sparse=shared)
+    model = Model(kind="rotation", params={}, arrays=est.forest_, class_names=("a", "b", "c"),
+                  sampling_factors=np.ones(3), mean=np.zeros(75, np.float32),
+                  std=np.ones(75, np.float32), layout=WindowLayout(window=5))
+    image = np.random.default_rng(3).integers(0, 256, size=(16, 18, 3), dtype=np.uint8)
+    assert _fast_records(_prepare(model, image, None, None, None, 0)) is None
+    Xw, ys, xs = naive.naive_windows(image, "full", window=5)
+    np.testing.assert_allclose(predict_proba_raw(model, image)[ys, xs], est.predict_proba(Xw),
+                               atol=1e-5)
 
 
 # ------------------------------------------------------------ sklearn API
