@@ -70,13 +70,6 @@ def graft(trunk, subtrees):
     return out
 
 
-def reached_leaves(left, reached_index):
-    """Node index of each sample's leaf: ``reached_index`` counts leaves in node
-    order (the non-greedy tables' leaf numbering)."""
-    leaves = np.flatnonzero(np.asarray(left) < 0)
-    return leaves[np.asarray(reached_index)]
-
-
 # --------------------------------------- refined trunk + greedy subtrees
 
 def greedy_spec(spec, max_depth, n_samples):
