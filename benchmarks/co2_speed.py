@@ -36,7 +36,7 @@ from facesegment.model import load_model  # noqa: E402
 from pipelines.backend import records_from_json  # noqa: E402
 from pipelines.stages import forest_bytes  # noqa: E402
 
-KINDS = ("co2-best", "co2", "co2-sparse", "co2-pooled", "two-probe", "axis")
+KINDS = ("co2-best", "co2", "co2-sparse", "co2-pooled", "two-probe", "rotation", "axis")
 
 
 def _cpu():
