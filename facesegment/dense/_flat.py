@@ -129,6 +129,18 @@ def _split_run(imgf, base, rowstride, node, run, nodes, thr, weights, go_l, go_r
     return nl, nr
 
 
+@template(INLINE)
+def _to_child(moved, child, nodes, cur, ord_b, m):
+    """Put the pixels ``moved`` at ``child``; unless it is a leaf, append them to the
+    next level's runs ``ord_b`` from ``m`` on.  Returns the new end of ``ord_b``."""
+    for q in range(moved.shape[0]):
+        cur[moved[q]] = child
+    if nodes[child, LEFT] == child:
+        return m
+    ord_b[m:m + moved.shape[0]] = moved
+    return m + moved.shape[0]
+
+
 @template(NJIT)
 def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, cur, ord_a, ord_b, go_l,
           go_r, bb):
@@ -166,18 +178,8 @@ def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, cur, o
                 e += 1
             nl, nr = _split_run(imgf, base, rowstride, node, ord_a[g:e], nodes, thr, weights, go_l,
                                 go_r, bb)
-            child = nodes[node, LEFT]
-            for q in range(nl):
-                cur[go_l[q]] = child
-            if nodes[child, LEFT] != child:
-                ord_b[m:m + nl] = go_l[:nl]
-                m += nl
-            child = nodes[node, RIGHT]
-            for q in range(nr):
-                cur[go_r[q]] = child
-            if nodes[child, LEFT] != child:
-                ord_b[m:m + nr] = go_r[:nr]
-                m += nr
+            m = _to_child(go_l[:nl], nodes[node, LEFT], nodes, cur, ord_b, m)
+            m = _to_child(go_r[:nr], nodes[node, RIGHT], nodes, cur, ord_b, m)
             g = e
         ord_a, ord_b = ord_b, ord_a
         n_act = m
