@@ -6,9 +6,11 @@ reads the rounded means of the ``s x s`` boxes of a pixel's window at stride
 values of the pixel whose window starts at padded ``(y, x)`` are
 ``B[y + i s, x + j s]``.  Split into its ``s**2`` *phases* ``B[py::s, px::s]``,
 those values are the ordinary ``cells x cells`` window at ``(y // s, x // s)``
-of phase ``(y % s, x % s)``: contiguous rows again, so the very kernels of
-unpooled layouts (compiled for ``cells x cells`` windows) run on each phase,
-and a split costs ``s**2`` times fewer multiply-adds.
+of phase ``(y % s, x % s)``: contiguous rows again, and a split costs
+``s**2`` times fewer multiply-adds.  Forests with dense oblique rows run the
+kernels of :mod:`facesegment.dense._flat` on all phases stacked into one image
+(:func:`_stack`); forests with sparse rows run the general kernels (compiled
+for ``cells x cells`` windows) phase by phase (:func:`_phases`).
 """
 
 from typing import NamedTuple
