@@ -25,6 +25,11 @@ and meet zero weights).  Chunks of pixels have a fixed size and threads
 share out trees, not pixels, so a pixel's result never depends on the number
 of threads.
 
+Integer variants (``VARIANTS``): a forest with int8 dense rows runs the same
+templates on the stacked *uint8* image, with ``SPAN`` a multiple of 32 bytes
+and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so the
+results are the float32 kernels' bits: the values are integers below 2**24).
+
 Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
 ``SPAN``: see :mod:`facesegment.dense._numba`).
 """
@@ -33,11 +38,12 @@ import numpy as np
 from numba import njit, prange
 
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
-from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
+from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, span, template
 from ._scores import argmax_scaled
+from ._simd import CHUNK, idot8_portable, idot8_vnni
 
 # Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = SPAN = None
+WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
 
 
 @template(FASTMATH)
@@ -82,6 +88,37 @@ def _dot1(imgf, b0, rowstride, wrow):
 
 
 @template(INLINE)
+def _idot8(img, bb, rowstride, wrow):
+    """:func:`_dot8` of the integer variants: uint8 windows, int8 weights, int32 sums."""
+    return IDOT8(img, bb, rowstride, wrow, WINDOW, SPAN // CHUNK)
+
+
+@template(NJIT)
+def _idot1(img, b0, rowstride, wrow):
+    """:func:`_dot1` of the integer variants (exact int32)."""
+    a0 = np.int32(0)
+    for dy in range(WINDOW):
+        i0 = img[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
+        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
+        for j in range(SPAN):
+            a0 += np.int32(wr[j]) * np.int32(i0[j])
+    return a0
+
+
+def _integer(idot):
+    def binds(window, channels):
+        return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot,
+                "aliases": {"_dot8": "_idot8", "_dot1": "_idot1"}}
+
+    return binds
+
+
+#: ``layout_kernels(_flat, window, channels, variant)``: the integer kernels
+#: (:mod:`._simd`), with ``vpdpbusd`` or in portable form.
+VARIANTS = {"u8vnni": _integer(idot8_vnni), "u8": _integer(idot8_portable)}
+
+
+@template(INLINE)
 def _split_run(imgf, base, rowstride, node, run, nodes, thr, weights, go_l, go_r, bb):
     """Split the pixels ``run`` (all at internal ``node``): returns ``(nl, nr)``,
     the left-going pixels in ``go_l[:nl]`` and the right-going ones in
@@ -121,7 +158,7 @@ def _split_run(imgf, base, rowstride, node, run, nodes, thr, weights, go_l, go_r
         for q in range(n):
             i = run[q]
             b = base[i]
-            right = np.int64(imgf[b + o1] - mul * imgf[b + o2] > tt)
+            right = np.int64(np.float32(imgf[b + o1]) - mul * np.float32(imgf[b + o2]) > tt)
             go_l[nl] = i
             go_r[nr] = i
             nl += 1 - right
@@ -200,7 +237,7 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
 
     ``nodes``/``thr``: the general records (:mod:`facesegment.dense._general`);
     ``weights`` float32 (n_oblique, ``WINDOW * SPAN``), window rows zero-padded
-    to ``SPAN``.  Parallel over trees, each descended for every pixel at once
+    to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).  Parallel over trees, each descended for every pixel at once
     (the longest runs); the result does not depend on the number of threads.
     """
     n = base.shape[0]

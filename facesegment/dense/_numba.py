@@ -55,9 +55,11 @@ _COMPILED = {}
 _LOCK = threading.Lock()
 
 
-def span(window, channels):
-    """``SPAN``: a window row's ``window * channels`` values rounded up to a multiple of 8."""
-    return -(-window * channels // 8) * 8
+def span(window, channels, multiple=8):
+    """``SPAN``: a window row's ``window * channels`` values rounded up to a
+    multiple of ``multiple`` (8 float32 values, or 32 bytes for the integer
+    kernels)."""
+    return -(-window * channels // multiple) * multiple
 
 
 def template(options):
@@ -69,7 +71,7 @@ def template(options):
     return mark
 
 
-def layout_kernels(module, window, channels):
+def layout_kernels(module, window, channels, variant=None):
     """The templates of ``module`` compiled for ``window`` x ``window`` x ``channels``.
 
     Parameters
@@ -79,6 +81,12 @@ def layout_kernels(module, window, channels):
         functions marked with :func:`template`).
     window, channels : int
         The layout (``layout.window``, ``layout.channels``).
+    variant : str, optional
+        A key of ``module.VARIANTS``: a function of ``(window, channels)``
+        returning more names to bind (e.g. another ``SPAN``, an intrinsic) and
+        ``aliases`` (``{name: template}``: calls to ``name`` go to that
+        template instead).  The compiled names end in ``_<variant>``, so the
+        disk cache keeps variants apart.
 
     Returns
     -------
@@ -87,19 +95,25 @@ def layout_kernels(module, window, channels):
         ``channels`` and ``row``.  Built once per (module, window, channels)
         and process (thread-safe); dispatchers compile on their first call.
     """
-    key = (module.__name__, int(window), int(channels))
+    key = (module.__name__, int(window), int(channels), variant)
     with _LOCK:
         kernels = _COMPILED.get(key)
         if kernels is None:
-            kernels = _COMPILED[key] = _specialise(module, key[1], key[2])
+            kernels = _COMPILED[key] = _specialise(module, key[1], key[2], variant)
     return kernels
 
 
-def _specialise(module, window, channels):
+def _specialise(module, window, channels, variant=None):
     env = dict(vars(module))
     env.update(WINDOW=window, CHANNELS=channels, ROW=window * channels,
                SPAN=span(window, channels))
     suffix = f"__{window}x{channels}"
+    aliases = {}
+    if variant is not None:
+        binds = dict(module.VARIANTS[variant](window, channels))
+        aliases = binds.pop("aliases", {})
+        env.update(binds)
+        suffix += f"_{variant}"
     compiled = {}
     for name, func in vars(module).items():
         options = getattr(func, _MARK, None)
@@ -110,6 +124,8 @@ def _specialise(module, window, channels):
         clone.__qualname__ = func.__qualname__ + suffix
         clone.__doc__ = func.__doc__
         compiled[name] = env[name] = njit(**options)(clone)
+    for name, target in aliases.items():
+        compiled[name] = env[name] = compiled[target]
     return types.SimpleNamespace(window=window, channels=channels, row=window * channels,
                                  **compiled)
 

@@ -19,10 +19,14 @@ import numpy as np
 
 from ..forest._arrays import n_sparse
 from ..layout import box_means, feature_offsets
-from . import _flat, _general
+from . import _flat, _general, _simd
 from ._numba import layout_kernels, span
 from ._packing import cached, pack_nodes, pack_sparse
-from .image import float_image
+from .image import ROW_SLACK, float_image
+
+#: The :mod:`._flat` variant that runs forests with int8 dense rows (tests
+#: switch it to the portable form).
+INT_VARIANT = _simd.VARIANT
 
 
 class PhaseLayout(NamedTuple):
@@ -75,15 +79,21 @@ def _flat_ok(p):
     return p.weights.shape[0] > 0 and n_sparse(p.arrays) == 0
 
 
+def _integer(p):
+    """int8 dense rows: the integer kernels (uint8 image, exact int32 dots)."""
+    return p.arrays.weights.dtype == np.int8
+
+
 def _span_weights(p):
-    """The float32 weights with each window row zero-padded to ``SPAN`` values
-    (cached per forest)."""
-    w = p.weights
+    """The weights with each window row zero-padded to ``SPAN`` values: float32,
+    or the stored int8 rows padded to a multiple of 32 bytes (cached per forest)."""
+    integer = _integer(p)
+    w = p.arrays.weights if integer else p.weights
     cells, row = p.layout.cells, p.layout.cells * p.layout.channels
-    width = span(cells, p.layout.channels)
+    width = span(cells, p.layout.channels, _simd.CHUNK if integer else 8)
 
     def build():
-        out = np.zeros((w.shape[0], cells, width), dtype=np.float32)
+        out = np.zeros((w.shape[0], cells, width), dtype=w.dtype)
         out[:, :, :row] = w.reshape(-1, cells, row)
         return out.reshape(w.shape[0], cells * width)
 
@@ -92,9 +102,9 @@ def _span_weights(p):
 
 class Stack(NamedTuple):
     """Every phase of the box-mean image, stacked: phase ``k = (y % s) * s + x % s``
-    holds rows ``k * rows .. (k + 1) * rows - 1`` of one float32 image."""
+    holds rows ``k * rows .. (k + 1) * rows - 1`` of one image."""
 
-    imgf: np.ndarray    # float32, flattened, with ROW_SLACK to spare
+    imgf: np.ndarray    # float32 (uint8 for int8 rows), flattened, ROW_SLACK to spare
     rows: int
     width: int
     inner: PhaseLayout
@@ -118,7 +128,12 @@ def _stack(p):
             P = B[py::s, px::s]
             S[py * s + px, :P.shape[0], :P.shape[1]] = P
     nodes, thr = pack_nodes(p.arrays, width, inner)
-    return Stack(float_image(S), rows, width, inner, nodes, thr)
+    if _integer(p):
+        flat = np.zeros(S.size + ROW_SLACK, dtype=np.uint8)
+        flat[:S.size] = S.reshape(-1)
+    else:
+        flat = float_image(S)
+    return Stack(flat, rows, width, inner, nodes, thr)
 
 
 #: Pixels descended together by the :mod:`._flat` kernels, in raster order (a
@@ -131,7 +146,8 @@ def _leaves(p, st, base, depths):
     """``(n_trees, len(base), len(depths))`` int32 nodes (:func:`._flat.leaves`), in
     chunks of ``CHUNK_PIXELS`` pixels."""
     rec = np.empty((p.roots.shape[0], base.shape[0], depths.shape[0]), dtype=np.int32)
-    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels)
+    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels,
+                             INT_VARIANT if _integer(p) else None)
     weights = _span_weights(p)
     for lo in range(0, base.shape[0], CHUNK_PIXELS):
         hi = min(base.shape[0], lo + CHUNK_PIXELS)

@@ -26,6 +26,7 @@ from numba import njit
 from ._criteria import class_counts, sorted_gain_of_values
 from ._extra_kernels import random_axis_split
 from ._predict import oblique_values, partition, partition_sparse
+from ._sparse import quantise
 from .axis import best_axis_split
 from .twoprobe import best_pair_split, sample_pairs
 
@@ -255,8 +256,8 @@ def grow_tree(X, y, n_classes, spec, seed):
                     elif res is not None:
                         w, thr_o, gain_o = res
                         w = np.ascontiguousarray(w, dtype=np.float32)
-                        if w_dtype != np.float32:
-                            w = w.astype(w_dtype).astype(np.float32)
+                        if w_dtype != np.float32:  # round, then refit the threshold
+                            w = np.ascontiguousarray(quantise(w, w_dtype.name)[1])
                             thr_o, gain_o = sorted_gain_of_values(
                                 oblique_values(w, X, seg), y, seg, n_classes, min_leaf)
                         if gain_o > gain:
@@ -321,9 +322,10 @@ def grow_tree(X, y, n_classes, spec, seed):
 
 
 def _dense_dtype(spec):
-    """Storage of dense oblique rows: ``weight_dtype``, but int8 (sparse only) is float32."""
+    """Storage of dense oblique rows: ``weight_dtype``, but int8 in a sparse forest
+    (whose ``weight_dtype`` is the sparse rows') is float32."""
     dt = spec.get("weight_dtype", "float32")
-    return "float32" if dt == "int8" else dt
+    return "float32" if dt == "int8" and spec.get("max_nonzero") is not None else dt
 
 
 def _kernel_float(stored):

@@ -21,6 +21,12 @@ from numba import njit
 MAX_INT8_NONZERO = 512
 #: Largest |weight| of an int8 split after scaling.
 INT8_MAX = 127
+#: Every partial sum of an int8 split over uint8 values stays at most this
+#: (``255 * sum |q_k|``), so float32 holds it exactly whatever the order.
+EXACT_SUM = 2 ** 24 - 1
+#: Most features of a dense int8 row (the scale keeps ``255 * sum |q|`` within
+#: EXACT_SUM even with every weight rounded up by 1/2).
+MAX_INT8_DENSE = 65536
 
 
 @njit(cache=True, nogil=True)
@@ -98,8 +104,11 @@ def quantise(weights, dtype):
     ``float32``: as they are; ``float16``: rounded (overflow is an error the
     caller avoids by scaling: the CO2 weights are small); ``int8``: scaled so
     the largest magnitude is :data:`INT8_MAX` and rounded (the scale, returned,
-    divides the threshold).  Returns ``(stored, kernel_float32, scale)``; entries
-    that round to zero are kept (the caller drops them).
+    divides the threshold), unless ``255 * sum |q|`` would then pass
+    :data:`EXACT_SUM` (long dense rows): then the scale is the smallest that
+    keeps it below, so every sum over uint8 values is exact in float32.
+    Returns ``(stored, kernel_float32, scale)``; entries that round to zero
+    are kept (the caller drops them).
     """
     w = np.asarray(weights, np.float32)
     if dtype == "float32":
@@ -108,12 +117,18 @@ def quantise(weights, dtype):
         s = w.astype(np.float16)
         return s, s.astype(np.float32), 1.0
     if dtype == "int8":
-        top = float(np.max(np.abs(w))) if w.size else 0.0
-        scale = top / INT8_MAX if top > 0 else 1.0
-        q = np.clip(np.rint(w / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
-        return q, q.astype(np.float32), scale
+        a = np.abs(w.astype(np.float64))
+        top = float(a.max()) if w.size else 0.0
+        if top == 0:
+            return np.zeros(w.shape, np.int8), np.zeros(w.shape, np.float32), 1.0
+        scale = max(top / INT8_MAX, 255 * float(a.sum()) / (EXACT_SUM - 127.5 * w.size))
+        while True:
+            q = np.clip(np.rint(w / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+            if 255 * int(np.abs(q.astype(np.int64)).sum()) <= EXACT_SUM:
+                return q, q.astype(np.float32), scale
+            scale *= 1.0 + 1e-6  # pragma: no cover - the bound above already holds
     raise ValueError(f"sparse weight dtype {dtype!r} is not one of float32, float16, int8")
 
 
-__all__ = ["MAX_INT8_NONZERO", "INT8_MAX", "sparse_value", "sparse_values", "keep_top_k",
+__all__ = ["MAX_INT8_NONZERO", "MAX_INT8_DENSE", "EXACT_SUM", "INT8_MAX", "sparse_value", "sparse_values", "keep_top_k",
            "top_k_support", "quantise"]

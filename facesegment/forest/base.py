@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
-from ._grow import fit_tree_task, sampling_pool
+from ._grow import _dense_dtype, fit_tree_task, sampling_pool
 from ._arrays import complete
 from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
                        predict_proba_packed, predict_proba_packed_serial)
@@ -281,8 +281,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
         trees = self._grow_trees(X, y_enc, len(classes), spec, params)
         self.tree_stats_ = [t.pop("stats") for t in trees]
-        w_dtype = np.dtype("float32" if spec.get("weight_dtype") == "int8"
-                           else spec.get("weight_dtype", "float32"))
+        w_dtype = np.dtype(_dense_dtype(spec))
         self.forest_ = concat_trees(trees, p, w_dtype)
         self.classes_ = classes
         self.n_classes_ = len(classes)

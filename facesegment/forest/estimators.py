@@ -41,7 +41,7 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 import numpy as np
 
 from .base import BaseForest, check_X
-from ._sparse import MAX_INT8_NONZERO
+from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
 from .params import InvalidParameterError, resolve_max_features, validate_params
 
 
@@ -185,9 +185,13 @@ class CO2Forest(BaseForest):
         about 2 n / oblique_min_samples oblique rows of p weights per tree).
     weight_dtype : {"float32", "float16", "int8"}, default "float32"
         Storage of the oblique weights; float16 halves the size and refits the
-        threshold on the node's samples after rounding.  With ``max_nonzero``
-        it is the storage of the sparse weights, and ``"int8"`` (one scale per
-        split, folded into the threshold; sparse splits only) is allowed too.
+        threshold on the node's samples after rounding.  ``"int8"``: one scale
+        per split, folded into the threshold, the threshold refit on the
+        rounded split's exact integer values; dense int8 rows need uint8
+        features (window values), and the scale also keeps every sum below
+        2**24, so any kernel computes it exactly (dense inference then runs
+        integer dot products: docs/sparse.md).  With ``max_nonzero`` it is
+        the storage of the sparse weights.
     max_nonzero : int or None, default None
         k: grow *sparse* oblique splits of at most k features (stored as
         indices and weights; inference gathers only those k window values).
@@ -276,10 +280,16 @@ class CO2Forest(BaseForest):
                                  "deviations")
         inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
         if params["weight_dtype"] == "int8" and params["max_nonzero"] is None:
-            raise InvalidParameterError(
-                "weight_dtype='int8' is for sparse splits only; set max_nonzero "
-                "(e.g. 32) or use weight_dtype='float16'")
-        if params["weight_dtype"] == "int8" and params["max_nonzero"] > MAX_INT8_NONZERO:
+            if X.dtype != np.uint8:
+                raise InvalidParameterError(
+                    f"weight_dtype='int8' dense rows need uint8 features (window values), "
+                    f"got {X.dtype}; use weight_dtype='float16', or set max_nonzero for "
+                    "sparse int8 splits")
+            if p > MAX_INT8_DENSE:
+                raise InvalidParameterError(
+                    f"weight_dtype='int8' dense rows are for at most {MAX_INT8_DENSE} "
+                    f"features (exact sums), got {p}; use weight_dtype='float16'")
+        elif params["weight_dtype"] == "int8" and params["max_nonzero"] > MAX_INT8_NONZERO:
             raise InvalidParameterError(
                 f"max_nonzero={params['max_nonzero']} is above {MAX_INT8_NONZERO}, the most "
                 "int8 weights whose sums stay exact in float32; lower it or use "

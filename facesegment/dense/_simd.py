@@ -1,0 +1,136 @@
+"""Integer dot products of 8 windows at once, as Numba intrinsics (private; issue #12).
+
+A forest whose dense oblique rows are int8 (``weight_dtype="int8"``: one
+scale per split folded into the threshold) over uint8 values computes every
+split value as an exact integer, so the order and width of the arithmetic do
+not matter: these kernels give the bits the float32 kernels give, and the
+threshold chosen in training.  Numba's own loops over such integers become
+32-bit multiplies; here the dot is written directly in LLVM IR with vector
+types:
+
+* :data:`VNNI` (``avx512vnni`` with ``avx512vl``, or ``avxvnni``): one
+  ``vpdpbusd`` per 32 bytes of window row, multiplying 32 unsigned image
+  bytes by 32 signed weights and adding them, four by four, into 8 int32
+  lanes (4x the work of a float32 FMA per instruction, and a quarter of the
+  bytes read);
+* otherwise the portable form: the bytes widened to 32 bits and multiplied
+  (LLVM picks ``vpmaddwd``/``vpdpwssd`` where the CPU has them).
+
+Either way each of the 8 windows keeps one vector sum across all its rows,
+reduced to a scalar once.  ``FACESEGMENT_SIMD=portable`` forces the portable
+form (tests compare the two).  The choice is made once per process: the
+kernels that use it are compiled under a name that says which
+(:func:`facesegment.dense._numba.layout_kernels` ``variant``), so Numba's disk
+cache never mixes them.
+
+The window of pixel ``u`` starts at byte ``bb[u]`` of ``img``; its row ``r``
+is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``, dotted with
+bytes ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
+value (those bytes meet zero weights) but must stay inside ``img``.
+"""
+
+import os
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils, config
+from numba.extending import intrinsic
+
+#: Bytes per vector step (one 256-bit register).
+CHUNK = 32
+
+
+def _host_has_vnni():
+    if os.environ.get("FACESEGMENT_SIMD", "").lower() == "portable":
+        return False
+    if getattr(config, "CPU_NAME", None) or getattr(config, "CPU_FEATURES", None):
+        return False  # compiling for another CPU than this one
+    try:
+        feats = set(llvm.get_host_cpu_features().flatten().split(","))
+    except RuntimeError:  # pragma: no cover - llvmlite without host detection
+        return False
+    return {"+avx512vnni", "+avx512vl"} <= feats or "+avxvnni" in feats
+
+
+#: Whether this process uses ``vpdpbusd`` (see the module docstring).
+VNNI = _host_has_vnni()
+
+
+def _codegen(vnni):
+    def codegen(context, builder, sig, args):
+        img, bb, rowstride, w, rows, chunks = args
+        rowstride, rows, chunks = (context.cast(builder, v, t, types.int64) for v, t in
+                                   ((rowstride, sig.args[2]), (rows, sig.args[4]),
+                                    (chunks, sig.args[5])))
+        a_img = context.make_array(sig.args[0])(context, builder, img)
+        a_bb = context.make_array(sig.args[1])(context, builder, bb)
+        a_w = context.make_array(sig.args[3])(context, builder, w)
+        i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        v32i8 = ir.VectorType(i8, CHUNK)
+        acc_t = ir.VectorType(i32, 8 if vnni else CHUNK)
+        mod = builder.module
+        red = cgutils.get_or_insert_function(
+            mod, ir.FunctionType(i32, [acc_t]), f"llvm.vector.reduce.add.v{acc_t.count}i32")
+        if vnni:
+            dp = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(acc_t, [acc_t, acc_t, acc_t]),
+                "llvm.x86.avx512.vpdpbusd.256")
+        p_img = builder.bitcast(a_img.data, i8.as_pointer())
+        p_w = builder.bitcast(a_w.data, i8.as_pointer())
+        offs = [builder.load(builder.gep(a_bb.data, [ir.Constant(i64, u)])) for u in range(8)]
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(acc_t, None)) for _ in range(8)]
+        step = ir.Constant(i64, CHUNK)
+
+        def load(ptr, off):
+            return builder.load(builder.bitcast(builder.gep(ptr, [off]), v32i8.as_pointer()),
+                                align=1)
+
+        with cgutils.for_range(builder, rows) as lr:
+            row_img = builder.mul(rowstride, lr.index)
+            row_w = builder.mul(builder.mul(lr.index, chunks), step)
+            with cgutils.for_range(builder, chunks) as lc:
+                co = builder.mul(lc.index, step)
+                wv = load(p_w, builder.add(row_w, co))
+                wide = None if vnni else builder.sext(wv, acc_t)
+                for u in range(8):
+                    x = load(p_img, builder.add(builder.add(offs[u], row_img), co))
+                    acc = builder.load(accs[u])
+                    if vnni:
+                        acc = builder.call(dp, [acc, builder.bitcast(x, acc_t),
+                                                builder.bitcast(wv, acc_t)])
+                    else:
+                        acc = builder.add(acc, builder.mul(builder.zext(x, acc_t), wide))
+                    builder.store(acc, accs[u])
+        sums = [builder.call(red, [builder.load(a)]) for a in accs]
+        return context.make_tuple(builder, sig.return_type, sums)
+
+    return codegen
+
+
+def _make(vnni):
+    @intrinsic
+    def idot8(typingctx, img, bb, rowstride, w, rows, chunks):
+        """Exact int32 dots of the 8 uint8 windows at ``img[bb[u]:]`` with the
+        int8 weights ``w`` (``rows`` rows of ``chunks`` x 32 bytes)."""
+        ok = (isinstance(img, types.Array) and img.dtype == types.uint8
+              and isinstance(w, types.Array) and w.dtype == types.int8
+              and isinstance(bb, types.Array) and bb.dtype == types.int64
+              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks)))
+        if not ok:
+            return None
+        sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks)
+        return sig, _codegen(vnni)
+
+    return idot8
+
+
+#: The two forms, whatever this CPU has (tests run both where VNNI exists).
+idot8_vnni = _make(True)
+idot8_portable = _make(False)
+#: The form this process uses.
+idot8 = idot8_vnni if VNNI else idot8_portable
+#: Its name in compiled kernels' names (Numba's cache keeps them apart).
+VARIANT = "u8vnni" if VNNI else "u8"
+
+__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8", "idot8_vnni", "idot8_portable"]
