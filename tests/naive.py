@@ -503,3 +503,20 @@ def naive_keep_top_k(w, p, k):
         if j not in keep:
             w[j] = 0.0
     return w
+
+
+# ------------------------------------------------ dense inference: integer dots
+# Reference for facesegment/dense/_simd.py.
+
+def naive_idot8(img, bb, rowstride, w, rows, chunks):
+    """The 8 exact integer dots of uint8 windows with int8 weights: window ``u``
+    row ``r`` is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``."""
+    width = 32 * chunks
+    out = []
+    for b in bb:
+        s = 0
+        for r in range(rows):
+            for j in range(width):
+                s += int(img[int(b) + r * rowstride + j]) * int(w[r * width + j])
+        out.append(s)
+    return out

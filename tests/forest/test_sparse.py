@@ -11,8 +11,8 @@ import pytest
 
 from facesegment.forest import CO2Forest, InvalidParameterError
 from facesegment.forest._arrays import complete, n_sparse
-from facesegment.forest._sparse import (INT8_MAX, keep_top_k, quantise, sparse_values,
-                                        top_k_support)
+from facesegment.forest._sparse import (EXACT_SUM, INT8_MAX, keep_top_k, quantise,
+                                        sparse_values, top_k_support)
 from facesegment.forest.base import concat_trees
 from facesegment.forest.co2 import co2_split
 from facesegment.forest.registry import kind_of, make_estimator
@@ -168,10 +168,32 @@ def test_forest_sparse_is_deterministic_and_registry_kind():
     assert kind_of(CO2Forest(init="best")) == "co2-best"
 
 
+def test_forest_dense_int8_rows_and_no_sample_changes_side():
+    """Dense int8 rows (weight_dtype="int8", no max_nonzero): integer weights of at
+    most 127 whose sums over uint8 values stay exact in float32, and no training
+    sample changes side; rows of 2,883 values get a coarser scale to stay exact."""
+    X, y = _data()
+    est = CO2Forest(3, weight_dtype="int8", bootstrap=False, oblique_min_samples=40,
+                    random_state=0).fit(X, y)
+    fa = est.forest_
+    assert fa.weights.dtype == np.int8 and fa.weights.shape[0] > 0 and n_sparse(fa) == 0
+    q = np.abs(fa.weights.astype(np.int64))
+    assert q.max() == INT8_MAX and (q.max(axis=1) > 0).all()
+    assert (255 * q.sum(axis=1)).max() <= EXACT_SUM
+    assert _leaf_counts_match(est, X)
+    np.testing.assert_allclose(est.predict_proba(X[:300]),
+                               naive.naive_forest_proba(fa, X[:300]), atol=1e-6)
+    long_row = np.random.default_rng(1).normal(size=2883).astype(np.float32)
+    stored, kw, scale = quantise(long_row, "int8")
+    assert 255 * np.abs(stored.astype(np.int64)).sum() <= EXACT_SUM
+    assert np.abs(stored).max() < INT8_MAX        # the sum bound, not 127, set the scale
+    np.testing.assert_allclose(kw * scale, long_row, atol=scale / 2 + 1e-7)
+
+
 def test_forest_sparse_parameter_errors():
     X, y = _data(200, 10)
-    with pytest.raises(InvalidParameterError, match="max_nonzero"):
-        CO2Forest(2, weight_dtype="int8").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="uint8 features.*float16"):
+        CO2Forest(2, weight_dtype="int8").fit(X.astype(np.float32), y)
     with pytest.raises(InvalidParameterError, match="sparsity"):
         CO2Forest(2, max_nonzero=3, sparsity="top").fit(X, y)
     with pytest.raises(InvalidParameterError, match="max_nonzero"):

@@ -1,0 +1,52 @@
+"""The integer dot products of dense inference (facesegment/dense/_simd.py)
+against tests/naive.py: both forms (``vpdpbusd`` where this CPU has VNNI, and
+the portable one), extreme values, windows ending at the buffer's end."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from facesegment.dense import _simd
+from tests import naive
+
+
+def _runner(idot):
+    @njit
+    def run(img, bb, rowstride, w, rows, chunks):
+        v = idot(img, bb, rowstride, w, rows, chunks)
+        out = np.empty(8, np.int64)
+        for u in range(8):
+            out[u] = v[u]
+        return out
+
+    return run
+
+
+FORMS = {"portable": _simd.idot8_portable, "vnni": _simd.idot8_vnni}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("rows, chunks", [(1, 1), (10, 1), (15, 2), (31, 3)])
+def test_idot8_matches_naive(form, rows, chunks):
+    if form == "vnni" and not _simd.VNNI:
+        pytest.skip("this CPU has no VNNI (the portable form is tested)")
+    run = _runner(FORMS[form])
+    rng = np.random.default_rng(rows * 7 + chunks)
+    rowstride = 32 * chunks + 13
+    img = rng.integers(0, 256, rowstride * (rows + 3), dtype=np.uint8)
+    w = rng.integers(-127, 128, 32 * chunks * rows).astype(np.int8)
+    last = img.size - ((rows - 1) * rowstride + 32 * chunks)   # the window ending at the end
+    bb = np.array([0, 1, 5, 31, rowstride, 2 * rowstride + 3, last - 1, last], np.int64)
+    assert run(img, bb, rowstride, w, rows, chunks).tolist() == naive.naive_idot8(
+        img, bb, rowstride, w, rows, chunks)
+    # the extremes: 255 * (+-127) everywhere, well inside int32
+    img[:] = 255
+    for sign in (1, -1):
+        w[:] = sign * 127
+        assert run(img, bb, rowstride, w, rows, chunks).tolist() == \
+            [sign * 255 * 127 * 32 * chunks * rows] * 8
+
+
+def test_process_form_is_recorded():
+    assert _simd.VARIANT == ("u8vnni" if _simd.VNNI else "u8")
+    assert _simd.idot8 is (_simd.idot8_vnni if _simd.VNNI else _simd.idot8_portable)
