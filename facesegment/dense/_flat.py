@@ -6,11 +6,13 @@ cheap, so the time goes to moving pixels down the trees: the level kernels
 of :mod:`facesegment.dense._levels` counting-sort every pixel at every
 level (about 10 ns per pixel and level, more than the dots on such windows).
 These kernels keep the pixels still inside a tree in *runs* of equal node
-instead: each run is split, branch-free, into its node's left-going and
-right-going pixels, which become the runs of the two children.  Trees are
-stored breadth first (children in the order of their parents), so the runs
-of the next level are whole again without sorting; any other order is still
-correct, only less batched.
+instead, listed as (node, start, count): each run is split, branch-free, into
+its node's left-going pixels (from the front) and right-going ones (from the
+back) at the same places of a second buffer, and those become the runs of the
+two children (a leaf child records its pixels and drops them).  Runs never
+move, so no sorting and no per-pixel node array is needed; a pixel travels
+as one int64 (its index and its window offset, packed).  The node numbering
+does not matter.
 
 The kernels take lists of pixels (``base`` offsets into one float32 image
 that stacks every phase of the box-mean image, :mod:`facesegment.dense._pooled`),
@@ -118,116 +120,122 @@ def _integer(idot):
 VARIANTS = {"u8vnni": _integer(idot8_vnni), "u8": _integer(idot8_portable)}
 
 
+#: Pixels are carried down a tree as ``(pixel << PIXEL_SHIFT) | base``: one int64
+#: read and written per pixel and level (window offsets stay below 2**40).
+PIXEL_SHIFT = 40
+BASE_MASK = (1 << PIXEL_SHIFT) - 1
+
+
 @template(INLINE)
-def _split_run(imgf, base, rowstride, node, run, nodes, thr, weights, go_l, go_r, bb):
-    """Split the pixels ``run`` (all at internal ``node``): returns ``(nl, nr)``,
-    the left-going pixels in ``go_l[:nl]`` and the right-going ones in
-    ``go_r[:nr]``, each in the order of ``run`` (branch-free: every pixel is
-    written to both and only one count moves)."""
+def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
+    """Split the packed pixels ``run`` (all at internal ``node``) into ``out`` (same
+    length): the left-going ones from the front, in order, the right-going ones
+    from the back; returns how many go left.  Branch-free: each pixel is written
+    at both ends and only one end moves."""
     o = nodes[node, OBLIQUE]
     tt = thr[node, THRESHOLD]
     n = run.shape[0]
-    nl = 0
-    nr = 0
+    lo = 0
+    hi = n - 1
     if o >= 0:
         wrow = weights[o]
         q = 0
         while q + 8 <= n:
             for u in range(8):
-                bb[u] = base[run[q + u]]
+                bb[u] = run[q + u] & BASE_MASK
             v = _dot8(imgf, bb, rowstride, wrow)
             for u in range(8):
                 right = np.int64(v[u] > tt)
-                go_l[nl] = run[q + u]
-                go_r[nr] = run[q + u]
-                nl += 1 - right
-                nr += right
+                out[lo] = run[q + u]
+                out[hi] = run[q + u]
+                lo += 1 - right
+                hi -= right
             q += 8
         while q < n:
-            i = run[q]
-            right = np.int64(_dot1(imgf, base[i], rowstride, wrow) > tt)
-            go_l[nl] = i
-            go_r[nr] = i
-            nl += 1 - right
-            nr += right
+            pk = run[q]
+            right = np.int64(_dot1(imgf, pk & BASE_MASK, rowstride, wrow) > tt)
+            out[lo] = pk
+            out[hi] = pk
+            lo += 1 - right
+            hi -= right
             q += 1
     else:
         o1 = nodes[node, OFF1]
         o2 = nodes[node, OFF2]
         mul = thr[node, MUL]
         for q in range(n):
-            i = run[q]
-            b = base[i]
+            pk = run[q]
+            b = pk & BASE_MASK
             right = np.int64(np.float32(imgf[b + o1]) - mul * np.float32(imgf[b + o2]) > tt)
-            go_l[nl] = i
-            go_r[nr] = i
-            nl += 1 - right
-            nr += right
-    return nl, nr
+            out[lo] = pk
+            out[hi] = pk
+            lo += 1 - right
+            hi -= right
+    return lo
 
 
 @template(INLINE)
-def _to_child(moved, child, nodes, cur, ord_b, m):
-    """Put the pixels ``moved`` at ``child``; unless it is a leaf, append them to the
-    next level's runs ``ord_b`` from ``m`` on.  Returns the new end of ``ord_b``."""
-    for q in range(moved.shape[0]):
-        cur[moved[q]] = child
-    if nodes[child, LEFT] == child:
+def _to_child(child, start, count, nodes, packed, rec, k, runs, m):
+    """The ``count`` pixels ``packed[start:start + count]`` now at ``child``: a leaf
+    is recorded for every depth still to record (``rec[:, k:]``); an internal
+    child becomes run ``m`` of the next level.  Returns the number of runs."""
+    if count == 0:
         return m
-    ord_b[m:m + moved.shape[0]] = moved
-    return m + moved.shape[0]
+    if nodes[child, LEFT] == child:
+        for q in range(start, start + count):
+            i = packed[q] >> PIXEL_SHIFT
+            for kk in range(k, rec.shape[1]):
+                rec[i, kk] = child
+        return m
+    runs[m, 0] = child
+    runs[m, 1] = start
+    runs[m, 2] = count
+    return m + 1
 
 
 @template(NJIT)
-def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, cur, ord_a, ord_b, go_l,
-          go_r, bb):
+def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, pk_b, runs_a,
+          runs_b, bb):
     """Descend one tree (root ``r``) for the block's pixels, level by level.
 
     ``rec[i, k]`` receives pixel ``i``'s node after ``depth_list[k]`` steps
-    (``depth_list`` increasing); ``cur``, ``ord_a``, ``ord_b``, ``go_l``,
-    ``go_r`` (n,) and ``bb`` (8,) are scratch.  The pixels still at internal
-    nodes are kept in ``ord_a`` in runs of equal node; each run is split into
-    its node's left child's pixels, then its right child's, so with
-    breadth-first trees (children in the order of their parents) the runs of
-    the next level are whole again: no sorting.  (Any other order is still
-    correct, only less batched.)
+    (``depth_list`` increasing); ``pk_a``, ``pk_b`` (n,), ``runs_a``, ``runs_b``
+    (n, 3) and ``bb`` (8,) are scratch.  The pixels still at internal nodes sit
+    in ``pk_a`` (packed with their window offsets) in runs of equal node, listed
+    in ``runs_a`` as (node, start, count); each run is split into the same
+    places of ``pk_b``, its left child's pixels first, so a run never moves and
+    no sorting is needed.  A pixel is recorded when it reaches a leaf (for
+    every depth still to come) or, still inside the tree, at each depth of
+    ``depth_list``.
     """
     n = base.shape[0]
     n_d = depth_list.shape[0]
     for i in range(n):
-        cur[i] = r
-        ord_a[i] = i
-    n_act = n if nodes[r, LEFT] != r else 0
+        pk_a[i] = (i << PIXEL_SHIFT) | base[i]
+    n_runs = _to_child(r, 0, n, nodes, pk_a, rec, 0, runs_a, 0)
     k = 0
     s = 0
     while k < n_d:
-        if depth_list[k] == s or n_act == 0:
-            for i in range(n):
-                rec[i, k] = cur[i]
+        if depth_list[k] == s or n_runs == 0:
+            for g in range(n_runs):
+                node = runs_a[g, 0]
+                for q in range(runs_a[g, 1], runs_a[g, 1] + runs_a[g, 2]):
+                    rec[pk_a[q] >> PIXEL_SHIFT, k] = node
             k += 1
             continue
         m = 0
-        g = 0
-        while g < n_act:
-            node = cur[ord_a[g]]
-            e = g + 1
-            while e < n_act and cur[ord_a[e]] == node:
-                e += 1
-            nl, nr = _split_run(imgf, base, rowstride, node, ord_a[g:e], nodes, thr, weights, go_l,
-                                go_r, bb)
-            m = _to_child(go_l[:nl], nodes[node, LEFT], nodes, cur, ord_b, m)
-            m = _to_child(go_r[:nr], nodes[node, RIGHT], nodes, cur, ord_b, m)
-            g = e
-        ord_a, ord_b = ord_b, ord_a
-        n_act = m
+        for g in range(n_runs):
+            node = runs_a[g, 0]
+            st = runs_a[g, 1]
+            cnt = runs_a[g, 2]
+            nl = _split_run(imgf, rowstride, node, pk_a[st:st + cnt], nodes, thr, weights,
+                            pk_b[st:st + cnt], bb)
+            m = _to_child(nodes[node, LEFT], st, nl, nodes, pk_b, rec, k, runs_b, m)
+            m = _to_child(nodes[node, RIGHT], st + nl, cnt - nl, nodes, pk_b, rec, k, runs_b, m)
+        pk_a, pk_b = pk_b, pk_a
+        runs_a, runs_b = runs_b, runs_a
+        n_runs = m
         s += 1
-
-
-@template(NJIT)
-def _scratch(n):
-    return (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.int64))
 
 
 @template(PARALLEL)
@@ -237,15 +245,19 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
 
     ``nodes``/``thr``: the general records (:mod:`facesegment.dense._general`);
     ``weights`` float32 (n_oblique, ``WINDOW * SPAN``), window rows zero-padded
-    to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).  Parallel over trees, each descended for every pixel at once
+    to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).
+    Parallel over trees, each descended for every pixel at once
     (the longest runs); the result does not depend on the number of threads.
     """
     n = base.shape[0]
     for t in prange(rec.shape[0]):
-        cur, ord_a, ord_b, go_l, go_r = _scratch(n)
+        pk_a = np.empty(n, dtype=np.int64)
+        pk_b = np.empty(n, dtype=np.int64)
+        runs_a = np.empty((max(n, 1), 3), dtype=np.int64)
+        runs_b = np.empty((max(n, 1), 3), dtype=np.int64)
         bb = np.empty(8, dtype=np.int64)
-        _tree(imgf, base, rowstride, roots[t], nodes, thr, weights, depth_list, rec[t], cur,
-              ord_a, ord_b, go_l, go_r, bb)
+        _tree(imgf, base, rowstride, roots[t], nodes, thr, weights, depth_list, rec[t], pk_a,
+              pk_b, runs_a, runs_b, bb)
     return rec
 
 
