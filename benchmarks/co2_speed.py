@@ -10,13 +10,17 @@ face after a warm-up, wall and CPU ms).  Beside the times: the model's bytes
 α chosen on validation), the multiply-adds of its dense oblique splits
 (``count_oblique_visits`` × values per split × 2) and the rate they ran at,
 against the peer of that bound: a float32 matrix product (BLAS, the same
-threads) of the same inner size.  Writes ``reports/sparse/speed-<run>.json``
-and ``.md``.
+threads) of the same inner size.  A pooled model with int8 rows runs
+integer dot products (docs/sparse.md): it is timed with the kernels this CPU
+uses (``vpdpbusd`` where it has VNNI) and again with the portable integer
+form, what a CPU without VNNI runs.  Writes
+``reports/sparse/speed-<run>.json`` and ``.md``.
 
     python benchmarks/co2_speed.py [--run faces300w-default] [--images 3]
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -31,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import count_oblique_visits, predict_image  # noqa: E402
+from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image  # noqa: E402
 from facesegment.model import load_model  # noqa: E402
 from pipelines.backend import records_from_json  # noqa: E402
 from pipelines.stages import forest_bytes  # noqa: E402
@@ -57,6 +61,25 @@ def _time(model, images, n_trees, reps=3):
         wall.append(float(np.median(w)))
         cpu.append(float(np.median(c)))
     return float(np.median(wall)), float(np.median(cpu))
+
+
+def _arithmetics(model):
+    """How the model's dense dots are timed: float32, or (int8 rows over a pooled
+    layout) the integer kernels this CPU runs, plus the portable form where
+    that is ``vpdpbusd`` (what a CPU without VNNI gets)."""
+    if model.arrays.weights.dtype != np.int8 or getattr(model.layout, "pool", 1) == 1:
+        return ["float32"]
+    return ["int8 vpdpbusd", "int8 portable"] if _simd.VNNI else ["int8 portable"]
+
+
+@contextlib.contextmanager
+def _integer_form(arith):
+    before = _pooled.INT_VARIANT
+    _pooled.INT_VARIANT = "u8" if arith == "int8 portable" else _simd.VARIANT
+    try:
+        yield
+    finally:
+        _pooled.INT_VARIANT = before
 
 
 def _blas_gflops(k, reps=5):
@@ -105,19 +128,21 @@ def main(argv=None):
             if not (folder / "model.json").is_file():
                 continue
             model = load_model(folder)
-            ms, cpu_ms = _time(model, images, n)
-            visits = count_oblique_visits(model, images[0])
-            gflop = 2 * visits * model.arrays.n_features / 1e9   # dense rows only
-            row = {"kind": kind, "n_trees": n, "ms_per_image": round(ms, 1),
-                   "cpu_ms_per_image": round(cpu_ms, 1),
-                   "mb": round(forest_bytes(folder) / 1e6, 2),
-                   "values_per_split": _values_per_split(model.arrays),
-                   "pool": int(getattr(model.layout, "pool", 1)),
-                   "oblique_gflop_per_image": round(gflop, 2),
-                   "gflops_achieved": round(gflop / (ms / 1000), 1) if gflop else 0.0,
-                   "test_jaccard": _jaccard(rdir, kind, n)}
-            rows.append(row)
-            print(row, flush=True)
+            for arith in _arithmetics(model):
+                with _integer_form(arith):
+                    ms, cpu_ms = _time(model, images, n)
+                visits = count_oblique_visits(model, images[0])
+                gflop = 2 * visits * model.arrays.n_features / 1e9   # dense rows only
+                row = {"kind": kind, "n_trees": n, "ms_per_image": round(ms, 1),
+                       "cpu_ms_per_image": round(cpu_ms, 1), "arithmetic": arith,
+                       "mb": round(forest_bytes(folder) / 1e6, 2),
+                       "values_per_split": _values_per_split(model.arrays),
+                       "pool": int(getattr(model.layout, "pool", 1)),
+                       "oblique_gflop_per_image": round(gflop, 2),
+                       "gflops_achieved": round(gflop / (ms / 1000), 1) if gflop else 0.0,
+                       "test_jaccard": _jaccard(rdir, kind, n)}
+                rows.append(row)
+                print(row, flush=True)
     blas = {k: round(_blas_gflops(k), 1) for k in sorted({r["values_per_split"] for r in rows
                                                           if r["oblique_gflop_per_image"]})}
     doc = {"run": args.run, "images": args.images, "cpu_count": os.cpu_count(),
@@ -130,13 +155,16 @@ def main(argv=None):
              f"every pixel, {args.images} test faces x 3 runs; {os.cpu_count()} cores; load "
              f"{doc['load_average'][0]}-{doc['load_average'][1]}). Jaccard: the run's test "
              "score (forest alone).", "",
-             "| kind | trees | values/split | Jaccard | ms/face | CPU ms | MB | GFLOP/face "
-             "| GFLOP/s | BLAS GFLOP/s |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "Dot products of int8 rows are integer multiply-adds (counted as 2 ops each, "
+             "like FLOP); their peer is still numpy's float32 GEMM.", "",
+             "| kind | trees | values/split | dots in | Jaccard | ms/face | CPU ms | MB "
+             "| GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         jac = "" if r["test_jaccard"] is None else f"{r['test_jaccard']:.2f}"
         b = blas.get(r["values_per_split"], "") if r["oblique_gflop_per_image"] else ""
-        lines.append(f"| {r['kind']} | {r['n_trees']} | {r['values_per_split']} | {jac} | "
+        lines.append(f"| {r['kind']} | {r['n_trees']} | {r['values_per_split']} | "
+                     f"{r['arithmetic'] if r['oblique_gflop_per_image'] else ''} | {jac} | "
                      f"{r['ms_per_image']:.0f} | {r['cpu_ms_per_image']:.0f} | {r['mb']:.1f} | "
                      f"{r['oblique_gflop_per_image']:.1f} | {r['gflops_achieved']:.1f} | {b} |")
     write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")

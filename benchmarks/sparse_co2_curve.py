@@ -32,7 +32,8 @@ Markdown table is written beside it.
     python benchmarks/sparse_co2_curve.py [--run faces300w-default] [--trees 16]
         [--kinds co2-best co2] [--k 8 16 32 64 128] [--dtypes int8]
         [--extra "32:float16:learned" "32:float32:learned" "32:int8:prune"]
-        [--pools 2 3 4 5] [--pool-dtypes float32 float16]
+        [--pools 2 3 4 5] [--pool-dtypes float32 float16 int8]
+        [--oblique-min-samples 200 100 50]
 """
 
 import argparse
@@ -87,11 +88,11 @@ def _setting_name(kind, k, dtype, sparsity):
     return f"{kind}:k={k}:{dtype}:{sparsity}"
 
 
-def _pooled_name(pool, dtype):
-    return f"co2-pooled:pool={pool}:{dtype}"
+def _pooled_name(pool, dtype, oms=None):
+    return f"co2-pooled:pool={pool}:{dtype}" + ("" if oms is None else f":oms={oms}")
 
 
-def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
+def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, oms=None):
     dense = load_model(ROOT / "models" / run / f"{kind}-32")
     params = {key: v for key, v in dense.params.items()
               if key not in ("n_estimators", "n_jobs", "verbose", "scheduler")}
@@ -101,6 +102,8 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
         q = json.loads((ROOT / "reports" / "runs" / run / "chosen.json").read_text())
         params.update(weight_dtype=dtype,
                       max_features=q_features(q["co2"]["q"], layout.n_features))
+        if oms is not None:
+            params["oblique_min_samples"] = oms
         target = "co2-pooled"
     else:
         params.update(max_nonzero=k, weight_dtype=dtype, sparsity=sparsity)
@@ -110,7 +113,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
     model = backend.to_model(est, target, ws.meta,
                              {"run": run, "benchmark": "sparse_co2_curve"}, layout)
     alpha, jac = _score(model, splits, args.trees, args.seed)
-    name = (_pooled_name(pool, dtype) if pool > 1
+    name = (_pooled_name(pool, dtype, oms) if pool > 1
             else _setting_name(kind, k, dtype, sparsity))
     folder = _folder(run, name, args.trees)
     if folder.exists():
@@ -120,6 +123,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1):
     a = model.arrays
     row = {"kind": kind, "k": k, "dtype": dtype, "sparsity": sparsity, "n_trees": args.trees,
            "pool": pool, "test_jaccard": jac, "alpha": alpha,
+           "oblique_min_samples": int(params["oblique_min_samples"]),
            "model_mb": round(mb, 2),
            "fit_seconds": round(fit_s, 1), "fit_cpu_seconds": round(cpu_s, 1),
            "n_sparse_rows": int(a.sparse_ptr.shape[0] - 1) if a.sparse_ptr is not None else 0,
@@ -193,8 +197,11 @@ def _markdown(doc):
     for r in sorted(doc["settings"].values(), key=lambda r: (r.get("pool", 1), r["kind"],
                                                             r["k"], r["dtype"], r["sparsity"])):
         if r.get("pool", 1) > 1:
+            oms = r.get("oblique_min_samples")
             lines.append(f"| co2-best pooled | {r['mean_nonzero']} | {r['dtype']} | "
-                         f"{r['pool']}x{r['pool']} boxes | {r['test_jaccard']:.2f} | "
+                         f"{r['pool']}x{r['pool']} boxes"
+                         f"{'' if oms in (None, 200) else f', oblique nodes >= {oms}'} | "
+                         f"{r['test_jaccard']:.2f} | "
                          f"{r['ms_per_image']:.0f} | {r['model_mb']:.1f} | "
                          f"{r['gflop_per_image']:.1f} GFLOP | |")
             continue
@@ -222,6 +229,8 @@ def main(argv=None):
                    help="pooled co2-best forests (box side = stride), e.g. 2 3 4 5")
     p.add_argument("--pool-dtypes", nargs="+", default=["float32"],
                    help="precisions of the pooled forests' dense weights")
+    p.add_argument("--oblique-min-samples", nargs="+", type=int, default=[None],
+                   help="the pooled forests' oblique_min_samples (default: the run's)")
     p.add_argument("--only-pools", action="store_true",
                    help="measure only the pooled settings (not the sparse grid)")
     p.add_argument("--images", type=int, default=3, help="test images timed")
@@ -263,22 +272,23 @@ def main(argv=None):
         doc["peer_trees"] = args.trees
         doc["numpy_gathers_per_second"] = round(_numpy_gather_rate())
     sparse_plan = args.retime or args.rescore or args.only_pools
-    plan = [] if sparse_plan else [(kind, k, dt, "learned", 1) for kind in args.kinds
+    plan = [] if sparse_plan else [(kind, k, dt, "learned", 1, None) for kind in args.kinds
                                    for k in args.k for dt in args.dtypes]
     for e in ([] if sparse_plan else args.extra):
         k, dt, sp = e.split(":")
-        plan.append((args.kinds[0], int(k), dt, sp, 1))
+        plan.append((args.kinds[0], int(k), dt, sp, 1, None))
     if not (args.retime or args.rescore):
-        plan += [("co2-best", 0, dt, "dense", s) for s in args.pools for dt in args.pool_dtypes]
+        plan += [("co2-best", 0, dt, "dense", s, oms) for s in args.pools
+                 for dt in args.pool_dtypes for oms in args.oblique_min_samples]
     t_start = time.perf_counter()
-    for i, (kind, k, dt, sp, pool) in enumerate(plan):
-        name = _pooled_name(pool, dt) if pool > 1 else _setting_name(kind, k, dt, sp)
+    for i, (kind, k, dt, sp, pool, oms) in enumerate(plan):
+        name = _pooled_name(pool, dt, oms) if pool > 1 else _setting_name(kind, k, dt, sp)
         if name in doc["settings"] and doc["settings"][name]["n_trees"] == args.trees:
             continue
         print(f"[{i + 1}/{len(plan)}] {name}: training {args.trees} trees "
               f"({time.perf_counter() - t_start:.0f} s elapsed)", flush=True)
         doc["settings"][name] = _measure(args, run, kind, k, dt, sp, ws, splits, images,
-                                         pool)
+                                         pool, oms)
         print(f"  {doc['settings'][name]}", flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out, doc, sort_keys=True)

@@ -153,10 +153,11 @@ def test_selection_settings_and_params():
     assert selection.estimator_params(cfg, "axis", {"q": "p^0.5"}, grey,
                                       extra_features=39)["max_features"] == 32
     # a pooled kind: pool is the layout's, q counts the pooled values
-    assert [s["pool"] for s in g["co2-pooled"]] == [3, 5]
+    assert [(s["pool"], s["weight_dtype"]) for s in g["co2-pooled"]] == [
+        (p, dt) for p in (2, 3, 5) for dt in ("int16", "int8")]
     pp = selection.estimator_params(cfg, "co2-pooled", {"q": "p^0.6", "pool": 5}, DEFAULT_LAYOUT)
     assert "pool" not in pp and pp["max_features"] == round(108 ** 0.6)
-    assert pp["weight_dtype"] == "float16"
+    assert pp["weight_dtype"] == "int16"
     lay = selection.kind_layout(cfg, "co2-pooled", {"pool": 5}, DEFAULT_LAYOUT)
     assert lay.pool == 5 and lay.n_features == 108
     assert selection.kind_layout(cfg, "co2-pooled", {}, DEFAULT_LAYOUT).pool == 3  # config's

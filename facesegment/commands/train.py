@@ -138,10 +138,11 @@ def add_arguments(p):
     co2.add_argument("--oblique-min-samples", type=positive_int, default=None, metavar="N",
                      help="nodes with fewer windows keep axis-aligned splits (default 100; "
                           "bounds the model size)")
-    co2.add_argument("--weight-dtype", choices=("float32", "float16", "int8"), default=None,
+    co2.add_argument("--weight-dtype", choices=("float32", "float16", "int8", "int16"),
+                     default=None,
                      help="storage of oblique weights (float16 halves the size, threshold "
-                          "refitted; int8 only with --max-nonzero; default float32, "
-                          "co2-sparse: int8)")
+                          "refitted; int8/int16: exact integer rows, dense ones need uint8 "
+                          "windows, int16 dense only; default float32, co2-sparse: int8)")
     co2.add_argument("--max-nonzero", type=positive_int, default=None, metavar="K",
                      help="sparse splits of at most K features (kind co2-sparse: default 32; "
                           "docs/sparse.md)")

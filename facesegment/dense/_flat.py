@@ -27,10 +27,11 @@ and meet zero weights).  Chunks of pixels have a fixed size and threads
 share out trees, not pixels, so a pixel's result never depends on the number
 of threads.
 
-Integer variants (``VARIANTS``): a forest with int8 dense rows runs the same
-templates on the stacked *uint8* image, with ``SPAN`` a multiple of 32 bytes
-and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so the
-results are the float32 kernels' bits: the values are integers below 2**24).
+Integer variants (``VARIANTS``): a forest with int8 or int16 dense rows runs
+the same templates on the stacked *uint8* image, with ``SPAN`` a multiple of
+32 bytes and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so
+the results are the float32 kernels' bits: the values are integers below
+2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.
 
 Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
 ``SPAN``: see :mod:`facesegment.dense._numba`).
@@ -107,17 +108,38 @@ def _idot1(img, b0, rowstride, wrow):
     return a0
 
 
-def _integer(idot):
+@template(INLINE)
+def _idot8x2(img, bb, rowstride, wrow):
+    """:func:`_idot8` of int16 rows ``q = 256 h + l``, stored as the int8 rows of
+    the high bytes ``h`` then of the low bytes ``l`` (both signed): ``256 h.x + l.x``."""
+    n = WINDOW * SPAN
+    h = IDOT8(img, bb, rowstride, wrow[:n], WINDOW, SPAN // CHUNK)
+    lo = IDOT8(img, bb, rowstride, wrow[n:], WINDOW, SPAN // CHUNK)
+    return (256 * h[0] + lo[0], 256 * h[1] + lo[1], 256 * h[2] + lo[2], 256 * h[3] + lo[3],
+            256 * h[4] + lo[4], 256 * h[5] + lo[5], 256 * h[6] + lo[6], 256 * h[7] + lo[7])
+
+
+@template(NJIT)
+def _idot1x2(img, b0, rowstride, wrow):
+    """:func:`_idot1` of int16 rows split into bytes (see :func:`_idot8x2`)."""
+    n = WINDOW * SPAN
+    return 256 * _idot1(img, b0, rowstride, wrow[:n]) + _idot1(img, b0, rowstride, wrow[n:])
+
+
+def _integer(idot, wide):
     def binds(window, channels):
         return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot,
-                "aliases": {"_dot8": "_idot8", "_dot1": "_idot1"}}
+                "aliases": ({"_dot8": "_idot8x2", "_dot1": "_idot1x2"} if wide
+                            else {"_dot8": "_idot8", "_dot1": "_idot1"})}
 
     return binds
 
 
 #: ``layout_kernels(_flat, window, channels, variant)``: the integer kernels
-#: (:mod:`._simd`), with ``vpdpbusd`` or in portable form.
-VARIANTS = {"u8vnni": _integer(idot8_vnni), "u8": _integer(idot8_portable)}
+#: (:mod:`._simd`) for int8 rows (``u8``) and int16 rows split into two int8
+#: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form.
+VARIANTS = {"u8vnni": _integer(idot8_vnni, False), "u8": _integer(idot8_portable, False),
+            "u8x2vnni": _integer(idot8_vnni, True), "u8x2": _integer(idot8_portable, True)}
 
 
 #: Pixels are carried down a tree as ``(pixel << PIXEL_SHIFT) | base``: one int64

@@ -25,7 +25,7 @@ from ._packing import cached, pack_nodes, pack_sparse
 from .image import ROW_SLACK, float_image
 
 #: The :mod:`._flat` variant that runs forests with int8 dense rows (tests
-#: switch it to the portable form).
+#: switch it to the portable form, ``"u8"``); int16 rows run its ``u8x2`` twin.
 INT_VARIANT = _simd.VARIANT
 
 
@@ -80,22 +80,38 @@ def _flat_ok(p):
 
 
 def _integer(p):
-    """int8 dense rows: the integer kernels (uint8 image, exact int32 dots)."""
-    return p.arrays.weights.dtype == np.int8
+    """int8 or int16 dense rows: the integer kernels (uint8 image, exact int32 dots)."""
+    return p.arrays.weights.dtype in (np.int8, np.int16)
+
+
+def _variant(p):
+    """The :mod:`._flat` variant of ``p``: None (float32), or the integer one."""
+    if not _integer(p):
+        return None
+    return INT_VARIANT.replace("u8", "u8x2") if p.arrays.weights.dtype == np.int16 \
+        else INT_VARIANT
 
 
 def _span_weights(p):
-    """The weights with each window row zero-padded to ``SPAN`` values: float32,
-    or the stored int8 rows padded to a multiple of 32 bytes (cached per forest)."""
+    """The weights with each window row zero-padded to ``SPAN`` values: float32, or
+    the stored integer rows padded to a multiple of 32 bytes (int16 rows as the
+    int8 rows of their high bytes, then of their low bytes: ``q = 256 h + l``
+    with both signed), cached per forest."""
     integer = _integer(p)
     w = p.arrays.weights if integer else p.weights
     cells, row = p.layout.cells, p.layout.cells * p.layout.channels
     width = span(cells, p.layout.channels, _simd.CHUNK if integer else 8)
 
     def build():
-        out = np.zeros((w.shape[0], cells, width), dtype=w.dtype)
-        out[:, :, :row] = w.reshape(-1, cells, row)
-        return out.reshape(w.shape[0], cells * width)
+        ww = w
+        if w.dtype == np.int16:
+            q = w.astype(np.int32)
+            lo = ((q + 128) & 255) - 128
+            ww = np.concatenate([((q - lo) >> 8).astype(np.int8), lo.astype(np.int8)], axis=1)
+        parts = ww.shape[1] // w.shape[1]
+        out = np.zeros((w.shape[0], parts, cells, width), dtype=ww.dtype)
+        out[:, :, :, :row] = ww.reshape(-1, parts, cells, row)
+        return out.reshape(w.shape[0], parts * cells * width)
 
     return cached("span", w, width, build)
 
@@ -146,8 +162,7 @@ def _leaves(p, st, base, depths):
     """``(n_trees, len(base), len(depths))`` int32 nodes (:func:`._flat.leaves`), in
     chunks of ``CHUNK_PIXELS`` pixels."""
     rec = np.empty((p.roots.shape[0], base.shape[0], depths.shape[0]), dtype=np.int32)
-    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels,
-                             INT_VARIANT if _integer(p) else None)
+    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels, _variant(p))
     weights = _span_weights(p)
     for lo in range(0, base.shape[0], CHUNK_PIXELS):
         hi = min(base.shape[0], lo + CHUNK_PIXELS)

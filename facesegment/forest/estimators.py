@@ -183,15 +183,18 @@ class CO2Forest(BaseForest):
     oblique_min_samples : int, default 100
         Smaller nodes keep axis-aligned splits (bounds the model size: at most
         about 2 n / oblique_min_samples oblique rows of p weights per tree).
-    weight_dtype : {"float32", "float16", "int8"}, default "float32"
+    weight_dtype : {"float32", "float16", "int8", "int16"}, default "float32"
         Storage of the oblique weights; float16 halves the size and refits the
         threshold on the node's samples after rounding.  ``"int8"``: one scale
         per split, folded into the threshold, the threshold refit on the
         rounded split's exact integer values; dense int8 rows need uint8
         features (window values), and the scale also keeps every sum below
         2**24, so any kernel computes it exactly (dense inference then runs
-        integer dot products: docs/sparse.md).  With ``max_nonzero`` it is
-        the storage of the sparse weights.
+        integer dot products: docs/sparse.md).  ``"int16"`` (dense rows only):
+        the same with integers up to 32,639, so the sum bound, not the
+        largest weight, sets the scale: finer than float16 on CO2 rows, at
+        twice int8's inference cost.  With ``max_nonzero`` it is the storage
+        of the sparse weights.
     max_nonzero : int or None, default None
         k: grow *sparse* oblique splits of at most k features (stored as
         indices and weights; inference gathers only those k window values).
@@ -279,15 +282,20 @@ class CO2Forest(BaseForest):
                 raise ValueError("feature_std has negative values; pass standard "
                                  "deviations")
         inv_std = np.where(std > 1e-12, 1.0 / np.maximum(std, 1e-12), 0.0)
-        if params["weight_dtype"] == "int8" and params["max_nonzero"] is None:
+        dt = params["weight_dtype"]
+        if dt == "int16" and params["max_nonzero"] is not None:
+            raise InvalidParameterError(
+                "weight_dtype='int16' is for dense rows; sparse splits store float32, "
+                "float16 or int8 weights")
+        if dt in ("int8", "int16") and params["max_nonzero"] is None:
             if X.dtype != np.uint8:
                 raise InvalidParameterError(
-                    f"weight_dtype='int8' dense rows need uint8 features (window values), "
+                    f"weight_dtype={dt!r} dense rows need uint8 features (window values), "
                     f"got {X.dtype}; use weight_dtype='float16', or set max_nonzero for "
                     "sparse int8 splits")
             if p > MAX_INT8_DENSE:
                 raise InvalidParameterError(
-                    f"weight_dtype='int8' dense rows are for at most {MAX_INT8_DENSE} "
+                    f"weight_dtype={dt!r} dense rows are for at most {MAX_INT8_DENSE} "
                     f"features (exact sums), got {p}; use weight_dtype='float16'")
         elif params["weight_dtype"] == "int8" and params["max_nonzero"] > MAX_INT8_NONZERO:
             raise InvalidParameterError(
@@ -302,5 +310,6 @@ class CO2Forest(BaseForest):
                 "weight_dtype": params["weight_dtype"], "mean": mean,
                 "co2_init": params["init"], "n_pairs": params["n_pairs"],
                 "max_nonzero": params["max_nonzero"], "sparsity": params["sparsity"],
-                "sparse_dtype": params["weight_dtype"],
+                "sparse_dtype": (params["weight_dtype"] if params["max_nonzero"] is not None
+                                 else "float32"),
                 "inv_std": inv_std.astype(np.float32)}

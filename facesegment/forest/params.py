@@ -252,7 +252,7 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "batch_size": Integer(1, default=_co2_default("batch_size")),
         "momentum": Real(0, 1, high_open=True, default=_co2_default("momentum")),
         "oblique_min_samples": Integer(2),
-        "weight_dtype": Options("float32", "float16", "int8"),
+        "weight_dtype": Options("float32", "float16", "int8", "int16"),
         "init": Options("axis", "best"),
         "n_pairs": Integer(1),
         "max_nonzero": Integer(1, none_ok=True),

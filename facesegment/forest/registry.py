@@ -158,7 +158,7 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="co2-best over the s x s box means of the window at stride s "
                            "(structured sparsity: s^2 fewer values per split)",
                oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
-               grid={"pool": "co2_pool"}, pool=3),
+               grid={"pool": "co2_pool", "weight_dtype": "co2_pooled_dtype"}, pool=3),
     ForestKind("extra", "ExtraTreesForest",
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "

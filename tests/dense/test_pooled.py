@@ -73,13 +73,15 @@ FORESTS = {
                              random_state=0),
     "co2-int8": lambda: CO2Forest(3, max_depth=7, oblique_min_samples=30, init="best",
                                   n_pairs=20, weight_dtype="int8", random_state=0),
+    "co2-int16": lambda: CO2Forest(3, max_depth=7, oblique_min_samples=30, init="best",
+                                   n_pairs=20, weight_dtype="int16", random_state=0),
     "sparse": lambda: CO2Forest(3, max_depth=7, oblique_min_samples=30, max_nonzero=5,
                                 random_state=0),
     "two-probe": lambda: TwoProbeForest(3, max_depth=7, n_pairs=30, random_state=0),
 }
 
 
-@pytest.mark.parametrize("forest, s", [("co2", 2), ("co2", 3), ("co2", 5), ("co2-int8", 3),
+@pytest.mark.parametrize("forest, s", [("co2", 2), ("co2", 3), ("co2", 5), ("co2-int16", 3),
                                        ("sparse", 3), ("two-probe", 5)])
 def test_dense_inference_equals_predict_proba_on_pooled_windows(forest, s):
     image, X, ys, xs, y, model = _case(s, FORESTS[forest]())
@@ -98,7 +100,7 @@ def test_dense_inference_equals_predict_proba_on_pooled_windows(forest, s):
     assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
 
 
-@pytest.mark.parametrize("forest", ["co2", "co2-int8"])
+@pytest.mark.parametrize("forest", ["co2", "co2-int16"])
 def test_pooled_model_folder_round_trip(tmp_path, forest):
     image, X, ys, xs, y, model = _case(3, FORESTS[forest]())
     back = load_model(save_model(model, tmp_path / "m"))
@@ -108,22 +110,25 @@ def test_pooled_model_folder_round_trip(tmp_path, forest):
     np.testing.assert_array_equal(predict_proba_raw(back, image), predict_proba_raw(model, image))
 
 
-def test_int8_rows_integer_kernels_equal_the_float_kernels(monkeypatch):
-    """int8 dense rows run as exact integer dots on the uint8 stacked image
-    (dense/_simd.py, both forms), with the very bits of the float32 kernels on
-    the same integer weights, and reach the leaves the estimator's ``apply``
-    reaches (the threshold was refit on those exact values)."""
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
+    """int8 and int16 dense rows run as exact integer dots on the uint8 stacked
+    image (dense/_simd.py; int16 rows as their two bytes), with the very bits
+    of the float32 kernels on the same integer weights (the threshold was refit
+    on those exact values).  int16 rows are checked in both integer forms
+    (vpdpbusd where this CPU has VNNI, and the portable one), int8 rows in
+    this process's form (each compiled form costs a Numba compilation)."""
     from facesegment.dense import _pooled, _simd
     from facesegment.inference import predict_image
 
-    image, X, ys, xs, y, model = _case(3, FORESTS["co2-int8"]())
+    image, X, ys, xs, y, model = _case(3, FORESTS[f"co2-{dtype}"]())
     a = model.arrays
-    assert a.weights.dtype == np.int8 and a.weights.shape[0] > 0
+    assert a.weights.dtype == np.dtype(dtype) and a.weights.shape[0] > 0
     assert (255 * np.abs(a.weights.astype(np.int64)).sum(axis=1)).max() < 2 ** 24
     as_float = Model.from_estimator(model.to_estimator(), layout=model.layout)
     as_float.arrays = a._replace(weights=a.weights.astype(np.float32))
     ref = predict_proba_raw(as_float, image)
-    forms = ["u8vnni", "u8"] if _simd.VNNI else ["u8"]
+    forms = ["u8vnni", "u8"] if _simd.VNNI and dtype == "int16" else [_simd.VARIANT]
     for form in forms:
         monkeypatch.setattr(_pooled, "INT_VARIANT", form)
         np.testing.assert_array_equal(predict_proba_raw(model, image), ref)

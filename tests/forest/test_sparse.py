@@ -11,7 +11,7 @@ import pytest
 
 from facesegment.forest import CO2Forest, InvalidParameterError
 from facesegment.forest._arrays import complete, n_sparse
-from facesegment.forest._sparse import (EXACT_SUM, INT8_MAX, keep_top_k, quantise,
+from facesegment.forest._sparse import (EXACT_SUM, INT8_MAX, INT16_MAX, keep_top_k, quantise,
                                         sparse_values, top_k_support)
 from facesegment.forest.base import concat_trees
 from facesegment.forest.co2 import co2_split
@@ -183,6 +183,11 @@ def test_forest_dense_int8_rows_and_no_sample_changes_side():
     assert _leaf_counts_match(est, X)
     np.testing.assert_allclose(est.predict_proba(X[:300]),
                                naive.naive_forest_proba(fa, X[:300]), atol=1e-6)
+    wide = CO2Forest(2, weight_dtype="int16", bootstrap=False, oblique_min_samples=40,
+                     random_state=0).fit(X, y)
+    q16 = np.abs(wide.forest_.weights.astype(np.int64))
+    assert wide.forest_.weights.dtype == np.int16 and q16.max() <= INT16_MAX
+    assert (255 * q16.sum(axis=1)).max() <= EXACT_SUM and _leaf_counts_match(wide, X)
     long_row = np.random.default_rng(1).normal(size=2883).astype(np.float32)
     stored, kw, scale = quantise(long_row, "int8")
     assert 255 * np.abs(stored.astype(np.int64)).sum() <= EXACT_SUM
@@ -194,6 +199,8 @@ def test_forest_sparse_parameter_errors():
     X, y = _data(200, 10)
     with pytest.raises(InvalidParameterError, match="uint8 features.*float16"):
         CO2Forest(2, weight_dtype="int8").fit(X.astype(np.float32), y)
+    with pytest.raises(InvalidParameterError, match="int16.*dense rows"):
+        CO2Forest(2, weight_dtype="int16", max_nonzero=4).fit(X, y)
     with pytest.raises(InvalidParameterError, match="sparsity"):
         CO2Forest(2, max_nonzero=3, sparsity="top").fit(X, y)
     with pytest.raises(InvalidParameterError, match="max_nonzero"):
