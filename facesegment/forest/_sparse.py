@@ -140,5 +140,6 @@ def quantise(weights, dtype):
     raise ValueError(f"weight dtype {dtype!r} is not one of float32, float16, int8, int16")
 
 
-__all__ = ["MAX_INT8_NONZERO", "MAX_INT8_DENSE", "EXACT_SUM", "INT8_MAX", "INT16_MAX", "INT_MAX", "sparse_value", "sparse_values", "keep_top_k",
+__all__ = ["MAX_INT8_NONZERO", "MAX_INT8_DENSE", "EXACT_SUM", "INT8_MAX", "INT16_MAX",
+           "INT_MAX", "sparse_value", "sparse_values", "keep_top_k",
            "top_k_support", "quantise"]
