@@ -92,7 +92,8 @@ def test_co2_defaults_and_bad_params():
     assert CO2Forest(nu=4, tau=3).co2_params() == {**CO2_DEFAULTS, "nu": 4.0, "tau": 3}
     X, y = _oblique_data(50, 4)
     for kw, match in [({"nu": -1.0}, "nu"), ({"momentum": 1.0}, "momentum"),
-                      ({"tau": 0}, "tau"), ({"weight_dtype": "int8"}, "weight_dtype"),
+                      ({"tau": 0}, "tau"), ({"weight_dtype": "int4"}, "weight_dtype"),
+                      ({"weight_dtype": "int16", "max_nonzero": 4}, "weight_dtype"),
                       ({"oblique_min_samples": 1}, "oblique_min_samples")]:
         with pytest.raises(ValueError, match=match):
             CO2Forest(n_estimators=1, **kw).fit(X, y)
