@@ -35,7 +35,7 @@ $(BIN)/facesegment: pyproject.toml
 setup: $(BIN)/facesegment  ## Create .venv and install facesegment with the dev and landmarks extras
 
 test: setup  ## Run the test suite (what CI runs)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 test-fast: setup  ## Run the tests that need neither ../shared nor slow end-to-end runs
 	$(BIN)/python -m pytest -q -m "not shared and not slow"
