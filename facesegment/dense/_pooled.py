@@ -120,7 +120,7 @@ class Stack(NamedTuple):
     """Every phase of the box-mean image, stacked: phase ``k = (y % s) * s + x % s``
     holds rows ``k * rows .. (k + 1) * rows - 1`` of one image."""
 
-    imgf: np.ndarray    # float32 (uint8 for int8 rows), flattened, ROW_SLACK to spare
+    imgf: np.ndarray    # float32 (uint8 for integer rows), flattened, ROW_SLACK spare
     rows: int
     width: int
     inner: PhaseLayout
