@@ -64,18 +64,20 @@ def _time(model, images, n_trees, reps=3):
 
 
 def _arithmetics(model):
-    """How the model's dense dots are timed: float32, or (int8 rows over a pooled
-    layout) the integer kernels this CPU runs, plus the portable form where
-    that is ``vpdpbusd`` (what a CPU without VNNI gets)."""
-    if model.arrays.weights.dtype != np.int8 or getattr(model.layout, "pool", 1) == 1:
-        return ["float32"]
-    return ["int8 vpdpbusd", "int8 portable"] if _simd.VNNI else ["int8 portable"]
+    """How the model's dense dots are timed: float32, or (int8/int16 rows over a
+    pooled layout) the integer kernels this CPU runs, plus the portable form
+    where that is ``vpdpbusd`` (what a CPU without VNNI gets)."""
+    dt = model.arrays.weights.dtype
+    if dt not in (np.int8, np.int16) or getattr(model.layout, "pool", 1) == 1:
+        return [dt.name if dt != np.float16 else "float16 (as float32)"]
+    return [f"{dt.name} vpdpbusd", f"{dt.name} portable"] if _simd.VNNI \
+        else [f"{dt.name} portable"]
 
 
 @contextlib.contextmanager
 def _integer_form(arith):
     before = _pooled.INT_VARIANT
-    _pooled.INT_VARIANT = "u8" if arith == "int8 portable" else _simd.VARIANT
+    _pooled.INT_VARIANT = "u8" if arith.endswith("portable") else _simd.VARIANT
     try:
         yield
     finally:
@@ -155,8 +157,9 @@ def main(argv=None):
              f"every pixel, {args.images} test faces x 3 runs; {os.cpu_count()} cores; load "
              f"{doc['load_average'][0]}-{doc['load_average'][1]}). Jaccard: the run's test "
              "score (forest alone).", "",
-             "Dot products of int8 rows are integer multiply-adds (counted as 2 ops each, "
-             "like FLOP); their peer is still numpy's float32 GEMM.", "",
+             "Dot products of integer rows (int8, int16) are integer multiply-adds "
+             "(counted as 2 ops each, like FLOP); their peer is still numpy's float32 GEMM.",
+             "",
              "| kind | trees | values/split | dots in | Jaccard | ms/face | CPU ms | MB "
              "| GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -194,13 +194,14 @@ def _markdown(doc):
         mb = p["model_mb_32_trees"] * doc["n_trees"] / 32
         lines.append(f"| {name} (dense, the run's model) | | | | {p['test_jaccard']:.2f} | "
                      f"{p['ms_per_image']:.0f} | {mb:.1f}* | | |")
-    for r in sorted(doc["settings"].values(), key=lambda r: (r.get("pool", 1), r["kind"],
-                                                            r["k"], r["dtype"], r["sparsity"])):
+    for name, r in sorted(doc["settings"].items(),
+                          key=lambda nr: (nr[1].get("pool", 1), nr[1]["kind"], nr[1]["k"],
+                                          nr[1]["dtype"], nr[1]["sparsity"], nr[0])):
         if r.get("pool", 1) > 1:
-            oms = r.get("oblique_min_samples")
+            oms = r.get("oblique_min_samples") if ":oms=" in name else None
             lines.append(f"| co2-best pooled | {r['mean_nonzero']} | {r['dtype']} | "
                          f"{r['pool']}x{r['pool']} boxes"
-                         f"{'' if oms in (None, 200) else f', oblique nodes >= {oms}'} | "
+                         f"{'' if oms is None else f', oblique nodes >= {oms}'} | "
                          f"{r['test_jaccard']:.2f} | "
                          f"{r['ms_per_image']:.0f} | {r['model_mb']:.1f} | "
                          f"{r['gflop_per_image']:.1f} GFLOP | |")

@@ -220,6 +220,21 @@ def test_deterministic_and_counts_visits():
     assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
 
 
+@pytest.mark.parametrize("kinds", [("axis", "two-probe"), ("oblique", "axis")])
+def test_replaced_thresholds_are_packed_again(kinds):
+    """The packed node records are cached per forest; a forest whose thresholds
+    were replaced (``arrays._replace``, sharing every other array) must not
+    reuse the old records (fast integer and general kernels)."""
+    model = random_model(7, n_trees=3, max_depth=5, kinds=kinds)
+    image = random_image(7, 34, 33)
+    predict_proba_raw(model, image)                      # packs and caches
+    moved = Model(**{**model.__dict__, "arrays": model.arrays._replace(
+        threshold=(model.arrays.threshold + 40.0).astype(np.float32))})
+    X, ys, xs = naive.naive_windows(image, "full")
+    np.testing.assert_allclose(predict_proba_raw(moved, image)[ys, xs],
+                               naive.naive_forest_proba(moved.arrays, X), atol=1e-5)
+
+
 @pytest.mark.parametrize("kwargs,exc,words", [
     ({"mode": "half"}, ValueError, "mode='half'"),
     ({"alpha": -1}, ValueError, "alpha=-1"),

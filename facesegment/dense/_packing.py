@@ -29,26 +29,39 @@ _CACHE_LOCK = threading.Lock()
 def cached(kind, owner, extra, build):
     """``build()`` memoised on (kind, the array ``owner``, extra) while ``owner`` lives.
 
-    Thread-safe: the lookup, the insertion and the eviction hold a lock;
-    ``build()`` runs outside it (two threads may build the same value once each).
+    ``owner`` may be a tuple of arrays (every array the value is built from):
+    the value is reused only while each of them is still the very same object,
+    so a forest whose thresholds were replaced (``arrays._replace``) while it
+    kept its ``left`` array is packed again.  Thread-safe: the lookup, the
+    insertion and the eviction hold a lock; ``build()`` runs outside it (two
+    threads may build the same value once each).
     """
-    key = (kind, id(owner), extra)
+    owners = owner if isinstance(owner, tuple) else (owner,)
+    key = (kind, tuple(id(o) for o in owners), extra)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is owner:
+    if hit is not None and all(r() is o for r, o in zip(hit[0], owners)):
         return hit[1]
     value = build()
     try:
-        ref = weakref.ref(owner)
+        refs = tuple(weakref.ref(o) for o in owners)
     except TypeError:  # pragma: no cover - plain arrays are weak-referenceable
         return value
     with _CACHE_LOCK:
-        _CACHE[key] = (ref, value)
-        for k in [k for k, v in _CACHE.items() if v[0]() is None]:
+        _CACHE[key] = (refs, value)
+        for k in [k for k, v in _CACHE.items() if any(r() is None for r in v[0])]:
             del _CACHE[k]
         while len(_CACHE) > _CACHE_SIZE:
             del _CACHE[next(iter(_CACHE))]
     return value
+
+
+def _node_arrays(arrays, *more):
+    """The arrays node records are built from (their cache owners; a forest
+    without sparse arrays has None there, which :func:`complete` fills anew)."""
+    owners = (arrays.left, arrays.right, arrays.feature, arrays.feature2, arrays.oblique,
+              arrays.threshold, arrays.sparse, arrays.sparse_ptr) + more
+    return tuple(a for a in owners if a is not None)
 
 
 def pack_nodes(arrays, padded_width, layout):
@@ -58,6 +71,7 @@ def pack_nodes(arrays, padded_width, layout):
     feature indices become byte offsets in a padded image of ``padded_width``
     pixels of ``layout.channels`` planes, and leaves point to themselves.
     """
+    owners = _node_arrays(arrays)
     arrays = complete(arrays)
 
     def build():
@@ -84,7 +98,7 @@ def pack_nodes(arrays, padded_width, layout):
         nodes[:, RESP] = -1
         return nodes, thr
 
-    return cached("general", arrays.left, (int(padded_width), layout.window, layout.channels),
+    return cached("general", owners, (int(padded_width), layout.window, layout.channels),
                   build)
 
 
@@ -115,7 +129,7 @@ def pack_sparse(arrays, padded_width, layout):
                                      dtype=np.int32),
                 kernel_sparse(arrays)[2])
 
-    return cached("sparse", arrays.sparse_index,
+    return cached("sparse", (arrays.sparse_index, arrays.sparse_weight),
                   (int(padded_width), layout.window, layout.channels), build)
 
 
@@ -136,6 +150,7 @@ def pack_fast(arrays, padded_width, layout, split=None):
     otherwise) or, split, a context feature off the window's centre; the
     general kernels are used then.
     """
+    owners = _node_arrays(arrays, arrays.sparse_index, arrays.sparse_weight)
     arrays = complete(arrays)
 
     def build():
@@ -180,4 +195,4 @@ def pack_fast(arrays, padded_width, layout, split=None):
 
     key = (int(padded_width), layout.window, layout.channels,
            None if split is None else (int(split[0]), tuple(int(v) for v in split[1][:2])))
-    return cached("fast", arrays.left, key, build)
+    return cached("fast", owners, key, build)
