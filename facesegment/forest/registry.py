@@ -53,8 +53,7 @@ class ForestKind:
         is a CO2Forest with ``max_nonzero`` set (used by :func:`kind_of`).
     defaults : mapping
         Estimator parameters of this kind when not given (unlike ``fixed``,
-        they may be changed: ``co2-sparse`` defaults to k = 32, int8;
-        ``co2-pooled`` to exact int16 rows).
+        they may be changed: ``co2-sparse`` defaults to k = 32, int8).
     pool : int
         The window layout's pooling (``WindowLayout.pool``): 1 reads the
         window's values, ``s > 1`` the means of its ``s x s`` boxes at stride
@@ -159,8 +158,7 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="co2-best over the s x s box means of the window at stride s "
                            "(structured sparsity: s^2 fewer values per split)",
                oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
-               grid={"pool": "co2_pool", "weight_dtype": "co2_pooled_dtype"}, pool=3,
-               defaults={"weight_dtype": "int16"}),
+               grid={"pool": "co2_pool", "weight_dtype": "co2_pooled_dtype"}, pool=3),
     ForestKind("extra", "ExtraTreesForest",
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "
