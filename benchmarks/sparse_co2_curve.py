@@ -33,7 +33,7 @@ Markdown table is written beside it.
         [--kinds co2-best co2] [--k 8 16 32 64 128] [--dtypes int8]
         [--extra "32:float16:learned" "32:float32:learned" "32:int8:prune"]
         [--pools 2 3 4 5] [--pool-dtypes float32 float16 int8]
-        [--oblique-min-samples 200 100 50]
+        [--oblique-min-samples 200 100 50] [--pool-q p^0.8 all]
 """
 
 import argparse
@@ -88,11 +88,13 @@ def _setting_name(kind, k, dtype, sparsity):
     return f"{kind}:k={k}:{dtype}:{sparsity}"
 
 
-def _pooled_name(pool, dtype, oms=None):
-    return f"co2-pooled:pool={pool}:{dtype}" + ("" if oms is None else f":oms={oms}")
+def _pooled_name(pool, dtype, oms=None, q=None):
+    return (f"co2-pooled:pool={pool}:{dtype}" + ("" if oms is None else f":oms={oms}")
+            + ("" if q is None else f":q={q}"))
 
 
-def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, oms=None):
+def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, oms=None,
+             q_pool=None):
     dense = load_model(ROOT / "models" / run / f"{kind}-32")
     params = {key: v for key, v in dense.params.items()
               if key not in ("n_estimators", "n_jobs", "verbose", "scheduler")}
@@ -101,7 +103,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, om
         layout = WindowLayout(layout.window, layout.channels, layout.channel_names, pool)
         q = json.loads((ROOT / "reports" / "runs" / run / "chosen.json").read_text())
         params.update(weight_dtype=dtype,
-                      max_features=q_features(q["co2"]["q"], layout.n_features))
+                      max_features=q_features(q_pool or q["co2"]["q"], layout.n_features))
         if oms is not None:
             params["oblique_min_samples"] = oms
         target = "co2-pooled"
@@ -113,7 +115,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, om
     model = backend.to_model(est, target, ws.meta,
                              {"run": run, "benchmark": "sparse_co2_curve"}, layout)
     alpha, jac = _score(model, splits, args.trees, args.seed)
-    name = (_pooled_name(pool, dtype, oms) if pool > 1
+    name = (_pooled_name(pool, dtype, oms, q_pool) if pool > 1
             else _setting_name(kind, k, dtype, sparsity))
     folder = _folder(run, name, args.trees)
     if folder.exists():
@@ -124,6 +126,7 @@ def _measure(args, run, kind, k, dtype, sparsity, ws, splits, images, pool=1, om
     row = {"kind": kind, "k": k, "dtype": dtype, "sparsity": sparsity, "n_trees": args.trees,
            "pool": pool, "test_jaccard": jac, "alpha": alpha,
            "oblique_min_samples": int(params["oblique_min_samples"]),
+           "max_features": int(params.get("max_features") or 0),
            "model_mb": round(mb, 2),
            "fit_seconds": round(fit_s, 1), "fit_cpu_seconds": round(cpu_s, 1),
            "n_sparse_rows": int(a.sparse_ptr.shape[0] - 1) if a.sparse_ptr is not None else 0,
@@ -199,9 +202,11 @@ def _markdown(doc):
                                           nr[1]["dtype"], nr[1]["sparsity"], nr[0])):
         if r.get("pool", 1) > 1:
             oms = r.get("oblique_min_samples") if ":oms=" in name else None
+            qset = name.split(":q=")[1] if ":q=" in name else None
             lines.append(f"| co2-best pooled | {r['mean_nonzero']} | {r['dtype']} | "
                          f"{r['pool']}x{r['pool']} boxes"
-                         f"{'' if oms is None else f', oblique nodes >= {oms}'} | "
+                         f"{'' if oms is None else f', oblique nodes >= {oms}'}"
+                         f"{'' if qset is None else f', q = {qset}'} | "
                          f"{r['test_jaccard']:.2f} | "
                          f"{r['ms_per_image']:.0f} | {r['model_mb']:.1f} | "
                          f"{r['gflop_per_image']:.1f} GFLOP | |")
@@ -232,6 +237,8 @@ def main(argv=None):
                    help="precisions of the pooled forests' dense weights")
     p.add_argument("--oblique-min-samples", nargs="+", type=int, default=[None],
                    help="the pooled forests' oblique_min_samples (default: the run's)")
+    p.add_argument("--pool-q", nargs="+", default=[None],
+                   help="the pooled forests' q (e.g. p^0.8; default: the run's CO2 q)")
     p.add_argument("--only-pools", action="store_true",
                    help="measure only the pooled settings (not the sparse grid)")
     p.add_argument("--images", type=int, default=3, help="test images timed")
@@ -273,23 +280,24 @@ def main(argv=None):
         doc["peer_trees"] = args.trees
         doc["numpy_gathers_per_second"] = round(_numpy_gather_rate())
     sparse_plan = args.retime or args.rescore or args.only_pools
-    plan = [] if sparse_plan else [(kind, k, dt, "learned", 1, None) for kind in args.kinds
+    plan = [] if sparse_plan else [(kind, k, dt, "learned", 1, (None, None)) for kind in args.kinds
                                    for k in args.k for dt in args.dtypes]
     for e in ([] if sparse_plan else args.extra):
         k, dt, sp = e.split(":")
-        plan.append((args.kinds[0], int(k), dt, sp, 1, None))
+        plan.append((args.kinds[0], int(k), dt, sp, 1, (None, None)))
     if not (args.retime or args.rescore):
-        plan += [("co2-best", 0, dt, "dense", s, oms) for s in args.pools
-                 for dt in args.pool_dtypes for oms in args.oblique_min_samples]
+        plan += [("co2-best", 0, dt, "dense", s, (oms, q)) for s in args.pools
+                 for dt in args.pool_dtypes for oms in args.oblique_min_samples
+                 for q in args.pool_q]
     t_start = time.perf_counter()
-    for i, (kind, k, dt, sp, pool, oms) in enumerate(plan):
-        name = _pooled_name(pool, dt, oms) if pool > 1 else _setting_name(kind, k, dt, sp)
+    for i, (kind, k, dt, sp, pool, (oms, q)) in enumerate(plan):
+        name = _pooled_name(pool, dt, oms, q) if pool > 1 else _setting_name(kind, k, dt, sp)
         if name in doc["settings"] and doc["settings"][name]["n_trees"] == args.trees:
             continue
         print(f"[{i + 1}/{len(plan)}] {name}: training {args.trees} trees "
               f"({time.perf_counter() - t_start:.0f} s elapsed)", flush=True)
         doc["settings"][name] = _measure(args, run, kind, k, dt, sp, ws, splits, images,
-                                         pool, oms)
+                                         pool, oms, q)
         print(f"  {doc['settings'][name]}", flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out, doc, sort_keys=True)
