@@ -154,7 +154,7 @@ def test_selection_settings_and_params():
                                       extra_features=39)["max_features"] == 32
     # a pooled kind: pool is the layout's, q counts the pooled values
     assert [(s["pool"], s["weight_dtype"]) for s in g["co2-pooled"]] == [
-        (3, "int16"), (5, "int16")]
+        (2, "int16"), (3, "int16"), (5, "int16")]
     pp = selection.estimator_params(cfg, "co2-pooled", {"q": "p^0.6", "pool": 5}, DEFAULT_LAYOUT)
     assert "pool" not in pp and pp["max_features"] == round(108 ** 0.6)
     assert pp["weight_dtype"] == "int16"

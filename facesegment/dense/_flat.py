@@ -43,7 +43,7 @@ from numba import njit, prange
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, span, template
 from ._scores import argmax_scaled
-from ._simd import CHUNK, idot8_portable, idot8_vnni
+from ._simd import CHUNK, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_vnni
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
@@ -93,7 +93,7 @@ def _dot1(imgf, b0, rowstride, wrow):
 @template(INLINE)
 def _idot8(img, bb, rowstride, wrow):
     """:func:`_dot8` of the integer variants: uint8 windows, int8 weights, int32 sums."""
-    return IDOT8(img, bb, rowstride, wrow, WINDOW, SPAN // CHUNK)
+    return IDOT8(img, bb, rowstride, wrow, WINDOW, SPAN // CHUNK, -1)
 
 
 @template(NJIT)
@@ -110,20 +110,23 @@ def _idot1(img, b0, rowstride, wrow):
 
 @template(INLINE)
 def _idot8x2(img, bb, rowstride, wrow):
-    """:func:`_idot8` of int16 rows ``q = 256 h + l``, stored as the int8 rows of
-    the high bytes ``h`` then of the low bytes ``l`` (both signed): ``256 h.x + l.x``."""
-    n = WINDOW * SPAN
-    h = IDOT8(img, bb, rowstride, wrow[:n], WINDOW, SPAN // CHUNK)
-    lo = IDOT8(img, bb, rowstride, wrow[n:], WINDOW, SPAN // CHUNK)
-    return (256 * h[0] + lo[0], 256 * h[1] + lo[1], 256 * h[2] + lo[2], 256 * h[3] + lo[3],
-            256 * h[4] + lo[4], 256 * h[5] + lo[5], 256 * h[6] + lo[6], 256 * h[7] + lo[7])
+    """:func:`_idot8` of int16 rows ``q = 256 h + l``, stored as 8 bytes of chunk
+    mask (little-endian int64: the 32-byte chunks where ``h`` is not all zero),
+    then the int8 rows of the high bytes ``h`` and of the low bytes ``l`` (both
+    signed): ``256 h.x + l.x`` in one pass, skipping the zero chunks of ``h``
+    (``IDOT8`` is the two-plane intrinsic here)."""
+    mask = np.int64(0)
+    for i in range(8):
+        mask |= (np.int64(wrow[i]) & 255) << (8 * i)
+    return IDOT8(img, bb, rowstride, wrow[8:], WINDOW, SPAN // CHUNK, mask)
 
 
 @template(NJIT)
 def _idot1x2(img, b0, rowstride, wrow):
     """:func:`_idot1` of int16 rows split into bytes (see :func:`_idot8x2`)."""
     n = WINDOW * SPAN
-    return 256 * _idot1(img, b0, rowstride, wrow[:n]) + _idot1(img, b0, rowstride, wrow[n:])
+    return (256 * _idot1(img, b0, rowstride, wrow[8:8 + n])
+            + _idot1(img, b0, rowstride, wrow[8 + n:]))
 
 
 def _integer(idot, wide):
@@ -139,7 +142,7 @@ def _integer(idot, wide):
 #: (:mod:`._simd`) for int8 rows (``u8``) and int16 rows split into two int8
 #: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form.
 VARIANTS = {"u8vnni": _integer(idot8_vnni, False), "u8": _integer(idot8_portable, False),
-            "u8x2vnni": _integer(idot8_vnni, True), "u8x2": _integer(idot8_portable, True)}
+            "u8x2vnni": _integer(idot8x2_vnni, True), "u8x2": _integer(idot8x2_portable, True)}
 
 
 #: Pixels are carried down a tree as ``(pixel << PIXEL_SHIFT) | base``: one int64

@@ -92,11 +92,21 @@ def _variant(p):
         else INT_VARIANT
 
 
+def _chunk_masks(rows):
+    """int8 (n, 8): per row, the little-endian bytes of an int64 whose bit k is set
+    when 32-byte chunk k of the row is not all zero (every chunk from the 64th
+    on is dotted anyway)."""
+    nz = rows.reshape(rows.shape[0], -1, _simd.CHUNK).any(axis=2)[:, :64]
+    bits = (nz.astype(np.uint64) << np.arange(nz.shape[1], dtype=np.uint64)).sum(
+        axis=1, dtype=np.uint64)
+    return bits.astype("<u8").view(np.int8).reshape(-1, 8)
+
+
 def _span_weights(p):
     """The weights with each window row zero-padded to ``SPAN`` values: float32, or
-    the stored integer rows padded to a multiple of 32 bytes (int16 rows as the
-    int8 rows of their high bytes, then of their low bytes: ``q = 256 h + l``
-    with both signed), cached per forest."""
+    the stored integer rows padded to a multiple of 32 bytes (int16 rows as 8
+    bytes of chunk mask, then the int8 rows of their high bytes and of their low
+    bytes: ``q = 256 h + l`` with both signed), cached per forest."""
     integer = _integer(p)
     w = p.arrays.weights if integer else p.weights
     cells, row = p.layout.cells, p.layout.cells * p.layout.channels
@@ -111,7 +121,10 @@ def _span_weights(p):
         parts = ww.shape[1] // w.shape[1]
         out = np.zeros((w.shape[0], parts, cells, width), dtype=ww.dtype)
         out[:, :, :, :row] = ww.reshape(-1, parts, cells, row)
-        return out.reshape(w.shape[0], parts * cells * width)
+        out = out.reshape(w.shape[0], parts * cells * width)
+        if w.dtype == np.int16:   # 8 bytes of mask: the high bytes' non-zero chunks
+            return np.concatenate([_chunk_masks(out[:, :cells * width]), out], axis=1)
+        return out
 
     return cached("span", w, width, build)
 

@@ -26,7 +26,9 @@ cache never mixes them.
 The window of pixel ``u`` starts at byte ``bb[u]`` of ``img``; its row ``r``
 is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``, dotted with
 bytes ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
-value (those bytes meet zero weights) but must stay inside ``img``.
+value (those bytes meet zero weights) but must stay inside ``img``.  A
+``mask`` skips the 32-byte chunks whose weights are all zero (the high bytes
+of an int16 row are zero but for its few large weights).
 """
 
 import os
@@ -57,12 +59,28 @@ def _host_has_vnni():
 VNNI = _host_has_vnni()
 
 
-def _codegen(vnni):
+def _wanted(builder, mask, row, chunks, col):
+    """Whether chunk ``k = row * chunks + col`` is dotted: bit k of ``mask``
+    (chunks from the 64th on always are)."""
+    i64 = ir.IntType(64)
+    k = builder.add(builder.mul(row, chunks), col)
+    low = builder.icmp_unsigned("<", k, ir.Constant(i64, 64))
+    shift = builder.select(low, k, ir.Constant(i64, 0))
+    bit = builder.and_(builder.lshr(mask, shift), ir.Constant(i64, 1))
+    return builder.or_(builder.not_(low), builder.icmp_unsigned("!=", bit, ir.Constant(i64, 0)))
+
+
+def _codegen(vnni, two):
+    """The IR of the 8 dots: one weight plane (int8 rows, ``mask`` skipping its
+    chunks), or two (``two``: int16 rows as their high-byte plane, dotted where
+    ``mask`` says, then their low-byte plane, always; ``256 h.x + l.x`` is
+    formed in the vector sums before the one reduction per window)."""
     def codegen(context, builder, sig, args):
-        img, bb, rowstride, w, rows, chunks = args
-        rowstride, rows, chunks = (context.cast(builder, v, t, types.int64) for v, t in
-                                   ((rowstride, sig.args[2]), (rows, sig.args[4]),
-                                    (chunks, sig.args[5])))
+        img, bb, rowstride, w, rows, chunks, mask = args
+        rowstride, rows, chunks, mask = (
+            context.cast(builder, v, t, types.int64) for v, t in
+            ((rowstride, sig.args[2]), (rows, sig.args[4]), (chunks, sig.args[5]),
+             (mask, sig.args[6])))
         a_img = context.make_array(sig.args[0])(context, builder, img)
         a_bb = context.make_array(sig.args[1])(context, builder, bb)
         a_w = context.make_array(sig.args[3])(context, builder, w)
@@ -72,65 +90,99 @@ def _codegen(vnni):
         mod = builder.module
         red = cgutils.get_or_insert_function(
             mod, ir.FunctionType(i32, [acc_t]), f"llvm.vector.reduce.add.v{acc_t.count}i32")
-        if vnni:
-            dp = cgutils.get_or_insert_function(
-                mod, ir.FunctionType(acc_t, [acc_t, acc_t, acc_t]),
-                "llvm.x86.avx512.vpdpbusd.256")
+        dp = cgutils.get_or_insert_function(
+            mod, ir.FunctionType(acc_t, [acc_t, acc_t, acc_t]),
+            "llvm.x86.avx512.vpdpbusd.256") if vnni else None
         p_img = builder.bitcast(a_img.data, i8.as_pointer())
         p_w = builder.bitcast(a_w.data, i8.as_pointer())
         offs = [builder.load(builder.gep(a_bb.data, [ir.Constant(i64, u)])) for u in range(8)]
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(acc_t, None)) for _ in range(8)]
+        zero = ir.Constant(acc_t, None)
+        accs = [cgutils.alloca_once_value(builder, zero) for _ in range(8)]
+        highs = [cgutils.alloca_once_value(builder, zero) for _ in range(8)] if two else None
         step = ir.Constant(i64, CHUNK)
+        plane = builder.mul(builder.mul(rows, chunks), step)   # bytes of one weight plane
 
         def load(ptr, off):
             return builder.load(builder.bitcast(builder.gep(ptr, [off]), v32i8.as_pointer()),
                                 align=1)
+
+        def mac(slot, x, wv):
+            acc = builder.load(slot)
+            if vnni:
+                acc = builder.call(dp, [acc, builder.bitcast(x, acc_t), builder.bitcast(wv, acc_t)])
+            else:
+                acc = builder.add(acc, builder.mul(builder.zext(x, acc_t),
+                                                   builder.sext(wv, acc_t)))
+            builder.store(acc, slot)
 
         with cgutils.for_range(builder, rows) as lr:
             row_img = builder.mul(rowstride, lr.index)
             row_w = builder.mul(builder.mul(lr.index, chunks), step)
             with cgutils.for_range(builder, chunks) as lc:
                 co = builder.mul(lc.index, step)
-                wv = load(p_w, builder.add(row_w, co))
-                wide = None if vnni else builder.sext(wv, acc_t)
-                for u in range(8):
-                    x = load(p_img, builder.add(builder.add(offs[u], row_img), co))
-                    acc = builder.load(accs[u])
-                    if vnni:
-                        acc = builder.call(dp, [acc, builder.bitcast(x, acc_t),
-                                                builder.bitcast(wv, acc_t)])
-                    else:
-                        acc = builder.add(acc, builder.mul(builder.zext(x, acc_t), wide))
-                    builder.store(acc, accs[u])
-        sums = [builder.call(red, [builder.load(a)]) for a in accs]
+                wanted = _wanted(builder, mask, lr.index, chunks, lc.index)
+
+                def xs():
+                    return [load(p_img, builder.add(builder.add(o, row_img), co)) for o in offs]
+
+                if two:
+                    x = xs()
+                    w_lo = load(p_w, builder.add(plane, builder.add(row_w, co)))
+                    for u in range(8):
+                        mac(accs[u], x[u], w_lo)
+                    with builder.if_then(wanted):
+                        w_hi = load(p_w, builder.add(row_w, co))
+                        for u in range(8):
+                            mac(highs[u], x[u], w_hi)
+                else:
+                    with builder.if_then(wanted):
+                        x = xs()
+                        wv = load(p_w, builder.add(row_w, co))
+                        for u in range(8):
+                            mac(accs[u], x[u], wv)
+        sums = []
+        for u in range(8):
+            total = builder.load(accs[u])
+            if two:
+                shl = builder.shl(builder.load(highs[u]), ir.Constant(acc_t, [8] * acc_t.count))
+                total = builder.add(total, shl)
+            sums.append(builder.call(red, [total]))
         return context.make_tuple(builder, sig.return_type, sums)
 
     return codegen
 
 
-def _make(vnni):
+def _make(vnni, two=False):
     @intrinsic
-    def idot8(typingctx, img, bb, rowstride, w, rows, chunks):
+    def idot8(typingctx, img, bb, rowstride, w, rows, chunks, mask):
         """Exact int32 dots of the 8 uint8 windows at ``img[bb[u]:]`` with the
-        int8 weights ``w`` (``rows`` rows of ``chunks`` x 32 bytes)."""
+        int8 weights ``w`` (``rows`` rows of ``chunks`` x 32 bytes), over the
+        chunks ``k = row * chunks + col`` whose bit is set in ``mask`` (-1: all;
+        chunks from the 64th on always).  The two-plane form: ``w`` holds the
+        high bytes' plane then the low bytes' plane of int16 rows, ``mask``
+        applies to the high one, and the dots are ``256 h.x + l.x``."""
         ok = (isinstance(img, types.Array) and img.dtype == types.uint8
               and isinstance(w, types.Array) and w.dtype == types.int8
               and isinstance(bb, types.Array) and bb.dtype == types.int64
-              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks)))
+              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask)))
         if not ok:
             return None
-        sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks)
-        return sig, _codegen(vnni)
+        sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks, mask)
+        return sig, _codegen(vnni, two)
 
     return idot8
 
 
-#: The two forms, whatever this CPU has (tests run both where VNNI exists).
+#: The two forms, whatever this CPU has (tests run both where VNNI exists),
+#: for int8 rows and (``x2``) int16 rows split into two byte planes.
 idot8_vnni = _make(True)
 idot8_portable = _make(False)
+idot8x2_vnni = _make(True, two=True)
+idot8x2_portable = _make(False, two=True)
 #: The form this process uses.
 idot8 = idot8_vnni if VNNI else idot8_portable
 #: Its name in compiled kernels' names (Numba's cache keeps them apart).
 VARIANT = "u8vnni" if VNNI else "u8"
 
-__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8", "idot8_vnni", "idot8_portable"]
+__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8", "idot8_vnni", "idot8_portable",
+           "idot8x2_vnni", "idot8x2_portable"]

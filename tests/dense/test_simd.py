@@ -12,8 +12,8 @@ from tests import naive
 
 def _runner(idot):
     @njit
-    def run(img, bb, rowstride, w, rows, chunks):
-        v = idot(img, bb, rowstride, w, rows, chunks)
+    def run(img, bb, rowstride, w, rows, chunks, mask=-1):
+        v = idot(img, bb, rowstride, w, rows, chunks, mask)
         out = np.empty(8, np.int64)
         for u in range(8):
             out[u] = v[u]
@@ -26,7 +26,7 @@ FORMS = {"portable": _simd.idot8_portable, "vnni": _simd.idot8_vnni}
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
-@pytest.mark.parametrize("rows, chunks", [(1, 1), (10, 1), (15, 2), (31, 3)])
+@pytest.mark.parametrize("rows, chunks", [(1, 1), (10, 1), (15, 2), (31, 3), (70, 1)])
 def test_idot8_matches_naive(form, rows, chunks):
     if form == "vnni" and not _simd.VNNI:
         pytest.skip("this CPU has no VNNI (the portable form is tested)")
@@ -39,12 +39,42 @@ def test_idot8_matches_naive(form, rows, chunks):
     bb = np.array([0, 1, 5, 31, rowstride, 2 * rowstride + 3, last - 1, last], np.int64)
     assert run(img, bb, rowstride, w, rows, chunks).tolist() == naive.naive_idot8(
         img, bb, rowstride, w, rows, chunks)
+    for mask in (0, 0b101, int(rng.integers(0, 2 ** 62)), -1 << 3):   # chunks skipped
+        assert run(img, bb, rowstride, w, rows, chunks, mask).tolist() == naive.naive_idot8(
+            img, bb, rowstride, w, rows, chunks, mask)
     # the extremes: 255 * (+-127) everywhere, well inside int32
     img[:] = 255
     for sign in (1, -1):
         w[:] = sign * 127
         assert run(img, bb, rowstride, w, rows, chunks).tolist() == \
             [sign * 255 * 127 * 32 * chunks * rows] * 8
+
+
+@pytest.mark.parametrize("form", ["portable", "vnni"])
+@pytest.mark.parametrize("rows, chunks", [(10, 1), (15, 2)])
+def test_two_plane_idot8_is_256_high_plus_low(form, rows, chunks):
+    """int16 rows as two byte planes: ``256 h.x + l.x``, the high plane's chunks
+    skipped where ``mask`` is clear (they are zero there)."""
+    if form == "vnni" and not _simd.VNNI:
+        pytest.skip("this CPU has no VNNI (the portable form is tested)")
+    run = _runner(_simd.idot8x2_vnni if form == "vnni" else _simd.idot8x2_portable)
+    rng = np.random.default_rng(rows + chunks)
+    rowstride = 32 * chunks + 7
+    img = rng.integers(0, 256, rowstride * (rows + 2), dtype=np.uint8)
+    n = 32 * chunks * rows
+    hi = rng.integers(-128, 128, n).astype(np.int8)
+    lo = rng.integers(-128, 128, n).astype(np.int8)
+    bb = np.array([0, 3, 8, rowstride, rowstride + 1, 2 * rowstride, 5, 9], np.int64)
+    for mask in (-1, 0b1011, 0):
+        keep = hi.copy()
+        for k in range(rows * chunks):          # what the mask skips must be zero
+            if k < 64 and not (mask >> k) & 1:
+                keep[32 * k:32 * (k + 1)] = 0
+        w = np.concatenate([keep, lo])
+        want = [256 * a + b for a, b in zip(
+            naive.naive_idot8(img, bb, rowstride, keep, rows, chunks),
+            naive.naive_idot8(img, bb, rowstride, lo, rows, chunks))]
+        assert run(img, bb, rowstride, w, rows, chunks, mask).tolist() == want
 
 
 def test_process_form_is_recorded():
