@@ -193,7 +193,8 @@ class CO2Forest(BaseForest):
         integer dot products: docs/sparse.md).  ``"int16"`` (dense rows only):
         the same with integers up to 32,639, so the sum bound, not the
         largest weight, sets the scale: finer than float16 on CO2 rows, at
-        twice int8's inference cost.  With ``max_nonzero`` it is the storage
+        about int8's inference cost on pooled rows (their high bytes are
+        mostly zero).  With ``max_nonzero`` it is the storage
         of the sparse weights.
     max_nonzero : int or None, default None
         k: grow *sparse* oblique splits of at most k features (stored as
