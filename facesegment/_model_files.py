@@ -10,6 +10,10 @@ Public API in :mod:`facesegment.model`.  ``model.json`` format version 2::
 
 Sparse oblique splits are the optional ``forest/sparse*`` datasets of
 ``forest.h5`` (absent: none; files written before they existed read as before).
+int16 dense rows are stored zigzag-encoded (``forest/weights`` uint16 with the
+attribute ``encoding = "zigzag-int16"``: ``z = 2 q`` for ``q >= 0``, ``-2 q - 1``
+below), so the high bytes of their many small weights are zero and compress
+away (gzip with shuffle); reading decodes them.
 
 Version 1 (no classes, layout or package version; kind "co2" for both CO2
 kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
@@ -269,8 +273,13 @@ def _write_forest_h5(model, path):
         names = FOREST_ARRAY_NAMES + (SPARSE_ARRAY_NAMES if n_sparse(model.arrays) else ())
         for name in names:
             data = np.ascontiguousarray(getattr(model.arrays, name))
+            zigzag = name == "weights" and data.dtype == np.int16
+            if zigzag:
+                data = _zigzag(data)
             kw = _COMPRESS if data.size >= 1024 else {}
-            g.create_dataset(name, data=data, track_times=False, **kw)
+            ds = g.create_dataset(name, data=data, track_times=False, **kw)
+            if zigzag:
+                ds.attrs["encoding"] = ZIGZAG
         for name in ("mean", "std"):
             f.create_dataset(name, data=np.asarray(getattr(model, name), np.float32),
                              track_times=False)
@@ -402,6 +411,25 @@ def _verify_file(h5, rec):
                         "re-copy the model folder or retrain")
 
 
+#: ``forest/weights`` of int16 rows: zigzag-encoded uint16.
+ZIGZAG = "zigzag-int16"
+
+
+def _zigzag(q):
+    """int16 -> uint16 with small magnitudes small: 0, -1, 1, -2 -> 0, 1, 2, 3."""
+    q = q.astype(np.int32)
+    return ((q << 1) ^ (q >> 31)).astype(np.uint16)
+
+
+def _read_array(ds):
+    """A dataset's array, zigzag int16 rows decoded."""
+    data = ds[()]
+    if ds.attrs.get("encoding") == ZIGZAG:
+        z = data.astype(np.int32)
+        data = ((z >> 1) ^ -(z & 1)).astype(np.int16)
+    return data
+
+
 def _read_forest(h5):
     import h5py
 
@@ -411,7 +439,7 @@ def _read_forest(h5):
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
             names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES
                                                if n in f["forest"])
-            arrays = ForestArrays(**{n: f["forest"][n][()] for n in names})
+            arrays = ForestArrays(**{n: _read_array(f["forest"][n]) for n in names})
             position = None
             if "position" in f:
                 from .position import PositionPrior, crop_rule_of

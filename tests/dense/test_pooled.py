@@ -107,6 +107,12 @@ def test_pooled_model_folder_round_trip(tmp_path, forest):
     assert back.layout == model.layout and back.layout.pool == 3
     assert back.arrays.weights.dtype == model.arrays.weights.dtype
     np.testing.assert_array_equal(back.arrays.weights, model.arrays.weights)
+    if forest == "co2-int16":   # stored zigzag-encoded (small magnitudes, small bytes)
+        import h5py
+
+        with h5py.File(tmp_path / "m" / "forest.h5", "r") as f:
+            ds = f["forest/weights"]
+            assert ds.dtype == np.uint16 and ds.attrs["encoding"] == "zigzag-int16"
     np.testing.assert_array_equal(predict_proba_raw(back, image), predict_proba_raw(model, image))
 
 
