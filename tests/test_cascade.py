@@ -98,14 +98,17 @@ def test_no_image_is_predicted_by_a_forest_that_saw_it(data, monkeypatch):
     flat = {row.tobytes(): int(i) for row, i in zip(ws.X.reshape(len(ws.y), -1),
                                                     ws.image_index)}
     trained_on, owner, predicted = {}, {}, []
+    alive = []    # the hooks key on id(): keep the objects, so no id is reused
     real_fit, real_model, real_raw = cf._fit, cf._stage_model, dense.predict_proba_raw
 
     def fit_hook(est, X, y, meta=None):
+        alive.append(est)
         trained_on[id(est)] = {flat[row[:75].tobytes()] for row in X}
         return real_fit(est, X, y, meta)
 
     def model_hook(est, kind, meta, stage, spec):
         m = real_model(est, kind, meta, stage, spec)
+        alive.append(m.arrays)
         owner[id(m.arrays)] = id(est)
         return m
 
