@@ -47,6 +47,11 @@ from ._simd import CHUNK, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
+#: :func:`_dot1`'s accumulator (float32; int32 in the integer variants), and its
+#: weight planes and header bytes (int16 rows: 2 planes after an 8-byte mask).
+ACC = np.float32
+PLANES = 1
+HEAD = 0
 
 
 @template(FASTMATH)
@@ -80,13 +85,19 @@ def _dot8(imgf, bb, rowstride, wrow):
 
 @template(FASTMATH)
 def _dot1(imgf, b0, rowstride, wrow):
-    """Dot of the window starting at ``b0`` with ``wrow``."""
-    a0 = np.float32(0.0)
-    for dy in range(WINDOW):
-        i0 = imgf[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
-        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
-        for j in range(SPAN):
-            a0 += wr[j] * i0[j]
+    """Dot of the window starting at ``b0`` with ``wrow``, accumulated in ``ACC``
+    (float32; int32, exact, in the integer variants; int16 rows: the high
+    bytes' plane times 256 plus the low bytes' plane, after the mask bytes)."""
+    a0 = ACC(0)
+    n = WINDOW * SPAN
+    for p in range(PLANES):
+        part = ACC(0)
+        for dy in range(WINDOW):
+            i0 = imgf[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
+            wr = wrow[HEAD + p * n + dy * SPAN:HEAD + p * n + dy * SPAN + SPAN]
+            for j in range(SPAN):
+                part += ACC(wr[j]) * ACC(i0[j])
+        a0 = a0 * ACC(256) + part
     return a0
 
 
@@ -94,18 +105,6 @@ def _dot1(imgf, b0, rowstride, wrow):
 def _idot8(img, bb, rowstride, wrow):
     """:func:`_dot8` of the integer variants: uint8 windows, int8 weights, int32 sums."""
     return IDOT8(img, bb, rowstride, wrow, WINDOW, SPAN // CHUNK, -1)
-
-
-@template(NJIT)
-def _idot1(img, b0, rowstride, wrow):
-    """:func:`_dot1` of the integer variants (exact int32)."""
-    a0 = np.int32(0)
-    for dy in range(WINDOW):
-        i0 = img[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
-        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
-        for j in range(SPAN):
-            a0 += np.int32(wr[j]) * np.int32(i0[j])
-    return a0
 
 
 @template(INLINE)
@@ -121,19 +120,11 @@ def _idot8x2(img, bb, rowstride, wrow):
     return IDOT8(img, bb, rowstride, wrow[8:], WINDOW, SPAN // CHUNK, mask)
 
 
-@template(NJIT)
-def _idot1x2(img, b0, rowstride, wrow):
-    """:func:`_idot1` of int16 rows split into bytes (see :func:`_idot8x2`)."""
-    n = WINDOW * SPAN
-    return (256 * _idot1(img, b0, rowstride, wrow[8:8 + n])
-            + _idot1(img, b0, rowstride, wrow[8 + n:]))
-
-
 def _integer(idot, wide):
     def binds(window, channels):
-        return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot,
-                "aliases": ({"_dot8": "_idot8x2", "_dot1": "_idot1x2"} if wide
-                            else {"_dot8": "_idot8", "_dot1": "_idot1"})}
+        return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot, "ACC": np.int32,
+                "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0,
+                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8"}}
 
     return binds
 

@@ -179,10 +179,9 @@ idot8_vnni = _make(True)
 idot8_portable = _make(False)
 idot8x2_vnni = _make(True, two=True)
 idot8x2_portable = _make(False, two=True)
-#: The form this process uses.
-idot8 = idot8_vnni if VNNI else idot8_portable
-#: Its name in compiled kernels' names (Numba's cache keeps them apart).
+#: The :mod:`._flat` variant of the form this process uses (its compiled
+#: kernels' names end in it, so Numba's cache keeps the forms apart).
 VARIANT = "u8vnni" if VNNI else "u8"
 
-__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8", "idot8_vnni", "idot8_portable",
+__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8_vnni", "idot8_portable",
            "idot8x2_vnni", "idot8x2_portable"]

@@ -79,4 +79,3 @@ def test_two_plane_idot8_is_256_high_plus_low(form, rows, chunks):
 
 def test_process_form_is_recorded():
     assert _simd.VARIANT == ("u8vnni" if _simd.VNNI else "u8")
-    assert _simd.idot8 is (_simd.idot8_vnni if _simd.VNNI else _simd.idot8_portable)
