@@ -8,7 +8,9 @@ and what the integer dot products cost against float32, measured in one script.
    threshold divided by it, no refit), and compared with itself: the share of
    weights rounded to zero, the rows' relative error ``|w - w_q| / |w|``
    (median), and the share of pixels whose label changes on the first
-   ``--images`` test faces (``predict_image``, every pixel).  Training with
+   ``--images`` test faces (``predict_image``, every pixel); for int16 rows,
+   how many of a row's 32-byte chunks have high bytes that are not all zero
+   (what the integer kernels dot besides the low bytes).  Training with
    ``weight_dtype`` refits each threshold instead, so this bounds the harm.
 2. Dot products.  One thread, 8 windows of ``rows`` x 32 values per pass (a
    3x3-box window: 10 rows), random offsets in an image-sized buffer: ns per
@@ -45,17 +47,33 @@ DTYPES = ("float16", "int16", "int8")
 
 def _rounded(model, dtype):
     """``model``'s dense rows rounded to ``dtype`` and its thresholds divided by
-    each row's scale: ``(weights, thresholds)``."""
+    each row's scale: ``(weights, thresholds, scales (n_rows, 1))``."""
     a = model.arrays
     w = a.weights.astype(np.float32)
     q = np.empty(w.shape, np.dtype(dtype))
+    scales = np.ones((w.shape[0], 1))
     thr = a.threshold.copy()
     for o in range(w.shape[0]):
-        stored, _, scale = quantise(w[o], dtype)
-        q[o] = stored
+        q[o], _, scales[o] = quantise(w[o], dtype)
         nodes = np.flatnonzero(a.oblique == o)
-        thr[nodes] = np.float32(thr[nodes] / scale)
-    return q, thr
+        thr[nodes] = np.float32(thr[nodes] / scales[o])
+    return q, thr, scales
+
+
+def _high_chunks(q, cells, row):
+    """Per int16 row, its 32-byte chunks (window rows padded to 32 bytes) whose
+    high bytes are not all zero: what the integer kernels dot besides the low
+    bytes (``q = 256 h + l``, both signed)."""
+    q = q.astype(np.int32)
+    high = (q - (((q + 128) & 255) - 128)) >> 8
+    span = -(-row // 32) * 32
+    padded = np.zeros((q.shape[0], cells, span), np.int32)
+    padded[:, :, :row] = high.reshape(-1, cells, row)
+    nz = (padded.reshape(q.shape[0], cells, span // 32, 32) != 0).any(axis=3)
+    per_row = nz.sum(axis=(1, 2))
+    return {"chunks_per_row": cells * span // 32,
+            "high_chunks_mean": round(float(per_row.mean()), 2),
+            "high_chunks_median": float(np.median(per_row))}
 
 
 def rounding(folder, images):
@@ -65,11 +83,7 @@ def rounding(folder, images):
     labels = [predict_image(base, im)[1] for im in images]
     rows = {}
     for dt in DTYPES:
-        q, thr = _rounded(base, dt)
-        scale = np.ones((w.shape[0], 1))
-        if dt != "float16":   # back to the float weights' units
-            scale = np.array([quantise(w[o].astype(np.float32), dt)[2]
-                              for o in range(w.shape[0])])[:, None]
+        q, thr, scale = _rounded(base, dt)
         err = np.linalg.norm(w - q.astype(np.float64) * scale, axis=1) / norm
         other = load_model(folder)
         other.arrays = base.arrays._replace(weights=q, threshold=thr)
@@ -78,6 +92,9 @@ def rounding(folder, images):
         rows[dt] = {"zeroed": round(float((q == 0).mean()), 4),
                     "relative_error_median": float(f"{np.median(err):.3g}"),
                     "labels_changed": float(f"{np.mean(changed):.3g}")}
+        if dt == "int16":
+            lay = base.layout
+            rows[dt].update(_high_chunks(q, lay.cells, lay.cells * lay.channels))
         print(f"{folder.name} {dt}: {rows[dt]}", flush=True)
     return rows
 
@@ -128,7 +145,7 @@ def _driver(dot):
 def _int_dot(idot):
     @njit
     def dot(img, bb, rs, w, rows):
-        return idot(img, bb, rs, w, rows, 1)
+        return idot(img, bb, rs, w, rows, 1, -1)
 
     return dot
 
@@ -184,6 +201,11 @@ def main(argv=None):
             lines.append(f"| {s}x{s} | {dt} | {100 * r['zeroed']:.1f}% | "
                          f"{100 * r['relative_error_median']:.3f}% | "
                          f"{100 * r['labels_changed']:.2f}% |")
+    for s, rows in doc["rounding"].items():
+        h = rows["int16"]
+        lines.append(f"\n{s}x{s} boxes, int16: {h['high_chunks_mean']} of the "
+                     f"{h['chunks_per_row']} chunks of a row have high bytes not all zero "
+                     f"(median {h['high_chunks_median']:g}).")
     lines += ["", "Dot of 8 windows of 10 x 32 values, one thread, ns per window: "
               + ", ".join(f"{k} {v}" for k, v in doc["dot_ns_per_window"].items()) + "."]
     write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
