@@ -201,6 +201,11 @@ def test_forest_sparse_parameter_errors():
         CO2Forest(2, weight_dtype="int8").fit(X.astype(np.float32), y)
     with pytest.raises(InvalidParameterError, match="int16.*dense rows"):
         CO2Forest(2, weight_dtype="int16", max_nonzero=4).fit(X, y)
+    wide = np.zeros((4, 65537), np.uint8)     # too many features for exact sums
+    wide[2:, 0] = 9
+    with pytest.raises(InvalidParameterError,
+                       match="at most 65536 features.*got 65537.*float16"):
+        CO2Forest(1, weight_dtype="int16").fit(wide, [0, 0, 1, 1])
     with pytest.raises(InvalidParameterError, match="sparsity"):
         CO2Forest(2, max_nonzero=3, sparsity="top").fit(X, y)
     with pytest.raises(InvalidParameterError, match="max_nonzero"):
