@@ -109,7 +109,8 @@ def _codegen(vnni, two):
         def mac(slot, x, wv):
             acc = builder.load(slot)
             if vnni:
-                acc = builder.call(dp, [acc, builder.bitcast(x, acc_t), builder.bitcast(wv, acc_t)])
+                acc = builder.call(dp, [acc, builder.bitcast(x, acc_t),
+                                        builder.bitcast(wv, acc_t)])
             else:
                 acc = builder.add(acc, builder.mul(builder.zext(x, acc_t),
                                                    builder.sext(wv, acc_t)))
