@@ -31,7 +31,9 @@ Integer variants (``VARIANTS``): a forest with int8 or int16 dense rows runs
 the same templates on the stacked *uint8* image, with ``SPAN`` a multiple of
 32 bytes and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so
 the results are the float32 kernels' bits: the values are integers below
-2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.
+2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.  Being
+exact, they also dot a run's last ``n % 8`` windows 8 at a time (the last one
+repeated) and compare each dot with ``floor(threshold)`` as integers.
 
 Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
 ``SPAN``: see :mod:`facesegment.dense._numba`).
@@ -52,6 +54,10 @@ WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
 ACC = np.float32
 PLANES = 1
 HEAD = 0
+#: Whether the last ``n % 8`` windows of a run are dotted 8 at a time (the last
+#: one repeated) rather than one by one: the integer variants, whose dots are
+#: exact whatever the kernel (the float32 ones keep :func:`_dot1`'s rounding).
+TAIL8 = False
 
 
 @template(FASTMATH)
@@ -123,8 +129,8 @@ def _idot8x2(img, bb, rowstride, wrow):
 def _integer(idot, wide):
     def binds(window, channels):
         return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot, "ACC": np.int32,
-                "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0,
-                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8"}}
+                "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0, "TAIL8": True,
+                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"}}
 
     return binds
 
@@ -143,6 +149,28 @@ BASE_MASK = (1 << PIXEL_SHIFT) - 1
 
 
 @template(INLINE)
+def _cut(tt):
+    """What a dot is compared with (``dot > _cut(threshold)``): the float32 threshold."""
+    return tt
+
+
+@template(INLINE)
+def _icut(tt):
+    """:func:`_cut` of the integer variants: for an integer dot ``v``, ``v > tt`` is
+    ``v > floor(tt)``, an int32 compare (clipped; the dots stay below 2**24)."""
+    return np.int32(min(max(np.floor(tt), np.float32(-2.0 ** 30)), np.float32(2.0 ** 30)))
+
+
+@template(INLINE)
+def _push(pk, right, out, lo, hi):
+    """Write ``pk`` at both ends ``out[lo]``, ``out[hi]``; returns the new ends
+    (only the one on ``pk``'s side moves)."""
+    out[lo] = pk
+    out[hi] = pk
+    return lo + 1 - right, hi - right
+
+
+@template(INLINE)
 def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     """Split the packed pixels ``run`` (all at internal ``node``) into ``out`` (same
     length): the left-going ones from the front, in order, the right-going ones
@@ -155,25 +183,26 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     hi = n - 1
     if o >= 0:
         wrow = weights[o]
+        cut = _cut(tt)
         q = 0
         while q + 8 <= n:
             for u in range(8):
                 bb[u] = run[q + u] & BASE_MASK
             v = _dot8(imgf, bb, rowstride, wrow)
             for u in range(8):
-                right = np.int64(v[u] > tt)
-                out[lo] = run[q + u]
-                out[hi] = run[q + u]
-                lo += 1 - right
-                hi -= right
+                lo, hi = _push(run[q + u], np.int64(v[u] > cut), out, lo, hi)
             q += 8
+        if TAIL8 and q < n:                    # the last window fills the 8
+            for u in range(8):
+                bb[u] = run[min(q + u, n - 1)] & BASE_MASK
+            v = _dot8(imgf, bb, rowstride, wrow)
+            for u in range(n - q):
+                lo, hi = _push(run[q + u], np.int64(v[u] > cut), out, lo, hi)
+            q = n
         while q < n:
             pk = run[q]
-            right = np.int64(_dot1(imgf, pk & BASE_MASK, rowstride, wrow) > tt)
-            out[lo] = pk
-            out[hi] = pk
-            lo += 1 - right
-            hi -= right
+            lo, hi = _push(pk, np.int64(_dot1(imgf, pk & BASE_MASK, rowstride, wrow) > cut),
+                           out, lo, hi)
             q += 1
     else:
         o1 = nodes[node, OFF1]
@@ -183,10 +212,7 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
             pk = run[q]
             b = pk & BASE_MASK
             right = np.int64(np.float32(imgf[b + o1]) - mul * np.float32(imgf[b + o2]) > tt)
-            out[lo] = pk
-            out[hi] = pk
-            lo += 1 - right
-            hi -= right
+            lo, hi = _push(pk, right, out, lo, hi)
     return lo
 
 

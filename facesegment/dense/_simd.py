@@ -16,8 +16,8 @@ types:
 * otherwise the portable form: the bytes widened to 32 bits and multiplied
   (LLVM picks ``vpmaddwd``/``vpdpwssd`` where the CPU has them).
 
-Either way each of the 8 windows keeps one vector sum across all its rows,
-reduced to a scalar once.  ``FACESEGMENT_SIMD=portable`` forces the portable
+Either way each of the 8 windows keeps one vector sum across all its rows;
+the 8 sums are reduced together (:func:`_sums8`).  ``FACESEGMENT_SIMD=portable`` forces the portable
 form (tests compare the two).  The choice is made once per process: the
 kernels that use it are compiled under a name that says which
 (:func:`facesegment.dense._numba.layout_kernels` ``variant``), so Numba's disk
@@ -70,6 +70,36 @@ def _wanted(builder, mask, row, chunks, col):
     return builder.or_(builder.not_(low), builder.icmp_unsigned("!=", bit, ir.Constant(i64, 0)))
 
 
+def _shuffle_add(builder, a, b, first, second):
+    """``shuffle(a, b, first) + shuffle(a, b, second)`` (lane lists)."""
+    i32 = ir.IntType(32)
+
+    def pick(lanes):
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, len(lanes)), lanes))
+
+    return builder.add(pick(first), pick(second))
+
+
+def _sums8(builder, vs):
+    """One vector of 8 int32: lane ``u`` the sum of the lanes of ``vs[u]``.
+
+    Each vector is first folded to 8 lanes (its halves added), then the 8 are
+    summed in three rounds of pairwise shuffles and adds (14 shuffles and 7 adds
+    instead of 8 separate reductions; integer sums, so the order is free)."""
+    folded = []
+    for v in vs:
+        while v.type.count > 8:
+            h = v.type.count // 2
+            v = _shuffle_add(builder, v, v, list(range(h)), list(range(h, 2 * h)))
+        folded.append(v)
+    s = [_shuffle_add(builder, folded[2 * k], folded[2 * k + 1],
+                      [0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15]) for k in range(4)]
+    t = [_shuffle_add(builder, s[2 * k], s[2 * k + 1],
+                      [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]) for k in range(2)]
+    return _shuffle_add(builder, t[0], t[1], [0, 1, 2, 3, 8, 9, 10, 11],
+                        [4, 5, 6, 7, 12, 13, 14, 15])
+
+
 def _codegen(vnni, two):
     """The IR of the 8 dots: one weight plane (int8 rows, ``mask`` skipping its
     chunks), or two (``two``: int16 rows as their high-byte plane, dotted where
@@ -88,8 +118,6 @@ def _codegen(vnni, two):
         v32i8 = ir.VectorType(i8, CHUNK)
         acc_t = ir.VectorType(i32, 8 if vnni else CHUNK)
         mod = builder.module
-        red = cgutils.get_or_insert_function(
-            mod, ir.FunctionType(i32, [acc_t]), f"llvm.vector.reduce.add.v{acc_t.count}i32")
         dp = cgutils.get_or_insert_function(
             mod, ir.FunctionType(acc_t, [acc_t, acc_t, acc_t]),
             "llvm.x86.avx512.vpdpbusd.256") if vnni else None
@@ -141,14 +169,17 @@ def _codegen(vnni, two):
                         wv = load(p_w, builder.add(row_w, co))
                         for u in range(8):
                             mac(accs[u], x[u], wv)
-        sums = []
+        totals = []
         for u in range(8):
             total = builder.load(accs[u])
             if two:
                 shl = builder.shl(builder.load(highs[u]), ir.Constant(acc_t, [8] * acc_t.count))
                 total = builder.add(total, shl)
-            sums.append(builder.call(red, [total]))
-        return context.make_tuple(builder, sig.return_type, sums)
+            totals.append(total)
+        sums = _sums8(builder, totals)
+        return context.make_tuple(builder, sig.return_type,
+                                  [builder.extract_element(sums, ir.Constant(i32, u))
+                                   for u in range(8)])
 
     return codegen
 

@@ -144,6 +144,22 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
         assert_sweep_matches_predict(model, image, ys, xs, y)
 
 
+def test_integer_cut_is_the_float_threshold_on_integer_dots():
+    """The integer variants compare an exact integer dot ``v`` with ``floor(t)``
+    (dense/_flat.py ``_icut``): ``v > t`` must hold exactly when the float32
+    compare does, integer-valued and negative thresholds included."""
+    from facesegment.dense import _flat, _simd
+    from facesegment.dense._numba import layout_kernels
+
+    cut = layout_kernels(_flat, 15, 3, _simd.VARIANT)._cut
+    v = np.arange(-40, 41)
+    for t in (-7.0, -6.5, -0.25, 0.0, 0.5, 3.0, 3.999, 16777215.0, -16777216.5):
+        c = cut(np.float32(t))
+        assert isinstance(c, int) and not isinstance(c, float)
+        for vv in (v, v + int(np.floor(t))):
+            np.testing.assert_array_equal(vv > c, vv > np.float32(t))
+
+
 def test_pooled_refusals():
     image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
     with pytest.raises(ValueError, match="fft_levels=2.*unpooled"):
