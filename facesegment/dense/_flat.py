@@ -164,9 +164,10 @@ def _icut(tt):
 @template(INLINE)
 def _push(pk, right, out, lo, hi):
     """Write ``pk`` at both ends ``out[lo]``, ``out[hi]``; returns the new ends
-    (only the one on ``pk``'s side moves)."""
-    out[lo] = pk
-    out[hi] = pk
+    (only the one on ``pk``'s side moves).  The ends are never negative: indexing
+    with them unsigned spares Numba's wraparound code (7% of the kernel)."""
+    out[np.uint64(lo)] = pk
+    out[np.uint64(hi)] = pk
     return lo + 1 - right, hi - right
 
 
@@ -211,7 +212,8 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
         for q in range(n):
             pk = run[q]
             b = pk & BASE_MASK
-            right = np.int64(np.float32(imgf[b + o1]) - mul * np.float32(imgf[b + o2]) > tt)
+            right = np.int64(np.float32(imgf[np.uint64(b + o1)])
+                             - mul * np.float32(imgf[np.uint64(b + o2)]) > tt)
             lo, hi = _push(pk, right, out, lo, hi)
     return lo
 
@@ -303,21 +305,31 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
     return rec
 
 
+#: Pixels whose sums :func:`mean_distribution` keeps while it runs through the trees.
+SUM_BLOCK = 2048
+
+
 @njit(**PARALLEL)
 def mean_distribution(rec, value, out):
     """``out[i]`` = the mean over trees of ``value[rec[t, i, 0]]``, added in tree
-    order in float32 and scaled by ``1 / n_trees`` (as the other kernels)."""
+    order in float32 and scaled by ``1 / n_trees`` (as the other kernels).
+    Blocks of ``SUM_BLOCK`` pixels go through the trees one after the other, so
+    the sums stay in cache and each tree's values are read together."""
     n_trees = rec.shape[0]
+    n = rec.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
-    for i in prange(rec.shape[1]):
-        for c in range(value.shape[1]):
-            out[i, c] = np.float32(0.0)
+    for blk in prange((n + SUM_BLOCK - 1) // SUM_BLOCK):
+        lo = blk * SUM_BLOCK
+        hi = min(n, lo + SUM_BLOCK)
+        out[lo:hi] = np.float32(0.0)
         for t in range(n_trees):
-            nd = rec[t, i, 0]
+            for i in range(lo, hi):
+                nd = rec[t, i, 0]
+                for c in range(value.shape[1]):
+                    out[i, c] += value[nd, c]
+        for i in range(lo, hi):
             for c in range(value.shape[1]):
-                out[i, c] += value[nd, c]
-        for c in range(value.shape[1]):
-            out[i, c] *= inv
+                out[i, c] *= inv
     return out
 
 
