@@ -160,6 +160,24 @@ def test_integer_cut_is_the_float_threshold_on_integer_dots():
             np.testing.assert_array_equal(vv > c, vv > np.float32(t))
 
 
+def test_mean_distribution_blocks_match_tree_order_sums():
+    """dense/_flat.py ``mean_distribution`` runs blocks of ``SUM_BLOCK`` pixels
+    through the trees; each pixel's sum must still be added in tree order in
+    float32, whole blocks and a partial last one alike."""
+    from facesegment.dense import _flat
+
+    rng = np.random.default_rng(5)
+    n_trees, n = 7, 2 * _flat.SUM_BLOCK + 333
+    value = rng.random((50, 8), dtype=np.float32)
+    rec = rng.integers(0, 50, (n_trees, n, 1)).astype(np.int32)
+    want = np.zeros((n, 8), np.float32)
+    for t in range(n_trees):
+        want += value[rec[t, :, 0]]
+    want *= np.float32(1.0) / np.float32(n_trees)
+    got = _flat.mean_distribution(rec, value, np.full((n, 8), np.nan, np.float32))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_pooled_refusals():
     image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
     with pytest.raises(ValueError, match="fft_levels=2.*unpooled"):
