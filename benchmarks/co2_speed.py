@@ -12,9 +12,11 @@ face after a warm-up, wall and CPU ms).  Beside the times: the model's bytes
 against the peer of that bound: a float32 matrix product (BLAS, the same
 threads) of the same inner size.  A pooled model with int8 rows runs
 integer dot products (docs/sparse.md): it is timed with the kernels this CPU
-uses (``vpdpbusd`` where it has VNNI) and again with the portable integer
-form, what a CPU without VNNI runs.  Writes
-``reports/sparse/speed-<run>.json`` and ``.md``.
+uses (``vpdpbusd`` where it has VNNI), again with the portable integer
+form on this CPU (where LLVM still uses AVX-512 and ``vpdpwssd``), and in a
+child process compiled for an AVX2-only target (``NUMBA_CPU_NAME=haswell``
+and its features, a fresh Numba cache): what a CPU without AVX-512 runs,
+measured on this one.  Writes ``reports/sparse/speed-<run>.json`` and ``.md``.
 
     python benchmarks/co2_speed.py [--run faces300w-default] [--images 3]
 """
@@ -24,7 +26,9 @@ import contextlib
 import json
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +44,9 @@ from facesegment.model import load_model  # noqa: E402
 from pipelines.backend import records_from_json  # noqa: E402
 from pipelines.stages import forest_bytes  # noqa: E402
 
+#: The features of the AVX2-only target (Haswell) the integer kernels are also timed for.
+AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fxsr,+lzcnt,+mmx,"
+                 "+movbe,+pclmul,+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave")
 KINDS = ("co2-best", "co2", "co2-sparse", "co2-pooled", "two-probe", "rotation", "axis")
 
 
@@ -70,8 +77,21 @@ def _arithmetics(model):
     dt = model.arrays.weights.dtype
     if dt not in (np.int8, np.int16) or getattr(model.layout, "pool", 1) == 1:
         return [dt.name if dt != np.float16 else "float16 (as float32)"]
-    return [f"{dt.name} vpdpbusd", f"{dt.name} portable"] if _simd.VNNI \
-        else [f"{dt.name} portable"]
+    return ([f"{dt.name} vpdpbusd", f"{dt.name} portable"] if _simd.VNNI
+            else [f"{dt.name} portable"]) + [f"{dt.name} AVX2 target"]
+
+
+def _time_avx2(folder, args, n):
+    """(wall, CPU) ms of the model in ``folder`` in a child process whose Numba
+    compiles for an AVX2-only CPU (no AVX-512, no VNNI), with a fresh cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=AVX2_FEATURES,
+                   NUMBA_CACHE_DIR=cache)
+        done = subprocess.run([sys.executable, __file__, "--run", args.run, "--images",
+                               str(args.images), "--trees", str(n), "--child", str(folder)],
+                              env=env, capture_output=True, text=True, check=True)
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    return res["ms"], res["cpu_ms"]
 
 
 @contextlib.contextmanager
@@ -118,10 +138,15 @@ def main(argv=None):
     p.add_argument("--run", default="faces300w-default")
     p.add_argument("--images", type=int, default=3)
     p.add_argument("--trees", nargs="+", type=int, default=[16, 32])
+    p.add_argument("--child", help=argparse.SUPPRESS)   # time this model folder only
     args = p.parse_args(argv)
     rdir = ROOT / "reports" / "runs" / args.run
     splits = json.loads((rdir / "splits.json").read_text())
     images = [load_face(r)[0] for r in records_from_json(splits["test"][:args.images])]
+    if args.child:
+        ms, cpu_ms = _time(load_model(args.child), images, args.trees[0])
+        print(json.dumps({"ms": ms, "cpu_ms": cpu_ms}))
+        return
     rows = []
     load0 = os.getloadavg()[0]
     for kind in KINDS:
@@ -131,8 +156,11 @@ def main(argv=None):
                 continue
             model = load_model(folder)
             for arith in _arithmetics(model):
-                with _integer_form(arith):
-                    ms, cpu_ms = _time(model, images, n)
+                if arith.endswith("AVX2 target"):
+                    ms, cpu_ms = _time_avx2(folder, args, n)
+                else:
+                    with _integer_form(arith):
+                        ms, cpu_ms = _time(model, images, n)
                 visits = count_oblique_visits(model, images[0])
                 gflop = 2 * visits * model.arrays.n_features / 1e9   # dense rows only
                 row = {"kind": kind, "n_trees": n, "ms_per_image": round(ms, 1),
