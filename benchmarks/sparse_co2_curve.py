@@ -248,8 +248,9 @@ def main(argv=None):
                         "settings already measured (with --only-pools: the pooled ones), "
                         "e.g. after a change of the dense-inference kernels")
     p.add_argument("--retime", action="store_true",
-                   help="only re-time the settings already measured (and the peers), e.g. "
-                        "on a quiet machine; their models are in models/RUN/sparse-curve/")
+                   help="only re-time the settings already measured (with --only-pools: the "
+                        "pooled ones) and the peers, e.g. on a quiet machine or after a kernel "
+                        "change; their models are in models/RUN/sparse-curve/")
     args = p.parse_args(argv)
     run = args.run
     rdir = ROOT / "reports" / "runs" / run
@@ -272,6 +273,8 @@ def main(argv=None):
                   f"{(row['alpha'], row['test_jaccard'])}; {row['ms_per_image']} ms", flush=True)
     if args.retime:
         for name, row in doc["settings"].items():
+            if args.only_pools and row.get("pool", 1) == 1:
+                continue
             row.update(_time_row(load_model(ROOT / row["folder"]), images, row["n_trees"]))
             print(f"retimed {name}: {row['ms_per_image']} ms", flush=True)
         doc.pop("peers", None)

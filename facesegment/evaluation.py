@@ -432,7 +432,9 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     """Median and mean milliseconds of ``predict_image`` per image per forest size.
 
     Returns ``{str(n): {"ms_per_image", "ms_per_image_mean", "cpu_ms_per_image",
-    "n_images", "mode", [oblique_* for forests with oblique nodes]}}``.
+    "n_images", "mode", [oblique_* and dot_arithmetic ("float32", or "integer":
+    int8/int16 rows, whose multiply-adds are integer ops) for forests with
+    oblique nodes]}}``.
     """
     from .datasets import load_face
     from .dense import count_oblique_visits, predict_image
@@ -466,6 +468,8 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
                           for img in images]
                 flops = 2.0 * arrays.n_features * float(np.mean(visits))
                 out[str(n)].update({
+                    "dot_arithmetic": "integer" if arrays.weights.dtype.kind == "i"
+                    else "float32",
                     "oblique_visits_per_image": float(np.mean(visits)),
                     "oblique_gflop_per_image": round(flops / 1e9, 3),
                     "oblique_gflops_per_cpu_second": round(

@@ -151,5 +151,6 @@ def test_time_inference(model, faces):
     r = res["4"]
     assert r["n_images"] == 1 and r["mode"] == "strict" and r["ms_per_image"] > 0
     assert r["oblique_visits_per_image"] > 0       # the random forest has oblique nodes
+    assert r["dot_arithmetic"] == "float32"        # (int8/int16 rows: "integer")
     with pytest.raises(ValueError, match="tree_counts=9"):
         time_inference(model, faces[:1], [9], progress=False)

@@ -968,3 +968,24 @@ def test_a_chain_that_starts_a_longer_one_is_its_first_stages(tmp_path, monkeypa
     assert json.loads((rdir / "train-ac-axis_axis.json").read_text())["alpha"] == two.metrics["alpha"]
     assert two.provenance["first_stages_of"] == "ac-axis_axis_axis"
     assert (rdir / "eval-ac-axis_axis.json").is_file() and (rdir / "eval-ac-axis_axis_axis.json").is_file()
+
+
+def test_timings_name_integer_dot_products_integer_ops():
+    """Forests with int8/int16 rows do integer multiply-adds: the timings page
+    says so instead of calling them FLOP (float32 rows keep GFLOP)."""
+    from pipelines import timings
+
+    def entry(arith):
+        return {"trees": {"32": {"ms_per_image": 120.0, "cpu_ms_per_image": 240.0,
+                                 "oblique_visits_per_image": 62500.0 * 270,
+                                 "oblique_gflop_per_image": 23.0,
+                                 "oblique_gflops_per_cpu_second": 95.0,
+                                 **({"dot_arithmetic": arith} if arith else {})}}}
+
+    for arith, want, not_want in (("integer", "23.0 G integer ops", "GFLOP"),
+                                  ("float32", "23.0 GFLOP of dot products", "integer"),
+                                  (None, "23.0 GFLOP of dot products", "integer")):
+        text = "\n".join(timings._time_table({}, {"co2-pooled": entry(arith)},
+                                              ["co2-pooled"], [32], "##"))
+        line = [t for t in text.splitlines() if "oblique nodes per pixel" in t][0]
+        assert want in line and not_want not in line, line
