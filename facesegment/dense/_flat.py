@@ -45,7 +45,8 @@ from numba import njit, prange
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, span, template
 from ._scores import argmax_scaled
-from ._simd import CHUNK, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_vnni
+from ._simd import (CHUNK, SOURCE_TAG, idot8_portable, idot8_vnni, idot8x2_portable,
+                    idot8x2_vnni)
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
@@ -130,7 +131,8 @@ def _integer(idot, wide):
     def binds(window, channels):
         return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot, "ACC": np.int32,
                 "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0, "TAIL8": True,
-                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"}}
+                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"},
+                "tag": "_" + SOURCE_TAG}
 
     return binds
 

@@ -85,8 +85,11 @@ def layout_kernels(module, window, channels, variant=None):
         A key of ``module.VARIANTS``: a function of ``(window, channels)``
         returning more names to bind (e.g. another ``SPAN``, an intrinsic) and
         ``aliases`` (``{name: template}``: calls to ``name`` go to that
-        template instead).  The compiled names end in ``_<variant>``, so the
-        disk cache keeps variants apart.
+        template instead) and ``tag`` (appended to the names: Numba's disk
+        cache only notices changes to the template's own file, so a variant
+        built on code from another file tags its names with that code's
+        digest).  The compiled names end in ``_<variant><tag>``, so the disk
+        cache keeps variants apart.
 
     Returns
     -------
@@ -112,8 +115,8 @@ def _specialise(module, window, channels, variant=None):
     if variant is not None:
         binds = dict(module.VARIANTS[variant](window, channels))
         aliases = binds.pop("aliases", {})
+        suffix += f"_{variant}" + binds.pop("tag", "")
         env.update(binds)
-        suffix += f"_{variant}"
     compiled = {}
     for name, func in vars(module).items():
         options = getattr(func, _MARK, None)

@@ -20,10 +20,12 @@ types:
 
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
-``FACESEGMENT_SIMD=portable`` forces the portable form (tests compare the two).  The choice is made once per process: the
-kernels that use it are compiled under a name that says which
-(:func:`facesegment.dense._numba.layout_kernels` ``variant``), so Numba's disk
-cache never mixes them.
+``FACESEGMENT_SIMD=portable`` forces the portable form (tests compare the
+two).  The choice is made once per process: the kernels that use it are
+compiled under a name that says which (:func:`facesegment.dense._numba.
+layout_kernels` ``variant``) and carries :data:`SOURCE_TAG`, so Numba's disk
+cache never mixes forms, nor serves kernels built on an older version of this
+file.
 
 The window of pixel ``u`` starts at byte ``bb[u]`` of ``img``; its row ``r``
 is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``, dotted with
@@ -33,7 +35,9 @@ value (those bytes meet zero weights) but must stay inside ``img``.  A
 of an int16 row are zero but for its few large weights).
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -43,6 +47,10 @@ from numba.extending import intrinsic
 
 #: Bytes per vector step (one 256-bit register).
 CHUNK = 32
+#: A digest of this file: the kernels built on these intrinsics carry it in
+#: their names, so Numba's disk cache (which only checks the kernels' own
+#: file) never serves kernels compiled from an older version of this one.
+SOURCE_TAG = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:10]
 
 
 def _host_has_vnni():
@@ -219,5 +227,5 @@ idot8x2_portable = _make(False, two=True)
 #: kernels' names end in it, so Numba's cache keeps the forms apart).
 VARIANT = "u8vnni" if VNNI else "u8"
 
-__all__ = ["CHUNK", "VNNI", "VARIANT", "idot8_vnni", "idot8_portable",
+__all__ = ["CHUNK", "SOURCE_TAG", "VNNI", "VARIANT", "idot8_vnni", "idot8_portable",
            "idot8x2_vnni", "idot8x2_portable"]
