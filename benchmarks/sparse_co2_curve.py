@@ -245,8 +245,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rescore", action="store_true",
                    help="re-score (alpha, test Jaccard) and re-time the saved models of the "
-                        "settings already measured (with --only-pools: the pooled ones), "
-                        "e.g. after a change of the dense-inference kernels")
+                        "settings already measured (with --only-pools: the pooled ones) and "
+                        "re-time the peers, e.g. after a change of the dense-inference kernels")
     p.add_argument("--retime", action="store_true",
                    help="only re-time the settings already measured (with --only-pools: the "
                         "pooled ones) and the peers, e.g. on a quiet machine or after a kernel "
@@ -271,6 +271,7 @@ def main(argv=None):
             row.update(_time_row(model, images, row["n_trees"]))
             print(f"rescored {name}: (alpha, Jaccard) {before} -> "
                   f"{(row['alpha'], row['test_jaccard'])}; {row['ms_per_image']} ms", flush=True)
+        doc.pop("peers", None)    # re-timed beside the settings, as --retime does
     if args.retime:
         for name, row in doc["settings"].items():
             if args.only_pools and row.get("pool", 1) == 1:
