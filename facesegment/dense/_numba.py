@@ -30,7 +30,8 @@ layouts existed, so their results are bit-identical.
 Each compiled layout is cached on disk like any ``cache=True`` kernel: its
 functions are named ``NAME__<window>x<channels>`` (e.g.
 ``dense_proba_levels__31x3``), so the cache files of different layouts never
-mix, and they are rebuilt when the module's source changes.  A new layout
+mix, and they are rebuilt when the module's source changes (or any source
+file of the package: :mod:`facesegment._jitcache`).  A new layout
 compiles the kernels it uses on their first call (about 35 s for all of them
 on the 2-core machine), then loads them from the cache (under a second).
 """
