@@ -72,8 +72,9 @@ def _time(model, images, n_trees, reps=3):
 
 def _arithmetics(model):
     """How the model's dense dots are timed: float32, or (int8/int16 rows over a
-    pooled layout) the integer kernels this CPU runs, plus the portable form
-    where that is ``vpdpbusd`` (what a CPU without VNNI gets)."""
+    pooled layout) the integer kernels this CPU runs, the portable form where
+    those are ``vpdpbusd``, and the kernels compiled for an AVX2-only target
+    (:func:`_time_avx2`)."""
     dt = model.arrays.weights.dtype
     if dt not in (np.int8, np.int16) or getattr(model.layout, "pool", 1) == 1:
         return [dt.name if dt != np.float16 else "float16 (as float32)"]

@@ -166,14 +166,15 @@ def _time_table(train, times, kinds, sizes, h):
     for k in kinds:
         tm = ((times.get(k) or {}).get("trees") or {}).get(str(sizes[-1]), {}) if sizes else {}
         if tm.get("oblique_gflop_per_image"):
-            unit = ("G integer ops (multiply-adds counted as 2)"
-                    if tm.get("dot_arithmetic") == "integer" else "GFLOP")
+            integer = tm.get("dot_arithmetic") == "integer"
+            unit = "G integer ops" if integer else "GFLOP"
             L.append("")
             L.append(f"{label(k)}, {sizes[-1]} trees: "
                      f"{tm['oblique_visits_per_image'] / 62500:.1f} oblique nodes per pixel "
-                     f"(all trees), {tm['oblique_gflop_per_image']:.1f} {unit} of dot products "
-                     f"per image, {tm['oblique_gflops_per_cpu_second']:.2f} "
-                     f"{unit.split(' (')[0]} per CPU second.")
+                     f"(all trees), {tm['oblique_gflop_per_image']:.1f} {unit}"
+                     f"{' (multiply-adds counted as 2)' if integer else ''} of dot products "
+                     f"per image, {tm['oblique_gflops_per_cpu_second']:.2f} {unit} per CPU "
+                     "second.")
     return L + [""]
 
 

@@ -114,7 +114,7 @@ def _codegen(vnni, two):
     """The IR of the 8 dots: one weight plane (int8 rows, ``mask`` skipping its
     chunks), or two (``two``: int16 rows as their high-byte plane, dotted where
     ``mask`` says, then their low-byte plane, always; ``256 h.x + l.x`` is
-    formed in the vector sums before the one reduction per window)."""
+    formed in the vector sums, which :func:`_sums8` then reduces together)."""
     def codegen(context, builder, sig, args):
         img, bb, rowstride, w, rows, chunks, mask = args
         rowstride, rows, chunks, mask = (
