@@ -17,7 +17,7 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast all data label extract select train evaluate figures report investigate check-pixels notebook bench uci nongreedy clean
+.PHONY: help setup test test-fast readme all data label extract select train evaluate figures report investigate check-pixels notebook bench uci nongreedy clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ test: setup  ## Run the test suite (what CI runs)
 
 test-fast: setup  ## Run the tests that need neither ../shared nor slow end-to-end runs
 	$(BIN)/python -m pytest -q -m "not shared and not slow"
+
+readme: setup  ## Regenerate the README's table of forest kinds from the registry
+	$(BIN)/python -m pipelines.readme
 
 all: setup  ## The main job: data -> extract -> select -> train (the registry kinds marked pipeline: 4, 16/32 trees) -> evaluate -> figures -> report
 	$(PIPE) all

@@ -1,4 +1,4 @@
-"""Time of one non-greedy tree on MNIST's 60,000 training images (the issue's target:
+"""Time of one non-greedy tree on MNIST's 60,000 training images (the target:
 a depth-12 tree in under 10 minutes on 2 cores).
 
 Fits ``NonGreedyTree`` (one thread) and reports the greedy initialisation, every

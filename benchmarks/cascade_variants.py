@@ -1,4 +1,4 @@
-"""Auto-context cascade variants on faces300w (issue #11, "coherent maps").
+"""Auto-context cascade variants on faces300w ("coherent maps").
 
 What it measures
 ----------------
@@ -566,7 +566,7 @@ def markdown(done):
     from facesegment.classes import CLASS_NAMES
 
     base = next((r for r in done if r["variant"]["name"] == "A"), None)
-    L = ["# Auto-context cascade variants (issue #11)", "",
+    L = ["# Auto-context cascade variants", "",
          f"Stage 1: the run's two-probe-32; context stages: axis-aligned, {N_TREES} trees. "
          f"α, β chosen on {done[0]['n_val']} validation images; test: "
          f"{done[0]['test_images']} images, {done[0]['mode']} mode, pixel stride "

@@ -1,6 +1,6 @@
 """A CO2 auto-context cascade on the faces300w run: its Jaccard and its time.
 
-Issue #11 asks for the time of a CO2 cascade beside the 2-stage cascades of
+This measures the time of a CO2 cascade beside the 2-stage cascades of
 cheap forests.  The chain ``co2-best > axis`` is not one of the pipeline's
 default chains (its stage 1 costs 1.25 s per face at every out-of-fold map
 and every test face: about 20 more minutes of ``make all``), so this script

@@ -1,4 +1,4 @@
-"""Speed and size of the CO2 variants of a finished run, timed side by side (issue #12).
+"""Speed and size of the CO2 variants of a finished run, timed side by side.
 
 Loads the run's 32-tree (and 16-tree) model folders of the dense CO2 forests
 (``co2-best``, ``co2``), their sparse and pooled variants (``co2-sparse``,

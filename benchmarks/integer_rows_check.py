@@ -1,4 +1,4 @@
-"""Integer CO2 rows (issue #12): what int8 and int16 rounding do to a pooled forest,
+"""Integer CO2 rows: what int8 and int16 rounding do to a pooled forest,
 and what the integer dot products cost against float32, measured in one script.
 
 1. Rounding.  The 16-tree pooled forest of the sparse curve

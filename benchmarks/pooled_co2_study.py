@@ -1,6 +1,6 @@
 """Can dense CO2 splits over box-pooled windows keep dense CO2's accuracy? (window level)
 
-Issue #12 asks for CO2 splits that cost ~10x less than dense ones at the same
+The goal: CO2 splits that cost ~10x less than dense ones at the same
 Jaccard. Sparse splits over single window values lose 3-4 points of window
 accuracy whatever k (``benchmarks/sparse_windows_study.py``): what a dense
 split gains is a smoothing filter. This study ties the weights over s x s

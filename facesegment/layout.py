@@ -23,7 +23,7 @@ file's) reads, instead of the window's values, the rounded means of its
               = round(mean(window[i*s:(i+1)*s, j*s:(j+1)*s, c]))
 
 so a split weighs patches, not pixels: structured sparsity with ``s**2``
-times fewer values per split (issue #12).  Training computes them from the
+times fewer values per split.  Training computes them from the
 stored windows (:meth:`WindowLayout.pooled`), dense inference from one
 box-mean image per image (:func:`box_means`), with the same integer rounding,
 so both read identical uint8 values.

@@ -589,13 +589,13 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert ng.params["init"] == "co2" and ng.params["n_epochs"] == 2
     assert "CO2, top levels non-greedy (ours)" in (rdir / "results.md").read_text()
     assert (rdir / "eval-co2-nongreedy.json").is_file()
-    # structured sparsity: co2-best over 3x3 box means of the window (issue #12)
+    # structured sparsity: co2-best over 3x3 box means of the window
     pooled = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-pooled-4")
     assert pooled.kind == "co2-pooled" and pooled.layout.pool == 3
     assert pooled.arrays.n_features == 300 and pooled.mean.shape == (300,)
     assert pooled.arrays.weights.shape[1] == 300
     assert "CO2 + two-probe init (ours)" in (rdir / "results.md").read_text()
-    # rotation forest: its splits are sparse rows of M = 3 window values (issue #13)
+    # rotation forest: its splits are sparse rows of M = 3 window values
     rot = backend.load_model(tmp_path / "models" / "faces-smoke" / "rotation-4")
     assert rot.kind == "rotation" and rot.arrays.weights.shape == (0, 2883)
     assert rot.arrays.sparse_ptr.shape[0] > 1 and (np.diff(rot.arrays.sparse_ptr) <= 3).all()

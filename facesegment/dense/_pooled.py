@@ -1,4 +1,4 @@
-"""Dense inference of forests over a pooled layout (private; issue #12).
+"""Dense inference of forests over a pooled layout (private).
 
 A pooled layout (:class:`facesegment.layout.WindowLayout` with ``pool = s``)
 reads the rounded means of the ``s x s`` boxes of a pixel's window at stride

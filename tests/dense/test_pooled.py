@@ -1,4 +1,4 @@
-"""Pooled layouts (structured sparsity, issue #12): the box means a forest reads
+"""Pooled layouts (structured sparsity): the box means a forest reads
 (training: ``WindowLayout.pooled``; inference: ``box_means`` phase by phase)
 against naive references, dense inference and the sweep against the
 estimator's own ``predict_proba`` on the pooled windows, FLOP counts, the model
