@@ -25,13 +25,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import predict as dense  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from pipelines.backend import records_from_json  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.datasets import load_face
+from facesegment.dense import predict as dense
+from facesegment.model import load_model
+from pipelines.backend import records_from_json
 
 
 def _median_ms(fn, reps):

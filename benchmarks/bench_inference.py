@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 DATA = Path(os.environ.get("FACESEGMENT_SHARED", ROOT.parent / "shared")) / "data" / "faces300w"
 
 

@@ -12,18 +12,16 @@ pruning) and the full-data surrogate and loss at each refresh.  Writes
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest import NonGreedyTree  # noqa: E402
-from pipelines.uci_data import load_dataset  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest import NonGreedyTree
+from pipelines.uci_data import load_dataset
 
 
 def main(argv=None):

@@ -1,8 +1,8 @@
 """Old vs new uint8 split kernels (two-probe and axis) on the real windows.
 
-    python benchmarks/bench_split_kernels.py              # -> reports/bench/split_kernels.json
-    python benchmarks/bench_split_kernels.py --quick      # fewer sizes and reps, no tree fit
-    python benchmarks/bench_split_kernels.py --no-fit     # skip the one-tree fit
+    python -m benchmarks.bench_split_kernels              # -> reports/bench/split_kernels.json
+    python -m benchmarks.bench_split_kernels --quick      # fewer sizes and reps, no tree fit
+    python -m benchmarks.bench_split_kernels --no-fit     # skip the one-tree fit
 
 "Old" is the frozen copy of the kernels before the rewrite
 (tests/forest/legacy_split_kernels.py, also the oracle of
@@ -23,18 +23,16 @@ The machine's load average is recorded: timings depend on what else runs.
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest import _grow, axis, twoprobe  # noqa: E402
-from tests.forest import legacy_split_kernels as legacy  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest import _grow, axis, twoprobe
+from tests.forest import legacy_split_kernels as legacy
 
 WINDOWS = ROOT / "data" / "windows" / "faces300w-default" / "train.h5"
 

@@ -57,7 +57,7 @@ for label, make in MODELS.items():
     print(f"| {label} | {r['error_mean']:.2f} ± {r['error_std']:.2f} | {r['fit_wall_median']:.2f} | "
           f"{r['fit_cpu_median']:.2f} |" + (f" product rule: {r['product_error_mean']:.2f}" if extra else ""),
           flush=True)
-from facesegment.atomic import write_json_atomic  # noqa: E402
+from facesegment.atomic import write_json_atomic
 
 write_json_atomic(ROOT / "reports" / "bench" / f"uci-families-{name}.json",
                   {"dataset": name, "n_train": len(y), "n_test": len(yt), "trees": T, "rows": rows})

@@ -35,14 +35,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from pipelines.backend import records_from_json  # noqa: E402
-from pipelines.stages import forest_bytes  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.datasets import load_face
+from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image
+from facesegment.model import load_model
+from pipelines.backend import records_from_json
+from pipelines.stages import forest_bytes
 
 #: The features of the AVX2-only target (Haswell) the integer kernels are also timed for.
 AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fxsr,+lzcnt,+mmx,"

@@ -25,7 +25,6 @@ Writes ``reports/sparse/integer-rows-<run>.json`` and ``.md``.
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -33,14 +32,13 @@ import numpy as np
 from numba import njit
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import _simd, predict_image  # noqa: E402
-from facesegment.forest._sparse import quantise  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from pipelines.backend import records_from_json  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.datasets import load_face
+from facesegment.dense import _simd, predict_image
+from facesegment.forest._sparse import quantise
+from facesegment.model import load_model
+from pipelines.backend import records_from_json
 
 DTYPES = ("float16", "int16", "int8")
 

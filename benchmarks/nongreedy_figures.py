@@ -34,22 +34,20 @@ depth is not run at larger depths.  Writes ``reports/nongreedy/figure4.json``,
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.figures import save_figure  # noqa: E402
-from facesegment.forest import NonGreedyTree  # noqa: E402
-from facesegment.forest import nongreedy as ng  # noqa: E402
-from facesegment.forest._nongreedy_exact import sgd_pass_exact  # noqa: E402
-from facesegment.forest._nongreedy_kernels import sgd_pass  # noqa: E402
-from pipelines.uci_data import load_dataset  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.figures import save_figure
+from facesegment.forest import NonGreedyTree
+from facesegment.forest import nongreedy as ng
+from facesegment.forest._nongreedy_exact import sgd_pass_exact
+from facesegment.forest._nongreedy_kernels import sgd_pass
+from pipelines.uci_data import load_dataset
 
 OUT = ROOT / "reports" / "nongreedy"
 VARIANTS = {"fast": "fast (Eq. 13, pruned)", "ball": "exact, radius-1 ball (same updates)",

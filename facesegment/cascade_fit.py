@@ -42,7 +42,9 @@ def fold_of_images(image_index, n_folds, seed):
     return lookup[image_index]
 
 
-def _fit(est, X, y, meta=None):
+def fit_timed(est, X, y, meta=None):
+    """Fit ``est`` on ``(X, y)`` (with the windows' normalisation statistics
+    when it takes them and ``X`` has their width); returns the seconds taken."""
     kw = {}
     if meta is not None and "feature_mean" in inspect.signature(est.fit).parameters \
             and X.shape[1] == len(meta.mean):
@@ -52,7 +54,10 @@ def _fit(est, X, y, meta=None):
     return time.perf_counter() - t0
 
 
-def _stage_model(est, kind, meta, stage, spec):
+def stage_model(est, kind, meta, stage, spec):
+    """The :class:`~facesegment.model.Model` of a fitted cascade stage: stage 1 on
+    the windows' layout, a later stage remapped from ``[window | context]``
+    columns onto the window layout with ``spec``'s context planes."""
     from .model import Model
 
     if stage == 1:
@@ -120,8 +125,8 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
             log(f"cascade: stage 1 ({kind}): the given model")
         else:
             est = make(seed + 1000 * s)
-            times[f"stage{s}"] = _fit(est, rows, y, ws.meta)
-            models.append(_stage_model(est, kind, ws.meta, s, spec))
+            times[f"stage{s}"] = fit_timed(est, rows, y, ws.meta)
+            models.append(stage_model(est, kind, ws.meta, s, spec))
             log(f"cascade: stage {s} ({kind}) on {n} rows of {rows.shape[1]} features: "
                 f"{times[f'stage{s}']:.1f} s")
         if s == len(stages):
@@ -143,7 +148,7 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
     return cascade
 
 
-def _rows_of_images(image_index):
+def rows_of_images(image_index):
     """``{image: indices of its windows}`` (one stable sort, not a scan per image)."""
     order = np.argsort(image_index, kind="stable")
     images, starts = np.unique(image_index[order], return_index=True)
@@ -153,7 +158,7 @@ def _rows_of_images(image_index):
 def _context_rows(ws, maps, spec, images, planes_of, stage):
     """Context values at every window's centre from its image's (uint8) map."""
     out = np.empty((len(ws.y), spec.n_planes), np.uint8)
-    rows = _rows_of_images(ws.image_index)
+    rows = rows_of_images(ws.image_index)
     for img in images:
         sel = rows[int(img)]
         planes = planes_of(maps, img, stage)
@@ -169,15 +174,15 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
     from .dense import predict_proba_raw
 
     n_folds = int(fold.max()) + 1
-    img_fold = {i: int(fold[r[0]]) for i, r in _rows_of_images(ws.image_index).items()}
+    img_fold = {i: int(fold[r[0]]) for i, r in rows_of_images(ws.image_index).items()}
     maps = {}
     t0 = time.perf_counter()
     models = []   # the fold forests first (each with its own progress), so that the
     for f in range(n_folds):   # maps' progress line and ETA count only the maps
         keep = fold != f
         est = make(seed + 1000 * s + 17 * (f + 1))
-        _fit(est, rows[keep], y[keep], ws.meta)
-        models.append(_stage_model(est, kind, ws.meta, s, spec))
+        fit_timed(est, rows[keep], y[keep], ws.meta)
+        models.append(stage_model(est, kind, ws.meta, s, spec))
     with Progress(len(images), f"cascade stage {s} out-of-fold maps", "images",
                   enabled=progress) as bar:
         for f, model in enumerate(models):
@@ -193,4 +198,4 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
     return maps
 
 
-__all__ = ["fit_cascade", "fold_of_images"]
+__all__ = ["fit_cascade", "fit_timed", "fold_of_images", "rows_of_images", "stage_model"]

@@ -27,7 +27,7 @@ forest probabilities (``stage1_alpha`` set): ``p * s**-alpha * (pos/pi)**beta``
 renormalised, with stage 1's reweighting and position-prior exponents
 (:func:`context_maps`), which are coherent maps where the raw ones are
 class-balanced and speckled.  Measured on faces300w
-(``benchmarks/cascade_variants.py``): +1.6 points of test Jaccard over raw maps.
+(``studies/cascade_variants.py``): +1.6 points of test Jaccard over raw maps.
 
 :func:`context_planes` computes these ``n_planes`` planes for a whole image.
 A forest of the next stage is trained on rows ``[window features | context

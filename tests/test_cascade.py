@@ -99,7 +99,7 @@ def test_no_image_is_predicted_by_a_forest_that_saw_it(data, monkeypatch):
                                                     ws.image_index)}
     trained_on, owner, predicted = {}, {}, []
     alive = []    # the hooks key on id(): keep the objects, so no id is reused
-    real_fit, real_model, real_raw = cf._fit, cf._stage_model, dense.predict_proba_raw
+    real_fit, real_model, real_raw = cf.fit_timed, cf.stage_model, dense.predict_proba_raw
 
     def fit_hook(est, X, y, meta=None):
         alive.append(est)
@@ -117,8 +117,8 @@ def test_no_image_is_predicted_by_a_forest_that_saw_it(data, monkeypatch):
             predicted.append((int(image[0, 0, 0]), owner[id(model.arrays)]))
         return real_raw(model, image, **kw)
 
-    monkeypatch.setattr(cf, "_fit", fit_hook)
-    monkeypatch.setattr(cf, "_stage_model", model_hook)
+    monkeypatch.setattr(cf, "fit_timed", fit_hook)
+    monkeypatch.setattr(cf, "stage_model", model_hook)
     monkeypatch.setattr(dense, "predict_proba_raw", raw_hook)
     cascade = fit(data, ("axis", "two-probe", "axis"))
     assert len(cascade.stages) == 3 and cascade.kind == "cascade:axis>two-probe>axis"

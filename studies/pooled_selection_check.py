@@ -8,7 +8,7 @@ for one kind -- same seed, windows, settings and images -- and compares the
 validation Jaccards with the run's ``selection.json``, so one can tell whether
 a fresh ``make all`` still reproduces the selection without rerunning it all.
 
-    python benchmarks/pooled_selection_check.py [--run faces300w-default] [--kind co2-pooled]
+    python studies/pooled_selection_check.py [--run faces300w-default] [--kind co2-pooled]
 """
 
 import argparse
@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pipelines import backend, scoring, selection  # noqa: E402
-from pipelines.stages import Context, validation_records  # noqa: E402
+from pipelines import backend, scoring, selection
+from pipelines.stages import Context, validation_records
 
 
 def main(argv=None):

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    nice .venv/bin/python benchmarks/co2/one_tree.py WINDOWS.npz DEPTH [CO2FOREST_KWARGS_JSON]
+    nice .venv/bin/python studies/co2/one_tree.py WINDOWS.npz DEPTH [CO2FOREST_KWARGS_JSON]
 
-e.g. ``benchmarks/co2/one_tree.py win256k.npz 16``. WINDOWS.npz comes from
+e.g. ``studies/co2/one_tree.py win256k.npz 16``. WINDOWS.npz comes from
 ``sample_windows.py`` (a bare file name is read from ``data/bench/``); the
 optional JSON dict is passed to ``CO2Forest``. Prints fit wall/CPU time, the
 split of time between univariate initialisation and CO2, the SGD GFLOP per

@@ -2,7 +2,7 @@
 
 The goal: CO2 splits that cost ~10x less than dense ones at the same
 Jaccard. Sparse splits over single window values lose 3-4 points of window
-accuracy whatever k (``benchmarks/sparse_windows_study.py``): what a dense
+accuracy whatever k (``studies/sparse_windows_study.py``): what a dense
 split gains is a smoothing filter. This study ties the weights over s x s
 patches instead: each window (31 x 31 x 3) becomes its s x s box means at
 stride s (non-overlapping boxes, rounded to uint8, the last row and column
@@ -18,23 +18,21 @@ settings, 16,000 windows per tree, ``oblique_min_samples`` 50) are trained on
 when present); the axis-aligned and two-probe forests on the same pooled values
 are the cheap peers. Writes ``reports/sparse/pooled-study.json``.
 
-    python benchmarks/pooled_co2_study.py [--run faces300w-default] [--strides 2 3 5]
+    python studies/pooled_co2_study.py [--run faces300w-default] [--strides 2 3 5]
 """
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest  # noqa: E402
-from benchmarks.sparse_windows_study import study_inputs  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
+from benchmarks.sparse_windows_study import study_inputs
 
 
 def pooled(W, s):

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    nice .venv/bin/python benchmarks/co2/forest_compare.py TRAIN.npz TEST.npz N_TREES DEPTH CONFIGS_JSON
+    nice .venv/bin/python studies/co2/forest_compare.py TRAIN.npz TEST.npz N_TREES DEPTH CONFIGS_JSON
 
-e.g. ``benchmarks/co2/forest_compare.py win48k.npz test16k.npz 4 16 '[{"kind":"axis"}, {"tau":30}]'``.
+e.g. ``studies/co2/forest_compare.py win48k.npz test16k.npz 4 16 '[{"kind":"axis"}, {"tau":30}]'``.
 TRAIN/TEST.npz come from ``sample_windows.py`` (bare file names are read from
 ``data/bench/``). CONFIGS_JSON is a list of dicts: ``{"kind":"axis"}`` for an
 AxisAlignedForest, anything else is passed to ``CO2Forest``. Prints window

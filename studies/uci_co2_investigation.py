@@ -14,7 +14,7 @@ and reports their test errors at 10 and 30 trees next to the harness's own CO2
 and random forest and the paper's numbers.  Writes
 ``reports/uci/investigation-co2.json`` and prints a Markdown table.
 
-    python benchmarks/uci_co2_investigation.py --datasets letter satimage
+    python studies/uci_co2_investigation.py --datasets letter satimage
 """
 
 import argparse
@@ -24,13 +24,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from pipelines.uci_config import fit_forest, make_forest, n_errors, proba_sums  # noqa: E402
-from pipelines.uci_data import apply_scaler, fit_scaler, load_dataset  # noqa: E402
-from pipelines.uci_report import PAPER_TABLE_I  # noqa: E402
-from pipelines.uci_stages import seed_for  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from pipelines.uci_config import fit_forest, make_forest, n_errors, proba_sums
+from pipelines.uci_data import apply_scaler, fit_scaler, load_dataset
+from pipelines.uci_report import PAPER_TABLE_I
+from pipelines.uci_stages import seed_for
 
 VARIANTS = [("harness (oblique_min_samples=100)", {}),
             ("oblique_min_samples=20", {"oblique_min_samples": 20}),

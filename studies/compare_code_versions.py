@@ -10,7 +10,7 @@ sums), so their results depend on the CPU's vector width and the compiler,
 while axis-aligned and two-probe forests (integer histograms) do not.
 
     git archive 8d59b39 | (mkdir -p /tmp/old && tar -x -C /tmp/old)
-    python benchmarks/compare_code_versions.py --old /tmp/old \\
+    python studies/compare_code_versions.py --old /tmp/old \\
         --run reports/runs/faces300w-default --windows data/windows/faces300w-default/train.h5
 
 Writes ``reports/bench/code-versions.json``.  Windows are read with h5py
@@ -31,7 +31,6 @@ _CHILD = r"""
 import hashlib, json, sys
 import h5py, numpy as np
 root, windows, run, data, index, n_trees = sys.argv[1:7]
-sys.path.insert(0, root)
 from facesegment.datasets import find_faces
 from facesegment.forest import CO2Forest, AxisAlignedForest, TwoProbeForest
 from facesegment.model import Model

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    nice .venv/bin/python benchmarks/co2/sample_windows.py IMAGE_DIR N_IMAGES PER_CLASS OUT.npz SEED
+    nice .venv/bin/python studies/co2/sample_windows.py IMAGE_DIR N_IMAGES PER_CLASS OUT.npz SEED
 
-e.g. ``benchmarks/co2/sample_windows.py ../shared/data/faces300w/train 600 6000 win48k.npz 0``.
+e.g. ``studies/co2/sample_windows.py ../shared/data/faces300w/train 600 6000 win48k.npz 0``.
 Picks N_IMAGES random images, up to PER_CLASS windows per class, and saves
 ``X`` (uint8 windows), ``y``, ``mean`` and ``std`` to OUT.npz; a bare file name
 is written under ``data/bench/``. Used by docs/co2.md.

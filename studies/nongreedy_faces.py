@@ -12,22 +12,20 @@ random forest of the same depth as the cheap peer.  Every tree of depth d has
 up to 2^d - 1 dense oblique rows of 2,883 weights (11.5 KB each), so depths
 stay small.  Writes ``reports/nongreedy/faces-windows.json``.
 
-    python benchmarks/nongreedy_faces.py [--run faces300w-default] [--depths 6 8]
+    python studies/nongreedy_faces.py [--run faces300w-default] [--depths 6 8]
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest.registry import make_estimator  # noqa: E402
-from pipelines import backend  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest.registry import make_estimator
+from pipelines import backend
 
 
 def _score(est, X, y):

@@ -1,18 +1,15 @@
-"""Shared path handling for the CO2 measurement scripts in ``benchmarks/co2/``.
+"""Shared path handling for the CO2 measurement scripts in ``studies/co2/``.
 
 A bare file name (no directory part, e.g. ``win48k.npz``) means a file under
 ``data/bench/`` of the repository (git-ignored); any other path is used as
 given (relative to the current directory, i.e. the repository root when the
-scripts are run as ``.venv/bin/python benchmarks/co2/<script>.py``).
+scripts are run as ``.venv/bin/python studies/co2/<script>.py``).
 """
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "data" / "bench"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # import facesegment from this checkout
 
 
 def bench_path(name, create=False):

@@ -19,8 +19,8 @@ map (its prior, its gamma) is scored on them (strict mode, every 3rd pixel),
 as the pipeline scores "position alone".  Also: the spread (interquartile
 range) of each rule's boxes against the original crop.
 
-    python benchmarks/crop_rule_study.py --run lfw-gray-small
-    python benchmarks/crop_rule_study.py --run faces300w-default
+    python studies/crop_rule_study.py --run lfw-gray-small
+    python studies/crop_rule_study.py --run faces300w-default
 
 Writes ``reports/cascade/crop-rule-<run>.json`` and ``.md``.  About a
 minute per run on 2 cores (dlib on 200 training and 250 test faces).
@@ -35,13 +35,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.aligned import detect_landmarks, warp_label  # noqa: E402
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.datasets import FaceRecord, load_face  # noqa: E402
-from facesegment.imageio import write_label_png  # noqa: E402
-from facesegment.crops import apply_crop_rule, landmark_box  # noqa: E402
+from facesegment.aligned import detect_landmarks, warp_label
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.datasets import FaceRecord, load_face
+from facesegment.imageio import write_label_png
+from facesegment.crops import apply_crop_rule, landmark_box
 
 
 def shape_box(pts, mean_shape, side):
@@ -117,7 +116,7 @@ def main(argv=None):
     folder = ROOT / "reports" / "cascade"
     write_json_atomic(folder / f"crop-rule-{args.run}.json", out, sort_keys=True)
     lines = [f"# Cutting test faces into the crop frame: {args.run}", "",
-             f"`python benchmarks/crop_rule_study.py --run {args.run}`: the position-only "
+             f"`python studies/crop_rule_study.py --run {args.run}`: the position-only "
              f"map (gamma {gamma:g}) on the {len(test)} test faces, cut three ways; box "
              "spread = interquartile ranges of (x0, y0, side) in pixels.", "",
              "| cut | position alone | median box | box spread (px) |",

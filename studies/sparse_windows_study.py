@@ -13,23 +13,21 @@ other 28,000 (window accuracy, class-balanced windows):
 
 Writes ``reports/sparse/windows-study.json`` and prints one line per setting.
 
-    python benchmarks/sparse_windows_study.py [--run faces300w-default]
+    python studies/sparse_windows_study.py [--run faces300w-default]
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest import CO2Forest  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from pipelines import backend  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest import CO2Forest
+from facesegment.model import load_model
+from pipelines import backend
 
 SETTINGS = [
     (None, {}), (None, {"max_nonzero": 4}), (None, {"max_nonzero": 16}),

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    OPENBLAS_NUM_THREADS=1 nice .venv/bin/python benchmarks/co2/gemm_rate.py
+    OPENBLAS_NUM_THREADS=1 nice .venv/bin/python studies/co2/gemm_rate.py
 
 Prints GFLOP/s per wall second and per CPU second (5 products after a warm-up).
 The "1 thread" in the output is only true with OPENBLAS_NUM_THREADS=1 (or the

@@ -29,7 +29,7 @@ Results are appended to ``reports/sparse/curve-<run>.json`` keyed by the
 setting (the script resumes: settings already there are skipped), and a
 Markdown table is written beside it.
 
-    python benchmarks/sparse_co2_curve.py [--run faces300w-default] [--trees 16]
+    python studies/sparse_co2_curve.py [--run faces300w-default] [--trees 16]
         [--kinds co2-best co2] [--k 8 16 32 64 128] [--dtypes int8]
         [--extra "32:float16:learned" "32:float32:learned" "32:int8:prune"]
         [--pools 2 3 4 5] [--pool-dtypes float32 float16 int8]
@@ -40,26 +40,24 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment import evaluation  # noqa: E402
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.datasets import load_face  # noqa: E402
-from facesegment.dense import count_oblique_visits, count_sparse_entries  # noqa: E402
-from facesegment.layout import WindowLayout  # noqa: E402
-from facesegment.model import load_model, save_model  # noqa: E402
-from benchmarks.bench_cascade import _median_ms  # noqa: E402
-from pipelines import backend  # noqa: E402
-from pipelines.backend import records_from_json  # noqa: E402
-from pipelines.config import q_features  # noqa: E402
-from pipelines.stages import forest_bytes  # noqa: E402
+from facesegment import evaluation
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.datasets import load_face
+from facesegment.dense import count_oblique_visits, count_sparse_entries
+from facesegment.layout import WindowLayout
+from facesegment.model import load_model, save_model
+from benchmarks.bench_cascade import _median_ms
+from pipelines import backend
+from pipelines.backend import records_from_json
+from pipelines.config import q_features
+from pipelines.stages import forest_bytes
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
 

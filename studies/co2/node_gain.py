@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    nice .venv/bin/python benchmarks/co2/node_gain.py WINDOWS.npz N_NODES MIN_NODE SETTINGS_JSON
+    nice .venv/bin/python studies/co2/node_gain.py WINDOWS.npz N_NODES MIN_NODE SETTINGS_JSON
 
-e.g. ``benchmarks/co2/node_gain.py win48k.npz 40 200 '[{}, {"n_passes":1}, {"tau":3}]'``.
+e.g. ``studies/co2/node_gain.py win48k.npz 40 200 '[{}, {"n_passes":1}, {"tau":3}]'``.
 WINDOWS.npz comes from ``sample_windows.py`` (a bare file name is read from
 ``data/bench/``); SETTINGS_JSON is a list of keyword dicts for ``co2_split``.
 Prints, per setting, the fraction of nodes where CO2 beats the univariate
@@ -16,7 +16,6 @@ import numpy as np
 
 from _paths import bench_path
 from facesegment.forest.co2 import co2_split, new_co2_stats
-from facesegment.forest._co2_kernels import _gain_counts  # noqa: F401  (kept from the original script)
 
 d = np.load(bench_path(sys.argv[1])); X, y, mean, std = d["X"], d["y"], d["mean"], d["std"]
 n_nodes, min_node = int(sys.argv[2]), int(sys.argv[3])

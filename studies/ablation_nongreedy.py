@@ -3,20 +3,18 @@ SSGD vs plain SGD (Algorithm 1), the leaf refit (ours) on or off, momentum.
 Fits on the 60,000 training images, reports training and test accuracy and the
 final full-data surrogate and loss.  Writes ``reports/nongreedy/ablation-d<depth>-<init>.json``.
 
-    python benchmarks/ablation_nongreedy.py [--depth 10] [--init co2] [--nu 1000] [--eta 0.1]
+    python studies/ablation_nongreedy.py [--depth 10] [--init co2] [--nu 1000] [--eta 0.1]
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic  # noqa: E402
-from facesegment.forest import NonGreedyTree  # noqa: E402
-from pipelines.uci_data import load_dataset  # noqa: E402
+from facesegment.atomic import write_json_atomic
+from facesegment.forest import NonGreedyTree
+from pipelines.uci_data import load_dataset
 
 VARIANTS = {
     "greedy init (0 epochs)": {"n_epochs": 0},
