@@ -17,7 +17,7 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast readme all data label extract select train evaluate figures report investigate check-pixels notebook bench uci nongreedy clean
+.PHONY: help setup test test-fast readme all data label extract select train evaluate figures report investigate check-pixels notebook bench bench-peers uci nongreedy clean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -83,6 +83,10 @@ bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/
 	$(BIN)/python benchmarks/bench_extract.py
 	$(BIN)/python benchmarks/bench_forests.py
 	$(BIN)/python benchmarks/bench_inference.py
+
+bench-peers: setup  ## Our forests against scikit-learn, LightGBM, XGBoost, TL2cgen and ONNX Runtime (docs/peers.md; installs the peers extra)
+	$(BIN)/pip install --quiet -e ".[peers]"
+	$(BIN)/python -m benchmarks.peers $(PEERS_ARGS)
 
 uci: setup  ## The paper's UCI benchmarks (Table I, Figure 2) on ../shared/data/uci into reports/uci and docs/uci.md
 	$(BIN)/python -m pipelines.uci $(UCI_ARGS)
