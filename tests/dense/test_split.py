@@ -74,9 +74,9 @@ def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mod
     X, ys, xs = naive.naive_windows(image, mode, layout.window, planes)
     np.testing.assert_allclose(raw[ys, xs], naive.naive_forest_proba(model.arrays, X),
                                atol=1e-5)
-    monkeypatch.setattr(P, "FAST_PATH", False)   # the general kernels: bit for bit
+    # the general kernels: bit for bit
     np.testing.assert_array_equal(raw, predict_proba_raw(model, image, mode=mode,
-                                                         planes=planes))
+                                                         planes=planes, kernels="no-fast"))
 
 
 def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels(monkeypatch):
@@ -86,8 +86,7 @@ def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels(monk
     kw = dict(n_trees_list=[1, 4], max_depth_list=[2, None], alphas=[0.0, 1.0],
               mode="full", planes=planes)
     fast = confusion_sweep(model, image, label, **kw)
-    monkeypatch.setattr(P, "FAST_PATH", False)
-    general = confusion_sweep(model, image, label, **kw)
+    general = confusion_sweep(model, image, label, kernels="no-fast", **kw)
     for a, b in zip(fast, general):
         np.testing.assert_array_equal(a, b)
 
