@@ -344,11 +344,9 @@ def test_labels_are_argmax_of_reweighted_probabilities(kinds):
 
 
 @pytest.mark.parametrize("seed", [40, 41])
-def test_level_kernel_equals_reference(seed, monkeypatch):
+def test_level_kernel_equals_reference(seed):
     """Forests with oblique nodes: pixels grouped by node, level by level (8, 4 and
     single dots), against the naive forest and the per-pixel kernel."""
-    from facesegment.dense import predict as inference
-
     model = random_model(seed, n_trees=4, max_depth=6, kinds=("oblique", "axis", "two-probe"))
     image = random_image(seed, 37, 41)
     assert model.arrays.weights.shape[0] > 0

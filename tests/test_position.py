@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from facesegment import evaluation
-from facesegment.dense import predict as dense_predict
 from facesegment.inference import confusion_sweep, predict_image
 from facesegment.model import load_model, save_model
 from facesegment.position import (PositionPrior, constant_labels, fit_position_prior,
@@ -107,7 +106,7 @@ def test_predict_image_with_prior_equals_naive(kinds):
 
 
 @pytest.mark.parametrize("path", ["fast", "levels", "general"])
-def test_sweep_with_prior_equals_naive_in_every_kernel(path, monkeypatch):
+def test_sweep_with_prior_equals_naive_in_every_kernel(path):
     kinds = ("oblique",) if path == "levels" else ("axis", "two-probe")
     model = model_with_prior(5, n_trees=5, max_depth=5, kinds=kinds)
     image = random_image(5, 40, 37)

@@ -41,7 +41,7 @@ def sparse_case(request):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_dense_sparse_equals_tabular(sparse_case, fast, monkeypatch):
+def test_dense_sparse_equals_tabular(sparse_case, fast):
     image, X, ys, xs, _, est = sparse_case
     model = _model(est)
     kernels = "auto" if fast else "no-fast"
@@ -73,7 +73,7 @@ def assert_sweep_matches_predict(model, image, ys, xs, y, n_classes=4, kernels="
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_sweep_sparse_equals_predict(sparse_case, fast, monkeypatch):
+def test_sweep_sparse_equals_predict(sparse_case, fast):
     image, X, ys, xs, y, est = sparse_case
     model = _model(est)
     assert_sweep_matches_predict(model, image, ys, xs, y, kernels="auto" if fast else "no-fast")

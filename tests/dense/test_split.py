@@ -63,8 +63,7 @@ def test_split_offsets_address_every_window_value_the_buffer_holds(layout, c0):
 
 @pytest.mark.parametrize("mode", ["full", "strict"])
 @pytest.mark.parametrize("layout,c0", [(CTX, 3), (CTX_GREY, 1)])
-def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mode,
-                                                                 monkeypatch):
+def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mode):
     model = context_model(11, layout, c0, n_trees=3, max_depth=7)
     image, planes = _inputs(11, layout, c0, 36, 41)
     prep = P._prepare(model, image, planes, None, None, 0, split_ok=True)
@@ -79,7 +78,7 @@ def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mod
                                                          planes=planes, kernels="no-fast"))
 
 
-def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels(monkeypatch):
+def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels():
     model = context_model(12, CTX, 3, n_trees=4, max_depth=8)
     image, planes = _inputs(12, CTX, 3, 34, 45)
     label = np.random.default_rng(12).integers(0, 8, image.shape[:2]).astype(np.uint8)
