@@ -36,7 +36,8 @@ the package, computed once per process when the first kernel is defined) to
 each kernel's name, and so do the layout templates of
 :mod:`facesegment.dense._numba`: Numba's disk cache is keyed by that name, so
 an edited source is never served a kernel compiled from another version of
-it; it compiles anew under the new name.  Nothing is deleted or written at
+it; it compiles anew under the new name.  (The tag is read once per process:
+a process keeps the sources it imported, so edit, then start a new one.)  Nothing is deleted or written at
 import.  Cache files of older sources stay until ``facesegment warmup``
 (which also compiles the kernels ``segment`` uses) removes them
 (:func:`stale_cache_files`).
