@@ -27,12 +27,9 @@ def _fold(w, mean, inv_std, u):
     returns ``c`` (float32).
     """
     p = u.shape[0]
-    c = np.float32(0.0)
     for j in range(p):
-        uj = w[j] * inv_std[j]
-        u[j] = uj
-        c += uj * mean[j]
-    return c + w[p]
+        u[j] = w[j] * inv_std[j]
+    return dot(u, mean) + w[p]
 
 
 @njit(**NJIT)
@@ -150,15 +147,13 @@ def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
             for j in range(p):
                 acc[j] += coef * np.float32(xi[j])
     inv_b = np.float32(1.0 / B)
-    norm2 = np.float32(0.0)
     for j in range(p):
         g = inv_std[j] * (acc[j] - coef_sum * mean[j]) * inv_b
         vel[j] = momentum * vel[j] - eta * g
         w[j] += vel[j]
-        norm2 += w[j] * w[j]
     vel[p] = momentum * vel[p] + eta * coef_sum * inv_b
     w[p] += vel[p]
-    norm2 += w[p] * w[p]
+    norm2 = dot(w, w)     # the fixed order: the same projection on every CPU
     if norm2 > nu:
         scale = np.float32(math.sqrt(nu / norm2))
         for j in range(p + 1):
