@@ -163,18 +163,19 @@ def bench_inference(args):
             for label, fft in variants:
                 # "general-kernel": axis / two-probe forests through the general
                 # (CO2-capable) kernel instead of the integer fast path, for comparison
-                inference.FAST_PATH = label != "general-kernel"
+                kernels = {"general-kernel": "no-fast",
+                           "per-pixel-kernel": "no-levels"}.get(label, "auto")
                 # "blocks-of-4-rows": the fast kernel with small row blocks (each tree
                 # is reloaded for every block) instead of one block per thread
                 inference.FAST_BLOCK_ROWS = 4 if label == "blocks-of-4-rows" else None
                 # "per-pixel-kernel": CO2 through the per-pixel general kernel
-                inference.LEVEL_PATH = label != "per-pixel-kernel"
                 predict_image(model, images[0], mode=args.mode, fft_levels=fft,
-                              n_trees=n_trees)  # compile / warm up
+                              n_trees=n_trees, kernels=kernels)  # compile / warm up
                 times, cpu = [], []
                 for img in images:
                     t0, c0 = time.perf_counter(), time.process_time()
-                    predict_image(model, img, mode=args.mode, fft_levels=fft, n_trees=n_trees)
+                    predict_image(model, img, mode=args.mode, fft_levels=fft, n_trees=n_trees,
+                                  kernels=kernels)
                     times.append(time.perf_counter() - t0)
                     cpu.append(time.process_time() - c0)
                 ms = 1000 * float(np.median(times))
@@ -200,9 +201,7 @@ def bench_inference(args):
                                ratio_cpu=round(ms_cpu / bound, 2) if bound > 0 else None)
                 out["results"].append(row)
                 print(json.dumps(row), flush=True)
-    inference.FAST_PATH = True
     inference.FAST_BLOCK_ROWS = None
-    inference.LEVEL_PATH = True
     return out
 
 
@@ -218,18 +217,17 @@ def bench_sweep(args):
     out = {"models": str(args.models), "images": len(faces), "mode": args.mode,
            "n_trees_list": args.trees, "alphas": [0.5, 1.0], "results": {}}
     confs = {}
-    for label, level in (("grouped by node", True), ("per-pixel kernel", False)):
-        inference.LEVEL_PATH = level
+    for label, kernels in (("grouped by node", "auto"), ("per-pixel kernel", "no-levels")):
         inference.confusion_sweep(model, faces[0][0], faces[0][1], n_trees_list=[1],
-                                  mode=args.mode)  # compile
+                                  mode=args.mode, kernels=kernels)  # compile
         t0, c0 = time.perf_counter(), time.process_time()
         confs[label] = [inference.confusion_sweep(model, img, lab, n_trees_list=args.trees,
-                                                  alphas=[0.5, 1.0], mode=args.mode)[0]
+                                                  alphas=[0.5, 1.0], mode=args.mode,
+                                                  kernels=kernels)[0]
                         for img, lab in faces]
         out["results"][label] = {"seconds": round(time.perf_counter() - t0, 2),
                                  "cpu_seconds": round(time.process_time() - c0, 2)}
         print(label, out["results"][label], flush=True)
-    inference.LEVEL_PATH = True
     out["identical_confusions"] = bool(all(
         (a == b).all() for a, b in zip(*confs.values())))
     return out

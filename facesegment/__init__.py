@@ -11,7 +11,3 @@ rotation forests.
 """
 
 __version__ = "0.2.0"
-
-from . import _jitcache  # noqa: E402
-
-_jitcache.refresh()   # Numba's caches never outlive a change of the sources they used

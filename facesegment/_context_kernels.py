@@ -1,8 +1,8 @@
 """Numba kernels of the auto-context features (private; see facesegment.context)."""
 
-from numba import njit, prange
+from numba import prange
 
-from .dense._numba import PARALLEL
+from ._jit import PARALLEL, njit
 
 
 @njit(**PARALLEL)

@@ -73,14 +73,17 @@ def effective_params(estimator):
 
 
 def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout):
-    from .forest.registry import get_kind, kind_of
+    from .forest.registry import KINDS, get_kind, kind_of
 
     if not hasattr(estimator, "forest_"):
         raise ValueError("the estimator is not fitted; call fit(X, y) before saving it")
     kind = kind_of(estimator) if kind is None else get_kind(kind).name
     if kind is None:
-        raise ValueError(f"{type(estimator).__name__} matches no forest kind of the "
-                         "registry; pass kind=")
+        name = type(estimator).__name__
+        kinds = ", ".join(k.name for k in KINDS.values() if k.estimator == name)
+        raise ValueError(f"{name} was not made by make_estimator and does not have the "
+                         f"parameters of its class's own kind; pass kind= (one of: "
+                         f"{kinds or 'none, not a registry class'})")
     arrays = estimator.forest_
     classes = np.asarray(estimator.classes_)
     if windows_meta is not None:

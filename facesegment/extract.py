@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
+from ._jit import NJIT, njit
 from .classes import CLASS_NAMES, N_CLASSES
 from .datasets import load_face
 from .errors import DataError
@@ -45,7 +45,7 @@ _WINDOWS_PER_TASK = 4096
 
 # -------------------------------------------------------------------- kernels
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def cut_windows_kernel(image, centers, half, out, sums, sumsq):
     """Copy the windows around ``centers`` and add their feature sums.
 

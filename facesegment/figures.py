@@ -1,5 +1,9 @@
 """The paper's Figure 3 (example segmentations) and Figure 4 (Jaccard vs trees
-and vs depth), and confusion matrices, drawn with matplotlib's Agg backend.
+and vs depth), and confusion matrices, drawn with matplotlib's Agg renderer.
+
+Figures are ``matplotlib.figure.Figure`` objects made by :func:`subplots`,
+never through ``pyplot``: importing or using this module leaves the caller's
+matplotlib backend and pyplot's figures alone.
 
 The drawing functions take plain results (label maps, curves, matrices) and
 write one PNG each, atomically.  :func:`make_figures` is the one driver (the
@@ -20,24 +24,30 @@ from .classes import CLASS_COLORS, CLASS_NAMES, N_CLASSES
 IGNORE_COLOR = (128, 128, 128)
 
 
+def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
+    """``(figure, axes)`` like ``pyplot.subplots``, on a figure of its own
+    (Agg canvas) that no backend or pyplot state knows of."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
 def _plt():
-    import matplotlib
+    """The drawing entry points (``subplots``) as pyplot offered them, without
+    pyplot (for older callers)."""
+    import types
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return types.SimpleNamespace(subplots=subplots)
 
 
 def save_figure(fig, path, dpi=100):
     """Save a matplotlib figure as PNG atomically (temporary name, then rename)."""
-    plt = _plt()
     path = os.fspath(path)
-    try:
-        with atomic_path(path, suffix=".png", what="figure") as tmp:
-            fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    with atomic_path(path, suffix=".png", what="figure") as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
     return path
 
 
@@ -74,10 +84,9 @@ def figure3(rows, path, kinds, class_names=CLASS_NAMES, labels=None):
     labels : dict kind -> display name, optional
     """
     labels = labels or {}
-    plt = _plt()
     n_cols = 2 + len(kinds)
-    fig, axes = plt.subplots(len(rows), n_cols, figsize=(2.0 * n_cols, 2.1 * len(rows) + 0.5),
-                             squeeze=False)
+    fig, axes = subplots(len(rows), n_cols, figsize=(2.0 * n_cols, 2.1 * len(rows) + 0.5),
+                         squeeze=False)
     for r, row in enumerate(rows):
         panels = [(row["image"], "input"), (colorize(row["truth"]), "ground truth")]
         for k in kinds:
@@ -110,8 +119,7 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
     labels : dict kind -> display name (legend), optional
     """
     labels = labels or {}
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4 + 0.2 * -(-len(tree_curves) // 3)))
+    fig, (a1, a2) = subplots(1, 2, figsize=(10, 4 + 0.2 * -(-len(tree_curves) // 3)))
     for kind, (x, y) in tree_curves.items():
         a1.plot(x, y, marker="o", ms=3, label=labels.get(kind, kind))
     a1.set_xlabel("number of trees")
@@ -135,11 +143,10 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
 
 def confusion_figure(conf, path, title="", class_names=CLASS_NAMES):
     """Row-normalised confusion matrix (% of each true class) with counts."""
-    plt = _plt()
     conf = np.asarray(conf, dtype=np.float64)
     rows = conf.sum(axis=1, keepdims=True)
     pct = np.divide(100 * conf, rows, out=np.zeros_like(conf), where=rows > 0)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    fig, ax = subplots(figsize=(6.5, 5.5))
     im = ax.imshow(pct, cmap="Blues", vmin=0, vmax=100)
     n = len(class_names)
     ax.set_xticks(range(n), class_names, rotation=45, ha="right", fontsize=8)

@@ -105,8 +105,11 @@ class Model:
         ----------
         estimator : a fitted forest of :mod:`facesegment.forest`
         kind : str, optional
-            Its row in the registry; by default the row matching the
-            estimator's class and fixed parameters.
+            Its row in the registry, recorded as given; by default the kind
+            the estimator was made as (:func:`facesegment.forest.make_estimator`),
+            else its class's own row if it has that row's fixed parameters
+            (:func:`facesegment.forest.registry.kind_of`: never a row guessed
+            from the parameters).
         windows_meta : facesegment.windows.WindowsMeta, optional
             Class names, sampling factors, normalisation, layout and
             provenance of the training windows.  Face class ids absent from

@@ -78,6 +78,11 @@ class Progress:
             self._last = now
             self._write(self.line(info))
 
+    def show(self, info=""):
+        """Draw the line now (e.g. while one long unit is still running)."""
+        if self.enabled:
+            self._write(self.line(info))
+
     def _write(self, text):
         if self._tty:
             self.stream.write("\r\033[K" + text)

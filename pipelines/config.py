@@ -391,6 +391,29 @@ def check_estimator_params(cfg, where="config"):
                                   f"({cls.__name__} parameters: {', '.join(sorted(valid))})")
         _check_estimator_values(cls, kind, {k: cfg["forest"][k] for k in mine}
                                 | {k: cfg[f"forest.{kind}"][k] for k in own}, where)
+    _check_grids(cfg, classes, where)
+
+
+def _check_grids(cfg, classes, where):
+    """Every value of every ``[select]`` grid list (and its ``full_`` twin)
+    through its estimator's own parameter constraints (``q`` stands for
+    ``max_features``; ``pool`` is the layout's, checked by the schema)."""
+    from facesegment.forest.params import resolve_max_features, validate_params
+
+    for kind, cls in classes.items():
+        for param, key in registry.KINDS[kind].grid.items():
+            if param == "pool":
+                continue
+            name = "max_features" if param == "q" else param
+            for k in (key, f"full_{key}"):
+                for v in cfg["select"].get(k) or ():
+                    try:
+                        validate_params(cls, {name: v})
+                        if name == "max_features":
+                            resolve_max_features(v, N_FEATURES)
+                    except (TypeError, ValueError) as exc:
+                        raise ConfigError(f"{where}: [select] {k} = {cfg['select'][k]!r} "
+                                          f"(kind {kind}): {exc}") from None
 
 
 def _check_estimator_values(cls, kind, params, where):

@@ -280,6 +280,29 @@ def best_threshold_naive(v, y, n_classes, min_leaf=1):
     return best
 
 
+def naive_fixed_order_dot(w, x, lanes):
+    """Reference for facesegment/forest/_dots.py: float32 ``w @ x`` in its fixed
+    order (lane k sums ``w[j] * x[j]`` for ``j = k, k + lanes, ...`` below the
+    last multiple of ``lanes``; the lanes halved pairwise; then the values
+    after the last multiple added one by one), one float32 operation at a time."""
+    f = np.float32
+    p = len(w)
+    n = p - p % lanes
+    acc = [f(0.0)] * lanes
+    for j in range(0, n, lanes):
+        for k in range(lanes):
+            acc[k] = f(acc[k] + f(f(w[j + k]) * f(x[j + k])))
+    m = lanes
+    while m > 1:
+        m //= 2
+        for k in range(m):
+            acc[k] = f(acc[k] + acc[k + m])
+    s = acc[0]
+    for j in range(n, p):
+        s = f(s + f(f(w[j]) * f(x[j])))
+    return s
+
+
 # ------------------------------------------------------- inference and metrics
 
 

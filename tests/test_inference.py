@@ -278,7 +278,6 @@ def test_fast_integer_path_equals_reference(seed, kinds, monkeypatch):
     thr[3:5] = np.where(model.arrays.feature2[3:5] >= 0, 254.5, 255.5)
     image = random_image(seed, 35 + seed % 3, 33)
     label = np.random.default_rng(seed).integers(0, 8, image.shape[:2]).astype(np.uint8)
-    assert inference.FAST_PATH
     calls = []
     real_pack = inference.pack_fast
 
@@ -345,14 +344,12 @@ def test_labels_are_argmax_of_reweighted_probabilities(kinds):
 
 
 @pytest.mark.parametrize("seed", [40, 41])
-def test_level_kernel_equals_reference(seed, monkeypatch):
+def test_level_kernel_equals_reference(seed):
     """Forests with oblique nodes: pixels grouped by node, level by level (8, 4 and
     single dots), against the naive forest and the per-pixel kernel."""
-    from facesegment.dense import predict as inference
-
     model = random_model(seed, n_trees=4, max_depth=6, kinds=("oblique", "axis", "two-probe"))
     image = random_image(seed, 37, 41)
-    assert inference.LEVEL_PATH and model.arrays.weights.shape[0] > 0
+    assert model.arrays.weights.shape[0] > 0
     for mode in ("full", "strict"):
         X, ys, xs = naive.naive_windows(image, mode)
         for n_trees, max_depth in [(None, None), (3, 2)]:
@@ -361,21 +358,19 @@ def test_level_kernel_equals_reference(seed, monkeypatch):
             ref = naive.naive_forest_proba(model.arrays, X, max_depth=max_depth,
                                            n_trees=n_trees)
             np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
-            monkeypatch.setattr(inference, "LEVEL_PATH", False)
             per_pixel = predict_proba_raw(model, image, mode=mode, n_trees=n_trees,
-                                          max_depth=max_depth)
-            monkeypatch.setattr(inference, "LEVEL_PATH", True)
+                                          max_depth=max_depth, kernels="no-levels")
             np.testing.assert_allclose(raw, per_pixel, atol=1e-5)
     label = np.random.default_rng(seed).integers(0, 8, image.shape[:2]).astype(np.uint8)
     kw = dict(n_trees_list=[1, 4], max_depth_list=[0, 2, None], alphas=[0.5, 1.0], mode="full")
     conf = confusion_sweep(model, image, label, **kw)[0]
-    monkeypatch.setattr(inference, "LEVEL_PATH", False)
-    np.testing.assert_array_equal(conf, confusion_sweep(model, image, label, **kw)[0])
+    np.testing.assert_array_equal(conf, confusion_sweep(model, image, label, kernels="no-levels",
+                                                        **kw)[0])
 
 
 def test_inference_is_the_dense_predict_module():
     """``facesegment.inference`` is kept for callers: the same module as dense.predict,
-    so its switches are the ones the kernels read."""
+    and the ``kernels=`` choices are the same names."""
     import facesegment.dense as dense
     import facesegment.dense.predict as predict
     from facesegment.dense import predict as inference
@@ -383,24 +378,29 @@ def test_inference_is_the_dense_predict_module():
     assert inference is predict
     for name in dense.__all__:
         assert getattr(inference, name) is getattr(dense, name), name
-    for name in ("FAST_PATH", "LEVEL_PATH", "FAST_BLOCK_ROWS", "pack_fast"):
+    for name in ("KERNELS", "FAST_BLOCK_ROWS", "pack_fast"):
         assert hasattr(inference, name)
 
 
-def test_switches_through_inference_give_the_same_results(monkeypatch):
-    """FAST_PATH / FAST_BLOCK_ROWS / LEVEL_PATH set on ``facesegment.inference``
-    change the kernel used (not the result)."""
+def test_kernel_choices_give_the_same_results(monkeypatch):
+    """Every ``kernels=`` choice (and FAST_BLOCK_ROWS set on
+    ``facesegment.inference``) changes the kernel used, not the result; an
+    unknown choice is refused naming the choices."""
     from facesegment.dense import predict as inference
 
     for kinds in [("axis", "two-probe"), ("oblique", "axis")]:
         model = random_model(50, n_trees=3, max_depth=5, kinds=kinds)
         image = random_image(50, 34, 36)
         ref = predict_proba_raw(model, image)
-        for name, value in [("FAST_PATH", False), ("FAST_BLOCK_ROWS", 3),
-                            ("LEVEL_PATH", False)]:
-            monkeypatch.setattr(inference, name, value)
-            np.testing.assert_allclose(predict_proba_raw(model, image), ref, atol=1e-5)
-            monkeypatch.undo()
+        for kernels in inference.KERNELS:
+            np.testing.assert_allclose(predict_proba_raw(model, image, kernels=kernels), ref,
+                                       atol=1e-5)
+        monkeypatch.setattr(inference, "FAST_BLOCK_ROWS", 3)
+        np.testing.assert_allclose(predict_proba_raw(model, image), ref, atol=1e-5)
+        monkeypatch.undo()
+    with pytest.raises(ValueError, match="kernels must be one of 'auto', 'no-fast', "
+                                         "'no-levels', 'general', got 'fast'"):
+        predict_proba_raw(model, image, kernels="fast")
 
 
 def test_model_without_layout_attribute_uses_the_paper_layout():

@@ -96,6 +96,13 @@ def test_every_preset_of_the_shipped_config_loads():
     ("[position]\ncrop_faces = -1\n", ["[position]", "crop_faces", ">= 0"]),
     ("[forest.co2-pooled]\npool = 40\n", ["[forest.co2-pooled]", "pool", "[1, 31]"]),
     ("[select]\nco2_pool = [0]\n", ["[select]", "co2_pool", "[1, 31]"]),
+    # every [select] grid list through its estimator's own constraints
+    ("[select]\nextra_q = [\"banana\"]\n", ["[select] extra_q = ['banana']", "kind extra",
+                                            "max_features='banana' is invalid"]),
+    ("[select]\nferns_test = [\"cube\"]\n", ["[select] ferns_test", "kind ferns", "'cube'"]),
+    ("[select]\nfull_rotation_features = [0]\n", ["[select] full_rotation_features",
+                                                  "kind rotation"]),
+    ("[select]\nco2_sparse_dtype = [\"int4\"]\n", ["[select] co2_sparse_dtype", "int4"]),
     ("[cascade]\nstage1_maps = 'best'\n", ["[cascade]", "stage1_maps", "decisions"]),
     ("[cascade]\nq = 'p^2'\n", ["[cascade]", "q", "p^E"]),
     ("[smoothing]\nmodels = 'some'\n", ["[smoothing]", "models", "cascades"]),
@@ -105,7 +112,7 @@ def test_bad_config_names_the_key(tmp_path, text, words):
     with pytest.raises(ConfigError) as err:
         load_config(write_config(tmp_path, text))
     msg = str(err.value)
-    assert str(tmp_path / "c.toml") in msg
+    assert str(tmp_path / "c.toml") in msg and "\n" not in msg
     for w in words:
         assert w in msg, msg
 

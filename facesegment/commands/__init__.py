@@ -5,4 +5,5 @@ Each module defines ``HELP`` (one line), ``DESCRIPTION`` (longer text),
 """
 
 #: Subcommands in the order ``facesegment --help`` lists them.
-COMMANDS = ("data", "label", "extract", "train", "evaluate", "segment", "figures")
+COMMANDS = ("data", "label", "extract", "train", "evaluate", "segment", "figures",
+            "warmup")

@@ -96,11 +96,14 @@ def run(args):
     from ..dense import default_alpha, default_sigma
     from ._common import load_image_model, model_beta
     from ..segment import segment_folder
+    from ..warmup import prepare
 
     model = load_image_model(args.model)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
     beta = model_beta(model, args.model, args.beta)   # one line before any image is read
     sigma = default_sigma(model) if args.sigma is None else args.sigma
+    # kernels compiled (or loaded from the cache) now, with progress if that takes a while
+    prepare(model, alpha=alpha, beta=beta, sigma=sigma, progress=not args.quiet)
     results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha, beta=beta,
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,

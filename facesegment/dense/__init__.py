@@ -10,7 +10,7 @@ Modules
 -------
 ``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
                :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
-               switches ``FAST_PATH`` / ``LEVEL_PATH`` / ``FAST_BLOCK_ROWS``
+               the ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
 ``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`,
                :func:`default_alpha`; smoothing the maps: :func:`smooth`,
                :func:`default_sigma`

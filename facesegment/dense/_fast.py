@@ -51,9 +51,10 @@ for every block.  Templates compiled per window layout (``CHANNELS``: see
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._numba import INLINE, PARALLEL, template
+from .._jit import INLINE, PARALLEL, njit
+from ._numba import template
 from ._scores import argmax_scaled
 
 U = np.uint64

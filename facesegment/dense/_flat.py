@@ -40,13 +40,13 @@ Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
-from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, span, template
+from ._numba import span, template
 from ._scores import argmax_scaled
-from ._simd import (CHUNK, SOURCE_TAG, idot8_portable, idot8_vnni, idot8x2_portable,
-                    idot8x2_vnni)
+from ._simd import CHUNK, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_vnni
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
@@ -131,8 +131,7 @@ def _integer(idot, wide):
     def binds(window, channels):
         return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot, "ACC": np.int32,
                 "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0, "TAIL8": True,
-                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"},
-                "tag": "_" + SOURCE_TAG}
+                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"}}
 
     return binds
 

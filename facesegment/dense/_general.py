@@ -32,9 +32,10 @@ replaces the dot product when it is >= 0.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
+from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
+from ._numba import template
 from ._scores import argmax_scaled
 
 LEFT, RIGHT, OFF1, OFF2, OBLIQUE, THRESHOLD, MUL, RESP = range(8)

@@ -3,7 +3,8 @@
 Options
 -------
 Every kernel of :mod:`facesegment.dense` is compiled with one of the option
-sets below, so caching, the GIL and fast-math are decided here, once.
+sets of :mod:`facesegment._jit` (re-exported here), the one place where the
+package's Numba options are decided.
 
 Layout templates
 ----------------
@@ -28,10 +29,11 @@ constant also keeps the 31x31x3 kernels exactly the code they were before
 layouts existed, so their results are bit-identical.
 
 Each compiled layout is cached on disk like any ``cache=True`` kernel: its
-functions are named ``NAME__<window>x<channels>`` (e.g.
-``dense_proba_levels__31x3``), so the cache files of different layouts never
-mix, and they are rebuilt when the module's source changes (or any source
-file of the package: :mod:`facesegment._jitcache`).  A new layout
+functions are named ``NAME__<window>x<channels>__src<tag>`` (e.g.
+``dense_proba_levels__31x3__src0123456789``), so the cache files of different
+layouts never mix, and the tag (a digest of the package's sources,
+:func:`facesegment._jit.source_tag`) makes an edited source compile anew
+instead of being served a kernel built from its older version.  A new layout
 compiles the kernels it uses on their first call (about 35 s for all of them
 on the 2-core machine), then loads them from the cache (under a second).
 """
@@ -39,17 +41,9 @@ on the 2-core machine), then loads them from the cache (under a second).
 import threading
 import types
 
-from numba import njit
+import numba
 
-#: Every kernel: cached on disk, releases the GIL.
-NJIT = dict(cache=True, nogil=True)
-#: Dot products (the compiler may reassociate the sums to vectorise them).
-FASTMATH = dict(NJIT, fastmath=True)
-#: Per-node helpers, inlined into their caller (as calls they passed ~10 array
-#: structs per node visit: 10x slower).
-INLINE = dict(NJIT, inline="always")
-#: Entry kernels parallel over blocks of rows or chunks of pixels (``prange``).
-PARALLEL = dict(NJIT, parallel=True)
+from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, source_tag
 
 _MARK = "_dense_layout_template"
 _COMPILED = {}
@@ -125,9 +119,9 @@ def _specialise(module, window, channels, variant=None):
             continue
         clone = types.FunctionType(func.__code__, env, func.__name__, func.__defaults__,
                                    func.__closure__)
-        clone.__qualname__ = func.__qualname__ + suffix
+        clone.__qualname__ = func.__qualname__ + suffix + "__src" + source_tag()
         clone.__doc__ = func.__doc__
-        compiled[name] = env[name] = njit(**options)(clone)
+        compiled[name] = env[name] = numba.njit(**options)(clone)
     for name, target in aliases.items():
         compiled[name] = env[name] = compiled[target]
     return types.SimpleNamespace(window=window, channels=channels, row=window * channels,

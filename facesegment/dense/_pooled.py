@@ -26,7 +26,9 @@ from .image import ROW_SLACK, float_image
 
 #: The :mod:`._flat` variant that runs forests with int8 dense rows (tests
 #: switch it to the portable form, ``"u8"``); int16 rows run its ``u8x2`` twin.
-INT_VARIANT = _simd.VARIANT
+#: None: the form this CPU runs best (:func:`facesegment.dense._simd.variant`,
+#: asked on first use).
+INT_VARIANT = None
 
 
 class PhaseLayout(NamedTuple):
@@ -88,8 +90,8 @@ def _variant(p):
     """The :mod:`._flat` variant of ``p``: None (float32), or the integer one."""
     if not _integer(p):
         return None
-    return INT_VARIANT.replace("u8", "u8x2") if p.arrays.weights.dtype == np.int16 \
-        else INT_VARIANT
+    form = INT_VARIANT or _simd.variant()
+    return form.replace("u8", "u8x2") if p.arrays.weights.dtype == np.int16 else form
 
 
 def _chunk_masks(rows):

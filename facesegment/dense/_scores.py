@@ -1,9 +1,9 @@
 """Layout-free kernels of dense inference: reweighting, sweep labels, confusion counts."""
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._numba import INLINE, NJIT, PARALLEL
+from .._jit import INLINE, NJIT, PARALLEL, njit
 
 
 @njit(**INLINE)

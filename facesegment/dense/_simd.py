@@ -21,9 +21,11 @@ types:
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
 ``FACESEGMENT_SIMD=portable`` forces the portable form (tests compare the
-two).  The choice is made once per process: the kernels that use it are
-compiled under a name that says which (:func:`facesegment.dense._numba.
-layout_kernels` ``variant``) and carries :data:`SOURCE_TAG`, so Numba's disk
+two).  The choice is made once per process, on first use (:func:`vnni`; the
+module attributes ``VNNI`` and ``VARIANT`` ask it, importing probes nothing):
+the kernels that use it are compiled under a name that says which
+(:func:`facesegment.dense._numba.layout_kernels` ``variant``) and carries the
+package's source tag (:func:`facesegment._jit.source_tag`), so Numba's disk
 cache never mixes forms, nor serves kernels built on an older version of this
 file.
 
@@ -35,9 +37,8 @@ value (those bytes meet zero weights) but must stay inside ``img``.  A
 of an int16 row are zero but for its few large weights).
 """
 
-import hashlib
+import functools
 import os
-from pathlib import Path
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -47,13 +48,10 @@ from numba.extending import intrinsic
 
 #: Bytes per vector step (one 256-bit register).
 CHUNK = 32
-#: A digest of this file: the kernels built on these intrinsics carry it in
-#: their names, so Numba's disk cache (which only checks the kernels' own
-#: file) never serves kernels compiled from an older version of this one.
-SOURCE_TAG = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:10]
-
-
-def _host_has_vnni():
+@functools.cache
+def vnni():
+    """Whether this process uses ``vpdpbusd`` (see the module docstring): asked
+    of the CPU on the first call, then remembered."""
     if os.environ.get("FACESEGMENT_SIMD", "").lower() == "portable":
         return False
     if getattr(config, "CPU_NAME", None) or getattr(config, "CPU_FEATURES", None):
@@ -63,10 +61,6 @@ def _host_has_vnni():
     except RuntimeError:  # pragma: no cover - llvmlite without host detection
         return False
     return {"+avx512vnni", "+avx512vl"} <= feats or "+avxvnni" in feats
-
-
-#: Whether this process uses ``vpdpbusd`` (see the module docstring).
-VNNI = _host_has_vnni()
 
 
 def _wanted(builder, mask, row, chunks, col):
@@ -223,9 +217,22 @@ idot8_vnni = _make(True)
 idot8_portable = _make(False)
 idot8x2_vnni = _make(True, two=True)
 idot8x2_portable = _make(False, two=True)
-#: The :mod:`._flat` variant of the form this process uses (its compiled
-#: kernels' names end in it, so Numba's cache keeps the forms apart).
-VARIANT = "u8vnni" if VNNI else "u8"
 
-__all__ = ["CHUNK", "SOURCE_TAG", "VNNI", "VARIANT", "idot8_vnni", "idot8_portable",
+
+def variant():
+    """The :mod:`._flat` variant of the form this process uses (its compiled
+    kernels' names end in it, so Numba's cache keeps the forms apart)."""
+    return "u8vnni" if vnni() else "u8"
+
+
+def __getattr__(name):
+    """``VNNI`` (:func:`vnni`) and ``VARIANT`` (:func:`variant`), probed when first read."""
+    if name == "VNNI":
+        return vnni()
+    if name == "VARIANT":
+        return variant()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CHUNK", "vnni", "variant", "idot8_vnni", "idot8_portable",
            "idot8x2_vnni", "idot8x2_portable"]

@@ -21,9 +21,9 @@ offsets are large.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._numba import PARALLEL
+from .._jit import PARALLEL, njit
 
 
 def n_copies(c0, n_planes):

@@ -14,13 +14,13 @@ Which kernels run (each compiled for the model's layout, see
 :mod:`facesegment.dense._numba`):
 
 * forests without oblique nodes: packed 64-bit records, tree-major over one
-  block of rows per thread (:mod:`facesegment.dense._fast`; ``FAST_PATH``);
+  block of rows per thread (:mod:`facesegment.dense._fast`);
   an auto-context stage of axis-aligned nodes reads the image and its
   context planes from a split buffer (:mod:`facesegment.dense._split`), in
   blocks of ``SPLIT_BLOCK_ROWS`` rows;
 * forests with oblique nodes: pixels grouped by node, level by level
-  (:mod:`facesegment.dense._levels`; ``LEVEL_PATH``);
-* otherwise (a switch off, ``fft_levels > 0``, images too wide for the fast
+  (:mod:`facesegment.dense._levels`);
+* otherwise (``kernels=`` excluding the others (:data:`KERNELS`), ``fft_levels > 0``, images too wide for the fast
   records): the general per-pixel kernels (:mod:`facesegment.dense._general`).
 
 Modes
@@ -55,12 +55,20 @@ from ..position import position_scales
 from .reweight import (check_beta, check_sigma, class_scale, class_scales, default_alpha,
                        default_beta, default_sigma, reweight, reweight_labels, smooth)
 
-FAST_PATH = True  # use the integer record kernels for forests without oblique nodes
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
 SPLIT_BLOCK_ROWS = 4  # ... on a context stage's split buffer (measured: 4 rows 53 ms, one
                       # block per thread 88 ms: its context copies then outgrow the cache)
-LEVEL_PATH = True  # forests with oblique nodes: group pixels by node, level by level
+#: The ``kernels`` argument of :func:`predict_image`, :func:`predict_proba_raw`
+#: and :func:`confusion_sweep`: which kernel families may run a forest (every
+#: choice gives the same results; tests and benchmarks compare them):
+#: ``"auto"`` the fastest that can (the integer record kernels for forests
+#: without dense oblique nodes, the level kernels for oblique forests, the
+#: general per-pixel kernels otherwise), ``"no-fast"`` never the integer record
+#: kernels, ``"no-levels"`` never the level kernels, ``"general"`` only the
+#: general per-pixel kernels.
+KERNELS = {"auto": (True, True), "no-fast": (False, True), "no-levels": (True, False),
+           "general": (False, False)}
 
 _NO_LIMIT = 2 ** 30
 
@@ -69,6 +77,16 @@ _NO_LIMIT = 2 ** 30
 #: records (``nodes``, ``thr``, ``value``, ``weights``, FFT ``resp``).
 _Prepared = namedtuple("_Prepared", "layout arrays shape img rowstride roots steps nodes thr "
                                     "value weights sp_off sp_w resp")
+
+
+def check_kernels(kernels):
+    """``(fast, levels)``: whether the integer record and the level kernels may
+    run, for a ``kernels`` choice of :data:`KERNELS`."""
+    try:
+        return KERNELS[kernels]
+    except (KeyError, TypeError):
+        raise ValueError(f"kernels must be one of {', '.join(map(repr, KERNELS))}, "
+                         f"got {kernels!r}") from None
 
 
 def _kernels(module, layout):
@@ -110,7 +128,7 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=Fals
     fft_levels = check_fft_levels(fft_levels)
     roots = np.ascontiguousarray(arrays.roots[:n_trees], dtype=np.int64)
     steps = min(max_depth, int(arrays.depth.max()) if arrays.n_nodes else 0)
-    if split_ok and FAST_PATH and planes is not None and layout.pool == 1:
+    if split_ok and planes is not None and layout.pool == 1:
         split = _split_inputs(arrays, layout, image, planes, roots, steps)
         if split is not None:
             return split
@@ -152,10 +170,10 @@ def _split_inputs(arrays, layout, image, planes, roots, steps):
                   padded.shape[1] * c0, roots, steps, _f32(arrays.value), fast)
 
 
-def _fast_records(p):
+def _fast_records(p, fast=True):
     """``(rec, mode, sparse)`` for the fast kernels, or None (dense oblique nodes, too
-    wide, disabled): see :func:`facesegment.dense._packing.pack_fast`."""
-    if not FAST_PATH:
+    wide, not ``fast``): see :func:`facesegment.dense._packing.pack_fast`."""
+    if not fast:
         return None
     return pack_fast(p.arrays, p.shape[1] + 2 * p.layout.half, p.layout)
 
@@ -165,15 +183,15 @@ def _float_image(p):
     return float_image(p.img)
 
 
-def _uses_levels(p, fft_levels):
-    return (LEVEL_PATH and fft_levels == 0 and p.weights.shape[0] > 0
+def _uses_levels(p, fft_levels, levels=True):
+    return (levels and fft_levels == 0 and p.weights.shape[0] > 0
             and n_sparse(p.arrays) == 0)
 
 
 # ------------------------------------------------------------------- public
 
 def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
-                  fft_levels=0, planes=None, beta=0.0, sigma=0.0):
+                  fft_levels=0, planes=None, beta=0.0, sigma=0.0, kernels="auto"):
     """Per-pixel class probabilities and labels of a whole image.
 
     Parameters
@@ -207,6 +225,9 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
         before the argmax (:func:`facesegment.dense.reweight.smooth`; the
         model's choice is ``default_sigma(model)``); 0 = none.  The whole image
         is predicted ("full") before blurring; "strict" then blanks the border.
+    kernels : {"auto", "no-fast", "no-levels", "general"}
+        Which kernel families may run the forest (:data:`KERNELS`; the same
+        results whichever: for tests and benchmarks).
 
     Returns
     -------
@@ -228,7 +249,7 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
     sigma = check_sigma(sigma)
     raw = predict_proba_raw(model, image, mode="full" if sigma > 0 else mode,
                             max_depth=max_depth, n_trees=n_trees, fft_levels=fft_levels,
-                            planes=planes)
+                            planes=planes, kernels=kernels)
     s = check_factors(model.sampling_factors, raw.shape[-1])
     if beta > 0:
         proba, labels = _reweight_position(raw, model.position, s, alpha, beta)
@@ -260,13 +281,14 @@ def _reweight_position(raw, position, s, alpha, beta):
 
 
 def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, fft_levels=0,
-                      planes=None):
+                      planes=None, kernels="auto"):
     """The forest's mean leaf distribution per pixel, before reweighting.
 
     Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
     """
     check_mode(mode)
-    p = _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=True)
+    use_fast, use_levels = check_kernels(kernels)
+    p = _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=use_fast)
     h, w = p.shape[:2]
     out = np.zeros((h, w, p.value.shape[1]), dtype=np.float32)
     y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
@@ -281,7 +303,7 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
                                    mode, *sp, p.value, out,
                                    FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS)
         return out
-    fast = _fast_records(p)
+    fast = _fast_records(p, use_fast)
     if fast is not None:
         rec, mode, sp = fast
         buf = np.zeros(p.img.size + _fast.slack_bytes(p.layout.channels), dtype=np.uint8)
@@ -291,7 +313,7 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
         _kernels(_fast, p.layout).dense_proba_fast(
             buf, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, mode, *sp, p.value, out,
             block)
-    elif _uses_levels(p, fft_levels):
+    elif _uses_levels(p, fft_levels, use_levels):
         # oblique nodes: pixels grouped by node, level by level (a node's
         # weights are read once per block instead of once per pixel)
         block = -(-(y1 - y0) // threads)
@@ -342,7 +364,7 @@ def _as_sorted_ints(values, name, low, upper):
 
 def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
                     alphas=(1.0,), mode="strict", fft_levels=0, chunk=256, planes=None,
-                    beta=0.0):
+                    beta=0.0, kernels="auto"):
     """Confusion matrices of many truncated forests and alphas in one pass.
 
     Each tree is walked once per pixel to the deepest limit asked for, keeping
@@ -367,6 +389,8 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         Which pixels are scored (label 255 is always excluded).
     beta : float >= 0
         Exponent of the model's position prior (0: none), with every alpha.
+    kernels : {"auto", "no-fast", "no-levels", "general"}
+        As for :func:`predict_image`.
 
     Returns
     -------
@@ -377,6 +401,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         maximum depth).
     """
     check_mode(mode)
+    use_fast, use_levels = check_kernels(kernels)
     arrays = forest_arrays(model)
     forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
     trees = _as_sorted_ints(n_trees_list or [arrays.n_trees], "n_trees", 1, arrays.n_trees)
@@ -385,7 +410,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
                              forest_depth)
     beta = check_beta(model, beta)
     scales = class_scales(model.sampling_factors, alphas)
-    p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels, split_ok=True)
+    p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels, split_ok=use_fast)
     h, w = p.shape[:2]
     label = np.asarray(label)
     if label.dtype != np.uint8 or label.shape != (h, w):
@@ -409,7 +434,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
     split = isinstance(p, _Split)
     pooled = isinstance(p, _pooled.Pooled)
-    fast = p.fast if split else _fast_records(p) if len(ys) and not pooled else None
+    fast = p.fast if split else _fast_records(p, use_fast) if len(ys) and not pooled else None
     if pooled and len(ys):
         _pooled.sweep(p, ys, xs, depths, trees, scales, chunk, preds)
     elif fast is not None and len(ys):
@@ -418,7 +443,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         (p.kernels if split else _kernels(_fast, p.layout)).sweep_predict_fast(
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, mode, *sp, p.value,
             max(int(chunk), FAST_CHUNK), preds)
-    elif len(ys) and _uses_levels(p, fft_levels):
+    elif len(ys) and _uses_levels(p, fft_levels, use_levels):
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
         _kernels(_levels, p.layout).sweep_predict_levels(
             _float_image(p), p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes,
@@ -432,7 +457,7 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
 
 
-__all__ = ["MODES", "FAST_PATH", "FAST_CHUNK", "FAST_BLOCK_ROWS", "SPLIT_BLOCK_ROWS", "LEVEL_PATH", "ROW_SLACK",
+__all__ = ["MODES", "KERNELS", "check_kernels", "FAST_CHUNK", "FAST_BLOCK_ROWS", "SPLIT_BLOCK_ROWS", "ROW_SLACK",
            "predict_image", "predict_proba_raw", "count_oblique_visits", "count_sparse_entries",
            "confusion_sweep",
            "reweight", "class_scales", "default_alpha", "default_beta", "default_sigma", "smooth",

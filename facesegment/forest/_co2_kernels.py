@@ -8,19 +8,18 @@ validates once.  Every kernel has a plain NumPy reference in ``tests/naive.py``
 import math
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
+from ._dots import dot, dot2
 from ._sparse import keep_top_k
 
 #: Rounds (of ``tau`` steps) with a rising mean surrogate before eta is halved.
 LR_PATIENCE = 2
 
-_FM = {"reassoc", "contract", "nsz", "arcp"}
-
 
 # ---------------------------------------------------------------- kernels
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**NJIT)
 def _fold(w, mean, inv_std, u):
     """Fold the normalisation into raw weights: u = w[:p] * inv_std, c = u @ mean + w[p].
 
@@ -28,34 +27,12 @@ def _fold(w, mean, inv_std, u):
     returns ``c`` (float32).
     """
     p = u.shape[0]
-    c = np.float32(0.0)
     for j in range(p):
-        uj = w[j] * inv_std[j]
-        u[j] = uj
-        c += uj * mean[j]
-    return c + w[p]
+        u[j] = w[j] * inv_std[j]
+    return dot(u, mean) + w[p]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
-def _dot(xrow, u):
-    s = np.float32(0.0)
-    for j in range(u.shape[0]):
-        s += u[j] * np.float32(xrow[j])
-    return s
-
-
-@njit(cache=True, nogil=True, fastmath=_FM)
-def _dot2(xrow, u, u2):
-    s = np.float32(0.0)
-    s2 = np.float32(0.0)
-    for j in range(u.shape[0]):
-        xv = np.float32(xrow[j])
-        s += u[j] * xv
-        s2 += u2[j] * xv
-    return s, s2
-
-
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _log_loss_table(counts, ell):
     """Leaf losses from side counts: ell[j, k] = -log((counts[j,k]+1)/(n_j+K)).
 
@@ -71,7 +48,7 @@ def _log_loss_table(counts, ell):
             ell[j, k] = -math.log((counts[j, k] + 1.0) / (n + K))
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _gain_counts(counts):
     """Information gain (nats) of a split given its (2, K) side counts."""
     K = counts.shape[1]
@@ -99,7 +76,7 @@ def _gain_counts(counts):
     return hp - n0 / n * h0 - n1 / n * h1
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**NJIT)
 def _surrogate_values(X, y, idx, u, c, ell, out):
     """Per-sample surrogate of Eq. (5) and 0/1-side stump loss of Eq. (2).
 
@@ -108,7 +85,7 @@ def _surrogate_values(X, y, idx, u, c, ell, out):
     """
     for r in range(idx.shape[0]):
         i = idx[r]
-        a = _dot(X[i], u) - c
+        a = dot(u, X[i]) - c
         k = y[i]
         t0 = -a + ell[0, k]
         t1 = a + ell[1, k]
@@ -116,7 +93,7 @@ def _surrogate_values(X, y, idx, u, c, ell, out):
         out[r, 1] = ell[0, k] if a <= 0 else ell[1, k]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**NJIT)
 def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
               eta, momentum, nu, acc, counts_cur, counts_old):
     """One mini-batch step of Algorithm 1 with momentum and projection.
@@ -153,7 +130,7 @@ def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
     for r in range(B):
         i = rows[r]
         xi = X[i]
-        a, ao = _dot2(xi, u, u_old)
+        a, ao = dot2(xi, u, u_old)
         a -= c
         ao -= c_old
         s = np.float32(1.0) if ao > 0 else (np.float32(-1.0) if ao < 0 else np.float32(0.0))
@@ -170,15 +147,13 @@ def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
             for j in range(p):
                 acc[j] += coef * np.float32(xi[j])
     inv_b = np.float32(1.0 / B)
-    norm2 = np.float32(0.0)
     for j in range(p):
         g = inv_std[j] * (acc[j] - coef_sum * mean[j]) * inv_b
         vel[j] = momentum * vel[j] - eta * g
         w[j] += vel[j]
-        norm2 += w[j] * w[j]
     vel[p] = momentum * vel[p] + eta * coef_sum * inv_b
     w[p] += vel[p]
-    norm2 += w[p] * w[p]
+    norm2 = dot(w, w)     # the fixed order: the same projection on every CPU
     if norm2 > nu:
         scale = np.float32(math.sqrt(nu / norm2))
         for j in range(p + 1):
@@ -187,7 +162,7 @@ def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
     return c, sur, n_axpy
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _axis_counts(X, y, idx, feature, threshold, counts):
     """Side counts (2, K) of the univariate split ``x[feature] <= threshold``."""
     for r in range(idx.shape[0]):
@@ -195,7 +170,7 @@ def _axis_counts(X, y, idx, feature, threshold, counts):
         counts[0 if np.float32(X[i, feature]) <= threshold else 1, y[i]] += 1.0
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
                   momentum, nu, keep_best, w_best, stats, max_nonzero=-1):
     """Run ``n_steps`` of Algorithm 1 from ``w`` (updated in place to the final w).
@@ -297,14 +272,14 @@ def _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, n_steps,
     return have_best
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**NJIT)
 def _project(X, idx, u, out):
     """out[r] = u @ X[idx[r]] in float32 (the stored split's value)."""
     for r in range(idx.shape[0]):
-        out[r] = _dot(X[idx[r]], u)
+        out[r] = dot(u, X[idx[r]])
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _threshold_gain(v, yv, threshold, n_classes, min_leaf):
     """Information gain of ``v <= threshold`` (float32 comparison); -1.0 when a
     side has fewer than ``min_leaf`` samples."""
@@ -320,7 +295,7 @@ def _threshold_gain(v, yv, threshold, n_classes, min_leaf):
     return _gain_counts(counts)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _best_threshold(v, yv, n_classes, min_leaf):
     """Best threshold on values ``v`` (m,) float32 with labels ``yv`` (m,).
 

@@ -11,10 +11,11 @@ class, and ``F`` is read from a table ``flog[k] = k log k`` built once per node.
 """
 
 import numpy as np
-from numba import njit
+
+from .._jit import NJIT, njit
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def xlogx_table(n):
     """``flog[k] = k * log(k)`` for ``k = 0..n`` (float64, shape (n + 1,))."""
     out = np.zeros(n + 1, dtype=np.float64)
@@ -23,7 +24,7 @@ def xlogx_table(n):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def class_counts(y, idx, n_classes):
     """Class counts (int64 (n_classes,)) of the samples ``idx`` (int64 (m,))."""
     out = np.zeros(n_classes, dtype=np.int64)
@@ -32,7 +33,7 @@ def class_counts(y, idx, n_classes):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def midpoint_threshold(a, b):
     """A float32 threshold ``t`` with ``a <= t < b`` (a < b, both float32-exact)."""
     a32 = np.float32(a)
@@ -42,7 +43,7 @@ def midpoint_threshold(a, b):
     return t
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def scan_histogram(hist, tot, n, min_leaf, flog, edges):
     """Best split of a class histogram over ordered bins.
 
@@ -115,7 +116,7 @@ def scan_histogram(hist, tot, n, min_leaf, flog, edges):
     return midpoint_threshold(edges[best_bin], edges[nxt]), best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def scan_sorted(vals, labels, tot, min_leaf, flog):
     """Best split of values sorted increasingly, with their class labels.
 
@@ -165,7 +166,7 @@ def scan_sorted(vals, labels, tot, min_leaf, flog):
     return midpoint_threshold(vals[best_i], vals[best_i + 1]), best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
     """Best threshold on per-sample values (float32 (m,)) of the samples ``idx``.
 
@@ -200,7 +201,7 @@ def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def gather_columns(X, idx, s0, s1, feats, T):
     """``T[j, i - s0] = X[idx[i], feats[j]]`` for ``s0 <= i < s1`` (feature-major copy).
 
@@ -223,7 +224,7 @@ def gather_columns(X, idx, s0, s1, feats, T):
                 T[j, i - s0] = R[i - i0, f]
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def node_labels(y, idx):
     """``y[idx]`` as int32 (m,)."""
     m = idx.shape[0]
@@ -233,7 +234,7 @@ def node_labels(y, idx):
     return lab
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def entropy_terms(tot, n, flog):
     """``(parent, s_r0)``: ``s_r0 = sum_c F(tot[c])`` and ``parent = F(n) - s_r0``."""
     s_r0 = 0.0
@@ -242,7 +243,7 @@ def entropy_terms(tot, n, flog):
     return flog[n] - s_r0, s_r0
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def delta_xlogx_table(flog):
     """``dflog[k] = flog[k + 1] - flog[k]`` (the per-sample updates of scan_sorted)."""
     n = flog.shape[0] - 1
@@ -252,7 +253,7 @@ def delta_xlogx_table(flog):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
                     best_raw, best_gain):
     """``scan_histogram``'s arithmetic on one candidate; clears ``hist`` and ``cnt``.
@@ -314,7 +315,7 @@ def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
     return b_best, b_next, best_raw, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def radix_sort_codes(codes, m, shift, tmp, out, c1, c2):
     """Stable sort of ``codes[:m]`` by ``codes >> shift`` (a 9-bit key), into ``out``.
 
@@ -349,7 +350,7 @@ def radix_sort_codes(codes, m, shift, tmp, out, c1, c2):
         c2[b] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def scan_codes(codes, m, shift, tot, min_leaf, dflog, flog, parent, s_r0, left,
                best_raw, best_gain):
     """``scan_sorted``'s arithmetic on sorted codes ``(value << shift) | label``.

@@ -29,12 +29,12 @@ pass, feature by feature inside a row).  Driver: :func:`random_axis_split`
 """
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
 from ._criteria import class_counts, xlogx_table
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _draw_batch(perm, start, u_feat):
     """Partial Fisher-Yates from position ``start``: the next ``len(u_feat)``
     features of the permutation ``perm`` (int64 (p,), modified in place)."""
@@ -51,7 +51,7 @@ def _draw_batch(perm, start, u_feat):
     return feats
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def random_cut(lo, hi, u, integer):
     """float32 threshold ``t`` with ``lo <= t < hi`` (``lo < hi``) for a uniform ``u``:
     ``c + 0.5`` with an integer cut ``c`` in ``lo..hi-1`` when ``integer``,
@@ -66,7 +66,7 @@ def random_cut(lo, hi, u, integer):
     return t
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def extra_candidates(X, y, idx, feats, u_thr, integer, tot, flog, min_leaf,
                      best_f, best_t, best_gain):
     """Score one random cut per feature of ``feats`` on the samples ``idx``.
@@ -144,7 +144,7 @@ def extra_candidates(X, y, idx, feats, u_thr, integer, tot, flog, min_leaf,
     return n_ok, best_f, best_t, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _extra_batch(X, y, idx, perm, start, u, integer, n_classes, min_leaf,
                  best_f, best_t, best_gain):
     """One batch in one call: ``k = len(u) // 2`` features drawn with ``u[:k]``

@@ -9,12 +9,12 @@ prediction and dense-inference kernels evaluate it.
 """
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
 from ._criteria import midpoint_threshold
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def fern_test_values(X, idx, a, b):
     """float32 (m,) values of the test on the samples ``idx``: ``x[a]`` or
     ``x[a] - x[b]`` (when ``b >= 0``), in float32."""
@@ -29,7 +29,7 @@ def fern_test_values(X, idx, a, b):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def quantile_cut(values, u):
     """A threshold at a random quantile of ``values`` (float32 (m,), m >= 1).
 
@@ -57,7 +57,7 @@ def quantile_cut(values, u):
     return False, np.float32(v)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def fern_counts(X, y, idx, fa, fb, thr, n_classes):
     """Class counts of every node of a fern, int64 (2^(d+1) - 1, n_classes).
 

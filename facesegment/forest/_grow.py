@@ -21,8 +21,8 @@ import time
 from collections import deque
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
 from ._criteria import class_counts, sorted_gain_of_values
 from ._extra_kernels import random_axis_split
 from ._predict import oblique_values, partition, partition_sparse
@@ -116,7 +116,7 @@ def draw_tree_samples(rng, n, n_samples, bootstrap, pool=None, cdf=None):
     return pool[np.sort(pos)].astype(np.int64)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def partial_shuffle(perm, u):
     """Partial Fisher-Yates: a uniform random subset of ``perm`` (int64 (p,)).
 

@@ -31,14 +31,12 @@ about d dot products (plus pruned descents) for the fast inference.
 
 
 import numpy as np
-from numba import njit
 
+from .._jit import REASSOC, njit
 from ._nongreedy_kernels import _act, _batch_step, _leaf_grad, _row_grad, _sync, leaf_tables
 
-_FM = {"reassoc", "contract", "nsz", "arcp"}
 
-
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _lai_exact(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
                path_node, path_dir, path_len, Theta, lse, full, a, hb, sb, acc, cnt,
                counters):
@@ -111,7 +109,7 @@ def _lai_exact(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row,
     return best, nbest, hnode
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def lai_exact_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, path_dir,
                      path_len, full, sur, chosen):
     """Per sample: the exact surrogate ``sur`` (relative to ``h . a``) and the
@@ -138,7 +136,7 @@ def lai_exact_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, 
         chosen[i] = leaf[nb]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def sgd_pass_exact(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
                    path_node, path_dir, path_len, eta, mu, nu, batch, t0, G, GT, flag,
                    counters, full):

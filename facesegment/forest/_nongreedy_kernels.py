@@ -43,12 +43,11 @@ constraint is inactive during those steps.
 import math
 
 import numpy as np
-from numba import njit
 
-_FM = {"reassoc", "contract", "nsz", "arcp"}
+from .._jit import NJIT, REASSOC, njit
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _dot_row(W, r, Z, i):
     """``a_r(z_i) = W[r, :p] @ Z[i] - W[r, p]`` (float32)."""
     p = Z.shape[1]
@@ -58,7 +57,7 @@ def _dot_row(W, r, Z, i):
     return s - W[r, p]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _project(W, r, nu):
     """Scale row r of W back onto the ball ``||w||^2 <= nu``."""
     q = W.shape[1]
@@ -71,7 +70,7 @@ def _project(W, r, nu):
             W[r, j] *= f
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _sync(W, V, last, r, t, eta, mu, nu):
     """Bring row r to its state after step ``t - 1`` (lazy momentum, see module)."""
     k = t - 1 - last[r]
@@ -88,7 +87,7 @@ def _sync(W, V, last, r, t, eta, mu, nu):
     last[r] = t - 1
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _act(W, V, last, t, eta, mu, nu, r, Z, i):
     """Activation of row r on sample i; with ``t >= 0`` the row is synced first."""
     if t >= 0:
@@ -96,7 +95,7 @@ def _act(W, V, last, t, eta, mu, nu, r, Z, i):
     return _dot_row(W, r, Z, i)
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _descend(W, V, last, t, eta, mu, nu, Z, i, left, right, row, node):
     """Node reached from ``node`` following ``sgn(W z_i)``."""
     while left[node] >= 0:
@@ -107,7 +106,7 @@ def _descend(W, V, last, t, eta, mu, nu, Z, i, left, right, row, node):
     return node
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def leaf_tables(Theta, leaf, left, right, lse, submax):
     """``lse[l] = logsumexp(Theta[l])`` and ``submax[node, c]``: the largest loss
     ``lse[l] - Theta[l, c]`` over the leaves l under ``node`` (children after
@@ -132,7 +131,7 @@ def leaf_tables(Theta, leaf, left, right, lse, submax):
                 submax[node, c] = max(submax[a, c], submax[b, c])
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _lai(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
          path_node, path_dir, path_len, Theta, lse, submax, pn, pa, ph, counters):
     """Fast loss-augmented inference of sample i (see module).
@@ -180,7 +179,7 @@ def _lai(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
     return best, kbest, lbest, d, lf
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _row_grad(G, flag, touched, nt, r, coef, Z, i):
     """Add ``coef * [-z_i, 1]`` to row r's gradient, listing r once per batch in
     ``touched``; returns the new count of touched rows."""
@@ -195,7 +194,7 @@ def _row_grad(G, flag, touched, nt, r, coef, Z, i):
     return nt
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _leaf_grad(GT, Theta, lse, lb, yi, inv_m):
     """Add the log loss gradient of leaf ``lb`` for label ``yi`` (softmax - one-hot)."""
     for c in range(Theta.shape[1]):
@@ -203,7 +202,7 @@ def _leaf_grad(GT, Theta, lse, lb, yi, inv_m):
     GT[lb, yi] -= inv_m
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu):
     """Momentum step of the touched rows (then projected) and of every leaf;
     the gradient buffers and flags are left zeroed."""
@@ -225,7 +224,7 @@ def _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu)
             GT[lf, c] = 0.0
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
              path_node, path_dir, path_len, eta, mu, nu, batch, t0, G, GT, flag, counters):
     """One pass of mini-batch SGD over ``order`` (positions into Z/y).
@@ -274,7 +273,7 @@ def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
     return t, total
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def surrogate_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, path_dir,
                      path_len, sur, loss, reached):
     """Per sample: the fast surrogate ``sur`` (the fixed leaf's when
@@ -301,14 +300,14 @@ def surrogate_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, 
         loss[i] = lse[lf] - Theta[lf, yi]
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def leaf_counts(y, reached, counts):
     """``counts[l, c] += 1`` for each sample reaching leaf l with class c."""
     for i in range(y.shape[0]):
         counts[reached[i], y[i]] += 1
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(**REASSOC)
 def standardise(X, idx, mean, inv_std, Z):
     """``Z[k] = (X[idx[k]] - mean) * inv_std`` as float32 (X uint8 or float32)."""
     p = X.shape[1]
@@ -318,7 +317,7 @@ def standardise(X, idx, mean, inv_std, Z):
             Z[k, j] = (np.float32(X[i, j]) - mean[j]) * inv_std[j]
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def row_keys(X, idx, r):
     """A float64 key per row ``X[idx[k]] @ r`` summed in order (identical rows
     get identical keys whatever their position: an order-free canonical order)."""

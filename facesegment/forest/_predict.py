@@ -13,27 +13,23 @@ import threading
 import weakref
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .._jit import NJIT, PARALLEL, njit
 from ._arrays import complete
+from ._dots import dot
 from ._sparse import sparse_value, sparse_values
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract", "nsz", "arcp"})
+@njit(**NJIT)
 def oblique_value(w, x):
-    """``w @ x`` accumulated in float32 (w float32 (p,), x one row), vectorised.
-
-    The summation order is left to the compiler (as in
-    :mod:`facesegment.forest.co2`), so a sample within float32 rounding of a
-    threshold may fall on either side in another implementation.
-    """
-    acc = np.float32(0.0)
-    for j in range(w.shape[0]):
-        acc += w[j] * np.float32(x[j])
-    return acc
+    """``w @ x`` accumulated in float32 (w float32 (p,), x one row) in the fixed
+    order of :func:`facesegment.forest._dots.dot`, the one the CO2 split search
+    uses: the same bits on every CPU."""
+    return dot(w, x)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def oblique_values(w, X, idx):
     """float32 (m,) values ``w @ X[idx[i]]`` (see :func:`oblique_value`)."""
     out = np.empty(idx.shape[0], dtype=np.float32)
@@ -42,7 +38,7 @@ def oblique_values(w, X, idx):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def goes_left_any(x, f, f2, ob, sp, thr, weights, sp_ptr, sp_index, sp_w):
     """:func:`goes_left` for any node: ``sp >= 0`` is the node's sparse row."""
     if sp >= 0:
@@ -50,7 +46,7 @@ def goes_left_any(x, f, f2, ob, sp, thr, weights, sp_ptr, sp_index, sp_w):
     return goes_left(x, f, f2, ob, thr, weights)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def goes_left(x, f, f2, ob, thr, weights):
     """Whether the sample ``x`` (one row) goes left at a node (feature, feature2,
     oblique, threshold)."""
@@ -63,7 +59,7 @@ def goes_left(x, f, f2, ob, thr, weights):
     return v <= thr
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def split_by_mask(idx, buf, left):
     """Stable in-place partition of ``idx`` (int64 (m,)) by the bool mask ``left``:
     left samples first.  ``buf`` is int64 scratch of at least m entries.  Returns
@@ -82,7 +78,7 @@ def split_by_mask(idx, buf, left):
     return nl
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def partition(X, idx, buf, f, f2, ob, thr, weights):
     """Stable in-place partition of ``idx`` (int64 (m,)) by the node's split: left
     samples first.  ``buf`` is int64 scratch of at least m entries.  Returns the
@@ -197,7 +193,7 @@ def kernel_weights(fa):
 BLOCK = 32
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weights, sp_ptr,
                  sp_index, sp_w, max_depth, n_trees, out):
     """Probabilities of samples ``start..stop-1``: each tree is walked by all the
@@ -243,7 +239,7 @@ def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weight
             out[start + j, c] = out[start + j, c] / n_trees
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(**PARALLEL)
 def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_index, sp_w,
                          max_depth, n_trees, out):
     """Average the class distributions reached in the first ``n_trees`` trees.
@@ -275,7 +271,7 @@ def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_in
                      nodes_f, value, weights, sp_ptr, sp_index, sp_w, max_depth, n_trees, out)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_index,
                                 sp_w, max_depth, n_trees, out):
     """One-thread :func:`predict_proba_packed` (small inputs)."""
@@ -287,7 +283,7 @@ def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, sp_ptr
                      value, weights, sp_ptr, sp_index, sp_w, max_depth, n_trees, out)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(**PARALLEL)
 def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
                  depth, weights, sparse, sp_ptr, sp_index, sp_w, max_depth, out):
     """Node index reached by each sample in each tree: out int32 (n, n_trees)."""

@@ -8,10 +8,11 @@ row ``weights[row] @ x``.
 """
 
 import numpy as np
-from numba import njit
+
+from .._jit import NJIT, njit
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def subset_covariance(X, rows, feats):
     """Covariance (float64 (k, k), divided by the number of rows) of the
     features ``feats`` (int64 (k,)) over the samples ``rows`` (int64 (s,), s >= 1),
@@ -40,7 +41,7 @@ def subset_covariance(X, rows, feats):
     return cov
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def rotate_rows(X, idx, feats, w):
     """The rotated features of the samples ``idx``: float32 (m, r).
 

@@ -15,7 +15,8 @@ that choose and quantise a support; references in ``tests/naive.py`` (section
 """
 
 import numpy as np
-from numba import njit
+
+from .._jit import NJIT, njit
 
 #: Largest k with exact int8 sums in float32 (127 * 255 * k < 2**24).
 MAX_INT8_NONZERO = 512
@@ -34,7 +35,7 @@ EXACT_SUM = 2 ** 24 - 1
 MAX_INT8_DENSE = 65536
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def sparse_value(index, weight, start, stop, x):
     """``sum_{k=start}^{stop-1} weight[k] * float32(x[index[k]])`` in float32, in order.
 
@@ -47,7 +48,7 @@ def sparse_value(index, weight, start, stop, x):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def sparse_values(X, idx, index, weight):
     """float32 (m,) values of one sparse row (``index``, ``weight``) for rows ``X[idx]``."""
     out = np.empty(idx.shape[0], dtype=np.float32)
@@ -57,7 +58,7 @@ def sparse_values(X, idx, index, weight):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def keep_top_k(w, p, k, scratch):
     """Zero all but the ``k`` largest ``|w[j]|`` of ``w[:p]`` in place (hard thresholding).
 

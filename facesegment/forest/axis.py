@@ -12,8 +12,8 @@ neighbouring values present in the node.
 """
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
 from ._criteria import class_counts, scan_histogram, scan_sorted, xlogx_table
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
@@ -22,7 +22,7 @@ HIST_MIN_SAMPLES = 384
 _EDGES_U8 = np.arange(256, dtype=np.float64)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _axis_split_hist_u8(X, y, idx, features, n_classes, min_leaf, edges):
     m = idx.shape[0]
     q = features.shape[0]
@@ -46,7 +46,7 @@ def _axis_split_hist_u8(X, y, idx, features, n_classes, min_leaf, edges):
     return best_f, best_t, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
     m = idx.shape[0]
     q = features.shape[0]
@@ -93,7 +93,7 @@ def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
     return best_f, best_t, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
     m = idx.shape[0]
     q = features.shape[0]

@@ -209,27 +209,37 @@ def get_kind(name):
         raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(KINDS)}") from None
 
 
+#: The attribute where :func:`make_estimator` records the kind it was asked for.
+KIND_ATTR = "_facesegment_kind"
+
+
 def make_estimator(name, **params):
-    """An unfitted estimator of kind ``name`` (see :meth:`ForestKind.make`)."""
-    return get_kind(name).make(**params)
+    """An unfitted estimator of kind ``name`` (see :meth:`ForestKind.make`); the
+    kind is recorded on it (:func:`kind_of` returns it; ``sklearn.clone``
+    forgets it, like any fitted state)."""
+    kind = get_kind(name)
+    est = kind.make(**params)
+    setattr(est, KIND_ATTR, kind.name)
+    return est
 
 
 def kind_of(estimator):
-    """The registry name of a (fitted or not) estimator: the row whose class and
-    fixed parameters match it (the most specific one: most fixed parameters,
-    then table order), or None.  Rows of a pooled layout (``pool > 1``) are
-    told apart by the model's layout, not by the estimator: never returned."""
+    """The registry name of a (fitted or not) estimator, never guessed from its
+    parameters: the kind :func:`make_estimator` recorded on it; otherwise its
+    class's own row (the first row naming the class, e.g. ``"axis"`` for an
+    ``AxisAlignedForest``) when the estimator has that row's fixed and required
+    parameters; otherwise None (pass the kind explicitly, e.g.
+    ``Model.from_estimator(est, kind="co2-best")``)."""
+    recorded = getattr(estimator, KIND_ATTR, None)
+    if recorded in KINDS and KINDS[recorded].estimator == type(estimator).__name__:
+        return recorded
     params = estimator.get_params()
-    best = None
     for kind in KINDS.values():
-        if type(estimator).__name__ != kind.estimator or kind.pool != 1:
-            continue
-        if (all(params.get(k) == v for k, v in kind.fixed.items())
-                and all(params.get(k) is not None for k in kind.requires)):
-            if best is None or (len(kind.fixed) + len(kind.requires)
-                                > len(best.fixed) + len(best.requires)):
-                best = kind
-    return None if best is None else best.name
+        if type(estimator).__name__ == kind.estimator:
+            ok = (all(params.get(k) == v for k, v in kind.fixed.items())
+                  and all(params.get(k) is not None for k in kind.requires))
+            return kind.name if ok else None
+    return None
 
 
-__all__ = ["ForestKind", "KINDS", "kind_names", "get_kind", "make_estimator", "kind_of"]
+__all__ = ["ForestKind", "KINDS", "KIND_ATTR", "kind_names", "get_kind", "make_estimator", "kind_of"]

@@ -11,8 +11,8 @@ reproduce the old kernels' gain arithmetic exactly (same split, same gain).  Dif
 """
 
 import numpy as np
-from numba import njit
 
+from .._jit import NJIT, njit
 from ._criteria import (class_counts, delta_xlogx_table, entropy_terms, gather_columns,
                         midpoint_threshold, node_labels, radix_sort_codes, scan_bins_clear,
                         scan_codes,
@@ -26,7 +26,7 @@ HIST_MIN_SAMPLES = 512
 CHUNK_BYTES = 64 << 20
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _pair_columns(fa, fb, p):
     """Sorted distinct features of the pairs and each pair's rows in that list."""
     slot = np.full(p, -1, dtype=np.int64)
@@ -50,7 +50,7 @@ def _pair_columns(fa, fb, p):
     return feats, sa, sb
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _add_pair_hist(Ta, Tb, lab, n, hist, cnt):
     """Counts of ``x[a] - x[b] + 255`` per class (hist) and in total (cnt)."""
     for i in range(n):
@@ -59,7 +59,7 @@ def _add_pair_hist(Ta, Tb, lab, n, hist, cnt):
         cnt[d] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
     """Histogram path: per-bin gain updates (the arithmetic of ``scan_histogram``).
 
@@ -110,7 +110,7 @@ def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
     return best_k, best_t, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
     """Small nodes (< 512 samples): per pair, a stable two-pass radix sort of
     ``(x[a] - x[b] + 255) << shift | label`` and per-sample gain updates (the
@@ -154,7 +154,7 @@ def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
     return best_k, best_t, best_gain
 
 
-@njit(cache=True, nogil=True)
+@njit(**NJIT)
 def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
     m = idx.shape[0]
     q = fa.shape[0]

@@ -17,13 +17,13 @@ RGB15 = WindowLayout(15, 3)
 PLANES = WindowLayout(31, 5, ("R", "G", "B", "p:face", "p:eyes"))
 LAYOUTS = {"grey": GREY, "window15": RGB15, "rgb+2planes": PLANES}
 
-#: kernel path -> (node kinds, switches)
+#: kernel path -> (node kinds, the ``kernels=`` choice)
 PATHS = {
-    "fast-axis": (("axis",), {}),
-    "fast-two-probe": (("axis", "two-probe"), {}),
-    "levels": (("oblique", "axis", "two-probe"), {}),
-    "general": (("oblique", "axis", "two-probe"), {"LEVEL_PATH": False}),
-    "general-no-oblique": (("axis", "two-probe"), {"FAST_PATH": False}),
+    "fast-axis": (("axis",), "auto"),
+    "fast-two-probe": (("axis", "two-probe"), "auto"),
+    "levels": (("oblique", "axis", "two-probe"), "auto"),
+    "general": (("oblique", "axis", "two-probe"), "no-levels"),
+    "general-no-oblique": (("axis", "two-probe"), "no-fast"),
 }
 
 
@@ -58,20 +58,18 @@ EXPECTED_MODULE = {"fast-axis": "_fast", "fast-two-probe": "_fast", "levels": "_
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_dense_equals_naive_for_layout(name, path, monkeypatch):
     layout = LAYOUTS[name]
-    kinds, switches = PATHS[path]
+    kinds, kernels = PATHS[path]
     seed = 3 + len(name) + 7 * list(PATHS).index(path)
     model = random_model(seed, layout=layout, n_trees=4, max_depth=6, kinds=kinds)
     h, w = layout.window + 5, layout.window + 4
     image, planes = inputs(layout, seed, h, w)
-    for k, v in switches.items():
-        monkeypatch.setattr(P, k, v)
     used = _spy_kernels(monkeypatch)
     for mode in ("full", "strict"):
         X, ys, xs = naive.naive_windows(image, mode, layout.window, planes)
         assert X.shape[1] == layout.n_features
         for n_trees, max_depth in [(None, None), (2, 3)]:
             raw = predict_proba_raw(model, image, mode=mode, n_trees=n_trees,
-                                    max_depth=max_depth, planes=planes)
+                                    max_depth=max_depth, planes=planes, kernels=kernels)
             ref = naive.naive_forest_proba(model.arrays, X, max_depth=max_depth,
                                            n_trees=n_trees)
             np.testing.assert_allclose(raw[ys, xs], ref, atol=1e-5)
@@ -82,7 +80,8 @@ def test_dense_equals_naive_for_layout(name, path, monkeypatch):
                 assert border.sum() == h * w - (h - 2 * layout.half) * (w - 2 * layout.half)
     assert set(used) == {(EXPECTED_MODULE[path], layout.window, layout.channels)}
     # labels, with the strict border of half a window ignored
-    proba, labels = predict_image(model, image, mode="strict", alpha=0.5, planes=planes)
+    proba, labels = predict_image(model, image, mode="strict", alpha=0.5, planes=planes,
+                                  kernels=kernels)
     X, ys, xs = naive.naive_windows(image, "strict", layout.window, planes)
     ref = naive.naive_reweight(naive.naive_forest_proba(model.arrays, X),
                                model.sampling_factors, 0.5)
@@ -95,19 +94,17 @@ def test_dense_equals_naive_for_layout(name, path, monkeypatch):
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_sweep_equals_naive_for_layout(name, path, monkeypatch):
     layout = LAYOUTS[name]
-    kinds, switches = PATHS[path]
+    kinds, kernels = PATHS[path]
     model = random_model(60 + len(name), layout=layout, n_trees=4, max_depth=5, kinds=kinds)
     h, w = layout.window + 3, layout.window + 2
     image, planes = inputs(layout, 61, h, w)
     label = np.random.default_rng(6).integers(0, 8, (h, w)).astype(np.uint8)
     label[1:3, 2:9] = 255
-    for k, v in switches.items():
-        monkeypatch.setattr(P, k, v)
     used = _spy_kernels(monkeypatch)
     alphas = [0.0, 1.0]
     conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 4],
                                           max_depth_list=[1, 3, None], alphas=alphas,
-                                          mode="full", planes=planes)
+                                          mode="full", planes=planes, kernels=kernels)
     assert set(used) == {(EXPECTED_MODULE[path], layout.window, layout.channels)}
     X, ys, xs = naive.naive_windows(image, "full", layout.window, planes)
     truth = label[ys, xs]

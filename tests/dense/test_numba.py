@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from facesegment._jit import source_tag
 from facesegment.dense import _fast, _general, _levels
 from facesegment.dense._numba import FASTMATH, INLINE, NJIT, PARALLEL, layout_kernels
 
@@ -14,8 +15,10 @@ def test_one_compiled_namespace_per_module_and_layout():
     b = layout_kernels(_levels, 15, 3)
     assert b is not a and b.dense_proba_levels is not a.dense_proba_levels
     # each layout has its own name, hence its own on-disk cache files
-    assert a.dense_proba_levels.py_func.__qualname__ == "dense_proba_levels__31x3"
-    assert b._dot8g.py_func.__qualname__ == "_dot8g__15x3"
+    # (and the package's source tag: a kernel is never served from another version's cache)
+    tag = source_tag()
+    assert a.dense_proba_levels.py_func.__qualname__ == f"dense_proba_levels__31x3__src{tag}"
+    assert b._dot8g.py_func.__qualname__ == f"_dot8g__15x3__src{tag}"
     # a template calls the other templates compiled for the same layout
     assert a.dense_proba_levels.py_func.__globals__["_tree_levels"] is a._tree_levels
     assert a.dense_proba_levels.py_func.__globals__["ROW"] == 93

@@ -41,40 +41,42 @@ def sparse_case(request):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_dense_sparse_equals_tabular(sparse_case, fast, monkeypatch):
+def test_dense_sparse_equals_tabular(sparse_case, fast):
     image, X, ys, xs, _, est = sparse_case
     model = _model(est)
-    monkeypatch.setattr(P, "FAST_PATH", fast)
-    assert (P._fast_records(P._prepare(model, image, None, None, None, 0)) is not None) == fast
-    raw = predict_proba_raw(model, image)
+    kernels = "auto" if fast else "no-fast"
+    assert (P._fast_records(P._prepare(model, image, None, None, None, 0), fast)
+            is not None) == fast
+    raw = predict_proba_raw(model, image, kernels=kernels)
     np.testing.assert_allclose(raw[ys, xs], est.predict_proba(X), atol=1e-6)
     np.testing.assert_allclose(raw[ys, xs], naive.naive_forest_proba(est.forest_, X),
                                atol=1e-6)
-    part = predict_proba_raw(model, image, n_trees=2, max_depth=3)
+    part = predict_proba_raw(model, image, n_trees=2, max_depth=3, kernels=kernels)
     np.testing.assert_allclose(part[ys, xs], est.predict_proba(X, n_trees=2, max_depth=3),
                                atol=1e-6)
 
 
-def assert_sweep_matches_predict(model, image, ys, xs, y, n_classes=4):
+def assert_sweep_matches_predict(model, image, ys, xs, y, n_classes=4, kernels="auto"):
     """The confusion sweep (1 and 3 trees, depth 2 and unlimited) counts what
     ``predict_image`` labels at the pixels ``(ys, xs)`` of truth ``y``."""
     label = np.zeros(image.shape[:2], np.uint8)
     label[ys, xs] = y
     conf, depths, trees = confusion_sweep(model, image, label, n_trees_list=[1, 3],
-                                          max_depth_list=[2, None], mode="full")
+                                          max_depth_list=[2, None], mode="full",
+                                          kernels=kernels)
     for k, d in enumerate(depths):
         for j, t in enumerate(trees):
-            _, lab = predict_image(model, image, alpha=1.0, n_trees=int(t), max_depth=int(d))
+            _, lab = predict_image(model, image, alpha=1.0, n_trees=int(t), max_depth=int(d),
+                                   kernels=kernels)
             np.testing.assert_array_equal(
                 conf[0, k, j], naive.naive_confusion(y, lab[ys, xs], n_classes=n_classes))
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_sweep_sparse_equals_predict(sparse_case, fast, monkeypatch):
+def test_sweep_sparse_equals_predict(sparse_case, fast):
     image, X, ys, xs, y, est = sparse_case
     model = _model(est)
-    monkeypatch.setattr(P, "FAST_PATH", fast)
-    assert_sweep_matches_predict(model, image, ys, xs, y)
+    assert_sweep_matches_predict(model, image, ys, xs, y, kernels="auto" if fast else "no-fast")
 
 
 def test_mixed_forest_dense_inference():

@@ -63,8 +63,7 @@ def test_split_offsets_address_every_window_value_the_buffer_holds(layout, c0):
 
 @pytest.mark.parametrize("mode", ["full", "strict"])
 @pytest.mark.parametrize("layout,c0", [(CTX, 3), (CTX_GREY, 1)])
-def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mode,
-                                                                 monkeypatch):
+def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mode):
     model = context_model(11, layout, c0, n_trees=3, max_depth=7)
     image, planes = _inputs(11, layout, c0, 36, 41)
     prep = P._prepare(model, image, planes, None, None, 0, split_ok=True)
@@ -74,20 +73,19 @@ def test_context_stage_runs_on_the_split_buffer_and_equals_naive(layout, c0, mod
     X, ys, xs = naive.naive_windows(image, mode, layout.window, planes)
     np.testing.assert_allclose(raw[ys, xs], naive.naive_forest_proba(model.arrays, X),
                                atol=1e-5)
-    monkeypatch.setattr(P, "FAST_PATH", False)   # the general kernels: bit for bit
+    # the general kernels: bit for bit
     np.testing.assert_array_equal(raw, predict_proba_raw(model, image, mode=mode,
-                                                         planes=planes))
+                                                         planes=planes, kernels="no-fast"))
 
 
-def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels(monkeypatch):
+def test_context_stage_sweep_on_the_split_buffer_equals_the_general_kernels():
     model = context_model(12, CTX, 3, n_trees=4, max_depth=8)
     image, planes = _inputs(12, CTX, 3, 34, 45)
     label = np.random.default_rng(12).integers(0, 8, image.shape[:2]).astype(np.uint8)
     kw = dict(n_trees_list=[1, 4], max_depth_list=[2, None], alphas=[0.0, 1.0],
               mode="full", planes=planes)
     fast = confusion_sweep(model, image, label, **kw)
-    monkeypatch.setattr(P, "FAST_PATH", False)
-    general = confusion_sweep(model, image, label, **kw)
+    general = confusion_sweep(model, image, label, kernels="no-fast", **kw)
     for a, b in zip(fast, general):
         np.testing.assert_array_equal(a, b)
 

@@ -20,10 +20,7 @@ def test_each_row_builds_its_estimator(name):
     est = make_estimator(name, n_estimators=2)
     assert type(est).__name__ == kind.estimator and est.n_estimators == 2
     assert all(getattr(est, k) == v for k, v in kind.fixed.items())
-    if kind.pool == 1:
-        assert kind_of(est) == name
-    else:   # a pooled row: the same estimator as an unpooled one, told apart by the layout
-        assert kind_of(est) != name and KINDS[kind_of(est)].estimator == kind.estimator
+    assert kind_of(est) == name    # recorded when made, whatever its parameters
     assert kind.label and kind.description
     valid = set(est.get_params())
     assert set(kind.grid) - {"q", "pool"} <= valid  # q: max_features; pool: the layout
@@ -83,6 +80,38 @@ def test_adding_a_row_reaches_cli_config_selection_and_models(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_kind_is_recorded_never_inferred_from_parameters(monkeypatch):
+    """With a row ``axis-d10`` (``max_depth=10`` fixed), an ``axis`` estimator of
+    depth 10 is still recorded as ``axis`` (as ``facesegment train --kind axis
+    --max-depth 10`` records it); an estimator not made by ``make_estimator`` is
+    its class's own kind, or refused when its parameters are another row's."""
+    from types import MappingProxyType
+
+    from facesegment.forest import AxisAlignedForest, CO2Forest
+    from facesegment.model import Model
+
+    d10 = registry.ForestKind("axis-d10", "AxisAlignedForest", fixed={"max_depth": 10},
+                              label="random forest, depth 10", description="depth 10")
+    monkeypatch.setattr(registry, "KINDS", MappingProxyType({**KINDS, "axis-d10": d10}))
+    X = np.random.default_rng(0).integers(0, 256, (120, 8), dtype=np.uint8)
+    y = (X[:, 0] > 127).astype(int)
+    est = make_estimator("axis", max_depth=10, n_estimators=2).fit(X, y)
+    assert kind_of(est) == "axis" and Model.from_estimator(est).kind == "axis"
+    est = make_estimator("axis-d10", n_estimators=2).fit(X, y)
+    assert Model.from_estimator(est).kind == "axis-d10"
+    plain = AxisAlignedForest(max_depth=10, n_estimators=2).fit(X, y)
+    assert kind_of(plain) == "axis" and Model.from_estimator(plain).kind == "axis"
+    assert Model.from_estimator(plain, kind="axis-d10").kind == "axis-d10"
+    best = CO2Forest(init="best", n_estimators=1, max_depth=2).fit(X, y)
+    assert kind_of(best) is None
+    with pytest.raises(ValueError, match=r"^CO2Forest was not made by make_estimator and does "
+                                         r"not have the parameters of its class's own kind; "
+                                         r"pass kind= \(one of: co2, co2-best, co2-sparse, "
+                                         r"co2-pooled\)$"):
+        Model.from_estimator(best)
+    assert Model.from_estimator(best, kind="co2-best").kind == "co2-best"
 
 
 def test_kind_of_unregistered_estimator_is_none():

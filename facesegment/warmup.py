@@ -1,0 +1,203 @@
+"""Compiling the kernels ``segment`` uses ahead of time, with progress.
+
+Numba compiles a kernel on its first call and keeps it in its disk cache
+(``cache=True``: :mod:`facesegment._jit`); a fresh install's first
+``facesegment segment`` would compile for tens of seconds before its first
+image.  :func:`warm` runs each kernel family of dense inference once on a
+small image, so they are compiled and cached ahead of time
+(``facesegment warmup``), and :func:`prepare` does the same for one model
+before ``segment`` starts, with a progress line when that takes more than a
+moment (a compile) instead of silence.
+
+The kernel families (:func:`default_steps`) are those of every registry
+kind on the paper's 31x31 RGB layout: integer records for axis-aligned and
+two-probe forests, level kernels for float32 oblique (CO2) rows, sparse rows,
+and the pooled layout's integer rows (int8 and int16, in the form this CPU
+runs).  Each step is a tiny forest of that family whose arrays have the
+dtypes a trained model has, so the compiled signatures are the ones a real
+model calls.
+"""
+
+import threading
+import time
+
+import numpy as np
+
+from .classes import CLASS_NAMES
+from .layout import DEFAULT_LAYOUT, WindowLayout
+
+#: Side of the image each synthetic step predicts (more than one window).
+IMAGE_SIDE = 40
+#: Side of the image a model's step segments (``segment``'s face crops).
+CROP_SIDE = 250
+#: Seconds a step may take before :func:`prepare` shows a progress line.
+QUIET_SECONDS = 1.0
+
+
+def _tiny_model(kind, family, layout, weights_dtype=np.float32, seed=0):
+    """A 2-tree forest of one node family (``axis``, ``two-probe``, ``oblique``,
+    ``sparse``) on ``layout``, as a :class:`facesegment.model.Model`."""
+    from .forest._arrays import ForestArrays
+    from .model import Model
+
+    rng = np.random.default_rng(seed)
+    p = layout.n_features
+    n_classes = len(CLASS_NAMES)
+    # each tree: root -> (1, 2); node 1 -> (3, 4); nodes 2, 3, 4 leaves
+    left, right, feature, feature2, oblique, sparse = ([] for _ in range(6))
+    threshold, depth = [], []
+    roots, rows = [], []
+    for t in range(2):
+        base = 5 * t
+        roots.append(base)
+        for node, d, split in ((0, 0, True), (1, 1, True), (2, 1, False), (3, 2, False),
+                               (4, 2, False)):
+            kid = {0: 1, 1: 3}.get(node)
+            left.append(base + kid if split else -1)
+            right.append(base + kid + 1 if split else -1)
+            depth.append(d)
+            f = f2 = ob = sp = -1
+            thr = 0.0
+            if split and family == "axis":
+                f, thr = int(rng.integers(p)), 127.5
+            elif split and family == "two-probe":
+                f, f2, thr = int(rng.integers(p)), int(rng.integers(p)), 0.5
+            elif split and family == "oblique":
+                ob = len(rows)
+                rows.append(rng.integers(-100, 101, p))
+            elif split and family == "sparse":
+                sp = len(rows)
+                rows.append(rng.integers(-100, 101, 4))
+            feature.append(f)
+            feature2.append(f2)
+            oblique.append(ob)
+            sparse.append(sp)
+            threshold.append(thr)
+    n = len(left)
+    value = rng.dirichlet(np.ones(n_classes), n).astype(np.float32)
+    i32 = np.int32
+    weights = np.zeros((0, p), weights_dtype)
+    extra = {}
+    if family == "oblique":
+        weights = np.asarray(rows, dtype=weights_dtype)
+    if family == "sparse":
+        extra = dict(sparse=np.asarray(sparse, i32),
+                     sparse_ptr=np.arange(0, 4 * len(rows) + 1, 4, dtype=np.int64),
+                     sparse_index=np.asarray([rng.choice(p, 4, replace=False) for _ in rows],
+                                             dtype=np.int32).ravel(),
+                     sparse_weight=np.asarray(rows, np.float32).ravel())
+    arrays = ForestArrays(
+        roots=np.asarray(roots, i32), left=np.asarray(left, i32), right=np.asarray(right, i32),
+        feature=np.asarray(feature, i32), feature2=np.asarray(feature2, i32),
+        oblique=np.asarray(oblique, i32), threshold=np.asarray(threshold, np.float32),
+        value=value, depth=np.asarray(depth, i32), n_samples=np.full(n, 100, i32),
+        weights=weights, **extra)
+    return Model(kind=kind, params={"n_estimators": 2}, arrays=arrays, class_names=CLASS_NAMES,
+                 sampling_factors=np.ones(n_classes), mean=np.zeros(p, np.float32),
+                 std=np.ones(p, np.float32), layout=layout)
+
+
+def _predict_step(model):
+    from .dense import predict_image
+
+    channels = 3 if model.layout is None else min(3, model.layout.channels)
+    image = np.random.default_rng(1).integers(0, 256, (IMAGE_SIDE, IMAGE_SIDE, channels),
+                                              dtype=np.uint8)
+
+    def run():
+        predict_image(model, image, mode="full", alpha=1.0)
+
+    return run
+
+
+def default_steps():
+    """``[(label, callable)]``: one step per kernel family of dense inference on
+    the paper's 31x31 RGB layout (see the module docstring)."""
+    pooled = WindowLayout(pool=3)
+    families = [
+        ("axis-aligned forests (integer records)", "axis", "axis", DEFAULT_LAYOUT, np.float32),
+        ("two-probe forests (integer records)", "two-probe", "two-probe", DEFAULT_LAYOUT,
+         np.float32),
+        ("CO2 forests (float32 rows, level kernels)", "co2", "oblique", DEFAULT_LAYOUT,
+         np.float32),
+        ("sparse CO2 forests (sparse rows)", "co2-sparse", "sparse", DEFAULT_LAYOUT, np.float32),
+        ("pooled CO2 forests (int16 rows)", "co2-pooled", "oblique", pooled, np.int16),
+        ("pooled CO2 forests (int8 rows)", "co2-pooled", "oblique", pooled, np.int8),
+        ("pooled CO2 forests (float32 rows)", "co2-pooled", "oblique", pooled, np.float32),
+    ]
+    return [(label, _predict_step(_tiny_model(kind, family, layout, dtype)))
+            for label, kind, family, layout, dtype in families]
+
+
+def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kernels"):
+    """``(label, callable)``: what ``segment`` runs for one face crop of ``model``
+    (a :func:`facesegment.segment.segment_image` of a blank crop)."""
+    from .segment import segment_image
+
+    channels = 3 if model.layout is None or model.layout.channels >= 3 else 1
+    crop = np.zeros((CROP_SIDE, CROP_SIDE, channels) if channels == 3
+                    else (CROP_SIDE, CROP_SIDE), np.uint8)
+
+    def run():
+        segment_image(model, crop, alpha=alpha, detect="never", beta=beta, sigma=sigma)
+
+    return label, run
+
+
+def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stream=None):
+    """Run ``steps`` (``[(label, callable)]``) in order, with a progress line
+    (done/total steps, elapsed, ETA; redrawn every few seconds while a step
+    compiles).  With ``quiet_seconds`` > 0 nothing is shown unless the steps
+    take longer than that (kernels already cached load in well under a
+    second).  Returns ``[(label, seconds)]``."""
+    from .progress import Progress
+
+    bar = Progress(len(steps), desc=desc, unit="steps", enabled=progress, stream=stream,
+                   min_interval=0.0, log_interval=0.0)
+    done = threading.Event()
+    lock = threading.Lock()
+    current = [steps[0][0] if steps else ""]
+    shown = [quiet_seconds <= 0]
+
+    def tick():
+        wait = quiet_seconds if quiet_seconds > 0 else 2.0
+        while not done.wait(wait):
+            wait = 2.0
+            with lock:
+                shown[0] = True
+                bar.show(f"({current[0]})")
+
+    timer = threading.Thread(target=tick, daemon=True)
+    timer.start()
+    out = []
+    try:
+        if shown[0]:
+            bar.show(f"({current[0]})")
+        for label, run in steps:
+            current[0] = label
+            t0 = time.perf_counter()
+            run()
+            out.append((label, time.perf_counter() - t0))
+            with lock:
+                if shown[0]:
+                    bar.update(1, f"({label}: {out[-1][1]:.1f} s)")
+                else:
+                    bar.n += 1
+    finally:
+        done.set()
+        timer.join()
+        if shown[0]:
+            bar.close()
+    return out
+
+
+def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None):
+    """Compile (or load from Numba's cache) the kernels ``model`` needs before
+    ``segment`` reads its first image: silent when they are cached, a progress
+    line while they compile (``facesegment warmup`` does it ahead of time)."""
+    return warm([model_step(model, alpha, beta, sigma)], progress=progress,
+                desc="compiling the model's kernels (once; `facesegment warmup` does this "
+                     "ahead)", quiet_seconds=QUIET_SECONDS, stream=stream)
+
+
+__all__ = ["default_steps", "model_step", "warm", "prepare"]
