@@ -193,7 +193,7 @@ def load_model(path):
 def subforest(model, start, stop):
     """A Model made of trees ``start..stop-1`` of ``model`` (nothing is copied
     for ``start == 0`` except the node prefix; trees are independent)."""
-    from facesegment.forest._arrays import ForestArrays
+    from facesegment.forest import ForestArrays
 
     a = model.arrays
     if start == 0:

@@ -60,13 +60,12 @@ def forest_table(forests, dataset):
 
 
 def figure(trees, path):
-    from facesegment.figures import _plt, save_figure
+    from facesegment.figures import save_figure, subplots
 
-    plt = _plt()
     names = sorted({r["dataset"] for r in trees})
     ncol = min(3, len(names))
     nrow = -(-len(names) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 3.8 * nrow), squeeze=False)
+    fig, axes = subplots(nrow, ncol, figsize=(4.6 * ncol, 3.8 * nrow), squeeze=False)
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):

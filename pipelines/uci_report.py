@@ -245,10 +245,9 @@ def render_timings(results, timings):
 
 def figure(name, r, path):
     """Test error vs (log) number of trees for every kind, the paper's points too."""
-    from facesegment.figures import _plt, save_figure
+    from facesegment.figures import save_figure, subplots
 
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = subplots(figsize=(6, 4))
     for k in kinds_of({name: r}):
         c = dict(r["test"][k]["curve"])
         c.update(r.get("big", {}).get(k, {}).get("curve", {}))

@@ -1,4 +1,4 @@
-"""Integer dot products of 8 windows at once, as Numba intrinsics (private; issue #12).
+"""Integer dot products of 8 windows at once, as Numba intrinsics (private).
 
 A forest whose dense oblique rows are int8 (``weight_dtype="int8"``: one
 scale per split folded into the threshold) over uint8 values computes every
@@ -16,7 +16,7 @@ types:
 * otherwise the portable form: the bytes widened to 32 bits, multiplied, and
   the products added in pairs, the pattern LLVM turns into ``vpmaddwd`` (AVX2;
   ``vpdpwssd`` where the CPU has AVX-512 VNNI).  Written as 32 separate
-  products (before session 12) it ran 2.1x slower on an AVX2-only target.
+  products it ran 2.1x slower on an AVX2-only target.
 
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
