@@ -32,7 +32,7 @@ from .errors import DataError
 from ._h5check import READ_ERRORS, check_file
 from ._model_doc import check_document, parse
 from .forest._arrays import FOREST_ARRAY_NAMES, SPARSE_ARRAY_NAMES, ForestArrays, n_sparse
-from .forest._verify import ForestProblem, verify_forest
+from .forest._verify import ForestProblem, verified
 from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
@@ -498,7 +498,10 @@ def _read_position(f, h5, n_classes):
 def _verified(arrays, h5, n_classes, mean, std):
     """The forest arrays proved safe for the kernels (:mod:`facesegment.forest._verify`)."""
     try:
-        arrays = verify_forest(arrays, n_classes=n_classes)
+        arrays = verified(arrays)   # remembered: inference does not check it again
+        if arrays.n_classes != n_classes:
+            raise ForestProblem("value", f"has {arrays.n_classes} columns, expected "
+                                f"{n_classes} (one per class name)")
     except ForestProblem as exc:
         raise DataError(h5, f"is not a valid forest: forest/{exc.array} {exc.problem}",
                         "re-copy the model folder or retrain") from None

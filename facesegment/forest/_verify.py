@@ -30,6 +30,9 @@ A failure raises :class:`ForestProblem` naming the array; the model loader
 turns it into one :class:`~facesegment.errors.DataError` line naming the file.
 """
 
+import threading
+import weakref
+
 import numpy as np
 
 from ._arrays import SPARSE_ARRAY_NAMES
@@ -67,6 +70,12 @@ def _array(fa, name, kinds, ndim):
     if a.ndim != ndim:
         _fail(name, f"has {a.ndim} dimensions, expected {ndim}")
     return a
+
+
+def _finite(a):
+    """Whether every entry of the float array ``a`` is finite (two reductions, no
+    temporary: min and max propagate NaN)."""
+    return a.size == 0 or bool(np.isfinite(a.min()) and np.isfinite(a.max()))
 
 
 def _first(mask):
@@ -130,10 +139,10 @@ def verify_forest(fa, n_classes=None, n_features=None):
     n_sparse = _verify_sparse(fa, n, p)
     _verify_structure(roots, node, n)
     _verify_splits(node, fa.sparse, n, p, weights.shape[0], n_sparse)
-    if not np.isfinite(value).all() or (value < 0).any():
-        _fail("value", f"entry {_first(~(np.isfinite(value) & (value >= 0)).all(axis=1))} "
+    if not (_finite(value) and value.min() >= 0):
+        _fail("value", f"node {_first(~(np.isfinite(value) & (value >= 0)).all(axis=1))} "
               "has a negative, infinite or NaN class probability")
-    if weights.dtype.kind == "f" and weights.size and not np.isfinite(weights).all():
+    if weights.dtype.kind == "f" and not _finite(weights):
         _fail("weights", f"row {_first(~np.isfinite(weights).all(axis=1))} has an infinite "
               "or NaN weight")
     if node["n_samples"].size and node["n_samples"].min() < 0:
@@ -227,9 +236,36 @@ def _verify_sparse(fa, n, p):
     if ptr.size > 1 and (np.diff(ptr.astype(np.int64)) < 0).any():
         _fail("sparse_ptr", f"decreases at row {_first(np.diff(ptr.astype(np.int64)) < 0)}")
     _in_range("sparse_index", index, 0, p)
-    if weight.dtype.kind == "f" and nnz and not np.isfinite(weight).all():
+    if weight.dtype.kind == "f" and not _finite(weight):
         _fail("sparse_weight", f"entry {_first(~np.isfinite(weight))} is infinite or NaN")
     return ptr.shape[0] - 1
+
+
+_VERIFIED = {}
+_VERIFIED_SIZE = 16
+_VERIFIED_LOCK = threading.Lock()
+
+
+def verified(fa):
+    """:func:`verify_forest` of ``fa``, memoised while its arrays live: every path
+    from arrays to a kernel (estimators' ``predict_proba``/``apply``, dense
+    inference) calls it, so a forest built or modified in memory is checked
+    once, before its first kernel.  Arrays modified in place are not noticed:
+    replace them (as ``_replace`` does)."""
+    owners = tuple(a for a in fa if isinstance(a, np.ndarray))
+    key = tuple(id(a) for a in owners)
+    with _VERIFIED_LOCK:
+        hit = _VERIFIED.get(key)
+    if hit is not None and all(r() is a for r, a in zip(hit[0], owners)):
+        return hit[1]
+    good = verify_forest(fa)
+    with _VERIFIED_LOCK:
+        _VERIFIED[key] = (tuple(weakref.ref(a) for a in owners), good)
+        for k in [k for k, v in _VERIFIED.items() if any(r() is None for r in v[0])]:
+            del _VERIFIED[k]
+        while len(_VERIFIED) > _VERIFIED_SIZE:
+            del _VERIFIED[next(iter(_VERIFIED))]
+    return good
 
 
 def _normalised(fa):
@@ -253,4 +289,4 @@ def _normalised(fa):
     return fa._replace(**change) if change else fa
 
 
-__all__ = ["ForestProblem", "verify_forest", "WEIGHT_DTYPES", "MAX_NODES"]
+__all__ = ["ForestProblem", "verify_forest", "verified", "WEIGHT_DTYPES", "MAX_NODES"]
