@@ -195,7 +195,8 @@ def _int_attr(f, path, name, low=None):
     v = _attr(f, path, name)
     if np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iu" or (
             low is not None and int(v) < low):
-        raise DataError(path, f"attribute {name!r} is {v!r}, expected an integer"
+        shown = v.item() if isinstance(v, np.generic) else v
+        raise DataError(path, f"attribute {name!r} is {shown!r}, expected an integer"
                         f"{'' if low is None else f' >= {low}'}", _FIX_REGEN)
     return int(v)
 
