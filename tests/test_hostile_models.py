@@ -562,3 +562,30 @@ def test_fuzzed_model_folders_give_data_errors_only(tmp_path, models):
     lines = _fuzz("model", src, tmp_path, 200)
     assert len(lines) == 200
     assert sum(line.startswith("ERR") for line in lines) > 30
+
+
+# --------------------------------------------------------------------- cascades
+
+@pytest.mark.parametrize("n_stages, message", [
+    (-1, "field n_stages is -1"), ("3", "field n_stages is '3'"),
+    (10 ** 9, "field n_stages is 1000000000"), (None, "field n_stages is None")])
+def test_cascade_json_with_wrong_types_is_one_data_error(tmp_path, n_stages, message):
+    from facesegment.cascade import CASCADE_FILE, CASCADE_FORMAT, CASCADE_FORMAT_VERSION
+    from facesegment.context import ContextSpec
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / CASCADE_FILE).write_text(json.dumps(
+        {"format": CASCADE_FORMAT, "format_version": CASCADE_FORMAT_VERSION,
+         "context": ContextSpec(n_classes=4).to_dict(), "n_stages": n_stages}))
+    with pytest.raises(DataError, match="cascade.json: " + message.replace("(", r"\(")):
+        load_model(tmp_path / "c")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000 + "]" * 100_000, "is nested too deeply"),
+    ("[1, 2]", "is not a facesegment cascade file")])
+def test_cascade_json_that_is_not_a_document(tmp_path, text, message):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "cascade.json").write_text(text)
+    with pytest.raises(DataError, match=message):
+        load_model(tmp_path / "c")
