@@ -43,8 +43,8 @@ def check_file(f, path, fix):
 
     def walk(group, prefix):
         if group.id in groups or prefix.count("/") > MAX_NESTING:
-            raise DataError(path, f"{prefix} is a group inside itself or nested more than "
-                            f"{MAX_NESTING} deep; not a facesegment file", fix)
+            raise DataError(path, f"{prefix} is a group linked twice (or inside itself) or "
+                            f"nested more than {MAX_NESTING} deep; not a facesegment file", fix)
         groups.add(group.id)
         _check_attrs(group, prefix or "/", path, size, fix)
         for name in group:
@@ -74,7 +74,7 @@ def check_file(f, path, fix):
 def _check_attrs(obj, where, path, size, fix):
     for name in obj.attrs:
         aid = obj.attrs.get_id(name)
-        declared = int(np.prod(aid.shape, dtype=np.float64)) * aid.dtype.itemsize
+        declared = int(np.prod(aid.shape or (), dtype=np.float64)) * aid.dtype.itemsize
         if declared > size:
             raise DataError(path, f"attribute {name!r} of {where} declares {declared} bytes, "
                             f"more than the file's {size}", fix)

@@ -448,6 +448,7 @@ def _set_rows(name, index, value):
     (_set_rows("labels", 5, 200), "dataset 'labels' holds class id 200"),
     (lambda f, t: f.__setitem__("extra", h5py.ExternalLink("/etc/passwd", "/")),
      "extra is an external link"),
+    (lambda f, t: f.__setitem__("again", f["/"]), "/again is a group linked twice"),
     (lambda f, t: _replace_dataset(f, "labels", shape=(40,), dtype=np.uint8,
                                    external=[(str(_external(t)), 0, 4096)]),
      "/labels keeps its data in external files"),
