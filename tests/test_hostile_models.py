@@ -25,7 +25,7 @@ from facesegment.forest._arrays import ForestArrays
 from facesegment.forest._verify import ForestProblem, verify_forest
 from facesegment.layout import WindowLayout
 from facesegment.model import Model, load_model, save_model
-from facesegment.windows import WindowsWriter, read_windows, read_windows_meta
+from facesegment.windows import WindowsWriter, read_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = WindowLayout(window=5, channels=3)   # 75 features
@@ -471,8 +471,8 @@ def test_exclude_images_with_a_bad_image_index_is_one_line(tmp_path):
         f["image_index"][0] = 99999
     names = tmp_path / "exclude.txt"
     names.write_text("a\n")
-    out = subprocess.run([sys.executable, "-m", "facesegment", "train", "--windows", str(path), "--kind",
-                          "axis", "--trees", "1", "--out", str(tmp_path / "m"),
+    out = subprocess.run([sys.executable, "-m", "facesegment", "train", "--windows", str(path),
+                          "--kind", "axis", "--trees", "1", "--out", str(tmp_path / "m"),
                           "--exclude-images", str(names)],
                          capture_output=True, text=True, timeout=TIMEOUT, env=_env())
     assert out.returncode == 2, out.stderr
