@@ -11,17 +11,12 @@ and the ratio verify / SHA-256.
 
 import argparse
 import hashlib
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from facesegment.forest._arrays import ForestArrays  # noqa: E402
-from facesegment.forest._verify import verify_forest  # noqa: E402
+from facesegment.forest._arrays import ForestArrays
+from facesegment.forest._verify import verify_forest
 
 
 def synthetic_forest(n_trees, depth, n_oblique, n_features=2883, n_classes=8):
