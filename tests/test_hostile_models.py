@@ -186,21 +186,15 @@ def test_untampered_models_load_and_verify(tmp_path, models):
 
 
 _KERNELS = textwrap.dedent("""
-    import sys, numpy as np
-    sys.path.insert(0, {tests!r})
-    from test_hostile_models import CASES, IN_MEMORY_HARMLESS, _data, LAYOUT
-    from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
-    from facesegment.model import Model
+    import sys
+    import numpy as np
+    from tests.test_hostile_models import CASES, IN_MEMORY_HARMLESS, _data
     from facesegment.dense import predict_image
     from facesegment.forest._verify import ForestProblem
-    X, y = _data()
-    kw = {{"n_estimators": 2, "random_state": 0, "max_depth": 4}}
-    co2 = {{"oblique_min_samples": 40}}
-    ests = {{"axis": AxisAlignedForest(**kw), "two-probe": TwoProbeForest(**kw),
-            "co2": CO2Forest(**kw, **co2),
-            "co2-sparse": CO2Forest(**kw, **co2, init="best", max_nonzero=4,
-                                    weight_dtype="int8")}}
-    models = {{k: Model.from_estimator(e.fit(X, y), k, layout=LAYOUT) for k, e in ests.items()}}
+    from facesegment.model import load_model
+    X, _ = _data()
+    models = {kind: load_model(f"{sys.argv[1]}/{kind}") for kind in
+              ("axis", "two-probe", "co2", "co2-sparse")}
     image = np.random.default_rng(0).integers(0, 256, (12, 14, 3), dtype=np.uint8)
     for name, kind, tamper, message in CASES:
         if name in IN_MEMORY_HARMLESS:
@@ -211,18 +205,20 @@ _KERNELS = textwrap.dedent("""
                           ("predict_image", lambda: predict_image(m, image))):
             try:
                 run()
-                print(f"RAN {{name}} / {{what}}", flush=True)
+                print(f"RAN {name} / {what}", flush=True)
             except ValueError as exc:
                 ok = isinstance(exc, ForestProblem)
-                print(f"{{'REFUSED' if ok else 'OTHER'}} {{name}} / {{what}}: {{exc}}", flush=True)
+                print(f"{'REFUSED' if ok else 'OTHER'} {name} / {what}: {exc}", flush=True)
 """)
 
 
-def test_tampered_forests_never_reach_a_kernel():
-    """Models built in memory (not loaded) with each tampered field: estimators'
+def test_tampered_forests_never_reach_a_kernel(tmp_path, models):
+    """Forests tampered in memory (after a clean load), one per field: estimators'
     predict_proba/apply and dense inference refuse them (ValueError naming the
     array) instead of crashing in a kernel; run in a subprocess with a timeout."""
-    out = subprocess.run([sys.executable, "-c", _KERNELS.format(tests=str(ROOT / "tests"))],
+    for kind, m in models.items():
+        save_model(m, tmp_path / kind)
+    out = subprocess.run([sys.executable, "-c", _KERNELS, str(tmp_path)],
                          capture_output=True, text=True, timeout=TIMEOUT, env=_env())
     assert out.returncode == 0, (out.returncode, out.stdout[-3000:], out.stderr[-3000:])
     lines = out.stdout.splitlines()
