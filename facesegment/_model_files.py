@@ -21,7 +21,6 @@ model with ``init="best"``, kind "co2-best".
 """
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -30,7 +29,10 @@ import numpy as np
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
+from ._h5check import READ_ERRORS, check_file
+from ._model_doc import check_document, parse
 from .forest._arrays import FOREST_ARRAY_NAMES, SPARSE_ARRAY_NAMES, ForestArrays, n_sparse
+from .forest._verify import ForestProblem, verified
 from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
@@ -339,7 +341,7 @@ def load_model_folder(cls, path, verify=True):
     if verify and rec:
         _verify_file(h5, rec)
     arrays, mean, std, position = _read_forest(h5)
-    _check_arrays(arrays, h5, len(doc["class_names"]))
+    arrays = _verified(arrays, h5, len(doc["class_names"]), mean, std)
     kind, classes, layout = _upgrade(doc, path)
     if layout is not None and not layout.matches(arrays.n_features):
         raise DataError(path / "model.json", f"records the layout {layout.describe()} but "
@@ -360,12 +362,13 @@ def _read_document(path):
     if not js.is_file():
         raise DataError(path, "is not a model: it has no model.json", _FIX)
     try:
-        doc = json.loads(js.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = js.read_text()
+    except UnicodeDecodeError as exc:
         raise DataError(js, f"is not valid JSON ({exc.__class__.__name__}: {exc})",
                         _FIX) from None
     except OSError as exc:
         raise DataError(js, f"cannot be read ({exc.strerror or exc})", _FIX) from None
+    doc = parse(text, js)
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
         raise DataError(js, f"is not a facesegment model (format is "
                         f"{doc.get('format') if isinstance(doc, dict) else None!r})", _FIX)
@@ -379,6 +382,7 @@ def _read_document(path):
     if missing or not isinstance(kind, str) or kind not in _kinds():
         raise DataError(js, f"is incomplete or has an unknown kind (missing: {missing}, "
                         f"kind {kind!r}; kinds: {', '.join(_kinds())})", _FIX)
+    check_document(doc, js)
     return doc
 
 
@@ -438,72 +442,76 @@ def _read_forest(h5):
 
     try:
         with h5py.File(h5, "r") as f:
-            if f.attrs.get("format") != FOREST_FORMAT:
+            check_file(f, h5, _FIX)
+            fmt = f.attrs.get("format")
+            if (fmt.decode() if isinstance(fmt, bytes) else fmt) != FOREST_FORMAT:
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
-            names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES
-                                               if n in f["forest"])
-            arrays = ForestArrays(**{n: _read_array(f["forest"][n]) for n in names})
-            position = None
-            if "position" in f:
-                from .position import PositionPrior, crop_rule_of
-
-                g = f["position"]
-                position = PositionPrior(
-                    g["freq"][()], g["class_prior"][()], float(g.attrs["sigma"]),
-                    float(g.attrs["pseudo"]), int(g.attrs["n_images"]),
-                    crop_rule_of(g.attrs.get("crop_rule")))
-                if position.freq.ndim != 3 or position.freq.shape[2] != arrays.n_classes \
-                        or position.class_prior.shape != (arrays.n_classes,):
-                    raise DataError(h5, f"has a position prior of shape {position.freq.shape} "
-                                    f"for {arrays.n_classes} classes", _FIX)
-            return arrays, f["mean"][()], f["std"][()], position
+            g = _dataset_group(f, h5)
+            names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES if n in g)
+            arrays = ForestArrays(**{n: _read_array(g[n]) for n in names})
+            position = _read_position(f, h5, arrays.n_classes) if "position" in f else None
+            return arrays, _dataset(f, "mean", h5)[()], _dataset(f, "std", h5)[()], position
     except DataError:
         raise
-    except (OSError, KeyError, ValueError) as exc:
-        raise DataError(h5, f"cannot be read as a forest ({exc})", _FIX) from None
+    except READ_ERRORS as exc:
+        raise DataError(h5, f"cannot be read as a forest ({type(exc).__name__}: {exc})",
+                        _FIX) from None
 
 
-def _sparse_problem(a):
-    """What is wrong with the sparse arrays of ``a`` (None: nothing, or none at all)."""
-    present = [getattr(a, k) is not None for k in SPARSE_ARRAY_NAMES]
-    if not any(present):
-        return None
-    if not all(present):
-        return "sparse arrays are incomplete"
-    ptr = a.sparse_ptr
-    if a.sparse.shape != (a.n_nodes,):
-        return "node arrays have different lengths"
-    if (ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or (np.diff(ptr) < 0).any()
-            or ptr[-1] != a.sparse_index.shape[0]
-            or a.sparse_weight.shape != a.sparse_index.shape):
-        return "sparse row pointers are inconsistent"
-    if (a.sparse >= ptr.shape[0] - 1).any() or (a.sparse < -1).any():
-        return "sparse rows are out of range"
-    if a.sparse_index.size and (a.sparse_index.astype(np.int64).max() >= a.weights.shape[1]
-                                or a.sparse_index.astype(np.int64).min() < 0):
-        return "feature indices are out of range"
-    return None
+def _dataset_group(f, h5):
+    import h5py
+
+    g = f.get("forest")
+    if not isinstance(g, h5py.Group):
+        raise DataError(h5, "has no group forest/ (not a forest file)", _FIX)
+    for n in FOREST_ARRAY_NAMES:
+        _dataset(g, n, h5)
+    return g
 
 
-def _check_arrays(a, path, n_classes):
-    n = a.n_nodes
-    problem = None
-    if any(getattr(a, k).shape != (n,) for k in ("right", "feature", "feature2", "oblique",
-                                                    "threshold", "depth", "n_samples")):
-        problem = "node arrays have different lengths"
-    elif a.value.shape != (n, n_classes):
-        problem = f"value has shape {a.value.shape}, expected ({n}, {n_classes})"
-    elif a.roots.size == 0 or a.roots.min() < 0 or a.roots.max() >= n:
-        problem = "tree roots are out of range"
-    elif (a.left >= n).any() or (a.right >= n).any() or (a.left < -1).any():
-        problem = "child indices are out of range"
-    elif (a.oblique >= a.weights.shape[0]).any():
-        problem = "oblique rows are out of range"
-    elif a.weights.ndim != 2 or ((a.feature >= a.weights.shape[1]).any()
-                                 or (a.feature2 >= a.weights.shape[1]).any()):
-        problem = "feature indices are out of range"
-    else:
-        problem = _sparse_problem(a)
-    if problem:
-        raise DataError(path, f"is not a consistent forest: {problem}",
-                        "re-copy the model folder or retrain")
+def _dataset(g, name, h5):
+    import h5py
+
+    ds = g.get(name)
+    if not isinstance(ds, h5py.Dataset):
+        raise DataError(h5, f"has no dataset {g.name.strip('/') + '/' if g.name != '/' else ''}"
+                        f"{name}", _FIX)
+    return ds
+
+
+def _read_position(f, h5, n_classes):
+    from .position import PositionPrior, crop_rule_of
+
+    g = f["position"]
+    freq, prior = _dataset(g, "freq", h5)[()], _dataset(g, "class_prior", h5)[()]
+    sigma, pseudo = float(g.attrs["sigma"]), float(g.attrs["pseudo"])
+    position = PositionPrior(freq, prior, sigma, pseudo, int(g.attrs["n_images"]),
+                             crop_rule_of(g.attrs.get("crop_rule")))
+    if position.freq.ndim != 3 or position.freq.shape[2] != n_classes \
+            or position.class_prior.shape != (n_classes,):
+        raise DataError(h5, f"has a position prior of shape {position.freq.shape} "
+                        f"for {n_classes} classes", _FIX)
+    numbers = (position.freq, position.class_prior, np.array([sigma, pseudo]))
+    if any(a.dtype.kind != "f" or not np.isfinite(a).all() or (a < 0).any() for a in numbers):
+        raise DataError(h5, "has a position prior with negative, infinite or NaN values "
+                        "(position/freq, class_prior, sigma or pseudo)", _FIX)
+    return position
+
+
+def _verified(arrays, h5, n_classes, mean, std):
+    """The forest arrays proved safe for the kernels (:mod:`facesegment.forest._verify`)."""
+    try:
+        arrays = verified(arrays)   # remembered: inference does not check it again
+        if arrays.n_classes != n_classes:
+            raise ForestProblem("value", f"has {arrays.n_classes} columns, expected "
+                                f"{n_classes} (one per class name)")
+    except ForestProblem as exc:
+        raise DataError(h5, f"is not a valid forest: forest/{exc.array} {exc.problem}",
+                        "re-copy the model folder or retrain") from None
+    p = arrays.n_features
+    for name, a in (("mean", mean), ("std", std)):
+        if a.shape != (p,) or a.dtype.kind != "f" or not np.isfinite(a).all():
+            raise DataError(h5, f"is not a valid forest: {name} is {a.dtype}{list(a.shape)}, "
+                            f"expected {p} finite floats (one per feature)",
+                            "re-copy the model folder or retrain")
+    return arrays

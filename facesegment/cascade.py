@@ -21,7 +21,6 @@ The folder::
     stage-2/ ...   model folders over the context layout
 """
 
-import json
 from pathlib import Path
 
 from .atomic import write_json_atomic
@@ -31,6 +30,8 @@ from .errors import DataError
 CASCADE_FORMAT = "facesegment-cascade"
 CASCADE_FORMAT_VERSION = 1
 CASCADE_FILE = "cascade.json"
+#: Most stages of a cascade (folders stage-1 .. stage-63).
+MAX_STAGES = 63
 _FIX = "train the cascade again (or point at another model folder)"
 
 
@@ -132,7 +133,7 @@ def save_cascade(cascade, path):
 
 def _check_own_files(path):
     """Refuse to replace a cascade folder that holds someone else's files."""
-    own = {CASCADE_FILE} | {f"stage-{i}" for i in range(1, 64)}
+    own = {CASCADE_FILE} | {f"stage-{i}" for i in range(1, MAX_STAGES + 1)}
     other = sorted(p.name for p in path.iterdir() if p.name not in own)
     if other:
         raise DataError(path, f"holds files that are not the cascade's ({', '.join(other)})",
@@ -143,22 +144,34 @@ def load_cascade(path, verify=True):
     """Load a cascade folder written by :func:`save_cascade`."""
     from .model import load_model
 
+    from ._model_doc import parse
+
     path = Path(path)
     try:
-        doc = json.loads((path / CASCADE_FILE).read_text())
+        text = (path / CASCADE_FILE).read_text()
     except (OSError, ValueError) as exc:
         raise DataError(path / CASCADE_FILE, f"cannot be read ({exc})", _FIX) from None
-    if doc.get("format") != CASCADE_FORMAT:
+    doc = parse(text, path / CASCADE_FILE)
+    if not isinstance(doc, dict) or doc.get("format") != CASCADE_FORMAT:
         raise DataError(path / CASCADE_FILE, "is not a facesegment cascade file", _FIX)
     if doc.get("format_version") != CASCADE_FORMAT_VERSION:
         raise DataError(path / CASCADE_FILE, f"has format version {doc.get('format_version')}"
                         f", this facesegment reads {CASCADE_FORMAT_VERSION}", _FIX)
     try:
         spec = ContextSpec.from_dict(doc["context"])
-        n = int(doc["n_stages"])
-    except (KeyError, TypeError, ValueError) as exc:
+        n = doc["n_stages"]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(path / CASCADE_FILE, f"is incomplete ({exc})", _FIX) from None
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_STAGES:
+        raise DataError(path / CASCADE_FILE, f"field n_stages is {n!r}; expected an integer "
+                        f"from 2 to {MAX_STAGES}", _FIX)
+    if not isinstance(doc.get("provenance") or {}, dict):
+        raise DataError(path / CASCADE_FILE, "field provenance is not a JSON object", _FIX)
     stages = [load_model(path / f"stage-{i}", verify) for i in range(1, n + 1)]
+    for i, st in enumerate(stages[:-1], 1):
+        if len(st.class_names) != spec.n_classes:
+            raise DataError(path / f"stage-{i}", f"has {len(st.class_names)} classes, but the "
+                            f"cascade's context reads {spec.n_classes}", _FIX)
     for i, st in enumerate(stages[1:], 2):
         want = stages[0].layout.channels + spec.n_planes
         if st.layout is None or st.layout.channels != want:

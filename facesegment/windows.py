@@ -38,6 +38,7 @@ import h5py
 import numpy as np
 
 from .classes import CLASS_NAMES, N_CLASSES
+from ._h5check import READ_ERRORS, check_file
 from .errors import DataError
 from .layout import DEFAULT_LAYOUT, WindowLayout
 
@@ -189,15 +190,41 @@ def _attr(f, path, name, shape=None, kind=None):
     return v
 
 
+def _int_attr(f, path, name, low=None):
+    """An integer attribute (a stored integer, not text), at least ``low``."""
+    v = _attr(f, path, name)
+    if np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iu" or (
+            low is not None and int(v) < low):
+        shown = v.item() if isinstance(v, np.generic) else v
+        raise DataError(path, f"attribute {name!r} is {shown!r}, expected an integer"
+                        f"{'' if low is None else f' >= {low}'}", _FIX_REGEN)
+    return int(v)
+
+
+def _damaged(path, exc):
+    """The DataError of a file h5py could not read (damaged headers, chunks, names)."""
+    return DataError(path, f"windows file is damaged: {type(exc).__name__}: {exc}", _FIX_REGEN)
+
+
 def _check(f, path):
     """Validate the file's structure; return (WindowsMeta, n)."""
+    try:
+        return _check_structure(f, path)
+    except DataError:
+        raise
+    except READ_ERRORS as exc:
+        raise _damaged(path, exc) from None
+
+
+def _check_structure(f, path):
+    check_file(f, path, _FIX_REGEN)
     fmt = f.attrs.get("format")
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
     if fmt != FORMAT:
         raise DataError(path, f"is an HDF5 file but not a facesegment windows file (format={fmt!r})",
                         "give the .h5 file made by `facesegment extract`")
-    version = int(_attr(f, path, "format_version"))
+    version = _int_attr(f, path, "format_version")
     if version not in READ_VERSIONS:
         raise DataError(path, f"windows file has format version {version}; this facesegment reads "
                         f"versions {' and '.join(map(str, READ_VERSIONS))}",
@@ -205,7 +232,7 @@ def _check(f, path):
     if not bool(f.attrs.get("complete", False)):
         raise DataError(path, "windows file is incomplete (no 'complete' mark: the extraction was "
                         "interrupted or failed)", _FIX_REGEN)
-    n = int(_attr(f, path, "n_windows"))
+    n = _int_attr(f, path, "n_windows", 0)
     layout = _layout(f, path, version)
     expect = {
         "windows": ((n,) + layout.shape, np.uint8),
@@ -230,7 +257,7 @@ def _check(f, path):
         mean=np.asarray(_attr(f, path, "mean", (layout.n_features,), "f"), np.float32),
         std=np.asarray(_attr(f, path, "std", (layout.n_features,), "f"), np.float32),
         sources=_strings(f["sources"][()]),
-        seed=int(_attr(f, path, "seed")),
+        seed=_int_attr(f, path, "seed"),
         n_windows=n,
         path=os.fspath(path),
         format_version=version,
@@ -359,30 +386,53 @@ def read_windows(path, load=True, indices=None):
         :func:`read_windows_meta`).
     """
     path = os.fspath(path)
+    idx = None
+    if indices is not None:
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"indices must be a 1-D array of row numbers; got shape {idx.shape} "
+                             f"dtype {idx.dtype}")
     f = _open(path)
     try:
         meta, n = _check(f, path)
-        y = f["labels"][()]
-        image_index = f["image_index"][()]
-        centers = f["centers"][()]
-        if indices is not None:
-            idx = np.asarray(indices)
-            if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-                raise ValueError(f"indices must be a 1-D array of row numbers; got shape {idx.shape} "
-                                 f"dtype {idx.dtype}")
-            X = read_rows(f["windows"], idx)
-            y, image_index, centers = y[idx], image_index[idx], centers[idx]
-        elif load:
-            X = np.empty((n,) + meta.layout.shape, np.uint8)
-            if n:
-                f["windows"].read_direct(X)
-        else:
-            return WindowSet(f["windows"], y, image_index, centers, meta, _file=f)
+        if idx is not None and idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"indices must lie in [0, {n}); got min {idx.min()}, max {idx.max()}")
+        try:
+            y, image_index, centers = _rows(f, path, meta, n, idx)
+            if idx is not None:
+                X = read_rows(f["windows"], idx)
+            elif load:
+                X = np.empty((n,) + meta.layout.shape, np.uint8)
+                if n:
+                    f["windows"].read_direct(X)
+            else:
+                return WindowSet(f["windows"], y, image_index, centers, meta, _file=f)
+        except DataError:
+            raise
+        except READ_ERRORS as exc:
+            raise _damaged(path, exc) from None
     except BaseException:
         f.close()
         raise
     f.close()
     return WindowSet(X, y, image_index, centers, meta)
+
+
+def _rows(f, path, meta, n, idx):
+    """``(labels, image_index, centers)`` of the rows ``idx`` (all: None), checked:
+    class ids within the class names, image indices within ``sources``."""
+    y, image_index, centers = f["labels"][()], f["image_index"][()], f["centers"][()]
+    if idx is not None:
+        y, image_index, centers = y[idx], image_index[idx], centers[idx]
+    if y.size and int(y.max()) >= len(meta.class_names):
+        raise DataError(path, f"dataset 'labels' holds class id {int(y.max())}; the file has "
+                        f"{len(meta.class_names)} classes", _FIX_REGEN)
+    if image_index.size and (int(image_index.min()) < 0
+                             or int(image_index.max()) >= len(meta.sources)):
+        bad = int(image_index.min()) if int(image_index.min()) < 0 else int(image_index.max())
+        raise DataError(path, f"dataset 'image_index' holds {bad}, outside the "
+                        f"{len(meta.sources)} images of 'sources'", _FIX_REGEN)
+    return y, image_index, centers
 
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "OrderedSink", "BackgroundSink", "WindowsMeta", "WindowSet", "WindowsWriter",

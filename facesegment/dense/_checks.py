@@ -57,12 +57,16 @@ def check_factors(sampling_factors, n_classes):
 
 
 def forest_arrays(model):
-    """``model.arrays`` (TypeError when ``model`` is not a Model)."""
+    """``model.arrays`` proved safe for the kernels (TypeError when ``model`` is not
+    a Model; :class:`facesegment.forest._verify.ForestProblem`, a ValueError,
+    when its arrays are inconsistent)."""
+    from ..forest._verify import verified
+
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "roots"):
         raise TypeError(f"model must be a facesegment.model.Model (with .arrays), got "
                         f"{type(model).__name__} (load one with facesegment.model.load_model)")
-    return arrays
+    return verified(arrays)
 
 
 def model_layout(model):

@@ -28,6 +28,7 @@ from ._grow import _dense_dtype, fit_tree_task, sampling_pool
 from ._arrays import complete
 from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
                        predict_proba_packed, predict_proba_packed_serial)
+from ._verify import verified
 from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
                      resolve_max_samples, validate_params)
 
@@ -366,7 +367,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         """
         X = self._check_predict(X)
         md, nt = self._limits(max_depth, n_trees)
-        fa = self.forest_
+        fa = verified(self.forest_)
         nodes, nodes_f = packed_nodes(fa)
         w = kernel_weights(fa)
         sp = kernel_sparse(fa)
@@ -394,7 +395,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
         X = self._check_predict(X)
         md, _ = self._limits(max_depth, None)
-        fa = complete(self.forest_)
+        fa = complete(verified(self.forest_))
         out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
         with numba_threads(self._threads()):
             apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
