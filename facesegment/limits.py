@@ -14,7 +14,10 @@ Every limit is here, with the error that reports it (one
 * only regular files are read (:func:`read_regular_file`): a named pipe
   (FIFO), a device or a socket given as, or found among, the inputs is
   refused at once rather than read forever.
-* :data:`MAX_SEED`: seeds are integers in ``0 .. 2**32 - 1`` (as scikit-learn's).
+* :data:`MAX_SEED`: seeds are integers in ``0 .. 2**32 - 1`` (as scikit-learn's);
+  :data:`MAX_WORKERS`, :data:`MAX_WINDOWS`, :data:`MAX_PIXEL_STRIDE`,
+  :data:`MAX_WINDOW_SIDE` bound the command line's counts, and
+  ``facesegment.forest.params`` bounds the estimators' (``MAX_TREES``...).
 """
 
 import os
@@ -28,6 +31,13 @@ MAX_IMAGE_BYTES = 1 << 30
 MAX_TEXT_BYTES = 64 << 20
 #: Largest seed (the command line's ``--seed``, ``random_state``).
 MAX_SEED = 2 ** 32 - 1
+#: Upper bounds of counts that are not estimator parameters (those are in
+#: ``facesegment.forest.params``): beyond them a run would need more memory or
+#: time than any machine has, so they are one error line instead.
+MAX_WORKERS = 4096           # --workers
+MAX_WINDOWS = 100_000_000    # extract --windows (about 290 GB of 31x31 RGB windows)
+MAX_PIXEL_STRIDE = 1000      # --pixel-stride, the pipeline's pixel_stride
+MAX_WINDOW_SIDE = 255        # extract --window
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),

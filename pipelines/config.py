@@ -21,6 +21,7 @@ import tomllib
 from facesegment.errors import FaceSegmentError
 from facesegment.forest import registry
 from facesegment.layout import DEFAULT_LAYOUT
+from facesegment.limits import MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOWS
 
 N_FEATURES = DEFAULT_LAYOUT.n_features
 #: The forest kinds the pipeline trains: the rows of the one table
@@ -144,7 +145,7 @@ SCHEMA = {
         "name": _str(),
         "workers": _int(0),
         "scheduler": _str(),
-        "seed": _int(0),
+        "seed": _int(0, MAX_SEED),
     },
     "data": {
         "path": _str(),
@@ -158,7 +159,7 @@ SCHEMA = {
         "lfw_labels": _str(),
     },
     "extract": {
-        "n_windows": _int(8),
+        "n_windows": _int(8, MAX_WINDOWS),
     },
     "forest": {
         "n_trees": _int(1),
@@ -170,7 +171,7 @@ SCHEMA = {
         "n_trees": _int(1),
         "max_samples": _int(1),
         "n_images": _int(0),
-        "pixel_stride": _int(1),
+        "pixel_stride": _int(1, MAX_PIXEL_STRIDE),
         "axis_q": _list(_q),
         "two_probe_pairs": _list(_int(1)),
         "co2_nu": _list(_num(0.0)),
@@ -190,7 +191,7 @@ SCHEMA = {
         "extra_alphas": _list(_num(0.0, 4.0)),
         "alpha_from": _str(("final", "selection")),
         "mode": _str(("strict", "full")),
-        "pixel_stride": _int(1),
+        "pixel_stride": _int(1, MAX_PIXEL_STRIDE),
         "time_images": _int(1),
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),

@@ -4,7 +4,7 @@ import os
 import sys
 import time
 from ..atomic import write_json_atomic
-from ._common import positive_int
+from ._common import MAX_WORKERS, int_in, nonneg_int, seed_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
 DESCRIPTION = """\
@@ -52,7 +52,7 @@ def add_arguments(p):
     q.add_argument("dir", metavar="DIR", help="folder of images (searched recursively)")
     q.add_argument("--labels", default=None, metavar="DIR",
                    help="parallel label tree (default: NAME_label.png beside each image)")
-    q.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    q.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                    help="threads (default: all cores)")
     q.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -68,8 +68,8 @@ def add_arguments(p):
                                    "seeded split by person (the parent folder, as in LFW).")
     q.add_argument("dir", metavar="DIR", help="dataset folder")
     q.add_argument("--labels", default=None, metavar="DIR", help="parallel label tree")
-    q.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
-    q.add_argument("--validation", type=int, default=100, metavar="N",
+    q.add_argument("--seed", type=seed_int, default=0, help="split seed (default 0)")
+    q.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="training images held out for model selection (default 100, as in the paper)")
     q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
