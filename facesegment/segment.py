@@ -442,6 +442,8 @@ def _stop_reason(exc):
 
     if isinstance(exc, SchedulerLostError):
         return "not segmented: the Dask scheduler was lost"
+    if type(exc).__name__ == "WorkersLostError":
+        return "not segmented: every Dask worker was lost"
     if isinstance(exc, Terminated):
         return "not segmented: terminated (SIGTERM)"
     if isinstance(exc, KeyboardInterrupt):

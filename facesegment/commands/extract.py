@@ -124,8 +124,6 @@ def resolve_data_dir(data_dir):
 
 def read_name_list(path):
     """Image names (one per line, ``#`` comments) from a text file."""
-    from ..errors import DataError
-
     from ..limits import read_text_file
 
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
