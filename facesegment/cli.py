@@ -76,6 +76,7 @@ def main(argv=None):
     closed standard output (``| head``) ends the command quietly (status 141),
     as Python's documentation on SIGPIPE recommends.
     """
+    _print_any_file_name()
     with sigterm_raises():
         try:
             try:
@@ -147,6 +148,16 @@ def sigterm_raises():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _print_any_file_name():
+    """Let standard output print any file name the OS allows (a name that is not
+    UTF-8 prints as its own bytes, as `ls` does) instead of failing on it."""
+    try:
+        if getattr(sys.stdout, "errors", None) == "strict":
+            sys.stdout.reconfigure(errors="surrogateescape")
+    except (AttributeError, ValueError, OSError):  # a stream that cannot be reconfigured
+        pass
 
 
 def _silence_stdout():

@@ -226,7 +226,7 @@ def write_summary_csv(path, results):
     import csv
     import io
 
-    from .atomic import write_text_atomic
+    from .atomic import write_bytes_atomic
 
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
@@ -234,7 +234,10 @@ def write_summary_csv(path, results):
     for r in results:
         wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
                      r.message, r.output])
-    write_text_atomic(path, buf.getvalue(), what="summary")
+    # a file name that is not UTF-8 (the OS allows any bytes) is written as its own
+    # bytes (surrogateescape): read the CSV back with errors="surrogateescape"
+    write_bytes_atomic(path, buf.getvalue().encode("utf-8", "surrogateescape"),
+                       what="summary")
 
 
 # --------------------------------------------------------------- inputs

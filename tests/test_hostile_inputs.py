@@ -114,3 +114,50 @@ def test_losing_every_worker_blames_the_workers(monkeypatch):
         assert "lost every Dask worker" in msg and "scheduler still answers" in msg
         assert "lost the Dask scheduler" not in msg
         assert 1 <= len(got) < 30
+
+
+# ------------------------------------------------------------------ names
+
+_ODD = os.fsdecode(b"caf\xff")  # a file name the OS allows that is not UTF-8
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    from facesegment.model import save_model
+    from tests.test_inference import random_model
+
+    return save_model(random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",)),
+                      tmp_path / "models" / "axis-2")
+
+
+def test_non_utf8_name_through_segment(tmp_path, model_dir, capsys):
+    import csv
+
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for name in (_ODD, "plain"):
+        write_png_atomic(src / f"{name}.png", rng.integers(0, 256, (250, 250, 3), np.uint8))
+    assert main(["segment", str(src), str(out), "--model", str(model_dir), "-q",
+                 "--workers", "1"]) == 0
+    assert (out / f"{_ODD}_label.png").is_file()
+    with open(out / "summary.csv", newline="", encoding="utf-8",
+              errors="surrogateescape") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["name"] for r in rows} == {f"{_ODD}.png", "plain.png"}
+    assert {r["status"] for r in rows} == {"ok"}
+    assert os.fsencode(next(r["output"] for r in rows if r["output"] != "plain")) == b"caf\xff"
+
+
+def test_non_utf8_name_through_extract(tmp_path):
+    from facesegment.windows import read_windows
+    from tests.test_extract import _faces
+
+    root = _faces(tmp_path / "faces", n=3)
+    os.rename(root / "face01.png", root / f"{_ODD}.png")
+    os.rename(root / "face01_label.png", root / f"{_ODD}_label.png")
+    out = tmp_path / "w.h5"
+    assert main(["extract", str(root), "--out", str(out), "--windows", "80", "-q",
+                 "--workers", "1"]) == 0
+    sources = read_windows(out, load=False).meta.sources
+    assert _ODD in sources and os.fsencode(_ODD) == b"caf\xff"
