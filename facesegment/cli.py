@@ -110,7 +110,8 @@ def _run(argv):
     try:
         return int(args._run(args) or 0)
     except FaceSegmentError as exc:
-        print(f"facesegment: error: {exc}", file=sys.stderr)
+        # one line, whatever a library put in the message (HDF5's have newlines)
+        print(f"facesegment: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         raise
