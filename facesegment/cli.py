@@ -92,13 +92,30 @@ def main(argv=None):
             _silence_stdout()
             return EXIT_PIPE
         except Terminated:
+            _ending(argv)
             print("facesegment: terminated (SIGTERM); finished outputs were kept, partial "
                   "ones removed", file=sys.stderr)
             return EXIT_TERMINATED
         except KeyboardInterrupt:
+            _ending(argv)
             print("facesegment: interrupted; finished outputs were kept, partial ones removed",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
+
+
+def _ending(argv):
+    """The program is ending on a signal: further SIGINT/SIGTERM (a job scheduler's
+    repeated signals, an impatient Ctrl-C) are ignored from now on, so that none
+    lands in the final message or the interpreter's exit as a traceback.  Only
+    when run as the program (``argv`` None, the console script and ``python -m``);
+    a caller of ``main(argv)`` keeps its handlers."""
+    if argv is not None or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except (ValueError, OSError):  # pragma: no cover
+            pass
 
 
 def _run(argv):
@@ -148,7 +165,8 @@ def sigterm_raises():
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if signal.getsignal(signal.SIGTERM) is handler:  # not if _ending ignored it
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _print_any_file_name():

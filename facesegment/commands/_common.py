@@ -51,16 +51,31 @@ def nonneg_int(text):
     return _int_at_least(text, 0, "a non-negative integer")
 
 
-def alpha_value(text):
-    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
+def _nonneg_number(text, meaning):
     try:
         v = float(text)
     except ValueError:
         v = math.nan
     if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a number >= 0 (1 = the paper's prior reweighting, 0 = none), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 ({meaning}), got {text!r}")
     return v
+
+
+def alpha_value(text):
+    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
+    return _nonneg_number(text, "1 = the paper's prior reweighting, 0 = none")
+
+
+def beta_value(text):
+    """argparse type: the position prior's exponent beta, a finite number >= 0."""
+    return _nonneg_number(text, "beta, the exponent of the position prior (pos/pi)^beta; "
+                                "0 = no position prior")
+
+
+def sigma_value(text):
+    """argparse type: the smoothing sigma in pixels, a finite number >= 0."""
+    return _nonneg_number(text, "sigma, the Gaussian blur of the class maps in pixels; "
+                                "0 = none")
 
 
 def model_names(paths):
@@ -163,6 +178,13 @@ def load_image_model(path):
         raise DataError(path, f"needs {layout.describe()}, more planes than an image has "
                         "(extra planes such as probability maps are given with "
                         "facesegment.dense.predict_image(..., planes=))", fix)
+    from ..dense._checks import check_factors
+
+    try:  # the model's fault, said once, rather than every image 'skipped'
+        check_factors(model.sampling_factors, model.arrays.n_classes)
+    except (TypeError, ValueError) as exc:
+        raise DataError(path, f"model has bad sampling factors: {exc}",
+                        "retrain the model, or restore its model.json") from None
     return model
 
 
