@@ -161,3 +161,234 @@ def test_non_utf8_name_through_extract(tmp_path):
                  "--workers", "1"]) == 0
     sources = read_windows(out, load=False).meta.sources
     assert _ODD in sources and os.fsencode(_ODD) == b"caf\xff"
+
+
+# ------------------------------------------------------------------ images
+
+def _tiny_bomb(path, side=40000):
+    """A PNG whose header declares side x side grey pixels (the bytes of a bomb's
+    header; its data is cut short, so nothing big is ever written)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    body = zlib.compress(b"\0" * (side + 1) * 64, 9)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body)
+                     + chunk(b"IEND", b""))
+
+
+def test_decompression_bomb_is_refused_before_decoding(tmp_path):
+    _tiny_bomb(tmp_path / "bomb.png")
+    with pytest.raises(DataError, match=r"bomb\.png: image file declares 40000x40000 .*"
+                                        r"more than the limit"):
+        read_image(tmp_path / "bomb.png")
+    _tiny_bomb(tmp_path / "bomb_label.png")
+    with pytest.raises(DataError, match="40000x40000"):
+        read_label(tmp_path / "bomb_label.png")
+
+
+def test_pixel_limit_decoded_size_and_environment(tmp_path, monkeypatch):
+    """The limit holds for formats whose header is not parsed too (checked after
+    decoding) and FACESEGMENT_MAX_IMAGE_PIXELS moves it."""
+    import cv2
+
+    img = np.zeros((30, 40, 3), np.uint8)
+    ok, buf = cv2.imencode(".tiff", img)
+    (tmp_path / "a.tif").write_bytes(buf.tobytes())
+    write_png_atomic(tmp_path / "b.png", img)
+    monkeypatch.setenv("FACESEGMENT_MAX_IMAGE_PIXELS", "1000")
+    with pytest.raises(DataError, match=r"a\.tif: decodes to 40x30 pixels, more than"):
+        read_image(tmp_path / "a.tif")
+    with pytest.raises(DataError, match=r"b\.png: image file declares 40x30 = 1,200 pixels"):
+        read_image(tmp_path / "b.png")
+    monkeypatch.setenv("FACESEGMENT_MAX_IMAGE_PIXELS", "1200")
+    assert read_image(tmp_path / "b.png").shape == (30, 40, 3)
+
+
+def test_header_sizes():
+    import cv2
+
+    from facesegment.limits import image_size
+
+    img = np.zeros((7, 9, 3), np.uint8)
+    for ext in (".png", ".jpg", ".bmp"):
+        assert image_size(cv2.imencode(ext, img)[1]) == (9, 7), ext
+    assert image_size(b"not an image") is None
+
+
+def _run_bounded(func, seconds=120):
+    """func() in a daemon thread; fails (instead of hanging the suite) past ``seconds``."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = func()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    th.join(seconds)
+    assert not th.is_alive(), f"still running after {seconds} s (a hang)"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.fixture()
+def fifo(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.jpg")
+    return folder
+
+
+def test_named_pipe_is_skipped_not_read(fifo):
+    with pytest.raises(DataError, match=r"pipe\.jpg: image file is a named pipe \(FIFO\), "
+                                        "not a regular file"):
+        _run_bounded(lambda: read_image(fifo / "pipe.jpg"), 10)
+    with pytest.raises(DataError, match="is a character device"):
+        read_image("/dev/zero")
+
+
+def test_named_pipe_in_segment_and_data_check(fifo, model_dir, capsys):
+    import csv
+
+    rng = np.random.default_rng(1)
+    write_png_atomic(fifo / "face.png", rng.integers(0, 256, (250, 250, 3), np.uint8))
+    write_png_atomic(fifo / "face_label.png", np.zeros((250, 250), np.uint8))
+    out = fifo.parent / "out"
+    status = _run_bounded(lambda: main(["segment", str(fifo), str(out), "--model",
+                                        str(model_dir), "-q", "--workers", "1"]))
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "skipped pipe.jpg: unreadable:" in err and "named pipe" in err
+    with open(out / "summary.csv", newline="") as fh:
+        rows = {r["name"]: r["status"] for r in csv.DictReader(fh)}
+    assert rows == {"face.png": "ok", "pipe.jpg": "unreadable"}
+    assert _run_bounded(lambda: main(["data", "check", str(fifo), "--quiet"])) == 1
+    err = capsys.readouterr().err
+    assert "facesegment: bad:" in err and "pipe.jpg: image file is a named pipe" in err
+
+
+def test_bomb_skipped_in_segment_and_extract(tmp_path, model_dir, capsys, monkeypatch):
+    """An image over the pixel limit is one line and skipped; the rest is done."""
+    from tests.test_extract import _faces
+
+    root = _faces(tmp_path / "faces", n=3)
+    _tiny_bomb(root / "bomb.png")
+    write_png_atomic(root / "bomb_label.png", np.zeros((40, 44), np.uint8))
+    assert main(["extract", str(root), "--out", str(tmp_path / "w.h5"), "--windows", "80",
+                 "-q", "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "facesegment: skipped:" in err and "bomb.png: image file declares 40000x40000" in err
+    assert (tmp_path / "w.h5").is_file()
+    out = tmp_path / "seg"
+    assert main(["segment", str(root / "bomb.png"), str(root / "face00.png"), str(out),
+                 "--model", str(model_dir), "-q", "--workers", "1", "--detect",
+                 "never"]) == 1
+    err = capsys.readouterr().err
+    assert "skipped bomb.png: unreadable:" in err and "40000x40000" in err
+    assert (out / "face00_label.png").is_file()
+
+
+# ------------------------------------------------------------------ limits
+
+@pytest.fixture(scope="module")
+def wfile(tmp_path_factory):
+    from tests.test_cli_train import _windows_file
+
+    p = tmp_path_factory.mktemp("w") / "train.h5"
+    _windows_file(p)
+    return p
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--trees", "1000000000"], "--trees 1000000000: out of range for --kind axis"),
+    (["--max-samples", "100000000000"], "--max-samples 100000000000: out of range"),
+    (["--kind", "ferns", "--depth", "60"], "--depth 60: out of range for --kind ferns"),
+    (["--kind", "two-probe", "--pairs", "10000000000"], "--pairs 10000000000: out of range"),
+    (["--exclude-images", "/dev/zero"], "/dev/zero: list of image names is a character "
+                                        "device, not a regular file"),
+])
+def test_train_limits_are_one_line(tmp_path, wfile, capsys, argv, words):
+    kind = [] if "--kind" in argv else ["--kind", "axis"]
+    assert main(["train", *kind, "--windows", str(wfile), "--out", str(tmp_path / "m"),
+                 "-q", *argv]) == 2
+    assert words in _err_line(capsys)
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "--kind", "axis", "--windows", "w.h5", "--out", "m", "--seed", str(2 ** 70)],
+     "argument --seed: expected a seed"),
+    (["extract", "d", "--out", "w.h5", "--windows", str(10 ** 12)],
+     "argument --windows/-n: expected an integer >= 8"),
+    (["extract", "d", "--out", "w.h5", "--seed", "-1"], "argument --seed"),
+    (["extract", "d", "--out", "w.h5", "--window", "100001"], "argument --window"),
+    (["evaluate", "--model", "m", "--data", "d", "--pixel-stride", "1000000000"],
+     "argument --pixel-stride: expected a positive integer, at most 1,000"),
+    (["segment", "a", "b", "--model", "m", "--workers", "100000000"], "argument --workers"),
+    (["segment", "a", "b", "--model", "m", "--sigma", "-1"],
+     "argument --sigma: expected a number >= 0 (sigma, the Gaussian blur"),
+    (["evaluate", "--model", "m", "--data", "d", "--beta", "x"],
+     "argument --beta: expected a number >= 0 (beta, the exponent of the position prior"),
+])
+def test_command_line_bounds_are_usage_errors(capsys, argv, words):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert "alpha" not in err.splitlines()[-1] or "--alpha" in words
+
+
+def test_exclude_list_is_read_with_a_limit(tmp_path, capsys, monkeypatch):
+    import facesegment.limits as limits
+    from tests.test_extract import _faces
+
+    root = _faces(tmp_path / "faces", n=2)
+    assert main(["extract", str(root), "--out", str(tmp_path / "w.h5"), "--exclude",
+                 "/dev/zero", "-q"]) == 2
+    assert "/dev/zero: --exclude name list is a character device" in _err_line(capsys)
+    big = tmp_path / "names.txt"
+    big.write_text("face00\n" * 20)
+    monkeypatch.setattr(limits, "MAX_TEXT_BYTES", 64)
+    assert main(["extract", str(root), "--out", str(tmp_path / "w.h5"), "--exclude",
+                 str(big), "-q"]) == 2
+    assert "names.txt: --exclude name list is 140 bytes, more than the 64 read" in \
+        _err_line(capsys)
+
+
+def test_wide_pixel_stride_scores_nothing_instead_of_failing(tmp_path, model_dir):
+    from facesegment.datasets import find_faces
+    from facesegment.evaluation import evaluate
+    from facesegment.model import load_model
+    from tests.test_extract import _faces
+
+    recs = find_faces(_faces(tmp_path / "faces", n=1))
+    res = evaluate(load_model(model_dir), recs, alphas=[1.0], pixel_stride=1000)
+    assert res["n_pixels"] == 0
+    with pytest.raises(ValueError, match="pixel_stride=1001 must be in 1..1000"):
+        evaluate(load_model(model_dir), recs, alphas=[1.0], pixel_stride=1001)
+
+
+def test_constraints_table_has_upper_bounds():
+    from facesegment.forest.params import validate_params
+
+    for params, words in (({"n_estimators": 10 ** 9}, "<= 10,000"),
+                          ({"max_depth": 0}, "max_depth=0"),
+                          ({"random_state": 2 ** 70}, "4,294,967,295"),
+                          ({"max_samples": 10 ** 12}, "2,147,483,647")):
+        with pytest.raises(ValueError, match=words):
+            validate_params("AxisAlignedForest", params)
+    with pytest.raises(ValueError, match="depth=40"):
+        validate_params("RandomFernsForest", {"depth": 40})
+    assert validate_params("AxisAlignedForest", {"n_estimators": 10_000}) == {
+        "n_estimators": 10_000}

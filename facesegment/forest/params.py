@@ -19,7 +19,7 @@ at the start of ``fit``; configuration code can run it up front::
     >>> validate_params("AxisAlignedForest", {"n_estimators": 0})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer in 1..10,000
+    facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer >= 1 and <= 10,000
 """
 
 import math
@@ -75,7 +75,7 @@ class Integer(Constraint):
     def __init__(self, low, high=None, *, none_ok=False, default=None, bool_ok=False):
         self.low, self.none_ok, self.default = low, none_ok or default is not None, default
         self.high, self.bool_ok = high, bool_ok
-        rng = f">= {low}" if high is None else f"in {low}..{high:,}"
+        rng = f">= {low}" if high is None else f">= {low} and <= {high:,}"
         self.description = (f"an integer {rng}" + (" or a bool" if bool_ok else "")
                             + (" or None" if self.none_ok else ""))
 
