@@ -392,3 +392,324 @@ def test_constraints_table_has_upper_bounds():
         validate_params("RandomFernsForest", {"depth": 40})
     assert validate_params("AxisAlignedForest", {"n_estimators": 10_000}) == {
         "n_estimators": 10_000}
+
+
+# ------------------------------------------------------------------ disks
+
+def _dead_pid():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_leftovers_of_a_killed_run_are_removed(tmp_path):
+    """A run killed by SIGKILL leaves NAME.tmp<pid> files and .NAME.tmp-<pid> model
+    folders; the next write probe removes those whose process is gone, and
+    nothing else."""
+    from facesegment.atomic import check_writable_folder
+
+    dead, live = _dead_pid(), os.getpid()
+    stale = [f"summary.csv.tmp{dead}", f"a_label.png.tmp{dead}", f"p.npz.tmp{dead}.npz",
+             f"w.h5.tmp-{dead}", f".write-test-{dead}"]
+    kept = [f"summary.csv.tmp{live}", "notes.tmp5.txt", "x.tmp", f"plain.txt.tmp{dead}.csv"]
+    for name in stale + kept:
+        (tmp_path / name).write_text("x")
+    (tmp_path / f".m.tmp-{dead}").mkdir()
+    (tmp_path / f".m.tmp-{dead}" / "forest.h5").write_text("x")
+    (tmp_path / f"user.tmp{dead}").mkdir()  # a visible folder: not a model temporary
+    check_writable_folder(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(kept + [f"user.tmp{dead}"])
+
+
+def test_train_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, wfile, capsys,
+                                                                monkeypatch):
+    """HDF5 reports ENOSPC as RuntimeError (and more while its handles go): one
+    line, no .m.tmp-PID folder, no traceback."""
+    import facesegment._model_files as mf
+
+    def full(model, path):
+        path.write_bytes(b"\0" * 100)
+        raise RuntimeError("Can't decrement id ref count (file write failed: time = now\n, "
+                           f"filename = '{path}', errno = 28, error message = 'No space "
+                           "left on device')")
+
+    monkeypatch.setattr(mf, "_write_forest_h5", full)
+    out = tmp_path / "models" / "m"
+    assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(wfile),
+                 "--out", str(out), "-q", "--workers", "1"]) == 2
+    line = _err_line(capsys)
+    assert f"{out}: cannot write the model: no space left on the device" in line
+    assert os.listdir(tmp_path / "models") == []
+
+
+def test_nearly_full_disk_is_refused_before_writing(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from facesegment.model import save_model
+    from tests.test_inference import random_model
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
+    with pytest.raises(DataError, match=r"m: not enough free disk space to write the model "
+                                        r"\(needs about [\d.]+ MB, 0.0 MB free\)"):
+        save_model(random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",)),
+                   tmp_path / "m")
+    assert os.listdir(tmp_path) == []
+
+
+def test_lfw_extraction_onto_a_full_disk_is_one_line(tmp_path, monkeypatch):
+    import errno
+    import tarfile
+
+    from facesegment.download import safe_extract
+    from facesegment.errors import DownloadError
+    from tests.test_download import _tarball
+
+    arc, _ = _tarball(tmp_path)
+    real = tarfile.TarFile.extract
+    calls = []
+
+    def extract(self, member, *a, **k):
+        calls.append(member.name)
+        if len(calls) > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, member, *a, **k)
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", extract)
+    dest = tmp_path / "dest"
+    with pytest.raises(DownloadError, match=r"dest: cannot extract lfw-test\.tgz \(No space "
+                                            r"left on device\); free disk space"):
+        safe_extract(arc, dest, progress=False)
+    assert os.listdir(dest) == []
+
+
+# ------------------------------------------------------------------ user files
+
+def test_archive_never_replaces_a_folder_it_did_not_extract(tmp_path):
+    from facesegment.download import safe_extract
+    from facesegment.errors import DownloadError
+    from tests.test_download import _tarball
+
+    arc, _ = _tarball(tmp_path)
+    dest = tmp_path / "dest"
+    (dest / "lfw_funneled").mkdir(parents=True)
+    (dest / "lfw_funneled" / "mine.txt").write_text("my notes")
+    with pytest.raises(DownloadError, match=r"lfw_funneled: already exists and was not "
+                                            r"extracted by facesegment"):
+        safe_extract(arc, dest, progress=False)
+    assert (dest / "lfw_funneled" / "mine.txt").read_text() == "my notes"
+    assert sorted(os.listdir(dest)) == ["lfw_funneled"]
+    # its own earlier extraction is replaced
+    other = tmp_path / "other"
+    assert safe_extract(arc, other, progress=False) == ["lfw_funneled"]
+    assert safe_extract(arc, other, progress=False) == ["lfw_funneled"]
+
+
+def _labelled(folder, names, shape=(40, 44)):
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        write_png_atomic(folder / f"{n}.png", rng.integers(0, 256, shape + (3,), np.uint8))
+        write_png_atomic(folder / f"{n}_label.png", rng.integers(0, 8, shape, np.uint8))
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_aligned_cache_never_replaces_the_data(tmp_path):
+    """--aligned-dir pointed at the test folder itself, or at a folder of the user's
+    NAME.png files: refused before anything is written."""
+    from facesegment.aligned import realign_records
+    from facesegment.datasets import find_faces
+
+    data = tmp_path / "D" / "test"
+    before = _labelled(data, ["a", "b"])
+    recs = find_faces(data)
+    with pytest.raises(DataError, match=r"test: holds 4 files the re-cropped faces would "
+                                        r"replace but that facesegment did not write"):
+        realign_records(recs, data, progress=False)
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "a.png").write_bytes(b"my picture")
+    with pytest.raises(DataError, match=r"e\.g\. a\.png: your data\?"):
+        realign_records(recs, user, progress=False)
+    assert (user / "a.png").read_bytes() == b"my picture"
+    assert sorted(os.listdir(user)) == ["a.png"]
+
+
+def test_aligned_cache_replaces_only_its_own_files(tmp_path, monkeypatch):
+    import facesegment.aligned as al
+    from facesegment.datasets import find_faces
+
+    recs = find_faces(tmp_path / "D") if _labelled(tmp_path / "D", ["a"]) else None
+    monkeypatch.setattr(al, "realign_face", lambda image, label, *a: (
+        np.zeros((250, 250, 3), np.uint8), np.zeros((250, 250), np.uint8), (0.0, 0.0, 1.0)))
+    cache = tmp_path / "cache"
+    first = al.realign_records(recs, cache, progress=False)
+    assert not first[0].missed and (cache / "a.png").is_file()
+    (cache / "aligned.json").write_text('{"format": "facesegment-aligned", "key": null, '
+                                        '"written": ["a"]}')  # a run stopped half-way
+    assert not al.realign_records(recs, cache, progress=False)[0].missed
+
+
+def test_data_render_overwrite_keeps_human_label_maps(tmp_path, capsys):
+    from facesegment.landmarks import write_pts
+
+    rng = np.random.default_rng(0)
+    pts = np.stack([np.linspace(10, 50, 68), 30 + 10 * np.sin(np.linspace(0, 6, 68))], 1)
+    for n in ("a", "b"):
+        write_png_atomic(tmp_path / f"{n}.png", rng.integers(0, 256, (60, 60, 3), np.uint8))
+        write_pts(tmp_path / f"{n}.pts", pts)
+    human = np.full((60, 60), 3, np.uint8)
+    write_png_atomic(tmp_path / "a_label.png", human)
+    before = (tmp_path / "a_label.png").read_bytes()
+    assert main(["data", "render", str(tmp_path), str(tmp_path), "--overwrite"]) == 0
+    out = capsys.readouterr()
+    assert (tmp_path / "a_label.png").read_bytes() == before
+    assert f"kept: {tmp_path / 'a_label.png'}: not a label map written by `data render`" \
+        in out.err and "1 kept" in out.out
+    assert (read_label(tmp_path / "b_label.png") > 0).any()
+    # its own maps are replaced by --overwrite
+    os.utime(tmp_path / "b_label.png", (0, 0))
+    assert main(["data", "render", str(tmp_path), str(tmp_path), "--overwrite"]) == 0
+    assert os.stat(tmp_path / "b_label.png").st_mtime > 0
+
+
+def test_pts_far_outside_the_image_warns(tmp_path, capsys):
+    from facesegment.landmarks import write_pts
+
+    write_png_atomic(tmp_path / "a.png", np.zeros((60, 60, 3), np.uint8))
+    pts = np.stack([np.linspace(10, 50, 68), 30 + 10 * np.sin(np.linspace(0, 6, 68))], 1)
+    write_pts(tmp_path / "a.pts", pts * 1e30)
+    out = tmp_path / "out"
+    assert main(["data", "render", str(tmp_path), str(out)]) == 0
+    assert f"warning: {tmp_path / 'a.pts'}: no landmark polygon falls inside the 60x60 " \
+           "image, so a_label.png is all background" in capsys.readouterr().err
+
+
+def test_segment_refuses_an_output_dir_of_ground_truth(tmp_path, model_dir, capsys):
+    src = tmp_path / "D"
+    before = _labelled(src, ["a", "b"], shape=(250, 250))
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    for n in ("a", "b"):
+        (labels / f"{n}_label.png").write_bytes(before[f"{n}_label.png"])
+    for out in (labels, ):
+        assert main(["segment", str(src), str(out), "--model", str(model_dir), "-q"]) == 2
+        assert "holds label maps that `segment` did not write (e.g. a_label.png, ground " \
+               "truth?)" in _err_line(capsys)
+    assert {p.name: p.read_bytes() for p in labels.iterdir()} == {
+        f"{n}_label.png": before[f"{n}_label.png"] for n in ("a", "b")}
+    # its own outputs are replaced on a rerun
+    out = tmp_path / "out"
+    for _ in range(2):
+        assert main(["segment", str(src), str(out), "--model", str(model_dir), "-q",
+                     "--workers", "1"]) == 0
+
+
+def test_scratch_pipeline_run_leaves_tracked_pages_alone(tmp_path, monkeypatch):
+    from pipelines import report
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = "see [x](../reports/runs/faces300w-default/selection.md)\n"
+    (docs / "results.md").write_text(page)
+    calls = []
+    monkeypatch.setattr(report, "write_docs", lambda root: calls.append(root) or [])
+    monkeypatch.setattr(report, "collect_timings", lambda run_dir: {}, raising=False)
+    import pipelines.timings as timings
+
+    monkeypatch.setattr(timings, "collect_timings", lambda run_dir: {})
+    monkeypatch.setattr(timings, "render_timings", lambda run_dir, t: "")
+    monkeypatch.setattr(report, "render_run", lambda run_dir: "")
+    monkeypatch.setattr(report, "command", lambda run_dir: "make all")
+    for name, published in (("scratch", False), ("faces300w-default", True)):
+        run = tmp_path / "reports" / "runs" / name
+        run.mkdir(parents=True)
+        report.write_reports(tmp_path, run)
+        assert bool(calls) == published, name
+    assert (docs / "results.md").read_text() == page
+
+
+# ------------------------------------------------------------------ models and signals
+
+def test_bad_sampling_factors_blame_the_model(tmp_path, capsys):
+    from facesegment.model import save_model
+    from tests.test_inference import random_model
+
+    model = random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",))
+    model.sampling_factors = np.zeros(model.arrays.n_classes)
+    path = save_model(model, tmp_path / "m")
+    src = tmp_path / "in"
+    _labelled(src, ["a", "b"], shape=(250, 250))
+    assert main(["segment", str(src / "a.png"), str(src / "b.png"), str(tmp_path / "out"),
+                 "--model", str(path), "-q"]) == 2
+    line = _err_line(capsys)
+    assert f"{path}: model has bad sampling factors" in line and "a.png" not in line
+
+
+def test_signals_after_the_first_are_ignored_when_run_as_the_program(monkeypatch, capsys):
+    import signal
+    import sys
+
+    import facesegment.commands.data as data
+    from facesegment.errors import Terminated
+
+    def terminated(args):
+        raise Terminated()
+
+    monkeypatch.setattr(data, "_splits", terminated)
+    monkeypatch.setattr(sys, "argv", ["facesegment", "data", "splits", "."])
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert main() == 143
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert main(["data", "splits", "."]) == 143  # main(argv) keeps the handlers
+    assert signal.getsignal(signal.SIGINT) is before[signal.SIGINT]
+
+
+_SIGNALLED = """
+import sys, time
+import facesegment.commands.data as data
+def slow(args):
+    try:
+        time.sleep(30)
+    finally:
+        time.sleep(0.02)
+data._splits = slow
+from facesegment.cli import main
+print("ready", flush=True)
+sys.exit(main())
+"""
+
+
+def test_sigterm_sigterm_sigint_is_no_traceback(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+         os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-c", _SIGNALLED, "data", "splits",
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        for signum in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
+            proc.send_signal(signum)
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert proc.returncode in (143, 130, -signal.SIGTERM), err
