@@ -40,11 +40,13 @@ def check_writable_folder(path, problem="output folder cannot be written",
         raise DataError(path, f"{problem} ({exc.strerror or exc})", fix) from exc
 
 
-#: Temporary names this package writes: ``NAME.tmp<pid>[.EXT]`` (:func:`atomic_path`),
-#: ``NAME.tmp-<pid>`` (windows files), ``.NAME.tmp-<pid>`` folders (model folders)
-#: and ``.write-test-<pid>`` (:func:`check_writable_folder`).
-_TEMPORARY = re.compile(r"(?P<name>.+?)\.tmp-?(?P<pid>\d+)(?P<ext>\.[A-Za-z0-9]+)?"
-                        r"|\.write-test-(?P<probe>\d+)")
+#: Temporary names this package writes: ``NAME.EXT.tmp<pid>[.EXT]`` files
+#: (:func:`atomic_path`), ``NAME.h5.tmp-<pid>`` files (windows files),
+#: ``.NAME.tmp-<pid>`` folders (model folders) and ``.write-test-<pid>``
+#: (:func:`check_writable_folder`).
+_TEMP_FILE = re.compile(r"(?P<name>.+(?P<own>\.[A-Za-z0-9]+))\.tmp(?P<pid>\d+)(?P<ext>\.[A-Za-z0-9]+)?"
+                        r"|.+\.h5\.tmp-(?P<h5>\d+)|\.write-test-(?P<probe>\d+)")
+_TEMP_FOLDER = re.compile(r"\..+\.tmp-(?P<pid>\d+)")
 
 
 def _alive(pid):
@@ -60,18 +62,19 @@ def _alive(pid):
     return True
 
 
-def stale_temporary(name):
-    """The pid in a temporary name this package writes (see :data:`_TEMPORARY`)
-    when that process no longer runs, else None.  ``NAME.tmp<pid>.EXT`` counts
-    only when EXT is NAME's own extension (as :func:`atomic_path` writes it)."""
-    m = _TEMPORARY.fullmatch(name)
-    if not m:
-        return None
-    pid = int(m.group("probe") or m.group("pid"))
-    ext = m.group("ext")
-    if ext and not m.group("name").endswith(ext):
-        return None
-    return None if _alive(pid) else pid
+def stale_temporary(name, folder=False):
+    """The pid in a temporary file (``folder``: folder) name this package writes
+    when that process no longer runs, else None.  ``NAME.EXT.tmp<pid>.X``
+    counts only when X is EXT (as :func:`atomic_path` writes it)."""
+    if folder:
+        m = _TEMP_FOLDER.fullmatch(name)
+        pid = m and int(m.group("pid"))
+    else:
+        m = _TEMP_FILE.fullmatch(name)
+        if m and m.group("ext") and m.group("ext") != m.group("own"):
+            return None
+        pid = m and int(m.group("pid") or m.group("h5") or m.group("probe"))
+    return pid if m and not _alive(pid) else None
 
 
 def remove_stale_temporaries(folder):
@@ -88,15 +91,11 @@ def remove_stale_temporaries(folder):
     except OSError:
         return removed
     for e in entries:
-        if stale_temporary(e.name) is None:
-            continue
         try:
-            if e.is_dir(follow_symlinks=False):
-                if not e.name.startswith("."):
-                    continue  # model folders' temporaries are hidden: .NAME.tmp-PID
-                shutil.rmtree(e.path)
-            else:
-                os.remove(e.path)
+            is_dir = e.is_dir(follow_symlinks=False)
+            if stale_temporary(e.name, folder=is_dir) is None:
+                continue
+            shutil.rmtree(e.path) if is_dir else os.remove(e.path)
             removed.append(e.path)
         except OSError:
             pass

@@ -414,7 +414,8 @@ def test_leftovers_of_a_killed_run_are_removed(tmp_path):
     dead, live = _dead_pid(), os.getpid()
     stale = [f"summary.csv.tmp{dead}", f"a_label.png.tmp{dead}", f"p.npz.tmp{dead}.npz",
              f"w.h5.tmp-{dead}", f".write-test-{dead}"]
-    kept = [f"summary.csv.tmp{live}", "notes.tmp5.txt", "x.tmp", f"plain.txt.tmp{dead}.csv"]
+    kept = [f"summary.csv.tmp{live}", "notes.tmp5.txt", "x.tmp", f"plain.txt.tmp{dead}.csv",
+            f"notes.tmp-{dead}", f"notes.tmp{dead}", f".hidden.tmp-{dead}"]
     for name in stale + kept:
         (tmp_path / name).write_text("x")
     (tmp_path / f".m.tmp-{dead}").mkdir()
