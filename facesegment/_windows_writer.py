@@ -167,9 +167,16 @@ class WindowsWriter:
             self.X[start + n_full * rows:start + len(X)] = tail
 
     def set_strings(self, name, values):
-        """Store a list of strings as a 1-D UTF-8 dataset."""
+        """Store a list of strings as a 1-D UTF-8 dataset.
+
+        File names the OS allows but that are not UTF-8 (a byte 0xff) come as
+        str with surrogate escapes (``os.fsdecode``); they are stored as their
+        original bytes (``os.fsencode``), so nothing is lost (the reader decodes
+        with ``surrogateescape``)."""
         dt = h5py.string_dtype("utf-8")
-        self.file.create_dataset(name, data=np.array(list(values), dtype=object), dtype=dt)
+        data = [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
+                for v in values]
+        self.file.create_dataset(name, data=np.array(data, dtype=object), dtype=dt)
 
     def set_attrs(self, **attrs):
         """Set file attributes (strings, numbers, arrays)."""

@@ -223,12 +223,47 @@ def _realign_task(record, out_dir, pad_fraction, choose, crop_rule):
 
 
 def _read_info(out_dir):
-    try:
-        with open(os.path.join(os.fspath(out_dir), INFO_NAME), encoding="utf-8") as fh:
-            info = json.load(fh)
-    except (OSError, ValueError):
+    """The folder's ``aligned.json`` (a dict of format "facesegment-aligned"), or None."""
+    from .limits import read_text_file
+
+    path = os.path.join(os.fspath(out_dir), INFO_NAME)
+    if not os.path.isfile(path):
         return None
-    return info if isinstance(info, dict) and isinstance(info.get("faces"), list) else None
+    try:
+        info = json.loads(read_text_file(path, "aligned faces' record"))
+    except (ValueError, RecursionError):
+        return None
+    ok = isinstance(info, dict) and info.get("format") == "facesegment-aligned"
+    return info if ok else None
+
+
+def _cache_hit_info(info):
+    return info if info is not None and isinstance(info.get("faces"), list) else None
+
+
+def _ours(info):
+    """Face names whose files an earlier run wrote into the folder (its record)."""
+    if info is None:
+        return set()
+    names = [f.get("name") for f in info.get("faces") or () if isinstance(f, dict)]
+    names += list(info.get("written") or ())
+    return {n for n in names if isinstance(n, str)}
+
+
+def _check_only_ours(out_dir, names, info):
+    """Refuse (DataError, before any write) a folder holding a ``NAME.png`` or
+    ``NAME_label.png`` the re-cropping did not write: the cache never replaces
+    or removes a user's file (e.g. ``--aligned-dir`` pointed into the data)."""
+    from .errors import DataError
+
+    ours = _ours(info)
+    theirs = [p for n in names if n not in ours for p in _outputs(out_dir, n)
+              if os.path.lexists(p)]
+    if theirs:
+        raise DataError(out_dir, f"holds {len(theirs)} files the re-cropped faces would "
+                        f"replace but that facesegment did not write (e.g. "
+                        f"{os.path.basename(theirs[0])}: your data?); they are kept",
+                        "point --aligned-dir at a new or empty folder")
 
 
 def _scored(records, out_dir, info):
@@ -291,16 +326,23 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
         _outputs(out_dir, n)
     key = _key(records, pad_fraction, choose, crop_rule)
     info = _read_info(out_dir)
-    if (info is not None and info.get("key") == key
-            and [f.get("name") for f in info["faces"]] == names
-            and all(os.path.isfile(p) for f in info["faces"] if f.get("found")
+    hit = _cache_hit_info(info)
+    if (hit is not None and hit.get("key") == key
+            and [f.get("name") for f in hit["faces"]] == names
+            and all(os.path.isfile(p) for f in hit["faces"] if f.get("found")
                     for p in _outputs(out_dir, f["name"]))):
-        return _scored(records, out_dir, info)
+        return _scored(records, out_dir, hit)
+    _check_only_ours(out_dir, names, info)
     check_writable_folder(out_dir, "cannot write the re-cropped faces",
                           "choose a writable folder, e.g. with --aligned-dir")
     info_path = os.path.join(os.fspath(out_dir), INFO_NAME)
-    if os.path.isfile(info_path):
-        os.remove(info_path)
+    # the names about to be written, recorded first (no key: never a cache hit), so
+    # that a run stopped half-way may replace them next time
+    written = sorted(set(names) | _ours(info))
+    write_json_atomic(info_path, {"format": "facesegment-aligned", "version": VERSION,
+                                  "key": None, "written": written},
+                      what="the aligned faces' record",
+                      fix="choose a writable folder, e.g. with --aligned-dir")
     boxes = [None] * len(records)
     for i, (_, box) in map_tasks(_realign_task, records,
                                  args=(os.fspath(out_dir), pad_fraction, choose, crop_rule),

@@ -76,6 +76,7 @@ def main(argv=None):
     closed standard output (``| head``) ends the command quietly (status 141),
     as Python's documentation on SIGPIPE recommends.
     """
+    _print_any_file_name()
     with sigterm_raises():
         try:
             try:
@@ -91,13 +92,30 @@ def main(argv=None):
             _silence_stdout()
             return EXIT_PIPE
         except Terminated:
+            _ending(argv)
             print("facesegment: terminated (SIGTERM); finished outputs were kept, partial "
                   "ones removed", file=sys.stderr)
             return EXIT_TERMINATED
         except KeyboardInterrupt:
+            _ending(argv)
             print("facesegment: interrupted; finished outputs were kept, partial ones removed",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
+
+
+def _ending(argv):
+    """The program is ending on a signal: further SIGINT/SIGTERM (a job scheduler's
+    repeated signals, an impatient Ctrl-C) are ignored from now on, so that none
+    lands in the final message or the interpreter's exit as a traceback.  Only
+    when run as the program (``argv`` None, the console script and ``python -m``);
+    a caller of ``main(argv)`` keeps its handlers."""
+    if argv is not None or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except (ValueError, OSError):  # pragma: no cover
+            pass
 
 
 def _run(argv):
@@ -109,7 +127,8 @@ def _run(argv):
     try:
         return int(args._run(args) or 0)
     except FaceSegmentError as exc:
-        print(f"facesegment: error: {exc}", file=sys.stderr)
+        # one line, whatever a library put in the message (HDF5's have newlines)
+        print(f"facesegment: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         raise
@@ -146,7 +165,18 @@ def sigterm_raises():
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if signal.getsignal(signal.SIGTERM) is handler:  # not if _ending ignored it
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _print_any_file_name():
+    """Let standard output print any file name the OS allows (a name that is not
+    UTF-8 prints as its own bytes, as `ls` does) instead of failing on it."""
+    try:
+        if getattr(sys.stdout, "errors", None) == "strict":
+            sys.stdout.reconfigure(errors="surrogateescape")
+    except (AttributeError, ValueError, OSError):  # a stream that cannot be reconfigured
+        pass
 
 
 def _silence_stdout():

@@ -194,6 +194,8 @@ def safe_extract(archive, dest, progress=True):
                 if problem:
                     raise DownloadError(f"{archive}: unsafe archive: {problem}; "
                                         "it is not the LFW archive, delete it")
+            _check_tops({os.path.normpath(m.name).split(os.sep, 1)[0] for m in members}
+                        - {"", "."}, dest, archive)
             os.makedirs(tmp)
             bar = Progress(len(members), desc=f"extract {os.path.basename(archive)}",
                            unit="files", enabled=progress)
@@ -205,19 +207,43 @@ def safe_extract(archive, dest, progress=True):
                         tar.extract(m, tmp, set_attrs=False)
                     bar.update(1)
         tops = sorted(os.listdir(tmp))
+        _check_tops(tops, dest, archive)
         for top in tops:
             final = os.path.join(dest, top)
             if os.path.isdir(final) and not os.path.islink(final):
-                shutil.rmtree(final)
-            elif os.path.exists(final):
+                shutil.rmtree(final)  # an earlier extraction of ours (_check_tops)
+            elif os.path.lexists(final):
                 os.remove(final)
             os.replace(os.path.join(tmp, top), final)
+            with open(_extracted_mark(dest, top), "w", encoding="utf-8") as fh:
+                fh.write(os.path.basename(archive) + "\n")
         return tops
     except (tarfile.TarError, EOFError) as exc:
         raise DownloadError(f"{archive}: not a readable tar archive ({exc}); "
                             "delete it and download it again") from exc
+    except OSError as exc:  # a full disk, a quota, permissions: one line, nothing half-done
+        raise DownloadError(f"{dest}: cannot extract {os.path.basename(archive)} "
+                            f"({exc.strerror or exc}); free disk space or choose another "
+                            "--dest, then run the command again") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _extracted_mark(dest, top):
+    """The file that records that ``dest/top`` was extracted by :func:`safe_extract`."""
+    return os.path.join(dest, f".{top}.extracted")
+
+
+def _check_tops(tops, dest, archive):
+    """Refuse to extract over a top-level file or folder of ``dest`` that an earlier
+    extraction did not write (the user's own content is never replaced)."""
+    for top in sorted(tops):
+        final = os.path.join(dest, top)
+        if os.path.lexists(final) and not os.path.isfile(_extracted_mark(dest, top)):
+            raise DownloadError(
+                f"{final}: already exists and was not extracted by facesegment, so "
+                f"{os.path.basename(archive)} is not extracted over it; move it away or "
+                "choose another --dest")
 
 
 def fetch_lfw(dest="data/lfw", *, unfunneled=False, url=None, archive=None, sha256=None,

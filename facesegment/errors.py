@@ -38,6 +38,18 @@ class SchedulerLostError(FaceSegmentError):
                          "local threads, and run the command again)")
 
 
+class WorkersLostError(FaceSegmentError):
+    """Every worker of the Dask scheduler went away while a command was running
+    (the scheduler itself still answers); the outputs finished before are kept."""
+
+    def __init__(self, address, seconds):
+        self.address = address
+        super().__init__(f"lost every Dask worker of the scheduler at {address} (none for "
+                         f"{seconds:g} s; the scheduler still answers); finished outputs kept "
+                         f"(start workers with `dask worker {address}`, or omit --scheduler "
+                         "to use local threads, and run the command again)")
+
+
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread when the process gets SIGTERM (e.g. from a job
     scheduler), so it unwinds exactly like Ctrl-C: finished outputs kept,

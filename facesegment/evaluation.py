@@ -86,7 +86,9 @@ def _check_common(mode, pixel_stride, fft_levels, workers):
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {', '.join(map(repr, MODES))} "
                          "('strict': the paper's protocol, 15-px border not scored)")
-    _int(pixel_stride, "pixel_stride", 1, what=" (1 = every pixel)")
+    from .limits import MAX_PIXEL_STRIDE
+
+    _int(pixel_stride, "pixel_stride", 1, MAX_PIXEL_STRIDE, what=" (1 = every pixel)")
     _int(fft_levels, "fft_levels", 0, what=" (0 = no FFT levels)")
     if workers is not None:
         _int(workers, "workers", 1, what=" (or None for all cores)")

@@ -38,19 +38,43 @@ def _to_uint8(arr):
 
 
 def _file_bytes(path, what, missing_fix, empty_fix):
-    """The bytes of the file ``path`` as uint8; DataError naming it when it cannot be read."""
-    if not os.path.exists(path):
+    """The bytes of the file ``path`` as uint8; DataError naming it when it cannot be read.
+
+    Only a regular file of at most :data:`facesegment.limits.MAX_IMAGE_BYTES` is
+    read (a named pipe or a device is refused, never waited on); an image whose
+    header declares more than :func:`facesegment.limits.max_image_pixels`
+    pixels is refused before it is decoded.
+    """
+    from .limits import MAX_IMAGE_BYTES, check_image_pixels, read_regular_file
+
+    if not os.path.lexists(path):
         raise DataError(path, f"{what} does not exist", missing_fix)
-    if os.path.isdir(path):
-        raise DataError(path, f"{what} is a folder, not a file", "give the path of a file")
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        raise DataError(path, f"cannot read the {what} ({exc.strerror or exc})",
-                        "check that the file is readable (permissions) or delete it") from exc
-    if data.size == 0:
+    raw = read_regular_file(path, what, MAX_IMAGE_BYTES,
+                            "remove it, or give an image file (jpg, png, bmp)")
+    if not raw:
         raise DataError(path, f"{what} is empty (0 bytes)", empty_fix)
+    data = np.frombuffer(raw, dtype=np.uint8)
+    check_image_pixels(path, data, what)
     return data
+
+
+def _decode(path, data, flags):
+    """``cv2.imdecode`` with its failures (and a decoded size over the pixel
+    limit) as None or a DataError naming ``path``."""
+    from .limits import max_image_pixels
+
+    try:
+        img = cv2.imdecode(data, flags)
+    except cv2.error:
+        return None
+    except MemoryError:
+        raise DataError(path, "not enough memory to decode the image",
+                        "shrink the image or free memory") from None
+    if img is not None and img.shape[0] * img.shape[1] > max_image_pixels():
+        raise DataError(path, f"decodes to {img.shape[1]}x{img.shape[0]} pixels, more than "
+                        f"the limit of {max_image_pixels():,}",
+                        "shrink the image, or raise FACESEGMENT_MAX_IMAGE_PIXELS")
+    return img
 
 
 #: EXIF orientation -> (transpose, flip rows, flip columns) that turn the stored
@@ -113,7 +137,7 @@ def read_image(path, orient=True):
     """
     path = os.fspath(path)
     data = _file_bytes(path, "image file", "check the path", "re-copy or delete it")
-    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    img = _decode(path, data, cv2.IMREAD_UNCHANGED)
     if img is None or img.size == 0:
         raise DataError(path, "not a readable image (corrupt, truncated or not an image)",
                         "re-download or delete the file")
@@ -158,8 +182,8 @@ def read_label(path, shape=None):
     data = _file_bytes(path, "label map",
                        "create it with `facesegment label` or point --labels at the label tree",
                        "regenerate it with `facesegment label`")
-    lab = _decode_palette_png(data) if _is_palette_png(data) else cv2.imdecode(
-        data, cv2.IMREAD_UNCHANGED)
+    lab = _decode_palette_png(data) if _is_palette_png(data) else _decode(
+        path, data, cv2.IMREAD_UNCHANGED)
     if lab is None:
         raise DataError(path, "label map is not a readable PNG", "regenerate it with `facesegment label`")
     if lab.ndim == 3:

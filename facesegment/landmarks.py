@@ -78,13 +78,9 @@ def read_pts(path):
     """
     path = os.fspath(path)
     fix = "a .pts file needs 'version: 1', 'n_points: 68', '{', 68 'x y' lines, '}'"
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise DataError(path, "landmark file does not exist", "check the path") from None
-    except OSError as exc:
-        raise DataError(path, f"cannot read landmark file: {exc.strerror}", "check permissions") from exc
+    from .limits import read_text_file
+
+    text = read_text_file(path, "landmark file", fix)  # a regular file, of bounded size
     if not text.strip():
         raise DataError(path, "landmark file is empty", fix)
     declared = None

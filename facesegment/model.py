@@ -20,6 +20,7 @@ version; models of format version 1 (before layouts and classes were recorded)
 still load.  File I/O is in :mod:`facesegment._model_files`.
 """
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,9 +158,22 @@ def save_model(model, path):
     DataError
         When ``path`` cannot be written; nothing is left behind then.
     """
-    from ._model_files import save_model_folder
+    from pathlib import Path
 
-    return save_model_folder(model, path)
+    from ._model_files import save_model_folder
+    from .atomic import check_free_space, full_disk_is_one_line, remove_stale_temporaries
+
+    path = Path(path)
+    fix = "free disk space or choose another --out folder"
+    if path.parent.is_dir():
+        remove_stale_temporaries(path.parent)  # leftovers of killed runs
+        # uncompressed size, an upper bound: HDF5 does not fail cleanly on a full disk
+        arrays = [a for a in model.arrays if isinstance(a, np.ndarray)]
+        check_free_space(path.parent, sum(a.nbytes for a in arrays) + (1 << 20), path,
+                         "the model", fix)
+    with full_disk_is_one_line(path, "the model", fix,
+                               cleanup=[path.parent / f".{path.name}.tmp-{os.getpid()}"]):
+        return save_model_folder(model, path)
 
 
 def load_model(path, verify=True):

@@ -19,7 +19,15 @@ Interruptions (Ctrl-C, or SIGTERM turned into
 * cluster: the outstanding futures are cancelled and the client closed;
 * losing the scheduler (or the client's connection to it) raises
   :class:`~facesegment.errors.SchedulerLostError` ("lost the Dask scheduler at
-  ADDRESS; finished outputs kept"): the results yielded before it stand.
+  ADDRESS; finished outputs kept"): the results yielded before it stand;
+* losing every worker (none for :data:`WORKER_TIMEOUT` seconds) raises
+  :class:`~facesegment.errors.WorkersLostError` ("lost every Dask worker of the
+  scheduler at ADDRESS"), the scheduler being still there.
+
+Connecting has a timeout too: a malformed address, an unreachable scheduler,
+an address that accepts the connection and never answers
+(:data:`CONNECT_TIMEOUT`) and a scheduler without workers
+(:data:`WORKER_TIMEOUT`) are each one error line, never a hang.
 """
 
 import concurrent.futures as cf
@@ -27,7 +35,7 @@ import logging
 import os
 from contextlib import contextmanager
 
-from .errors import FaceSegmentError, SchedulerLostError
+from .errors import FaceSegmentError, SchedulerLostError, WorkersLostError
 from .progress import Progress
 
 #: Seconds between checks of the client's state while waiting for results.
@@ -39,12 +47,45 @@ def default_workers():
     return max(1, os.cpu_count() or 1)
 
 
+#: Seconds to connect to a scheduler (the TCP connection and its handshake).
+CONNECT_TIMEOUT = 15.0
+#: Seconds a run waits for a scheduler's first worker, and for a new one after
+#: every worker is gone; then it stops with one line naming what is missing.
+WORKER_TIMEOUT = 60.0
+#: Schemes of Dask comm addresses; those of TCP-like transports need HOST:PORT.
+_HOST_PORT_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_OTHER_SCHEMES = ("inproc",)
+
+
+def check_address(address):
+    """Refuse a scheduler address that is not ``[SCHEME://]HOST:PORT`` (SCHEME one of
+    tcp, tls, ws, wss, ucx; or ``inproc://...``): FaceSegmentError, one line."""
+    import re
+
+    text = str(address).strip()
+    scheme, sep, loc = text.partition("://")
+    if not sep:
+        scheme, loc = "tcp", text
+    fix = ("give the address the scheduler prints, e.g. tcp://10.0.0.5:8786, or omit "
+           "--scheduler to use local threads")
+    if scheme in _OTHER_SCHEMES and loc:
+        return text
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})", loc)
+    if scheme not in _HOST_PORT_SCHEMES or not m or not 0 < int(m.group(2)) < 65536:
+        raise FaceSegmentError(f"--scheduler {text!r} is not a Dask scheduler address ({fix})")
+    return text
+
+
 def get_client(scheduler):
     """Connect to a ``distributed`` scheduler given as an address or a Client.
 
     ``scheduler`` may be a ``distributed.Client``, a ``LocalCluster``, or an
     address string such as ``tcp://10.0.0.5:8786``.  Returns ``(client, owned)``:
     ``owned`` is True when this call made the client (the caller closes it).
+
+    A malformed address, a scheduler that cannot be reached, and one that
+    accepts the connection but does not answer within :data:`CONNECT_TIMEOUT`
+    seconds are each one FaceSegmentError line.
     """
     from distributed import Client
 
@@ -52,13 +93,54 @@ def get_client(scheduler):
         return scheduler, False
     if hasattr(scheduler, "scheduler_address"):
         return Client(scheduler), True
-    try:
-        return Client(str(scheduler), timeout="10s"), True
-    except (OSError, TimeoutError) as exc:  # message depends on the network stack
+    address = check_address(scheduler)
+    hint = "(start one with `dask scheduler` or omit --scheduler to use local threads)"
+    out = {}
+
+    def connect():  # in a thread: distributed's own timeout does not cover a silent peer
+        try:
+            out["client"] = Client(address, timeout=f"{CONNECT_TIMEOUT}s")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            out["error"] = exc
+
+    import threading
+
+    thread = threading.Thread(target=connect, name="facesegment-connect", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT + 5)
+    if thread.is_alive():
         raise FaceSegmentError(
-            f"cannot reach the Dask scheduler at {scheduler!r}: {exc} "
-            "(start one with `dask scheduler` or omit --scheduler to use local threads)"
-        ) from exc
+            f"cannot connect to the Dask scheduler at {address!r}: it accepted the connection "
+            f"but did not answer within {CONNECT_TIMEOUT + 5:g} s (is a Dask scheduler "
+            f"listening there? check the address and port) {hint}")
+    exc = out.get("error")
+    if isinstance(exc, (OSError, TimeoutError, ValueError, TypeError)):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise FaceSegmentError(f"cannot reach the Dask scheduler at {address!r}: {first} "
+                               f"{hint}") from None
+    if exc is not None:
+        raise exc
+    return out["client"], True
+
+
+def wait_for_workers(client, address, timeout=None):
+    """Wait until the scheduler has a worker; FaceSegmentError naming the scheduler
+    when none joins within ``timeout`` seconds (default :data:`WORKER_TIMEOUT`)."""
+    timeout = WORKER_TIMEOUT if timeout is None else timeout
+    try:
+        if _n_workers(client) > 0:
+            return
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise FaceSegmentError(
+            f"the Dask scheduler at {address} has no workers (none joined within "
+            f"{timeout:g} s); start some with `dask worker {address}`, or omit --scheduler "
+            "to use local threads") from None
+
+
+def _n_workers(client):
+    """Workers the scheduler has now (one round trip)."""
+    return len(client.nthreads())
 
 
 def scheduler_address(scheduler, client=None):
@@ -234,6 +316,7 @@ def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
     lost = None
     try:
         try:
+            wait_for_workers(client, address)
             scattered = [client.scatter(a, broadcast=True) if _is_big(a) else a for a in args]
         except lost_errors as exc:
             lost = SchedulerLostError(address, _reason(exc))
@@ -263,7 +346,7 @@ def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
                                   (FuturesCancelledError,) + lost_errors)
                 results = [(futures.pop(f), _result(f, address, lost_errors))
                            for f in sorted(done, key=futures.get)]
-            except SchedulerLostError as exc:
+            except (SchedulerLostError, WorkersLostError) as exc:
                 lost = exc
                 raise
             for i, res in results:
@@ -284,18 +367,32 @@ def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
 
 def _wait_some(wait, client, pending, address, errors):
     """Futures of ``pending`` that are done (at least one); SchedulerLostError
-    when the client is closed or its connection lost."""
+    when the client is closed or its connection lost, WorkersLostError when the
+    scheduler has had no worker for :data:`WORKER_TIMEOUT` seconds."""
+    import time
+
+    no_workers_since = None
     while True:
         if client.status in ("closing", "closed"):
             raise SchedulerLostError(address, f"the client is {client.status}")
         try:
             done, _ = wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
         except TimeoutError:
-            continue
+            done = None
         except errors as exc:
             raise SchedulerLostError(address, _reason(exc)) from exc
         if done:
             return done
+        try:
+            workers = _n_workers(client)
+        except errors as exc:
+            raise SchedulerLostError(address, _reason(exc)) from exc
+        if workers:
+            no_workers_since = None
+        elif no_workers_since is None:
+            no_workers_since = time.monotonic()
+        elif time.monotonic() - no_workers_since > WORKER_TIMEOUT:
+            raise WorkersLostError(address, WORKER_TIMEOUT)
 
 
 def _result(fut, address, lost_errors):

@@ -226,7 +226,7 @@ def write_summary_csv(path, results):
     import csv
     import io
 
-    from .atomic import write_text_atomic
+    from .atomic import write_bytes_atomic
 
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
@@ -234,7 +234,10 @@ def write_summary_csv(path, results):
     for r in results:
         wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
                      r.message, r.output])
-    write_text_atomic(path, buf.getvalue(), what="summary")
+    # a file name that is not UTF-8 (the OS allows any bytes) is written as its own
+    # bytes (surrogateescape): read the CSV back with errors="surrogateescape"
+    write_bytes_atomic(path, buf.getvalue().encode("utf-8", "surrogateescape"),
+                       what="summary")
 
 
 # --------------------------------------------------------------- inputs
@@ -402,6 +405,7 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
                 if out.name.lower().endswith(_image_extensions()) else "")
         raise DataError(out, f"is a file, not a folder{hint}",
                         "give the output folder last")
+    _refuse_label_maps_of_others(out, items)
     _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
     results = [None] * len(items)
     stop, why = None, ""
@@ -442,11 +446,28 @@ def _stop_reason(exc):
 
     if isinstance(exc, SchedulerLostError):
         return "not segmented: the Dask scheduler was lost"
+    if type(exc).__name__ == "WorkersLostError":
+        return "not segmented: every Dask worker was lost"
     if isinstance(exc, Terminated):
         return "not segmented: terminated (SIGTERM)"
     if isinstance(exc, KeyboardInterrupt):
         return "not segmented: interrupted"
     return f"not segmented: the run stopped ({type(exc).__name__})"
+
+
+def _refuse_label_maps_of_others(out, items):
+    """Refuse an OUTPUT_DIR holding a ``NAME_label.png`` this command would replace
+    but did not write (ground truth: a label tree or a labelled-face folder).
+    segment writes ``NAME_label.png`` and ``NAME_overlay.png`` together, so a
+    label map without its overlay is someone else's."""
+    if not out.is_dir():
+        return
+    for it in items:
+        base = os.path.join(out, *it.output.split("/"))
+        if os.path.lexists(base + LABEL_SUFFIX) and not os.path.lexists(base + OVERLAY_SUFFIX):
+            raise DataError(out, f"holds label maps that `segment` did not write (e.g. "
+                            f"{it.output}{LABEL_SUFFIX}, ground truth?); they would be "
+                            "replaced", "write the outputs to a new or empty OUTPUT_DIR")
 
 
 def _image_extensions():

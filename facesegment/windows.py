@@ -157,7 +157,9 @@ class WindowSet:
 # --------------------------------------------------------------------- reader
 
 def _strings(values):
-    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in np.asarray(values).ravel()]
+    # surrogateescape: a non-UTF-8 file name comes back as os.fsdecode gives it
+    return [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+            for v in np.asarray(values).ravel()]
 
 
 def _open(path):

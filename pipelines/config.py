@@ -21,6 +21,8 @@ import tomllib
 from facesegment.errors import FaceSegmentError
 from facesegment.forest import registry
 from facesegment.layout import DEFAULT_LAYOUT
+from facesegment.forest.params import MAX_TREES
+from facesegment.limits import MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOWS
 
 N_FEATURES = DEFAULT_LAYOUT.n_features
 #: The forest kinds the pipeline trains: the rows of the one table
@@ -55,6 +57,18 @@ def _int(lo=None, hi=None):
         if lo is not None and v < lo:
             return f"an integer >= {lo}"
         return None
+    return check
+
+
+def _count(lo, limit):
+    """An integer >= ``lo`` up to a resource limit (facesegment.limits, forest.params)."""
+    low = _int(lo)
+
+    def check(v):
+        problem = low(v)
+        if problem is None and v > limit:
+            return f"an integer <= {limit} (a resource limit)"
+        return problem
     return check
 
 
@@ -144,7 +158,7 @@ SCHEMA = {
         "name": _str(),
         "workers": _int(0),
         "scheduler": _str(),
-        "seed": _int(0),
+        "seed": _count(0, MAX_SEED),
     },
     "data": {
         "path": _str(),
@@ -158,19 +172,19 @@ SCHEMA = {
         "lfw_labels": _str(),
     },
     "extract": {
-        "n_windows": _int(8),
+        "n_windows": _count(8, MAX_WINDOWS),
     },
     "forest": {
-        "n_trees": _int(1),
-        "eval_trees": _list(_int(1)),
+        "n_trees": _count(1, MAX_TREES),
+        "eval_trees": _list(_count(1, MAX_TREES)),
     },
     # "forest.KIND" sections: one per registry kind (added below)
     "select": {
         "enabled": _bool,
-        "n_trees": _int(1),
+        "n_trees": _count(1, MAX_TREES),
         "max_samples": _int(1),
         "n_images": _int(0),
-        "pixel_stride": _int(1),
+        "pixel_stride": _count(1, MAX_PIXEL_STRIDE),
         "axis_q": _list(_q),
         "two_probe_pairs": _list(_int(1)),
         "co2_nu": _list(_num(0.0)),
@@ -190,7 +204,7 @@ SCHEMA = {
         "extra_alphas": _list(_num(0.0, 4.0)),
         "alpha_from": _str(("final", "selection")),
         "mode": _str(("strict", "full")),
-        "pixel_stride": _int(1),
+        "pixel_stride": _count(1, MAX_PIXEL_STRIDE),
         "time_images": _int(1),
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),

@@ -499,7 +499,23 @@ def write_reports(root, run_dir, cfg=None, docs=True):
     write_text_atomic(tm, "# Timings: " + run_dir.name + "\n\n"
                       + render_timings(run_dir, timings)
                       + "\nThe scores of this run: [results.md](results.md).\n")
-    return out + [tj, res, tm] + (write_docs(root) if docs else [])
+    return out + [tj, res, tm] + (write_docs(root) if docs and publishes(root, run_dir)
+                                  else [])
+
+
+def publishes(root, run_dir):
+    """Whether a run refreshes docs/results.md and docs/timings.md: only a run those
+    pages already cover (they link ``reports/runs/<name>/``), or any run when they do
+    not exist yet.  A scratch run (``--name scratch``) never rewrites tracked pages;
+    ``python -m pipelines.report`` publishes runs explicitly."""
+    page = Path(root) / "docs" / "results.md"
+    if not page.is_file():
+        return True
+    try:
+        text = page.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return f"runs/{Path(run_dir).name}/" in text
 
 
 def write_docs(root):

@@ -1,6 +1,8 @@
 """Image and label-map reading: channel conversion and every bad-input message."""
 
 import cv2
+import os
+
 import numpy as np
 import pytest
 
@@ -121,10 +123,16 @@ def test_unreadable_file_is_data_error(tmp_path, monkeypatch):
     write_png_atomic(path, _rgb())
     write_png_atomic(tmp_path / "locked_label.png", np.zeros((12, 10), np.uint8))
 
-    def denied(file, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(file))
+    import facesegment.limits as limits
 
-    monkeypatch.setattr(np, "fromfile", denied)
+    real_open = os.open
+
+    def denied(file, *args, **kwargs):
+        if str(file).endswith(".png"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(limits.os, "open", denied)
     with pytest.raises(DataError, match=r"locked\.png: cannot read the image file "
                                         r"\(Permission denied\).*permissions"):
         read_image(path)

@@ -4,15 +4,41 @@ import argparse
 import math
 
 
-def _int_at_least(text, low, expected):
-    """``int(text)`` (``_`` and ``,`` separators allowed) if >= ``low``, else an argparse error."""
+from ..limits import MAX_PIXEL_STRIDE, MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS  # noqa: F401
+
+
+def _int_at_least(text, low, expected, high=None):
+    """``int(text)`` (``_`` and ``,`` separators allowed) if in ``low..high``, else an
+    argparse error."""
     try:
         v = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         v = low - 1
     if v < low:
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    if high is not None and v > high:
+        raise argparse.ArgumentTypeError(f"expected {expected}, at most {high:,} (a resource "
+                                         f"limit), got {text!r}")
     return v
+
+
+def int_in(low, high, expected=None):
+    """argparse type: an integer in ``low..high``."""
+    expected = expected or ("a positive integer" if low == 1 else
+                            "a non-negative integer" if low == 0 else f"an integer >= {low}")
+
+    def parse(text):
+        return _int_at_least(text, low, expected, high)
+
+    parse.__name__ = f"int_in_{low}_{high}"
+    return parse
+
+
+def seed_int(text):
+    """argparse type: a seed, an integer in 0..2**32-1 (``facesegment.limits.MAX_SEED``)."""
+    from ..limits import MAX_SEED
+
+    return _int_at_least(text, 0, "a seed, an integer >= 0", MAX_SEED)
 
 
 def positive_int(text):
@@ -25,16 +51,31 @@ def nonneg_int(text):
     return _int_at_least(text, 0, "a non-negative integer")
 
 
-def alpha_value(text):
-    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
+def _nonneg_number(text, meaning):
     try:
         v = float(text)
     except ValueError:
         v = math.nan
     if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a number >= 0 (1 = the paper's prior reweighting, 0 = none), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 ({meaning}), got {text!r}")
     return v
+
+
+def alpha_value(text):
+    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
+    return _nonneg_number(text, "1 = the paper's prior reweighting, 0 = none")
+
+
+def beta_value(text):
+    """argparse type: the position prior's exponent beta, a finite number >= 0."""
+    return _nonneg_number(text, "beta, the exponent of the position prior (pos/pi)^beta; "
+                                "0 = no position prior")
+
+
+def sigma_value(text):
+    """argparse type: the smoothing sigma in pixels, a finite number >= 0."""
+    return _nonneg_number(text, "sigma, the Gaussian blur of the class maps in pixels; "
+                                "0 = none")
 
 
 def model_names(paths):
@@ -82,7 +123,8 @@ def check_output_folder(path, option):
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",
                            quiet_help="no progress line"):
     """Add ``--workers N``, ``--scheduler ADDRESS`` and ``--quiet/-q``."""
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N", help=workers_help)
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
+                   help=workers_help)
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="address of a Dask distributed scheduler (e.g. tcp://host:8786); "
                         "default: local threads")
@@ -96,7 +138,7 @@ def add_scoring_arguments(p):
                    help="strict = the paper's protocol: pixels within 15 px of the border "
                         "are not scored; full = every pixel (border windows padded by "
                         "reflection) (default strict)")
-    p.add_argument("--pixel-stride", type=positive_int, default=1, metavar="N",
+    p.add_argument("--pixel-stride", type=int_in(1, MAX_PIXEL_STRIDE), default=1, metavar="N",
                    help="score only the pixels of an N x N grid of each face (1 = every "
                         "pixel, the paper's protocol; the pipeline's default run uses 3) "
                         "(default 1)")
@@ -114,7 +156,7 @@ def add_test_face_arguments(p, model_help, split_help, seed_help):
     p.add_argument("--labels", metavar="DIR", default=None,
                    help="parallel tree of NAME_label.png (default: beside the images)")
     p.add_argument("--split", choices=("auto", "test", "all"), default="auto", help=split_help)
-    p.add_argument("--seed", type=nonneg_int, default=0, help=seed_help)
+    p.add_argument("--seed", type=seed_int, default=0, help=seed_help)
 
 
 def load_image_model(path):
@@ -136,6 +178,13 @@ def load_image_model(path):
         raise DataError(path, f"needs {layout.describe()}, more planes than an image has "
                         "(extra planes such as probability maps are given with "
                         "facesegment.dense.predict_image(..., planes=))", fix)
+    from ..dense._checks import check_factors
+
+    try:  # the model's fault, said once, rather than every image 'skipped'
+        check_factors(model.sampling_factors, model.arrays.n_classes)
+    except (TypeError, ValueError) as exc:
+        raise DataError(path, f"model has bad sampling factors: {exc}",
+                        "retrain the model, or restore its model.json") from None
     return model
 
 

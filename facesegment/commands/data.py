@@ -4,7 +4,7 @@ import os
 import sys
 import time
 from ..atomic import write_json_atomic
-from ._common import positive_int
+from ._common import MAX_WORKERS, int_in, nonneg_int, seed_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
 DESCRIPTION = """\
@@ -52,7 +52,7 @@ def add_arguments(p):
     q.add_argument("dir", metavar="DIR", help="folder of images (searched recursively)")
     q.add_argument("--labels", default=None, metavar="DIR",
                    help="parallel label tree (default: NAME_label.png beside each image)")
-    q.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    q.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                    help="threads (default: all cores)")
     q.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -61,15 +61,15 @@ def add_arguments(p):
                                    "OUT/<rel>/NAME_label.png with the polygon rules of docs/data.md.")
     q.add_argument("dir", metavar="DIR", help="folder of images with .pts files (read-only)")
     q.add_argument("out", metavar="OUT", help="output folder (mirrors DIR)")
-    q.add_argument("--overwrite", action="store_true", help="replace label maps that exist")
+    q.add_argument("--overwrite", action="store_true", help="replace label maps that `data render` wrote before (label maps made by hand or by other tools are never replaced)")
 
     q = sub.add_parser("splits", help="show the train/validation/test split of a dataset",
                        description="train/ and test/ folders are used as given; otherwise a "
                                    "seeded split by person (the parent folder, as in LFW).")
     q.add_argument("dir", metavar="DIR", help="dataset folder")
     q.add_argument("--labels", default=None, metavar="DIR", help="parallel label tree")
-    q.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
-    q.add_argument("--validation", type=int, default=100, metavar="N",
+    q.add_argument("--seed", type=seed_int, default=0, help="split seed (default 0)")
+    q.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="training images held out for model selection (default 100, as in the paper)")
     q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
@@ -143,29 +143,36 @@ def _check(args):
 def _render(args):
     from ..datasets import LABEL_SUFFIX, find_images
     from ..errors import DataError
-    from ..imageio import write_png_atomic
     from ..landmarks import pts_path_for, read_pts, render_labels
 
     from pathlib import Path
 
     root, out = Path(args.dir), Path(args.out)
     images = find_images(root)
-    n_ok, bad = 0, []
+    n_ok, bad, kept, warned = 0, [], [], []
     for img in images:
         pts = pts_path_for(img)
         if not os.path.exists(pts):
             continue
         rel = img.relative_to(root).with_suffix("")
         target = out / (rel.as_posix() + LABEL_SUFFIX)
-        if target.exists() and not args.overwrite:
+        if os.path.lexists(target) and not args.overwrite:
             n_ok += 1
+            continue
+        if os.path.lexists(target) and not rendered_by_us(target):
+            kept.append(str(target))  # a label map this command did not write: never replaced
             continue
         try:
             from ..imageio import read_image
 
             # the size as every reader sees it (EXIF orientation applied)
             shape = read_image(img).shape[:2]
-            write_png_atomic(target, render_labels(read_pts(pts), shape))
+            labels = render_labels(read_pts(pts), shape)
+            if not (labels > 0).any():
+                warned.append(f"{pts}: no landmark polygon falls inside the {shape[1]}x"
+                              f"{shape[0]} image, so {target.name} is all background "
+                              "(check the .pts coordinates)")
+            write_rendered_label(target, labels)
             n_ok += 1
         except DataError as exc:
             if "cannot write" in exc.problem:
@@ -173,11 +180,53 @@ def _render(args):
             bad.append(str(exc))
     for msg in bad:
         print(f"facesegment: skipped: {msg}", file=sys.stderr)
-    print(f"rendered {n_ok} label maps into {out}; {len(bad)} skipped")
+    for msg in warned:
+        print(f"facesegment: warning: {msg}", file=sys.stderr)
+    for path in kept:
+        print(f"facesegment: kept: {path}: not a label map written by `data render` "
+              "(made by hand or by another tool), so --overwrite leaves it as it is "
+              "(move it away to render it again)", file=sys.stderr)
+    print(f"rendered {n_ok} label maps into {out}; {len(bad)} skipped"
+          + (f"; {len(kept)} kept" if kept else ""))
     if n_ok + len(bad) == 0:
         raise DataError(root, "has no images with a NAME.pts beside them",
                         "point at a folder with 68-point .pts files")
     return 1 if bad else 0
+
+
+#: PNG text chunk that marks a label map written by `data render` (key, value).
+RENDER_MARK = ("facesegment", "data render")
+
+
+def write_rendered_label(path, labels):
+    """Write a rendered label map (8-bit grey PNG of class ids) atomically, marked
+    with :data:`RENDER_MARK` so that ``--overwrite`` knows it may replace it."""
+    import io
+
+    from PIL import Image
+    import numpy as np
+    from PIL.PngImagePlugin import PngInfo
+
+    from ..atomic import write_bytes_atomic
+
+    info = PngInfo()
+    info.add_text(*RENDER_MARK)
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(labels, dtype=np.uint8)).save(buf, format="PNG", pnginfo=info)
+    write_bytes_atomic(os.fspath(path), buf.getvalue())
+
+
+def rendered_by_us(path):
+    """Whether the file ``path`` is a label map `data render` wrote (its PNG mark)."""
+    from PIL import Image
+
+    try:
+        if not os.path.isfile(path):
+            return False
+        with Image.open(path) as im:
+            return getattr(im, "text", {}).get(RENDER_MARK[0]) == RENDER_MARK[1]
+    except Exception:  # noqa: BLE001 - unreadable: not ours, so never replaced
+        return False
 
 
 def _splits(args):

@@ -5,7 +5,8 @@ import sys
 import time
 from pathlib import Path
 from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
-                      alpha_value, check_output_folder, model_names, nonneg_int, positive_int)
+                      alpha_value, beta_value, check_output_folder, model_names, nonneg_int,
+                      positive_int, sigma_value)
 
 PROTOCOLS = ("crops", "detector")
 
@@ -58,10 +59,10 @@ def add_arguments(p):
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
                         "default: the model's selected alpha, else 1)")
-    p.add_argument("--beta", type=alpha_value, default=None,
+    p.add_argument("--beta", type=beta_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = the forest alone)")
-    p.add_argument("--sigma", type=alpha_value, default=None, metavar="PX",
+    p.add_argument("--sigma", type=sigma_value, default=None, metavar="PX",
                    help="also score the maps blurred with a Gaussian of PX pixels before "
                         "the argmax, reported under 'smoothed' (default: the model's "
                         "selected sigma; 0 = not scored)")

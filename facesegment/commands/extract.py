@@ -4,7 +4,8 @@ import os
 import sys
 from pathlib import Path
 
-from ._common import nonneg_int, positive_int
+from ._common import (MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS, int_in, nonneg_int,
+                      positive_int, seed_int)
 
 HELP = "sample class-balanced windows (31x31 RGB by default) from labelled faces into an HDF5 windows file"
 DESCRIPTION = """\
@@ -51,13 +52,14 @@ def _windows_count(text):
     """argparse type: at least one window per class (8)."""
     from ._common import _int_at_least
 
-    return _int_at_least(text, 8, "an integer >= 8 (at least one window per class)")
+    return _int_at_least(text, 8, "an integer >= 8 (at least one window per class)",
+                         MAX_WINDOWS)
 
 
 def _odd_window(text):
     import argparse
 
-    v = positive_int(text)
+    v = int_in(1, MAX_WINDOW_SIDE)(text)
     if v % 2 == 0:
         raise argparse.ArgumentTypeError(f"expected an odd window side (centred on its pixel), "
                                          f"got {text!r}")
@@ -75,7 +77,7 @@ def add_arguments(p):
                    help="output windows file, e.g. data/windows/train.h5 (replaced atomically if it exists)")
     p.add_argument("--windows", "-n", type=_windows_count, default=64000, metavar="N",
                    help="total number of windows, N/8 per class (default 64000; the paper uses 256000 per tree)")
-    p.add_argument("--seed", type=nonneg_int, default=0,
+    p.add_argument("--seed", type=seed_int, default=0,
                    help="random seed of the sampling (default 0); same seed and data -> identical file")
     p.add_argument("--labels", metavar="LABEL_TREE", default=None,
                    help="parallel tree of label maps <rel>/NAME_label.png (e.g. the OUT_DIR of "
@@ -88,7 +90,7 @@ def add_arguments(p):
     p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="with --split, when DATA_DIR has no train/ and test/: share of images (by person) "
                         "in the test split (default 0.2)")
-    p.add_argument("--split-seed", type=nonneg_int, default=0, metavar="S",
+    p.add_argument("--split-seed", type=seed_int, default=0, metavar="S",
                    help="with --split: seed of the split (default 0)")
     p.add_argument("--exclude", metavar="FILE", default=None,
                    help="text file of image names to leave out (one per line, relative name or file stem; "
@@ -98,7 +100,7 @@ def add_arguments(p):
                         "exit 2 and no output")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="address of a Dask distributed scheduler (e.g. tcp://host:8786); default: local threads")
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                    help="local worker threads (default: all cores)")
     p.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
                    help="HDF5 compression of the windows (default gzip level 1: fastest and smallest measured)")
@@ -122,13 +124,11 @@ def resolve_data_dir(data_dir):
 
 def read_name_list(path):
     """Image names (one per line, ``#`` comments) from a text file."""
-    from ..errors import DataError
+    from ..limits import read_text_file
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise DataError(path, f"cannot read name list ({exc.strerror or exc})", "check the --exclude path") from exc
+    # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
+    lines = read_text_file(path, "--exclude name list",
+                           "give a text file with one image name per line").splitlines()
     names = set()
     for line in lines:
         line = line.split("#", 1)[0].strip()

@@ -1,6 +1,7 @@
 """``facesegment segment``: segment the face photos of folders, files or patterns."""
 
-from ._common import add_parallel_arguments, alpha_value, nonneg_int
+from ._common import (add_parallel_arguments, alpha_value, beta_value, nonneg_int,
+                      sigma_value)
 
 #: = facesegment.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
 DETECT_MAX_SIDE = 2000
@@ -65,10 +66,10 @@ def add_arguments(p):
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent p*s^-alpha (default: the model's "
                         "selected alpha, else 1)")
-    p.add_argument("--beta", type=alpha_value, default=None,
+    p.add_argument("--beta", type=beta_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = no position prior)")
-    p.add_argument("--sigma", type=alpha_value, default=None, metavar="PX",
+    p.add_argument("--sigma", type=sigma_value, default=None, metavar="PX",
                    help="blur each class map with a Gaussian of PX pixels (of the face crop) "
                         "before the argmax (default: the model's selected sigma, else 0 = "
                         "none)")

@@ -3,7 +3,7 @@
 import argparse
 import sys
 import time
-from ._common import add_parallel_arguments, nonneg_int, positive_int
+from ._common import add_parallel_arguments, nonneg_int, positive_int, seed_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
 DESCRIPTION = """\
@@ -188,7 +188,7 @@ def add_arguments(p):
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=seed_int, default=0,
                    help="random seed (default 0): same seed and windows -> identical model")
     add_parallel_arguments(p, "local threads growing trees in parallel (default: all cores)",
                            "no progress lines")
@@ -198,15 +198,12 @@ def read_names(path):
     """Image names from a text file: one per line, '#' comments, extensions dropped."""
     import os
 
-    from ..errors import DataError
     from ..imageio import IMAGE_EXTENSIONS
+    from ..limits import read_text_file
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(path, f"cannot read the list of image names ({exc})",
-                        "give a text file with one image name per line") from None
+    # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
+    lines = read_text_file(path, "list of image names",
+                           "give a text file with one image name per line").splitlines()
     names = set()
     for line in lines:
         line = line.split("#", 1)[0].strip()
@@ -242,7 +239,27 @@ def build_estimator(args):
         params["bootstrap"] = False
     params.update(random_state=args.seed, n_jobs=args.workers or default_workers(),
                   scheduler=args.scheduler, verbose=0 if args.quiet else 1)
+    _check_bounds(kind, params)
     return kind.make(**params)
+
+
+def _check_bounds(kind, params):
+    """The estimator's constraints table (ranges and resource limits) checked before
+    any work; a value out of range is one error line naming the option."""
+    from ..errors import FaceSegmentError
+    from ..forest.params import InvalidParameterError, PARAMETER_CONSTRAINTS
+
+    table = PARAMETER_CONSTRAINTS[kind.estimator]
+    flags = {name: "--" + dest.replace("_", "-") for dest, name in ESTIMATOR_OPTIONS}
+    flags["random_state"] = "--seed"
+    for name, value in params.items():
+        if name not in table:
+            continue
+        try:
+            table[name].normalise(value)
+        except (InvalidParameterError, ValueError) as exc:
+            raise FaceSegmentError(f"{flags.get(name, name)} {value}: out of range for "
+                                   f"--kind {kind.name}: it must be {exc}") from None
 
 
 def check_windows(path, ws):

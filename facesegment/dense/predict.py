@@ -453,7 +453,8 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes, p.thr,
             p.value, p.weights, p.sp_off, p.sp_w, p.resp, int(chunk), preds)
     conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
-    confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
+    if len(ys):  # no pixel scored (a pixel stride wider than the face): zero counts
+        confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
     return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
 
 

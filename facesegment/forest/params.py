@@ -19,7 +19,7 @@ at the start of ``fit``; configuration code can run it up front::
     >>> validate_params("AxisAlignedForest", {"n_estimators": 0})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer >= 1
+    facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer >= 1 and <= 10,000
 """
 
 import math
@@ -28,6 +28,8 @@ from abc import ABC, abstractmethod
 from types import MappingProxyType
 
 import numpy as np
+
+from ..limits import MAX_SEED
 
 __all__ = ["InvalidParameterError", "Constraint", "Integer", "Real", "Options", "Boolean",
            "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "Anything",
@@ -70,10 +72,11 @@ class Integer(Constraint):
     """An integer ``>= low`` (``none_ok``: None is allowed; ``default``: None becomes
     it; ``bool_ok``: True/False count as 1/0)."""
 
-    def __init__(self, low, *, none_ok=False, default=None, bool_ok=False):
+    def __init__(self, low, high=None, *, none_ok=False, default=None, bool_ok=False):
         self.low, self.none_ok, self.default = low, none_ok or default is not None, default
-        self.bool_ok = bool_ok
-        self.description = (f"an integer >= {low}" + (" or a bool" if bool_ok else "")
+        self.high, self.bool_ok = high, bool_ok
+        rng = f">= {low}" if high is None else f">= {low} and <= {high:,}"
+        self.description = (f"an integer {rng}" + (" or a bool" if bool_ok else "")
                             + (" or None" if self.none_ok else ""))
 
     def normalise(self, value):
@@ -81,7 +84,8 @@ class Integer(Constraint):
             return self.none_value()
         if self.bool_ok and isinstance(value, (bool, np.bool_)):
             return int(value)
-        if not _is_int(value) or value < self.low:
+        if not _is_int(value) or value < self.low or (self.high is not None
+                                                      and value > self.high):
             raise ValueError(self.description)
         return int(value)
 
@@ -159,10 +163,20 @@ class MaxFeatures(Constraint):
         return _count_or_fraction(value, self.description)
 
 
-def _count_or_fraction(value, description):
-    """An int >= 1 or a fraction in (0, 1] (MaxFeatures and MaxSamples)."""
+#: Upper bounds of the integer parameters (resource limits: a value above them
+#: would ask for more memory or time than any machine has).  ``facesegment
+#: train`` and the pipeline's config check them before any work.
+MAX_TREES = 10_000            # n_estimators
+MAX_DEPTH = 1_000             # max_depth, refine_depth
+MAX_FERN_DEPTH = 24           # a fern of depth D has 2**D leaves
+MAX_COUNT = 1_000_000         # n_pairs, batch_size, tau, max_nonzero, subset sizes, epochs
+MAX_SAMPLES = 2 ** 31 - 1     # max_samples, min_samples_* (int32 sample indices)
+
+
+def _count_or_fraction(value, description, high=MAX_SAMPLES):
+    """An int in 1..high or a fraction in (0, 1] (MaxFeatures and MaxSamples)."""
     if _is_int(value):
-        if value < 1:
+        if value < 1 or value > high:
             raise ValueError(description)
         return int(value)
     if _is_real(value) and 0.0 < value <= 1.0:
@@ -173,7 +187,7 @@ def _count_or_fraction(value, description):
 class MaxSamples(Constraint):
     """Samples per tree: None (the pool size), an int >= 1 or a fraction in (0, 1]."""
 
-    description = "None (the pool size), an int >= 1 or a fraction in (0, 1]"
+    description = f"None (the pool size), an int in 1..{MAX_SAMPLES:,} or a fraction in (0, 1]"
 
     def normalise(self, value):
         return None if value is None else _count_or_fraction(value, self.description)
@@ -195,13 +209,14 @@ class NJobs(Constraint):
 class RandomState(Constraint):
     """None, an int >= 0, a numpy Generator/RandomState or SeedSequence."""
 
-    description = "None, an int >= 0, a numpy Generator, RandomState or SeedSequence"
+    description = (f"None, an int in 0..{MAX_SEED:,}, a numpy Generator, RandomState or "
+                   "SeedSequence")
 
     def normalise(self, value):
         if value is None or isinstance(value, (np.random.Generator, np.random.RandomState,
                                                np.random.SeedSequence)):
             return value
-        if _is_int(value) and value >= 0:
+        if _is_int(value) and 0 <= value <= MAX_SEED:
             return int(value)
         raise ValueError(self.description)
 
@@ -226,10 +241,10 @@ def _co2_default(name):
 
 
 _COMMON = {
-    "n_estimators": Integer(1),
-    "max_depth": Integer(0, none_ok=True),
-    "min_samples_split": Integer(2),
-    "min_samples_leaf": Integer(1),
+    "n_estimators": Integer(1, MAX_TREES),
+    "max_depth": Integer(1, MAX_DEPTH, none_ok=True),
+    "min_samples_split": Integer(2, MAX_SAMPLES),
+    "min_samples_leaf": Integer(1, MAX_SAMPLES),
     "max_samples": MaxSamples(),
     "bootstrap": Boolean(),
     "random_state": RandomState(),
@@ -241,34 +256,34 @@ _COMMON = {
 #: ``{estimator class name: {parameter: Constraint}}``, read-only.
 PARAMETER_CONSTRAINTS = MappingProxyType({
     "AxisAlignedForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
-    "TwoProbeForest": MappingProxyType({**_COMMON, "n_pairs": Integer(1)}),
+    "TwoProbeForest": MappingProxyType({**_COMMON, "n_pairs": Integer(1, MAX_COUNT)}),
     "CO2Forest": MappingProxyType({
         **_COMMON,
         "max_features": MaxFeatures(),
         "nu": Real(0, low_open=True, default=_co2_default("nu")),
         "eta": Real(0, low_open=True, default=_co2_default("eta")),
-        "tau": Integer(1, default=_co2_default("tau")),
+        "tau": Integer(1, MAX_COUNT, default=_co2_default("tau")),
         "n_passes": Real(0, low_open=True, default=_co2_default("n_passes")),
-        "batch_size": Integer(1, default=_co2_default("batch_size")),
+        "batch_size": Integer(1, MAX_COUNT, default=_co2_default("batch_size")),
         "momentum": Real(0, 1, high_open=True, default=_co2_default("momentum")),
-        "oblique_min_samples": Integer(2),
+        "oblique_min_samples": Integer(2, MAX_SAMPLES),
         "weight_dtype": Options("float32", "float16", "int8", "int16"),
         "init": Options("axis", "best"),
-        "n_pairs": Integer(1),
-        "max_nonzero": Integer(1, none_ok=True),
+        "n_pairs": Integer(1, MAX_COUNT),
+        "max_nonzero": Integer(1, MAX_COUNT, none_ok=True),
         "sparsity": Options("learned", "prune"),
     }),
     "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
     "RandomFernsForest": MappingProxyType({
         **{k: _COMMON[k] for k in ("n_estimators", "max_samples", "bootstrap",
                                    "random_state", "n_jobs", "scheduler", "verbose")},
-        "depth": Integer(1),
+        "depth": Integer(1, MAX_FERN_DEPTH),
         "test": Options("axis", "two-probe"),
         "prior": Real(0),
     }),
     "RotationForest": MappingProxyType({
         **_COMMON,
-        "n_features_per_subset": Integer(1),
+        "n_features_per_subset": Integer(1, MAX_COUNT),
         "max_rotated_features": MaxFeatures(),
         "subsets": Options("random", "consecutive"),
         "pca_sample_fraction": Real(0, 1, low_open=True),
@@ -281,15 +296,15 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "nu": Real(0, low_open=True),
         "eta": Real(0, low_open=True),
         "momentum": Real(0, 1, high_open=True),
-        "batch_size": Integer(1),
-        "n_epochs": Integer(0),
-        "ssgd_refresh": Integer(0),
+        "batch_size": Integer(1, MAX_COUNT),
+        "n_epochs": Integer(0, MAX_COUNT),
+        "ssgd_refresh": Integer(0, MAX_COUNT),
         "leaf_refit": Boolean(),
         "std_floor": Real(0, 1),
-        "refine_depth": Integer(1, none_ok=True),
+        "refine_depth": Integer(1, MAX_DEPTH, none_ok=True),
         "init_nu": Real(0, low_open=True),
         "init_eta": Real(0, low_open=True),
-        "oblique_min_samples": Integer(2),
+        "oblique_min_samples": Integer(2, MAX_SAMPLES),
     }),
 })
 
