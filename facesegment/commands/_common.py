@@ -139,6 +139,19 @@ def load_image_model(path):
     return model
 
 
+def note_missing_rule(model, path, alpha):
+    """Print (stderr) the one-line note for a model without a stored decision rule,
+    unless ``alpha`` was given; return whether it was printed."""
+    import sys
+
+    from ..rule import missing_rule_note, rule_of
+
+    if rule_of(model) is not None or alpha is not None:
+        return False
+    print(f"note: {path}: {missing_rule_note(model)}", file=sys.stderr)
+    return True
+
+
 def model_beta(model, path, beta):
     """``--beta`` (None: the model's selected one); a beta > 0 for a model without a
     position prior is one error line naming the model."""

@@ -48,11 +48,33 @@ summary.csv, listing the images it did not reach as "not done".
 Exit status 0 when every image was segmented, 1 when some were skipped, 2 on
 an error that stops the run, 130 on Ctrl-C, 143 on SIGTERM.
 
+Without --model the model shipped with facesegment is used (its
+MODEL_CARD.md: facesegment/models/); its decision rule (alpha, beta, sigma,
+chosen on validation images) applies unless --alpha/--beta/--sigma are given.
+
 examples:
-  facesegment segment ../shared/data/lfw-gray/lfw/George_W_Bush out/bush --model models/co2-16
-  facesegment segment photo.jpg out/ --model models/co2-16 --save-proba
+  facesegment segment photos/ out/
+  facesegment segment photo.jpg out/ --save-proba
   facesegment segment 'holiday/*.jpg' out/holiday --model models/co2-16
 """
+
+
+def check_photo_dependencies(detect):
+    """Fail early (DataError, exit 2, one line) when photos need face detection
+    and dlib or its landmark model is not installed."""
+    if detect == "never":
+        return
+    from ..errors import DataError
+
+    for module, package in (("dlib", "dlib-bin"),
+                            ("face_recognition_models", "face_recognition_models")):
+        try:
+            __import__(module)
+        except ImportError:
+            raise DataError(module, "is not installed, and `segment` needs it to find faces "
+                            "in photos", f"pip install {package} (or pip install "
+                            "'facesegment[landmarks]'), or give --detect never for images "
+                            "that are face crops already") from None
 
 
 def add_arguments(p):
@@ -60,11 +82,13 @@ def add_arguments(p):
                    help="folder of photos (searched recursively), image file or quoted "
                         "pattern such as 'photos/*.jpg'; several may be given")
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="folder for the outputs (created)")
-    p.add_argument("--model", "-m", required=True, metavar="MODEL",
-                   help="model folder written by `facesegment train`")
+    p.add_argument("--model", "-m", default=None, metavar="MODEL",
+                   help="model folder (written by `facesegment train` or `make all`) or the "
+                        "name of a model shipped with facesegment (default: the shipped "
+                        "default model, facesegment.models.DEFAULT)")
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent p*s^-alpha (default: the model's "
-                        "selected alpha, else 1)")
+                        "decision rule; a model without one: 1, with a note)")
     p.add_argument("--beta", type=alpha_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = no position prior)")
@@ -94,12 +118,16 @@ def run(args):
     import sys
 
     from ..dense import default_alpha, default_sigma
-    from ._common import load_image_model, model_beta
+    from ..models import resolve
+    from ._common import load_image_model, model_beta, note_missing_rule
     from ..segment import segment_folder
 
-    model = load_image_model(args.model)
+    path = resolve(args.model)
+    check_photo_dependencies(args.detect)
+    model = load_image_model(path)
+    note_missing_rule(model, path, args.alpha)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
-    beta = model_beta(model, args.model, args.beta)   # one line before any image is read
+    beta = model_beta(model, path, args.beta)   # one line before any image is read
     sigma = default_sigma(model) if args.sigma is None else args.sigma
     results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha, beta=beta,
                              detect=args.detect, detector=args.detector,
