@@ -90,7 +90,7 @@ nongreedy: setup  ## Non-greedy trees vs greedy ones across depths, and forests 
 SHIP_DATA ?= ../shared/data/faces300w
 model: setup  ## Train the model shipped in the package (pipelines/shipped.toml) into facesegment/models/, with its model card
 	$(BIN)/python -m pipelines.run --config pipelines/shipped.toml --data $(SHIP_DATA) time:two-probe
-	$(BIN)/python -m pipelines.ship --run faces300w-shipped --kind two-probe --name faces300w-two-probe
+	$(BIN)/python -m pipelines.ship --config pipelines/shipped.toml --kind two-probe --name faces300w-two-probe
 
 # Only what the build made and git ignores: the tracked results (reports/runs/RUN/*.json,
 # figures, tables) and the shipped model stay (tests/test_makefile.py checks this).

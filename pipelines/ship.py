@@ -1,10 +1,10 @@
 """Copy a model of a finished run into the package, with its model card (``make model``).
 
-    python -m pipelines.ship --run faces300w-shipped --kind two-probe --name faces300w-two-probe
+    python -m pipelines.ship --config pipelines/shipped.toml --kind two-probe --name faces300w-two-probe
 
-Reads ``models/RUN/KIND-N`` (N: the run's ``[forest] n_trees``) and the run's
-files (``reports/runs/RUN``: config, train and eval JSON, the time stage's
-measurement), and writes ``facesegment/models/NAME/``: the model folder
+Reads ``models/RUN/KIND-N`` (RUN and N: the run's name and ``[forest] n_trees``
+in the config) and the run's files (``reports/runs/RUN``: train and eval JSON,
+the time stage's measurement), and writes ``facesegment/models/NAME/``: the model folder
 (``model.json`` + ``forest.h5``, or a cascade's folders) with its decision rule
 and without the measurements that change from machine to machine (fit times,
 paths of the machine), so that training twice gives the same bytes, and
@@ -53,19 +53,20 @@ def _fmt(v):
     return "–" if v is None else f"{v:.2f}"
 
 
-def model_card(name, model, run_dir, kind, n, size):
-    """The text of MODEL_CARD.md from the run's files."""
+def model_card(name, model, run_dir, kind, n, size, conf):
+    """The text of MODEL_CARD.md from the run's files and configuration ``conf``."""
     from facesegment.rule import rule_of
 
     ev = json.loads((run_dir / f"eval-{kind}.json").read_text())
     train = json.loads((run_dir / f"train-{kind}.json").read_text())
-    conf = json.loads((run_dir / "config.json").read_text())
     rule = rule_of(model)
     det = ev.get("detector") or {}
     wp, dwp = ev.get("with_prior") or {}, det.get("with_prior") or {}
     sm = ev.get("smoothed") or {}
     rows = [("forest alone", ev["alpha"], 0.0, 0.0, _score(ev, n, ev["alpha"]),
              _score(det, n, det.get("alpha", ev["alpha"])))]
+    rows.append(("the paper's rule (alpha 1, nothing else)", 1.0, 0.0, 0.0, _score(ev, n, 1.0),
+                 _score(det, n, 1.0)))
     if wp:
         rows.append(("with the position prior", wp["alpha"], wp["beta"], 0.0,
                      _score(wp, n, wp["alpha"]), _score(dwp, n, dwp.get("alpha", 0))))
@@ -111,15 +112,18 @@ Size: {size / 1e6:.1f} MB. Speed: {speed}.
 
 ## Training data and its terms
 
-faces300w: the 300-W faces of AFW and HELEN, cropped LFW-style to 250x250, with
-8-class label maps drawn from the 68 human-annotated landmarks
-(`../shared/data/README.md`). {conf['extract']['n_windows']} class-balanced windows from
-the training images ({data['n_validation']} of them held out for validation);
-the test faces (the dataset's `test/` folder) were not used for training or for
-choosing the rule. The 300-W annotations and images are distributed for
-non-commercial research use (the 300-W terms; AFW and HELEN images come from
-Flickr under their owners' terms): the same holds for this model, which is
-derived from them. Check those terms before any commercial use.
+faces300w: 1,207 training faces (AFW 337, HELEN train 870) and 250 test faces
+(HELEN test), cropped LFW-style to 250x250, with 8-class label maps drawn from
+the 300-W challenge's 68 human-annotated landmarks (Sagonas et al., 300 Faces
+in-the-Wild; the dataset's README, `../shared/data/README.md`).
+{conf['extract']['n_windows']} class-balanced windows from the training images,
+{data['n_validation']} of which were held out for validation (choosing the
+rule); the test faces were used for neither.
+
+**Terms: research use only.** The dataset is distributed for research use (the
+300-W annotations; the AFW and HELEN photos are Flickr images under their
+owners' terms). This model is derived from it and carries the same
+restriction: use it for research; check those terms before anything else.
 
 ## Scores (class-average Jaccard, %)
 
@@ -133,13 +137,13 @@ landmarks{found}.
 | --- | ---: | ---: | ---: | ---: | ---: |
 {table}
 
-The paper's rule (α = 1, no prior) is far worse on this data; the README's
-results table compares every kind of forest on the same protocol.
+"–": not scored on that protocol. `docs/results.md` compares every kind of
+forest on the same protocol (the default run, `make all`).
 
 ## How it was made
 
-    make model            # = python -m pipelines.run --config pipelines/shipped.toml time:{kind}
-                          #   then python -m pipelines.ship --run {run_dir.name} --kind {kind} --name {name}
+    make model     # python -m pipelines.run --config pipelines/shipped.toml time:{kind}
+                   # python -m pipelines.ship --config pipelines/shipped.toml --kind {kind} --name {name}
 
 Training is deterministic: the same data and config give the same
 `forest.h5` bytes (the seed is {conf['run']['seed']}). The scores above are the
@@ -147,21 +151,25 @@ run's files `reports/runs/{run_dir.name}/eval-{kind}.json`.
 """
 
 
-def ship(run, kind, name, models_root=None, reports_root=None, dest=None, log=print):
+def ship(cfg, kind, name, models_root=None, reports_root=None, dest=None, log=print):
+    """Write ``facesegment/models/NAME`` (or ``dest/NAME``) from the run of the
+    loaded configuration ``cfg`` (:func:`pipelines.config.load_config`)."""
     from facesegment.model import load_model, save_model
     from facesegment.cascade import save_cascade
 
+    from .config import run_name
+
+    run = run_name(cfg)
     models_root = Path(models_root or ROOT / "models")
     run_dir = Path(reports_root or ROOT / "reports" / "runs") / run
-    conf = json.loads((run_dir / "config.json").read_text())
-    n = conf["forest"]["n_trees"]
+    n = cfg["forest"]["n_trees"]
     model = _clean(load_model(models_root / run / f"{kind}-{n}"), run, kind)
     out = Path(dest or DEST) / name
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         folder = Path(tmp) / "model"
         (save_cascade if hasattr(model, "stages") else save_model)(model, folder)
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-        card = model_card(name, load_model(folder), run_dir, kind, n, size)
+        card = model_card(name, load_model(folder), run_dir, kind, n, size, cfg)
         (folder / "MODEL_CARD.md").write_text(card)
         if out.exists():
             shutil.rmtree(out)
@@ -172,15 +180,18 @@ def ship(run, kind, name, models_root=None, reports_root=None, dest=None, log=pr
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m pipelines.ship", description=__doc__.split("\n")[0])
-    p.add_argument("--run", required=True, help="the run folder's name (reports/runs/RUN)")
+    p.add_argument("--config", default="pipelines/shipped.toml",
+                   help="the run's configuration (default: %(default)s)")
     p.add_argument("--kind", required=True, help="the kind (or cascade) to ship")
     p.add_argument("--name", required=True, help="its name under facesegment/models/")
     args = p.parse_args(argv)
     from facesegment.errors import FaceSegmentError
 
+    from .config import ConfigError, load_config
+
     try:
-        ship(args.run, args.kind, args.name)
-    except (FaceSegmentError, OSError, KeyError) as exc:
+        ship(load_config(args.config), args.kind, args.name)
+    except (FaceSegmentError, ConfigError, OSError, KeyError) as exc:
         print(f"ship: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -27,9 +27,9 @@ def _fake_run(tmp_path, kind="two-probe", n=4):
     def block(a, v):
         return {"trees": {str(n): {"alpha": {repr(a): {"mean_jaccard": v}}}}}
 
-    (rdir / "config.json").write_text(json.dumps({
-        "forest": {"n_trees": n}, "data": {"n_validation": 100}, "extract": {"n_windows": 800},
-        "select": {"n_images": 20}, "run": {"seed": 0}}))
+    cfg = {"forest": {"n_trees": n}, "data": {"n_validation": 100},
+           "extract": {"n_windows": 800}, "select": {"n_images": 20},
+           "run": {"seed": 0, "name": "r"}}
     (rdir / f"train-{kind}.json").write_text(json.dumps({"params": {"n_pairs": 100}}))
     (rdir / f"eval-{kind}.json").write_text(json.dumps(
         block(0.5, 30.0) | {"alpha": 0.5, "n_images": 3, "pixel_stride": 3,
@@ -40,18 +40,18 @@ def _fake_run(tmp_path, kind="two-probe", n=4):
                             "smoothed": {"alpha": 0.75, "beta": 0.5, "sigma": 1.0,
                                          "test": {"mean_jaccard": 46.0},
                                          "detector": {"mean_jaccard": 45.5}}}))
-    return model
+    return cfg
 
 
 def test_ship_writes_the_model_without_machine_metrics_and_its_card(tmp_path):
     from facesegment.model import load_model
     from pipelines.ship import ship
 
-    _fake_run(tmp_path)
+    cfg = _fake_run(tmp_path)
     kw = dict(models_root=tmp_path / "models", reports_root=tmp_path / "reports",
               dest=tmp_path / "pkg", log=lambda m: None)
     (tmp_path / "pkg").mkdir()
-    out = ship("r", "two-probe", "mine", **kw)
+    out = ship(cfg, "two-probe", "mine", **kw)
     model = load_model(out)
     assert model.rule.to_dict() == {"alpha": 0.75, "beta": 0.5, "sigma": 1.0}
     assert "fit_seconds" not in model.metrics and "tree_seconds" not in model.metrics
@@ -63,7 +63,7 @@ def test_ship_writes_the_model_without_machine_metrics_and_its_card(tmp_path):
     assert "not measured" in card              # no time stage file in this fake run
     # shipping again gives the same bytes (nothing of the machine or the time)
     digest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}
-    out = ship("r", "two-probe", "mine", **kw)
+    out = ship(cfg, "two-probe", "mine", **kw)
     assert digest == {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                       for p in out.iterdir()}
 
