@@ -125,8 +125,9 @@ def load_image_model(path):
     from ..dense import model_layout
     from ..errors import DataError
     from ..model import load_model
+    from ..models import resolve
 
-    model = load_model(path)
+    model = load_model(resolve(path))     # a folder, or the name of a shipped model
     fix = "give a model trained by `facesegment train` on a windows file of face images"
     try:
         layout = model_layout(model)

@@ -52,7 +52,7 @@ example:
 
 def add_arguments(p):
     add_test_face_arguments(
-        p, "model folder(s) written by `facesegment train`",
+        p, "model folder(s) written by `facesegment train`, or shipped model names",
         "which faces: auto = DIR/test if present else all labelled faces; "
         "test = the seeded by-person test split; all = every face (default auto)",
         "seed of the by-person split for --split test (default 0)")
