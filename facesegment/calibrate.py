@@ -154,10 +154,14 @@ named in ``excluded``.  Either way faces whose
 
         if not Path(root).is_dir():
             return [], f"the windows' data folder {root} is not there"
-        sp = split_dataset(root, lab, require_labels=False)
-        recs = [r for r in sp.validation + [t for t in sp.train if t.name in set(excluded)]
-                if r.label is not None]
-        where = f"the validation images of {root}"
+        # every training image (test images never: the dataset's test/ folder, or the
+        # seed-0 by-person test split); those that gave no windows are held out
+        try:
+            sp = split_dataset(root, lab, n_validation=0, require_labels=False)
+        except ValueError as exc:      # DataError too: a folder that cannot be split
+            return [], f"the windows' data folder {root} cannot be split ({exc})"
+        recs = [r for r in sp.train if r.label is not None]
+        where = f"the training images of {root}"
     n_all = len(recs)
     recs = [r for r in recs if r.name not in used]
     if not recs:

@@ -113,7 +113,7 @@ def test_cli_trained_model_stores_its_rule_and_segment_applies_it(tmp_path, caps
                  "--windows", str(w), "--out", str(tmp_path / "m"), "--workers", "1",
                  "--calibrate-stride", "1"]) == 0
     err = capsys.readouterr().err
-    assert "choosing the decision rule on 2 of the validation images" in err
+    assert "choosing the decision rule on 2 of the training images of" in err
     doc = json.loads((tmp_path / "m" / "model.json").read_text())
     sel = doc["metrics"]["rule_selection"]
     table = sel["validation_jaccard"]

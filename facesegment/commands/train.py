@@ -29,9 +29,9 @@ before training (writable; a new folder, an empty one or a model folder).
 
 After training, the model's decision rule (the prior-reweighting alpha, and
 the smoothing sigma with --sigmas) is chosen on labelled faces that gave no
-windows (--calibrate; by default the validation images that `facesegment
-extract --split train` left out of the same data folder, 20 of them on a 3x3
-pixel grid, as the pipeline does) and stored in the model: `segment`,
+windows (--calibrate; by default the training images of the same data folder
+that gave none, i.e. the validation images `facesegment extract --split
+train` left out; 20 of them on a 3x3 pixel grid, as the pipeline does) and stored in the model: `segment`,
 `evaluate` and facesegment.segment apply it. Without such faces the command
 says so and stores no rule.
 
@@ -200,9 +200,10 @@ def add_arguments(p):
                    help="folder of labelled faces on which the model's decision rule "
                         "(alpha; sigma with --sigmas) is chosen and stored; faces whose windows "
                         "were trained on (by name, as the windows file records its sources) "
-                        "are never used. 'auto' (default): the validation images of the "
-                        "windows' data folder that `extract --split train` left out, and "
-                        "those of --exclude-images; 'none': store no rule")
+                        "are never used. 'auto' (default): the training images of the "
+                        "windows' data folder that gave no windows (the validation images "
+                        "`extract --split train` left out, those of --exclude-images); "
+                        "'none': store no rule")
     p.add_argument("--calibrate-images", type=nonneg_int, default=20, metavar="N",
                    help="faces scored to choose the rule, drawn with --seed (0 = all; "
                         "default 20, as the pipeline)")
