@@ -155,6 +155,9 @@ def test_train_without_held_out_faces_says_so(tmp_path, capsys):
     assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(w),
                  "--out", str(tmp_path / "m2"), "--calibrate", str(tmp_path / "nowhere")]) == 2
     assert "nowhere: does not exist" in capsys.readouterr().err
+    assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(w),
+                 "--out", str(tmp_path / "m3"), "--calibrate", str(data)]) == 2
+    assert "is a dataset root (it has train/)" in capsys.readouterr().err
 
 
 def test_the_shipped_models_are_package_data_and_pipelines_is_not_installed():

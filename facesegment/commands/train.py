@@ -3,6 +3,7 @@
 import argparse
 import sys
 import time
+from pathlib import Path
 from ._common import add_parallel_arguments, nonneg_int, positive_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
@@ -348,9 +349,14 @@ def calibrate(model, meta, args):
         return
     data = None if args.calibrate == "auto" else args.calibrate
     if data is not None:
+        from ..errors import DataError
         from .extract import resolve_data_dir
 
-        resolve_data_dir(data)   # a DataError naming a missing folder
+        if resolve_data_dir(data) != Path(data):   # (a DataError naming a missing folder)
+            raise DataError(data, "is a dataset root (it has train/): its test faces must not "
+                            "choose the rule", "give a folder of validation faces only, or "
+                            "leave out --calibrate (auto: the training images that gave no "
+                            "windows)")
     excluded = read_names(args.exclude_images) if args.exclude_images else ()
     records, note = held_out_records(meta, data, n_images=args.calibrate_images,
                                      seed=args.seed, excluded=excluded)
