@@ -339,6 +339,20 @@ def _layout(args, ws):
     return base if pool == 1 else dataclasses.replace(base, pool=pool)
 
 
+def check_calibrate(args):
+    """Refuse a bad --calibrate folder before training (a DataError, exit 2)."""
+    if args.calibrate in ("auto", "none"):
+        return
+    from ..errors import DataError
+    from .extract import resolve_data_dir
+
+    if resolve_data_dir(args.calibrate) != Path(args.calibrate):   # (or: no such folder)
+        raise DataError(args.calibrate, "is a dataset root (it has train/): its test faces "
+                        "must not choose the rule", "give a folder of validation faces only, "
+                        "or leave out --calibrate (auto: the training images that gave no "
+                        "windows)")
+
+
 def calibrate(model, meta, args):
     """Choose ``model``'s decision rule on faces held out of its windows
     (``--calibrate``) and store it (``model.rule``; the scores in
@@ -348,15 +362,6 @@ def calibrate(model, meta, args):
     if args.calibrate == "none":
         return
     data = None if args.calibrate == "auto" else args.calibrate
-    if data is not None:
-        from ..errors import DataError
-        from .extract import resolve_data_dir
-
-        if resolve_data_dir(data) != Path(data):   # (a DataError naming a missing folder)
-            raise DataError(data, "is a dataset root (it has train/): its test faces must not "
-                            "choose the rule", "give a folder of validation faces only, or "
-                            "leave out --calibrate (auto: the training images that gave no "
-                            "windows)")
     excluded = read_names(args.exclude_images) if args.exclude_images else ()
     records, note = held_out_records(meta, data, n_images=args.calibrate_images,
                                      seed=args.seed, excluded=excluded)
@@ -384,6 +389,7 @@ def run(args):
     from ..model import Model, check_model_output, save_model
 
     check_model_output(args.out)  # before any training: --out must be writable
+    check_calibrate(args)
     est = build_estimator(args)
     ws = _read_windows(args.windows)
     layout = _layout(args, ws)
