@@ -8,6 +8,34 @@ The forests are scikit-learn estimators, one row each in the table of kinds
 (``x[a] - x[b] <= t``), CO2 (continuously optimised oblique splits, Norouzi et
 al. 2015) and our variant of it, extremely randomized trees, random ferns and
 rotation forests.
+
+The one-call API (imported on first use; importing the package loads nothing
+else)::
+
+    import facesegment
+    faces = facesegment.segment("photo.jpg")      # the shipped model
+    model = facesegment.load_model("faces300w-two-probe")   # or a model folder
 """
 
 __version__ = "0.2.0"
+
+#: Public names loaded on first use: ``facesegment.segment`` (callable: the
+#: one-call API), ``facesegment.load_model``, ``Face``, ``DecisionRule``, ``choose_rule``.
+_LAZY = {"load_model": ("facesegment.api", "load_model"), "Face": ("facesegment.api", "Face"),
+         "DecisionRule": ("facesegment.rule", "DecisionRule"),
+         "choose_rule": ("facesegment.calibrate", "choose_rule")}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name == "segment":     # the submodule, which is callable (facesegment.api.segment)
+        return importlib.import_module("facesegment.segment")
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'facesegment' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | {"segment"})

@@ -250,8 +250,33 @@ def model_document(model, path, h5):
         else model.position.describe(),
         "provenance": relative_provenance(jsonable(model.provenance), path),
         "metrics": jsonable(model.metrics),
+        **_rule_entry(model),
         "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
     }
+
+
+def _rule_entry(model):
+    """``{"rule": {...}}`` for a model with a decision rule (stored, or recorded in
+    its metrics by an older facesegment), else ``{}`` (no key: older readers)."""
+    from .rule import rule_of
+
+    rule = rule_of(model)
+    return {} if rule is None else {"rule": rule.to_dict()}
+
+
+def _read_rule(doc, path):
+    """The decision rule of a ``model.json`` document (its ``"rule"``, else the
+    alpha, beta and sigma older models record in ``metrics``), or None."""
+    from .rule import DecisionRule
+
+    try:
+        if doc.get("rule") is not None:
+            return DecisionRule.from_dict(doc["rule"])
+        return DecisionRule.from_metrics(doc.get("metrics"), doc.get("params"))
+    except (TypeError, ValueError) as exc:
+        raise DataError(path / "model.json", f"has an unusable decision rule ({exc})",
+                        "re-copy the model folder, or choose a rule again "
+                        "(facesegment.calibrate.choose_rule)") from None
 
 
 def relative_provenance(prov, folder):
@@ -352,7 +377,7 @@ def load_model_folder(cls, path, verify=True):
                sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
                mean=mean, std=std, provenance=doc.get("provenance", {}),
                metrics=doc.get("metrics", {}), layout=layout, classes=classes,
-               position=position)
+               position=position, rule=_read_rule(doc, path))
 
 
 def _read_document(path):

@@ -58,14 +58,14 @@ class Cascade:
         return self.stages[0].layout
 
     def __getattr__(self, name):
-        # arrays, sampling_factors, class_names, classes, metrics, position, params
+        # arrays, sampling_factors, class_names, classes, metrics, position, params, rule
         if name in ("arrays", "sampling_factors", "class_names", "classes", "metrics",
-                    "position", "params", "mean", "std", "n_features"):
+                    "position", "params", "mean", "std", "n_features", "rule"):
             return getattr(self.stages[-1], name)
         raise AttributeError(name)
 
     def __setattr__(self, name, value):
-        if name in ("metrics", "position"):
+        if name in ("metrics", "position", "rule"):
             setattr(self.stages[-1], name, value)
         else:
             object.__setattr__(self, name, value)

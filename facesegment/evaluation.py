@@ -390,7 +390,7 @@ def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
         return np.repeat(conf[0, 0], len(sigmas), axis=0)
     image, label = load_face(record)
     label = scored_label(label, stride, mode, model_layout(model))
-    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta)
+    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0)
     out = []
     for s in sigmas:
         pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
@@ -450,14 +450,15 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     counts = sorted(_tree_list(tree_counts, "tree_counts", arrays.n_trees))
     out = {}
     images = [load_face(r)[0] for r in records]
-    predict_image(model, images[0][:40, :40], mode=mode, n_trees=1)  # compile outside timing
+    predict_image(model, images[0][:40, :40], mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
+                  n_trees=1)  # compile outside timing
     with Progress(len(counts) * len(images), "time", "images", enabled=progress) as bar:
         for n in counts:
             times, cpu = [], []
             for img in images:
                 c0, t0 = time.process_time(), time.perf_counter()
-                predict_image(model, img, mode=mode, alpha=1.0, n_trees=n,
-                              fft_levels=fft_levels)
+                predict_image(model, img, mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
+                              n_trees=n, fft_levels=fft_levels)
                 times.append(1000.0 * (time.perf_counter() - t0))
                 cpu.append(1000.0 * (time.process_time() - c0))
                 bar.update(1)

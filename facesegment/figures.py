@@ -246,7 +246,8 @@ def _example_rows(models, records, per_image, alphas, betas, n_random, seed, mod
     rows = []
     for face, reason in pick_examples(per_image, n_random, seed):
         image, truth = load_face(by_name[face])
-        preds = {k: predict_image(m, image, mode=mode, alpha=alphas[k], beta=betas[k])[1]
+        preds = {k: predict_image(m, image, mode=mode, alpha=alphas[k], beta=betas[k],
+                                  sigma=0.0)[1]
                  for k, m in models.items()}
         rows.append({"title": f"{face}\n{reason}", "image": image, "truth": truth,
                      "preds": preds, "scores": {k: per_image[k].get(face) for k in models}})

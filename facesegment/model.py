@@ -7,8 +7,10 @@ A model is a self-describing folder (never a pickle)::
                      parameters (effective values), classes with their dtype,
                      class names, sampling factors (priors), the window layout,
                      the number of features, provenance (paths relative to the
-                     folder), metrics (training time, selected alpha, ...), the
-                     package version and the format version
+                     folder), metrics (training time, the validation scores of
+                     the decision rule, ...), the decision rule (alpha, beta,
+                     sigma: facesegment.rule), the package version and the
+                     format version
         forest.h5    the flat forest arrays (facesegment.forest._arrays) and the
                      normalisation statistics (mean, std), compressed
 
@@ -71,7 +73,12 @@ class Model:
         ``classes[i]``.  Default: ``0..n_classes-1``.
     position : facesegment.position.PositionPrior or None
         Per-pixel class frequencies of the training crops, applied with the
-        exponent ``metrics["beta"]`` (:mod:`facesegment.position`).
+        exponent ``rule.beta`` (:mod:`facesegment.position`).
+    rule : facesegment.rule.DecisionRule or None
+        The decision rule chosen for the model on validation images
+        (:func:`facesegment.calibrate.choose_rule`), stored as ``model.json``'s
+        ``"rule"``; None: none stored (:func:`facesegment.rule.rule_of` then
+        reads the choice older models record in ``metrics``).
     """
 
     kind: str
@@ -86,6 +93,7 @@ class Model:
     layout: WindowLayout = None
     classes: np.ndarray = None
     position: object = None
+    rule: object = None
 
     def __post_init__(self):
         if self.classes is None:

@@ -91,7 +91,7 @@ class SegmentResult:
     fatal: str = ""      # an output could not be written: the run stops (not in the CSV)
 
 
-def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
+def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
                   return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
 
@@ -101,16 +101,17 @@ def segment_image(model, image, alpha=1.0, detect="auto", detector="landmarks",
     ``(None, 0)``.  With ``return_proba`` a third value is returned: the
     reweighted class probabilities float32 ``(H, W, C)``, summing to 1 per
     pixel (pixels outside every face's crop: background 1), or None without
-    a face; ``labels`` is their argmax.  ``beta``: exponent of the model's
-    position prior, applied in crop coordinates (default: the model's selected
-    one, 0 without a prior; see :mod:`facesegment.position`).  ``sigma``:
-    Gaussian smoothing of each crop's class maps before the argmax, in pixels
-    of the crop (default: the model's selected one, 0 when none).
+    a face; ``labels`` is their argmax.  ``alpha``, ``beta`` (the position
+    prior, applied in crop coordinates; :mod:`facesegment.position`) and
+    ``sigma`` (Gaussian smoothing of each crop's class maps, pixels of the crop)
+    default to the model's decision rule (:mod:`facesegment.rule`).
+    :func:`facesegment.segment` returns each face with its box and landmarks.
     """
-    from .dense import default_beta, default_sigma, predict_image
+    from .dense import predict_image
+    from .rule import decision_rule
 
-    beta = default_beta(model) if beta is None else beta
-    sigma = default_sigma(model) if sigma is None else sigma
+    rule = decision_rule(model, alpha, beta, sigma)
+    alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
     h, w = image.shape[:2]
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
         proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha,
@@ -175,7 +176,9 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     set; the outputs of that image written before it are removed.
     """
     from .imageio import read_image, write_label_png, write_png_atomic
+    from .rule import decision_rule
 
+    alpha = decision_rule(model, alpha, beta, sigma).alpha  # None: the model's (for the npz)
     output = output if output is not None else posixpath.splitext(name)[0]
     t0 = time.perf_counter()
     try:
@@ -364,7 +367,7 @@ def output_names(names):
 
 # --------------------------------------------------------------- many images
 
-def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
+def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
                    save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
     """Segment the photos of ``input_dir`` into ``output_dir``.
@@ -380,16 +383,18 @@ def segment_folder(model, input_dir, output_dir, alpha=1.0, detect="auto",
     images not finished are listed with status "not done", then the error is
     raised again.
 
-    ``beta``: exponent of the model's position prior (default: the model's
-    selected one; 0 without a prior).  ``sigma``: smoothing of the class maps
-    (pixels of the crop; default: the model's selected one, 0 when none).
+    ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
+    class maps, pixels of the crop) default to the model's decision rule.
 
     Returns
     -------
     list of SegmentResult, in input order.
     """
     from .parallel import map_tasks
+    from .rule import decision_rule
 
+    rule = decision_rule(model, alpha, beta, sigma)
+    alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
     if detector not in DETECTORS:
@@ -500,3 +505,18 @@ def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=Fals
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
                         save_proba=save_proba, output=item.output, detect_size=detect_size,
                         beta=beta, sigma=sigma)
+
+
+# ``facesegment.segment(photo)`` is the one-call API (facesegment.api.segment);
+# this module is also ``facesegment.segment``, so calling it calls that.
+class _CallableModule(type(os)):
+    def __call__(self, image, model=None, **kwargs):
+        """:func:`facesegment.api.segment`: every face of a photo, segmented."""
+        from .api import segment
+
+        return segment(image, model, **kwargs)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -5,7 +5,7 @@ these names): ``_train(kind)``, ``_evaluate(kind)`` and ``_timing(kind)``
 return the ``run(ctx)`` of a kind's stages, ``_train_config`` /
 ``_eval_config`` their ``config(ctx)``; the helpers the other stages and
 :mod:`pipelines.prior` share (``portable``, ``validation_records``,
-``_choose_alpha``, ``forest_bytes``) live here too, so this module imports
+``forest_bytes``) live here too, so this module imports
 nothing from :mod:`pipelines.stages`.
 """
 
@@ -89,30 +89,6 @@ def _train_config(kind):
     return config
 
 
-def _choose_alpha(ctx, kind, model, alpha_sel):
-    """``(alpha, record)``: the alpha every model folder of ``kind`` gets.
-
-    With ``[evaluate] alpha_from = "final"`` (and selection on), the
-    reweighting exponent that scores best on the validation images with the
-    final forest ``model`` (not the test set): the small selection forests
-    rank q, pairs, nu and eta well, but the best alpha moves with the forest's
-    size (bigger forests give more peaked probabilities).  Same images, grid,
-    alphas and mode as the selection.  Else the selection's ``alpha_sel``.
-    """
-    cfg = ctx.cfg
-    val = validation_records(ctx) if _final_alpha_wanted(cfg) else []
-    if not val:
-        return alpha_sel, None
-    sel = cfg["select"]
-    rec = evaluation.choose_alpha(model, val, sel["alphas"], mode=cfg["evaluate"]["mode"],
-                                  pixel_stride=sel["pixel_stride"], workers=ctx.workers,
-                                  scheduler=ctx.scheduler, desc=f"alpha {kind}")
-    table = ", ".join(f"{a}: {v:.2f}" for a, v in rec["validation_jaccard"].items())
-    ctx.log(f"train: {kind}-{rec['n_trees']}: alpha {rec['alpha']:g} on {rec['n_images']} "
-            f"validation images with the final forest ({table})")
-    return rec["alpha"], rec
-
-
 def _train(kind):
     def run(ctx):
         cfg = ctx.cfg
@@ -132,7 +108,8 @@ def _train(kind):
         prov = {"windows": str(ctx.windows), "run": ctx.run, "preset": cfg["_preset"],
                 "selected": chosen, "n_windows": int(len(ws.y))}
         model = backend.to_model(est, kind, ws.meta, prov, layout)
-        # every model folder of this kind: `segment` / `evaluate` use these
+        # every model folder of this kind: its decision rule (model.rule, which
+        # `segment` / `evaluate` apply) and the metrics recording the choice
         alphas = prior.choose_alphas(ctx, kind, model, float(chosen["alpha"]))
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
         outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)

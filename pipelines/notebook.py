@@ -52,17 +52,23 @@ def main(argv=None):
                    help="run folder under reports/runs/ whose results and figures are shown "
                         "(default: %(default)s)")
     p.add_argument("--model", default=None,
-                   help="model folder (default: models/RUN/co2-best-32, our CO2 variant)")
+                   help="model folder or shipped model name (default: the shipped model)")
     p.add_argument("--test", default="../shared/data/faces300w/test",
                    help="folder of labelled test faces (default: %(default)s)")
     p.add_argument("--faces", type=int, default=4, help="faces to segment (default: 4)")
     args = p.parse_args(argv)
-    model = Path(args.model or ROOT / "models" / args.run / "co2-best-32").resolve()
-    if not (model / "model.json").exists():
-        print(f"notebook: error: {model} is not a model folder (run `make all` first or "
-              "pass --model)", file=sys.stderr)
+    from facesegment.api import load_model
+    from facesegment.errors import DataError
+
+    try:
+        load_model(args.model)
+    except DataError as exc:
+        print(f"notebook: error: {exc}", file=sys.stderr)
         return 2
-    env = {"FACESEGMENT_MODEL": model, "FACESEGMENT_TEST": Path(args.test).resolve(),
+    model = args.model if args.model is None or not Path(args.model).exists() \
+        else Path(args.model).resolve()
+    env = {"FACESEGMENT_MODEL": model or "", "FACESEGMENT_ROOT": ROOT,
+           "FACESEGMENT_TEST": Path(args.test).resolve(),
            "FACESEGMENT_RUN": (ROOT / "reports" / "runs" / args.run).resolve(),
            "FACESEGMENT_N_FACES": args.faces}
     execute_notebook(NOTEBOOK, NOTEBOOK, env)

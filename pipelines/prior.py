@@ -10,7 +10,7 @@ test set -> ``reports/runs/RUN/prior.json``.
 
 The train stage attaches the prior to every model of the run and chooses its
 exponent ``beta`` together with ``alpha`` on the validation images
-(:func:`choose_position`); the evaluate stage scores each forest alone and
+(:func:`choose_alphas`); the evaluate stage scores each forest alone and
 times the prior (:func:`score_with_prior`).  docs/pipeline.md, "Position prior".
 """
 
@@ -132,66 +132,65 @@ def run_prior(ctx, validation_records):
 
 
 def choose_alphas(ctx, kind, model, alpha_sel):
-    """The alpha metrics every model folder of ``kind`` gets (forests and cascades).
+    """Choose the decision rule of every model folder of ``kind`` (forests and
+    cascades): set ``model.rule`` and return the metrics that record the choice.
 
-    ``alpha`` / ``alpha_final_forest`` as :func:`pipelines.stages._choose_alpha`
-    chooses them; with ``[position] enabled`` and validation images, the prior is
-    attached and ``alpha`` / ``beta`` become the pair chosen with it
-    (:func:`choose_position`), whose beta = 0 pass gives the forest-alone alpha
-    (one pass, not two).
+    The rule is chosen by the library (:func:`facesegment.calibrate.choose_rule`)
+    on the run's validation images: alpha with the final forest (``[evaluate]
+    alpha_from = "final"``, selection on) or, else, the selection forests'
+    ``alpha_sel``; with ``[position] enabled`` the run's prior is attached and
+    alpha and beta are chosen together (whose beta = 0 pass gives the
+    forest-alone alpha); sigma where ``[smoothing]`` applies to the model.
+    Metrics: ``alpha`` (and ``beta``, ``alpha_no_prior``, ``position_selection``
+    with the prior; ``sigma``, ``sigma_selection`` with smoothing),
+    ``alpha_selection_forests``, ``alpha_final_forest`` (the forest alone's
+    choice with the final forest, or None).
     """
-    from .smoothing import choose_sigma
-    from .stages import _choose_alpha, _final_alpha_wanted, validation_records
+    from facesegment.calibrate import choose_rule
+    from facesegment.rule import DecisionRule
+
+    from .smoothing import sigmas_for
+    from .stages import _final_alpha_wanted, validation_records
 
     cfg = ctx.cfg
     records = validation_records(ctx)
-    val = records if cfg["position"]["enabled"] else []
-    if val and _final_alpha_wanted(cfg):
-        pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
-        final = pos.pop("final")
-        ctx.log(f"train: {kind}-{final['n_trees']}: alpha {final['alpha']:g} on "
-                f"{final['n_images']} validation images with the final forest")
-        out = {"alpha": final["alpha"], "alpha_selection_forests": alpha_sel,
-               "alpha_final_forest": final} | pos
-    else:
-        alpha, final = _choose_alpha(ctx, kind, model, alpha_sel)
-        out = {"alpha": alpha, "alpha_selection_forests": alpha_sel, "alpha_final_forest": final}
-        if val:
-            pos = choose_position(ctx, kind, model, val, cfg["select"]["alphas"])
-            pos.pop("final")
-            out |= pos
-    # the maps' smoothing, at the (alpha, beta) segment will use
-    return out | choose_sigma(ctx, kind, model, records, out["alpha"], out.get("beta", 0.0))
-
-
-def choose_position(ctx, kind, model, val, alpha_grid):
-    """Attach the run's prior to ``model`` and choose ``(alpha, beta)`` on ``val``.
-
-    Returns the metrics to store: ``alpha`` / ``beta`` (the pair ``segment`` and
-    the figures use), ``alpha_no_prior`` (the best alpha at beta 0: the forest
-    alone), the validation tables, and under ``final`` the record of that beta = 0
-    pass (what ``choose_alpha`` without betas returns).
-    """
-    cfg = ctx.cfg
-    model.position = load_prior(prior_path(ctx))
-    betas = sorted({0.0, *map(float, cfg["position"]["betas"])})
-    rec = evaluation.choose_alpha(model, val, alpha_grid, betas=betas,
-                                  mode=cfg["evaluate"]["mode"],
-                                  pixel_stride=cfg["select"]["pixel_stride"],
-                                  workers=ctx.workers, scheduler=ctx.scheduler,
-                                  desc=f"alpha/beta {kind}")
-    tables = rec.get("validation_jaccard_beta") or {repr(rec["beta"]): rec["validation_jaccard"]}
-    zero = tables[repr(0.0)]
-    alpha0 = float(max(zero, key=lambda a: (-1.0 if zero[a] is None else zero[a], -float(a))))
-    ctx.log(f"train: {kind}: with the position prior alpha {rec['alpha']:g}, beta "
-            f"{rec['beta']:g} ({rec['validation_jaccard'][repr(rec['alpha'])]:.2f} on "
-            f"validation; forest alone {zero[repr(alpha0)]:.2f} at alpha {alpha0:g})")
-    # the beta = 0 pass is the forest alone: what choose_alpha without betas returns
-    final = {"alpha": alpha0, "beta": 0.0, "n_images": rec["n_images"],
-             "n_trees": rec["n_trees"], "validation_jaccard": zero}
-    return {"alpha": rec["alpha"], "beta": rec["beta"], "alpha_no_prior": alpha0,
-            "position_selection": {"betas": tables, "n_images": rec["n_images"],
-                                   "n_trees": rec["n_trees"]}, "final": final}
+    final_wanted = bool(records) and _final_alpha_wanted(cfg)
+    position = bool(records) and cfg["position"]["enabled"]
+    if position:
+        model.position = load_prior(prior_path(ctx))
+    out = {"alpha": alpha_sel, "alpha_selection_forests": alpha_sel, "alpha_final_forest": None}
+    if not records:
+        model.rule = DecisionRule(alpha=alpha_sel)
+        return out
+    sel = cfg["select"]
+    rule, rec = choose_rule(
+        model, records, alphas=sel["alphas"] if final_wanted or position else [alpha_sel],
+        betas=cfg["position"]["betas"] if position else None, sigmas=sigmas_for(cfg, model),
+        mode=cfg["evaluate"]["mode"], pixel_stride=sel["pixel_stride"],
+        workers=ctx.workers, scheduler=ctx.scheduler, desc=kind)
+    model.rule = rule
+    alone = rec.get("forest_alone")
+    if final_wanted:
+        out["alpha_final_forest"] = alone
+        ctx.log(f"train: {kind}-{alone['n_trees']}: alpha {alone['alpha']:g} on "
+                f"{alone['n_images']} validation images with the final forest ("
+                + ", ".join(f"{a}: {v:.2f}" for a, v in alone["validation_jaccard"].items())
+                + ")")
+    out["alpha"] = rule.alpha
+    if position:
+        zero = alone["validation_jaccard"]
+        ctx.log(f"train: {kind}: with the position prior alpha {rule.alpha:g}, beta "
+                f"{rule.beta:g} ({rec['validation_jaccard'][repr(rule.alpha)]:.2f} on "
+                f"validation; forest alone {zero[repr(alone['alpha'])]:.2f} at alpha "
+                f"{alone['alpha']:g})")
+        out |= {"beta": rule.beta, "alpha_no_prior": rec["alpha_no_prior"],
+                "position_selection": rec["position_selection"]}
+    if "sigma_selection" in rec:
+        table = rec["sigma_selection"]["validation_jaccard"]
+        ctx.log(f"train: {kind}: smoothing sigma {rule.sigma:g} on {len(records)} validation "
+                f"images ({table[repr(rule.sigma)]:.2f}; none {table[repr(0.0)]:.2f})")
+        out |= {"sigma": rule.sigma, "sigma_selection": rec["sigma_selection"]}
+    return out
 
 
 def aligned_test(ctx):

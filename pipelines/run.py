@@ -38,10 +38,11 @@ def get_parser():
         description="The main job of facesegment: data -> extract -> select -> train -> "
                     "evaluate -> figures -> report, driven by one TOML config "
                     "(docs/pipeline.md). Up-to-date stages are skipped.")
-    p.add_argument("stage", choices=TARGETS, metavar="STAGE",
+    p.add_argument("stage", type=_target, metavar="STAGE",
                    help="stage to bring up to date, with everything it depends on: "
                         + ", ".join(TARGETS) + " ('label' = 'data': download and label LFW "
-                        "when no DATA is given)")
+                        "when no DATA is given), or one kind's stage such as "
+                        "evaluate:two-probe")
     p.add_argument("--config", default="pipelines/config.toml",
                    help="the TOML configuration (default: %(default)s)")
     p.add_argument("--preset", default=None,
@@ -66,6 +67,15 @@ def get_parser():
     p.add_argument("--dry-run", action="store_true",
                    help="print which stages would run or be skipped, and stop")
     return p
+
+
+def _target(text):
+    """argparse type of STAGE: one of TARGETS, or ``STAGE:KIND`` (one kind's stage)."""
+    if text in TARGETS or (text.split(":")[0] in STAGES and ":" in text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r} (choose from {', '.join(TARGETS)}, or STAGE:KIND "
+        "such as train:co2)")
 
 
 def _n_workers(text):
@@ -179,6 +189,9 @@ def _run(args, log):
         ctx = Context(cfg, full_grid=args.full_grid, log=log)
         log(f"pipeline: run {ctx.run} (preset {cfg['_preset']}), target {args.stage}")
         graph = build_graph(ctx, args.stage, args.force, args.dry_run)
+        if not graph:
+            raise DataError(args.config, f"has no stage {args.stage!r}",
+                            "name a kind or cascade of the config, e.g. evaluate:two-probe")
         t0 = time.perf_counter()
         dask.compute(graph, scheduler="sync")
         status = ctx.cache.get("status", {})

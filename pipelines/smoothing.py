@@ -2,8 +2,9 @@
 
 In the pipeline (``[smoothing]`` of the config): the train stage chooses each
 model's ``sigma`` on the validation images with its chosen alpha and beta
-(:func:`choose_sigma`; 0, no smoothing, always competes) and stores it in the
-model folder (``metrics["sigma"]``, used by ``segment``); the evaluate stage
+(:func:`facesegment.calibrate.choose_rule` with :func:`sigmas_for`; 0, no
+smoothing, always competes) and stores it in the model's decision rule (used
+by ``segment``); the evaluate stage
 scores the test faces with it (:func:`test_scores`), on both protocols.
 ``models``: "cascades" (the default: the models `segment` is pointed at),
 "non-oblique" (the single forests too, but not CO2: full maps of the 250 test
@@ -53,25 +54,12 @@ def applies(cfg, model):
     return sm.get("models") == "all" or not oblique
 
 
-def choose_sigma(ctx, kind, model, val, alpha, beta):
-    """``{"sigma", "sigma_selection"}``: the sigma (0 or one of ``[smoothing]
-    sigmas``) whose smoothed maps score best on the validation images ``val``
-    at ``(alpha, beta)`` (ties: the smaller sigma); ``{}`` when it does not apply."""
-    cfg = ctx.cfg
-    if not val or not applies(cfg, model):
-        return {}
-    sigmas = [0.0] + sorted({float(v) for v in cfg["smoothing"]["sigmas"]} - {0.0})
-    r = evaluation.evaluate_smoothed(model, val, alpha=alpha, beta=beta, sigmas=sigmas,
-                                     mode=cfg["evaluate"]["mode"],
-                                     pixel_stride=cfg["select"]["pixel_stride"],
-                                     workers=ctx.workers, scheduler=ctx.scheduler,
-                                     desc=f"sigma {kind}")
-    table = {k: v["mean_jaccard"] for k, v in r["sigma"].items()}
-    best = max(table, key=lambda k: (-1.0 if table[k] is None else table[k], -float(k)))
-    ctx.log(f"train: {kind}: smoothing sigma {float(best):g} on {len(val)} validation images "
-            f"({table[best]:.2f}; none {table[repr(0.0)]:.2f})")
-    return {"sigma": float(best), "sigma_selection": {
-        "alpha": alpha, "beta": beta, "n_images": len(val), "validation_jaccard": table}}
+def sigmas_for(cfg, model):
+    """The sigmas the train stage tries for ``model`` besides 0 (``[smoothing]
+    sigmas``), or None when smoothing does not apply to it."""
+    if not applies(cfg, model):
+        return None
+    return sorted({float(v) for v in cfg["smoothing"]["sigmas"]} - {0.0}) or None
 
 
 def test_scores(ctx, kind, model):

@@ -44,7 +44,7 @@ from facesegment.errors import DataError
 
 from . import backend, cascades, prior, report, selection
 from .config import KINDS, run_name
-from .model_stages import (LAYOUT, _choose_alpha, _chosen, _eval_config, _evaluate,  # noqa: F401
+from .model_stages import (LAYOUT, _chosen, _eval_config, _evaluate,  # noqa: F401
                            _final_alpha_wanted, _setting, _subset, _timing, _train,
                            _train_config, forest_bytes, portable, validation_records)
 from .stamps import ByContent, fingerprint

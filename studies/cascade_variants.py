@@ -40,7 +40,7 @@ so the run's newer cascade settings do not change them.
 
 For each: alpha and beta (position-prior exponent, 0 = none) chosen together on
 the run's validation images (facesegment.evaluation.choose_alpha, the grids of
-pipelines/prior.py choose_position: alpha, beta in {0, .25, .5, .75, 1}), then
+facesegment.calibrate.choose_rule: alpha, beta in {0, .25, .5, .75, 1}), then
 all 250 test images scored with the pipeline's protocol (strict mode, pixel
 stride 3; facesegment.evaluation.evaluate) alone (beta 0, the alpha best on
 validation at beta 0) and with the prior (the chosen pair), per-class Jaccard,

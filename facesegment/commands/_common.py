@@ -167,8 +167,9 @@ def load_image_model(path):
     from ..dense import model_layout
     from ..errors import DataError
     from ..model import load_model
+    from ..models import resolve
 
-    model = load_model(path)
+    model = load_model(resolve(path))     # a folder, or the name of a shipped model
     fix = "give a model trained by `facesegment train` on a windows file of face images"
     try:
         layout = model_layout(model)
@@ -186,6 +187,19 @@ def load_image_model(path):
         raise DataError(path, f"model has bad sampling factors: {exc}",
                         "retrain the model, or restore its model.json") from None
     return model
+
+
+def note_missing_rule(model, path, alpha):
+    """Print (stderr) the one-line note for a model without a stored decision rule,
+    unless ``alpha`` was given; return whether it was printed."""
+    import sys
+
+    from ..rule import missing_rule_note, rule_of
+
+    if rule_of(model) is not None or alpha is not None:
+        return False
+    print(f"note: {path}: {missing_rule_note(model)}", file=sys.stderr)
+    return True
 
 
 def model_beta(model, path, beta):

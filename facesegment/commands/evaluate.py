@@ -20,9 +20,10 @@ over the 8 classes, pixel accuracy, and each image's class-average Jaccard.
 A class absent from both prediction and ground truth has no Jaccard (null) and
 is left out of the average.  --mode full also scores the border; --pixel-stride
 N scores an N x N grid of pixels (the pipeline's [evaluate] mode and
-pixel_stride: the same options give the pipeline's test scores).  The default
-alpha is the model's own (the pipeline stores the one chosen with the final
-forest on the validation images), else 1.
+pixel_stride: the same options give the pipeline's test scores).  alpha, beta
+and sigma default to the model's decision rule (chosen on validation images
+and stored by `facesegment train` and the pipeline); a model without one is
+scored at alpha 1, with a note.
 
 Writes OUT/NAME.json (all numbers, per-image scores) and OUT/NAME.md per model
 (NAME: the model's folder name; NAME-i for a later model whose folder has the
@@ -52,13 +53,14 @@ example:
 
 def add_arguments(p):
     add_test_face_arguments(
-        p, "model folder(s) written by `facesegment train`",
+        p, "model folder(s) written by `facesegment train`, or shipped model names",
         "which faces: auto = DIR/test if present else all labelled faces; "
         "test = the seeded by-person test split; all = every face (default auto)",
         "seed of the by-person split for --split test (default 0)")
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
-                        "default: the model's selected alpha, else 1)")
+                        "default: the model's decision rule; a model without one: 1, "
+                        "with a note)")
     p.add_argument("--beta", type=beta_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = the forest alone)")
@@ -152,12 +154,14 @@ def run(args):
     from ..dense import default_alpha, default_sigma
     from ..metrics import markdown_table
     from ..crops import model_crop_rule
-    from ._common import load_image_model, model_beta
+    from ._common import load_image_model, model_beta, note_missing_rule
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
     models = [load_image_model(path) for path in args.model]  # every model checked first
     betas = [model_beta(m, path, args.beta) for path, m in zip(args.model, models)]
+    for path, m in zip(args.model, models):
+        note_missing_rule(m, path, args.alpha)
     crops, detector, per_rule = records, None, {}
     rows = {}
     for path, name, model, beta in zip(args.model, model_names(args.model), models, betas):

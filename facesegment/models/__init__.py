@@ -1,0 +1,54 @@
+"""The models shipped with the package, by name.
+
+Each is a model folder (``model.json`` + ``forest.h5``, or a cascade folder)
+under this package, with a ``MODEL_CARD.md`` saying what it was trained on,
+how (``make model``), its scores and its speed.  :data:`DEFAULT` is the one
+``facesegment segment`` and :func:`facesegment.segment` use when no model is
+given.  Nothing is loaded at import.
+"""
+
+from pathlib import Path
+
+#: The default model: a two-probe forest of 32 trees with a position prior, trained on
+#: faces300w by ``make model`` (its MODEL_CARD.md).
+DEFAULT = "faces300w-two-probe"
+
+HERE = Path(__file__).resolve().parent
+
+__all__ = ["DEFAULT", "shipped", "model_path", "resolve"]
+
+
+def shipped():
+    """Names of the shipped models (folders here holding a model), sorted."""
+    return sorted(p.name for p in HERE.iterdir()
+                  if p.is_dir() and ((p / "model.json").is_file()
+                                     or (p / "cascade.json").is_file()))
+
+
+def model_path(name=None):
+    """The folder of the shipped model ``name`` (default :data:`DEFAULT`).
+
+    Raises
+    ------
+    DataError
+        When no shipped model has that name (the message lists those that do).
+    """
+    from ..errors import DataError
+
+    name = DEFAULT if name is None else str(name)
+    path = HERE / name
+    if name not in shipped():
+        have = ", ".join(shipped()) or "none (an install without package data?)"
+        raise DataError(name, "is neither a model folder nor a shipped model name",
+                        f"give a model folder, or one of the shipped models: {have}")
+    return path
+
+
+def resolve(name_or_path=None):
+    """The folder of ``name_or_path``: an existing folder or ``model.json`` as
+    given, else a shipped model's name (None: :data:`DEFAULT`)."""
+    if name_or_path is not None:
+        p = Path(name_or_path).expanduser()
+        if p.exists() or len(p.parts) > 1:
+            return p
+    return model_path(name_or_path)

