@@ -2,6 +2,7 @@
 samples match the data, model folders round-trip, determinism, the sklearn API."""
 
 import json
+import warnings
 
 import h5py
 import numpy as np
@@ -10,6 +11,7 @@ from scipy import stats
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.errors import DataError
 from facesegment.forest import DensityForest, InvalidParameterError
@@ -195,6 +197,12 @@ def test_zero_weights_are_rows_left_out():
     a = _small(bootstrap=False).fit(X, sample_weight=w)
     b = _small(bootstrap=False).fit(X[w > 0])
     np.testing.assert_array_equal(a.score_samples(X), b.score_samples(X))
+
+
+def test_check_estimator_passes():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SkipTestWarning for pandas / array API checks
+        check_estimator(DensityForest(3, min_samples_leaf=5, random_state=0))
 
 
 def test_sklearn_density_api():
