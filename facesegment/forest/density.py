@@ -344,13 +344,15 @@ class DensityForest(DensityMixin, BaseEstimator):
         if (not isinstance(n_samples, (int, np.integer)) or isinstance(n_samples, bool)
                 or n_samples < 1):
             raise ValueError(f"n_samples={n_samples!r} must be an integer >= 1")
-        state = validate_params(self, {"random_state": random_state})["random_state"]
+        valid = validate_params(self, {"random_state": random_state,
+                                       "max_sample_tries": self.max_sample_tries})
+        state = valid["random_state"]
         seed, fallback_seed = (int(s) for s in seeds_from(state, 2))
         fa, lv = self.forest_, self.leaves_
         weight = fa.value[:, 0].astype(np.float64)
         X, rows, ok = sample_kernel(int(n_samples), seed, fa.roots, fa.left, weight,
                                     lv.node_leaf, lv.mean, lv.chol, lv.lower, lv.upper,
-                                    int(self.max_sample_tries))
+                                    valid["max_sample_tries"])
         if not ok.all():
             _fallback(X, rows, ~ok, lv, np.random.default_rng(fallback_seed))
         return X

@@ -14,7 +14,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.errors import DataError
-from facesegment.forest import DensityForest, InvalidParameterError
+from facesegment.forest import (PARAMETER_CONSTRAINTS, DensityForest, InvalidParameterError,
+                                validate_params)
 from facesegment.forest._density_kernels import (best_density_split, leaf_log_mass,
                                                  sample_kernel)
 from facesegment.forest.density import _fallback
@@ -221,6 +222,12 @@ def test_sklearn_density_api():
     assert grid.best_params_["min_samples_leaf"] in (10, 60)
 
 
+def test_constraints_table_matches_the_signature():
+    defaults = DensityForest().get_params()
+    assert set(PARAMETER_CONSTRAINTS["DensityForest"]) == set(defaults)
+    assert validate_params(DensityForest, defaults) == defaults
+
+
 @pytest.mark.parametrize("params, message", [
     ({"covariance_type": "spherical"},
      r"covariance_type='spherical' is invalid for DensityForest: it must be one of 'full', "
@@ -240,6 +247,8 @@ def test_bad_sample_requests_are_named():
         est.sample(0)
     with pytest.raises(InvalidParameterError, match="random_state=-1 is invalid"):
         est.sample(3, random_state=-1)
+    with pytest.raises(InvalidParameterError, match="max_sample_tries=0 is invalid"):
+        est.set_params(max_sample_tries=0).sample(3)
     with pytest.raises(ValueError, match="sample_weight has negative values"):
         _small().fit(_mixture(20), sample_weight=-np.ones(20))
 
