@@ -25,7 +25,6 @@ and samples drawn from the forest).
 """
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path

@@ -46,7 +46,6 @@ tree's training weight); the leaf Gaussians and cells are the extra arrays
 forest.
 """
 
-import math
 from typing import NamedTuple
 
 import numpy as np
