@@ -33,13 +33,12 @@ import numpy as np
 from sklearn.mixture import GaussianMixture
 from sklearn.neighbors import KernelDensity
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from facesegment.atomic import atomic_path, write_json_atomic, write_text_atomic
+from facesegment.forest import DensityForest
+from facesegment.progress import Progress
+from pipelines.uci_data import load_dataset
 
-from facesegment.atomic import atomic_path, write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.forest import DensityForest  # noqa: E402
-from facesegment.progress import Progress  # noqa: E402
-from pipelines.uci_data import load_dataset  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 UCI = ROOT.parent / "shared" / "data" / "uci"
 
