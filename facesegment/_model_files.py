@@ -87,7 +87,9 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
                          f"parameters of its class's own kind; pass kind= (one of: "
                          f"{kinds or 'none, not a registry class'})")
     arrays = estimator.forest_
-    classes = np.asarray(estimator.classes_)
+    # a density forest has no classes: its one value column is the node's weight share
+    classes = np.asarray(getattr(estimator, "classes_", np.arange(arrays.n_classes)))
+    leaves = getattr(estimator, "leaves_", None)
     if windows_meta is not None:
         class_names = tuple(str(c) for c in windows_meta.class_names)
         arrays, classes = _face_columns(arrays, classes, len(class_names))
@@ -121,7 +123,8 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
                class_names=class_names, sampling_factors=sf,
                mean=np.asarray(mean, np.float32), std=np.asarray(std, np.float32),
                provenance=jsonable(prov), metrics=_fit_metrics(estimator, arrays),
-               layout=layout, classes=classes)
+               layout=layout, classes=classes,
+               leaves=None if leaves is None else dict(leaves._asdict()))
 
 
 def _face_columns(arrays, classes, n_names):
@@ -252,7 +255,7 @@ def model_document(model, path, h5):
         "metrics": jsonable(model.metrics),
         **_rule_entry(model),
         "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
-    }
+    } | ({} if model.leaves is None else {"leaf_arrays": sorted(model.leaves)})
 
 
 def _rule_entry(model):
@@ -313,6 +316,12 @@ def _write_forest_h5(model, path):
         for name in ("mean", "std"):
             f.create_dataset(name, data=np.asarray(getattr(model, name), np.float32),
                              track_times=False)
+        if getattr(model, "leaves", None) is not None:
+            g = f.create_group("leaves", track_order=False)
+            for name in sorted(model.leaves):
+                data = np.ascontiguousarray(model.leaves[name])
+                g.create_dataset(name, data=data, track_times=False,
+                                 **(_COMPRESS if data.size >= 1024 else {}))
         pos = getattr(model, "position", None)
         if pos is not None:
             g = f.create_group("position", track_order=False)
@@ -365,8 +374,10 @@ def load_model_folder(cls, path, verify=True):
     rec = doc["files"].get("forest.h5", {})
     if verify and rec:
         _verify_file(h5, rec)
-    arrays, mean, std, position = _read_forest(h5)
+    arrays, mean, std, position, leaves = _read_forest(h5)
     arrays = _verified(arrays, h5, len(doc["class_names"]), mean, std)
+    if leaves is not None:
+        _check_leaves(arrays, leaves, h5)
     kind, classes, layout = _upgrade(doc, path)
     if layout is not None and not layout.matches(arrays.n_features):
         raise DataError(path / "model.json", f"records the layout {layout.describe()} but "
@@ -377,7 +388,20 @@ def load_model_folder(cls, path, verify=True):
                sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
                mean=mean, std=std, provenance=doc.get("provenance", {}),
                metrics=doc.get("metrics", {}), layout=layout, classes=classes,
-               position=position, rule=_read_rule(doc, path))
+               position=position, rule=_read_rule(doc, path), leaves=leaves)
+
+
+def _check_leaves(arrays, leaves, h5):
+    """The ``leaves`` group of a density forest: every array, consistent with the trees."""
+    from .forest.density import LEAF_ARRAY_NAMES, DensityLeaves, check_leaves
+
+    missing = sorted(set(LEAF_ARRAY_NAMES) - set(leaves))
+    problem = (f"leaf arrays {', '.join(missing)} are missing" if missing
+               else check_leaves(arrays, DensityLeaves(**{n: leaves[n]
+                                                         for n in LEAF_ARRAY_NAMES})))
+    if problem:
+        raise DataError(h5, f"is not a consistent density forest: {problem}",
+                        "re-copy the model folder or retrain")
 
 
 def _read_document(path):
@@ -475,7 +499,11 @@ def _read_forest(h5):
             names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES if n in g)
             arrays = ForestArrays(**{n: _read_array(g[n]) for n in names})
             position = _read_position(f, h5, arrays.n_classes) if "position" in f else None
-            return arrays, _dataset(f, "mean", h5)[()], _dataset(f, "std", h5)[()], position
+            leaves = None
+            if "leaves" in f:
+                leaves = {n: _read_array(_dataset(f["leaves"], n, h5)) for n in f["leaves"]}
+            return (arrays, _dataset(f, "mean", h5)[()], _dataset(f, "std", h5)[()], position,
+                    leaves)
     except DataError:
         raise
     except READ_ERRORS as exc:

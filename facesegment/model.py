@@ -79,6 +79,12 @@ class Model:
         (:func:`facesegment.calibrate.choose_rule`), stored as ``model.json``'s
         ``"rule"``; None: none stored (:func:`facesegment.rule.rule_of` then
         reads the choice older models record in ``metrics``).
+    leaves : dict or None
+        Per-leaf arrays of kinds whose leaves hold more than a class
+        distribution (``{name: array}``; the density forest's Gaussians and
+        cells, :data:`facesegment.forest.density.LEAF_ARRAY_NAMES`); stored in
+        the ``leaves`` group of ``forest.h5``.  Such a kind has one ``value``
+        column (the density forest: the node's share of its tree's weight).
     """
 
     kind: str
@@ -94,6 +100,7 @@ class Model:
     classes: np.ndarray = None
     position: object = None
     rule: object = None
+    leaves: dict = None
 
     def __post_init__(self):
         if self.classes is None:
@@ -143,6 +150,8 @@ class Model:
         valid = set(cls().get_params())
         est = cls(**{k: v for k, v in self.params.items() if k in valid})
         est.set_params(**dict(kind.fixed))
+        if self.leaves is not None:   # a density forest: its own fitted state
+            return est._set_fitted(self.arrays, self.leaves)
         est.forest_ = self.arrays
         est.classes_ = np.asarray(self.classes)
         est.n_classes_ = len(self.classes)

@@ -54,7 +54,7 @@ def label(kind):
 
 
 def known_kinds():
-    return tuple(registry.KINDS) + tuple(SKLEARN)
+    return registry.kind_names(task="classify") + tuple(SKLEARN)
 
 
 def _merge(base, over):

@@ -55,7 +55,8 @@ examples:
 def _kinds_text():
     from ..forest.registry import KINDS
 
-    return "\n".join(f"  {k.name:<13} {k.description}" for k in KINDS.values())
+    return "\n".join(f"  {k.name:<13} {k.description}" for k in KINDS.values()
+                     if k.task == "classify")
 
 
 DESCRIPTION = DESCRIPTION.replace("{kinds}", _kinds_text())
@@ -110,8 +111,8 @@ def _max_features(text):
 def add_arguments(p):
     from ..forest.registry import kind_names
 
-    p.add_argument("--kind", required=True, choices=kind_names(),
-                   help="forest kind (see above): " + ", ".join(kind_names()))
+    p.add_argument("--kind", required=True, choices=kind_names(task="classify"),
+                   help="forest kind (see above): " + ", ".join(kind_names(task="classify")))
     p.add_argument("--windows", required=True, metavar="FILE.h5",
                    help="windows file written by `facesegment extract`")
     p.add_argument("--out", "-o", required=True, metavar="DIR",

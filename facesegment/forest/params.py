@@ -306,6 +306,18 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "init_eta": Real(0, low_open=True),
         "oblique_min_samples": Integer(2, MAX_SAMPLES),
     }),
+    "DensityForest": MappingProxyType({
+        **{k: _COMMON[k] for k in ("n_estimators", "max_depth", "max_samples", "bootstrap",
+                                   "random_state", "n_jobs", "verbose")},
+        "min_samples_leaf": Integer(1, none_ok=True),
+        "max_features": MaxFeatures(),
+        "n_thresholds": Integer(1, none_ok=True),
+        "min_gain": Real(0),
+        "covariance_type": Options("full", "diag"),
+        "reg_covar": Real(0, low_open=True),
+        "n_mass_samples": Integer(1),
+        "max_sample_tries": Integer(1),
+    }),
 })
 
 

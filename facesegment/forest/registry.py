@@ -63,6 +63,10 @@ class ForestKind:
         Trained and reported by the face pipeline (``make all``); the other
         kinds are available to the CLI and the library (and to the pipeline
         once a row sets it and the config gives its section and grids).
+    task : str
+        ``"classify"`` (a classifier: the CLI's ``train``, the pipeline) or
+        ``"density"`` (an unsupervised density estimator: library and model
+        folders only).
     """
 
     name: str
@@ -78,6 +82,7 @@ class ForestKind:
     defaults: dict = field(default_factory=dict)
     pool: int = 1
     pipeline: bool = True
+    task: str = "classify"
 
     def __post_init__(self):
         for name in ("fixed", "grid", "inherit", "defaults"):
@@ -186,13 +191,19 @@ KINDS = MappingProxyType({k.name: k for k in (
                oblique=True, grid={"eta": "nongreedy_eta"},
                inherit={"q": "co2", "init_nu": "co2:nu", "init_eta": "co2:eta"},
                requires=("refine_depth",), defaults={"refine_depth": 6}),
+    ForestKind("density", "DensityForest",
+               label="density forest",
+               description="density forest: splits minimise the children's Gaussian "
+                           "log-determinants; a tree's density is piecewise truncated Gaussian",
+               pipeline=False, task="density"),
 )})
 
 
-def kind_names(pipeline=None):
+def kind_names(pipeline=None, task=None):
     """The kinds' names, in table order (``pipeline=True``: only those the face
-    pipeline trains)."""
-    return tuple(k for k, v in KINDS.items() if pipeline is None or v.pipeline == pipeline)
+    pipeline trains; ``task="classify"``: only the classifiers)."""
+    return tuple(k for k, v in KINDS.items() if (pipeline is None or v.pipeline == pipeline)
+                 and (task is None or v.task == task))
 
 
 def get_kind(name):

@@ -26,7 +26,7 @@ from facesegment.forest.base import (PARALLEL_MIN_WORK, _resolve_max_features, c
                                      forest_feature_importances)
 from facesegment.forest.registry import KINDS
 
-KIND_NAMES = list(KINDS)
+KIND_NAMES = [k for k, v in KINDS.items() if v.task == "classify"]
 #: Checks that genuinely cannot pass with the default bootstrap=True.
 EXPECTED_FAILED = {
     "check_sample_weight_equivalence_on_dense_data":
