@@ -73,8 +73,10 @@ def test_registry_variant_kind_is_recorded(tmp_path):
     X, y = _data()
     est = CO2Forest(n_estimators=1, init="best", n_pairs=10, oblique_min_samples=40,
                     max_depth=3, random_state=0).fit(X, y)
-    m = load_model(save_model(Model.from_estimator(est), tmp_path / "m"))
+    m = load_model(save_model(Model.from_estimator(est, kind="co2-best"), tmp_path / "m"))
     assert m.kind == "co2-best" and m.to_estimator().init == "best"
+    with pytest.raises(ValueError, match="pass kind= .one of: co2, co2-best"):
+        Model.from_estimator(est)   # a kind is recorded as given, never guessed
 
 
 def test_window_models_record_their_layout(tmp_path):
@@ -250,7 +252,7 @@ def test_failed_rename_keeps_the_previous_model(tmp_path, axis_model, monkeypatc
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(DataError, match="m: cannot write the model .No space left"):
+    with pytest.raises(DataError, match="m: cannot write the model: no space left on the device"):
         save_model(model, p)
     monkeypatch.undo()
     assert (p / "forest.h5").read_bytes() == before
