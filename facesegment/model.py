@@ -71,6 +71,11 @@ class Model:
     position : facesegment.position.PositionPrior or None
         Per-pixel class frequencies of the training crops, applied with the
         exponent ``metrics["beta"]`` (:mod:`facesegment.position`).
+    shape_prior : facesegment.shape_prior.ShapePrior or None
+        Class frequencies in a canonical face frame, warped onto a face through
+        its predicted landmarks and applied with the exponent
+        ``metrics["gamma"]`` (:mod:`facesegment.shape_prior`); saved as
+        ``shape-prior.npz`` in the model folder.
     """
 
     kind: str
@@ -85,6 +90,7 @@ class Model:
     layout: WindowLayout = None
     classes: np.ndarray = None
     position: object = None
+    shape_prior: object = None
 
     def __post_init__(self):
         if self.classes is None:
