@@ -154,10 +154,16 @@ class PiecewiseAffine:
             self.mesh, self.triangles = None, np.asarray(simplices, np.int64)
         corners = np.concatenate([src[self.triangles],
                                   np.ones(self.triangles.shape + (1,))], axis=2)   # (t, 3, 3)
-        if np.any(np.abs(np.linalg.det(corners)) < 1e-9):
-            raise ValueError("the control points make a degenerate triangle (points repeated "
-                             "or in a line?)")
+        # a triangle of zero area (e.g. dlib's inner-lip points of a closed mouth
+        # coincide) holds no point: it gets no map and is never chosen
+        flat = np.abs(np.linalg.det(corners)) < 1e-9
+        if flat.all():
+            raise ValueError("the control points make only degenerate triangles (points "
+                             "repeated or in a line?)")
+        corners[flat] = np.eye(3)
         self.matrices = np.linalg.solve(corners, dst[self.triangles])               # (t, 3, 2)
+        self.matrices[flat] = 0.0
+        self.flat = flat
 
     def simplices(self, coords):
         """Index of the triangle holding each point (-1 outside the mesh)."""
@@ -167,8 +173,9 @@ class PiecewiseAffine:
         out = np.full(len(coords), -1, np.int64)
         corners = self.src[self.triangles]
         for t in range(len(self.triangles) - 1, -1, -1):   # the first holding one wins
-            lam = _barycentric(corners[t], coords)
-            out[(lam >= -1e-9).all(axis=1)] = t
+            if not self.flat[t]:
+                lam = _barycentric(corners[t], coords)
+                out[(lam >= -1e-9).all(axis=1)] = t
         return out
 
     def grid_simplices(self, shape):
@@ -191,8 +198,9 @@ class PiecewiseAffine:
             cv2.fillConvexPoly(idx, corners[t], int(t), lineType=cv2.LINE_8, shift=4)
         out = idx.ravel().astype(np.int64)
         tri = self.src[self.triangles[np.maximum(out, 0)]]                 # (n, 3, 2)
-        lam = _barycentric_many(tri, grid)
-        check = (out < 0) | (lam < -1e-9).any(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = _barycentric_many(tri, grid)
+        check = (out < 0) | ~(lam >= -1e-9).all(axis=1) | self.flat[np.maximum(out, 0)]
         # a pixel inside its guess is exact unless an earlier triangle also holds it
         # (a folded mesh): those pixels, the failed ones, are located exactly
         check |= self._folded(out)
@@ -204,8 +212,9 @@ class PiecewiseAffine:
         """Pixels whose guessed triangle overlaps an earlier one (a folded mesh)."""
         sign = np.sign(np.linalg.det(np.concatenate(
             [self.src[self.triangles], np.ones(self.triangles.shape + (1,))], axis=2)))
+        sign[self.flat] = 0
         major = 1.0 if (sign > 0).sum() >= (sign < 0).sum() else -1.0
-        flipped = sign != major
+        flipped = (sign != major) & ~self.flat
         if not flipped.any():
             return np.zeros(len(guess), bool)
         # a flipped triangle and the ones beside it overlap: check their pixels

@@ -106,6 +106,21 @@ def test_the_map_back_from_a_face_inverts_the_map_into_the_frame():
     np.testing.assert_array_equal(inv.grid_simplices((250, 250)), inv.simplices(grid))
 
 
+def test_coinciding_landmarks_make_flat_triangles_that_hold_no_pixel():
+    mean = sp.mean_shape_of([face_points(s) for s in range(5)])
+    pts = face_points(2, jitter=0.5)
+    pts[61:64] = pts[65:68][::-1]          # a closed mouth: inner lips coincide
+    inv = sp.face_to_frame(pts, mean)
+    assert inv.flat.any()
+    ys, xs = np.mgrid[0:250, 0:250]
+    grid = np.column_stack([xs.ravel(), ys.ravel()]).astype(float)
+    s = inv.grid_simplices((250, 250))
+    np.testing.assert_array_equal(s, inv.simplices(grid))
+    assert not inv.flat[s[s >= 0]].any()
+    maps = sp.warp_from_frame(np.ones((250, 250, 2), np.float32), pts, mean, (250, 250))
+    assert np.isfinite(maps).all() and (maps[40:210, 40:210] == 1).all()
+
+
 def test_warp_to_frame_samples_the_face_where_the_naive_map_says():
     mean = sp.mean_shape_of([face_points(s) for s in range(4)], size=120)
     pts = face_points(3, 0.9, (6, 2), 2.0)
@@ -151,6 +166,9 @@ def test_bad_landmarks_are_refused_with_a_clear_message():
         sp.warp_to_frame(np.zeros((10, 10)), bad, mean, 50)
     with pytest.raises(ValueError, match="degenerate"):
         sp.control_points(np.ones((68, 2)), mean)
+    with pytest.raises(ValueError, match="only degenerate triangles"):
+        sp.PiecewiseAffine(np.zeros((4, 2)) + [[0, 0], [1, 1], [2, 2], [3, 3]], np.zeros((4, 2)),
+                           simplices=[[0, 1, 2], [1, 2, 3]])
     with pytest.raises(ValueError, match="must both be"):
         sp.PiecewiseAffine(np.zeros((4, 2)), np.zeros((5, 2)))
 
