@@ -447,6 +447,56 @@ def prior_labels(prior, points, shape, g=0.0):
     return np.argmax(logs, axis=-1).astype(np.uint8)
 
 
+# ------------------------------------------------------- a model's decision
+
+#: What ``segment`` reports per face: the shape prior applied, or not.
+LANDMARK_PATH, FALLBACK_PATH = "landmarks", "landmark-free"
+#: Landmarks whose best similarity fit to the mean shape leaves an RMS residual
+#: above this share of their RMS radius are not trusted (a face dlib's
+#: predictor could not fit: profiles, occlusion).  The largest among the 1198
+#: faces with landmarks of faces300w's training crops is 0.357.
+MAX_RESIDUAL = 0.45
+
+
+def landmark_residual(points, mean_shape):
+    """RMS residual of the best similarity fit of ``mean_shape`` to ``points``,
+    as a share of the RMS distance of ``points`` to their centroid."""
+    from skimage.transform import SimilarityTransform
+
+    p, m = _check_points(points), _check_points(mean_shape, "mean_shape")
+    sim = SimilarityTransform.from_estimate(m, p)
+    scale = float(np.sqrt(((p - p.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    if not sim or scale <= 0:
+        return float("inf")
+    return float(np.sqrt(((sim(m) - p) ** 2).sum(axis=1).mean()) / scale)
+
+
+def model_gamma(model):
+    """The exponent of a model's shape prior: ``model.metrics["gamma"]`` (0 for a
+    model without a shape prior or without the metric)."""
+    if getattr(model, "shape_prior", None) is None:
+        return 0.0
+    return float((getattr(model, "metrics", None) or {}).get("gamma", 0.0))
+
+
+def apply_model_prior(model, scores, points):
+    """A face's decision scores with the model's shape prior: ``(scores', path)``.
+
+    ``scores`` are the model's reweighted probabilities of a face crop (H, W, C),
+    ``points`` that face's predicted landmarks in the crop's pixels (None: no
+    landmarks).  With a shape prior, ``metrics["gamma"] > 0`` and plausible
+    landmarks (:func:`landmark_residual` <= :data:`MAX_RESIDUAL`):
+    :func:`combine` with :func:`shape_factor` and :data:`LANDMARK_PATH`;
+    otherwise ``scores`` unchanged and :data:`FALLBACK_PATH` (the model's
+    landmark-free path).
+    """
+    prior, gamma = getattr(model, "shape_prior", None), model_gamma(model)
+    if prior is None or gamma <= 0 or points is None or not np.all(np.isfinite(points)) \
+            or landmark_residual(points, prior.mean_shape) > MAX_RESIDUAL:
+        return scores, FALLBACK_PATH
+    return combine(scores, shape_factor(prior, points, scores.shape[:2]), gamma), LANDMARK_PATH
+
+
 # ------------------------------------------------------------------ files
 
 def save_arrays(prior):
@@ -479,4 +529,5 @@ def from_arrays(arrays, where="shape prior"):
 __all__ = ["ShapePrior", "PiecewiseAffine", "anchor_points", "control_points", "frame_to_face", "face_to_frame",
            "warp_to_frame", "warp_from_frame", "mean_shape_of", "fit_shape_prior",
            "shape_maps", "shape_factor", "combine", "prior_labels", "save_arrays",
-           "from_arrays", "DEFAULT_SIZE", "DEFAULT_SIGMA", "DEFAULT_PSEUDO"]
+           "from_arrays", "landmark_residual", "model_gamma", "apply_model_prior",
+           "LANDMARK_PATH", "FALLBACK_PATH", "MAX_RESIDUAL", "DEFAULT_SIZE", "DEFAULT_SIGMA", "DEFAULT_PSEUDO"]
