@@ -119,3 +119,23 @@ def test_cli_evaluate_without_model_or_method_is_one_line(tmp_path, capsys):
     assert main(["evaluate", "--data", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "nothing to score: give --model FOLDER" in err and "Traceback" not in err
+
+
+def test_pipeline_results_list_the_renderer_beside_the_position_prior():
+    from pipelines import prior
+
+    one = {"mean_jaccard": 78.9, "jaccard": [98.9, 92.2, 84.3, 86.0, 73.9, 74.4, 61.1, 60.5],
+           "pixel_accuracy": 98.5}
+    res = {"test": dict(one, mean_jaccard=40.0), "gamma": 0.0,
+           "prior": {"n_images": 1107, "sigma": 4.0, "pseudo": 1.0},
+           "detector": {"test": dict(one, mean_jaccard=39.0), "n_found": 249, "n_missed": 1},
+           "landmarks": {"test": one, "detector": dict(one, mean_jaccard=77.5)}}
+    text = "\n".join(prior.markdown(res, {}, [], [16, 32], {}, list(
+        ["background", "lower face", "nose", "mouth", "left eye", "right eye", "left eyebrow",
+         "right eyebrow"])))
+    assert ("| dlib's 68 predicted landmarks → label polygons (nothing trained) | | | "
+            "78.90 | 78.90 | 77.50 |") in text
+    assert "| landmarks → polygons | 98.9 | 92.2 | 84.3 | 86.0 | 73.9 | 74.4 | 61.1 | 60.5 " \
+           "| 78.90 |" in text
+    del res["landmarks"]
+    assert "label polygons" not in "\n".join(prior.markdown(res, {}, [], [16, 32], {}, ["a"] * 8))
