@@ -95,6 +95,19 @@ def _check_points(points, name="points"):
     return p
 
 
+def _similarity(src, dst):
+    """scikit-image's least-squares similarity from ``src`` to ``dst`` (None when
+    it cannot be estimated); ``from_estimate`` where scikit-image has it (0.26),
+    else ``estimate``."""
+    from skimage.transform import SimilarityTransform
+
+    if hasattr(SimilarityTransform, "from_estimate"):
+        t = SimilarityTransform.from_estimate(src, dst)
+        return t if t else None
+    t = SimilarityTransform()
+    return t if t.estimate(src, dst) else None
+
+
 def anchor_points(mean_shape):
     """The frame's anchor points: ``RING_POINTS`` points on each ring of radius
     ``r * RINGS`` around the mean shape's centroid (``r``: its largest
@@ -111,12 +124,10 @@ def control_points(points, mean_shape):
     """``(frame_points, face_points)``: the 68 landmarks and the anchors in
     both spaces; the anchors are carried to the face by the similarity that
     best maps the mean shape onto ``points`` (least squares)."""
-    from skimage.transform import SimilarityTransform
-
     p = _check_points(points)
     m = _check_points(mean_shape, "mean_shape")
-    sim = SimilarityTransform.from_estimate(m, p)
-    if not sim:
+    sim = _similarity(m, p)
+    if sim is None:
         raise ValueError("the landmarks are degenerate (all in one point?): no similarity "
                          "maps the mean shape onto them")
     a = anchor_points(m)
@@ -334,14 +345,13 @@ def warp_from_frame(maps, points, mean_shape, shape):
 def mean_shape_of(point_sets, size=DEFAULT_SIZE, iterations=3):
     """The frame's landmarks: the Procrustes mean (similarity alignment, a few
     rounds) of ``point_sets``, placed like an LFW-style crop of side ``size``."""
-    from skimage.transform import SimilarityTransform
-
     sets = [_check_points(p) for p in point_sets]
     if not sets:
         raise ValueError("no faces with landmarks: give at least one (68, 2) landmark set")
     ref = sets[0]
     for _ in range(iterations):
-        ref = np.mean([SimilarityTransform.from_estimate(p, ref)(p) for p in sets], axis=0)
+        fits = [(_similarity(p, ref), p) for p in sets]
+        ref = np.mean([t(p) for t, p in fits if t is not None], axis=0)
     lo, hi = ref.min(axis=0), ref.max(axis=0)
     scale = size / LANDMARK_SCALE / float(max(hi - lo))
     return (ref - (lo + hi) / 2) * scale + (size - 1) / 2.0
@@ -368,6 +378,11 @@ def fit_shape_prior(labels, point_sets, n_classes, size=DEFAULT_SIZE, sigma=DEFA
 
     from .progress import Progress
 
+    from .position import _nonneg
+
+    sigma, pseudo = _nonneg(sigma, "sigma"), _nonneg(pseudo, "pseudo")
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 16:
+        raise ValueError(f"size={size!r} must be an integer >= 16 (the frame's side in pixels)")
     labels, point_sets = list(labels), list(point_sets)
     if len(labels) != len(point_sets):
         raise ValueError(f"{len(labels)} label maps but {len(point_sets)} landmark sets")
@@ -461,12 +476,10 @@ MAX_RESIDUAL = 0.45
 def landmark_residual(points, mean_shape):
     """RMS residual of the best similarity fit of ``mean_shape`` to ``points``,
     as a share of the RMS distance of ``points`` to their centroid."""
-    from skimage.transform import SimilarityTransform
-
     p, m = _check_points(points), _check_points(mean_shape, "mean_shape")
-    sim = SimilarityTransform.from_estimate(m, p)
+    sim = _similarity(m, p)
     scale = float(np.sqrt(((p - p.mean(axis=0)) ** 2).sum(axis=1).mean()))
-    if not sim or scale <= 0:
+    if sim is None or scale <= 0:
         return float("inf")
     return float(np.sqrt(((sim(m) - p) ** 2).sum(axis=1).mean()) / scale)
 

@@ -202,6 +202,10 @@ def test_fit_refuses_mismatched_or_empty_inputs():
         sp.fit_shape_prior(labels, pts[:1], 8)
     with pytest.raises(ValueError, match="no training face has landmarks"):
         sp.fit_shape_prior(labels, [None, None], 8)
+    with pytest.raises(ValueError, match="sigma=-1 must be a finite number >= 0"):
+        sp.fit_shape_prior(labels, pts, 8, sigma=-1)
+    with pytest.raises(ValueError, match="size=8 must be an integer >= 16"):
+        sp.fit_shape_prior(labels, pts, 8, size=8)
 
 
 def test_fit_is_deterministic():
