@@ -11,7 +11,10 @@ mode, every pixel, one confusion matrix over the images):
   fitted on the training split's label maps through their predicted landmarks);
 * forest alone: ``p * s**-alpha`` of a trained model (``--model``);
 * forest x shape prior: ``p * s**-alpha * (shape / pi)**gamma``;
-* forest x smoothed renderer: ``p * s**-alpha * (blur(rendered) + eps)**gamma``.
+* forest x smoothed renderer: ``p * s**-alpha * (blur(rendered) + eps)**gamma``;
+* tempered forest x shape prior: ``(p * s**-alpha)**tau * shape`` (the forest's
+  maps flattened by ``tau`` < 1, the prior's frequencies as they are);
+* tempered forest x renderer: ``(p * s**-alpha)**tau * (blur(rendered) + eps)``.
 
 A face without predicted landmarks takes the landmark-free path: the forest
 alone (renderer and prior alone: all background).  Settings are chosen on the
@@ -54,6 +57,7 @@ ALPHAS = [0.5, 0.75, 1.0]
 GAMMAS = [0.25, 0.5, 1.0, 2.0, 4.0]
 PRIOR_G = [-0.2, 0.0, 0.2]
 RENDER_SIGMAS = [1.0, 2.0, 4.0]
+TAUS = [0.05, 0.1, 0.2, 0.35]
 EPS = 0.02
 
 
@@ -98,7 +102,12 @@ def methods(settings=None):
                  {"alpha": c["fp_alpha"], "gamma": c["fp_gamma"]}),
                 (f"forest x smoothed renderer, sigma={c['rf_sigma']:g}, alpha={c['rf_alpha']:g}, "
                  f"gamma={c['rf_gamma']:g}", {"sigma": c["rf_sigma"], "alpha": c["rf_alpha"],
-                                               "gamma": c["rf_gamma"]})]
+                                               "gamma": c["rf_gamma"]}),
+                (f"tempered forest x shape prior, alpha={c['tp_alpha']:g}, tau={c['tp_tau']:g}",
+                 {"alpha": c["tp_alpha"], "tau": c["tp_tau"]}),
+                (f"tempered forest x renderer, sigma={c['tr_sigma']:g}, alpha={c['tr_alpha']:g}, "
+                 f"tau={c['tr_tau']:g}", {"sigma": c["tr_sigma"], "alpha": c["tr_alpha"],
+                                         "tau": c["tr_tau"]})]
     out = [("renderer", {})]
     out += [(f"renderer smoothed, sigma={sg:g}", {"sigma": sg}) for sg in RENDER_SIGMAS]
     out += [(f"shape prior alone, g={g:g}", {"g": g}) for g in PRIOR_G]
@@ -108,6 +117,11 @@ def methods(settings=None):
     out += [(f"forest x smoothed renderer, sigma={sg:g}, alpha={a:g}, gamma={gm:g}",
              {"sigma": sg, "alpha": a, "gamma": gm})
             for sg in RENDER_SIGMAS for a in ALPHAS for gm in GAMMAS]
+    out += [(f"tempered forest x shape prior, alpha={a:g}, tau={t:g}", {"alpha": a, "tau": t})
+            for a in ALPHAS for t in TAUS]
+    out += [(f"tempered forest x renderer, sigma={sg:g}, alpha={a:g}, tau={t:g}",
+             {"sigma": sg, "alpha": a, "tau": t})
+            for sg in RENDER_SIGMAS[:2] for a in ALPHAS for t in TAUS]
     return out
 
 
@@ -140,6 +154,12 @@ def study_split(records, table, prior, proba, s, settings=None, desc="score"):
                     base = logp - k["alpha"] * logs_s
                     if name.startswith("forest alone") or pts is None:   # landmark-free
                         pred = _argmax(base)
+                    elif name.startswith("tempered forest x shape prior"):
+                        pred = _argmax(k["tau"] * base + shape)
+                    elif name.startswith("tempered forest x renderer"):
+                        if k["sigma"] not in soft:
+                            soft[k["sigma"]] = np.log(smooth(rend, k["sigma"]) + EPS)
+                        pred = _argmax(k["tau"] * base + soft[k["sigma"]])
                     elif name.startswith("forest x shape prior"):
                         pred = _argmax(base + k["gamma"] * (shape - logpi))
                     else:
@@ -194,6 +214,10 @@ def main(argv=None):
     chosen["fp_alpha"], chosen["fp_gamma"] = p["alpha"], p["gamma"]
     p = params_of(best(val_scores, "forest x smoothed renderer"))
     chosen["rf_sigma"], chosen["rf_alpha"], chosen["rf_gamma"] = p["sigma"], p["alpha"], p["gamma"]
+    p = params_of(best(val_scores, "tempered forest x shape prior"))
+    chosen["tp_alpha"], chosen["tp_tau"] = p["alpha"], p["tau"]
+    p = params_of(best(val_scores, "tempered forest x renderer"))
+    chosen["tr_sigma"], chosen["tr_alpha"], chosen["tr_tau"] = p["sigma"], p["alpha"], p["tau"]
     test = splits.test
     test_scores = study_split(test, test_tab, prior, forest_proba(model, test, "test"), s,
                               chosen, desc="test")
