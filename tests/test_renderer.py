@@ -139,3 +139,26 @@ def test_pipeline_results_list_the_renderer_beside_the_position_prior():
            "| 78.90 |" in text
     del res["landmarks"]
     assert "label polygons" not in "\n".join(prior.markdown(res, {}, [], [16, 32], {}, ["a"] * 8))
+
+
+def test_pipeline_prior_stage_scores_the_renderer(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from pipelines import prior
+
+    recs, pts = _faces(tmp_path / "faces")
+    by_image = {r.image: p for r, p in zip(recs, pts)}
+    from facesegment.imageio import read_image
+
+    images = {r.image: read_image(r.image).tobytes() for r in recs}
+    monkeypatch.setattr(renderer, "predict_landmarks", lambda image: (
+        next(by_image[k] for k, v in images.items() if v == image.tobytes()), "default"))
+    logs = []
+    ctx = SimpleNamespace(
+        cfg={"evaluate": {"mode": "strict", "pixel_stride": 1, "detector_protocol": False,
+                          "landmarks": True}},
+        root=tmp_path, run="r", splits=lambda: {"test": recs}, log=logs.append)
+    out = prior.landmark_scores(ctx)
+    assert out["test"]["mean_jaccard"] == 100.0 and out["test"]["n_found"] == 3
+    assert "detector" not in out and (tmp_path / "data" / "landmarks" / "r" / "test.npz").is_file()
+    assert logs == ["prior: landmarks renderer test Jaccard 100.00"]
