@@ -23,7 +23,8 @@ landmarks*:
    pixels and shrunk toward the class shares (``pseudo`` images' worth).
 
 At inference the frame's maps are warped back onto a face through that
-face's predicted landmarks, over the same triangles (the exact inverse map) (:func:`shape_maps`).  Combined with a forest's
+face's predicted landmarks, over the same triangles (the exact inverse map;
+:func:`shape_maps`).  Combined with a forest's
 reweighted probabilities ``q`` a pixel gets ``q_c * (shape_c / pi_c) **
 gamma`` (:func:`combine`); the prior alone gives ``argmax_c shape_c *
 pi_c ** -g`` (:func:`prior_labels`).  A face without landmarks has no shape
@@ -539,8 +540,9 @@ def from_arrays(arrays, where="shape prior"):
     return prior
 
 
-__all__ = ["ShapePrior", "PiecewiseAffine", "anchor_points", "control_points", "frame_to_face", "face_to_frame",
-           "warp_to_frame", "warp_from_frame", "mean_shape_of", "fit_shape_prior",
-           "shape_maps", "shape_factor", "combine", "prior_labels", "save_arrays",
-           "from_arrays", "landmark_residual", "model_gamma", "apply_model_prior",
-           "LANDMARK_PATH", "FALLBACK_PATH", "MAX_RESIDUAL", "DEFAULT_SIZE", "DEFAULT_SIGMA", "DEFAULT_PSEUDO"]
+__all__ = ["ShapePrior", "PiecewiseAffine", "anchor_points", "control_points",
+           "frame_to_face", "face_to_frame", "warp_to_frame", "warp_from_frame",
+           "mean_shape_of", "fit_shape_prior", "shape_maps", "shape_factor", "combine",
+           "prior_labels", "save_arrays", "from_arrays", "landmark_residual", "model_gamma",
+           "apply_model_prior", "LANDMARK_PATH", "FALLBACK_PATH", "MAX_RESIDUAL",
+           "DEFAULT_SIZE", "DEFAULT_SIGMA", "DEFAULT_PSEUDO"]
