@@ -37,7 +37,10 @@ from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
 #: The files a model folder consists of (replacing a model replaces only these).
-MODEL_FILES = ("model.json", "forest.h5")
+MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz")
+#: The landmark-conditioned shape prior of a model that has one
+#: (:mod:`facesegment.shape_prior`), plain arrays.
+SHAPE_PRIOR_FILE = "shape-prior.npz"
 #: Provenance keys that hold paths (stored relative to the model folder).
 PATH_KEYS = ("windows", "truncated_from", "data", "labels")
 #: Compression of the forest arrays: byte-shuffle + gzip level 4 (node arrays
@@ -191,6 +194,10 @@ def save_model_folder(model, path):
 
     def fill(tmp):
         _write_forest_h5(model, tmp / "forest.h5")
+        if getattr(model, "shape_prior", None) is not None:
+            from .shape_prior import save_arrays
+
+            np.savez_compressed(tmp / SHAPE_PRIOR_FILE, **save_arrays(model.shape_prior))
         write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
                           indent=2, sort_keys=True)
 
@@ -251,10 +258,13 @@ def model_document(model, path, h5):
         "max_depth": int(a.depth.max()) if a.n_nodes else 0,
         "position": None if getattr(model, "position", None) is None
         else model.position.describe(),
+        "shape_prior": None if getattr(model, "shape_prior", None) is None
+        else model.shape_prior.describe(),
         "provenance": relative_provenance(jsonable(model.provenance), path),
         "metrics": jsonable(model.metrics),
         **_rule_entry(model),
-        "files": {"forest.h5": {"bytes": h5.stat().st_size, "sha256": _sha256(h5)}},
+        "files": {f.name: {"bytes": f.stat().st_size, "sha256": _sha256(f)}
+                  for f in (h5, h5.parent / SHAPE_PRIOR_FILE) if f.is_file()},
     } | ({} if model.leaves is None else {"leaf_arrays": sorted(model.leaves)})
 
 
@@ -383,12 +393,15 @@ def load_model_folder(cls, path, verify=True):
         raise DataError(path / "model.json", f"records the layout {layout.describe()} but "
                         f"the forest has {arrays.n_features} features",
                         "re-copy the model folder or retrain")
-    return cls(kind=kind, params=doc["params"], arrays=arrays,
-               class_names=tuple(doc["class_names"]),
-               sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
-               mean=mean, std=std, provenance=doc.get("provenance", {}),
-               metrics=doc.get("metrics", {}), layout=layout, classes=classes,
-               position=position, rule=_read_rule(doc, path), leaves=leaves)
+    model = cls(kind=kind, params=doc["params"], arrays=arrays,
+                class_names=tuple(doc["class_names"]),
+                sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
+                mean=mean, std=std, provenance=doc.get("provenance", {}),
+                metrics=doc.get("metrics", {}), layout=layout, classes=classes,
+                position=position, rule=_read_rule(doc, path), leaves=leaves)
+    if doc.get("shape_prior") is not None:
+        model.shape_prior = _read_shape_prior(path, doc, arrays.n_classes, verify)
+    return model
 
 
 def _check_leaves(arrays, leaves, h5):
@@ -402,6 +415,29 @@ def _check_leaves(arrays, leaves, h5):
     if problem:
         raise DataError(h5, f"is not a consistent density forest: {problem}",
                         "re-copy the model folder or retrain")
+
+
+def _read_shape_prior(path, doc, n_classes, verify):
+    """The model's :class:`facesegment.shape_prior.ShapePrior` (model.json records one)."""
+    from .shape_prior import from_arrays
+
+    f = path / SHAPE_PRIOR_FILE
+    if not f.is_file():
+        raise DataError(path, f"is missing {SHAPE_PRIOR_FILE}, which model.json records "
+                        "(an interrupted copy?)", "re-copy the model folder or retrain")
+    rec = doc["files"].get(SHAPE_PRIOR_FILE, {})
+    if verify and rec:
+        _verify_file(f, rec)
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            prior = from_arrays(dict(z), where=str(f))
+    except (OSError, ValueError) as exc:
+        raise DataError(f, f"cannot be read as a shape prior ({exc})",
+                        "re-copy the model folder or retrain") from None
+    if prior.n_classes != n_classes:
+        raise DataError(f, f"has a shape prior of {prior.n_classes} classes for a forest of "
+                        f"{n_classes}", "re-copy the model folder or retrain")
+    return prior
 
 
 def _read_document(path):

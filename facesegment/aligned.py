@@ -51,8 +51,9 @@ from .classes import IGNORE
 from .position import crop_rule_of
 from .crops import CROP, _crop_matrix, crop_face, find_landmarks, landmark_box
 
-#: Version of the re-cropping rule; part of the cache key of an aligned folder.
-VERSION = 2
+#: Version of the re-cropping rule; part of the cache key of an aligned folder
+#: (3: `segment`'s detection passes are those of `facesegment label`).
+VERSION = 3
 #: Padding on every side, as a fraction of the image's longer side.
 PAD_FRACTION = 0.25
 #: Which face is kept when several are found.

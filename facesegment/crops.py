@@ -47,37 +47,56 @@ def _dlib_models():
     return get_models()
 
 
-def _dlib_rects(gray):
+#: Detection passes (those of ``facesegment label``,
+#: :func:`facesegment.label.detect_landmarks`), each tried only when the ones
+#: before found nothing: the image as given; upsampled once; upsampled with the
+#: detector's threshold lowered by 0.5 (faint, turned or partly hidden faces).
+PASSES = ("default", "upsampled", "low-threshold")
+UPSAMPLE, LOW_THRESHOLD = 1, -0.5
+
+
+def _dlib_rects(image):
+    """dlib's face rectangles in ``image`` (RGB, as ``facesegment label`` gives it)
+    and the pass that found them (:data:`PASSES`; "" when none did)."""
     detector = _dlib_models()[0]
     with _DLIB_LOCK:
-        rects = detector(gray, 0)
-        if len(rects) == 0 and max(gray.shape) < 1000:
-            rects = detector(gray, 1)
-    return rects
+        rects, how = detector(image, 0), PASSES[0]
+        if len(rects) == 0:
+            rects, how = detector(image, UPSAMPLE), PASSES[1]
+        if len(rects) == 0:
+            rects, _, _ = detector.run(image, UPSAMPLE, LOW_THRESHOLD)
+            how = PASSES[2]
+    return rects, (how if len(rects) else "")
 
 
-def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE):
+def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE, passes=None):
     """Face boxes ``(x, y, w, h)`` (float64 ``(n, 4)``), largest first.
 
     Parameters
     ----------
     image : uint8 (H, W, 3) RGB
     detector : {"landmarks", "dlib"}
-        Both use dlib's HOG frontal face detector (tried again upsampled once
-        when it finds nothing in an image under 1000 px).  OpenCV's Haar
+        Both use dlib's HOG frontal face detector with the passes of
+        ``facesegment label`` (:data:`PASSES`: as given, upsampled, upsampled
+        with a lowered threshold; each only when the ones before found
+        nothing), on the RGB image as ``label`` gives it.  OpenCV's Haar
         cascade is not offered: the installed OpenCV 5 no longer ships it.
     max_side : int or None
         Detect on a copy whose longer side is at most this (boxes are scaled
         back to ``image``'s pixels); None or 0: full resolution.
+    passes : list, optional
+        Gets the name of the pass that found the faces appended ("" for none).
     """
     from .label import detection_copy
 
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
     small, (sy, sx) = detection_copy(image, max_side)
-    gray = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)
+    rects, how = _dlib_rects(np.ascontiguousarray(small))
+    if passes is not None:
+        passes.append(how)
     boxes = np.array([(r.left() * sx, r.top() * sy, r.width() * sx, r.height() * sy)
-                      for r in _dlib_rects(gray)], dtype=np.float64).reshape(-1, 4)
+                      for r in rects], dtype=np.float64).reshape(-1, 4)
     order = np.argsort(-boxes[:, 2] * boxes[:, 3], kind="stable")
     return boxes[order]
 
@@ -116,7 +135,7 @@ def model_crop_rule(model):
 
 
 def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MAX_SIDE,
-               crop_rule=None):
+               crop_rule=None, info=None):
     """LFW-style crop boxes ``(x0, y0, side)`` of every face found, largest first.
 
     "landmarks": dlib boxes, then dlib's 68 landmarks in each, then
@@ -125,21 +144,33 @@ def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MA
     mapped by ``crop_rule`` to the dataset's own crops (:func:`apply_crop_rule`).
     Faces are detected on a copy shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
     on ``image`` itself, in the box scaled back.
+
+    ``info`` (a dict, optional) gets ``"detection"``: the pass that found the
+    faces (:data:`PASSES`), and ``"points"``: each face's 68 landmarks in
+    ``image``'s pixels ("landmarks"; None per face with "dlib").
     """
+    passes = []
     if detector == "landmarks":
-        return [landmark_box(pts, crop_rule) for pts in find_landmarks(image, max_side)]
-    boxes = detect_faces(image, detector, max_side)
-    return [apply_crop_rule(crop_box(b, detector, calibration), crop_rule) for b in boxes]
+        points = find_landmarks(image, max_side, passes)
+        boxes = [landmark_box(pts, crop_rule) for pts in points]
+    else:
+        boxes = [apply_crop_rule(crop_box(b, detector, calibration), crop_rule)
+                 for b in detect_faces(image, detector, max_side, passes)]
+        points = [None] * len(boxes)
+    if info is not None:
+        info.update(detection=passes[0] if passes else "", points=points)
+    return boxes
 
 
-def find_landmarks(image, max_side=DETECT_MAX_SIDE):
+def find_landmarks(image, max_side=DETECT_MAX_SIDE, passes=None):
     """dlib's 68 predicted landmarks (float64 (68, 2), x then y) of every face
-    found, largest first (the faces of :func:`detect_faces` "landmarks")."""
+    found, largest first (the faces of :func:`detect_faces` "landmarks";
+    ``passes`` as there)."""
     import dlib
 
     predictor = _dlib_models()[1]
     out = []
-    for x, y, w, h in detect_faces(image, "landmarks", max_side):
+    for x, y, w, h in detect_faces(image, "landmarks", max_side, passes):
         rect = dlib.rectangle(int(round(x)), int(round(y)), int(round(x + w)),
                               int(round(y + h)))
         with _DLIB_LOCK:

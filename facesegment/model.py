@@ -85,6 +85,11 @@ class Model:
         cells, :data:`facesegment.forest.density.LEAF_ARRAY_NAMES`); stored in
         the ``leaves`` group of ``forest.h5``.  Such a kind has one ``value``
         column (the density forest: the node's share of its tree's weight).
+    shape_prior : facesegment.shape_prior.ShapePrior or None
+        Class frequencies in a canonical face frame, warped onto a face through
+        its predicted landmarks and applied with the exponent
+        ``metrics["gamma"]`` (:mod:`facesegment.shape_prior`); saved as
+        ``shape-prior.npz`` in the model folder.
     """
 
     kind: str
@@ -101,6 +106,7 @@ class Model:
     position: object = None
     rule: object = None
     leaves: dict = None
+    shape_prior: object = None
 
     def __post_init__(self):
         if self.classes is None:

@@ -39,7 +39,8 @@ from .errors import DataError, FaceSegmentError, SchedulerLostError
 
 DETECT_MODES = ("auto", "always", "never")
 #: Summary CSV columns.
-SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output")
+SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
+                  "detection", "paths")
 #: Output files per image: NAME + suffix.
 LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_proba.npz"
 
@@ -89,10 +90,13 @@ class SegmentResult:
     message: str = ""
     output: str = ""     # OUTPUT_DIR/<output>_label.png etc. (when status is "ok")
     fatal: str = ""      # an output could not be written: the run stops (not in the CSV)
+    detection: str = ""  # the detection pass that found the faces (facesegment.crops.PASSES)
+    paths: str = ""      # per face, ";"-joined: "landmarks" (shape prior) or "landmark-free"
 
 
 def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
-                  return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                  return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None,
+                  info=None):
     """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
 
     ``detect="auto"`` treats exactly-250x250 images as LFW-style crops already;
@@ -106,9 +110,20 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     ``sigma`` (Gaussian smoothing of each crop's class maps, pixels of the crop)
     default to the model's decision rule (:mod:`facesegment.rule`).
     :func:`facesegment.segment` returns each face with its box and landmarks.
+
+    A model with a landmark-conditioned shape prior (``model.shape_prior``,
+    exponent ``metrics["gamma"]``) applies it to each face through the face's
+    predicted landmarks (:func:`facesegment.shape_prior.apply_model_prior`);
+    a face without plausible landmarks takes the landmark-free path.  ``info``
+    (a dict, optional) gets ``"detection"``: the pass that found the faces
+    (:data:`facesegment.crops.PASSES`, "" for a crop taken as it is) and
+    ``"paths"``: the path of each face ("landmarks" or "landmark-free").
     """
     from .dense import predict_image
     from .rule import decision_rule
+    from .shape_prior import LANDMARK_PATH, apply_model_prior, model_gamma
+
+    info = {} if info is None else info
 
     rule = decision_rule(model, alpha, beta, sigma)
     alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
@@ -116,8 +131,20 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
         proba, labels = predict_image(model, model_image(model, image), mode="full", alpha=alpha,
                                       beta=beta, sigma=sigma)
+        points, how = None, ""
+        if model_gamma(model) > 0:   # the crop's own landmarks (facesegment label's passes)
+            from .renderer import predict_landmarks
+
+            points, how = predict_landmarks(image)
+        proba, path = apply_model_prior(model, proba, points)
+        if path == LANDMARK_PATH:
+            labels = np.argmax(proba, axis=-1).astype(np.uint8)
+        info.update(detection=how, paths=[path])
         return (labels, 1, proba) if return_proba else (labels, 1)
-    boxes = find_crops(image, detector, max_side=detect_size, crop_rule=model_crop_rule(model))
+    found = {}
+    boxes = find_crops(image, detector, max_side=detect_size, crop_rule=model_crop_rule(model),
+                       info=found)
+    info.update(detection=found.get("detection", ""), paths=[])
     if len(boxes) == 0:
         return (None, 0, None) if return_proba else (None, 0)
     n_classes = model.arrays.n_classes
@@ -126,8 +153,14 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     if return_proba:
         proba = np.zeros((h, w, n_classes), dtype=np.float32)
         proba[:, :, 0] = 1.0
-    crops = [predict_image(model, model_image(model, crop_face(image, box)), mode="full",
-                           alpha=alpha, beta=beta, sigma=sigma)[0] for box in boxes]
+    points = found.get("points") or [None] * len(boxes)
+    crops = []
+    for box, pts in zip(boxes, points):
+        p = predict_image(model, model_image(model, crop_face(image, box)), mode="full",
+                          alpha=alpha, beta=beta, sigma=sigma)[0]
+        p, path = apply_model_prior(model, p, None if pts is None else crop_points(pts, box))
+        crops.append(p)
+        info["paths"].append(path)
     regions = [box_region(box, image.shape) for box in boxes]
     for (r0, r1, c0, c1), members in _group_regions(regions):
         if r1 <= r0 or c1 <= c0:
@@ -148,6 +181,15 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
             part = proba[r0:r1, c0:c1]
             part[covered] = total[covered] / sums[covered][:, None]
     return (labels, len(boxes), proba) if return_proba else (labels, len(boxes))
+
+
+def crop_points(points, box, size=CROP):
+    """Landmarks ``(x, y)`` in an image's pixels, in the pixels of its crop ``box``
+    (the map :func:`facesegment.crops.crop_face` cuts by)."""
+    from .crops import _crop_matrix
+
+    m = _crop_matrix(box, size)
+    return np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
 
 
 def write_proba_npz(path, proba, class_names, alpha):
@@ -188,10 +230,11 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     except MemoryError:
         return SegmentResult(name, "error", message=f"{path}: not enough memory to read it")
     h, w = image.shape[:2]
+    info = {}
     try:
         res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
                             return_proba=save_proba, detect_size=detect_size, beta=beta,
-                            sigma=sigma)
+                            sigma=sigma, info=info)
         labels, faces, proba = res if save_proba else (*res, None)
     except (ValueError, cv2.error) as exc:
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
@@ -201,7 +244,8 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                              f"{path}: not enough memory to segment a {w}x{h} image")
     if labels is None:
         return SegmentResult(name, "no face", 0, w, h, time.perf_counter() - t0,
-                             f"{path}: no face found by the {detector} detector")
+                             f"{path}: no face found by the {detector} detector (passes: "
+                             "as given, upsampled, lowered threshold)")
     base = os.path.join(out_dir, *output.split("/"))
     written = []
     try:
@@ -221,7 +265,9 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                 pass
         return SegmentResult(name, "error", faces, w, h, time.perf_counter() - t0,
                              str(exc), fatal=str(exc))
-    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output)
+    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output,
+                         detection=info.get("detection", ""),
+                         paths=";".join(info.get("paths") or ()))
 
 
 def write_summary_csv(path, results):
@@ -236,7 +282,7 @@ def write_summary_csv(path, results):
     wr.writerow(SUMMARY_FIELDS)
     for r in results:
         wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
-                     r.message, r.output])
+                     r.message, r.output, r.detection, r.paths])
     # a file name that is not UTF-8 (the OS allows any bytes) is written as its own
     # bytes (surrogateescape): read the CSV back with errors="surrogateescape"
     write_bytes_atomic(path, buf.getvalue().encode("utf-8", "surrogateescape"),

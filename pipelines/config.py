@@ -209,6 +209,7 @@ SCHEMA = {
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),
         "detector_protocol": _bool,
+        "landmarks": _bool,
     },
     "position": {
         "enabled": _bool,

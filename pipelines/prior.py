@@ -36,6 +36,7 @@ def prior_path(ctx):
 def prior_config(ctx):
     return {"position": ctx.cfg["position"], "seed": ctx.cfg["run"]["seed"],
             "detector_protocol": ctx.cfg["evaluate"]["detector_protocol"],
+            "landmarks": ctx.cfg["evaluate"].get("landmarks", False),
             "select": {k: ctx.cfg["select"][k] for k in ("n_images", "pixel_stride")},
             "mode": ctx.cfg["evaluate"]["mode"], "pixel_stride": ctx.cfg["evaluate"]
             ["pixel_stride"]}
@@ -124,11 +125,41 @@ def run_prior(ctx, validation_records):
         found, missed = aligned_counts(recs)
         res["detector"] = {"test": det["gamma"][repr(chosen)], "n_pixels": det["n_pixels"],
                            "n_found": found, "n_missed": missed}
+    if ev.get("landmarks"):
+        res["landmarks"] = landmark_scores(ctx)
     out = ctx.reports / "prior.json"
     write_json_atomic(out, res, sort_keys=True)
     ctx.log(f"prior: {prior.n_images} label maps, sigma {prior.sigma:g}; position alone "
             f"(gamma {chosen:g}): test Jaccard {res['test']['mean_jaccard']:.2f}")
     return [path, out]
+
+
+def landmark_scores(ctx):
+    """The renderer's test scores (dlib's 68 predicted landmarks drawn as the
+    label polygons, :mod:`facesegment.renderer`; nothing trained) on the test
+    crops and, with ``detector_protocol``, on the detector-aligned faces (the
+    landmarks predicted on the re-cropped faces); the landmarks are cached in
+    ``data/landmarks/RUN/``."""
+    from facesegment.renderer import evaluate_renderer, landmark_table
+
+    ev = ctx.cfg["evaluate"]
+    folder = ctx.root / "data" / "landmarks" / ctx.run
+    out = {}
+    sets = [("test", ctx.splits()["test"])]
+    if ev["detector_protocol"]:
+        sets.append(("detector", aligned_test(ctx)))
+    for name, recs in sets:
+        table = landmark_table(recs, folder / f"{name}.npz", desc=f"landmarks ({name})")
+        r = evaluate_renderer(recs, table, mode=ev["mode"], pixel_stride=ev["pixel_stride"],
+                              desc=f"renderer ({name})")
+        one = r["sigma"]["0.0"]
+        out[name] = {"mean_jaccard": one["mean_jaccard"], "jaccard": one["jaccard"],
+                     "pixel_accuracy": one["pixel_accuracy"], "n_images": r["n_images"],
+                     "n_found": r["n_found"], "n_pixels": r["n_pixels"]}
+    ctx.log(f"prior: landmarks renderer test Jaccard {out['test']['mean_jaccard']:.2f}"
+            + (f", detector-aligned {out['detector']['mean_jaccard']:.2f}"
+               if "detector" in out else ""))
+    return out
 
 
 def choose_alphas(ctx, kind, model, alpha_sel):
@@ -294,6 +325,12 @@ def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
          f"| position alone, no image (γ = {g:g}) | | | "
          + " | ".join(f"{t['mean_jaccard']:.2f}" for _ in sizes)
          + (f" | {det['test']['mean_jaccard']:.2f} |" if det else " |")]
+    lm = prior_res.get("landmarks")
+    if lm:
+        d = lm.get("detector")
+        L.append("| dlib's 68 predicted landmarks → label polygons (nothing trained) | | | "
+                 + " | ".join(f"{lm['test']['mean_jaccard']:.2f}" for _ in sizes)
+                 + ((f" | {d['mean_jaccard']:.2f} |" if d else " | |") if det else " |"))
     best = None
     for k in kinds:
         ev = evals[k]
@@ -318,7 +355,8 @@ def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
             if best is None or sm["test"]["mean_jaccard"] > best[1]["mean_jaccard"]:
                 best = (f"{name}, {sm['n_trees']} trees", sm["test"])
     L.append("")
-    rows = [("position alone", t)] + ([best] if best else [])
+    rows = [("position alone", t)] + ([("landmarks → polygons", lm["test"])] if lm else []) \
+        + ([best] if best else [])
     L += ["| per class | " + " | ".join(class_names) + " | mean |",
           "| --- | " + " | ".join("---:" for _ in class_names) + " | ---: |"]
     for name, s in rows:

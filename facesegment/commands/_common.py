@@ -144,13 +144,15 @@ def add_scoring_arguments(p):
                         "(default 1)")
 
 
-def add_test_face_arguments(p, model_help, split_help, seed_help):
+def add_test_face_arguments(p, model_help, split_help, seed_help, model_required=True):
     """Add ``--model M...``, ``--data DIR``, ``--labels DIR``, ``--split``, ``--seed``.
 
     The options that name the models and the labelled test faces (resolved by
-    ``facesegment.commands.evaluate.test_records``) for `evaluate` and `figures`.
+    ``facesegment.commands.evaluate.test_records``) for `evaluate` and `figures`
+    (``model_required=False``: the command checks itself that something is scored).
     """
-    p.add_argument("--model", "-m", nargs="+", required=True, metavar="MODEL", help=model_help)
+    p.add_argument("--model", "-m", nargs="+", required=model_required, default=None,
+                   metavar="MODEL", help=model_help)
     p.add_argument("--data", "-d", required=True, metavar="DIR",
                    help="dataset folder (with test/) or a folder of labelled faces")
     p.add_argument("--labels", metavar="DIR", default=None,

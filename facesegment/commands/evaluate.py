@@ -9,6 +9,8 @@ from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_fa
                       positive_int, sigma_value)
 
 PROTOCOLS = ("crops", "detector")
+#: Methods scored without a model (``--method``).
+METHODS = ("landmarks",)
 
 HELP = "score models on labelled test faces (per-class and class-average Jaccard)"
 DESCRIPTION = """\
@@ -48,6 +50,14 @@ train` splits it) or every labelled face under DIR (--split all).
 example:
   facesegment evaluate --model models/co2-16 --data ../shared/data/faces300w
   facesegment evaluate --model models/co2-16 --data ../shared/data/faces300w --protocol detector
+  facesegment evaluate --method landmarks --data ../shared/data/faces300w
+
+--method landmarks scores dlib's 68 predicted landmarks drawn as the label
+polygons (no model, nothing trained: the same detection passes as `facesegment
+label`, the most central face, no smoothing unless --sigma is given), beside
+the models, with the same protocol; a face where dlib finds no face is scored
+as all background.  On --protocol detector the landmarks are predicted on the
+re-cropped faces.
 """
 
 
@@ -56,7 +66,16 @@ def add_arguments(p):
         p, "model folder(s) written by `facesegment train`, or shipped model names",
         "which faces: auto = DIR/test if present else all labelled faces; "
         "test = the seeded by-person test split; all = every face (default auto)",
-        "seed of the by-person split for --split test (default 0)")
+        "seed of the by-person split for --split test (default 0)", model_required=False)
+    p.add_argument("--method", nargs="+", choices=METHODS, default=None, metavar="METHOD",
+                   help="also score methods that need no model: landmarks = dlib's 68 "
+                        "predicted landmarks drawn as the label polygons (the faces300w "
+                        "labelling rule, what `facesegment label` writes); at least one of "
+                        "--model and --method")
+    p.add_argument("--landmarks-cache", metavar="FILE.npz", default=None,
+                   help="--method landmarks: cache of the predicted landmarks, reused while "
+                        "the faces are unchanged (default: TMPDIR/facesegment-landmarks/"
+                        "DATA-<hash of the test faces>[-detector].npz)")
     p.add_argument("--alpha", type=alpha_value, default=None,
                    help="prior-reweighting exponent: p*s^-alpha (1 = paper, 0 = none; "
                         "default: the model's decision rule; a model without one: 1, "
@@ -156,6 +175,12 @@ def run(args):
     from ..crops import model_crop_rule
     from ._common import load_image_model, model_beta, note_missing_rule
 
+    from ..errors import FaceSegmentError
+
+    if not args.model and not getattr(args, "method", None):
+        raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
+                               "and/or --method landmarks")
+    args.model = args.model or []
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
     models = [load_image_model(path) for path in args.model]  # every model checked first
@@ -202,12 +227,65 @@ def run(args):
         if sigma > 0:
             rows[f"{name} (alpha={alpha:g}{_beta_text(beta)}, sigma={sigma:g})"] = \
                 res["smoothed"]["summary"]
+    for method in getattr(args, "method", None) or ():
+        if getattr(args, "protocol", "crops") == "detector":
+            if None not in per_rule:   # the landmark box as it is: no model's rule
+                per_rule[None] = _detector_records(crops, args, None)
+            records, detector = per_rule[None]
+        rows.update(_score_method(method, records, detector, args))
     table = markdown_table(rows, f"Test faces: {len(records)} from {args.data}"
                                  f"{_detector_text(detector)}")
     write_text_atomic(Path(args.out) / "summary.md", table)
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def _score_method(method, records, detector, args):
+    """Score a method without a model (``--method``): writes OUT/METHOD.json and
+    .md and returns its summary-table rows."""
+    from ..atomic import write_json_atomic, write_text_atomic
+    from ..classes import CLASS_NAMES
+    from ..metrics import markdown_table, summarize
+    from ..renderer import evaluate_renderer, landmark_table
+
+    cache = args.landmarks_cache or default_landmarks_cache(args.data, records, detector)
+    t0 = time.perf_counter()
+    table = landmark_table(records, cache, progress=not args.quiet,
+                           desc=f"landmarks ({len(records)} faces)")
+    sigma = float(args.sigma or 0.0)
+    sigmas = [0.0] + ([sigma] if sigma > 0 else [])
+    res = evaluate_renderer(records, table, sigmas=sigmas, mode=args.mode,
+                            pixel_stride=args.pixel_stride, progress=not args.quiet,
+                            desc=f"evaluate {method}")
+    seconds = time.perf_counter() - t0
+    passes = {p: table.passes.count(p) for p in sorted(set(table.passes)) if p}
+    res.update(kind=method, mode=args.mode, data=str(args.data), seconds=round(seconds, 2),
+               landmarks_cache=str(cache), detection_passes=passes,
+               class_names=list(CLASS_NAMES),
+               summary=summarize(res["sigma"]["0.0"]["confusion"], CLASS_NAMES),
+               protocol="detector" if detector else "crops")
+    if detector:
+        res["detector"] = detector
+    label = f"{method} (dlib's 68 predicted landmarks -> label polygons)"
+    rows = {label: res["summary"]}
+    if sigma > 0:
+        rows[f"{label}, sigma={sigma:g}"] = summarize(res["sigma"][repr(sigma)]["confusion"],
+                                                      CLASS_NAMES)
+    text = markdown_table(rows, f"{method}: {res['n_images']} images, landmarks found on "
+                                f"{res['n_found']}, {_protocol(args.mode, args.pixel_stride)}"
+                                f"{_detector_text(detector)}")
+    write_json_atomic(Path(args.out) / f"{method}.json", res)
+    write_text_atomic(Path(args.out) / f"{method}.md", text)
+    return rows
+
+
+def default_landmarks_cache(data, records, detector=None):
+    """Where ``--method landmarks`` caches the predicted landmarks by default:
+    beside :func:`default_aligned_dir`'s folders, one ``.npz`` per set of faces."""
+    base = default_aligned_dir(data, records)
+    tail = "-detector" if detector else ""
+    return base.parent.parent / "facesegment-landmarks" / f"{base.name}{tail}.npz"
 
 
 def _smoothed(model, records, alpha, beta, sigma, args, name):

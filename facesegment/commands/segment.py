@@ -24,7 +24,11 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
                     NAME_label.png is their argmax), `class_names` and `alpha`
   summary.csv       one row per input: name (the input's path relative to
                     INPUT, with extension), status, faces, width, height,
-                    seconds, message, output (the NAME of its files)
+                    seconds, message, output (the NAME of its files),
+                    detection (the dlib pass that found the faces: default,
+                    upsampled or low-threshold), paths (per face, ';'-joined:
+                    landmarks = the model's shape prior applied through the
+                    face's predicted landmarks, landmark-free = not)
 
 NAME is the input's relative path without extension (sub/a.jpg -> sub/a);
 when two inputs of one folder differ only in extension (a.jpg, a.png) both
@@ -32,7 +36,9 @@ keep it (a.jpg_label.png, a.png_label.png), so no output overwrites another.
 
 Images that are exactly 250x250 are taken to be LFW-style face crops already
 (--detect auto); in others faces are found with dlib's HOG detector (on a
-copy shrunk to --detect-size pixels, so big photos need little memory) and
+copy shrunk to --detect-size pixels, so big photos need little memory; the
+passes of `facesegment label`: as given, then upsampled, then upsampled with a
+lowered threshold, each only when the ones before found nothing) and
 its 68 landmarks (at full resolution), each face is cut out LFW-style (a
 square centred on the landmarks, 2.2x their extent, as faces300w was made),
 resized to 250x250, segmented with every pixel predicted (full mode: reflect
