@@ -80,9 +80,9 @@ notebook: setup  ## Execute notebooks/walkthrough.ipynb with the faces300w model
 	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)
 
 bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
-	$(BIN)/python benchmarks/bench_extract.py
-	$(BIN)/python benchmarks/bench_forests.py
-	$(BIN)/python benchmarks/bench_inference.py
+	$(BIN)/python -m benchmarks.bench_extract
+	$(BIN)/python -m benchmarks.bench_forests
+	$(BIN)/python -m benchmarks.bench_inference
 
 bench-peers: setup  ## Our forests against scikit-learn, LightGBM, XGBoost, TL2cgen and ONNX Runtime (docs/peers.md; installs the peers extra)
 	$(BIN)/pip install --quiet -e ".[peers]"

@@ -12,7 +12,7 @@ split buffer (image, then the context planes with the image's strides;
 facesegment.dense._split) when its nodes are axis-aligned, the general
 kernels otherwise.  Writes ``reports/bench/cascade-<model folder>.json``.
 
-    python benchmarks/bench_cascade.py [--model models/faces300w-default/ac-axis_axis-32]
+    python -m benchmarks.bench_cascade [--model models/faces300w-default/ac-axis_axis-32]
 """
 
 import argparse

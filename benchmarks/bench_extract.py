@@ -1,8 +1,8 @@
 """Benchmark of window extraction (`facesegment extract`).
 
-    python benchmarks/bench_extract.py                    # -> reports/bench/extract.json
-    python benchmarks/bench_extract.py --windows 64000    # a quicker run
-    python benchmarks/bench_extract.py --skip-lfw         # faces300w only
+    python -m benchmarks.bench_extract                    # -> reports/bench/extract.json
+    python -m benchmarks.bench_extract --windows 64000    # a quicker run
+    python -m benchmarks.bench_extract --skip-lfw         # faces300w only
 
 1. faces300w/train -> 256,000 class-balanced windows (the paper's windows per
    tree): wall-clock and CPU seconds of both passes, windows/s, file size.
@@ -74,7 +74,7 @@ def main(argv=None):
     from facesegment.parallel import default_workers
 
     report = {"cpu_count": os.cpu_count(), "workers": args.workers or default_workers(),
-              "command": "python benchmarks/bench_extract.py " + " ".join(argv or sys.argv[1:])}
+              "command": "python -m benchmarks.bench_extract " + " ".join(argv or sys.argv[1:])}
     tmp = tempfile.mkdtemp(prefix="bench_extract_") if args.keep is None else args.keep
     os.makedirs(tmp, exist_ok=True)
     try:

@@ -3,7 +3,7 @@
 Runs side by side on windows extracted (class-balanced, facesegment.extract)
 from ``faces300w/train`` and writes ``reports/bench/forests.json``::
 
-    nice .venv/bin/python benchmarks/bench_forests.py --data ../shared/data/faces300w
+    nice .venv/bin/python -m benchmarks.bench_forests --data ../shared/data/faces300w
 
 Measured:
 

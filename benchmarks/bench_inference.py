@@ -1,7 +1,7 @@
 """Benchmarks of dense inference (and the face-detector choice of `segment`).
 
-    python benchmarks/bench_inference.py              # inference speed -> reports/bench/inference.json
-    python benchmarks/bench_inference.py --detectors  # detector measurement -> reports/bench/detectors.json
+    python -m benchmarks.bench_inference              # inference speed -> reports/bench/inference.json
+    python -m benchmarks.bench_inference --detectors  # detector measurement -> reports/bench/detectors.json
 
 Inference: milliseconds per 250x250 test image (strict mode by default, median
 over test images) for each forest kind at 16 and 32 trees, on forests trained

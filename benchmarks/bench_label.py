@@ -5,7 +5,7 @@
 --detect N    dlib detection + 68 landmarks + rendering on the first N LFW images
               (one process; `facesegment label --workers K` spreads it).
 
-    nice .venv/bin/python benchmarks/bench_label.py --agreement --detect 300
+    nice .venv/bin/python -m benchmarks.bench_label --agreement --detect 300
 """
 
 import argparse

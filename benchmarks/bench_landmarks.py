@@ -4,7 +4,7 @@ same warp with scikit-image's ``PiecewiseAffineTransform`` + ``warp`` (the
 peer), on faces300w test crops.  Median milliseconds per face (wall clock) and
 the ratio to the peer; results in ``reports/bench/landmarks.json``.
 
-    python benchmarks/bench_landmarks.py --faces 10
+    python -m benchmarks.bench_landmarks --faces 10
 """
 
 import argparse

@@ -7,7 +7,7 @@ samples' paths and alternative descents per sample: the fast inference with
 pruning) and the full-data surrogate and loss at each refresh.  Writes
 ``reports/nongreedy/bench-d<depth>-<init>.json``.
 
-    python benchmarks/bench_nongreedy.py [--depth 12] [--init co2] [--nu 100] [--eta 0.1]
+    python -m benchmarks.bench_nongreedy [--depth 12] [--init co2] [--nu 100] [--eta 0.1]
                                          [--ssgd-refresh 0]
 """
 

@@ -1,6 +1,6 @@
 """Test error and fit time of the forest families on one UCI dataset (30 trees, n_jobs=1).
 
-    python benchmarks/bench_uci_families.py satimage     # or pendigits, letter, ...
+    python -m benchmarks.bench_uci_families satimage     # or pendigits, letter, ...
 
 Our ExtraTreesForest, RandomFernsForest (mean and product rules),
 RotationForest and AxisAlignedForest beside scikit-learn's RandomForest and

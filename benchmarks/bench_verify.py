@@ -6,7 +6,7 @@ features, 8 classes) plus dense float16 oblique weights, about the size of the
 largest models the pipeline writes.  Prints milliseconds (best of --repeat)
 and the ratio verify / SHA-256.
 
-    python benchmarks/bench_verify.py [--trees 16] [--depth 18] [--oblique 2000]
+    python -m benchmarks.bench_verify [--trees 16] [--depth 18] [--oblique 2000]
 """
 
 import argparse

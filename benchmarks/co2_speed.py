@@ -18,7 +18,7 @@ child process compiled for an AVX2-only target (``NUMBA_CPU_NAME=haswell``
 and its features, a fresh Numba cache): what a CPU without AVX-512 runs,
 measured on this one.  Writes ``reports/sparse/speed-<run>.json`` and ``.md``.
 
-    python benchmarks/co2_speed.py [--run faces300w-default] [--images 3]
+    python -m benchmarks.co2_speed [--run faces300w-default] [--images 3]
 """
 
 import argparse

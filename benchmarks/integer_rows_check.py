@@ -20,7 +20,7 @@ and what the integer dot products cost against float32, measured in one script.
 
 Writes ``reports/sparse/integer-rows-<run>.json`` and ``.md``.
 
-    python benchmarks/integer_rows_check.py [--run faces300w-default] [--pools 3 2]
+    python -m benchmarks.integer_rows_check [--run faces300w-default] [--pools 3 2]
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """Density forests against Gaussian mixtures and kernel density estimates, held out.
 
-    python benchmarks/lectures_density.py              # both datasets, the figure
-    python benchmarks/lectures_density.py --quick      # 10 trees (a smoke run)
+    python -m benchmarks.lectures_density              # both datasets, the figure
+    python -m benchmarks.lectures_density --quick      # 10 trees (a smoke run)
 
 On a 2-D mixture of five non-Gaussian clusters and on the features of UCI
 pendigits (16-D, integers 0..100 dequantised by adding U(0, 1) noise, then
@@ -225,7 +225,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     DensityForest(2, min_samples_leaf=20, random_state=0).fit(mixture_2d(200, 1))  # compile
     data = datasets()
-    report = {"command": "python benchmarks/lectures_density.py"
+    report = {"command": "python -m benchmarks.lectures_density"
               + (" --quick" if args.quick else "")
               + ("" if args.trees == 100 or args.quick else f" --trees {args.trees}")
               + ("" if args.thresholds == 2 else f" --thresholds {args.thresholds}"),

@@ -25,11 +25,11 @@ ratio within this run.  A variant whose time exceeds ``--limit`` seconds at one
 depth is not run at larger depths.  Writes ``reports/nongreedy/figure4.json``,
 ``.md`` and ``.png`` (``--name``: other names).
 
-    python benchmarks/nongreedy_figures.py --figure 3 [--depths 10 13 16]
+    python -m benchmarks.nongreedy_figures --figure 3 [--depths 10 13 16]
         [--nus 0.1 1 4 10 43 100 1000] [--eta 0.1] [--max-rows N]
-    python benchmarks/nongreedy_figures.py --figure 4 [--dataset letter]
+    python -m benchmarks.nongreedy_figures --figure 4 [--dataset letter]
         [--depths 2 4 ... 16] [--epochs 2] [--limit 60] [--variants fast ball full]
-    python benchmarks/nongreedy_figures.py --figure 3 --replot   # md/png from the JSON
+    python -m benchmarks.nongreedy_figures --figure 3 --replot   # md/png from the JSON
 """
 
 import argparse

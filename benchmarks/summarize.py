@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/summarize.py            # prints Markdown, writes reports/bench/summary.md
+    python -m benchmarks.summarize            # prints Markdown, writes reports/bench/summary.md
 
 The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
 ``bench_forests.py``, ``bench_inference.py`` and ``bench_cascade.py``; this script only reads them,

@@ -13,7 +13,7 @@ Crop calibration (``CALIBRATION``): the faces300w crops are square boxes centred
 on the 68 landmarks with side 2.2x their larger extent.  A detector box is
 mapped to such a crop as ``centre = box centre + (ox, oy) * box side`` and
 ``side = k * box side``, with ``(k, ox, oy)`` the medians measured on the 250
-faces300w test crops (``python benchmarks/bench_inference.py --detectors``).
+faces300w test crops (``python -m benchmarks.bench_inference --detectors``).
 """
 
 import threading

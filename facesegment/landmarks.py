@@ -31,7 +31,7 @@ Polygons are filled with Pillow's ``ImageDraw.polygon`` on the float
 coordinates (interior plus outline, Pillow's rasterisation).  This reproduces
 the shared ``faces300w`` label maps: on the 1207 training images 1145 are
 identical, the worst agrees on 99.936% of pixels, the mean is 99.9993%
-(``python benchmarks/bench_label.py --agreement``; the few differing edge
+(``python -m benchmarks.bench_label --agreement``; the few differing edge
 pixels are consistent with the .pts files storing 3 decimals).  cv2.fillPoly
 and skimage.draw.polygon were measured too and disagree on 0.2-1% of pixels
 (see docs/data.md).

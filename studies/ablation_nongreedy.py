@@ -3,7 +3,7 @@ SSGD vs plain SGD (Algorithm 1), the leaf refit (ours) on or off, momentum.
 Fits on the 60,000 training images, reports training and test accuracy and the
 final full-data surrogate and loss.  Writes ``reports/nongreedy/ablation-d<depth>-<init>.json``.
 
-    python studies/ablation_nongreedy.py [--depth 10] [--init co2] [--nu 1000] [--eta 0.1]
+    python -m studies.ablation_nongreedy [--depth 10] [--init co2] [--nu 1000] [--eta 0.1]
 """
 
 import argparse

@@ -56,9 +56,9 @@ to make) and the out-of-fold stage-2 maps of 3-stage variants.
 Rerun (from the repository root; about 4 minutes a 2-stage variant and 8 a
 3-stage one on 2 cores, plus 7 for the stage-1 maps once)::
 
-    .venv/bin/python studies/cascade_variants.py --variants A,B,D,C
-    .venv/bin/python studies/cascade_variants.py --variants A,B --val-images 20
-    .venv/bin/python studies/cascade_variants.py --report   # tables only
+    .venv/bin/python -m studies.cascade_variants --variants A,B,D,C
+    .venv/bin/python -m studies.cascade_variants --variants A,B --val-images 20
+    .venv/bin/python -m studies.cascade_variants --report   # tables only
 
 (``--val-images 20`` uses the pipeline's 20-image validation draw; the
 default is all 100 validation images; a finished variant is reused only with

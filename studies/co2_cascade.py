@@ -27,8 +27,8 @@ rerun; ``--refit`` trains it again); results go to
 ``reports/cascade/co2-cascade.json`` and ``.md``.  Needs the finished run
 (``make all DATA=../shared/data/faces300w``).  About 20 minutes on 2 cores.
 
-    python studies/co2_cascade.py            # train (once), score, time
-    python studies/co2_cascade.py --retime   # time again only
+    python -m studies.co2_cascade            # train (once), score, time
+    python -m studies.co2_cascade --retime   # time again only
 """
 
 import argparse
@@ -157,7 +157,7 @@ def main(argv=None):
            "cpu_count": os.cpu_count(), "results": res}
     write_json_atomic(folder / "co2-cascade.json", out, sort_keys=True)
     lines = [f"# A CO2 auto-context cascade ({' > '.join(CHAIN)}) on {ctx.run}", "",
-             f"`python studies/co2_cascade.py`; {n} trees per stage; test class-average "
+             f"`python -m studies.co2_cascade`; {n} trees per stage; test class-average "
              "Jaccard of the model alone (no position prior, no smoothing; strict mode, "
              "every 3rd pixel; alpha chosen on the validation images); "
              f"ms per 250x250 face (all pixels, median of {args.images} test faces, "

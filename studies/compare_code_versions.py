@@ -10,7 +10,7 @@ sums), so their results depend on the CPU's vector width and the compiler,
 while axis-aligned and two-probe forests (integer histograms) do not.
 
     git archive 8d59b39 | (mkdir -p /tmp/old && tar -x -C /tmp/old)
-    python studies/compare_code_versions.py --old /tmp/old \\
+    python -m studies.compare_code_versions --old /tmp/old \\
         --run reports/runs/faces300w-default --windows data/windows/faces300w-default/train.h5
 
 Writes ``reports/bench/code-versions.json``.  Windows are read with h5py

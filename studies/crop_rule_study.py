@@ -19,8 +19,8 @@ map (its prior, its gamma) is scored on them (strict mode, every 3rd pixel),
 as the pipeline scores "position alone".  Also: the spread (interquartile
 range) of each rule's boxes against the original crop.
 
-    python studies/crop_rule_study.py --run lfw-gray-small
-    python studies/crop_rule_study.py --run faces300w-default
+    python -m studies.crop_rule_study --run lfw-gray-small
+    python -m studies.crop_rule_study --run faces300w-default
 
 Writes ``reports/cascade/crop-rule-<run>.json`` and ``.md``.  About a
 minute per run on 2 cores (dlib on 200 training and 250 test faces).
@@ -116,7 +116,7 @@ def main(argv=None):
     folder = ROOT / "reports" / "cascade"
     write_json_atomic(folder / f"crop-rule-{args.run}.json", out, sort_keys=True)
     lines = [f"# Cutting test faces into the crop frame: {args.run}", "",
-             f"`python studies/crop_rule_study.py --run {args.run}`: the position-only "
+             f"`python -m studies.crop_rule_study --run {args.run}`: the position-only "
              f"map (gamma {gamma:g}) on the {len(test)} test faces, cut three ways; box "
              "spread = interquartile ranges of (x0, y0, side) in pixels.", "",
              "| cut | position alone | median box | box spread (px) |",

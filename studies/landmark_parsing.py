@@ -24,7 +24,7 @@ seed 0, 100 images), then the test crops are scored once.
 Caches (ignored folder ``data/landmarks/``): predicted landmarks, the shape
 prior, the forest's raw probabilities.
 
-    python studies/landmark_parsing.py --model models/lm-tp16 --out reports/landmarks
+    python -m studies.landmark_parsing --model models/lm-tp16 --out reports/landmarks
 """
 
 import argparse

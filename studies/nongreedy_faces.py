@@ -12,7 +12,7 @@ random forest of the same depth as the cheap peer.  Every tree of depth d has
 up to 2^d - 1 dense oblique rows of 2,883 weights (11.5 KB each), so depths
 stay small.  Writes ``reports/nongreedy/faces-windows.json``.
 
-    python studies/nongreedy_faces.py [--run faces300w-default] [--depths 6 8]
+    python -m studies.nongreedy_faces [--run faces300w-default] [--depths 6 8]
 """
 
 import argparse

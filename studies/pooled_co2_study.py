@@ -18,7 +18,7 @@ settings, 16,000 windows per tree, ``oblique_min_samples`` 50) are trained on
 when present); the axis-aligned and two-probe forests on the same pooled values
 are the cheap peers. Writes ``reports/sparse/pooled-study.json``.
 
-    python studies/pooled_co2_study.py [--run faces300w-default] [--strides 2 3 5]
+    python -m studies.pooled_co2_study [--run faces300w-default] [--strides 2 3 5]
 """
 
 import argparse

@@ -8,7 +8,7 @@ for one kind -- same seed, windows, settings and images -- and compares the
 validation Jaccards with the run's ``selection.json``, so one can tell whether
 a fresh ``make all`` still reproduces the selection without rerunning it all.
 
-    python studies/pooled_selection_check.py [--run faces300w-default] [--kind co2-pooled]
+    python -m studies.pooled_selection_check [--run faces300w-default] [--kind co2-pooled]
 """
 
 import argparse

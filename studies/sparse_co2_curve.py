@@ -29,7 +29,7 @@ Results are appended to ``reports/sparse/curve-<run>.json`` keyed by the
 setting (the script resumes: settings already there are skipped), and a
 Markdown table is written beside it.
 
-    python studies/sparse_co2_curve.py [--run faces300w-default] [--trees 16]
+    python -m studies.sparse_co2_curve [--run faces300w-default] [--trees 16]
         [--kinds co2-best co2] [--k 8 16 32 64 128] [--dtypes int8]
         [--extra "32:float16:learned" "32:float32:learned" "32:int8:prune"]
         [--pools 2 3 4 5] [--pool-dtypes float32 float16 int8]

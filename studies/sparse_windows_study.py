@@ -13,7 +13,7 @@ other 28,000 (window accuracy, class-balanced windows):
 
 Writes ``reports/sparse/windows-study.json`` and prints one line per setting.
 
-    python studies/sparse_windows_study.py [--run faces300w-default]
+    python -m studies.sparse_windows_study [--run faces300w-default]
 """
 
 import argparse

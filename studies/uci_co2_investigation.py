@@ -14,7 +14,7 @@ and reports their test errors at 10 and 30 trees next to the harness's own CO2
 and random forest and the paper's numbers.  Writes
 ``reports/uci/investigation-co2.json`` and prints a Markdown table.
 
-    python studies/uci_co2_investigation.py --datasets letter satimage
+    python -m studies.uci_co2_investigation --datasets letter satimage
 """
 
 import argparse
