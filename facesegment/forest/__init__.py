@@ -19,6 +19,7 @@ from .extra import ExtraTreesForest
 from .ferns import RandomFernsForest
 from .rotation import RotationForest
 from .nongreedy import NonGreedyForest, NonGreedyTree
+from .regression import AxisAlignedForestRegressor, ExtraTreesForestRegressor
 
 __all__ = [
     "AxisAlignedForest", "TwoProbeForest", "CO2Forest", "BaseForest", "ForestArrays",
@@ -27,4 +28,5 @@ __all__ = [
     "resolve_max_features",
     "ExtraTreesForest", "RandomFernsForest", "RotationForest",
     "NonGreedyForest", "NonGreedyTree",
+    "AxisAlignedForestRegressor", "ExtraTreesForestRegressor",
 ]
