@@ -27,6 +27,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import is_regressor
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
@@ -82,7 +83,13 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
         raise ValueError(f"{type(estimator).__name__} matches no forest kind of the "
                          "registry; pass kind=")
     arrays = estimator.forest_
-    classes = np.asarray(estimator.classes_)
+    if is_regressor(estimator):
+        if windows_meta is not None:
+            raise ValueError("a regression forest has no face classes; save it without "
+                             "windows_meta")
+        classes = np.zeros(1, np.int64)  # value's one column: the leaf mean
+    else:
+        classes = np.asarray(estimator.classes_)
     if windows_meta is not None:
         class_names = tuple(str(c) for c in windows_meta.class_names)
         arrays, classes = _face_columns(arrays, classes, len(class_names))
@@ -91,7 +98,8 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
         std = np.asarray(windows_meta.std, dtype=np.float32)
         layout = layout or getattr(windows_meta, "layout", None)
     else:
-        class_names = tuple(str(c) for c in classes)
+        class_names = (("target",) if is_regressor(estimator)
+                       else tuple(str(c) for c in classes))
         sf = np.ones(len(classes))
         p = arrays.n_features
         mean = getattr(estimator, "feature_mean_", np.zeros(p, np.float32))

@@ -189,6 +189,29 @@ KINDS = MappingProxyType({k.name: k for k in (
 )})
 
 
+#: Regression forests: rows like :data:`KINDS`'s, kept apart because everything
+#: that reads :data:`KINDS` (the face pipeline, ``facesegment train``, the UCI
+#: harness) classifies.  :func:`get_kind`, :func:`kind_of` and the model folder
+#: (:func:`all_kinds`) know both tables.
+REGRESSION_KINDS = MappingProxyType({k.name: k for k in (
+    ForestKind("axis-regressor", "AxisAlignedForestRegressor",
+               label="random forest regressor (axis-aligned)",
+               description="random forest for regression: best x[f] <= t (squared error) "
+                           "among q random features per node, leaves hold the mean",
+               pipeline=False),
+    ForestKind("extra-regressor", "ExtraTreesForestRegressor",
+               label="extremely randomized trees regressor",
+               description="extra-trees for regression: best of q random cuts (squared "
+                           "error), no bootstrap, leaves hold the mean",
+               pipeline=False),
+)})
+
+
+def all_kinds():
+    """Every row, classifiers (:data:`KINDS`) then regressors (:data:`REGRESSION_KINDS`)."""
+    return MappingProxyType({**KINDS, **REGRESSION_KINDS})
+
+
 def kind_names(pipeline=None):
     """The kinds' names, in table order (``pipeline=True``: only those the face
     pipeline trains)."""
@@ -203,10 +226,11 @@ def get_kind(name):
     ValueError
         Naming the kinds there are.
     """
+    kinds = all_kinds()
     try:
-        return KINDS[name]
+        return kinds[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(KINDS)}") from None
+        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(kinds)}") from None
 
 
 def make_estimator(name, **params):
@@ -221,7 +245,7 @@ def kind_of(estimator):
     told apart by the model's layout, not by the estimator: never returned."""
     params = estimator.get_params()
     best = None
-    for kind in KINDS.values():
+    for kind in all_kinds().values():
         if type(estimator).__name__ != kind.estimator or kind.pool != 1:
             continue
         if (all(params.get(k) == v for k, v in kind.fixed.items())
@@ -232,4 +256,5 @@ def kind_of(estimator):
     return None if best is None else best.name
 
 
-__all__ = ["ForestKind", "KINDS", "kind_names", "get_kind", "make_estimator", "kind_of"]
+__all__ = ["ForestKind", "KINDS", "REGRESSION_KINDS", "all_kinds", "kind_names", "get_kind",
+           "make_estimator", "kind_of"]
