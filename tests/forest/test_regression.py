@@ -11,7 +11,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.forest import (AxisAlignedForestRegressor, ExtraTreesForestRegressor,
-                                InvalidParameterError, PARAMETER_CONSTRAINTS)
+                                InvalidParameterError, PARAMETER_CONSTRAINTS,
+                                validate_params)
 from facesegment.forest import regression as reg_mod
 from facesegment.forest._regression_kernels import grow_regression_tree, next_uniform
 from facesegment.forest.registry import REGRESSION_KINDS, get_kind, kind_of
@@ -187,7 +188,9 @@ def test_invalid_parameters_and_prediction_limits_are_named():
 
 def test_constraints_table_matches_signatures():
     for cls in CLASSES.values():
-        assert set(PARAMETER_CONSTRAINTS[cls.__name__]) == set(cls().get_params())
+        defaults = cls().get_params()
+        assert set(PARAMETER_CONSTRAINTS[cls.__name__]) == set(defaults)
+        validate_params(cls, defaults)  # the defaults satisfy the table
 
 
 # ---------------------------------------------------------- registry, models
