@@ -71,9 +71,9 @@ def naive_node_split(X, y, c, perm, rng, q, min_leaf, extra):
     integer = X.dtype == np.uint8
     best, best_f, best_t = -np.inf, -1, None
     found = j = 0
-    while found < q and j < p:
+    while j < p and (j < q or found == 0):  # q looked at, more only until one splits
         if extra:
-            k = min(q - found, p - j)
+            k = min(q - j, p - j) if j < q else 1
             feats = []
             for _ in range(k):
                 feats.append(naive_draw(perm, j, rng))

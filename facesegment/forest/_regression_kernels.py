@@ -13,10 +13,11 @@ Split search at a node (the CART rule: maximise the decrease of the sum of
 squared errors, i.e. ``S_l^2 / W_l + S_r^2 / W_r`` with ``W`` the copies and
 ``S`` the sum of their targets on each side):
 
-* features are drawn one at a time without replacement (a partial
-  Fisher-Yates shuffle of the tree's permutation); a feature constant on the
-  node is skipped and does not count, until ``q`` non-constant features were
-  scored or all were looked at (scikit-learn's rule);
+* features are drawn without replacement (a partial Fisher-Yates shuffle of
+  the tree's permutation) until ``q`` were looked at, and beyond that one at
+  a time until a non-constant one was found (or all were looked at); a
+  feature constant on the node is skipped but counts among the ``q``
+  (scikit-learn's rule: at most ``q`` features are scored);
 * ``extra=False`` (random forest): every threshold between two neighbouring
   distinct values of the feature in the node; the threshold stored is their
   float32 midpoint (the lower value when the midpoint rounds up to the upper);
@@ -145,7 +146,7 @@ def best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf, integer
     best_t = np.float32(0.0)
     found = 0
     j = 0
-    while found < q and j < p:
+    while j < p and (j < q or found == 0):
         f = _draw_feature(perm, j, state)
         j += 1
         lo = X[rows[ids[s]], f]
@@ -179,12 +180,12 @@ def extra_regression_split(X, rows, yl, cl, ids, s, e, w_tot, s_tot, perm, q, mi
     """The extremely randomized split of the node holding the local rows
     ``ids[s:e]``: ``(feature, threshold)``, feature -1 when there is none.
 
-    Candidates come in batches of ``k = q - found`` features (the next ``k``
-    steps of the partial shuffle of ``perm``); one pass over the node's rows
-    (each row read once) gives their minima and maxima, a non-constant one
-    gets its cut (the next uniform of ``state``, in batch order), a second
-    pass sums the copies and targets left of every cut; batches go on until
-    ``q`` non-constant features were scored or all were drawn.  ``feats``
+    Candidates come in batches: the first ``q`` steps of the partial shuffle
+    of ``perm``, then (while none was non-constant) one feature at a time;
+    one pass over the node's rows (each row read once) gives a batch's
+    minima and maxima, a non-constant feature gets its cut (the next uniform
+    of ``state``, in batch order), a second pass sums the copies and targets
+    left of every cut.  ``feats``
     (int64), ``lo``, ``hi`` (X's dtype), ``thr`` (float32), ``w_l``, ``s_l``
     (float64), at least ``q`` entries each, are scratch.
     """
@@ -194,8 +195,8 @@ def extra_regression_split(X, rows, yl, cl, ids, s, e, w_tot, s_tot, perm, q, mi
     best_t = np.float32(0.0)
     found = 0
     j = 0
-    while found < q and j < p:
-        k = min(q - found, p - j)
+    while j < p and (j < q or found == 0):
+        k = min(q - j, p - j) if j < q else 1
         for b in range(k):
             feats[b] = _draw_feature(perm, j, state)
             j += 1
@@ -256,7 +257,7 @@ def best_presorted_split(srt, sv, yl, cl, s, e, w_tot, s_tot, perm, q, min_leaf,
     best_t = np.float32(0.0)
     found = 0
     j = 0
-    while found < q and j < p:
+    while j < p and (j < q or found == 0):
         f = _draw_feature(perm, j, state)
         j += 1
         if sv[f, s] == sv[f, e - 1]:
