@@ -2,6 +2,8 @@
 
     python benchmarks/lectures_regression.py            # diabetes, friedman1, faces
     python benchmarks/lectures_regression.py --quick    # 2 splits, no face task
+    python benchmarks/lectures_regression.py --datasets diabetes --splits 30 \
+        --out reports/lectures/regression-diabetes-30
 
 Our AxisAlignedForestRegressor and ExtraTreesForestRegressor against
 scikit-learn's RandomForestRegressor and ExtraTreesRegressor with the same
@@ -74,10 +76,12 @@ def face_offsets(n_faces=300, per_face=12, half=15, reach=12, seed=0):
     return np.asarray(X, np.uint8), np.asarray(y, np.float64), np.asarray(group)
 
 
-def datasets(quick):
+def datasets(quick, names=None):
     out = {"diabetes": load_diabetes(return_X_y=True) + ({},),
            "friedman1": make_friedman1(2000, noise=1.0, random_state=0) + ({},)}
-    if not quick and FACES.is_dir():
+    if names is not None:
+        out = {k: v for k, v in out.items() if k in names}
+    if not quick and FACES.is_dir() and (names is None or "faces" in names):
         X, y, group = face_offsets()
         out["faces300w nose-tip offset"] = (X, y, {"n_estimators": 50, "max_features": 0.2,
                                                    "group": group})
@@ -100,9 +104,9 @@ def timed_fit(est, X, y):
     return time.process_time() - c0, time.perf_counter() - t0
 
 
-def run(quick):
-    n_splits = 2 if quick else 5
-    data = datasets(quick)
+def run(quick, names=None, splits=None):
+    n_splits = splits or (2 if quick else 5)
+    data = datasets(quick, names)
     results = {}
     bar = Progress(len(data) * len(PAIRS) * n_splits, desc="regression", unit="fits")
     with bar:
@@ -159,11 +163,15 @@ def markdown(results, n_splits, command):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 splits, no face task")
+    ap.add_argument("--datasets", nargs="+", choices=("diabetes", "friedman1", "faces"),
+                    help="only these (default: all)")
+    ap.add_argument("--splits", type=int, help="random splits (default 5, --quick 2)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "lectures"),
                     help="folder of regression.json / regression.md")
     args = ap.parse_args(argv)
-    results, n_splits = run(args.quick)
-    command = "python benchmarks/lectures_regression.py" + (" --quick" if args.quick else "")
+    results, n_splits = run(args.quick, args.datasets, args.splits)
+    command = " ".join(["python benchmarks/lectures_regression.py"] + (argv if argv is not None
+                                                                      else sys.argv[1:]))
     out = Path(args.out)
     write_json_atomic(out / "regression.json", {"command": command, "n_splits": n_splits,
                                                 "datasets": results})
