@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import is_regressor
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
@@ -90,8 +91,14 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
                          f"parameters of its class's own kind; pass kind= (one of: "
                          f"{kinds or 'none, not a registry class'})")
     arrays = estimator.forest_
-    # a density forest has no classes: its one value column is the node's weight share
-    classes = np.asarray(getattr(estimator, "classes_", np.arange(arrays.n_classes)))
+    if is_regressor(estimator):
+        if windows_meta is not None:
+            raise ValueError("a regression forest has no face classes; save it without "
+                             "windows_meta")
+        classes = np.zeros(1, np.int64)  # value's one column: the leaf mean
+    else:
+        # a density forest has no classes: its one value column is the node's weight share
+        classes = np.asarray(getattr(estimator, "classes_", np.arange(arrays.n_classes)))
     leaves = getattr(estimator, "leaves_", None)
     if windows_meta is not None:
         class_names = tuple(str(c) for c in windows_meta.class_names)
@@ -101,7 +108,8 @@ def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
         std = np.asarray(windows_meta.std, dtype=np.float32)
         layout = layout or getattr(windows_meta, "layout", None)
     else:
-        class_names = tuple(str(c) for c in classes)
+        class_names = (("target",) if is_regressor(estimator)
+                       else tuple(str(c) for c in classes))
         sf = np.ones(len(classes))
         p = arrays.n_features
         mean = getattr(estimator, "feature_mean_", np.zeros(p, np.float32))

@@ -14,7 +14,8 @@ A model is a self-describing folder (never a pickle)::
         forest.h5    the flat forest arrays (facesegment.forest._arrays) and the
                      normalisation statistics (mean, std), compressed
 
-Any classification problem round-trips exactly (classes of any dtype, any
+A regression forest keeps one ``value`` column, the leaf means, named
+``target`` (classes ``[0]``, sampling factor 1).  Any classification problem round-trips exactly (classes of any dtype, any
 number of features); face models also keep their class names, sampling
 factors and window layout.  ``load_model`` validates the folder and says what
 is wrong with one that is not a model, is truncated, or has another format
@@ -26,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.base import is_regressor
 
 from .layout import DEFAULT_LAYOUT, WindowLayout
 
@@ -36,9 +38,9 @@ FOREST_FORMAT = "facesegment-forest"
 
 
 def _kinds():
-    from .forest.registry import KINDS
+    from .forest.registry import all_kinds
 
-    return KINDS
+    return all_kinds()
 
 
 @dataclass
@@ -159,8 +161,9 @@ class Model:
         if self.leaves is not None:   # a density forest: its own fitted state
             return est._set_fitted(self.arrays, self.leaves)
         est.forest_ = self.arrays
-        est.classes_ = np.asarray(self.classes)
-        est.n_classes_ = len(self.classes)
+        if not is_regressor(est):
+            est.classes_ = np.asarray(self.classes)
+            est.n_classes_ = len(self.classes)
         est.n_features_in_ = self.arrays.n_features
         if kind.oblique:
             est.feature_mean_ = np.asarray(self.mean, np.float32)

@@ -20,6 +20,7 @@ from .ferns import RandomFernsForest
 from .rotation import RotationForest
 from .nongreedy import NonGreedyForest, NonGreedyTree
 from .density import DensityForest
+from .regression import AxisAlignedForestRegressor, ExtraTreesForestRegressor
 
 __all__ = [
     "AxisAlignedForest", "TwoProbeForest", "CO2Forest", "BaseForest", "ForestArrays",
@@ -29,4 +30,5 @@ __all__ = [
     "ExtraTreesForest", "RandomFernsForest", "RotationForest",
     "NonGreedyForest", "NonGreedyTree",
     "DensityForest",
+    "AxisAlignedForestRegressor", "ExtraTreesForestRegressor",
 ]

@@ -274,6 +274,8 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "sparsity": Options("learned", "prune"),
     }),
     "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "AxisAlignedForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "ExtraTreesForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
     "RandomFernsForest": MappingProxyType({
         **{k: _COMMON[k] for k in ("n_estimators", "max_samples", "bootstrap",
                                    "random_state", "n_jobs", "scheduler", "verbose")},

@@ -199,6 +199,29 @@ KINDS = MappingProxyType({k.name: k for k in (
 )})
 
 
+#: Regression forests: rows like :data:`KINDS`'s, kept apart because everything
+#: that reads :data:`KINDS` (the face pipeline, ``facesegment train``, the UCI
+#: harness) classifies.  :func:`get_kind`, :func:`kind_of` and the model folder
+#: (:func:`all_kinds`) know both tables.
+REGRESSION_KINDS = MappingProxyType({k.name: k for k in (
+    ForestKind("axis-regressor", "AxisAlignedForestRegressor",
+               label="random forest regressor (axis-aligned)",
+               description="random forest for regression: best x[f] <= t (squared error) "
+                           "among q random features per node, leaves hold the mean",
+               pipeline=False, task="regress"),
+    ForestKind("extra-regressor", "ExtraTreesForestRegressor",
+               label="extremely randomized trees regressor",
+               description="extra-trees for regression: best of q random cuts (squared "
+                           "error), no bootstrap, leaves hold the mean",
+               pipeline=False, task="regress"),
+)})
+
+
+def all_kinds():
+    """Every row, classifiers (:data:`KINDS`) then regressors (:data:`REGRESSION_KINDS`)."""
+    return MappingProxyType({**KINDS, **REGRESSION_KINDS})
+
+
 def kind_names(pipeline=None, task=None):
     """The kinds' names, in table order (``pipeline=True``: only those the face
     pipeline trains; ``task="classify"``: only the classifiers)."""
@@ -214,10 +237,11 @@ def get_kind(name):
     ValueError
         Naming the kinds there are.
     """
+    kinds = all_kinds()
     try:
-        return KINDS[name]
+        return kinds[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(KINDS)}") from None
+        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(kinds)}") from None
 
 
 #: The attribute where :func:`make_estimator` records the kind it was asked for.
@@ -242,10 +266,10 @@ def kind_of(estimator):
     parameters; otherwise None (pass the kind explicitly, e.g.
     ``Model.from_estimator(est, kind="co2-best")``)."""
     recorded = getattr(estimator, KIND_ATTR, None)
-    if recorded in KINDS and KINDS[recorded].estimator == type(estimator).__name__:
+    if recorded in all_kinds() and all_kinds()[recorded].estimator == type(estimator).__name__:
         return recorded
     params = estimator.get_params()
-    for kind in KINDS.values():
+    for kind in all_kinds().values():
         if type(estimator).__name__ == kind.estimator:
             ok = (all(params.get(k) == v for k, v in kind.fixed.items())
                   and all(params.get(k) is not None for k in kind.requires))
@@ -253,4 +277,5 @@ def kind_of(estimator):
     return None
 
 
-__all__ = ["ForestKind", "KINDS", "KIND_ATTR", "kind_names", "get_kind", "make_estimator", "kind_of"]
+__all__ = ["ForestKind", "KINDS", "REGRESSION_KINDS", "KIND_ATTR", "all_kinds", "kind_names",
+           "get_kind", "make_estimator", "kind_of"]

@@ -1,0 +1,467 @@
+"""Regression trees (squared error, leaf = mean): the whole tree in one Numba call.
+
+A tree is grown breadth first by :func:`grow_regression_tree` from its
+training rows (sorted, unique) and their integer multiplicities (bootstrap
+copies or integer sample weights): the squared-error criterion, the node
+means and ``min_samples_leaf`` all count copies, so a row drawn twice weighs
+exactly as two equal rows.  Nodes are numbered in the order they are created
+and processed in that order (a FIFO), so, as for the classification trees
+(:mod:`facesegment.forest._grow`), truncating a tree at depth d gives exactly
+the tree grown with ``max_depth=d`` from the same seed.
+
+Split search at a node (the CART rule: maximise the decrease of the sum of
+squared errors, i.e. ``S_l^2 / W_l + S_r^2 / W_r`` with ``W`` the copies and
+``S`` the sum of their targets on each side):
+
+* features are drawn without replacement (a partial Fisher-Yates shuffle of
+  the tree's permutation) until ``q`` were looked at, and beyond that one at
+  a time until a non-constant one was found (or all were looked at); a
+  feature constant on the node is skipped but counts among the ``q``
+  (scikit-learn's rule: at most ``q`` features are scored);
+* ``extra=False`` (random forest): every threshold between two neighbouring
+  distinct values of the feature in the node; the threshold stored is their
+  float32 midpoint (the lower value when the midpoint rounds up to the upper);
+* ``extra=True`` (extremely randomized trees): one cut per feature uniform
+  between the node's minimum and maximum
+  (:func:`facesegment.forest._extra_kernels.random_cut`: ``c + 0.5`` with an
+  integer ``c`` for uint8 data).
+
+The first best candidate wins (strictly better replaces).  A node becomes a
+leaf at ``max_depth``, with fewer than ``min_samples_split`` or ``2
+min_samples_leaf`` copies, when its targets are all equal, or when no
+candidate leaves ``min_samples_leaf`` copies on each side.
+
+Random numbers: one SplitMix64 stream per tree (:func:`next_uniform`), seeded
+from the tree's seed, consumed in node order: the tree depends only on its
+seed and its data, never on threads.
+"""
+
+import numpy as np
+from .._jit import NJIT, njit
+
+from ._extra_kernels import random_cut
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S11 = np.uint64(11)
+_INV53 = 1.0 / 9007199254740992.0
+
+
+@njit(**NJIT)
+def next_uniform(state):
+    """The next float64 in [0, 1) of the SplitMix64 stream ``state`` (uint64 (1,),
+    advanced in place): 53 high bits of the mixed counter."""
+    state[0] += _GOLDEN
+    z = state[0]
+    z = (z ^ (z >> _S30)) * _MIX1
+    z = (z ^ (z >> _S27)) * _MIX2
+    z = z ^ (z >> _S31)
+    return np.float64(z >> _S11) * _INV53
+
+
+@njit(**NJIT)
+def _best_threshold_sorted(vals, ys, cs, order, w_tot, s_tot, min_leaf):
+    """Best cut of one feature from its values sorted by ``order``:
+    ``(proxy, threshold)``, proxy -inf when no cut keeps ``min_leaf`` copies a side."""
+    m = vals.shape[0]
+    best = -np.inf
+    thr = np.float32(0.0)
+    w_l = 0.0
+    s_l = 0.0
+    for k in range(m - 1):
+        o = order[k]
+        w_l += cs[o]
+        s_l += cs[o] * ys[o]
+        v = vals[o]
+        v_next = vals[order[k + 1]]
+        if v == v_next:
+            continue
+        w_r = w_tot - w_l
+        if w_l < min_leaf or w_r < min_leaf:
+            continue
+        s_r = s_tot - s_l
+        proxy = s_l * s_l / w_l + s_r * s_r / w_r
+        if proxy > best:
+            best = proxy
+            a = np.float32(v)
+            b = np.float32(v_next)
+            t = np.float32((np.float64(a) + np.float64(b)) / 2.0)
+            thr = a if t >= b else t
+    return best, thr
+
+
+@njit(**NJIT)
+def _counting_order(vals, lo, hi, start, order):
+    """Stable counting sort of uint8 ``vals`` (all in lo..hi): ``order`` (int64 (m,))."""
+    start[:] = 0
+    for i in range(vals.shape[0]):
+        start[np.int64(vals[i]) + 1] += 1
+    for b in range(np.int64(lo) + 1, np.int64(hi) + 2):
+        start[b] += start[b - 1]
+    for i in range(vals.shape[0]):
+        v = np.int64(vals[i])
+        order[start[v]] = i
+        start[v] += 1
+
+
+@njit(**NJIT)
+def _draw_feature(perm, j, state):
+    """Step ``j`` of the partial Fisher-Yates shuffle of ``perm``: the next feature."""
+    p = perm.shape[0]
+    u = next_uniform(state)
+    r = j + min(int(u * (p - j)), p - j - 1)
+    f = perm[r]
+    perm[r] = perm[j]
+    perm[j] = f
+    return f
+
+
+@njit(**NJIT)
+def best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf, integer,
+                          state, vals, ys, cs, order, start):
+    """The best-threshold split of the node holding the local rows ``ids[s:e]``
+    (X's rows ``rows[ids[s:e]]``, targets ``yl``, copies ``cl``):
+    ``(feature, threshold)``, feature -1 when there is none.  Values are
+    gathered and sorted per feature (counting sort for uint8).  ``perm`` is the
+    tree's feature permutation (modified), ``state`` its random stream;
+    ``vals``, ``ys``, ``cs``, ``order`` (at least ``e - s`` entries) and
+    ``start`` (257) are scratch; ``integer``: X is uint8."""
+    m = e - s
+    p = perm.shape[0]
+    w_tot = 0.0
+    s_tot = 0.0
+    for i in range(m):
+        lid = ids[s + i]
+        ys[i] = yl[lid]
+        cs[i] = cl[lid]
+        w_tot += cs[i]
+        s_tot += cs[i] * ys[i]
+    v_m = vals[:m]
+    best = -np.inf
+    best_f = -1
+    best_t = np.float32(0.0)
+    found = 0
+    j = 0
+    while j < p and (j < q or found == 0):
+        f = _draw_feature(perm, j, state)
+        j += 1
+        lo = X[rows[ids[s]], f]
+        hi = lo
+        for i in range(m):
+            v = X[rows[ids[s + i]], f]
+            v_m[i] = v
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+        if lo == hi:
+            continue
+        found += 1
+        if integer:
+            _counting_order(v_m, lo, hi, start, order)
+            o_m = order[:m]
+        else:
+            o_m = np.argsort(v_m)
+        proxy, t = _best_threshold_sorted(v_m, ys, cs, o_m, w_tot, s_tot, min_leaf)
+        if proxy > best:
+            best = proxy
+            best_f = f
+            best_t = t
+    return best_f, best_t
+
+
+@njit(**NJIT)
+def extra_regression_split(X, rows, yl, cl, ids, s, e, w_tot, s_tot, perm, q, min_leaf,
+                           integer, state, feats, lo, hi, thr, w_l, s_l):
+    """The extremely randomized split of the node holding the local rows
+    ``ids[s:e]``: ``(feature, threshold)``, feature -1 when there is none.
+
+    Candidates come in batches: the first ``q`` steps of the partial shuffle
+    of ``perm``, then (while none was non-constant) one feature at a time;
+    one pass over the node's rows (each row read once) gives a batch's
+    minima and maxima, a non-constant feature gets its cut (the next uniform
+    of ``state``, in batch order), a second pass sums the copies and targets
+    left of every cut.  ``feats``
+    (int64), ``lo``, ``hi`` (X's dtype), ``thr`` (float32), ``w_l``, ``s_l``
+    (float64), at least ``q`` entries each, are scratch.
+    """
+    p = perm.shape[0]
+    best = -np.inf
+    best_f = -1
+    best_t = np.float32(0.0)
+    found = 0
+    j = 0
+    while j < p and (j < q or found == 0):
+        k = min(q - j, p - j) if j < q else 1
+        for b in range(k):
+            feats[b] = _draw_feature(perm, j, state)
+            j += 1
+        first = X[rows[ids[s]]]
+        for b in range(k):
+            lo[b] = first[feats[b]]
+            hi[b] = first[feats[b]]
+        for i in range(s + 1, e):
+            row = X[rows[ids[i]]]
+            for b in range(k):
+                v = row[feats[b]]
+                lo[b] = min(lo[b], v)
+                hi[b] = max(hi[b], v)
+        n_ok = 0
+        for b in range(k):
+            w_l[b] = 0.0
+            s_l[b] = 0.0
+            thr[b] = -np.inf  # a constant feature sends nothing left
+            if lo[b] < hi[b]:
+                thr[b] = random_cut(lo[b], hi[b], next_uniform(state), integer)
+                n_ok += 1
+        found += n_ok
+        if n_ok == 0:
+            continue
+        for i in range(s, e):  # branch-free sums: the comparisons are coin flips
+            lid = ids[i]
+            row = X[rows[lid]]
+            c = cl[lid]
+            cy = c * yl[lid]
+            for b in range(k):
+                le = np.float64(np.float32(row[feats[b]]) <= thr[b])
+                w_l[b] += c * le
+                s_l[b] += cy * le
+        for b in range(k):
+            if not lo[b] < hi[b]:
+                continue
+            w_r = w_tot - w_l[b]
+            if w_l[b] < min_leaf or w_r < min_leaf:
+                continue
+            s_r = s_tot - s_l[b]
+            proxy = s_l[b] * s_l[b] / w_l[b] + s_r * s_r / w_r
+            if proxy > best:
+                best = proxy
+                best_f = feats[b]
+                best_t = thr[b]
+    return best_f, best_t
+
+
+@njit(**NJIT)
+def best_presorted_split(srt, sv, yl, cl, s, e, w_tot, s_tot, perm, q, min_leaf, state):
+    """:func:`best_regression_split` (``extra=False``) on presorted features: row
+    ``f`` of ``sv`` holds feature f's values of the tree's rows sorted within
+    every node's segment, ``srt`` their local row ids.  A feature is constant
+    on the node iff its segment's first and last values are equal."""
+    p = perm.shape[0]
+    best = -np.inf
+    best_f = -1
+    best_t = np.float32(0.0)
+    found = 0
+    j = 0
+    while j < p and (j < q or found == 0):
+        f = _draw_feature(perm, j, state)
+        j += 1
+        if sv[f, s] == sv[f, e - 1]:
+            continue
+        found += 1
+        w_l = 0.0
+        s_l = 0.0
+        for k in range(s, e - 1):
+            lid = srt[f, k]
+            w_l += cl[lid]
+            s_l += cl[lid] * yl[lid]
+            v = sv[f, k]
+            v_next = sv[f, k + 1]
+            if v == v_next:
+                continue
+            w_r = w_tot - w_l
+            if w_l < min_leaf or w_r < min_leaf:
+                continue
+            s_r = s_tot - s_l
+            proxy = s_l * s_l / w_l + s_r * s_r / w_r
+            if proxy > best:
+                best = proxy
+                best_f = f
+                a = np.float32(v)
+                b = np.float32(v_next)
+                t = np.float32((np.float64(a) + np.float64(b)) / 2.0)
+                best_t = a if t >= b else t
+    return best_f, best_t
+
+
+@njit(**NJIT)
+def _presort(X, rows):
+    """``(srt int32 (p, m), sv (p, m), xt (p, m))``: each feature's values of the
+    tree's rows (``xt``), sorted (``sv``) with their local ids (``srt``)."""
+    m = rows.shape[0]
+    p = X.shape[1]
+    xt = np.empty((p, m), X.dtype)
+    for i in range(m):
+        row = X[rows[i]]
+        for f in range(p):
+            xt[f, i] = row[f]
+    srt = np.empty((p, m), np.int32)
+    sv = np.empty((p, m), X.dtype)
+    for f in range(p):
+        o = np.argsort(xt[f], kind="mergesort")
+        for k in range(m):
+            srt[f, k] = o[k]
+            sv[f, k] = xt[f, o[k]]
+    return srt, sv, xt
+
+
+@njit(**NJIT)
+def _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v):
+    """Stable partition of every non-constant feature's segment ``s:e`` of
+    ``srt``/``sv`` by ``goes_left[local id]`` (a constant feature stays constant
+    in the children, so its stale segment still reads as constant)."""
+    for f in range(srt.shape[0]):
+        if sv[f, s] == sv[f, e - 1]:
+            continue
+        nl = 0
+        nr = 0
+        for k in range(s, e):
+            lid = srt[f, k]
+            if goes_left[lid]:
+                srt[f, s + nl] = lid
+                sv[f, s + nl] = sv[f, k]
+                nl += 1
+            else:
+                buf_i[nr] = lid
+                buf_v[nr] = sv[f, k]
+                nr += 1
+        for k in range(nr):
+            srt[f, s + nl + k] = buf_i[k]
+            sv[f, s + nl + k] = buf_v[k]
+
+
+@njit(**NJIT)
+def grow_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, extra,
+                         integer, presort, seed):
+    """Grow one regression tree breadth first (see the module docstring).
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p); y : float64 (n,)
+    rows : int64 (m,) the tree's distinct rows; counts : float64 (m,) their copies (>= 1)
+    q : int, features scored per node; max_depth : int (-1: none)
+    min_split, min_leaf : int, in copies
+    extra : bool, one random cut per feature instead of the best threshold
+    integer : bool, X is uint8
+    presort : bool (best thresholds only), sort every feature once per tree and
+        keep each node's segments sorted (:func:`best_presorted_split`) instead of
+        sorting the drawn features at every node; same splits up to float
+        rounding of the sums, (p, m) memory
+    seed : int, the tree's random stream
+
+    Returns
+    -------
+    (left, right, feature int32, threshold float32, value float64 (node mean),
+    depth int32, n_samples int64 (copies)), one entry per node.
+    """
+    m = rows.shape[0]
+    p = X.shape[1]
+    cap = 2 * m - 1
+    left = np.full(cap, -1, np.int32)
+    right = np.full(cap, -1, np.int32)
+    feature = np.full(cap, -1, np.int32)
+    threshold = np.zeros(cap, np.float32)
+    value = np.zeros(cap, np.float64)
+    depth = np.zeros(cap, np.int32)
+    n_samples = np.zeros(cap, np.int64)
+    seg_start = np.zeros(cap, np.int64)
+    seg_end = np.zeros(cap, np.int64)
+    perm = np.arange(p)
+    state = np.full(1, np.uint64(seed))
+    yl = np.empty(m, np.float64)
+    for i in range(m):
+        yl[i] = y[rows[i]]
+    cl = counts
+    ids = np.arange(m)
+    buf = np.empty(m, np.int64)
+    if presort:
+        srt, sv, xt = _presort(X, rows)
+        goes_left = np.zeros(m, np.bool_)
+        buf_i = np.empty(m, np.int32)
+        buf_v = np.empty(m, X.dtype)
+    vals = np.empty(m, X.dtype)
+    ys = np.empty(m, np.float64)
+    cs = np.empty(m, np.float64)
+    order = np.empty(m, np.int64)
+    start = np.zeros(257, np.int64)
+    x_feats = np.empty(p, np.int64)
+    x_lo = np.empty(p, X.dtype)
+    x_hi = np.empty(p, X.dtype)
+    x_thr = np.empty(p, np.float32)
+    x_wl = np.empty(p, np.float64)
+    x_sl = np.empty(p, np.float64)
+    seg_end[0] = m
+    n_nodes = 1
+    node = 0
+    while node < n_nodes:
+        s = seg_start[node]
+        e = seg_end[node]
+        w = 0.0
+        sy = 0.0
+        y_lo = yl[ids[s]]
+        y_hi = y_lo
+        for i in range(s, e):
+            yi = yl[ids[i]]
+            w += cl[ids[i]]
+            sy += cl[ids[i]] * yi
+            y_lo = min(y_lo, yi)
+            y_hi = max(y_hi, yi)
+        value[node] = sy / w
+        n_samples[node] = np.int64(w)
+        d = depth[node]
+        if ((max_depth >= 0 and d >= max_depth) or w < min_split or w < 2 * min_leaf
+                or y_lo == y_hi or e - s < 2):
+            node += 1
+            continue
+        if extra:
+            f, t = extra_regression_split(X, rows, yl, cl, ids, s, e, w, sy, perm, q,
+                                          min_leaf, integer, state, x_feats, x_lo, x_hi,
+                                          x_thr, x_wl, x_sl)
+        elif presort:
+            f, t = best_presorted_split(srt, sv, yl, cl, s, e, w, sy, perm, q, min_leaf,
+                                        state)
+        else:
+            f, t = best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf,
+                                         integer, state, vals, ys, cs, order, start)
+        if f < 0:
+            node += 1
+            continue
+        nl = 0
+        nr = 0
+        for i in range(s, e):  # stable partition, left rows first
+            lid = ids[i]
+            gl = np.float32(X[rows[lid], f]) <= t
+            if presort:
+                goes_left[lid] = gl
+            if gl:
+                ids[s + nl] = lid
+                nl += 1
+            else:
+                buf[nr] = lid
+                nr += 1
+        for i in range(nr):
+            ids[s + nl + i] = buf[i]
+        if presort:
+            _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v)
+        feature[node] = f
+        threshold[node] = t
+        left[node] = n_nodes
+        right[node] = n_nodes + 1
+        seg_start[n_nodes] = s
+        seg_end[n_nodes] = s + nl
+        seg_start[n_nodes + 1] = s + nl
+        seg_end[n_nodes + 1] = e
+        depth[n_nodes] = d + 1
+        depth[n_nodes + 1] = d + 1
+        n_nodes += 2
+        node += 1
+    return (left[:n_nodes], right[:n_nodes], feature[:n_nodes], threshold[:n_nodes],
+            value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes])
+
+
+__all__ = ["grow_regression_tree", "best_regression_split", "best_presorted_split",
+           "extra_regression_split", "next_uniform"]
