@@ -9,21 +9,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from facesegment.forest.registry import KINDS
+from facesegment.forest.registry import all_kinds
 
 START, END = "<!-- kinds:start -->", "<!-- kinds:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def kinds_table():
-    """The kinds as a Markdown table: name, estimator class, what it is, and
-    whether the face pipeline trains it."""
-    rows = ["| kind | estimator | what it is | face pipeline |",
-            "| --- | --- | --- | :---: |"]
-    for kind in KINDS.values():
+    """The kinds as a Markdown table: name, estimator class, its task, what it
+    is, and whether the face pipeline trains it."""
+    rows = ["| kind | estimator | task | what it is | face pipeline |",
+            "| --- | --- | --- | --- | :---: |"]
+    for kind in all_kinds().values():
         fixed = ", ".join(f"{k}={v!r}" for k, v in kind.fixed.items())
         estimator = f"`{kind.estimator}({fixed})`"
-        rows.append(f"| `{kind.name}` | {estimator} | {kind.description} | "
+        rows.append(f"| `{kind.name}` | {estimator} | {kind.task} | {kind.description} | "
                     f"{'yes' if kind.pipeline else ''} |")
     return "\n".join(rows)
 
