@@ -285,10 +285,7 @@ def test_validation_names_the_parameter(change, exc, word):
 # ------------------------------------------------------------- forests
 
 def test_co2_forest_beats_axis_forest_on_hyperplane():
-    forest = pytest.importorskip("facesegment.forest")
-    if not (hasattr(forest, "CO2Forest") and hasattr(forest, "AxisAlignedForest")):
-        pytest.skip("facesegment.forest.CO2Forest / AxisAlignedForest are not written yet "
-                    "(forest engineer)")
+    from facesegment import forest
     rng = np.random.default_rng(10)
     X, y = _hyperplane(rng, 3000, 40)
     Xtr, ytr, Xte, yte = X[:2000], y[:2000], X[2000:], y[2000:]
