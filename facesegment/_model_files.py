@@ -13,7 +13,9 @@ Sparse oblique splits are the optional ``forest/sparse*`` datasets of
 int16 dense rows are stored zigzag-encoded (``forest/weights`` uint16 with the
 attribute ``encoding = "zigzag-int16"``: ``z = 2 q`` for ``q >= 0``, ``-2 q - 1``
 below), so the high bytes of their many small weights are zero and compress
-away (gzip with shuffle); reading decodes them.
+away (gzip with shuffle); reading decodes them.  ``forest/missing_left``
+(int8, one per node) is written only for a forest grown on data with missing
+values; files without it read as before (missing values to the larger child).
 
 Version 1 (no classes, layout or package version; kind "co2" for both CO2
 kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
@@ -30,7 +32,8 @@ import numpy as np
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
-from .forest._arrays import FOREST_ARRAY_NAMES, SPARSE_ARRAY_NAMES, ForestArrays, n_sparse
+from .forest._arrays import (FOREST_ARRAY_NAMES, MISSING_ARRAY_NAME, SPARSE_ARRAY_NAMES,
+                             ForestArrays, n_sparse)
 from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
@@ -271,6 +274,8 @@ def _write_forest_h5(model, path):
         f.attrs["format_version"] = MODEL_FORMAT_VERSION
         g = f.create_group("forest", track_order=False)
         names = FOREST_ARRAY_NAMES + (SPARSE_ARRAY_NAMES if n_sparse(model.arrays) else ())
+        if model.arrays.missing_left is not None:
+            names = names + (MISSING_ARRAY_NAME,)
         for name in names:
             data = np.ascontiguousarray(getattr(model.arrays, name))
             zigzag = name == "weights" and data.dtype == np.int16
@@ -438,7 +443,7 @@ def _read_forest(h5):
             if f.attrs.get("format") != FOREST_FORMAT:
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
             names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES
-                                               if n in f["forest"])
+                                               + (MISSING_ARRAY_NAME,) if n in f["forest"])
             arrays = ForestArrays(**{n: _read_array(f["forest"][n]) for n in names})
             position = None
             if "position" in f:
@@ -499,6 +504,8 @@ def _check_arrays(a, path, n_classes):
     elif a.weights.ndim != 2 or ((a.feature >= a.weights.shape[1]).any()
                                  or (a.feature2 >= a.weights.shape[1]).any()):
         problem = "feature indices are out of range"
+    elif a.missing_left is not None and a.missing_left.shape != (n,):
+        problem = "missing_left has a different length than the node arrays"
     else:
         problem = _sparse_problem(a)
     if problem:

@@ -317,8 +317,11 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             forest = concat_trees(trees, p, w_dtype)
             if warm:
                 forest = append_forests(self.forest_, forest)
-                stats = self.tree_stats_ + stats
-                seeds = np.concatenate([self.tree_seeds_, seeds])
+                stats = list(getattr(self, "tree_stats_", [None] * n_old)) + stats
+                old_seeds = getattr(self, "tree_seeds_", None)  # None: a loaded model
+                if old_seeds is None:
+                    old_seeds = seeds_from(params["random_state"], n_old)
+                seeds = np.concatenate([old_seeds, seeds])
             self.forest_ = forest
             self.tree_stats_ = stats
             self.tree_seeds_ = seeds
