@@ -14,8 +14,8 @@ int16 dense rows are stored zigzag-encoded (``forest/weights`` uint16 with the
 attribute ``encoding = "zigzag-int16"``: ``z = 2 q`` for ``q >= 0``, ``-2 q - 1``
 below), so the high bytes of their many small weights are zero and compress
 away (gzip with shuffle); reading decodes them.  ``forest/missing_left``
-(int8, one per node) is written only for a forest grown on data with missing
-values; files without it read as before (missing values to the larger child).
+(int8, one per node: the side of missing values) is optional; files without
+it read as before (missing values then go to the larger child).
 
 Version 1 (no classes, layout or package version; kind "co2" for both CO2
 kinds) is read as classes ``0..n-1``, the default layout and, for a CO2

@@ -44,8 +44,8 @@ FOREST_ARRAY_NAMES = (
 SPARSE_ARRAY_NAMES = ("sparse", "sparse_ptr", "sparse_index", "sparse_weight")
 #: Storage types of sparse weights.
 SPARSE_DTYPES = ("float32", "float16", "int8")
-#: The side of missing values (optional: only forests grown on data with NaN have it;
-#: :func:`facesegment.forest._missing.missing_directions` gives the default).
+#: The side of missing values (fitted forests have it; a model file written before
+#: it existed has none: :func:`facesegment.forest._missing.missing_directions`).
 MISSING_ARRAY_NAME = "missing_left"
 
 
@@ -71,8 +71,10 @@ class ForestArrays(NamedTuple):
     missing_left : int8 (n_nodes,) or None   1: a missing (NaN) value goes left, 0: right
 
     The four sparse arrays default to None; :func:`complete` gives a forest
-    without sparse nodes its (empty) arrays.  ``missing_left`` is None for a
-    forest grown without missing values (they then go to the larger child).
+    without sparse nodes its (empty) arrays.  ``missing_left`` holds the
+    learned side where a node's training samples missed its feature, else the
+    child with more training samples (scikit-learn's rule); None (a model
+    written before it existed) means the latter everywhere.
     """
 
     roots: np.ndarray

@@ -1,12 +1,11 @@
 """Missing values (NaN) in axis-aligned forests: partitioning and traversal.
 
-A forest grown on float features with NaN stores, per node, the side its
-missing values take: ``ForestArrays.missing_left`` (int8, 1 = left, 0 =
-right; learned where the node's samples missed the split's feature,
-otherwise the child with more training samples, as scikit-learn does).  A
-forest without that array (grown without NaN, or a model written before the
-array existed) sends a missing value to the larger child
-(:func:`default_missing_left`).  Present values follow ``x[f] <= threshold``
+A fitted forest stores, per node, the side missing values take:
+``ForestArrays.missing_left`` (int8, 1 = left, 0 = right; learned where the
+node's training samples missed the split's feature, otherwise the child with
+more training samples, as scikit-learn does).  A forest without that array
+(a model written before it existed) sends a missing value to the larger
+child everywhere (:func:`default_missing_left`).  Present values follow ``x[f] <= threshold``
 as everywhere; the fast kernels of :mod:`facesegment.forest._predict` and of
 dense inference are used whenever the input holds no NaN (images never do).
 """

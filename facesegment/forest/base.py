@@ -93,8 +93,8 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
     cat = np.concatenate
     weights = [t["weights"] for t in trees]
     sparse = _concat_sparse(trees, offsets, n_features)
-    if any(t.get("missing_left") is not None for t in trees):
-        sparse["missing_left"] = cat([t["missing_left"] for t in trees]).astype(np.int8)
+    sparse["missing_left"] = (cat([_missing_sides(t) for t in trees]) if trees
+                              else np.zeros(0, np.int8))
     return ForestArrays(**sparse,
         roots=offsets[:-1].astype(np.int32),
         left=cat([shift(t["left"], o) for t, o in zip(trees, offsets)]),
@@ -109,6 +109,18 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
         weights=(np.ascontiguousarray(cat(weights)) if weights
                  else np.zeros((0, n_features), dtype=weight_dtype)),
     )
+
+
+def _missing_sides(tree):
+    """A tree's ``missing_left`` (int8): the learned sides, or where the tree was
+    grown without missing values, the larger child (ties left)."""
+    if tree.get("missing_left") is not None:
+        return np.asarray(tree["missing_left"], np.int8)
+    left, right, n = tree["left"], tree["right"], tree["n_samples"]
+    out = np.zeros(left.shape[0], dtype=np.int8)
+    inner = np.flatnonzero(left >= 0)
+    out[inner] = n[left[inner]] >= n[right[inner]]
+    return out
 
 
 def _concat_sparse(trees, offsets, n_features):

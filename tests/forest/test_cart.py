@@ -112,7 +112,9 @@ def test_gini_forest_is_deterministic_and_differs_from_entropy():
         np.testing.assert_array_equal(getattr(a.forest_, name), getattr(b.forest_, name))
     assert a.forest_.n_nodes != e.forest_.n_nodes or not np.array_equal(
         a.forest_.threshold, e.forest_.threshold)
-    assert a.forest_.missing_left is None  # no NaN at fit: no array
+    # no NaN at fit: missing values will go to the larger child
+    np.testing.assert_array_equal(a.forest_.missing_left, default_missing_left(
+        a.forest_._replace(missing_left=None)))
     imp = a.feature_importances_
     assert imp.sum() == pytest.approx(1.0) and imp.argmax() == 1
 
@@ -156,7 +158,7 @@ def test_forest_without_missing_left_sends_nan_to_the_larger_child():
     rng = np.random.default_rng(7)
     X, y = _data(rng, 300, 5, 2, np.float32)
     est = AxisAlignedForest(3, random_state=0).fit(X, y)
-    assert est.forest_.missing_left is None
+    est.forest_ = est.forest_._replace(missing_left=None)  # as a model of older files
     Xt = X[:40].copy()
     Xt[::3, 1] = np.nan
     ml = default_missing_left(est.forest_)
@@ -168,6 +170,24 @@ def test_forest_without_missing_left_sends_nan_to_the_larger_child():
     for i in range(Xt.shape[0]):
         for t, r in enumerate(fa.roots):
             assert leaves[i, t] == naive.naive_leaf_missing(fa, Xt[i], r, ml)
+
+
+def test_model_folders_without_missing_left_still_load(tmp_path):
+    import h5py
+
+    from facesegment.model import Model, load_model, save_model
+
+    rng = np.random.default_rng(8)
+    X, y = _data(rng, 200, 5, 2, np.float32)
+    est = AxisAlignedForest(3, random_state=0).fit(X, y)
+    save_model(Model.from_estimator(est), tmp_path / "m")
+    with h5py.File(tmp_path / "m" / "forest.h5", "a") as f:
+        del f["forest"]["missing_left"]
+    back = load_model(tmp_path / "m", verify=False).to_estimator()
+    assert back.forest_.missing_left is None
+    Xt = X[:30].copy()
+    Xt[::2, 1] = np.nan
+    np.testing.assert_array_equal(back.predict_proba(Xt), est.predict_proba(Xt))
 
 
 def test_nan_is_refused_by_kinds_without_missing_values_and_inf_by_all():
