@@ -245,7 +245,7 @@ def proba_sums(est, X, points):
     time for scikit-learn's forests (its own predict_proba adds them in
     completion order)."""
     points = sorted(set(points))
-    if hasattr(est, "estimators_"):
+    if not hasattr(est, "forest_"):  # scikit-learn's (ours have estimators_ views too)
         acc = np.zeros((X.shape[0], len(est.classes_)))
         out = {}
         for i, tree in enumerate(est.estimators_[:points[-1]], start=1):
