@@ -284,7 +284,8 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "max_nonzero": Integer(1, none_ok=True),
         "sparsity": Options("learned", "prune"),
     }),
-    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures(),
+                                          **{k: _CART[k] for k in ("oob_score", "warm_start")}}),
     "RandomFernsForest": MappingProxyType({
         **{k: _COMMON[k] for k in ("n_estimators", "max_samples", "bootstrap",
                                    "random_state", "n_jobs", "scheduler", "verbose")},

@@ -366,3 +366,22 @@ def test_estimators_are_one_tree_views_that_average_to_the_forest():
     assert trees[2].apply(X).shape == (200, 1)
     assert trees[0].tree_seeds_[0] == est.tree_seeds_[0]
     assert est.forest_.n_trees == 5  # views do not change the forest
+
+
+def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
+    from facesegment.forest import ExtraTreesForest
+
+    rng = np.random.default_rng(18)
+    X, y = _data(rng, 250, 6, 3, np.float32)
+    est = ExtraTreesForest(30, bootstrap=True, oob_score=True, random_state=1).fit(X, y)
+    ref, _ = naive.naive_oob(est, X, y)
+    np.testing.assert_allclose(est.oob_decision_function_, ref, atol=1e-12)
+    warm = ExtraTreesForest(2, warm_start=True, random_state=3).fit(X, y)
+    warm.set_params(n_estimators=5).fit(X, y)
+    _arrays_equal(warm.forest_, ExtraTreesForest(5, random_state=3).fit(X, y).forest_)
+    with pytest.raises(InvalidParameterError, match="oob_score=True needs bootstrap=True"):
+        ExtraTreesForest(2, oob_score=True).fit(X, y)
+    with pytest.raises(TypeError, match="criterion"):
+        ExtraTreesForest(criterion="gini")
+    with pytest.raises(TypeError, match="class_weight"):
+        ExtraTreesForest(class_weight="balanced")
