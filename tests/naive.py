@@ -558,8 +558,8 @@ def naive_cart_goes_left(values, threshold, missing_left):
 
 def naive_cart_split(X, y, idx, features, n_classes, min_leaf=1, criterion="gini",
                      n_visit=None):
-    """Reference of ``best_axis_split_cart``: every feature (in order, until
-    ``n_visit`` non-constant ones), every cut between distinct present values
+    """Reference of ``best_axis_split_cart``: every feature (in order, ``n_visit``
+    of them, more while all were constant), every cut between distinct present values
     with the missing values on either side, and "present left, missing right".
 
     Returns ``(feature, threshold, gain, missing_left)`` of the first best
@@ -567,17 +567,18 @@ def naive_cart_split(X, y, idx, features, n_classes, min_leaf=1, criterion="gini
     """
     n_visit = len(features) if n_visit is None else n_visit
     best = (-1, 0.0, -1.0, -1)
-    visited = 0
+    visited = found = 0
     lab = y[idx]
     for f in features:
-        if visited >= n_visit:
+        if visited >= n_visit and found:
             break
+        visited += 1
         v = X[idx, f].astype(np.float64)
         miss = np.isnan(v)
         uniq = np.unique(v[~miss])
         if uniq.size == 0 or (uniq.size == 1 and not miss.any()):
             continue
-        visited += 1
+        found += 1
         cands = [(naive_midpoint(a, b), a) for a, b in zip(uniq[:-1], uniq[1:])]
         options = []
         for t, _ in cands:

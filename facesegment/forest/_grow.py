@@ -252,7 +252,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         f = f2 = ob = -1
         sp = None
         ml = -1
-        if cart:  # features in a random order until max_features non-constant ones
+        if cart:  # features in a random order: max_features, more while all constant
             partial_shuffle(perm, rng.random(p))
             f, thr, gain, ml = best_axis_split_cart(X, y, seg, perm.copy(), n_classes,
                                                     min_leaf, spec.get("criterion", "entropy"),

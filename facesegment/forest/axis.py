@@ -183,9 +183,11 @@ def _axis_split_cart_sorted(X, y, idx, features, n_classes, min_leaf, gini, n_vi
     best_gain = -1.0
     best_ml = -1
     visited = 0
+    found = 0
     for k in range(q):
-        if visited >= n_visit:
+        if visited >= n_visit and found > 0:
             break
+        visited += 1
         f = features[k]
         tot[:] = 0
         miss[:] = 0
@@ -208,7 +210,7 @@ def _axis_split_cart_sorted(X, y, idx, features, n_classes, min_leaf, gini, n_vi
             ls[i] = labs[order[i]]
         if vs[0] == vs[m0 - 1] and m0 == m:
             continue
-        visited += 1
+        found += 1
         t, g, ml = scan_sorted_cart(vs[:m0], ls[:m0], tot, miss, min_leaf, gini, phi)
         if g > best_gain:
             best_gain = g
@@ -236,9 +238,11 @@ def _axis_split_cart_counting_u8(X, y, idx, features, n_classes, min_leaf, gini,
     best_t = np.float32(0.0)
     best_gain = -1.0
     visited = 0
+    found = 0
     for k in range(q):
-        if visited >= n_visit:
+        if visited >= n_visit and found > 0:
             break
+        visited += 1
         f = features[k]
         start[:] = 0
         lo = 255
@@ -251,7 +255,7 @@ def _axis_split_cart_counting_u8(X, y, idx, features, n_classes, min_leaf, gini,
             hi = max(hi, v)
         if lo == hi:
             continue
-        visited += 1
+        found += 1
         for b in range(lo + 1, hi + 2):
             start[b] += start[b - 1]
         for i in range(m):  # stable counting sort
@@ -276,9 +280,10 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     feature in the order given, the lowest cut), with ``criterion`` "gini" or
     "entropy" (:data:`facesegment.forest._criteria.CRITERIA`) and float
     features that may hold NaN (missing values).  ``features`` are visited in
-    their order until ``n_visit`` (default: all) of them were not constant on
-    the node, as scikit-learn's trees do (constant features do not count
-    towards ``max_features``).
+    their order, ``n_visit`` of them (default: all), and beyond while every
+    feature visited so far was constant on the node: scikit-learn's rule
+    (constant features count towards ``max_features``, but the search goes
+    on until one feature can split).
 
     Returns
     -------

@@ -77,18 +77,21 @@ def test_missing_values_only_split_sends_them_right():
     assert g == pytest.approx(naive.naive_impurity(y, 2, "gini"))
 
 
-def test_constant_features_do_not_count_towards_n_visit():
+def test_constant_features_count_but_the_search_goes_on_until_one_splits():
     rng = np.random.default_rng(0)
     X, y = _data(rng, 200, 6, 2, np.float32)
     X[:, [0, 2]] = 1.0  # constant
     idx = np.arange(200, dtype=np.int64)
-    feats = np.array([0, 2, 5, 1, 3], dtype=np.int64)
+    feats = np.array([0, 5, 2, 1, 3], dtype=np.int64)
     got = best_axis_split_cart(X, y, idx, feats, 2, 1, "gini", n_visit=2)
     ref = naive.naive_cart_split(X, y, idx, feats, 2, 1, "gini", n_visit=2)
     _check_split(X, y, idx, feats, 2, 1, "gini", got, ref)
-    assert got[0] in (5, 1)
-    alone = best_axis_split_cart(X, y, idx, feats[2:4], 2, 1, "gini")
-    assert got == alone
+    assert got == best_axis_split_cart(X, y, idx, feats[1:2], 2, 1, "gini")  # 0, 5: stop
+    feats = np.array([0, 2, 1, 5], dtype=np.int64)  # two constants first: go on to 1
+    got = best_axis_split_cart(X, y, idx, feats, 2, 1, "gini", n_visit=2)
+    assert got == best_axis_split_cart(X, y, idx, feats[2:3], 2, 1, "gini")
+    ref = naive.naive_cart_split(X, y, idx, feats, 2, 1, "gini", n_visit=2)
+    _check_split(X, y, idx, feats, 2, 1, "gini", got, ref)
 
 
 def test_entropy_cart_kernel_agrees_with_the_entropy_kernel():
