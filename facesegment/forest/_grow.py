@@ -182,6 +182,9 @@ def grow_tree(X, y, n_classes, spec, seed):
         ``family`` ("axis", "two-probe", "co2", "extra"), ``max_depth`` (-1: none),
         ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
         optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
+        ``strata`` (per-class draws: :func:`draw_stratified`), ``criterion``
+        ("entropy" or "gini") and ``missing`` (X holds NaN; both for the axis
+        family, which then uses :func:`~facesegment.forest.axis.best_axis_split_cart`),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
         nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
         ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)), and optionally

@@ -50,9 +50,9 @@ class AxisAlignedForest(BaseForest):
 
     At each node ``max_features`` random features are tried and the threshold
     with the best information gain is kept (256-bin histograms for uint8).
-    With ``criterion="gini"``, or NaN in float ``X``, the node visits features
-    in random order until ``max_features`` of them are not constant on it, and
-    keeps the largest decrease of the Gini index (or entropy), NaN values
+    With ``criterion="gini"``, or NaN in float ``X``, the node visits
+    ``max_features`` features in random order (more while all were constant
+    on it), and keeps the largest decrease of the Gini index (or entropy), NaN values
     sent to the side that gains most (scikit-learn's CART rules; see
     docs/forests.md, "CART options").
 
