@@ -388,3 +388,18 @@ def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
         ExtraTreesForest(criterion="gini")
     with pytest.raises(TypeError, match="class_weight"):
         ExtraTreesForest(class_weight="balanced")
+
+
+def test_docs_cart_example_runs():
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "forests.md"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+              if "warm_start=True" in b]
+    assert blocks, "docs/forests.md has no example of the CART options"
+    ns = {}
+    exec(compile(blocks[0], str(path), "exec"), ns)
+    clf = ns["clf"]
+    assert clf.forest_.n_trees == 60 and len(clf.estimators_) == 60
+    assert 0.5 < clf.oob_score_ <= 1.0
