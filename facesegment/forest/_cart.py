@@ -159,7 +159,7 @@ def tree_slice(fa, i):
     return type(fa)(**fields)
 
 
-def warm_start_seeds(estimator, params, seeds_from, n_old):
+def warm_start_seeds(params, seeds_from, n_old):
     """The seeds of the trees to add: those a fresh forest of ``n_estimators`` trees
     gives its trees ``n_old..`` (scikit-learn's rule); raises ``ValueError`` when
     ``n_estimators`` is below ``n_old``; an empty array (and a warning) when equal."""

@@ -320,7 +320,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
                 "times integer weights) to draw from; lower it or use bootstrap=True")
         spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
         n_old = self.forest_.n_trees if warm else 0
-        seeds = (warm_start_seeds(self, params, seeds_from, n_old) if warm
+        seeds = (warm_start_seeds(params, seeds_from, n_old) if warm
                  else seeds_from(params["random_state"], params["n_estimators"]))
         if seeds.shape[0]:
             trees = self._grow_trees(X, y_enc, len(classes), spec, params, seeds)
