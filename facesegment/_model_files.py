@@ -13,7 +13,9 @@ Sparse oblique splits are the optional ``forest/sparse*`` datasets of
 int16 dense rows are stored zigzag-encoded (``forest/weights`` uint16 with the
 attribute ``encoding = "zigzag-int16"``: ``z = 2 q`` for ``q >= 0``, ``-2 q - 1``
 below), so the high bytes of their many small weights are zero and compress
-away (gzip with shuffle); reading decodes them.
+away (gzip with shuffle); reading decodes them.  ``forest/missing_left``
+(int8, one per node: the side of missing values) is optional; files without
+it read as before (missing values then go to the larger child).
 
 Version 1 (no classes, layout or package version; kind "co2" for both CO2
 kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
@@ -32,7 +34,8 @@ from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
 from ._h5check import READ_ERRORS, check_file
 from ._model_doc import check_document, parse
-from .forest._arrays import FOREST_ARRAY_NAMES, SPARSE_ARRAY_NAMES, ForestArrays, n_sparse
+from .forest._arrays import (FOREST_ARRAY_NAMES, MISSING_ARRAY_NAME, SPARSE_ARRAY_NAMES,
+                             ForestArrays, n_sparse)
 from .forest._verify import ForestProblem, verified
 from .layout import DEFAULT_LAYOUT, WindowLayout
 from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
@@ -322,6 +325,8 @@ def _write_forest_h5(model, path):
         f.attrs["format_version"] = MODEL_FORMAT_VERSION
         g = f.create_group("forest", track_order=False)
         names = FOREST_ARRAY_NAMES + (SPARSE_ARRAY_NAMES if n_sparse(model.arrays) else ())
+        if model.arrays.missing_left is not None:
+            names = names + (MISSING_ARRAY_NAME,)
         for name in names:
             data = np.ascontiguousarray(getattr(model.arrays, name))
             zigzag = name == "weights" and data.dtype == np.int16
@@ -540,7 +545,8 @@ def _read_forest(h5):
             if (fmt.decode() if isinstance(fmt, bytes) else fmt) != FOREST_FORMAT:
                 raise DataError(h5, "is not a facesegment forest file", _FIX)
             g = _dataset_group(f, h5)
-            names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES if n in g)
+            names = FOREST_ARRAY_NAMES + tuple(n for n in SPARSE_ARRAY_NAMES
+                                               + (MISSING_ARRAY_NAME,) if n in g)
             arrays = ForestArrays(**{n: _read_array(g[n]) for n in names})
             position = _read_position(f, h5, arrays.n_classes) if "position" in f else None
             leaves = None

@@ -214,6 +214,8 @@ def subforest(model, start, stop):
             arrays = arrays._replace(sparse=sp, sparse_ptr=a.sparse_ptr[:n_sp + 1],
                                      sparse_index=a.sparse_index[:nnz],
                                      sparse_weight=a.sparse_weight[:nnz])
+        if a.missing_left is not None:
+            arrays = arrays._replace(missing_left=a.missing_left[sl])
     else:
         arrays = a._replace(roots=a.roots[start:stop])
     return type(model)(**{**model.__dict__, "arrays": arrays,

@@ -218,16 +218,22 @@ def grid(table):
 
 # ------------------------------------------------------------------ forests
 
-def make_forest(kind, params, n_trees, seed, workers, n_features):
-    """An unfitted forest of ``kind`` with ``params`` (no ``scale``)."""
+#: Kinds whose test forests also report the out-of-bag error and a Gini twin
+#: (``criterion="gini"``, same settings and seed): the "Gini and out-of-bag" table.
+CART_KINDS = ("axis", "sklearn-rf")
+
+
+def make_forest(kind, params, n_trees, seed, workers, n_features, **own):
+    """An unfitted forest of ``kind`` with ``params`` (no ``scale``); ``own``: the
+    harness's own settings of :data:`CART_KINDS` (``criterion``, ``oob_score``)."""
     params = {k: v for k, v in params.items() if k != "scale"}
     if kind in SKLEARN:
         if "max_features" in params:  # "p^E" -> q, as our forests read it
             params["max_features"] = resolve_max_features(params["max_features"], n_features)
-        return SKLEARN[kind][1](n_estimators=n_trees, criterion="entropy", random_state=seed,
-                                n_jobs=workers, **params)
+        return SKLEARN[kind][1](**{"n_estimators": n_trees, "criterion": "entropy",
+                                   "random_state": seed, "n_jobs": workers, **params, **own})
     return registry.KINDS[kind].make(n_estimators=n_trees, random_state=seed, n_jobs=workers,
-                                     **params)
+                                     **params, **own)
 
 
 def fit_forest(est, X, y):
@@ -245,7 +251,7 @@ def proba_sums(est, X, points):
     time for scikit-learn's forests (its own predict_proba adds them in
     completion order)."""
     points = sorted(set(points))
-    if hasattr(est, "estimators_"):
+    if not hasattr(est, "forest_"):  # scikit-learn's (ours have estimators_ views too)
         acc = np.zeros((X.shape[0], len(est.classes_)))
         out = {}
         for i, tree in enumerate(est.estimators_[:points[-1]], start=1):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from facesegment.atomic import write_text_atomic
 
-from .uci_config import known_kinds, label
+from .uci_config import CART_KINDS, known_kinds, label
 
 BEGIN = "<!-- uci-results: begin (written by python -m pipelines.uci) -->"
 END = "<!-- uci-results: end -->"
@@ -173,6 +173,7 @@ def render_results(results, figure_prefix="figures/", heading="##"):
                   f"of the mean, at {' / '.join(map(str, cols[:len(prod[0][1])]))} ferns: "
                   + "; ".join(
                       f"{n} " + " / ".join(_e(v) for v in pr.values()) for n, pr in prod) + "."]
+    lines += render_cart(results, names, h)
     lines += ["", f"{h} Chosen settings (validation error %, forests of the selection)", "",
               "| dataset | kind | chosen | validation error | settings tried "
               "| rows fit / validation |",
@@ -192,6 +193,33 @@ def render_results(results, figure_prefix="figures/", heading="##"):
     for n in names:
         lines.append(f"![{n}]({figure_prefix}{n}.png)")
     return "\n".join(lines) + "\n"
+
+
+def render_cart(results, names, h):
+    """The "Gini and out-of-bag" table: for our random forest and scikit-learn's, the
+    test error of the test forest (entropy) and of its Gini twin, each with its
+    out-of-bag estimate (lines; none when no result has them)."""
+    kinds = [k for k in CART_KINDS if any("cart" in results[n]["test"].get(k, {})
+                                          for n in names)]
+    if not kinds:
+        return []
+    head = ["dataset"]
+    for k in kinds:
+        head += [f"{k} entropy", f"{k} entropy OOB", f"{k} gini", f"{k} gini OOB"]
+    lines = ["", f"{h} Gini and out-of-bag errors (%)", "",
+             "The test forests (entropy) and their Gini twins (`criterion=\"gini\"`, same "
+             "settings and seed), each with its out-of-bag error, at the test forests' "
+             "number of trees.", "",
+             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for n in names:
+        row = [n]
+        for k in kinds:
+            t = results[n]["test"].get(k, {})
+            c, trees = t.get("cart", {}), t.get("trees")
+            row += [_e(t.get("curve", {}).get(str(trees))), _e(c.get("oob")),
+                    _e(c.get("gini")), _e(c.get("gini_oob"))]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def render_timings(results, timings):

@@ -18,8 +18,8 @@ from pathlib import Path
 from facesegment.atomic import write_json_atomic
 from facesegment.progress import Progress
 
-from .uci_config import (dataset_config, fit_forest, grid, label, make_forest, n_errors,
-                         proba_sums)
+from .uci_config import (CART_KINDS, dataset_config, fit_forest, grid, label, make_forest,
+                         n_errors, proba_sums)
 from .uci_data import apply_scaler, fit_scaler, stratified_split, stratified_subsample
 
 #: Version of what the stages write (part of every key): bump it to redo them.
@@ -188,9 +188,12 @@ class DatasetRun:
 
     def test_spec(self, kind):
         r = self.run
-        return {"layout": LAYOUT, "stage": "test", "data": self.ds.sha256, "kind": kind,
+        spec = {"layout": LAYOUT, "stage": "test", "data": self.ds.sha256, "kind": kind,
                 "params": self.chosen[kind], "trees": r["trees"], "curve": r["curve"],
                 "columns": r["columns"], "seed": self.seed}
+        if kind in CART_KINDS:
+            spec["cart"] = 1  # with the OOB error and the Gini twin
+        return spec
 
     def test(self, kind):
         self.current = f"{kind} test"
@@ -203,8 +206,9 @@ class DatasetRun:
         Xf, yf, Xt, yt = self.scaled("test", params["scale"])
         self.log(f"[{self.ds.name} {kind} test] {n} trees on {len(yf)} rows: "
                  f"{params_text(params)}")
+        cart = {"oob_score": True} if kind in CART_KINDS else {}
         est = make_forest(kind, params, n, seed_for(self.seed, self.ds.name, kind, "test"),
-                          self.workers, Xf.shape[1])
+                          self.workers, Xf.shape[1], **cart)
         t0, c0 = time.perf_counter(), time.process_time()
         fit_forest(est, Xf, yf)
         fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -221,6 +225,8 @@ class DatasetRun:
                "columns": self.run["columns"],
                "curve_errors": curve, "curve": {k: pct(v, len(yt)) for k, v in curve.items()},
                "nodes": _nodes(est)}
+        if cart:
+            res["cart"] = self._cart(kind, params, n, est, Xf, yf, Xt, yt)
         if hasattr(est, "predict_proba_product"):  # random ferns: the product rule too
             res["product_rule"] = {
                 str(k): pct(n_errors(est.classes_, est.predict_proba_product(Xt, n_trees=k), yt),
@@ -232,6 +238,17 @@ class DatasetRun:
             "predict_s": round(pred_s, 4), "eval_s": round(eval_s, 4),
             "load_avg": _load_avg(), "workers": self.workers})
         return res
+
+    def _cart(self, kind, params, n, est, Xf, yf, Xt, yt):
+        """The OOB error (%) of the test forest ``est`` and the test and OOB errors of
+        its Gini twin (same settings and seed), at ``n`` trees."""
+        twin = make_forest(kind, params, n, seed_for(self.seed, self.ds.name, kind, "test"),
+                           self.workers, Xf.shape[1], oob_score=True, criterion="gini")
+        fit_forest(twin, Xf, yf)
+        wrong = n_errors(twin.classes_, twin.predict_proba(Xt), yt)
+        return {"oob": round(100.0 * (1.0 - est.oob_score_), 4),
+                "gini": pct(wrong, len(yt)),
+                "gini_oob": round(100.0 * (1.0 - twin.oob_score_), 4)}
 
     def big_key(self, kind):
         r = self.run

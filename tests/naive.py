@@ -547,3 +547,102 @@ def naive_idot8(img, bb, rowstride, w, rows, chunks, mask=-1):
                 s += int(img[int(b) + r * rowstride + j]) * int(w[r * width + j])
         out.append(s)
     return out
+
+
+# ------------------------------------- forest: CART (Gini, missing values)
+
+
+def naive_impurity(labels, n_classes, criterion):
+    """Entropy (natural log) or Gini index ``1 - sum p_c^2`` of a label vector."""
+    if len(labels) == 0:
+        return 0.0
+    if criterion == "entropy":
+        return naive_entropy(labels, n_classes)
+    p = np.bincount(labels, minlength=n_classes) / len(labels)
+    return float(1.0 - (p * p).sum())
+
+
+def naive_cart_gain(labels, go_left, n_classes, criterion):
+    """Impurity decrease I(parent) - n_l/n I(left) - n_r/n I(right)."""
+    labels = np.asarray(labels)
+    go_left = np.asarray(go_left, bool)
+    n, nl = len(labels), int(go_left.sum())
+    return (naive_impurity(labels, n_classes, criterion)
+            - nl / n * naive_impurity(labels[go_left], n_classes, criterion)
+            - (n - nl) / n * naive_impurity(labels[~go_left], n_classes, criterion))
+
+
+def naive_cart_goes_left(values, threshold, missing_left):
+    """Sides of values (NaN = missing) for ``value <= threshold``, NaN by ``missing_left``."""
+    values = np.asarray(values, np.float64)
+    miss = np.isnan(values)
+    return np.where(miss, bool(missing_left == 1), values <= threshold)
+
+
+def naive_cart_split(X, y, idx, features, n_classes, min_leaf=1, criterion="gini",
+                     n_visit=None):
+    """Reference of ``best_axis_split_cart``: every feature (in order, ``n_visit``
+    of them, more while all were constant), every cut between distinct present values
+    with the missing values on either side, and "present left, missing right".
+
+    Returns ``(feature, threshold, gain, missing_left)`` of the first best
+    (gain -1 when none); ``missing_left`` -1 when the node misses no value of it.
+    """
+    n_visit = len(features) if n_visit is None else n_visit
+    best = (-1, 0.0, -1.0, -1)
+    visited = found = 0
+    lab = y[idx]
+    for f in features:
+        if visited >= n_visit and found:
+            break
+        visited += 1
+        v = X[idx, f].astype(np.float64)
+        miss = np.isnan(v)
+        uniq = np.unique(v[~miss])
+        if uniq.size == 0 or (uniq.size == 1 and not miss.any()):
+            continue
+        found += 1
+        cands = [(naive_midpoint(a, b), a) for a, b in zip(uniq[:-1], uniq[1:])]
+        options = []
+        for t, _ in cands:
+            options.append((t, 0 if miss.any() else -1))
+            if miss.any():
+                options.append((t, 1))
+        if miss.any():
+            options.append((np.float32(uniq[-1]), 0))
+        for t, ml in options:
+            left = naive_cart_goes_left(v, float(t), ml)
+            if left.sum() < min_leaf or (~left).sum() < min_leaf:
+                continue
+            g = naive_cart_gain(lab, left, n_classes, criterion)
+            if g > best[2] + 1e-12:
+                best = (int(f), float(t), g, ml)
+    return best
+
+
+def naive_leaf_missing(arrays, x, root, missing_left):
+    """Node reached by ``x`` (axis-aligned splits, NaN by ``missing_left``)."""
+    node = root
+    while arrays.left[node] >= 0:
+        v = float(x[arrays.feature[node]])
+        if np.isnan(v):
+            go = missing_left[node] == 1
+        else:
+            go = v <= arrays.threshold[node]
+        node = arrays.left[node] if go else arrays.right[node]
+    return node
+
+
+def naive_oob(estimator, X, y):
+    """Out-of-bag distributions by redrawing each tree's bootstrap rows from its
+    seed (``default_rng(seed).integers(0, n, n)``) and asking that tree alone."""
+    n = X.shape[0]
+    proba = np.zeros((n, len(estimator.classes_)))
+    count = np.zeros(n)
+    for tree, seed in zip(estimator.estimators_, estimator.tree_seeds_):
+        drawn = np.random.default_rng(int(seed)).integers(0, n, size=n)
+        oob = np.ones(n, bool)
+        oob[drawn] = False
+        proba[oob] += tree.predict_proba(X[oob])
+        count[oob] += 1
+    return proba / np.maximum(count, 1)[:, None], count

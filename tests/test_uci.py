@@ -73,6 +73,11 @@ def test_end_to_end_then_a_rerun_skips_everything(data, tmp_path, capsys):
         {k: co2["chosen"][k] for k in ("nu", "eta", "scale", "bootstrap")}
     results = (out / "results.md").read_text()
     assert "| alpha |" in results and "| beta |" in results and "Table I" in results
+    for kind in ("axis", "sklearn-rf"):  # the Gini twin and the OOB errors
+        cart = json.loads((out / "alpha" / f"test-{kind}.json").read_text())["cart"]
+        assert set(cart) == {"oob", "gini", "gini_oob"}
+        assert all(0 <= v <= 100 for v in cart.values())
+    assert "Gini and out-of-bag errors" in results and "axis gini OOB" in results
     timings = json.loads((out / "timings.json").read_text())
     assert timings["stages"]["alpha/co2/test"]["fit_s"] >= 0
     assert "sklearn-rf" in (out / "timings.md").read_text()

@@ -44,6 +44,9 @@ FOREST_ARRAY_NAMES = (
 SPARSE_ARRAY_NAMES = ("sparse", "sparse_ptr", "sparse_index", "sparse_weight")
 #: Storage types of sparse weights.
 SPARSE_DTYPES = ("float32", "float16", "int8")
+#: The side of missing values (fitted forests have it; a model file written before
+#: it existed has none: :func:`facesegment.forest._missing.missing_directions`).
+MISSING_ARRAY_NAME = "missing_left"
 
 
 class ForestArrays(NamedTuple):
@@ -65,9 +68,13 @@ class ForestArrays(NamedTuple):
     sparse_ptr : int64 (n_sparse + 1,)  entries of sparse row r: ptr[r] .. ptr[r + 1] - 1
     sparse_index : uint16 or int32 (nnz,)  feature of each entry
     sparse_weight : float32, float16 or int8 (nnz,)  weight of each entry
+    missing_left : int8 (n_nodes,) or None   1: a missing (NaN) value goes left, 0: right
 
     The four sparse arrays default to None; :func:`complete` gives a forest
-    without sparse nodes its (empty) arrays.
+    without sparse nodes its (empty) arrays.  ``missing_left`` holds the
+    learned side where a node's training samples missed its feature, else the
+    child with more training samples (scikit-learn's rule); None (a model
+    written before it existed) means the latter everywhere.
     """
 
     roots: np.ndarray
@@ -85,6 +92,7 @@ class ForestArrays(NamedTuple):
     sparse_ptr: np.ndarray = None
     sparse_index: np.ndarray = None
     sparse_weight: np.ndarray = None
+    missing_left: np.ndarray = None
 
     @property
     def n_trees(self):

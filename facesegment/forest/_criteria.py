@@ -392,3 +392,134 @@ def scan_codes(codes, m, shift, tot, min_leaf, dflog, flog, parent, s_r0, left,
                 v_best = cur >> shift
                 v_next = nxt >> shift
     return v_best, v_next, best_raw, best_gain
+
+
+# ---------------------------------------------------------------------------
+# CART scans: the Gini index beside entropy, and missing values (NaN) sent to
+# the side that gains most.  With ``phi(k) = k log k`` (entropy) or ``k^2``
+# (Gini), the cost of a set of ``s`` samples with class counts ``c`` is
+# ``s H = F(s) - sum_c F(c)`` (entropy) or ``s G = s - sum_c c^2 / s`` (Gini),
+# and the gain of a split is ``(cost(node) - cost(left) - cost(right)) / n``:
+# the information gain, or the decrease of the Gini index weighted by the
+# children's shares (scikit-learn's impurity decrease).
+# ---------------------------------------------------------------------------
+
+#: ``criterion`` names and their kernel codes.
+CRITERIA = {"entropy": 0, "gini": 1}
+
+
+@njit(**NJIT)
+def phi_table(n, gini):
+    """``phi[k]`` for ``k = 0..n``: ``k log k`` (entropy) or ``k^2`` (Gini), float64."""
+    if not gini:
+        return xlogx_table(n)
+    out = np.empty(n + 1, dtype=np.float64)
+    for k in range(n + 1):
+        out[k] = np.float64(k) * np.float64(k)
+    return out
+
+
+@njit(**NJIT)
+def set_cost(s, sum_phi, gini, phi):
+    """``s`` times the impurity of a set of ``s`` samples whose ``sum_c phi(c)`` is
+    ``sum_phi`` (0 for an empty set)."""
+    if s <= 0:
+        return 0.0
+    if gini:
+        return s - sum_phi / s
+    return phi[s] - sum_phi
+
+
+@njit(**NJIT)
+def scan_sorted_cart(vals, labels, tot, miss, min_leaf, gini, phi):
+    """Best split of sorted values with the samples whose value is missing.
+
+    Parameters
+    ----------
+    vals : (m0,) float, sorted increasingly: the node's present values
+    labels : (m0,) int32 their classes
+    tot : int64 (n_classes,) class counts of the present values
+    miss : int64 (n_classes,) class counts of the missing ones
+    min_leaf : int
+    gini : bool (Gini index, else entropy)
+    phi : float64 (n + 1,) :func:`phi_table` of the node's n = m0 + missing samples
+
+    Returns
+    -------
+    (threshold float32, gain float64, missing_left int): samples with value <=
+    threshold go left; missing ones go left when ``missing_left == 1``, right
+    when 0; ``missing_left`` is -1 when the node has no missing value.  For
+    each cut (in increasing order) the missing values are tried on the right,
+    then on the left; with missing values, the last candidate is "every present
+    value left, the missing ones right".  The first best wins; gain -1.0 when
+    no split is valid.
+    """
+    m0 = vals.shape[0]
+    n_classes = tot.shape[0]
+    n_miss = 0
+    for c in range(n_classes):
+        n_miss += miss[c]
+    n = m0 + n_miss
+    a_l = 0.0
+    a_lm = 0.0
+    a_r = 0.0
+    a_rm = 0.0
+    s_all = 0.0
+    for c in range(n_classes):
+        a_lm += phi[miss[c]]
+        a_r += phi[tot[c]]
+        a_rm += phi[tot[c] + miss[c]]
+        s_all += phi[tot[c] + miss[c]]
+    parent = set_cost(n, s_all, gini, phi)
+    left = np.zeros(n_classes, dtype=np.int64)
+    best_gain = -1.0
+    best_i = -1
+    best_ml = -1
+    for i in range(m0):
+        if i < m0 - 1:
+            c = labels[i]
+            cl = left[c]
+            cr = tot[c] - cl
+            mc = miss[c]
+            a_l += phi[cl + 1] - phi[cl]
+            a_lm += phi[cl + mc + 1] - phi[cl + mc]
+            a_r += phi[cr - 1] - phi[cr]
+            a_rm += phi[cr + mc - 1] - phi[cr + mc]
+            left[c] = cl + 1
+            if vals[i] == vals[i + 1]:
+                continue
+        elif n_miss == 0:
+            break
+        else:  # every present value left, the missing ones right
+            c = labels[i]
+            cl = left[c]
+            cr = tot[c] - cl
+            mc = miss[c]
+            a_l += phi[cl + 1] - phi[cl]
+            a_rm += phi[cr + mc - 1] - phi[cr + mc]
+            left[c] = cl + 1
+        nl = i + 1
+        nr = m0 - nl
+        if nl + n_miss < min_leaf and nl < min_leaf:
+            continue
+        # missing values right
+        if nl >= min_leaf and nr + n_miss >= min_leaf:
+            raw = parent - set_cost(nl, a_l, gini, phi) - set_cost(nr + n_miss, a_rm, gini, phi)
+            gain = raw / n
+            if gain > best_gain:
+                best_gain = gain
+                best_i = i
+                best_ml = 0 if n_miss > 0 else -1
+        # missing values left
+        if n_miss > 0 and i < m0 - 1 and nl + n_miss >= min_leaf and nr >= min_leaf:
+            raw = parent - set_cost(nl + n_miss, a_lm, gini, phi) - set_cost(nr, a_r, gini, phi)
+            gain = raw / n
+            if gain > best_gain:
+                best_gain = gain
+                best_i = i
+                best_ml = 1
+    if best_i < 0:
+        return np.float32(0.0), -1.0, -1
+    if best_i == m0 - 1:
+        return np.float32(vals[best_i]), best_gain, best_ml
+    return midpoint_threshold(vals[best_i], vals[best_i + 1]), best_gain, best_ml

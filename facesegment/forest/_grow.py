@@ -27,7 +27,8 @@ from ._criteria import class_counts, sorted_gain_of_values
 from ._extra_kernels import random_axis_split
 from ._predict import oblique_values, partition, partition_sparse
 from ._sparse import quantise
-from .axis import best_axis_split
+from ._missing import partition_missing
+from .axis import best_axis_split, best_axis_split_cart
 from .twoprobe import best_pair_split, sample_pairs
 
 FAMILIES = ("axis", "two-probe", "co2", "extra", "ferns", "rotation")
@@ -87,6 +88,35 @@ def sampling_pool(sample_weight, bootstrap):
                          f"{MAX_REPEATED_ROWS} row copies a tree can hold with "
                          "bootstrap=False; scale the weights down or use bootstrap=True")
     return np.repeat(np.arange(w.shape[0], dtype=np.int64), w.astype(np.int64)), None
+
+
+def tree_sample_indices(rng, n, spec):
+    """The sorted int64 rows of one tree: its first use of ``rng`` (a fresh
+    ``default_rng(seed)`` of the tree's seed), so the draw of a fitted tree is
+    reproducible from its seed (out-of-bag estimates).  With ``spec["strata"]``
+    (``class_weight="balanced_subsample"``) every class gets an equal share of
+    the draws (:func:`draw_stratified`), else :func:`draw_tree_samples`."""
+    if spec.get("strata") is not None:
+        return draw_stratified(rng, spec["strata"], spec["n_samples"])
+    return draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
+                             spec.get("pool"), spec.get("cdf"))
+
+
+def draw_stratified(rng, strata, n_samples):
+    """``n_samples`` rows drawn with replacement, ``n_samples // k`` (one more for
+    the first ``n_samples % k``) from each of the ``k`` strata ``(rows, cdf)``:
+    uniformly within a stratum, or by its ``cdf`` (weighted rows).  Sorted int64."""
+    k = len(strata)
+    parts = []
+    for c, (rows, cdf) in enumerate(strata):
+        m_c = n_samples // k + (1 if c < n_samples % k else 0)
+        if cdf is None:
+            pos = rng.integers(0, rows.shape[0], size=m_c)
+        else:
+            pos = np.minimum(np.searchsorted(cdf, rng.random(m_c), side="right"),
+                             rows.shape[0] - 1)
+        parts.append(rows[pos])
+    return np.sort(np.concatenate(parts)).astype(np.int64)
 
 
 def draw_tree_samples(rng, n, n_samples, bootstrap, pool=None, cdf=None):
@@ -152,6 +182,9 @@ def grow_tree(X, y, n_classes, spec, seed):
         ``family`` ("axis", "two-probe", "co2", "extra"), ``max_depth`` (-1: none),
         ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
         optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
+        ``strata`` (per-class draws: :func:`draw_stratified`), ``criterion``
+        ("entropy" or "gini") and ``missing`` (X holds NaN; both for the axis
+        family, which then uses :func:`~facesegment.forest.axis.best_axis_split_cart`),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
         nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
         ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)), and optionally
@@ -173,8 +206,10 @@ def grow_tree(X, y, n_classes, spec, seed):
     max_depth = spec["max_depth"]
     min_split = spec["min_samples_split"]
     min_leaf = spec["min_samples_leaf"]
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                            spec.get("pool"), spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
+    cart = family == "axis" and (spec.get("criterion", "entropy") != "entropy"
+                                 or spec.get("missing", False))
+    missing = family == "axis" and spec.get("missing", False)
     buf = np.empty_like(idx)
     co2 = None
     if family == "co2":
@@ -189,6 +224,7 @@ def grow_tree(X, y, n_classes, spec, seed):
     left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
     value, depth, n_samp, weights = [], [], [], []
     sparse, sp_index, sp_weight = [], [], []
+    miss_left = []
     stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
 
     def new_node(start, end, d):
@@ -200,6 +236,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         feature2.append(-1)
         oblique.append(-1)
         sparse.append(-1)
+        miss_left.append(0)
         threshold.append(0.0)
         value.append(counts)
         depth.append(d)
@@ -217,7 +254,13 @@ def grow_tree(X, y, n_classes, spec, seed):
         seg = idx[start:end]
         f = f2 = ob = -1
         sp = None
-        if family == "two-probe":
+        ml = -1
+        if cart:  # features in a random order: max_features, more while all constant
+            partial_shuffle(perm, rng.random(p))
+            f, thr, gain, ml = best_axis_split_cart(X, y, seg, perm.copy(), n_classes,
+                                                    min_leaf, spec.get("criterion", "entropy"),
+                                                    spec["max_features"])
+        elif family == "two-probe":
             fa, fb = sample_pairs(rng, p, spec["n_pairs"])
             f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
         elif family == "extra":
@@ -269,7 +312,12 @@ def grow_tree(X, y, n_classes, spec, seed):
                     stats["t_oblique"] += time.perf_counter() - t0
         if gain <= 0.0 or (f < 0 and ob < 0 and sp is None):
             continue
-        if sp is not None:
+        if missing:
+            nl = partition_missing(X, seg, buf, f, np.float32(thr), ml == 1)
+            if ml < 0:  # no missing value here: future ones go to the larger child
+                ml = int(2 * nl >= m)
+            miss_left[node] = ml
+        elif sp is not None:
             nl = partition_sparse(X, seg, buf, sp[0], _kernel_float(sp[1]), np.float32(thr))
         else:
             w_row = weights[ob] if ob >= 0 else empty_w[0]
@@ -312,6 +360,8 @@ def grow_tree(X, y, n_classes, spec, seed):
         "sparse_weight": (np.concatenate(sp_weight) if sp_weight else
                           np.zeros(0, np.dtype(spec.get("sparse_dtype", "float32")))),
     }
+    if missing:
+        out["missing_left"] = np.asarray(miss_left, dtype=np.int8)
     if co2 is not None:
         stats["co2"] = co2_stats
     stats["seconds"] = time.perf_counter() - t_start

@@ -139,6 +139,10 @@ def verify_forest(fa, n_classes=None, n_features=None):
     n_sparse = _verify_sparse(fa, n, p)
     _verify_structure(roots, node, n)
     _verify_splits(node, fa.sparse, n, p, weights.shape[0], n_sparse)
+    missing = getattr(fa, "missing_left", None)
+    if missing is not None and (np.shape(missing) != (n,) or not np.isin(missing, (0, 1)).all()):
+        _fail("missing_left", f"must hold one 0 or 1 per node ({n}); got shape "
+              f"{np.shape(missing)}")
     if not (_finite(value) and value.min() >= 0):
         _fail("value", f"node {_first(~(np.isfinite(value) & (value >= 0)).all(axis=1))} "
               "has a negative, infinite or NaN class probability")

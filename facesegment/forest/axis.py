@@ -14,7 +14,8 @@ neighbouring values present in the node.
 import numpy as np
 
 from .._jit import NJIT, njit
-from ._criteria import class_counts, scan_histogram, scan_sorted, xlogx_table
+from ._criteria import (CRITERIA, class_counts, phi_table, scan_histogram, scan_sorted,
+                        scan_sorted_cart, xlogx_table)
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 384
@@ -159,3 +160,145 @@ def best_axis_split(X, y, idx, features, n_classes, min_samples_leaf=1):
     else:
         f, t, g = _axis_split_sorted(X, y, idx, features, n_classes, min_samples_leaf)
     return int(f), float(t), float(g)
+
+
+# ---------------------------------------------------------------------------
+# CART splits: the Gini index, and missing values (NaN in float features).
+# ---------------------------------------------------------------------------
+
+
+@njit(**NJIT)
+def _axis_split_cart_sorted(X, y, idx, features, n_classes, min_leaf, gini, n_visit):
+    m = idx.shape[0]
+    q = features.shape[0]
+    phi = phi_table(m, gini)
+    vals = np.empty(m, dtype=X.dtype)
+    labs = np.empty(m, dtype=np.int32)
+    vs = np.empty(m, dtype=X.dtype)
+    ls = np.empty(m, dtype=np.int32)
+    tot = np.zeros(n_classes, dtype=np.int64)
+    miss = np.zeros(n_classes, dtype=np.int64)
+    best_f = -1
+    best_t = np.float32(0.0)
+    best_gain = -1.0
+    best_ml = -1
+    visited = 0
+    found = 0
+    for k in range(q):
+        if visited >= n_visit and found > 0:
+            break
+        visited += 1
+        f = features[k]
+        tot[:] = 0
+        miss[:] = 0
+        m0 = 0
+        for i in range(m):  # present values first (in sample order), missing counted
+            v = X[idx[i], f]
+            c = y[idx[i]]
+            if v != v:
+                miss[c] += 1
+            else:
+                vals[m0] = v
+                labs[m0] = c
+                tot[c] += 1
+                m0 += 1
+        if m0 == 0:
+            continue
+        order = np.argsort(vals[:m0], kind="mergesort")
+        for i in range(m0):
+            vs[i] = vals[order[i]]
+            ls[i] = labs[order[i]]
+        if vs[0] == vs[m0 - 1] and m0 == m:
+            continue
+        found += 1
+        t, g, ml = scan_sorted_cart(vs[:m0], ls[:m0], tot, miss, min_leaf, gini, phi)
+        if g > best_gain:
+            best_gain = g
+            best_f = f
+            best_t = t
+            best_ml = ml
+    return best_f, best_t, best_gain, best_ml
+
+
+@njit(**NJIT)
+def _axis_split_cart_counting_u8(X, y, idx, features, n_classes, min_leaf, gini, n_visit):
+    m = idx.shape[0]
+    q = features.shape[0]
+    tot = class_counts(y, idx, n_classes)
+    miss = np.zeros(n_classes, dtype=np.int64)
+    phi = phi_table(m, gini)
+    labs = np.empty(m, dtype=np.int32)
+    vals = np.empty(m, dtype=np.uint8)
+    vs = np.empty(m, dtype=np.uint8)
+    ls = np.empty(m, dtype=np.int32)
+    start = np.empty(257, dtype=np.int64)
+    for i in range(m):
+        labs[i] = y[idx[i]]
+    best_f = -1
+    best_t = np.float32(0.0)
+    best_gain = -1.0
+    visited = 0
+    found = 0
+    for k in range(q):
+        if visited >= n_visit and found > 0:
+            break
+        visited += 1
+        f = features[k]
+        start[:] = 0
+        lo = 255
+        hi = 0
+        for i in range(m):
+            v = X[idx[i], f]
+            vals[i] = v
+            start[v + 1] += 1
+            lo = min(lo, v)
+            hi = max(hi, v)
+        if lo == hi:
+            continue
+        found += 1
+        for b in range(lo + 1, hi + 2):
+            start[b] += start[b - 1]
+        for i in range(m):  # stable counting sort
+            v = vals[i]
+            pos = start[v]
+            vs[pos] = v
+            ls[pos] = labs[i]
+            start[v] = pos + 1
+        t, g, _ = scan_sorted_cart(vs, ls, tot, miss, min_leaf, gini, phi)
+        if g > best_gain:
+            best_gain = g
+            best_f = f
+            best_t = t
+    return best_f, best_t, best_gain, -1
+
+
+def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
+                         criterion="gini", n_visit=None):
+    """Best split ``x[f] <= t`` under ``criterion``, NaN values sent to one side.
+
+    As :func:`best_axis_split` (same arguments, same tie rule: the first
+    feature in the order given, the lowest cut), with ``criterion`` "gini" or
+    "entropy" (:data:`facesegment.forest._criteria.CRITERIA`) and float
+    features that may hold NaN (missing values).  ``features`` are visited in
+    their order, ``n_visit`` of them (default: all), and beyond while every
+    feature visited so far was constant on the node: scikit-learn's rule
+    (constant features count towards ``max_features``, but the search goes
+    on until one feature can split).
+
+    Returns
+    -------
+    (feature, threshold, gain, missing_left): ``missing_left`` is 1 when the
+    node's samples missing ``feature`` go left, 0 when they go right, -1 when
+    none of them misses it (the grower then sends future missing values to the
+    larger child).  The gain is the impurity decrease weighted by the
+    children's shares (:func:`facesegment.forest._criteria.scan_sorted_cart`).
+    """
+    gini = CRITERIA[criterion] == 1
+    n_visit = features.shape[0] if n_visit is None else int(n_visit)
+    if X.dtype == np.uint8:
+        f, t, g, ml = _axis_split_cart_counting_u8(X, y, idx, features, n_classes,
+                                                   min_samples_leaf, gini, n_visit)
+    else:
+        f, t, g, ml = _axis_split_cart_sorted(X, y, idx, features, n_classes,
+                                              min_samples_leaf, gini, n_visit)
+    return int(f), float(t), float(g), int(ml)

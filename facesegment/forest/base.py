@@ -12,6 +12,7 @@ estimator (the packed node table is memoised in
 :mod:`facesegment.forest._predict`).
 """
 
+import copy
 import math
 from contextlib import contextmanager
 
@@ -26,6 +27,9 @@ from ..parallel import default_workers, map_tasks
 from ._arrays import ForestArrays
 from ._grow import _dense_dtype, fit_tree_task, sampling_pool
 from ._arrays import complete
+from ._cart import (append_forests, class_weight_draws, oob_decision, tree_slice,
+                    warm_start_seeds)
+from ._missing import apply_missing, has_nan, proba_of_leaves
 from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
                        predict_proba_packed, predict_proba_packed_serial)
 from ._verify import verified
@@ -90,6 +94,8 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
     cat = np.concatenate
     weights = [t["weights"] for t in trees]
     sparse = _concat_sparse(trees, offsets, n_features)
+    sparse["missing_left"] = (cat([_missing_sides(t) for t in trees]) if trees
+                              else np.zeros(0, np.int8))
     return ForestArrays(**sparse,
         roots=offsets[:-1].astype(np.int32),
         left=cat([shift(t["left"], o) for t, o in zip(trees, offsets)]),
@@ -104,6 +110,18 @@ def concat_trees(trees, n_features, weight_dtype=np.float32):
         weights=(np.ascontiguousarray(cat(weights)) if weights
                  else np.zeros((0, n_features), dtype=weight_dtype)),
     )
+
+
+def _missing_sides(tree):
+    """A tree's ``missing_left`` (int8): the learned sides, or where the tree was
+    grown without missing values, the larger child (ties left)."""
+    if tree.get("missing_left") is not None:
+        return np.asarray(tree["missing_left"], np.int8)
+    left, right, n = tree["left"], tree["right"], tree["n_samples"]
+    out = np.zeros(left.shape[0], dtype=np.int8)
+    inner = np.flatnonzero(left >= 0)
+    out[inner] = n[left[inner]] >= n[right[inner]]
+    return out
 
 
 def _concat_sparse(trees, offsets, n_features):
@@ -151,11 +169,16 @@ def _sparse_importances(fa, imp, tree, dec, inner, scale):
             np.add.at(imp[tree[r]], feats, share / total * dec[r])
 
 
-def forest_feature_importances(fa, n_features, feature_std=None, chunk=256):
+def forest_feature_importances(fa, n_features, feature_std=None, chunk=256,
+                               criterion="entropy"):
     """Mean decrease in impurity per feature of the forest ``fa`` (see
-    :attr:`BaseForest.feature_importances_`); float64 (n_features,)."""
+    :attr:`BaseForest.feature_importances_`); float64 (n_features,).  The
+    impurity is the entropy, or the Gini index with ``criterion="gini"``."""
     v = fa.value.astype(np.float64)
-    h = -np.sum(v * np.log(np.where(v > 0, v, 1.0)), axis=1)
+    if criterion == "gini":
+        h = 1.0 - np.sum(v * v, axis=1)
+    else:
+        h = -np.sum(v * np.log(np.where(v > 0, v, 1.0)), axis=1)
     n = fa.n_samples.astype(np.float64)
     inner = np.flatnonzero(fa.left >= 0)
     lt, rt = fa.left[inner], fa.right[inner]
@@ -227,6 +250,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     entries of the grower's spec)."""
 
     _family = None
+    #: Whether X may hold NaN (missing values; axis-aligned splits only).
+    _missing_values = False
     #: The top-level (picklable) task that grows one tree: ``(item, X, y, n_classes,
     #: spec) -> tree dict``; a family with its own trainer replaces it.
     _tree_task = staticmethod(fit_tree_task)
@@ -234,7 +259,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = self._missing_values
         return tags
 
     def __sklearn_is_fitted__(self):
@@ -250,17 +275,29 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     def _validate_X(self, X, y="no_validation", *, reset):
         """scikit-learn's ``validate_data`` on the kernels' input (see :func:`check_X`)."""
         X, dtype = _flatten(X)
-        return validate_data(self, X, y, reset=reset, dtype=dtype, **_CHECK_KW)
+        kw = dict(_CHECK_KW)
+        if self._missing_values:
+            kw["ensure_all_finite"] = "allow-nan"
+        return validate_data(self, X, y, reset=reset, dtype=dtype, **kw)
 
     # ------------------------------------------------------------------- fit
     def _fit(self, X, y, sample_weight=None, **fit_kw):
         params = self._check_common()
-        X, y = self._validate_X(X, y, reset=True)
+        warm = bool(params.get("warm_start")) and hasattr(self, "forest_")
+        X, y = self._validate_X(X, y, reset=not warm)
         check_classification_targets(y)
         n, p = X.shape
         classes, y_enc = np.unique(y, return_inverse=True)
         y_enc = y_enc.astype(np.int32).ravel()
+        if warm and not np.array_equal(classes, self.classes_):
+            raise ValueError(f"warm_start=True needs the classes of the first fit "
+                             f"({list(self.classes_)!r}); y has {list(classes)!r}")
+        if params.get("oob_score") and not params["bootstrap"]:
+            raise InvalidParameterError("oob_score=True needs bootstrap=True: without "
+                                        "bootstrap samples no row is out of bag")
         w = check_sample_weight(sample_weight, n)
+        w, strata = class_weight_draws(params.get("class_weight"), classes, y_enc, w,
+                                       params["bootstrap"])
         pool, cdf = sampling_pool(w, params["bootstrap"])
         if pool is None:
             w = None  # the unweighted path, byte for byte
@@ -274,22 +311,50 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             "bootstrap": params["bootstrap"],
             "pool": pool,
             "cdf": cdf,
+            "strata": strata,
+            "criterion": params.get("criterion", "entropy"),
+            "missing": has_nan(X),
         }
         if not params["bootstrap"] and spec["n_samples"] > n_pool:
             raise InvalidParameterError(
                 f"max_samples={self.max_samples!r} exceeds the {n_pool} samples (rows "
                 "times integer weights) to draw from; lower it or use bootstrap=True")
         spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
-        trees = self._grow_trees(X, y_enc, len(classes), spec, params)
-        self.tree_stats_ = [t.pop("stats") for t in trees]
-        w_dtype = np.dtype(_dense_dtype(spec))
-        self.forest_ = concat_trees(trees, p, w_dtype)
+        n_old = self.forest_.n_trees if warm else 0
+        seeds = (warm_start_seeds(params, seeds_from, n_old) if warm
+                 else seeds_from(params["random_state"], params["n_estimators"]))
+        if seeds.shape[0]:
+            trees = self._grow_trees(X, y_enc, len(classes), spec, params, seeds)
+            stats = [t.pop("stats") for t in trees]
+            w_dtype = np.dtype(_dense_dtype(spec))
+            forest = concat_trees(trees, p, w_dtype)
+            if warm:
+                forest = append_forests(self.forest_, forest)
+                stats = list(getattr(self, "tree_stats_", [None] * n_old)) + stats
+                old_seeds = getattr(self, "tree_seeds_", None)  # None: a loaded model
+                if old_seeds is None:
+                    old_seeds = seeds_from(params["random_state"], n_old)
+                seeds = np.concatenate([old_seeds, seeds])
+            self.forest_ = forest
+            self.tree_stats_ = stats
+            self.tree_seeds_ = seeds
         self.classes_ = classes
         self.n_classes_ = len(classes)
+        if params.get("oob_score") and (seeds.shape[0] or not hasattr(self, "oob_score_")):
+            self._set_oob(X, y_enc, spec)
         return self
 
-    def _grow_trees(self, X, y_enc, n_classes, spec, params):
-        seeds = seeds_from(params["random_state"], params["n_estimators"])
+    def _set_oob(self, X, y_enc, spec):
+        """``oob_decision_function_`` and ``oob_score_`` (accuracy of its argmax)."""
+        fa = self.forest_
+        proba, _ = oob_decision(fa, X, y_enc, self.tree_seeds_, spec,
+                                lambda rows: self._apply_array(rows, -1))
+        self.oob_decision_function_ = proba
+        self.oob_score_ = float(np.mean(np.argmax(proba, axis=1) == y_enc))
+
+    def _grow_trees(self, X, y_enc, n_classes, spec, params, seeds=None):
+        if seeds is None:
+            seeds = seeds_from(params["random_state"], params["n_estimators"])
         n_jobs = params["n_jobs"] or 1
         if n_jobs == -1:
             n_jobs = default_workers()
@@ -368,6 +433,9 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         X = self._check_predict(X)
         md, nt = self._limits(max_depth, n_trees)
         fa = verified(self.forest_)
+        if self._missing_values and has_nan(X):
+            with numba_threads(self._threads()):
+                return proba_of_leaves(fa, apply_missing(fa, X, md)[:, :nt])
         nodes, nodes_f = packed_nodes(fa)
         w = kernel_weights(fa)
         sp = kernel_sparse(fa)
@@ -395,12 +463,44 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
         X = self._check_predict(X)
         md, _ = self._limits(max_depth, None)
-        fa = complete(verified(self.forest_))
-        out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
         with numba_threads(self._threads()):
-            apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
-                         fa.threshold, fa.depth, kernel_weights(fa), fa.sparse,
-                         *kernel_sparse(fa), md, out)
+            return self._apply_array(X, md)
+
+    def _apply_array(self, X, md):
+        """:meth:`apply` on validated ``X`` (``md`` -1: no depth limit)."""
+        fa = complete(verified(self.forest_))
+        if self._missing_values and has_nan(X):
+            return apply_missing(fa, X, md)
+        out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
+        apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
+                     fa.threshold, fa.depth, kernel_weights(fa), fa.sparse,
+                     *kernel_sparse(fa), md, out)
+        return out
+
+    @property
+    def estimators_(self):
+        """The trees as fitted one-tree forests of this class (list, in order).
+
+        Each is a shallow copy of this estimator whose ``forest_`` holds one
+        tree (:func:`facesegment.forest._cart.tree_slice`: its nodes copied,
+        oblique weights shared), with ``predict_proba``, ``predict``,
+        ``apply`` and ``feature_importances_``; ``n_estimators`` is 1 and
+        ``tree_seeds_`` its seed.  Built on each access (cheap: one copy of
+        the nodes); fitting or changing one does not touch this forest.
+        """
+        check_is_fitted(self)
+        out = []
+        for i in range(self.forest_.n_trees):
+            tree = copy.copy(self)
+            tree.forest_ = tree_slice(self.forest_, i)
+            tree.n_estimators = 1
+            if hasattr(self, "tree_stats_"):
+                tree.tree_stats_ = self.tree_stats_[i:i + 1]
+            tree.tree_seeds_ = self.tree_seeds_[i:i + 1] if hasattr(self, "tree_seeds_") \
+                else None
+            for name in ("oob_score_", "oob_decision_function_"):
+                tree.__dict__.pop(name, None)
+            out.append(tree)
         return out
 
     @property
@@ -418,7 +518,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         return forest_feature_importances(self.forest_, self.n_features_in_,
-                                          getattr(self, "feature_std_", None))
+                                          getattr(self, "feature_std_", None),
+                                          criterion=getattr(self, "criterion", "entropy"))
 
 
 def _resolve_max_features(spec, p):

@@ -50,9 +50,25 @@ class AxisAlignedForest(BaseForest):
 
     At each node ``max_features`` random features are tried and the threshold
     with the best information gain is kept (256-bin histograms for uint8).
+    With ``criterion="gini"``, or NaN in float ``X``, the node visits
+    ``max_features`` features in random order (more while all were constant
+    on it), and keeps the largest decrease of the Gini index (or entropy), NaN values
+    sent to the side that gains most (scikit-learn's CART rules; see
+    docs/forests.md, "CART options").
 
     Parameters
     ----------
+    criterion : {"entropy", "gini"}, default "entropy"
+        Split quality: information gain (the paper) or Gini impurity decrease.
+    oob_score : bool, default False
+        Estimate the accuracy from the out-of-bag rows of each tree
+        (``oob_score_``, ``oob_decision_function_``); needs ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class, multiplying ``sample_weight`` (draw probabilities);
+        "balanced_subsample" draws each tree's sample with equal class shares.
+    warm_start : bool, default False
+        ``fit`` again with a larger ``n_estimators`` adds trees and keeps the
+        old ones bit-identical.
     max_features : int, float, str, default "sqrt"
         q: an int, a fraction of the features, "sqrt", "log2", "all", or an
         exponent "p^0.7" (round(p ** 0.7); the paper picks the exponent from
@@ -72,12 +88,17 @@ class AxisAlignedForest(BaseForest):
     """
 
     _family = "axis"
+    _missing_values = True
 
-    def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
-                 min_samples_split=2, min_samples_leaf=1, max_samples=None,
-                 bootstrap=True, random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+    def __init__(self, n_estimators=16, *, criterion="entropy", max_features="sqrt",
+                 max_depth=None, min_samples_split=2, min_samples_leaf=1, max_samples=None,
+                 bootstrap=True, oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.criterion = criterion
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.max_features = max_features
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split

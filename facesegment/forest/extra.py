@@ -37,6 +37,11 @@ max_samples : int, float or None, default None
 bootstrap : bool, default False
     False: each tree sees the whole pool (the original algorithm); True:
     each tree draws its samples with replacement.
+oob_score, warm_start
+    As for :class:`AxisAlignedForest` (docs/forests.md, "CART options"):
+    out-of-bag estimates (they need ``bootstrap=True``) and warm starts.
+    (No ``class_weight``: class weights are draw probabilities here, and
+    extra-trees grow on every row by default.)
 random_state, n_jobs, scheduler, verbose
     As for the other forests (one seed per tree up front; trees on local
     threads or a Dask cluster; identical forests whatever ``n_jobs``).
@@ -73,9 +78,11 @@ class ExtraTreesForest(BaseForest):
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
-                 bootstrap=False, random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+                 bootstrap=False, oob_score=False, warm_start=False, random_state=None,
+                 n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.warm_start = warm_start
         self.max_features = max_features
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split

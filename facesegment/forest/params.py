@@ -32,7 +32,7 @@ import numpy as np
 from ..limits import MAX_SEED
 
 __all__ = ["InvalidParameterError", "Constraint", "Integer", "Real", "Options", "Boolean",
-           "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "Anything",
+           "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "ClassWeight", "Anything",
            "PARAMETER_CONSTRAINTS", "validate_params", "resolve_max_features",
            "resolve_max_samples", "check_sample_weight"]
 
@@ -221,6 +221,23 @@ class RandomState(Constraint):
         raise ValueError(self.description)
 
 
+class ClassWeight(Constraint):
+    """None, "balanced", "balanced_subsample" or a dict ``{class label: weight > 0}``."""
+
+    description = ("None, 'balanced', 'balanced_subsample' or a dict {class label: "
+                   "finite weight >= 0}")
+
+    def normalise(self, value):
+        if value is None or value in ("balanced", "balanced_subsample"):
+            return value
+        if not isinstance(value, dict) or not value:
+            raise ValueError(self.description)
+        for w in value.values():
+            if not _is_real(w) or not math.isfinite(w) or w < 0:
+                raise ValueError(self.description)
+        return dict(value)
+
+
 class Anything(Constraint):
     """No check (e.g. ``scheduler``: an address or a ``distributed.Client``)."""
 
@@ -253,9 +270,18 @@ _COMMON = {
     "verbose": Integer(0, bool_ok=True),
 }
 
+#: scikit-learn's forest options of the axis-aligned family (docs/forests.md, "CART options").
+_CART = {
+    "criterion": Options("gini", "entropy"),
+    "oob_score": Boolean(),
+    "class_weight": ClassWeight(),
+    "warm_start": Boolean(),
+}
+
 #: ``{estimator class name: {parameter: Constraint}}``, read-only.
 PARAMETER_CONSTRAINTS = MappingProxyType({
-    "AxisAlignedForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "AxisAlignedForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures(),
+                                           **_CART}),
     "TwoProbeForest": MappingProxyType({**_COMMON, "n_pairs": Integer(1, MAX_COUNT)}),
     "CO2Forest": MappingProxyType({
         **_COMMON,
@@ -273,7 +299,8 @@ PARAMETER_CONSTRAINTS = MappingProxyType({
         "max_nonzero": Integer(1, MAX_COUNT, none_ok=True),
         "sparsity": Options("learned", "prune"),
     }),
-    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
+    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures(),
+                                          **{k: _CART[k] for k in ("oob_score", "warm_start")}}),
     "AxisAlignedForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
     "ExtraTreesForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
     "RandomFernsForest": MappingProxyType({

@@ -68,6 +68,9 @@ def _float_data(n=120, seed=0):
 def _same_forest(a, b):
     for name in a.forest_._fields:
         x, y = getattr(a.forest_, name), getattr(b.forest_, name)
+        if x is None or y is None:  # optional arrays (missing_left)
+            assert x is None and y is None, name
+            continue
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
 
 
@@ -81,10 +84,15 @@ def test_check_estimator_passes(kind):
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
 def test_check_estimator_passes_without_bootstrap_including_weights(kind):
-    """bootstrap=False: integer weights repeat rows exactly, so every check passes."""
+    """bootstrap=False: integer weights repeat rows exactly, so every check passes
+    (but class weights, which are draw probabilities: refused without bootstrap)."""
+    expected = {}
+    if "class_weight" in small(kind).get_params():
+        expected["check_class_weight_classifiers"] = (
+            "class weights are draw probabilities; bootstrap=False refuses them")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_estimator(small(kind, bootstrap=False))
+        check_estimator(small(kind, bootstrap=False), expected_failed_checks=expected)
 
 
 def test_expected_failure_is_genuine():
