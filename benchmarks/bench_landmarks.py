@@ -10,19 +10,17 @@ the ratio to the peer; results in ``reports/bench/landmarks.json``.
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from facesegment import shape_prior as sp  # noqa: E402
-from facesegment.datasets import find_faces  # noqa: E402
-from facesegment.imageio import read_image  # noqa: E402
-from facesegment.landmarks import render_labels  # noqa: E402
-from facesegment.renderer import predict_landmarks  # noqa: E402
+from facesegment import shape_prior as sp
+from facesegment.datasets import find_faces
+from facesegment.imageio import read_image
+from facesegment.landmarks import render_labels
+from facesegment.renderer import predict_landmarks
 
 DATA = os.path.join(ROOT, "..", "shared", "data", "faces300w")
 

@@ -1,7 +1,7 @@
 """CART options beside scikit-learn on the UCI datasets: Gini, out-of-bag, missing values.
 
-    nice -n 10 python benchmarks/lectures_cart.py                 # everything
-    python benchmarks/lectures_cart.py --datasets satimage --seeds 0 1
+    nice -n 10 python -m benchmarks.lectures_cart                 # everything
+    python -m benchmarks.lectures_cart --datasets satimage --seeds 0 1
 
 In one run, for every dataset of ``../shared/data/uci`` (train.npz / test.npz
 as they are, no scaling: trees do not care):
@@ -32,16 +32,15 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.forest import AxisAlignedForest  # noqa: E402
-from facesegment.progress import Progress  # noqa: E402
-from pipelines.uci_data import find_datasets, load_dataset, stratified_subsample  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.forest import AxisAlignedForest
+from facesegment.progress import Progress
+from pipelines.uci_data import find_datasets, load_dataset, stratified_subsample
 
 T = 30
 OUT = ROOT / "reports" / "lectures"
-COMMAND = "nice -n 10 python benchmarks/lectures_cart.py"
+COMMAND = "nice -n 10 python -m benchmarks.lectures_cart"
 #: Datasets whose train.npz is at least this large run last (mnist, covertype).
 BIG_BYTES = 8 << 20
 

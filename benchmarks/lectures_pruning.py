@@ -1,7 +1,7 @@
 """Cost-complexity pruning of one tree, ours beside scikit-learn's, one run.
 
-    python benchmarks/lectures_pruning.py                 # satimage and letter
-    python benchmarks/lectures_pruning.py --datasets satimage --max-alphas 50
+    python -m benchmarks.lectures_pruning                 # satimage and letter
+    python -m benchmarks.lectures_pruning --datasets satimage --max-alphas 50
 
 Protocol, the same for both libraries, per dataset (../shared/data/uci):
 20 % of the training rows (stratified, seed 0) are held out for validation;
@@ -24,7 +24,6 @@ validation / test error against the number of leaves).
 """
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -32,13 +31,12 @@ import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import atomic_path, write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.forest import AxisAlignedForest  # noqa: E402
-from facesegment.forest.pruning import cost_complexity_pruning_path, prune  # noqa: E402
-from facesegment.progress import Progress  # noqa: E402
-from pipelines.uci_data import load_dataset, stratified_split  # noqa: E402
+from facesegment.atomic import atomic_path, write_json_atomic, write_text_atomic
+from facesegment.forest import AxisAlignedForest
+from facesegment.forest.pruning import cost_complexity_pruning_path, prune
+from facesegment.progress import Progress
+from pipelines.uci_data import load_dataset, stratified_split
 
 UCI = ROOT.parent / "shared" / "data" / "uci"
 
@@ -194,7 +192,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "reports" / "lectures"))
     args = ap.parse_args(argv)
     results = run(args.datasets, args.max_alphas)
-    command = "python benchmarks/lectures_pruning.py" + (
+    command = "python -m benchmarks.lectures_pruning" + (
         "" if args.datasets == ["satimage", "letter"] else " --datasets "
         + " ".join(args.datasets)) + ("" if args.max_alphas == 120
                                       else f" --max-alphas {args.max_alphas}")

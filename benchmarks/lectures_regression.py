@@ -1,8 +1,8 @@
 """Regression forests beside scikit-learn's, same settings, same splits, one run.
 
-    python benchmarks/lectures_regression.py            # diabetes, friedman1, faces
-    python benchmarks/lectures_regression.py --quick    # 2 splits, no face task
-    python benchmarks/lectures_regression.py --datasets diabetes --splits 30 \
+    python -m benchmarks.lectures_regression            # diabetes, friedman1, faces
+    python -m benchmarks.lectures_regression --quick    # 2 splits, no face task
+    python -m benchmarks.lectures_regression --datasets diabetes --splits 30 \
         --out reports/lectures/regression-diabetes-30
 
 Our AxisAlignedForestRegressor and ExtraTreesForestRegressor against
@@ -36,12 +36,11 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.forest import (AxisAlignedForestRegressor,  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.forest import (AxisAlignedForestRegressor,
                                 ExtraTreesForestRegressor)
-from facesegment.progress import Progress  # noqa: E402
+from facesegment.progress import Progress
 
 PAIRS = {
     "random forest": (AxisAlignedForestRegressor, RandomForestRegressor),
@@ -170,7 +169,7 @@ def main(argv=None):
                     help="folder of regression.json / regression.md")
     args = ap.parse_args(argv)
     results, n_splits = run(args.quick, args.datasets, args.splits)
-    command = " ".join(["python benchmarks/lectures_regression.py"] + (argv if argv is not None
+    command = " ".join(["python -m benchmarks.lectures_regression"] + (argv if argv is not None
                                                                       else sys.argv[1:]))
     out = Path(args.out)
     write_json_atomic(out / "regression.json", {"command": command, "n_splits": n_splits,

@@ -398,7 +398,8 @@ def load_model_folder(cls, path, verify=True):
     if verify and rec:
         _verify_file(h5, rec)
     arrays, mean, std, position, leaves = _read_forest(h5)
-    arrays = _verified(arrays, h5, len(doc["class_names"]), mean, std)
+    arrays = _verified(arrays, h5, len(doc["class_names"]), mean, std,
+                       signed=_kinds()[doc["kind"]].task == "regress")
     if leaves is not None:
         _check_leaves(arrays, leaves, h5)
     kind, classes, layout = _upgrade(doc, path)
@@ -601,10 +602,10 @@ def _read_position(f, h5, n_classes):
     return position
 
 
-def _verified(arrays, h5, n_classes, mean, std):
+def _verified(arrays, h5, n_classes, mean, std, signed=False):
     """The forest arrays proved safe for the kernels (:mod:`facesegment.forest._verify`)."""
     try:
-        arrays = verified(arrays)   # remembered: inference does not check it again
+        arrays = verified(arrays, signed)   # remembered: inference does not check it again
         if arrays.n_classes != n_classes:
             raise ForestProblem("value", f"has {arrays.n_classes} columns, expected "
                                 f"{n_classes} (one per class name)")

@@ -31,7 +31,6 @@ from pathlib import Path
 from facesegment import evaluation
 from facesegment.atomic import write_json_atomic
 from facesegment.dense import default_alpha, default_beta
-from facesegment.forest._arrays import n_sparse
 
 from . import backend
 
@@ -49,7 +48,8 @@ def applies(cfg, model):
     stages = getattr(model, "stages", None)
     if not sm.get("sigmas") or (stages is None and not for_forests(cfg)):
         return False
-    oblique = any(st.arrays.weights.shape[0] > 0 or n_sparse(st.arrays) > 0
+    oblique = any(st.arrays.weights.shape[0] > 0
+                  or (st.arrays.sparse_ptr is not None and len(st.arrays.sparse_ptr) > 1)
                   for st in (stages or [model]))
     return sm.get("models") == "all" or not oblique
 

@@ -30,26 +30,24 @@ prior, the forest's raw probabilities.
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from facesegment.atomic import write_json_atomic, write_text_atomic  # noqa: E402
-from facesegment.classes import CLASS_NAMES, N_CLASSES  # noqa: E402
-from facesegment.dense import predict_image, smooth  # noqa: E402
-from facesegment.evaluation import scored_label  # noqa: E402
-from facesegment.imageio import read_image, read_label  # noqa: E402
-from facesegment.layout import DEFAULT_LAYOUT  # noqa: E402
-from facesegment.metrics import confusion_matrix, summarize  # noqa: E402
-from facesegment.model import load_model  # noqa: E402
-from facesegment.progress import Progress  # noqa: E402
-from facesegment.renderer import landmark_table, render_proba  # noqa: E402
-from facesegment import shape_prior as sp  # noqa: E402
-from facesegment.splits import split_dataset  # noqa: E402
+from facesegment.atomic import write_json_atomic, write_text_atomic
+from facesegment.classes import CLASS_NAMES, N_CLASSES
+from facesegment.dense import predict_image, smooth
+from facesegment.evaluation import scored_label
+from facesegment.imageio import read_image, read_label
+from facesegment.layout import DEFAULT_LAYOUT
+from facesegment.metrics import confusion_matrix, summarize
+from facesegment.model import load_model
+from facesegment.progress import Progress
+from facesegment.renderer import landmark_table, render_proba
+from facesegment import shape_prior as sp
+from facesegment.splits import split_dataset
 
 DATA = os.path.join(ROOT, "..", "shared", "data", "faces300w")
 CACHE = os.path.join(ROOT, "data", "landmarks")

@@ -97,13 +97,14 @@ def _in_range(name, a, low, high, where=None):
     _fail(name, f"entry {node} is {int(v[i])}, outside [{low}, {high})")
 
 
-def verify_forest(fa, n_classes=None, n_features=None):
+def verify_forest(fa, n_classes=None, n_features=None, signed_values=False):
     """Check every array of ``fa`` (a ForestArrays); return it with the format's
     dtypes (int32 nodes, float32 thresholds and values; already-right arrays
     are not copied).
 
     ``n_classes``/``n_features``, when given, are what ``value`` and ``weights``
-    must have.  Raises :class:`ForestProblem` (a ValueError) naming the first
+    must have.  ``value`` holds class probabilities (>= 0) unless
+    ``signed_values`` (a regression forest's leaf means: any finite number).  Raises :class:`ForestProblem` (a ValueError) naming the first
     bad array.
     """
     roots = _array(fa, "roots", "iu", 1)
@@ -143,7 +144,10 @@ def verify_forest(fa, n_classes=None, n_features=None):
     if missing is not None and (np.shape(missing) != (n,) or not np.isin(missing, (0, 1)).all()):
         _fail("missing_left", f"must hold one 0 or 1 per node ({n}); got shape "
               f"{np.shape(missing)}")
-    if not (_finite(value) and value.min() >= 0):
+    if signed_values and not _finite(value):
+        _fail("value", f"node {_first(~np.isfinite(value).all(axis=1))} has an infinite or "
+              "NaN value")
+    if not signed_values and not (_finite(value) and value.min() >= 0):
         _fail("value", f"node {_first(~(np.isfinite(value) & (value >= 0)).all(axis=1))} "
               "has a negative, infinite or NaN class probability")
     if weights.dtype.kind == "f" and not _finite(weights):
@@ -250,19 +254,19 @@ _VERIFIED_SIZE = 16
 _VERIFIED_LOCK = threading.Lock()
 
 
-def verified(fa):
+def verified(fa, signed_values=False):
     """:func:`verify_forest` of ``fa``, memoised while its arrays live: every path
     from arrays to a kernel (estimators' ``predict_proba``/``apply``, dense
     inference) calls it, so a forest built or modified in memory is checked
     once, before its first kernel.  Arrays modified in place are not noticed:
     replace them (as ``_replace`` does)."""
     owners = tuple(a for a in fa if isinstance(a, np.ndarray))
-    key = tuple(id(a) for a in owners)
+    key = (signed_values,) + tuple(id(a) for a in owners)
     with _VERIFIED_LOCK:
         hit = _VERIFIED.get(key)
     if hit is not None and all(r() is a for r, a in zip(hit[0], owners)):
         return hit[1]
-    good = verify_forest(fa)
+    good = verify_forest(fa, signed_values=signed_values)
     with _VERIFIED_LOCK:
         _VERIFIED[key] = (tuple(weakref.ref(a) for a in owners), good)
         for k in [k for k, v in _VERIFIED.items() if any(r() is None for r in v[0])]:
