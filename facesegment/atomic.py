@@ -136,7 +136,7 @@ def full_disk_is_one_line(path, what, fix="free disk space or write elsewhere", 
     except BaseException as exc:
         for p in cleanup:
             shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else _remove(p)
-        if isinstance(exc, (OSError, RuntimeError, DataError)) and is_disk_full(exc):
+        if isinstance(exc, (OSError, RuntimeError)) and is_disk_full(exc):
             raise DataError(path, f"cannot write {what}: no space left on the device",
                             fix) from None
         raise

@@ -88,7 +88,10 @@ def _check_common(mode, pixel_stride, fft_levels, workers):
                          "('strict': the paper's protocol, 15-px border not scored)")
     from .limits import MAX_PIXEL_STRIDE
 
-    _int(pixel_stride, "pixel_stride", 1, MAX_PIXEL_STRIDE, what=" (1 = every pixel)")
+    _int(pixel_stride, "pixel_stride", 1, what=" (1 = every pixel)")
+    if pixel_stride > MAX_PIXEL_STRIDE:
+        raise ValueError(f"pixel_stride={pixel_stride} must be <= {MAX_PIXEL_STRIDE} "
+                         "(a resource limit; 1 = every pixel)")
     _int(fft_levels, "fft_levels", 0, what=" (0 = no FFT levels)")
     if workers is not None:
         _int(workers, "workers", 1, what=" (or None for all cores)")

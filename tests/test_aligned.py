@@ -189,7 +189,10 @@ def test_cache_is_reused_and_outputs_do_not_depend_on_workers(real_records, tmp_
     write_png_atomic(recs[-1].label, lab)
     with pytest.raises(AssertionError, match="recomputed"):
         realign_records(recs, tmp_path / "w1", workers=1, progress=False)
-    assert not (tmp_path / "w1" / INFO_NAME).exists()
+    # a stopped run leaves only the record of the names it was writing: never a cache hit
+    info = json.loads((tmp_path / "w1" / INFO_NAME).read_text())
+    assert info["key"] is None and "faces" not in info
+    assert info["written"] == sorted(r.name for r in recs)
 
 
 def test_cli_evaluate_protocol_detector(real_records, tmp_path, monkeypatch, capsys):
