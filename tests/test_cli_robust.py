@@ -29,8 +29,11 @@ def _env():
 
 @pytest.fixture()
 def model_dir(tmp_path):
-    return save_model(random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",)),
-                      tmp_path / "models" / "axis-2")
+    from facesegment.rule import DecisionRule
+
+    model = random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",))
+    model.rule = DecisionRule(alpha=1.0)   # a stored rule: no note on stderr
+    return save_model(model, tmp_path / "models" / "axis-2")
 
 
 def _photos(folder, n, size=250):

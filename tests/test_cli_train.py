@@ -209,7 +209,7 @@ def test_label_id_outside_the_class_names_is_refused_before_training(tmp_path, w
     rc = main(["train", "--kind", "axis", "--windows", str(bad), "-q",
                "--out", str(tmp_path / "m")])
     err = capsys.readouterr().err
-    assert rc == 2 and "label ids [9]" in err and str(bad) in err and err.count("\n") == 1
+    assert rc == 2 and "class id 9" in err and str(bad) in err and err.count("\n") == 1
 
 
 def test_class_without_windows_is_refused(tmp_path, wfile, capsys):
@@ -240,7 +240,7 @@ def test_damaged_chunk_is_one_line(tmp_path, wfile, capsys):
     rc = main(["train", "--kind", "axis", "--windows", str(bad), "-q",
                "--out", str(tmp_path / "m")])
     err = capsys.readouterr().err
-    assert rc == 2 and str(bad) in err and "extract it again" in err
+    assert rc == 2 and str(bad) in err and "damaged" in err and "facesegment extract" in err
     assert "Traceback" not in err and err.count("\n") == 1
 
 

@@ -652,7 +652,7 @@ def test_bad_sampling_factors_blame_the_model(tmp_path, capsys):
     assert main(["segment", str(src / "a.png"), str(src / "b.png"), str(tmp_path / "out"),
                  "--model", str(path), "-q"]) == 2
     line = _err_line(capsys)
-    assert f"{path}: model has bad sampling factors" in line and "a.png" not in line
+    assert str(path) in line and "sampling" in line and "a.png" not in line
 
 
 def test_signals_after_the_first_are_ignored_when_run_as_the_program(monkeypatch, capsys):

@@ -165,11 +165,17 @@ def _snapshot(root):
             for p in root.rglob("*") if p.is_file()}
 
 
-def test_importing_the_package_writes_and_deletes_nothing():
+def test_importing_the_package_writes_and_deletes_nothing(tmp_path):
     """``import facesegment`` (and its library modules) leaves the package's
     files as they were (no cache pruning, no stamp), probes no CPU and leaves
-    matplotlib's backend alone, even when a figure is drawn."""
-    before = _snapshot(PACKAGE)
+    matplotlib's backend alone, even when a figure is drawn.  A copy of the
+    package is imported, so that tests compiling kernels in other processes
+    cannot touch the tree it watches."""
+    import shutil
+
+    package = tmp_path / "facesegment"
+    shutil.copytree(PACKAGE, package)
+    before = _snapshot(package)
     code = """
 import json, matplotlib
 backend = matplotlib.get_backend()
@@ -183,10 +189,12 @@ ax.plot([0, 1], [0, 1])
 print(json.dumps({"probed": probed, "backend": [backend, matplotlib.get_backend()],
                   "pyplot": "matplotlib.pyplot" in __import__("sys").modules}))
 """
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="svg")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, cwd=PACKAGE.parent, timeout=300)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="svg",
+               PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code + "assert facesegment.__file__.startswith("
+                          f"{str(tmp_path)!r})\n"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"probed": 0, "backend": ["svg", "svg"], "pyplot": False}
-    assert _snapshot(PACKAGE) == before
+    assert _snapshot(package) == before

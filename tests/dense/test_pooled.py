@@ -56,6 +56,16 @@ def test_layout_records_its_pooling():
             WindowLayout(pool=bad)
 
 
+def _kind(est):
+    """The registry row of a test forest (a kind is recorded as given, never guessed)."""
+    from facesegment.forest.registry import kind_of
+
+    kind = kind_of(est)
+    if kind is None and type(est).__name__ == "CO2Forest":
+        kind = "co2-sparse" if est.max_nonzero else ("co2-best" if est.init == "best" else "co2")
+    return kind
+
+
 def _case(s, est):
     rng = np.random.default_rng(s)
     image = rng.integers(0, 256, (37, 42, 3), dtype=np.uint8)
@@ -65,7 +75,7 @@ def _case(s, est):
     X = lay.pooled(Xraw.reshape(-1, 31, 31, 3))
     y = np.digitize(X[:, 0].astype(int) - X[:, -1] + (X[:, 7] > 120) * 50, [-40, 0, 40])
     est.fit(X, y)
-    return image, X, ys, xs, y, Model.from_estimator(est, layout=lay)
+    return image, X, ys, xs, y, Model.from_estimator(est, kind=_kind(est), layout=lay)
 
 
 FORESTS = {
@@ -131,7 +141,7 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
     a = model.arrays
     assert a.weights.dtype == np.dtype(dtype) and a.weights.shape[0] > 0
     assert (255 * np.abs(a.weights.astype(np.int64)).sum(axis=1)).max() < 2 ** 24
-    as_float = Model.from_estimator(model.to_estimator(), layout=model.layout)
+    as_float = Model.from_estimator(model.to_estimator(), kind=model.kind, layout=model.layout)
     as_float.arrays = a._replace(weights=a.weights.astype(np.float32))
     ref = predict_proba_raw(as_float, image)
     forms = ["u8vnni", "u8"] if _simd.VNNI and dtype == "int16" else [_simd.VARIANT]
@@ -183,7 +193,8 @@ def test_pooled_refusals():
     with pytest.raises(ValueError, match="fft_levels=2.*unpooled"):
         predict_proba_raw(model, image, fft_levels=2)
     with pytest.raises(ValueError, match="does not match"):
-        Model.from_estimator(model.to_estimator(), layout=WindowLayout(pool=2))
+        Model.from_estimator(model.to_estimator(), kind=model.kind,
+                             layout=WindowLayout(pool=2))
 
 
 def test_windows_files_are_never_pooled(tmp_path):
@@ -234,7 +245,7 @@ def test_pooled_level_kernels_threads_chunks_and_node_order(monkeypatch):
     np.testing.assert_array_equal(one, base)
     monkeypatch.setattr(_pooled, "CHUNK_PIXELS", 97)
     np.testing.assert_allclose(predict_proba_raw(model, image), base, atol=1e-6)
-    shuffled = Model.from_estimator(est, layout=model.layout)
+    shuffled = Model.from_estimator(est, kind=model.kind, layout=model.layout)
     shuffled.arrays = _shuffled(model.arrays, 1)
     np.testing.assert_allclose(predict_proba_raw(shuffled, image), base, atol=1e-6)
     np.testing.assert_allclose(predict_proba_raw(shuffled, image, max_depth=3, n_trees=2)[ys, xs],

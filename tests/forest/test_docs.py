@@ -1,4 +1,4 @@
-"""The forests example of docs/forests.md and README.md runs and prints what it claims."""
+"""The forests examples of docs/forests.md and README.md run and print what they claim."""
 
 import re
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("doc", ["docs/forests.md", "README.md"])
+@pytest.mark.parametrize("doc", ["docs/forests.md"])
 def test_forests_doc_example_runs(doc, capsys):
     path = ROOT / doc
     blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
@@ -21,10 +21,23 @@ def test_forests_doc_example_runs(doc, capsys):
     assert all(line.endswith("True True") for line in out), out
 
 
-def test_readme_scikit_learn_example_runs(capsys):
-    path = ROOT / "README.md"
+def test_forests_doc_scikit_learn_example_runs(capsys):
+    path = ROOT / "docs" / "forests.md"
     blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
               if "GridSearchCV(" in b]
-    assert blocks, "README.md has no scikit-learn example"
+    assert blocks, "docs/forests.md has no scikit-learn example"
     exec(compile(blocks[0], str(path), "exec"), {})
     assert capsys.readouterr().out.split() == ["True", "True", "True"]
+
+
+def test_readme_forest_example_runs_and_saves_a_model(tmp_path, monkeypatch, capsys):
+    from facesegment.model import load_model
+
+    path = ROOT / "README.md"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+              if "CO2Forest(" in b]
+    assert blocks, "README.md has no forest example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], str(path), "exec"), {})
+    assert float(capsys.readouterr().out.split()[-1]) > 0.6
+    assert load_model(tmp_path / "models" / "demo").kind == "co2"
