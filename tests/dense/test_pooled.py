@@ -206,10 +206,14 @@ def test_windows_files_are_never_pooled(tmp_path):
 
 
 def _shuffled(arrays, seed):
-    """The same forest with its nodes renumbered at random (not breadth first)."""
-    perm = np.random.default_rng(seed).permutation(arrays.n_nodes).astype(np.int32)
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(arrays.n_nodes, dtype=np.int32)
+    """The same forest with its nodes renumbered at random (not breadth first),
+    siblings kept side by side (the format's ``right == left + 1``)."""
+    units = [[int(r)] for r in arrays.roots]
+    units += [[int(a), int(a) + 1] for a in arrays.left if a >= 0]
+    order = np.random.default_rng(seed).permutation(len(units))
+    inv = np.array([node for i in order for node in units[i]], dtype=np.int32)  # new -> old
+    perm = np.empty_like(inv)
+    perm[inv] = np.arange(arrays.n_nodes, dtype=np.int32)                        # old -> new
     remap = {"roots": lambda a: perm[a],
              "left": lambda a: np.where(a[inv] >= 0, perm[np.maximum(a[inv], 0)], -1),
              "right": lambda a: np.where(a[inv] >= 0, perm[np.maximum(a[inv], 0)], -1)}
