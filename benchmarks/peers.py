@@ -154,8 +154,9 @@ def tl2cgen_of(rf, workdir):
                                                     nthread=THREADS))
     predictor = tl2cgen.Predictor(str(lib), nthread=THREADS)
 
-    def proba(X):
-        return predictor.predict(tl2cgen.DMatrix(np.asarray(X, np.float32)))
+    def proba(X):   # TL2cgen gives (rows, targets, classes): one target here
+        out = predictor.predict(tl2cgen.DMatrix(np.asarray(X, np.float32)))
+        return np.asarray(out).reshape(len(X), -1)
     return proba, compile_s
 
 
