@@ -10,7 +10,7 @@ FACES300W = SHARED_DATA / "faces300w"
 LFW_GRAY = SHARED_DATA / "lfw-gray" / "lfw"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def faces300w():
     """Path to ../shared/data/faces300w (skips when absent)."""
     if not (FACES300W / "train").is_dir():
@@ -18,7 +18,7 @@ def faces300w():
     return FACES300W
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def lfw_gray():
     """Path to ../shared/data/lfw-gray/lfw (skips when absent)."""
     if not LFW_GRAY.is_dir():
