@@ -40,6 +40,8 @@ from .progress import Progress
 
 #: Seconds between checks of the client's state while waiting for results.
 POLL_SECONDS = 1.0
+#: Seconds a finished task's result may take to arrive while workers are up.
+FETCH_TIMEOUT = 60.0
 
 
 def default_workers():
@@ -344,7 +346,7 @@ def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
             try:
                 done = _wait_some(wait, client, list(futures), address,
                                   (FuturesCancelledError,) + lost_errors)
-                results = [(futures.pop(f), _result(f, address, lost_errors))
+                results = [(futures.pop(f), _result(f, address, lost_errors, client))
                            for f in sorted(done, key=futures.get)]
             except (SchedulerLostError, WorkersLostError) as exc:
                 lost = exc
@@ -395,10 +397,13 @@ def _wait_some(wait, client, pending, address, errors):
             raise WorkersLostError(address, WORKER_TIMEOUT)
 
 
-def _result(fut, address, lost_errors):
+def _result(fut, address, lost_errors, client=None):
     """The result of a finished future; the task's own exception is raised as
     it is, a future cancelled by the loss of the scheduler (or a result that
-    can no longer be fetched) becomes SchedulerLostError."""
+    can no longer be fetched) becomes SchedulerLostError.  A result whose
+    worker was retired before it was fetched waits for the task to be run
+    again: WorkersLostError when no worker is left for :data:`WORKER_TIMEOUT`
+    seconds."""
     if fut.status == "error":
         exc = fut.exception()
         if type(exc).__name__ == "KilledWorker":
@@ -408,10 +413,35 @@ def _result(fut, address, lost_errors):
         return fut.result()  # raises the task's exception
     if fut.status == "cancelled":
         raise SchedulerLostError(address, "its tasks were cancelled")
-    try:
-        return fut.result(timeout=60)
-    except lost_errors as exc:
-        raise SchedulerLostError(address, _reason(exc)) from exc
+    return _fetch(fut, address, lost_errors, client)
+
+
+def _fetch(fut, address, lost_errors, client):
+    """``fut.result()``, polled so that losing every worker meanwhile is noticed."""
+    import time
+
+    start, no_workers_since = time.monotonic(), None
+    while True:
+        try:
+            return fut.result(timeout=POLL_SECONDS)
+        except TimeoutError:
+            pass
+        except lost_errors as exc:
+            raise SchedulerLostError(address, _reason(exc)) from exc
+        now = time.monotonic()
+        try:
+            workers = 1 if client is None else _n_workers(client)
+        except lost_errors as exc:
+            raise SchedulerLostError(address, _reason(exc)) from exc
+        if workers:
+            no_workers_since = None
+        elif no_workers_since is None:
+            no_workers_since = now
+        elif now - no_workers_since > WORKER_TIMEOUT:
+            raise WorkersLostError(address, WORKER_TIMEOUT)
+        if now - start > FETCH_TIMEOUT and workers:
+            raise SchedulerLostError(address, f"a finished task's result could not be "
+                                     f"fetched in {FETCH_TIMEOUT:.0f} s")
 
 
 def _reason(exc):
