@@ -35,14 +35,6 @@ def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
-def _plt():
-    """The drawing entry points (``subplots``) as pyplot offered them, without
-    pyplot (for older callers)."""
-    import types
-
-    return types.SimpleNamespace(subplots=subplots)
-
-
 def save_figure(fig, path, dpi=100):
     """Save a matplotlib figure as PNG atomically (temporary name, then rename)."""
     path = os.fspath(path)
