@@ -145,9 +145,9 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     """
     from .crops import (CROP, DETECT_MAX_SIDE, DETECTORS, box_region, crop_face, find_crops,
                         find_landmarks, landmark_box, model_crop_rule, uncrop_proba)
-    from .dense import predict_image
+    from .landmark_model import LandmarkModel
     from .rule import decision_rule
-    from .segment import DETECT_MODES, model_image
+    from .segment import DETECT_MODES
 
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
@@ -159,10 +159,12 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     if not as_crop:
         check_photo_dependencies()
     model = _model(model)
-    rule = decision_rule(model, alpha, beta, sigma)
-    terms = dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
+    terms = {}
+    if not isinstance(model, LandmarkModel):
+        rule = decision_rule(model, alpha, beta, sigma)
+        terms = dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
     if as_crop:
-        proba, labels = predict_image(model, model_image(model, img), mode="full", **terms)
+        proba, labels = _crop_maps(model, img, terms)
         return [Face((0.0, 0.0, float(max(h, w))), None, labels, proba, img, labels, "crop")]
     size = DETECT_MAX_SIDE if detect_size is None else int(detect_size)
     rule_crop = model_crop_rule(model)
@@ -175,8 +177,7 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     faces = []
     for box, pts in zip(boxes, points):
         crop = crop_face(img, box)
-        proba, crop_labels = predict_image(model, model_image(model, crop), mode="full",
-                                           **terms)
+        proba, crop_labels = _crop_maps(model, crop, terms)
         labels = np.zeros((h, w), dtype=np.uint8)
         r0, r1, c0, c1 = box_region(box, img.shape)
         if r1 > r0 and c1 > c0:
@@ -188,3 +189,15 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
         faces.append(Face(tuple(float(v) for v in box), pts, labels, proba, crop, crop_labels,
                           detector))
     return faces
+
+
+def _crop_maps(model, crop, terms):
+    """Class probabilities and labels of one face crop under ``model``."""
+    from .dense import predict_image
+    from .landmark_model import LandmarkModel
+    from .segment import model_image
+
+    if isinstance(model, LandmarkModel):
+        proba = model.predict_crop(crop)[0]
+        return proba, np.argmax(proba, axis=-1).astype(np.uint8)
+    return predict_image(model, model_image(model, crop), mode="full", **terms)

@@ -221,8 +221,12 @@ def load_model(path, verify=True):
     from ._model_files import load_model_folder
     from .cascade import is_cascade_folder, load_cascade
 
+    from .landmark_model import is_landmark_folder, load_landmark_model
+
     if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
         return load_cascade(path, verify)
+    if is_landmark_folder(path):  # a landmark model: votes, a stage, a fallback
+        return load_landmark_model(path, verify)
     return load_model_folder(Model, path, verify)
 
 

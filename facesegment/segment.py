@@ -120,11 +120,14 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     ``"paths"``: the path of each face ("landmarks" or "landmark-free").
     """
     from .dense import predict_image
+    from .landmark_model import LandmarkModel
     from .rule import decision_rule
     from .shape_prior import LANDMARK_PATH, apply_model_prior, model_gamma
 
     info = {} if info is None else info
-
+    if isinstance(model, LandmarkModel):
+        return _segment_landmarks(model, image, detect, detector, return_proba, detect_size,
+                                  info)
     rule = decision_rule(model, alpha, beta, sigma)
     alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
     h, w = image.shape[:2]
@@ -147,12 +150,6 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     info.update(detection=found.get("detection", ""), paths=[])
     if len(boxes) == 0:
         return (None, 0, None) if return_proba else (None, 0)
-    n_classes = model.arrays.n_classes
-    labels = np.zeros((h, w), dtype=np.uint8)
-    proba = None
-    if return_proba:
-        proba = np.zeros((h, w, n_classes), dtype=np.float32)
-        proba[:, :, 0] = 1.0
     points = found.get("points") or [None] * len(boxes)
     crops = []
     for box, pts in zip(boxes, points):
@@ -161,6 +158,39 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
         p, path = apply_model_prior(model, p, None if pts is None else crop_points(pts, box))
         crops.append(p)
         info["paths"].append(path)
+    return _paste_crops(image, boxes, crops, len(model.class_names), return_proba)
+
+
+def _segment_landmarks(model, image, detect, detector, return_proba, detect_size, info):
+    """:func:`segment_image` for a landmark model (:mod:`facesegment.landmark_model`):
+    each crop is segmented by ``model.predict_crop`` (its own detection and votes)."""
+    h, w = image.shape[:2]
+    if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
+        proba, path, how = model.predict_crop(image)
+        labels = np.argmax(proba, axis=-1).astype(np.uint8)
+        info.update(detection=how, paths=[path])
+        return (labels, 1, proba) if return_proba else (labels, 1)
+    found = {}
+    boxes = find_crops(image, detector, max_side=detect_size, info=found)
+    info.update(detection=found.get("detection", ""), paths=[])
+    if len(boxes) == 0:
+        return (None, 0, None) if return_proba else (None, 0)
+    crops = []
+    for box in boxes:
+        p, path, _ = model.predict_crop(crop_face(image, box))
+        crops.append(p)
+        info["paths"].append(path)
+    return _paste_crops(image, boxes, crops, model.n_classes, return_proba)
+
+
+def _paste_crops(image, boxes, crops, n_classes, return_proba):
+    """The photo's labels (and probabilities) from its crops' class maps."""
+    h, w = image.shape[:2]
+    labels = np.zeros((h, w), dtype=np.uint8)
+    proba = None
+    if return_proba:
+        proba = np.zeros((h, w, n_classes), dtype=np.float32)
+        proba[:, :, 0] = 1.0
     regions = [box_region(box, image.shape) for box in boxes]
     for (r0, r1, c0, c1), members in _group_regions(regions):
         if r1 <= r0 or c1 <= c0:

@@ -171,7 +171,11 @@ def load_image_model(path):
     from ..model import load_model
     from ..models import resolve
 
+    from ..landmark_model import LandmarkModel
+
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
+    if isinstance(model, LandmarkModel):  # its stage and fallback were checked on loading
+        return model
     fix = "give a model trained by `facesegment train` on a windows file of face images"
     try:
         layout = model_layout(model)

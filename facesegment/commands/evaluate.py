@@ -176,6 +176,7 @@ def run(args):
     from ._common import load_image_model, model_beta, note_missing_rule
 
     from ..errors import FaceSegmentError
+    from ..landmark_model import LandmarkModel
 
     if not args.model and not getattr(args, "method", None):
         raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
@@ -198,6 +199,9 @@ def run(args):
         if name != Path(os.path.abspath(path)).name:
             print(f"evaluate: {path} is named {name!r} in the outputs (another model "
                   "has the same folder name)", file=sys.stderr)
+        if isinstance(model, LandmarkModel):
+            rows.update(_score_landmark_model(model, path, name, records, detector, args))
+            continue
         alpha = default_alpha(model) if args.alpha is None else args.alpha
         t0 = time.perf_counter()
         res = evaluate(model, records, alphas=[alpha] + list(args.sweep_alphas or []),
@@ -239,6 +243,35 @@ def run(args):
     print(table)
     print(f"wrote {args.out}/summary.md and one NAME.json / NAME.md per model")
     return 0
+
+
+def _score_landmark_model(model, path, name, records, detector, args):
+    """Score a landmark model (:mod:`facesegment.landmark_model`): writes
+    OUT/NAME.json and .md and returns its summary-table row."""
+    from ..atomic import write_json_atomic, write_text_atomic
+    from ..landmark_fit import evaluate_landmark_model
+    from ..metrics import markdown_table, summarize
+
+    t0 = time.perf_counter()
+    res = evaluate_landmark_model(model, records, mode=args.mode, pixel_stride=args.pixel_stride,
+                                  progress=not args.quiet, desc=f"evaluate {name}")
+    seconds = time.perf_counter() - t0
+    res.update(kind=model.kind, mode=args.mode, model=str(path), data=str(args.data),
+               seconds=round(seconds, 2),
+               seconds_per_image=round(seconds / max(1, res["n_images"]), 4),
+               class_names=list(model.class_names),
+               summary=summarize(res["confusion"], model.class_names),
+               protocol="detector" if detector else "crops")
+    if detector:
+        res["detector"] = detector
+    label = f"{name} ({model.kind})"
+    text = markdown_table({label: res["summary"]},
+                          f"{name}: {res['n_images']} images, landmarks found on "
+                          f"{res['n_found']}, {_protocol(args.mode, args.pixel_stride)}"
+                          f"{_detector_text(detector)}")
+    write_json_atomic(Path(args.out) / f"{name}.json", res)
+    write_text_atomic(Path(args.out) / f"{name}.md", text)
+    return {label: res["summary"]}
 
 
 def _score_method(method, records, detector, args):

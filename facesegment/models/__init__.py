@@ -22,7 +22,8 @@ def shipped():
     """Names of the shipped models (folders here holding a model), sorted."""
     return sorted(p.name for p in HERE.iterdir()
                   if p.is_dir() and ((p / "model.json").is_file()
-                                     or (p / "cascade.json").is_file()))
+                                     or (p / "cascade.json").is_file()
+                                     or (p / "landmark-model.json").is_file()))
 
 
 def model_path(name=None):

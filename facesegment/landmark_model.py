@@ -1,0 +1,217 @@
+"""Landmark models: face parsers that read dlib's 68 landmarks.
+
+A :class:`LandmarkModel` segments a face crop with the *vote renderer*
+(:mod:`facesegment.votes`: dlib's predictor run from many boxes, mirrored and
+at sub-pixel scale, each landmark set drawn as the label polygons, the class
+votes averaged), optionally refined by a forest *stage* that reads the votes'
+context planes beside the image window (only where the sets disagree: the
+"band" of pixels within ``band`` pixels of a pixel the votes are split on),
+and falls back on a landmark-free model (any model folder: a forest or a
+cascade) for a face where dlib finds no face in the crop.
+
+The folder::
+
+    landmark-model.json   format "facesegment-landmark-model", format_version,
+                          package_version, kind, votes (VoteSpec.to_dict()),
+                          band, context (ContextSpec.to_dict() or null),
+                          provenance, metrics
+    stage/                optional: a model folder over the context layout
+    fallback/             optional: a landmark-free model (or cascade) folder
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import write_json_atomic
+from .classes import CLASS_NAMES, N_CLASSES
+from .context import ContextSpec
+from .errors import DataError
+from .rule import DecisionRule
+from .votes import VoteSpec, face_votes
+
+LANDMARK_FORMAT = "facesegment-landmark-model"
+LANDMARK_FORMAT_VERSION = 1
+LANDMARK_FILE = "landmark-model.json"
+#: Paths a face takes (the ``paths`` column of ``segment``'s CSV).
+LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
+_FIX = "build the landmark model again (or point at another model folder)"
+
+
+def band_mask(votes, band):
+    """Pixels within ``band`` pixels (a square) of a pixel whose votes are split."""
+    import cv2
+
+    split = (votes.max(axis=-1) < 0.999).astype(np.uint8)
+    if band <= 0:
+        return split > 0
+    return cv2.dilate(split, np.ones((2 * band + 1, 2 * band + 1), np.uint8)) > 0
+
+
+class LandmarkModel:
+    """The vote renderer, an optional forest stage over its votes, a fallback."""
+
+    def __init__(self, votes, stage=None, context=None, band=2, fallback=None,
+                 provenance=None, metrics=None, fallback_name=None):
+        if not isinstance(votes, VoteSpec):
+            raise TypeError(f"votes must be a VoteSpec, got {type(votes).__name__}")
+        if (stage is None) != (context is None):
+            raise ValueError("a landmark stage needs its ContextSpec (give both or neither)")
+        if isinstance(band, bool) or not isinstance(band, (int, np.integer)) or not 0 <= band <= 15:
+            raise ValueError(f"band={band!r} must be an integer in 0..15 (pixels)")
+        self.votes, self.stage, self.context, self.band = votes, stage, context, int(band)
+        self.fallback = fallback
+        self.fallback_name = fallback_name   # a shipped model's name: referred to, not copied
+        self.provenance = dict(provenance or {})
+        self.metrics = dict(metrics or {})
+        self.class_names = tuple(CLASS_NAMES)
+        self.position = None    # crops are cut by the landmark rule as it is
+        self.layout = None      # reads RGB photos; its stage's layout is its own
+        self.rule = DecisionRule(alpha=0.0)   # the votes are decisions already
+
+    @property
+    def kind(self):
+        return "landmark-votes" + ("+stage" if self.stage is not None else "")
+
+    @property
+    def n_classes(self):
+        return N_CLASSES
+
+    def predict_crop(self, image):
+        """Class probabilities of a face crop (RGB uint8 (H, W, 3)).
+
+        Returns ``(proba float32 (H, W, C), path, detection)``: ``path`` is
+        :data:`LANDMARK_PATH` when dlib found the face in the crop, else
+        :data:`FREE_PATH` (the fallback model's maps; all background without
+        one); ``detection`` is the dlib pass that found it ("" when none)."""
+        votes, _, how = face_votes(image, self.votes)
+        if votes is None:
+            return self._fallback(image), FREE_PATH, ""
+        if self.stage is None:
+            return votes, LANDMARK_PATH, how
+        return self._refine(image, votes), LANDMARK_PATH, how
+
+    def _refine(self, image, votes):
+        from .context import context_planes
+        from .dense import predict_image
+        from .segment import model_image
+
+        mask = band_mask(votes, self.band)
+        if not mask.any():
+            return votes
+        planes = context_planes(votes, self.context)
+        proba, _ = predict_image(self.stage, model_image(self.stage, image), mode="full",
+                                 planes=planes, alpha=0.0, beta=0.0, sigma=0.0)
+        out = votes.copy()
+        out[mask] = proba[mask]
+        return out
+
+    def _fallback(self, image):
+        h, w = image.shape[:2]
+        if self.fallback is None:
+            out = np.zeros((h, w, N_CLASSES), np.float32)
+            out[..., 0] = 1.0
+            return out
+        from .dense import predict_image
+        from .segment import model_image
+
+        return predict_image(self.fallback, model_image(self.fallback, image), mode="full")[0]
+
+
+# ------------------------------------------------------------------ files
+
+def is_landmark_folder(path):
+    return (Path(path) / LANDMARK_FILE).is_file()
+
+
+def save_landmark_model(model, path):
+    """Write the folder atomically; an existing landmark model, model or cascade
+    folder at ``path`` is replaced, anything else is refused."""
+    from . import __version__
+    from ._model_files import check_model_output, jsonable, write_folder
+    from .model import save_model
+
+    path = Path(path)
+    if is_landmark_folder(path):
+        own = (LANDMARK_FILE, "stage", "fallback", "MODEL_CARD.md")
+        other = sorted(p.name for p in path.iterdir() if p.name not in own)
+        if other:
+            raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",
+                            "move them away or choose another output folder")
+    else:
+        check_model_output(path)
+
+    def fill(tmp):
+        if model.stage is not None:
+            save_model(model.stage, tmp / "stage")
+        if model.fallback is not None and model.fallback_name is None:
+            save_model(model.fallback, tmp / "fallback")
+        write_json_atomic(tmp / LANDMARK_FILE, {
+            "format": LANDMARK_FORMAT, "format_version": LANDMARK_FORMAT_VERSION,
+            "package_version": __version__, "kind": model.kind,
+            "votes": model.votes.to_dict(), "band": model.band,
+            "context": None if model.context is None else model.context.to_dict(),
+            "fallback": (None if model.fallback is None else "fallback"
+                         if model.fallback_name is None else "shipped:" + model.fallback_name),
+            "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
+            indent=2, sort_keys=True)
+
+    return write_folder(path, fill, "the landmark model", "choose a writable folder with free space")
+
+
+def load_landmark_model(path, verify=True):
+    """Load a folder written by :func:`save_landmark_model` (DataError naming
+    the file when it is not one)."""
+    from ._model_doc import parse
+    from .model import load_model
+
+    path = Path(path)
+    js = path / LANDMARK_FILE
+    try:
+        doc = parse(js.read_text(), js)
+    except (OSError, ValueError) as exc:
+        raise DataError(js, f"cannot be read ({exc})", _FIX) from None
+    if not isinstance(doc, dict) or doc.get("format") != LANDMARK_FORMAT:
+        raise DataError(js, "is not a facesegment landmark-model file", _FIX)
+    if doc.get("format_version") != LANDMARK_FORMAT_VERSION:
+        raise DataError(js, f"has format version {doc.get('format_version')}, this "
+                        f"facesegment reads {LANDMARK_FORMAT_VERSION}", _FIX)
+    try:
+        votes = VoteSpec.from_dict(doc["votes"])
+        context = None if doc.get("context") is None else ContextSpec.from_dict(doc["context"])
+        band = doc["band"]
+        for field in ("provenance", "metrics"):
+            if not isinstance(doc.get(field) or {}, dict):
+                raise TypeError(f"field {field} is not a JSON object")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
+    stage = load_model(path / "stage", verify) if context is not None else None
+    if stage is not None and (stage.layout is None
+                              or stage.layout.channels != 3 + context.n_planes):
+        raise DataError(path / "stage", "is not a model over the votes' context layout", _FIX)
+    fallback, name = _load_fallback(path, doc.get("fallback"), verify)
+    try:
+        return LandmarkModel(votes, stage, context, band, fallback, doc.get("provenance"),
+                             doc.get("metrics"), name)
+    except (TypeError, ValueError) as exc:
+        raise DataError(js, f"is malformed ({exc})", _FIX) from None
+
+
+def _load_fallback(path, ref, verify):
+    """The fallback model and, for a shipped one, its name."""
+    from .model import load_model
+    from .models import model_path
+
+    if ref is None:
+        return None, None
+    if ref == "fallback":
+        return load_model(path / "fallback", verify), None
+    if isinstance(ref, str) and ref.startswith("shipped:"):
+        name = ref[len("shipped:"):]
+        return load_model(model_path(name), verify), name
+    raise DataError(path / LANDMARK_FILE, f"field fallback is {ref!r}; expected null, "
+                    "\"fallback\" or \"shipped:NAME\"", _FIX)
+
+
+__all__ = ["LandmarkModel", "LANDMARK_PATH", "FREE_PATH", "band_mask", "is_landmark_folder",
+           "save_landmark_model", "load_landmark_model"]
