@@ -95,9 +95,10 @@ nongreedy: setup  ## Non-greedy trees vs greedy ones across depths, and forests 
 	$(BIN)/python -m pipelines.nongreedy $(NONGREEDY_ARGS)
 
 SHIP_DATA ?= ../shared/data/faces300w
-model: setup  ## Train the model shipped in the package (pipelines/shipped.toml) into facesegment/models/, with its model card
+model: setup  ## Train the models shipped in the package (the forest of pipelines/shipped.toml, then the landmark votes) into facesegment/models/, with their model cards
 	$(BIN)/python -m pipelines.run --config pipelines/shipped.toml --data $(SHIP_DATA) time:two-probe
 	$(BIN)/python -m pipelines.ship --config pipelines/shipped.toml --kind two-probe --name faces300w-two-probe
+	$(BIN)/python -m pipelines.ship_landmarks --data $(SHIP_DATA) --name faces300w-landmarks
 
 # Only what the build made and git ignores: the tracked results (reports/runs/RUN/*.json,
 # figures, tables) and the shipped model stay (tests/test_makefile.py checks this).

@@ -106,6 +106,7 @@ def rows():
                         + (" --skip-co2" if inf.get("models") and not any(
                             x["kind"] == "co2" for x in inf["results"]) else "")))
     out += _cascade_rows()
+    out += _votes_rows()
     return out
 
 
@@ -125,6 +126,21 @@ def _cascade_rows():
                     "stage-1 forest alone" + (f" (load {load})" if load is not None else ""),
                     "≤ 150 ms", f"bench_cascade.py --model {c['model']}"))
     return out
+
+
+def _votes_rows():
+    """``bench_votes.py``: the default landmark-vote model per face, beside the renderer."""
+    v = _load("votes")
+    if not v:
+        return []
+    ms, r = v["ms_per_face"], v["over_renderer"]
+    return [("landmark votes", f"the default model ({v['models']['votes']}), "
+             f"{v['n_faces']} faces300w test crops, dlib included",
+             f"crop {ms['landmark votes, crop']:.0f} ms ({r['landmark votes, crop']:.1f}× the "
+             f"renderer's {ms['renderer (peer)']:.0f} ms), photo path "
+             f"{ms['landmark votes, photo']:.0f} ms"
+             f"{_load_note(v['load_average'][0], v.get('cpu_count'))}",
+             "≤ 200 ms", "bench_votes.py")]
 
 
 def markdown():

@@ -3,20 +3,17 @@
 A :class:`LandmarkModel` segments a face crop with the *vote renderer*
 (:mod:`facesegment.votes`: dlib's predictor run from many boxes, mirrored and
 at sub-pixel scale, each landmark set drawn as the label polygons, the class
-votes averaged), optionally refined by a forest *stage* that reads the votes'
-context planes beside the image window (only where the sets disagree: the
-"band" of pixels within ``band`` pixels of a pixel the votes are split on),
-and falls back on a landmark-free model (any model folder: a forest or a
-cascade) for a face where dlib finds no face in the crop.
+votes averaged) and falls back on a landmark-free model (any model folder: a
+forest or a cascade) for a face where dlib finds no face in the crop.
 
 The folder::
 
     landmark-model.json   format "facesegment-landmark-model", format_version,
-                          package_version, kind, votes (VoteSpec.to_dict()),
-                          band, context (ContextSpec.to_dict() or null),
-                          provenance, metrics
-    stage/                optional: a model folder over the context layout
+                          package_version, kind ("landmark-votes"), votes
+                          (VoteSpec.to_dict()), fallback (null, "fallback" or
+                          "shipped:NAME"), provenance, metrics
     fallback/             optional: a landmark-free model (or cascade) folder
+    MODEL_CARD.md         optional
 """
 
 from pathlib import Path
@@ -25,7 +22,6 @@ import numpy as np
 
 from .atomic import write_json_atomic
 from .classes import CLASS_NAMES, N_CLASSES
-from .context import ContextSpec
 from .errors import DataError
 from .rule import DecisionRule
 from .votes import VoteSpec, face_votes
@@ -38,40 +34,23 @@ LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
 _FIX = "build the landmark model again (or point at another model folder)"
 
 
-def band_mask(votes, band):
-    """Pixels within ``band`` pixels (a square) of a pixel whose votes are split."""
-    import cv2
-
-    split = (votes.max(axis=-1) < 0.999).astype(np.uint8)
-    if band <= 0:
-        return split > 0
-    return cv2.dilate(split, np.ones((2 * band + 1, 2 * band + 1), np.uint8)) > 0
-
-
 class LandmarkModel:
-    """The vote renderer, an optional forest stage over its votes, a fallback."""
+    """The vote renderer and a landmark-free fallback."""
 
-    def __init__(self, votes, stage=None, context=None, band=2, fallback=None,
-                 provenance=None, metrics=None, fallback_name=None):
+    kind = "landmark-votes"
+
+    def __init__(self, votes, fallback=None, provenance=None, metrics=None, fallback_name=None):
         if not isinstance(votes, VoteSpec):
             raise TypeError(f"votes must be a VoteSpec, got {type(votes).__name__}")
-        if (stage is None) != (context is None):
-            raise ValueError("a landmark stage needs its ContextSpec (give both or neither)")
-        if isinstance(band, bool) or not isinstance(band, (int, np.integer)) or not 0 <= band <= 15:
-            raise ValueError(f"band={band!r} must be an integer in 0..15 (pixels)")
-        self.votes, self.stage, self.context, self.band = votes, stage, context, int(band)
+        self.votes = votes
         self.fallback = fallback
         self.fallback_name = fallback_name   # a shipped model's name: referred to, not copied
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
         self.position = None    # crops are cut by the landmark rule as it is
-        self.layout = None      # reads RGB photos; its stage's layout is its own
+        self.layout = None      # reads RGB photos (the fallback has its own layout)
         self.rule = DecisionRule(alpha=0.0)   # the votes are decisions already
-
-    @property
-    def kind(self):
-        return "landmark-votes" + ("+stage" if self.stage is not None else "")
 
     @property
     def n_classes(self):
@@ -87,24 +66,7 @@ class LandmarkModel:
         votes, _, how = face_votes(image, self.votes)
         if votes is None:
             return self._fallback(image), FREE_PATH, ""
-        if self.stage is None:
-            return votes, LANDMARK_PATH, how
-        return self._refine(image, votes), LANDMARK_PATH, how
-
-    def _refine(self, image, votes):
-        from .context import context_planes
-        from .dense import predict_image
-        from .segment import model_image
-
-        mask = band_mask(votes, self.band)
-        if not mask.any():
-            return votes
-        planes = context_planes(votes, self.context)
-        proba, _ = predict_image(self.stage, model_image(self.stage, image), mode="full",
-                                 planes=planes, alpha=0.0, beta=0.0, sigma=0.0)
-        out = votes.copy()
-        out[mask] = proba[mask]
-        return out
+        return votes, LANDMARK_PATH, how
 
     def _fallback(self, image):
         h, w = image.shape[:2]
@@ -133,7 +95,7 @@ def save_landmark_model(model, path):
 
     path = Path(path)
     if is_landmark_folder(path):
-        own = (LANDMARK_FILE, "stage", "fallback", "MODEL_CARD.md")
+        own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md")
         other = sorted(p.name for p in path.iterdir() if p.name not in own)
         if other:
             raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",
@@ -142,15 +104,12 @@ def save_landmark_model(model, path):
         check_model_output(path)
 
     def fill(tmp):
-        if model.stage is not None:
-            save_model(model.stage, tmp / "stage")
         if model.fallback is not None and model.fallback_name is None:
             save_model(model.fallback, tmp / "fallback")
         write_json_atomic(tmp / LANDMARK_FILE, {
             "format": LANDMARK_FORMAT, "format_version": LANDMARK_FORMAT_VERSION,
             "package_version": __version__, "kind": model.kind,
-            "votes": model.votes.to_dict(), "band": model.band,
-            "context": None if model.context is None else model.context.to_dict(),
+            "votes": model.votes.to_dict(),
             "fallback": (None if model.fallback is None else "fallback"
                          if model.fallback_name is None else "shipped:" + model.fallback_name),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
@@ -163,7 +122,6 @@ def load_landmark_model(path, verify=True):
     """Load a folder written by :func:`save_landmark_model` (DataError naming
     the file when it is not one)."""
     from ._model_doc import parse
-    from .model import load_model
 
     path = Path(path)
     js = path / LANDMARK_FILE
@@ -178,21 +136,14 @@ def load_landmark_model(path, verify=True):
                         f"facesegment reads {LANDMARK_FORMAT_VERSION}", _FIX)
     try:
         votes = VoteSpec.from_dict(doc["votes"])
-        context = None if doc.get("context") is None else ContextSpec.from_dict(doc["context"])
-        band = doc["band"]
         for field in ("provenance", "metrics"):
             if not isinstance(doc.get(field) or {}, dict):
                 raise TypeError(f"field {field} is not a JSON object")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
-    stage = load_model(path / "stage", verify) if context is not None else None
-    if stage is not None and (stage.layout is None
-                              or stage.layout.channels != 3 + context.n_planes):
-        raise DataError(path / "stage", "is not a model over the votes' context layout", _FIX)
     fallback, name = _load_fallback(path, doc.get("fallback"), verify)
     try:
-        return LandmarkModel(votes, stage, context, band, fallback, doc.get("provenance"),
-                             doc.get("metrics"), name)
+        return LandmarkModel(votes, fallback, doc.get("provenance"), doc.get("metrics"), name)
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
 
@@ -213,5 +164,5 @@ def _load_fallback(path, ref, verify):
                     "\"fallback\" or \"shipped:NAME\"", _FIX)
 
 
-__all__ = ["LandmarkModel", "LANDMARK_PATH", "FREE_PATH", "band_mask", "is_landmark_folder",
+__all__ = ["LandmarkModel", "LANDMARK_PATH", "FREE_PATH", "is_landmark_folder",
            "save_landmark_model", "load_landmark_model"]

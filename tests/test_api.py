@@ -47,38 +47,61 @@ def test_unknown_model_name_lists_the_shipped_ones():
         load_model("no-such-model")
 
 
-def test_the_default_model_is_shipped_small_with_its_card_and_rule():
+def test_the_shipped_models_are_small_with_their_cards_and_rules():
     from facesegment import models
     from facesegment.api import load_model
+    from facesegment.landmark_model import LandmarkModel
     from facesegment.rule import rule_of
 
-    assert models.DEFAULT in models.shipped()
-    folder = models.model_path()
-    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    assert size <= 25e6
-    card = (folder / "MODEL_CARD.md").read_text()
-    for words in ("Training data and its terms", "detector-aligned", "make model", "MB"):
-        assert words in card
-    model = load_model()
-    rule = rule_of(model)
+    assert {models.DEFAULT, models.FOREST} <= set(models.shipped())
+    size = sum(p.stat().st_size for name in models.shipped()
+               for p in models.model_path(name).rglob("*") if p.is_file())
+    assert size <= 25e6                                     # every shipped model together
+    for name in (models.DEFAULT, models.FOREST):
+        card = (models.model_path(name) / "MODEL_CARD.md").read_text()
+        for words in ("Training data and its terms", "etector-aligned", "make model"):
+            assert words in card, (name, words)
+    default = load_model()
+    assert isinstance(default, LandmarkModel) and default.fallback_name == models.FOREST
+    assert default.votes.n_sets == 28 and default.metrics["test crops"] > 78.91
+    forest = load_model(models.FOREST)
+    rule = rule_of(forest)
     assert rule is not None and 0 < rule.alpha < 1          # chosen, not the paper's 1
+    folder = models.model_path(models.FOREST)
     assert json.loads((folder / "model.json").read_text())["rule"] == rule.to_dict()
-    assert "fit_seconds" not in model.metrics              # no machine measurements
+    assert "fit_seconds" not in forest.metrics             # no machine measurements
 
 
-def test_segment_a_crop_with_the_shipped_model():
+def test_a_crop_without_a_face_takes_the_shipped_forest():
     import facesegment
+    from facesegment import models
     from facesegment.api import load_model
     from facesegment.dense import predict_image
 
+    pytest.importorskip("dlib")
     rng = np.random.default_rng(0)
     crop = rng.integers(0, 256, (250, 250, 3), dtype=np.uint8)
     faces = facesegment.segment(crop)
     assert len(faces) == 1 and faces[0].path == "crop" and faces[0].landmarks is None
-    want = predict_image(load_model(), crop)[1]         # the model's rule, by default
+    want = predict_image(load_model(models.FOREST), crop)[1]   # the forest's rule
     np.testing.assert_array_equal(faces[0].labels, want)
     assert faces[0].proba.shape == (250, 250, 8)
     assert np.allclose(faces[0].proba.sum(-1), 1, atol=1e-4)
+
+
+def test_a_face_crop_is_segmented_by_the_votes(faces300w):
+    import facesegment
+    from facesegment.imageio import read_image, read_label
+    from facesegment.metrics import class_average, confusion_matrix, jaccard
+
+    pytest.importorskip("dlib")
+    conf = 0
+    for path in sorted((faces300w / "test").glob("*.jpg"))[:4]:
+        faces = facesegment.segment(path)
+        assert len(faces) == 1 and faces[0].path == "crop"
+        conf = conf + confusion_matrix(read_label(str(path)[:-4] + "_label.png"), faces[0].labels)
+    assert class_average(jaccard(conf)) > 70
+    assert set(np.unique(faces[0].proba * 28).round(3)) <= set(np.arange(29.0))   # 28 votes
 
 
 def test_missing_dlib_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import facesegment.segment as seg
 from facesegment.errors import DataError
 from facesegment.imageio import write_png_atomic
 from facesegment.landmarks import render_labels
-from facesegment.model import load_model, save_model
+from facesegment.model import load_model
 from facesegment.votes import VoteSpec
 from tests.test_inference import random_model
 from tests.test_shape_prior import face_points
@@ -33,12 +33,11 @@ def _fake_votes(monkeypatch, found=True):
 
 def test_round_trip_with_a_fallback_folder_and_with_a_shipped_name(tmp_path):
     fb = random_model(0, n_trees=2, max_depth=3, kinds=("axis",))
-    m = lm.LandmarkModel(VoteSpec(offset=(1.0, 0.5)), fallback=fb, band=3,
-                         metrics={"validation": 80.0})
+    m = lm.LandmarkModel(VoteSpec(offset=(1.0, 0.5)), fallback=fb, metrics={"validation": 80.0})
     lm.save_landmark_model(m, tmp_path / "m")
     back = load_model(tmp_path / "m")
     assert isinstance(back, lm.LandmarkModel) and back.kind == "landmark-votes"
-    assert back.votes == m.votes and back.band == 3 and back.metrics == {"validation": 80.0}
+    assert back.votes == m.votes and back.metrics == {"validation": 80.0}
     np.testing.assert_array_equal(back.fallback.arrays.value, fb.arrays.value)
     doc = json.loads((tmp_path / "m" / lm.LANDMARK_FILE).read_text())
     assert doc["fallback"] == "fallback" and doc["format"] == lm.LANDMARK_FORMAT
@@ -55,7 +54,7 @@ def test_round_trip_with_a_fallback_folder_and_with_a_shipped_name(tmp_path):
     (lambda d: d.update(format="other"), "not a facesegment landmark-model"),
     (lambda d: d.update(format_version=99), "format version 99"),
     (lambda d: d["votes"].update(zoom=0), "malformed"),
-    (lambda d: d.update(band=-1), "malformed"),
+    (lambda d: d.update(metrics=[1]), "metrics"),
     (lambda d: d.update(fallback="../elsewhere"), "field fallback"),
     (lambda d: d.pop("votes"), "incomplete"),
 ])
@@ -155,13 +154,6 @@ def test_the_cli_evaluates_and_segments_with_a_landmark_folder(tmp_path, monkeyp
     assert rc == 0 and (tmp_path / "out" / "f0_label.png").is_file()
 
 
-def test_a_stage_needs_its_context_spec():
-    from facesegment.context import ContextSpec
-
-    with pytest.raises(ValueError, match="ContextSpec"):
-        lm.LandmarkModel(VoteSpec(), stage=random_model(0, n_trees=1, max_depth=2))
-    with pytest.raises(ValueError, match="ContextSpec"):
-        lm.LandmarkModel(VoteSpec(), context=ContextSpec())
+def test_the_votes_spec_must_be_a_votespec():
     with pytest.raises(TypeError, match="VoteSpec"):
         lm.LandmarkModel({"zoom": 4})
-    _ = save_model   # the stage folder is an ordinary model folder (save_model)

@@ -26,8 +26,9 @@ def test_notebook_runs_top_to_bottom_on_the_shipped_model(tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs)
-    model = load_model()
+    model = load_model(models.FOREST)
     assert f"kind: {model.kind}; {model.arrays.n_trees} trees" in text
+    assert f"the shipped forest {models.FOREST!r}" in text
     assert f"the shipped model {models.DEFAULT!r}" in text
     assert f"decision rule: {rule_of(model)}" in text
     assert f"alpha = {rule_of(model).alpha:g}" in text

@@ -9,13 +9,17 @@ given.  Nothing is loaded at import.
 
 from pathlib import Path
 
-#: The default model: a two-probe forest of 32 trees with a position prior, trained on
-#: faces300w by ``make model`` (its MODEL_CARD.md).
-DEFAULT = "faces300w-two-probe"
+#: The default model: landmark votes (dlib's 68 landmarks predicted from many boxes,
+#: drawn as the label polygons and averaged; :mod:`facesegment.landmark_model`), with
+#: :data:`FOREST` as its fallback for faces dlib cannot place; ``make model``.
+DEFAULT = "faces300w-landmarks"
+#: The shipped forest: a two-probe forest of 32 trees with a position prior, trained on
+#: faces300w by ``make model`` (the best landmark-free model of its size and speed).
+FOREST = "faces300w-two-probe"
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["DEFAULT", "shipped", "model_path", "resolve"]
+__all__ = ["DEFAULT", "FOREST", "shipped", "model_path", "resolve"]
 
 
 def shipped():

