@@ -48,7 +48,6 @@ from facesegment.atomic import write_json_atomic
 from facesegment.forest import AxisAlignedForest
 from facesegment.windows import read_windows
 
-HEADING = "## Where LightGBM's accuracy comes from"
 #: A variant of ours matches LightGBM within this many accuracy points...
 MATCH_POINTS = 1.0
 #: ...at no more than this fraction of LightGBM's fit time.
@@ -141,6 +140,15 @@ def variants(cfg, n_classes):
     ]
 
 
+def wanted(cfg, row):
+    """Whether ``--only`` and ``--factors`` keep the row (LightGBM's baseline: always)."""
+    who, factor = row[:2]
+    if who == "LightGBM" and factor == "baseline":
+        return True
+    return ((cfg.only is None or who in cfg.only)
+            and (cfg.factors is None or factor in cfg.factors))
+
+
 def run_row(cfg, row, X, y, Xt, yt):
     who, factor, setting, fit, change = row
     clf, info = fit(cfg, X, y, **change)
@@ -165,7 +173,8 @@ def compare(rows):
     base = {r["who"]: r for r in rows if r["factor"] == "baseline"}
     lgb = base["LightGBM"]
     for r in rows:
-        r["vs_own_baseline"] = round(r["accuracy"] - base[r["who"]]["accuracy"], 2)
+        own = base.get(r["who"])
+        r["vs_own_baseline"] = None if own is None else round(r["accuracy"] - own["accuracy"], 2)
         r["vs_lightgbm"] = round(r["accuracy"] - lgb["accuracy"], 2)
         r["fit_vs_lightgbm"] = round(r["fit_s"] / lgb["fit_s"], 3)
     return [r["setting"] for r in rows if r["who"] == "ours"
@@ -173,13 +182,17 @@ def compare(rows):
 
 
 # --------------------------------------------------------------- the report
+def _signed(v):
+    return "" if v is None else f"{v:+.2f}"
+
+
 def markdown(doc):
     s = doc["settings"]
     lines = [
-        HEADING, "",
-        f"`{doc['command']}` on {doc['machine']}, {THREADS} threads (load average "
-        f"{doc['load_average'][0]:.1f} at the start). The windows of the table above: "
-        f"{s['train']:,} training and {s['test']:,} test windows, the same uint8 matrix for "
+        f"### `{doc['command']}`", "",
+        f"On {doc['machine']}, {THREADS} threads (load average "
+        f"{doc['load_average'][0]:.1f} at the start). {s['train']:,} training and "
+        f"{s['test']:,} test windows of the table above, the same uint8 matrix for "
         f"every library (digest `{doc['digest']}`). Each row changes one thing from its "
         "library's baseline (the setting it replaces in parentheses).", "",
         "| library | factor | setting | trees grown | accuracy (%) | vs its baseline | "
@@ -188,7 +201,7 @@ def markdown(doc):
     ]
     for r in doc["rows"]:
         lines.append(f"| {r['who']} | {r['factor']} | {r['setting']} | {r['trees_grown']} | "
-                     f"{r['accuracy']:.2f} | {r['vs_own_baseline']:+.2f} | "
+                     f"{r['accuracy']:.2f} | {_signed(r['vs_own_baseline'])} | "
                      f"{r['vs_lightgbm']:+.2f} | {r['fit_s']:.1f} | {r['fit_vs_lightgbm']:.2f} |")
     match = doc["matches"]
     lines += ["", "Ours within {:g} point of LightGBM at ≤ {:g}× its fit time: {}.".format(
@@ -216,16 +229,22 @@ def parse(argv):
     p.add_argument("--q", type=int, default=119, help="features tried per node")
     p.add_argument("--only", nargs="+", default=None, metavar="LIBRARY",
                    help="only these libraries' rows (LightGBM, ours, XGBoost)")
+    p.add_argument("--factors", nargs="+", default=None, metavar="FACTOR",
+                   help="only these factors' rows, e.g. baseline trees (LightGBM's baseline "
+                        "always runs)")
     p.add_argument("--quick", action="store_true",
                    help="4,000 / 2,000 of the windows, 4 trees")
-    p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "peers_ablation.json")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: reports/bench/peers_ablation.json (--quick: "
+                        "peers_ablation_quick.json)")
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "peers.md")
     args = p.parse_args(argv)
     if args.quick:
         args.use_train, args.use_test, args.trees = 4000, 2000, 4
+    name = "peers_ablation_quick.json" if args.quick else "peers_ablation.json"
+    args.out = args.out or ROOT / "reports" / "bench" / name
     args.use_train = args.use_train or args.train
     args.use_test = args.use_test or args.test
-    args.per_tree = args.use_train // 2
     return args
 
 
@@ -238,12 +257,12 @@ def main(argv=None):
         train, test = bench_windows(cfg.data, cfg.train, cfg.test)
     X, y = subset(train, cfg.use_train, 0)
     Xt, yt = subset(test, cfg.use_test, 1)
-    cfg.p = X.shape[1]
+    cfg.p, cfg.per_tree = X.shape[1], len(y) // 2   # half the windows per tree, as peers.py
     n_classes = len(np.unique(y))
     load = os.getloadavg()
     rows = []
     for row in variants(cfg, n_classes):
-        if cfg.only is None or row[0] in cfg.only or row[1] == "baseline" and row[0] == "LightGBM":
+        if wanted(cfg, row):
             rows.append(run_row(cfg, row, X, y, Xt, yt))
             write_json_atomic(cfg.out, {"partial": True, "rows": rows})
     settings = {"train": len(y), "test": len(yt), "trees": cfg.trees, "depth": cfg.depth,

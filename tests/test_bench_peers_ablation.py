@@ -56,6 +56,7 @@ def test_matches_are_ours_within_a_point_at_half_the_fit_time():
     assert rows[2]["fit_vs_lightgbm"] == 0.5 and rows[4]["vs_own_baseline"] == 1.0
 
 
+@pytest.mark.slow
 def test_ablation_runs_every_row_on_tiny_windows(tmp_path):
     pytest.importorskip("lightgbm")
     pytest.importorskip("xgboost")
@@ -76,8 +77,22 @@ def test_ablation_runs_every_row_on_tiny_windows(tmp_path):
     assert rows[("ours", "one-vs-rest: 8 trees per class")]["trees_grown"] == 64
     assert all(0 <= r["accuracy"] <= 100 and r["fit_s"] >= 0 for r in doc["rows"])
     assert doc["settings"]["train"] == 160 and doc["settings"]["features"] == LAYOUT.n_features
+    heading = "### `python -m benchmarks.peers_ablation " + " ".join(args) + "`"
     text = doc_path.read_text()
-    assert text.startswith("# Speed against the peers\n\nthe peers' table\n")
-    assert text.count("## Where LightGBM's accuracy comes from") == 1
-    main(args)   # a second run replaces the section
-    assert doc_path.read_text().count("## Where LightGBM's accuracy comes from") == 1
+    assert text.startswith("# Speed against the peers\n\nthe peers' table\n\n" + heading)
+    assert text.count(heading) == 1 and text.count("| ours | trees |") == 1
+    main(args)   # a second run replaces its section
+    assert doc_path.read_text().count(heading) == 1
+
+
+def test_factors_and_only_keep_lightgbms_baseline(tmp_path):
+    pytest.importorskip("lightgbm")
+    train = _windows(tmp_path / "train.h5", 80, 0)
+    test = _windows(tmp_path / "test.h5", 40, 1)
+    out = tmp_path / "ablation.json"
+    main(["--windows", str(train), str(test), "--trees", "1", "--q", "8", "--depth", "3",
+          "--leaves", "4", "--only", "ours", "--factors", "trees", "--out", str(out),
+          "--doc", str(tmp_path / "peers.md")])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["who"], r["factor"]) for r in rows] == [("LightGBM", "baseline"), ("ours", "trees")]
+    assert rows[1]["vs_own_baseline"] is None and rows[1]["trees_grown"] == 8
