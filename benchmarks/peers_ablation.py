@@ -23,8 +23,9 @@ Both libraries are given the very same uint8 matrices (checked: the rows'
 digest is recorded). Fit and accuracy of each row, fit time as a multiple of
 LightGBM's baseline in the same run, and which of our variants match LightGBM
 (accuracy within 1 point at most half its fit time) go to
-``reports/bench/peers_ablation.json`` and the section "Where LightGBM's
-accuracy comes from" of ``docs/peers.md``.
+``reports/bench/peers_ablation.json`` (``--quick``: ``peers_ablation_quick.json``)
+and to ``docs/peers.md``, under a heading naming the command (a rerun replaces
+its own part).
 
 ::
 
@@ -36,6 +37,7 @@ import argparse
 import hashlib
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -268,7 +270,7 @@ def main(argv=None):
     settings = {"train": len(y), "test": len(yt), "trees": cfg.trees, "depth": cfg.depth,
                 "xgb_depth": cfg.xgb_depth, "leaves": cfg.leaves, "per_tree": cfg.per_tree,
                 "q": cfg.q, "features": cfg.p, "classes": n_classes}
-    doc = {"command": " ".join(["python -m benchmarks.peers_ablation", *argv]).strip(),
+    doc = {"command": shlex.join(["python", "-m", "benchmarks.peers_ablation", *argv]),
            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_average": load,
            "settings": settings, "digest": digest(X, y, Xt, yt),
            "features_with_256_values": int(sum(len(np.unique(X[:, j])) > 255

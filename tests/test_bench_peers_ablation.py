@@ -1,6 +1,7 @@
 """benchmarks/peers_ablation.py: one factor at a time, on the same windows for every library."""
 
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -77,7 +78,7 @@ def test_ablation_runs_every_row_on_tiny_windows(tmp_path):
     assert rows[("ours", "one-vs-rest: 8 trees per class")]["trees_grown"] == 64
     assert all(0 <= r["accuracy"] <= 100 and r["fit_s"] >= 0 for r in doc["rows"])
     assert doc["settings"]["train"] == 160 and doc["settings"]["features"] == LAYOUT.n_features
-    heading = "### `python -m benchmarks.peers_ablation " + " ".join(args) + "`"
+    heading = "### `" + shlex.join(["python", "-m", "benchmarks.peers_ablation", *args]) + "`"
     text = doc_path.read_text()
     assert text.startswith("# Speed against the peers\n\nthe peers' table\n\n" + heading)
     assert text.count(heading) == 1 and text.count("| ours | trees |") == 1
