@@ -67,6 +67,28 @@ def windows_file(data, split, n, seed):
     return out
 
 
+def bench_windows(data, n_train, n_test):
+    """The train and test windows every peer is fitted and scored on (two WindowSets)."""
+    return (read_windows(windows_file(data, "train", n_train, 0)),
+            read_windows(windows_file(data, "test", n_test, 1)))
+
+
+def update_doc(path, text):
+    """Write ``text`` (a markdown part under one heading) into ``path``: it replaces
+    the part under the same heading, up to the next heading, or is appended."""
+    path = Path(path)
+    old = path.read_text().splitlines() if path.exists() else []
+    heading = text.splitlines()[0]
+    new = text.rstrip("\n").splitlines()
+    if heading in old:
+        start = old.index(heading)
+        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("#")), len(old))
+        lines = old[:start] + new + ([""] if end < len(old) else []) + old[end:]
+    else:
+        lines = old + ([""] if old and old[-1] else []) + new if old else new
+    write_text_atomic(path, "\n".join(lines) + "\n")
+
+
 def face_windows(image, half):
     """Every pixel's window of ``image`` (reflect-padded) as a uint8 matrix."""
     padded = np.pad(image, ((half, half), (half, half), (0, 0)), mode="reflect")
@@ -90,10 +112,30 @@ def median_ms(fn, images):
 
 
 # --------------------------------------------------------------- the peers
+def axis_params(cfg):
+    """Our axis forest's parameters in this benchmark."""
+    return dict(n_estimators=cfg.trees, max_depth=cfg.depth, max_features=cfg.q,
+                min_samples_leaf=5, max_samples=cfg.per_tree, random_state=0, n_jobs=THREADS)
+
+
+def lightgbm_params(cfg, n_rows, n_features):
+    """``LGBMClassifier`` parameters of LightGBM's random forest in this benchmark."""
+    return dict(boosting_type="rf", n_estimators=cfg.trees, num_leaves=cfg.leaves,
+                max_depth=cfg.depth, subsample=cfg.per_tree / n_rows, subsample_freq=1,
+                colsample_bynode=cfg.q / n_features, min_child_samples=5, max_bin=255,
+                histogram_pool_size=cfg.lgb_pool_mb, random_state=0, n_jobs=THREADS,
+                verbose=-1)
+
+
+def xgboost_params(cfg, n_rows, n_features):
+    """``XGBRFClassifier`` parameters of XGBoost's random forest in this benchmark."""
+    return dict(n_estimators=cfg.trees, max_depth=cfg.xgb_depth, subsample=cfg.per_tree / n_rows,
+                colsample_bynode=cfg.q / n_features, min_child_weight=5, tree_method="hist",
+                max_bin=256, random_state=0, n_jobs=THREADS)
+
+
 def ours(cfg, train, test, faces):
-    clf = AxisAlignedForest(n_estimators=cfg.trees, max_depth=cfg.depth, max_features=cfg.q,
-                            min_samples_leaf=5, max_samples=cfg.per_tree, random_state=0,
-                            n_jobs=THREADS)
+    clf = AxisAlignedForest(**axis_params(cfg))
     _, fit_s = timed(clf.fit, train.X, train.y)
     model = Model.from_estimator(clf, kind="axis", windows_meta=train.meta)
     return clf, fit_s, lambda im: predict_image(model, im, mode="full", alpha=0.5)
@@ -113,12 +155,7 @@ def sklearn_rf(cfg, train, test, faces):
 def lightgbm_rf(cfg, train, test, faces):
     import lightgbm as lgb
 
-    p = train.X[0].size
-    clf = lgb.LGBMClassifier(boosting_type="rf", n_estimators=cfg.trees, num_leaves=cfg.leaves,
-                             max_depth=cfg.depth, subsample=cfg.per_tree / len(train.y),
-                             subsample_freq=1, colsample_bynode=cfg.q / p, min_child_samples=5,
-                             max_bin=255, histogram_pool_size=cfg.lgb_pool_mb,
-                             random_state=0, n_jobs=THREADS, verbose=-1)
+    clf = lgb.LGBMClassifier(**lightgbm_params(cfg, len(train.y), train.X[0].size))
     X = train.X.reshape(len(train.y), -1)
     _, fit_s = timed(clf.fit, X, train.y)
     return clf, fit_s, _matrix_route(clf.predict_proba, train)
@@ -127,11 +164,7 @@ def lightgbm_rf(cfg, train, test, faces):
 def xgboost_rf(cfg, train, test, faces):
     import xgboost as xgb
 
-    p = train.X[0].size
-    clf = xgb.XGBRFClassifier(n_estimators=cfg.trees, max_depth=cfg.xgb_depth,
-                              subsample=cfg.per_tree / len(train.y), colsample_bynode=cfg.q / p,
-                              min_child_weight=5, tree_method="hist", max_bin=256,
-                              random_state=0, n_jobs=THREADS)
+    clf = xgb.XGBRFClassifier(**xgboost_params(cfg, len(train.y), train.X[0].size))
     X = train.X.reshape(len(train.y), -1)
     _, fit_s = timed(clf.fit, X, train.y)
     return clf, fit_s, _matrix_route(clf.predict_proba, train)
@@ -297,8 +330,7 @@ def parse(argv):
 
 def main(argv=None):
     cfg = parse(argv)
-    train = read_windows(windows_file(cfg.data, "train", cfg.train, 0))
-    test = read_windows(windows_file(cfg.data, "test", cfg.test, 1))
+    train, test = bench_windows(cfg.data, cfg.train, cfg.test)
     records = find_faces(cfg.data / "test")[:cfg.faces]
     faces = [load_face(r)[0] for r in records]
     rows, rf = [], None
@@ -317,7 +349,7 @@ def main(argv=None):
            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
            "load_average": os.getloadavg(), "settings": settings, "rows": ratios(rows)}
     write_json_atomic(cfg.out, doc)
-    write_text_atomic(cfg.doc, markdown(doc))
+    update_doc(cfg.doc, markdown(doc))
     print(markdown(doc))
     return 0
 

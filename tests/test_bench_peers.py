@@ -23,3 +23,15 @@ def test_ratios_are_peer_over_ours_and_failed_peers_are_kept():
     assert rows[1]["fit_ratio"] == 2.5 and rows[1]["face_ratio"] == 25.0
     assert rows[1]["accuracy_vs_ours"] == 1.5 and rows[0]["fit_ratio"] == 1.0
     assert rows[2] == {"peer": "b", "error": "MemoryError"}
+
+
+def test_update_doc_replaces_its_part_and_keeps_the_others(tmp_path):
+    from benchmarks.peers import update_doc
+
+    doc = tmp_path / "peers.md"
+    update_doc(doc, "# Speed\n\nold table\n")
+    update_doc(doc, "## Why\n\nfirst\n")
+    update_doc(doc, "# Speed\n\nnew table\n")
+    assert doc.read_text() == "# Speed\n\nnew table\n\n## Why\n\nfirst\n"
+    update_doc(doc, "## Why\n\nsecond\n")
+    assert doc.read_text() == "# Speed\n\nnew table\n\n## Why\n\nsecond\n"
