@@ -46,8 +46,8 @@ from ._criteria import midpoint_threshold, phi_table, set_cost
 from ._regression_kernels import _draw_feature
 
 _LOW32 = np.uint64(0xFFFFFFFF)
-_SIGN = np.uint32(0x80000000)
-_ALL32 = np.uint32(0xFFFFFFFF)
+#: The rank of a missing value (NaN) in :func:`feature_ranks`.
+MISSING_RANK = np.uint32(0xFFFFFFFF)
 _S32 = np.uint64(32)
 _BYTE = np.uint64(255)
 #: Nodes of at least this many present values sort their keys by radix.
@@ -96,12 +96,13 @@ def sort_keys(keys, tmp, hist):
 def scan_cart_copies(vals, labels, copies, m0, tot, miss, min_leaf, gini, phi, left):
     """Best cut of a node's sorted present values ``vals[:m0]`` (their classes
     ``labels``, multiplicities ``copies``), the missing values' class counts
-    ``miss`` on either side: ``(threshold float32, gain float64, missing_left)``.
+    ``miss`` on either side: ``(i, gain float64, missing_left)``, the cut between
+    ``vals[i]`` and ``vals[i + 1]`` (``i = m0 - 1``: every present value left).
 
     ``tot``: class counts (copies) of the present values; ``phi``:
     :func:`facesegment.forest._criteria.phi_table` up to the node's copies;
     ``left`` (n_classes,) scratch.  The gain is the impurity decrease weighted
-    by the children's shares; -1.0 (and threshold 0) when no cut leaves
+    by the children's shares; -1.0 (and i = -1) when no cut leaves
     ``min_leaf`` copies on each side.  ``missing_left``: 1 / 0 where the missing
     values go left / right, -1 when the node has none.
     """
@@ -160,11 +161,7 @@ def scan_cart_copies(vals, labels, copies, m0, tot, miss, min_leaf, gini, phi, l
                 best_gain = gain
                 best_i = i
                 best_ml = 1
-    if best_i < 0:
-        return np.float32(0.0), -1.0, -1
-    if best_i == m0 - 1:
-        return np.float32(vals[best_i]), best_gain, best_ml
-    return midpoint_threshold(vals[best_i], vals[best_i + 1]), best_gain, best_ml
+    return best_i, best_gain, best_ml
 
 
 @njit(**NJIT)
@@ -194,95 +191,83 @@ def _scan_present(vals, labels, copies, m0, tot, n, parent, a_r, min_leaf, gini,
         if gain > best_gain:
             best_gain = gain
             best_i = i
-    if best_i < 0:
-        return np.float32(0.0), -1.0, -1
-    return midpoint_threshold(vals[best_i], vals[best_i + 1]), best_gain, -1
+    return best_i, best_gain, -1
 
 
 @njit(**NJIT)
-def _sort_float_feature(gv, b, m, lab, cnt, tot, miss, pv, pos, keys, tmp, hist, vs, ls,
-                        cs):
-    """Present values of gathered feature ``gv[b, :m]`` sorted into ``vs``/``ls``/
-    ``cs`` with their class counts ``tot`` and the missing ones' ``miss``;
-    returns ``(m0, constant)``: the present values, and whether the feature
-    cannot split (no present value, or all equal and none missing)."""
+def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, cs):
+    """The present ranks of gathered feature ``gv[b, :m]`` sorted into ``vs`` with
+    their classes ``ls`` and copies ``cs``, their class counts ``tot`` and the
+    missing ones' ``miss``; returns ``(m0, constant)``: the present values, and
+    whether the feature cannot split (no present value, or all equal and none
+    missing).  A counting sort when the ranks span at most ``2 m0 + 64``
+    values, else :func:`sort_keys` on ``(rank - lowest) << 32 | position``."""
     tot[:] = 0
     miss[:] = 0
     m0 = 0
-    lo = np.inf
-    hi = -np.inf
+    lo = MISSING_RANK
+    hi = np.uint32(0)
     for i in range(m):
-        v = gv[b, i]
-        if v != v:
+        r = gv[b, i]
+        if r == MISSING_RANK:
             miss[lab[i]] += cnt[i]
             continue
-        pv[m0] = v
-        pos[m0] = i
         tot[lab[i]] += cnt[i]
-        lo = min(lo, v)
-        hi = max(hi, v)
+        lo = min(lo, r)
+        hi = max(hi, r)
         m0 += 1
     if m0 == 0 or (lo == hi and m0 == m):
         return m0, True
-    bits = pv[:m0].view(np.uint32)
-    for j in range(m0):
-        u = bits[j]
-        u = u ^ _ALL32 if u & _SIGN else u | _SIGN  # order-preserving for floats
-        keys[j] = (np.uint64(u) << _S32) | np.uint64(j)
+    span = np.int64(hi) - np.int64(lo) + 1
+    if span <= 2 * m0 + 64 and span < start.shape[0]:
+        start[:span + 1] = 0
+        for i in range(m):
+            r = gv[b, i]
+            if r != MISSING_RANK:
+                start[np.int64(r) - np.int64(lo) + 1] += 1
+        for v in range(1, span + 1):
+            start[v] += start[v - 1]
+        for i in range(m):
+            r = gv[b, i]
+            if r != MISSING_RANK:
+                v = np.int64(r) - np.int64(lo)
+                j = start[v]
+                vs[j] = r
+                ls[j] = lab[i]
+                cs[j] = cnt[i]
+                start[v] = j + 1
+        return m0, False
+    j = 0
+    for i in range(m):
+        r = gv[b, i]
+        if r != MISSING_RANK:
+            keys[j] = (np.uint64(r - lo) << _S32) | np.uint64(i)
+            j += 1
     sort_keys(keys[:m0], tmp, hist)
-    if m0 == m:  # no missing value: positions are rows of the node
-        for j in range(m0):
-            o = np.int64(keys[j] & _LOW32)
-            vs[j] = pv[o]
-            ls[j] = lab[o]
-            cs[j] = cnt[o]
-    else:
-        for j in range(m0):
-            o = np.int64(keys[j] & _LOW32)
-            vs[j] = pv[o]
-            ls[j] = lab[pos[o]]
-            cs[j] = cnt[pos[o]]
+    for j in range(m0):
+        i = np.int64(keys[j] & _LOW32)
+        vs[j] = gv[b, i]
+        ls[j] = lab[i]
+        cs[j] = cnt[i]
     return m0, False
 
 
 @njit(**NJIT)
-def _sort_u8_feature(gv, b, m, lab, cnt, start, vs, ls, cs):
-    """Stable counting sort of uint8 ``gv[b, :m]`` into ``vs``/``ls``/``cs``;
-    returns whether the feature is constant."""
-    start[:] = 0
-    lo = 255
-    hi = 0
-    for i in range(m):
-        v = np.int64(gv[b, i])
-        start[v + 1] += 1
-        lo = min(lo, v)
-        hi = max(hi, v)
-    if lo == hi:
-        return True
-    for v in range(lo + 1, hi + 2):
-        start[v] += start[v - 1]
-    for i in range(m):
-        v = np.int64(gv[b, i])
-        j = start[v]
-        vs[j] = gv[b, i]
-        ls[j] = lab[i]
-        cs[j] = cnt[i]
-        start[v] = j + 1
-    return False
-
-
-@njit(**NJIT)
-def cart_split_batch(X, rows, lab, cnt, node_ids, feats, k, node_tot, min_leaf, gini, phi,
-                     integer, known, best, sc):
+def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node_tot,
+                     min_leaf, gini, phi, integer, known, best, sc):
     """Score the features ``feats[:k]`` on the node whose local rows are
-    ``node_ids`` (X's rows ``rows[node_ids]``; ``lab``/``cnt`` their classes and
+    ``node_ids`` (rows ``rows[node_ids]`` of ``R``; ``lab``/``cnt`` their classes and
     copies, ``node_tot`` the node's class counts), updating ``best`` (float64
     [gain, feature, threshold, missing_left], the first best wins); returns how
-    many of them were not constant.  ``known`` (uint64 bits, one per feature)
-    marks features known to be constant on the node (constant on an ancestor):
-    they are skipped unread, and the ones found constant here are added.
-    ``integer``: X is uint8; ``sc``: the scratch of :func:`cart_scratch`."""
-    gv, pv, pos, keys, tmp, hist, vs, ls, cs, tot, miss, left, start, act = sc
+    many of them were not constant.
+
+    ``R`` holds what is sorted: X itself when ``integer`` (uint8), else the
+    ranks of :func:`feature_ranks`, whose values ``table[offsets[f] + rank]``
+    give the thresholds.  ``known`` (uint64 bits, one per feature) marks
+    features known to be constant on the node (constant on an ancestor): they
+    are skipped unread, and the ones found constant here are added.  ``sc``:
+    the scratch of :func:`cart_scratch`."""
+    gv, keys, tmp, hist, vs, ls, cs, tot, miss, left, start, act = sc
     m = node_ids.shape[0]
     n_act = 0
     for b in range(k):
@@ -291,42 +276,80 @@ def cart_split_batch(X, rows, lab, cnt, node_ids, feats, k, node_tot, min_leaf, 
             act[n_act] = f
             n_act += 1
     for i in range(m):  # one pass over the node's rows for the whole batch
-        row = X[rows[node_ids[i]]]
+        row = R[rows[node_ids[i]]]
         for b in range(n_act):
             gv[b, i] = row[act[b]]
     found = 0
     for b in range(n_act):
-        if integer:
-            constant = _sort_u8_feature(gv, b, m, lab, cnt, start, vs, ls, cs)
-            m0 = m
-            tot[:] = node_tot
-            miss[:] = 0
-        else:
-            m0, constant = _sort_float_feature(gv, b, m, lab, cnt, tot, miss, pv, pos,
-                                               keys, tmp, hist, vs, ls, cs)
+        f = act[b]
+        m0, constant = _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start,
+                                    vs, ls, cs)
         if constant:
-            known[act[b] >> 6] |= np.uint64(1) << np.uint64(act[b] & 63)
+            known[f >> 6] |= np.uint64(1) << np.uint64(f & 63)
             continue
         found += 1
-        t, g, ml = scan_cart_copies(vs, ls, cs, m0, tot, miss, min_leaf, gini, phi, left)
+        i, g, ml = scan_cart_copies(vs, ls, cs, m0, tot, miss, min_leaf, gini, phi, left)
         if g > best[0]:
+            if integer:
+                a = np.float32(vs[i])
+                c = np.float32(vs[min(i + 1, m0 - 1)])
+            else:
+                a = table[offsets[f] + vs[i]]
+                c = table[offsets[f] + vs[min(i + 1, m0 - 1)]]
             best[0] = g
-            best[1] = act[b]
-            best[2] = t
+            best[1] = f
+            best[2] = a if i == m0 - 1 else midpoint_threshold(a, c)
             best[3] = ml
     return found
 
 
 @njit(**NJIT)
-def cart_scratch(X, m, k, n_classes):
+def cart_scratch(m, k, n_classes):
     """Scratch arrays of :func:`cart_split_batch` for nodes of at most ``m`` rows
     and batches of at most ``k`` features."""
-    return (np.empty((k, m), X.dtype), np.empty(m, np.float32), np.empty(m, np.int64),
-            np.empty(m, np.uint64), np.empty(m, np.uint64), np.zeros((4, 256), np.int64),
-            np.empty(m, X.dtype), np.empty(m, np.int32),
+    return (np.empty((k, m), np.uint32), np.empty(m, np.uint64), np.empty(m, np.uint64),
+            np.zeros((4, 256), np.int64), np.empty(m, np.uint32), np.empty(m, np.int32),
             np.empty(m, np.int64), np.zeros(n_classes, np.int64),
             np.zeros(n_classes, np.int64), np.zeros(n_classes, np.int64),
-            np.zeros(257, np.int64), np.empty(k, np.int64))
+            np.zeros(2 * m + 66, np.int64), np.empty(k, np.int64))
+
+
+@njit(**NJIT)
+def feature_ranks(X):
+    """``(R uint32 (n, p), table float32, offsets int64 (p + 1,))``: ``R[i, f]`` is the
+    rank of ``X[i, f]`` among feature f's distinct values (``MISSING_RANK`` for
+    NaN), and ``table[offsets[f] + r]`` the value of rank r."""
+    n, p = X.shape
+    R = np.empty((n, p), np.uint32)
+    offsets = np.zeros(p + 1, np.int64)
+    col = np.empty(n, np.float32)
+    at = np.empty(n, np.int64)
+    for f in range(p):
+        m0 = 0
+        for i in range(n):
+            v = np.float32(X[i, f])
+            if v != v:
+                R[i, f] = MISSING_RANK
+            else:
+                col[m0] = v
+                at[m0] = i
+                m0 += 1
+        o = np.argsort(col[:m0])
+        r = -1
+        prev = np.float32(0.0)
+        for j in range(m0):
+            v = col[o[j]]
+            if r < 0 or v != prev:
+                r += 1
+                prev = v
+            R[at[o[j]], f] = r
+        offsets[f + 1] = offsets[f] + r + 1
+    table = np.empty(offsets[p], np.float32)
+    for i in range(n):
+        for f in range(p):
+            if R[i, f] != MISSING_RANK:
+                table[offsets[f] + R[i, f]] = X[i, f]
+    return R, table, offsets
 
 
 @njit(**NJIT)
@@ -356,13 +379,15 @@ def _partition_node(X, rows, cnt, ids, s, e, f, t, ml, buf):
 
 
 @njit(**NJIT)
-def grow_cart_tree(X, y, rows, counts, n_classes, q, max_depth, min_split, min_leaf, gini,
-                   integer, seed):
+def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, min_split,
+                   min_leaf, gini, integer, seed):
     """Grow one CART tree breadth first (see the module docstring).
 
     Parameters
     ----------
     X : uint8 or float32 (n, p) (float may hold NaN); y : int32 (n,) classes
+    R, table, offsets : X itself (uint8 X; ``table``, ``offsets`` unused) or
+        :func:`feature_ranks` of X (float X), what the split search sorts
     rows : int64 (m,) the tree's distinct rows; counts : int64 (m,) their copies (>= 1)
     q : features scored per node; max_depth : -1 for none
     min_split, min_leaf : in copies; gini : Gini index, else entropy
@@ -396,7 +421,7 @@ def grow_cart_tree(X, y, rows, counts, n_classes, q, max_depth, min_split, min_l
         total += counts[i]
     phi = phi_table(total, gini)
     k_max = max(1, min(q, p))
-    sc = cart_scratch(X, m, k_max, n_classes)
+    sc = cart_scratch(m, k_max, n_classes)
     node_lab = np.empty(m, np.int32)
     node_cnt = np.empty(m, np.int64)
     feats = np.empty(k_max, np.int64)
@@ -437,8 +462,8 @@ def grow_cart_tree(X, y, rows, counts, n_classes, q, max_depth, min_split, min_l
         k = k_max
         found = 0
         while True:
-            found = cart_split_batch(X, rows, node_lab, node_cnt, ids[s:e], feats, k,
-                                     value[node], min_leaf, gini, phi, integer,
+            found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
+                                     feats, k, value[node], min_leaf, gini, phi, integer,
                                      known[node], best, sc)
             if found > 0 or j >= p:
                 break
@@ -474,6 +499,17 @@ def grow_cart_tree(X, y, rows, counts, n_classes, q, max_depth, min_split, min_l
             value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes], miss_left[:n_nodes])
 
 
+def sort_inputs(X):
+    """``(R, table, offsets)`` of :func:`grow_cart_tree` for X: X itself (uint8),
+    else :func:`feature_ranks` of X, computed once per X and memoised while X
+    lives (every tree of a fit shares it)."""
+    if X.dtype == np.uint8:
+        return X, np.zeros(1, np.float32), np.zeros(X.shape[1] + 1, np.int64)
+    from ._predict import _cached
+
+    return _cached("cart-ranks", (X,), lambda: feature_ranks(X))
+
+
 def grow_cart(X, y, n_classes, spec, seed):
     """One axis-aligned CART tree (``criterion`` of ``spec``, NaN allowed in float X):
     the arrays of :func:`facesegment.forest._grow.grow_tree` (``missing_left``
@@ -491,7 +527,7 @@ def grow_cart(X, y, n_classes, spec, seed):
     idx = tree_sample_indices(rng, n, spec)
     rows, counts = np.unique(idx, return_counts=True)
     left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
-        X, y, rows.astype(np.int64), counts.astype(np.int64), n_classes,
+        X, *sort_inputs(X), y, rows.astype(np.int64), counts.astype(np.int64), n_classes,
         spec["max_features"], spec["max_depth"], spec["min_samples_split"],
         spec["min_samples_leaf"], spec.get("criterion", "entropy") == "gini",
         X.dtype == np.uint8, int(rng.integers(0, 2**63 - 1)))

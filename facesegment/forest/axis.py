@@ -189,7 +189,7 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     children's shares (:func:`facesegment.forest._cart_kernels.scan_cart_copies`,
     on the node's distinct rows with their multiplicities, as trees are grown).
     """
-    from ._cart_kernels import cart_scratch, cart_split_batch
+    from ._cart_kernels import cart_scratch, cart_split_batch, sort_inputs
 
     gini = CRITERIA[criterion] == 1
     features = np.asarray(features, dtype=np.int64)
@@ -199,17 +199,17 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     cnt = counts.astype(np.int64)
     tot = np.bincount(lab, weights=cnt, minlength=n_classes).astype(np.int64)
     phi = phi_table(int(cnt.sum()), gini)
-    sc = cart_scratch(X, rows.shape[0], max(n_visit, 1), n_classes)
+    sc = cart_scratch(rows.shape[0], max(n_visit, 1), n_classes)
     known = np.zeros((X.shape[1] + 63) // 64, np.uint64)
     best = np.array([-1.0, -1.0, 0.0, -1.0])
     ids = np.arange(rows.shape[0], dtype=np.int64)
-    args = (lab, cnt, ids)
-    found = cart_split_batch(X, rows, *args, features, n_visit, tot, min_samples_leaf, gini,
+    args = (*sort_inputs(X), rows, lab, cnt, ids)
+    found = cart_split_batch(*args, features, n_visit, tot, min_samples_leaf, gini,
                              phi, X.dtype == np.uint8, known, best, sc)
     for j in range(n_visit, features.shape[0]):  # all constant so far: one more
         if found:
             break
-        found = cart_split_batch(X, rows, *args, features[j:j + 1], 1, tot, min_samples_leaf,
+        found = cart_split_batch(*args, features[j:j + 1], 1, tot, min_samples_leaf,
                                  gini, phi, X.dtype == np.uint8, known, best, sc)
     if best[1] < 0:
         return -1, 0.0, -1.0, -1

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from facesegment.forest import AxisAlignedForest
-from facesegment.forest._cart_kernels import RADIX_MIN, grow_cart_tree, sort_keys
+from facesegment.forest._cart_kernels import (MISSING_RANK, RADIX_MIN, feature_ranks,
+                                              grow_cart_tree, sort_inputs, sort_keys)
 from tests import naive
 
 
@@ -46,8 +47,8 @@ def test_every_split_of_a_tree_is_a_naive_best_split(criterion, dtype, missing, 
     rng = np.random.default_rng(7 + min_leaf)
     X, y = _data(rng, 400, 5, dtype, missing)
     rows, counts = np.unique(rng.integers(0, 400, 400), return_counts=True)
-    tree = grow_cart_tree(X, y, rows, counts.astype(np.int64), 3, 5, -1, 2, min_leaf,
-                          criterion == "gini", dtype == np.uint8, 11)
+    tree = grow_cart_tree(X, *sort_inputs(X), y, rows, counts.astype(np.int64), 3, 5, -1, 2,
+                          min_leaf, criterion == "gini", dtype == np.uint8, 11)
     left, right, feature, threshold, value, depth, n_samples, _ = tree
     reach = _rows_per_node(X, rows, tree)
     all_f = np.arange(5)
@@ -73,8 +74,8 @@ def test_an_impure_node_splits_even_when_no_cut_lowers_the_impurity():
     # XOR: no single cut lowers the Gini index at the root; scikit-learn splits anyway
     X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
     y = np.array([0, 1, 1, 0], dtype=np.int32)
-    tree = grow_cart_tree(X, y, np.arange(4), np.ones(4, np.int64), 2, 2, -1, 2, 1, True,
-                          False, 0)
+    tree = grow_cart_tree(X, *sort_inputs(X), y, np.arange(4), np.ones(4, np.int64), 2, 2, -1,
+                          2, 1, True, False, 0)
     left, value = tree[0], tree[4]
     assert left[0] >= 0
     leaves = value[left < 0]
@@ -94,6 +95,20 @@ def test_radix_and_comparison_sorts_agree(m):
     np.testing.assert_array_equal(got, np.sort(keys))
     order = (got & np.uint64(0xFFFFFFFF)).astype(np.int64)
     assert (np.diff(v[order]) >= 0).all()
+
+
+def test_feature_ranks_are_dense_ranks_with_their_values():
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(300, 4)), 1).astype(np.float32)
+    X[::9, 1] = np.nan
+    X[::5, 2] = -0.0
+    R, table, offsets = feature_ranks(X)
+    for f in range(4):
+        present = ~np.isnan(X[:, f])
+        uniq = np.unique(X[present, f])
+        np.testing.assert_array_equal(table[offsets[f]:offsets[f + 1]], uniq)
+        np.testing.assert_array_equal(R[present, f], np.searchsorted(uniq, X[present, f]))
+        assert (R[~present, f] == MISSING_RANK).all()
 
 
 def test_cart_forest_is_the_same_whatever_the_threads():
