@@ -84,7 +84,8 @@ def compare(X, y, Xt, yt, seeds, progress, what):
     for name, rs in runs.items():
         row[name] = {k: float(np.mean([r[k] for r in rs]))
                      for k in ("test", "oob", "fit_s", "fit_cpu")}
-        row[name]["test_sd"] = float(np.std([r["test"] for r in rs], ddof=1)) if len(rs) > 1 else 0.0
+        tests = [r["test"] for r in rs]
+        row[name]["test_sd"] = float(np.std(tests, ddof=1)) if len(rs) > 1 else 0.0
         row[name]["test_per_seed"] = [r["test"] for r in rs]
         row[name]["oob_per_seed"] = [r["oob"] for r in rs]
     o, s = row["ours"], row["sklearn"]
@@ -128,7 +129,8 @@ def markdown(res):
         o, s = r["ours"], r["sklearn"]
         lines.append(
             f"| {name} | {r['n_train']}{' (of ' + str(r['n_train_all']) + ')' if r['n_train'] < r['n_train_all'] else ''} "
-            f"| {o['test']:.2f} ± {o.get('test_sd', 0):.2f} | {s['test']:.2f} ± {s.get('test_sd', 0):.2f} "
+            f"| {o['test']:.2f} ± {o.get('test_sd', 0):.2f} "
+            f"| {s['test']:.2f} ± {s.get('test_sd', 0):.2f} "
             f"| {r['delta_test']:+.2f} | {o['oob']:.2f} "
             f"| {s['oob']:.2f} | {r['delta_oob']:+.2f} | {r['ours_oob_minus_test']:+.2f} "
             f"| {r['sklearn_oob_minus_test']:+.2f} | {r['fit_ratio']:.2f} ({o['fit_cpu']:.2f} s / "

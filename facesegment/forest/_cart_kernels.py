@@ -52,6 +52,9 @@ _S32 = np.uint64(32)
 _BYTE = np.uint64(255)
 #: Nodes of at least this many present values sort their keys by radix.
 RADIX_MIN = 256
+#: A feature whose ranks on a node of m0 present values span at most
+#: ``COUNTING_SPAN * m0 + 256`` values is sorted by counting.
+COUNTING_SPAN = 8
 
 
 @njit(**NJIT)
@@ -200,8 +203,9 @@ def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, 
     their classes ``ls`` and copies ``cs``, their class counts ``tot`` and the
     missing ones' ``miss``; returns ``(m0, constant)``: the present values, and
     whether the feature cannot split (no present value, or all equal and none
-    missing).  A counting sort when the ranks span at most ``2 m0 + 64``
-    values, else :func:`sort_keys` on ``(rank - lowest) << 32 | position``."""
+    missing).  A counting sort when the ranks span at most
+    ``COUNTING_SPAN m0 + 256`` values, else :func:`sort_keys` on the keys
+    ``(rank - lowest) << 32 | position``."""
     tot[:] = 0
     miss[:] = 0
     m0 = 0
@@ -219,7 +223,7 @@ def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, 
     if m0 == 0 or (lo == hi and m0 == m):
         return m0, True
     span = np.int64(hi) - np.int64(lo) + 1
-    if span <= 2 * m0 + 64 and span < start.shape[0]:
+    if span <= COUNTING_SPAN * m0 + 256 and span < start.shape[0]:
         start[:span + 1] = 0
         for i in range(m):
             r = gv[b, i]
@@ -311,7 +315,7 @@ def cart_scratch(m, k, n_classes):
             np.zeros((4, 256), np.int64), np.empty(m, np.uint32), np.empty(m, np.int32),
             np.empty(m, np.int64), np.zeros(n_classes, np.int64),
             np.zeros(n_classes, np.int64), np.zeros(n_classes, np.int64),
-            np.zeros(2 * m + 66, np.int64), np.empty(k, np.int64))
+            np.zeros(COUNTING_SPAN * m + 258, np.int64), np.empty(k, np.int64))
 
 
 @njit(**NJIT)
