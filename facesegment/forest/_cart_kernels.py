@@ -48,6 +48,8 @@ from ._regression_kernels import _draw_feature
 _LOW32 = np.uint64(0xFFFFFFFF)
 #: The rank of a missing value (NaN) in :func:`feature_ranks`.
 MISSING_RANK = np.uint32(0xFFFFFFFF)
+_SIGN = np.uint32(0x80000000)
+_ALL32 = np.uint32(0xFFFFFFFF)
 _S32 = np.uint64(32)
 _BYTE = np.uint64(255)
 #: Nodes of at least this many present values sort their keys by radix.
@@ -322,31 +324,37 @@ def cart_scratch(m, k, n_classes):
 def feature_ranks(X):
     """``(R uint32 (n, p), table float32, offsets int64 (p + 1,))``: ``R[i, f]`` is the
     rank of ``X[i, f]`` among feature f's distinct values (``MISSING_RANK`` for
-    NaN), and ``table[offsets[f] + r]`` the value of rank r."""
+    NaN), and ``table[offsets[f] + r]`` the value of rank r.  Each column is
+    sorted by :func:`sort_keys` on its values' order-preserving bits."""
     n, p = X.shape
     R = np.empty((n, p), np.uint32)
     offsets = np.zeros(p + 1, np.int64)
     col = np.empty(n, np.float32)
-    at = np.empty(n, np.int64)
+    bits = col.view(np.uint32)
+    keys = np.empty(n, np.uint64)
+    tmp = np.empty(n, np.uint64)
+    hist = np.zeros((4, 256), np.int64)
     for f in range(p):
         m0 = 0
         for i in range(n):
             v = np.float32(X[i, f])
+            col[i] = v
             if v != v:
                 R[i, f] = MISSING_RANK
-            else:
-                col[m0] = v
-                at[m0] = i
-                m0 += 1
-        o = np.argsort(col[:m0])
+                continue
+            u = bits[i]
+            u = u ^ _ALL32 if u & _SIGN else u | _SIGN  # unsigned order = float order
+            keys[m0] = (np.uint64(u) << _S32) | np.uint64(i)
+            m0 += 1
+        sort_keys(keys[:m0], tmp, hist)
         r = -1
         prev = np.float32(0.0)
-        for j in range(m0):
-            v = col[o[j]]
-            if r < 0 or v != prev:
+        for j in range(m0):  # equal values (-0.0 and 0.0 too) are neighbours
+            i = np.int64(keys[j] & _LOW32)
+            if r < 0 or col[i] != prev:
                 r += 1
-                prev = v
-            R[at[o[j]], f] = r
+                prev = col[i]
+            R[i, f] = r
         offsets[f + 1] = offsets[f] + r + 1
     table = np.empty(offsets[p], np.float32)
     for i in range(n):

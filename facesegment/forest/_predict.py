@@ -325,3 +325,24 @@ def axis_only(fa):
     inner = fa.left >= 0
     return not ((fa.feature2[inner] >= 0).any() or (fa.oblique[inner] >= 0).any()
                 or (fa.sparse is not None and (fa.sparse[inner] >= 0).any()))
+
+
+@njit(**PARALLEL)
+def oob_axis_packed(X, roots, nodes, nodes_f, value, inbag, proba, count):
+    """Out-of-bag sums of an axis-aligned forest: for each row ``i``, the leaf
+    distributions (``value``) of the trees ``t`` with ``inbag[t, i]`` False are
+    added to ``proba[i]`` (float64, in tree order) and counted in ``count[i]``."""
+    for i in prange(X.shape[0]):
+        x = X[i]
+        for t in range(roots.shape[0]):
+            if inbag[t, i]:
+                continue
+            node = roots[t]
+            while nodes[node, 0] >= 0:
+                if np.float32(x[nodes[node, 1]]) <= nodes_f[node, 3]:
+                    node = nodes[node, 0]
+                else:
+                    node = nodes[node, 0] + 1
+            for c in range(value.shape[1]):
+                proba[i, c] += value[node, c]
+            count[i] += 1

@@ -122,3 +122,21 @@ def test_cart_forest_is_the_same_whatever_the_threads():
             assert z is None
         else:
             np.testing.assert_array_equal(x, z)
+
+
+@pytest.mark.parametrize("max_depth", [-1, 3])
+def test_packed_axis_apply_equals_the_generic_kernel(max_depth):
+    from facesegment.forest._arrays import complete
+    from facesegment.forest._predict import (apply_axis_packed, apply_kernel, kernel_sparse,
+                                             kernel_weights, packed_nodes)
+
+    rng = np.random.default_rng(4)
+    X, y = _data(rng, 400, 6, np.float32, 0.0)
+    fa = complete(AxisAlignedForest(5, criterion="gini", random_state=0).fit(X, y).forest_)
+    got = np.empty((400, 5), np.int32)
+    ref = np.empty((400, 5), np.int32)
+    apply_axis_packed(X, fa.roots, *packed_nodes(fa), max_depth, got)
+    apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
+                 fa.threshold, fa.depth, kernel_weights(fa), fa.sparse, *kernel_sparse(fa),
+                 max_depth, ref)
+    np.testing.assert_array_equal(got, ref)
