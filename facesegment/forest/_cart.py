@@ -23,6 +23,8 @@ import numpy as np
 
 from ._arrays import n_sparse
 from ._grow import tree_sample_indices
+from ._missing import has_nan
+from ._predict import axis_only, oob_axis_packed, packed_nodes
 from .params import InvalidParameterError
 
 #: Rows of the training set traversed at once when computing out-of-bag estimates.
@@ -89,18 +91,28 @@ def oob_decision(fa, X, y_enc, seeds, spec, apply_rows):
         inbag[t, tree_sample_indices(np.random.default_rng(int(seed)), n, spec)] = True
     proba = np.zeros((n, fa.n_classes), dtype=np.float64)
     count = np.zeros(n, dtype=np.int64)
-    for s in range(0, n, OOB_CHUNK):
-        leaves = apply_rows(X[s:s + OOB_CHUNK])
-        for t in range(leaves.shape[1]):
-            oob = ~inbag[t, s:s + leaves.shape[0]]
-            proba[s:s + leaves.shape[0]][oob] += fa.value[leaves[oob, t]]
-            count[s:s + leaves.shape[0]] += oob
+    if axis_only(fa) and not has_nan(X):  # each row down the trees that did not draw it
+        oob_axis_packed(X, fa.roots, *packed_nodes(fa), fa.value, inbag, proba, count)
+    else:
+        _oob_by_leaves(fa, X, inbag, apply_rows, proba, count)
     if (count == 0).any():
         warnings.warn(f"{int((count == 0).sum())} of the {n} training samples were drawn by "
                       "every tree, so they have no out-of-bag estimate (their "
                       "oob_decision_function_ rows are 0); grow more trees", UserWarning)
     proba /= np.maximum(count, 1)[:, None]
     return proba, count
+
+
+def _oob_by_leaves(fa, X, inbag, apply_rows, proba, count):
+    """:func:`oob_decision`'s sums from the leaves of every row in every tree, in
+    chunks of :data:`OOB_CHUNK` rows (any split kind, missing values)."""
+    n = X.shape[0]
+    for s in range(0, n, OOB_CHUNK):
+        leaves = apply_rows(X[s:s + OOB_CHUNK])
+        for t in range(leaves.shape[1]):
+            oob = ~inbag[t, s:s + leaves.shape[0]]
+            proba[s:s + leaves.shape[0]][oob] += fa.value[leaves[oob, t]]
+            count[s:s + leaves.shape[0]] += oob
 
 
 def append_forests(a, b):

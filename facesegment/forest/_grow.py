@@ -23,12 +23,12 @@ from collections import deque
 import numpy as np
 
 from .._jit import NJIT, njit
+from ._cart_kernels import grow_cart
 from ._criteria import class_counts, sorted_gain_of_values
 from ._extra_kernels import random_axis_split
 from ._predict import oblique_values, partition, partition_sparse
 from ._sparse import quantise
-from ._missing import partition_missing
-from .axis import best_axis_split, best_axis_split_cart
+from .axis import best_axis_split
 from .twoprobe import best_pair_split, sample_pairs
 
 FAMILIES = ("axis", "two-probe", "co2", "extra", "ferns", "rotation")
@@ -184,7 +184,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
         ``strata`` (per-class draws: :func:`draw_stratified`), ``criterion``
         ("entropy" or "gini") and ``missing`` (X holds NaN; both for the axis
-        family, which then uses :func:`~facesegment.forest.axis.best_axis_split_cart`),
+        family, whose trees :func:`facesegment.forest._cart_kernels.grow_cart` grows),
         ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
         nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
         ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)), and optionally
@@ -199,17 +199,17 @@ def grow_tree(X, y, n_classes, spec, seed):
     ``depth``, ``n_samples``, ``weights`` (n_oblique, p), the sparse rows
     ``sparse``, ``sparse_ptr``, ``sparse_index``, ``sparse_weight``) and ``stats``.
     """
+    family = spec["family"]
+    if family == "axis" and (spec.get("criterion", "entropy") != "entropy"
+                             or spec.get("missing", False)):
+        return grow_cart(X, y, n_classes, spec, seed)
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    family = spec["family"]
     max_depth = spec["max_depth"]
     min_split = spec["min_samples_split"]
     min_leaf = spec["min_samples_leaf"]
     idx = tree_sample_indices(rng, n, spec)
-    cart = family == "axis" and (spec.get("criterion", "entropy") != "entropy"
-                                 or spec.get("missing", False))
-    missing = family == "axis" and spec.get("missing", False)
     buf = np.empty_like(idx)
     co2 = None
     if family == "co2":
@@ -224,7 +224,6 @@ def grow_tree(X, y, n_classes, spec, seed):
     left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
     value, depth, n_samp, weights = [], [], [], []
     sparse, sp_index, sp_weight = [], [], []
-    miss_left = []
     stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
 
     def new_node(start, end, d):
@@ -236,7 +235,6 @@ def grow_tree(X, y, n_classes, spec, seed):
         feature2.append(-1)
         oblique.append(-1)
         sparse.append(-1)
-        miss_left.append(0)
         threshold.append(0.0)
         value.append(counts)
         depth.append(d)
@@ -254,13 +252,7 @@ def grow_tree(X, y, n_classes, spec, seed):
         seg = idx[start:end]
         f = f2 = ob = -1
         sp = None
-        ml = -1
-        if cart:  # features in a random order: max_features, more while all constant
-            partial_shuffle(perm, rng.random(p))
-            f, thr, gain, ml = best_axis_split_cart(X, y, seg, perm.copy(), n_classes,
-                                                    min_leaf, spec.get("criterion", "entropy"),
-                                                    spec["max_features"])
-        elif family == "two-probe":
+        if family == "two-probe":
             fa, fb = sample_pairs(rng, p, spec["n_pairs"])
             f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
         elif family == "extra":
@@ -312,12 +304,7 @@ def grow_tree(X, y, n_classes, spec, seed):
                     stats["t_oblique"] += time.perf_counter() - t0
         if gain <= 0.0 or (f < 0 and ob < 0 and sp is None):
             continue
-        if missing:
-            nl = partition_missing(X, seg, buf, f, np.float32(thr), ml == 1)
-            if ml < 0:  # no missing value here: future ones go to the larger child
-                ml = int(2 * nl >= m)
-            miss_left[node] = ml
-        elif sp is not None:
+        if sp is not None:
             nl = partition_sparse(X, seg, buf, sp[0], _kernel_float(sp[1]), np.float32(thr))
         else:
             w_row = weights[ob] if ob >= 0 else empty_w[0]
@@ -360,8 +347,6 @@ def grow_tree(X, y, n_classes, spec, seed):
         "sparse_weight": (np.concatenate(sp_weight) if sp_weight else
                           np.zeros(0, np.dtype(spec.get("sparse_dtype", "float32")))),
     }
-    if missing:
-        out["missing_left"] = np.asarray(miss_left, dtype=np.int8)
     if co2 is not None:
         stats["co2"] = co2_stats
     stats["seconds"] = time.perf_counter() - t_start

@@ -13,8 +13,7 @@ dense inference are used whenever the input holds no NaN (images never do).
 import numpy as np
 from numba import prange
 
-from .._jit import NJIT, PARALLEL, njit
-from ._predict import split_by_mask
+from .._jit import PARALLEL, njit
 
 
 def default_missing_left(fa):
@@ -34,17 +33,6 @@ def missing_directions(fa):
 def has_nan(X):
     """Whether the float matrix ``X`` holds a NaN (False for integer input)."""
     return X.dtype.kind == "f" and bool(np.isnan(X).any())
-
-
-@njit(**NJIT)
-def partition_missing(X, idx, buf, f, thr, missing_left):
-    """Stable in-place partition of ``idx`` by ``X[:, f] <= thr``, NaN to the left
-    when ``missing_left`` else to the right; returns the number going left."""
-    left = np.empty(idx.shape[0], dtype=np.bool_)
-    for i in range(idx.shape[0]):
-        v = np.float32(X[idx[i], f])
-        left[i] = missing_left if v != v else v <= thr
-    return split_by_mask(idx, buf, left)
 
 
 @njit(**PARALLEL)

@@ -299,3 +299,50 @@ def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
                 else:
                     node = right[node]
             out[i, t] = node
+
+
+@njit(**PARALLEL)
+def apply_axis_packed(X, roots, nodes, nodes_f, max_depth, out):
+    """:func:`apply_kernel` for a forest of axis-aligned splits only, on its packed
+    node table (:func:`pack_nodes`: one cache line holds four nodes, the right
+    child is ``left + 1``, depth is counted on the way down)."""
+    for i in prange(X.shape[0]):
+        x = X[i]
+        for t in range(roots.shape[0]):
+            node = roots[t]
+            d = 0
+            while nodes[node, 0] >= 0 and (max_depth < 0 or d < max_depth):
+                if np.float32(x[nodes[node, 1]]) <= nodes_f[node, 3]:
+                    node = nodes[node, 0]
+                else:
+                    node = nodes[node, 0] + 1
+                d += 1
+            out[i, t] = node
+
+
+def axis_only(fa):
+    """Whether every split of ``fa`` is axis-aligned (``x[f] <= t``)."""
+    inner = fa.left >= 0
+    return not ((fa.feature2[inner] >= 0).any() or (fa.oblique[inner] >= 0).any()
+                or (fa.sparse is not None and (fa.sparse[inner] >= 0).any()))
+
+
+@njit(**PARALLEL)
+def oob_axis_packed(X, roots, nodes, nodes_f, value, inbag, proba, count):
+    """Out-of-bag sums of an axis-aligned forest: for each row ``i``, the leaf
+    distributions (``value``) of the trees ``t`` with ``inbag[t, i]`` False are
+    added to ``proba[i]`` (float64, in tree order) and counted in ``count[i]``."""
+    for i in prange(X.shape[0]):
+        x = X[i]
+        for t in range(roots.shape[0]):
+            if inbag[t, i]:
+                continue
+            node = roots[t]
+            while nodes[node, 0] >= 0:
+                if np.float32(x[nodes[node, 1]]) <= nodes_f[node, 3]:
+                    node = nodes[node, 0]
+                else:
+                    node = nodes[node, 0] + 1
+            for c in range(value.shape[1]):
+                proba[i, c] += value[node, c]
+            count[i] += 1

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import (CRITERIA, class_counts, phi_table, scan_histogram, scan_sorted,
-                        scan_sorted_cart, xlogx_table)
+                        xlogx_table)
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 384
@@ -167,111 +167,6 @@ def best_axis_split(X, y, idx, features, n_classes, min_samples_leaf=1):
 # ---------------------------------------------------------------------------
 
 
-@njit(**NJIT)
-def _axis_split_cart_sorted(X, y, idx, features, n_classes, min_leaf, gini, n_visit):
-    m = idx.shape[0]
-    q = features.shape[0]
-    phi = phi_table(m, gini)
-    vals = np.empty(m, dtype=X.dtype)
-    labs = np.empty(m, dtype=np.int32)
-    vs = np.empty(m, dtype=X.dtype)
-    ls = np.empty(m, dtype=np.int32)
-    tot = np.zeros(n_classes, dtype=np.int64)
-    miss = np.zeros(n_classes, dtype=np.int64)
-    best_f = -1
-    best_t = np.float32(0.0)
-    best_gain = -1.0
-    best_ml = -1
-    visited = 0
-    found = 0
-    for k in range(q):
-        if visited >= n_visit and found > 0:
-            break
-        visited += 1
-        f = features[k]
-        tot[:] = 0
-        miss[:] = 0
-        m0 = 0
-        for i in range(m):  # present values first (in sample order), missing counted
-            v = X[idx[i], f]
-            c = y[idx[i]]
-            if v != v:
-                miss[c] += 1
-            else:
-                vals[m0] = v
-                labs[m0] = c
-                tot[c] += 1
-                m0 += 1
-        if m0 == 0:
-            continue
-        order = np.argsort(vals[:m0], kind="mergesort")
-        for i in range(m0):
-            vs[i] = vals[order[i]]
-            ls[i] = labs[order[i]]
-        if vs[0] == vs[m0 - 1] and m0 == m:
-            continue
-        found += 1
-        t, g, ml = scan_sorted_cart(vs[:m0], ls[:m0], tot, miss, min_leaf, gini, phi)
-        if g > best_gain:
-            best_gain = g
-            best_f = f
-            best_t = t
-            best_ml = ml
-    return best_f, best_t, best_gain, best_ml
-
-
-@njit(**NJIT)
-def _axis_split_cart_counting_u8(X, y, idx, features, n_classes, min_leaf, gini, n_visit):
-    m = idx.shape[0]
-    q = features.shape[0]
-    tot = class_counts(y, idx, n_classes)
-    miss = np.zeros(n_classes, dtype=np.int64)
-    phi = phi_table(m, gini)
-    labs = np.empty(m, dtype=np.int32)
-    vals = np.empty(m, dtype=np.uint8)
-    vs = np.empty(m, dtype=np.uint8)
-    ls = np.empty(m, dtype=np.int32)
-    start = np.empty(257, dtype=np.int64)
-    for i in range(m):
-        labs[i] = y[idx[i]]
-    best_f = -1
-    best_t = np.float32(0.0)
-    best_gain = -1.0
-    visited = 0
-    found = 0
-    for k in range(q):
-        if visited >= n_visit and found > 0:
-            break
-        visited += 1
-        f = features[k]
-        start[:] = 0
-        lo = 255
-        hi = 0
-        for i in range(m):
-            v = X[idx[i], f]
-            vals[i] = v
-            start[v + 1] += 1
-            lo = min(lo, v)
-            hi = max(hi, v)
-        if lo == hi:
-            continue
-        found += 1
-        for b in range(lo + 1, hi + 2):
-            start[b] += start[b - 1]
-        for i in range(m):  # stable counting sort
-            v = vals[i]
-            pos = start[v]
-            vs[pos] = v
-            ls[pos] = labs[i]
-            start[v] = pos + 1
-        t, g, _ = scan_sorted_cart(vs, ls, tot, miss, min_leaf, gini, phi)
-        if g > best_gain:
-            best_gain = g
-            best_f = f
-            best_t = t
-    return best_f, best_t, best_gain, -1
-
-
 def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
                          criterion="gini", n_visit=None):
     """Best split ``x[f] <= t`` under ``criterion``, NaN values sent to one side.
@@ -291,14 +186,31 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     node's samples missing ``feature`` go left, 0 when they go right, -1 when
     none of them misses it (the grower then sends future missing values to the
     larger child).  The gain is the impurity decrease weighted by the
-    children's shares (:func:`facesegment.forest._criteria.scan_sorted_cart`).
+    children's shares (:func:`facesegment.forest._cart_kernels.scan_cart_copies`,
+    on the node's distinct rows with their multiplicities, as trees are grown).
     """
+    from ._cart_kernels import cart_scratch, cart_split_batch, sort_inputs
+
     gini = CRITERIA[criterion] == 1
-    n_visit = features.shape[0] if n_visit is None else int(n_visit)
-    if X.dtype == np.uint8:
-        f, t, g, ml = _axis_split_cart_counting_u8(X, y, idx, features, n_classes,
-                                                   min_samples_leaf, gini, n_visit)
-    else:
-        f, t, g, ml = _axis_split_cart_sorted(X, y, idx, features, n_classes,
-                                              min_samples_leaf, gini, n_visit)
-    return int(f), float(t), float(g), int(ml)
+    features = np.asarray(features, dtype=np.int64)
+    n_visit = min(features.shape[0], features.shape[0] if n_visit is None else int(n_visit))
+    rows, counts = np.unique(np.asarray(idx, dtype=np.int64), return_counts=True)
+    lab = np.ascontiguousarray(y[rows], dtype=np.int32)
+    cnt = counts.astype(np.int64)
+    tot = np.bincount(lab, weights=cnt, minlength=n_classes).astype(np.int64)
+    phi = phi_table(int(cnt.sum()), gini)
+    sc = cart_scratch(rows.shape[0], max(n_visit, 1), n_classes)
+    known = np.zeros((X.shape[1] + 63) // 64, np.uint64)
+    best = np.array([-1.0, -1.0, 0.0, -1.0])
+    ids = np.arange(rows.shape[0], dtype=np.int64)
+    args = (*sort_inputs(X), rows, lab, cnt, ids)
+    found = cart_split_batch(*args, features, n_visit, tot, min_samples_leaf, gini,
+                             phi, X.dtype == np.uint8, known, best, sc)
+    for j in range(n_visit, features.shape[0]):  # all constant so far: one more
+        if found:
+            break
+        found = cart_split_batch(*args, features[j:j + 1], 1, tot, min_samples_leaf,
+                                 gini, phi, X.dtype == np.uint8, known, best, sc)
+    if best[1] < 0:
+        return -1, 0.0, -1.0, -1
+    return int(best[1]), float(np.float32(best[2])), float(best[0]), int(best[3])

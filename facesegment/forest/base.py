@@ -30,8 +30,9 @@ from ._arrays import complete
 from ._cart import (append_forests, class_weight_draws, oob_decision, tree_slice,
                     warm_start_seeds)
 from ._missing import apply_missing, has_nan, proba_of_leaves
-from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
-                       predict_proba_packed, predict_proba_packed_serial)
+from ._predict import (apply_axis_packed, apply_kernel, axis_only, kernel_sparse,
+                       kernel_weights, packed_nodes, predict_proba_packed,
+                       predict_proba_packed_serial)
 from ._verify import verified
 from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
                      resolve_max_samples, validate_params)
@@ -472,6 +473,9 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         if self._missing_values and has_nan(X):
             return apply_missing(fa, X, md)
         out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
+        if axis_only(fa):
+            apply_axis_packed(X, fa.roots, *packed_nodes(fa), md, out)
+            return out
         apply_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.feature2, fa.oblique,
                      fa.threshold, fa.depth, kernel_weights(fa), fa.sparse,
                      *kernel_sparse(fa), md, out)

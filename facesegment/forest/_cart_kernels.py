@@ -1,0 +1,559 @@
+"""CART classification trees (Gini or entropy, missing values): the whole tree
+in one Numba call.
+
+:func:`grow_cart_tree` grows an axis-aligned tree breadth first from the
+tree's distinct rows and their integer multiplicities (bootstrap copies), so
+a row drawn twice counts twice in the class counts, the impurities and
+``min_samples_leaf``, exactly like two equal rows.  Nodes are numbered and
+processed in creation order (a FIFO): truncating a tree at depth d gives the
+tree grown with ``max_depth=d``.
+
+Split search at a node (scikit-learn's ``BestSplitter`` rules):
+
+* features are drawn without replacement (a partial Fisher-Yates shuffle of
+  the tree's permutation): ``q`` of them, then one at a time while every
+  feature drawn so far was constant on the node (or all were drawn);
+  constant features count among the ``q``;
+* the drawn features' values are gathered row by row (one pass over the
+  node's rows for the batch), then each feature is sorted: float32 values as
+  order-preserving uint64 keys (value bits above the position), uint8 values
+  by a counting sort; missing values (NaN) are counted per class apart;
+* one scan per feature (:func:`scan_cart_copies`) tries every cut between
+  neighbouring distinct values, with the missing values on the right and on
+  the left, and "every present value left, the missing ones right"; the
+  impurity sums ``sum_c phi(count_c)`` (``phi(k) = k^2`` for Gini, ``k log k``
+  for entropy) are updated in O(1) per row;
+* the first best candidate wins (strictly better replaces): the first feature
+  in draw order, the lowest cut, missing values right before left.
+
+A node becomes a leaf at ``max_depth``, with fewer than ``min_samples_split``
+or ``2 min_samples_leaf`` copies, when it is pure, or when no feature has a
+cut that leaves ``min_samples_leaf`` copies on each side.  As in
+scikit-learn, a valid cut is taken even when it does not lower the impurity
+(an impure node always splits while it can).
+
+Random numbers: one SplitMix64 stream per tree
+(:func:`facesegment.forest._regression_kernels.next_uniform`), seeded from the
+tree's seed: the tree depends on its seed and data only, never on threads.
+"""
+
+import time
+
+import numpy as np
+
+from .._jit import NJIT, njit
+from ._criteria import midpoint_threshold, phi_table, set_cost
+from ._regression_kernels import _draw_feature
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+#: The rank of a missing value (NaN) in :func:`feature_ranks`.
+MISSING_RANK = np.uint32(0xFFFFFFFF)
+_SIGN = np.uint32(0x80000000)
+_ALL32 = np.uint32(0xFFFFFFFF)
+_S32 = np.uint64(32)
+_BYTE = np.uint64(255)
+#: Nodes of at least this many present values sort their keys by radix.
+RADIX_MIN = 256
+#: A feature whose ranks on a node of m0 present values span at most
+#: ``COUNTING_SPAN * m0 + 256`` values is sorted by counting.
+COUNTING_SPAN = 8
+
+
+@njit(**NJIT)
+def sort_keys(keys, tmp, hist):
+    """Sort uint64 ``keys`` (value key in the high 32 bits, a distinct position in
+    the low ones) increasingly, in place: a comparison sort for short arrays, else
+    a stable LSD radix sort on the high 32 bits, one byte per pass (passes where
+    every key has the same byte are skipped).  Both give the same order.
+    ``tmp`` (at least as long) and ``hist`` int64 (4, 256) are scratch."""
+    m = keys.shape[0]
+    if m < RADIX_MIN:
+        keys.sort()
+        return
+    hist[:] = 0
+    for i in range(m):
+        h = keys[i] >> _S32
+        for b in range(4):
+            hist[b, (h >> np.uint64(8 * b)) & _BYTE] += 1
+    src = keys
+    dst = tmp[:m]
+    swapped = False
+    for b in range(4):
+        shift = np.uint64(32 + 8 * b)
+        if hist[b, (src[0] >> shift) & _BYTE] == m:
+            continue
+        acc = 0
+        for v in range(256):
+            c = hist[b, v]
+            hist[b, v] = acc
+            acc += c
+        for i in range(m):
+            d = (src[i] >> shift) & _BYTE
+            dst[hist[b, d]] = src[i]
+            hist[b, d] += 1
+        src, dst = dst, src
+        swapped = not swapped
+    if swapped:
+        keys[:] = src
+
+
+@njit(**NJIT)
+def scan_cart_copies(vals, labels, copies, m0, tot, miss, min_leaf, gini, phi, left):
+    """Best cut of a node's sorted present values ``vals[:m0]`` (their classes
+    ``labels``, multiplicities ``copies``), the missing values' class counts
+    ``miss`` on either side: ``(i, gain float64, missing_left)``, the cut between
+    ``vals[i]`` and ``vals[i + 1]`` (``i = m0 - 1``: every present value left).
+
+    ``tot``: class counts (copies) of the present values; ``phi``:
+    :func:`facesegment.forest._criteria.phi_table` up to the node's copies;
+    ``left`` (n_classes,) scratch.  The gain is the impurity decrease weighted
+    by the children's shares; -1.0 (and i = -1) when no cut leaves
+    ``min_leaf`` copies on each side.  ``missing_left``: 1 / 0 where the missing
+    values go left / right, -1 when the node has none.
+    """
+    n_classes = tot.shape[0]
+    w_miss = 0
+    w_pres = 0
+    a_l = 0.0
+    a_lm = 0.0
+    a_r = 0.0
+    a_rm = 0.0
+    for c in range(n_classes):
+        w_miss += miss[c]
+        w_pres += tot[c]
+        a_lm += phi[miss[c]]
+        a_r += phi[tot[c]]
+        a_rm += phi[tot[c] + miss[c]]
+        left[c] = 0
+    n = w_pres + w_miss
+    parent = set_cost(n, a_rm, gini, phi)
+    if w_miss == 0:
+        return _scan_present(vals, labels, copies, m0, tot, n, parent, a_r, min_leaf, gini,
+                             phi, left)
+    best_gain = -1.0
+    best_i = -1
+    best_ml = -1
+    wl = 0
+    for i in range(m0):
+        c = labels[i]
+        k = copies[i]
+        cl = left[c]
+        cr = tot[c] - cl
+        mc = miss[c]
+        a_l += phi[cl + k] - phi[cl]
+        a_r += phi[cr - k] - phi[cr]
+        a_lm += phi[cl + mc + k] - phi[cl + mc]
+        a_rm += phi[cr + mc - k] - phi[cr + mc]
+        left[c] = cl + k
+        wl += k
+        if i < m0 - 1:
+            if vals[i] == vals[i + 1]:
+                continue
+        elif w_miss == 0:
+            break
+        wr = w_pres - wl
+        if wl >= min_leaf and wr + w_miss >= min_leaf:  # missing values right
+            gain = (parent - set_cost(wl, a_l, gini, phi)
+                    - set_cost(wr + w_miss, a_rm, gini, phi)) / n
+            if gain > best_gain:
+                best_gain = gain
+                best_i = i
+                best_ml = 0 if w_miss > 0 else -1
+        if w_miss > 0 and i < m0 - 1 and wl + w_miss >= min_leaf and wr >= min_leaf:
+            gain = (parent - set_cost(wl + w_miss, a_lm, gini, phi)
+                    - set_cost(wr, a_r, gini, phi)) / n
+            if gain > best_gain:
+                best_gain = gain
+                best_i = i
+                best_ml = 1
+    return best_i, best_gain, best_ml
+
+
+@njit(**NJIT)
+def _scan_present(vals, labels, copies, m0, tot, n, parent, a_r, min_leaf, gini, phi, left):
+    """:func:`scan_cart_copies` of a node without missing values (``a_r``: the
+    right side's ``sum_c phi`` before the first cut, ``parent`` the node's cost)."""
+    a_l = 0.0
+    best_gain = -1.0
+    best_i = -1
+    wl = 0
+    for i in range(m0 - 1):
+        c = labels[i]
+        k = copies[i]
+        cl = left[c]
+        cr = tot[c] - cl
+        if gini:  # (a + k)^2 - a^2 without reading the table
+            a_l += np.float64(k * (2 * cl + k))
+            a_r -= np.float64(k * (2 * cr - k))
+        else:
+            a_l += phi[cl + k] - phi[cl]
+            a_r += phi[cr - k] - phi[cr]
+        left[c] = cl + k
+        wl += k
+        if vals[i] == vals[i + 1] or wl < min_leaf or n - wl < min_leaf:
+            continue
+        gain = (parent - set_cost(wl, a_l, gini, phi) - set_cost(n - wl, a_r, gini, phi)) / n
+        if gain > best_gain:
+            best_gain = gain
+            best_i = i
+    return best_i, best_gain, -1
+
+
+@njit(**NJIT)
+def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, cs):
+    """The present ranks of gathered feature ``gv[b, :m]`` sorted into ``vs`` with
+    their classes ``ls`` and copies ``cs``, their class counts ``tot`` and the
+    missing ones' ``miss``; returns ``(m0, constant)``: the present values, and
+    whether the feature cannot split (no present value, or all equal and none
+    missing).  A counting sort when the ranks span at most
+    ``COUNTING_SPAN m0 + 256`` values, else :func:`sort_keys` on the keys
+    ``(rank - lowest) << 32 | position``."""
+    tot[:] = 0
+    miss[:] = 0
+    m0 = 0
+    lo = MISSING_RANK
+    hi = np.uint32(0)
+    for i in range(m):
+        r = gv[b, i]
+        if r == MISSING_RANK:
+            miss[lab[i]] += cnt[i]
+            continue
+        tot[lab[i]] += cnt[i]
+        lo = min(lo, r)
+        hi = max(hi, r)
+        m0 += 1
+    if m0 == 0 or (lo == hi and m0 == m):
+        return m0, True
+    span = np.int64(hi) - np.int64(lo) + 1
+    if span <= COUNTING_SPAN * m0 + 256 and span < start.shape[0]:
+        start[:span + 1] = 0
+        for i in range(m):
+            r = gv[b, i]
+            if r != MISSING_RANK:
+                start[np.int64(r) - np.int64(lo) + 1] += 1
+        for v in range(1, span + 1):
+            start[v] += start[v - 1]
+        for i in range(m):
+            r = gv[b, i]
+            if r != MISSING_RANK:
+                v = np.int64(r) - np.int64(lo)
+                j = start[v]
+                vs[j] = r
+                ls[j] = lab[i]
+                cs[j] = cnt[i]
+                start[v] = j + 1
+        return m0, False
+    j = 0
+    for i in range(m):
+        r = gv[b, i]
+        if r != MISSING_RANK:
+            keys[j] = (np.uint64(r - lo) << _S32) | np.uint64(i)
+            j += 1
+    sort_keys(keys[:m0], tmp, hist)
+    for j in range(m0):
+        i = np.int64(keys[j] & _LOW32)
+        vs[j] = gv[b, i]
+        ls[j] = lab[i]
+        cs[j] = cnt[i]
+    return m0, False
+
+
+@njit(**NJIT)
+def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node_tot,
+                     min_leaf, gini, phi, integer, known, best, sc):
+    """Score the features ``feats[:k]`` on the node whose local rows are
+    ``node_ids`` (rows ``rows[node_ids]`` of ``R``; ``lab``/``cnt`` their classes and
+    copies, ``node_tot`` the node's class counts), updating ``best`` (float64
+    [gain, feature, threshold, missing_left], the first best wins); returns how
+    many of them were not constant.
+
+    ``R`` holds what is sorted: X itself when ``integer`` (uint8), else the
+    ranks of :func:`feature_ranks`, whose values ``table[offsets[f] + rank]``
+    give the thresholds.  ``known`` (uint64 bits, one per feature) marks
+    features known to be constant on the node (constant on an ancestor): they
+    are skipped unread, and the ones found constant here are added.  ``sc``:
+    the scratch of :func:`cart_scratch`."""
+    gv, keys, tmp, hist, vs, ls, cs, tot, miss, left, start, act = sc
+    m = node_ids.shape[0]
+    n_act = 0
+    for b in range(k):
+        f = feats[b]
+        if not (known[f >> 6] >> np.uint64(f & 63)) & np.uint64(1):
+            act[n_act] = f
+            n_act += 1
+    for i in range(m):  # one pass over the node's rows for the whole batch
+        row = R[rows[node_ids[i]]]
+        for b in range(n_act):
+            gv[b, i] = row[act[b]]
+    found = 0
+    for b in range(n_act):
+        f = act[b]
+        m0, constant = _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start,
+                                    vs, ls, cs)
+        if constant:
+            known[f >> 6] |= np.uint64(1) << np.uint64(f & 63)
+            continue
+        found += 1
+        i, g, ml = scan_cart_copies(vs, ls, cs, m0, tot, miss, min_leaf, gini, phi, left)
+        if g > best[0]:
+            if integer:
+                a = np.float32(vs[i])
+                c = np.float32(vs[min(i + 1, m0 - 1)])
+            else:
+                a = table[offsets[f] + vs[i]]
+                c = table[offsets[f] + vs[min(i + 1, m0 - 1)]]
+            best[0] = g
+            best[1] = f
+            best[2] = a if i == m0 - 1 else midpoint_threshold(a, c)
+            best[3] = ml
+    return found
+
+
+@njit(**NJIT)
+def cart_scratch(m, k, n_classes):
+    """Scratch arrays of :func:`cart_split_batch` for nodes of at most ``m`` rows
+    and batches of at most ``k`` features."""
+    return (np.empty((k, m), np.uint32), np.empty(m, np.uint64), np.empty(m, np.uint64),
+            np.zeros((4, 256), np.int64), np.empty(m, np.uint32), np.empty(m, np.int32),
+            np.empty(m, np.int64), np.zeros(n_classes, np.int64),
+            np.zeros(n_classes, np.int64), np.zeros(n_classes, np.int64),
+            np.zeros(COUNTING_SPAN * m + 258, np.int64), np.empty(k, np.int64))
+
+
+@njit(**NJIT)
+def feature_ranks(X):
+    """``(R uint32 (n, p), table float32, offsets int64 (p + 1,))``: ``R[i, f]`` is the
+    rank of ``X[i, f]`` among feature f's distinct values (``MISSING_RANK`` for
+    NaN), and ``table[offsets[f] + r]`` the value of rank r.  Each column is
+    sorted by :func:`sort_keys` on its values' order-preserving bits."""
+    n, p = X.shape
+    R = np.empty((n, p), np.uint32)
+    offsets = np.zeros(p + 1, np.int64)
+    col = np.empty(n, np.float32)
+    bits = col.view(np.uint32)
+    keys = np.empty(n, np.uint64)
+    tmp = np.empty(n, np.uint64)
+    hist = np.zeros((4, 256), np.int64)
+    for f in range(p):
+        m0 = 0
+        for i in range(n):
+            v = np.float32(X[i, f])
+            col[i] = v
+            if v != v:
+                R[i, f] = MISSING_RANK
+                continue
+            u = bits[i]
+            u = u ^ _ALL32 if u & _SIGN else u | _SIGN  # unsigned order = float order
+            keys[m0] = (np.uint64(u) << _S32) | np.uint64(i)
+            m0 += 1
+        sort_keys(keys[:m0], tmp, hist)
+        r = -1
+        prev = np.float32(0.0)
+        for j in range(m0):  # equal values (-0.0 and 0.0 too) are neighbours
+            i = np.int64(keys[j] & _LOW32)
+            if r < 0 or col[i] != prev:
+                r += 1
+                prev = col[i]
+            R[i, f] = r
+        offsets[f + 1] = offsets[f] + r + 1
+    table = np.empty(offsets[p], np.float32)
+    for i in range(n):
+        for f in range(p):
+            if R[i, f] != MISSING_RANK:
+                table[offsets[f] + R[i, f]] = X[i, f]
+    return R, table, offsets
+
+
+@njit(**NJIT)
+def _partition_node(X, rows, cnt, ids, s, e, f, t, ml, buf):
+    """Stable partition of ``ids[s:e]`` by ``x[f] <= t`` (NaN left when ``ml == 1``):
+    ``(rows left, copies left)``."""
+    nl = 0
+    nr = 0
+    wl = 0
+    for i in range(s, e):
+        lid = ids[i]
+        v = np.float32(X[rows[lid], f])
+        if v != v:
+            go = ml == 1
+        else:
+            go = v <= t
+        if go:
+            ids[s + nl] = lid
+            nl += 1
+            wl += cnt[lid]
+        else:
+            buf[nr] = lid
+            nr += 1
+    for i in range(nr):
+        ids[s + nl + i] = buf[i]
+    return nl, wl
+
+
+@njit(**NJIT)
+def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, min_split,
+                   min_leaf, gini, integer, seed):
+    """Grow one CART tree breadth first (see the module docstring).
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p) (float may hold NaN); y : int32 (n,) classes
+    R, table, offsets : X itself (uint8 X; ``table``, ``offsets`` unused) or
+        :func:`feature_ranks` of X (float X), what the split search sorts
+    rows : int64 (m,) the tree's distinct rows; counts : int64 (m,) their copies (>= 1)
+    q : features scored per node; max_depth : -1 for none
+    min_split, min_leaf : in copies; gini : Gini index, else entropy
+    integer : X is uint8
+    seed : the tree's random stream
+
+    Returns
+    -------
+    (left, right, feature int32, threshold float32, counts int64 (nodes, n_classes),
+    depth int32, n_samples int64 (copies), missing_left int8), one entry per node;
+    ``missing_left`` is learned where the node's rows missed the feature, else
+    the side of the child with more copies.
+    """
+    m = rows.shape[0]
+    p = X.shape[1]
+    cap = 2 * m - 1
+    left = np.full(cap, -1, np.int32)
+    right = np.full(cap, -1, np.int32)
+    feature = np.full(cap, -1, np.int32)
+    threshold = np.zeros(cap, np.float32)
+    value = np.zeros((cap, n_classes), np.int64)
+    depth = np.zeros(cap, np.int32)
+    n_samples = np.zeros(cap, np.int64)
+    miss_left = np.zeros(cap, np.int8)
+    seg_start = np.zeros(cap, np.int64)
+    seg_end = np.zeros(cap, np.int64)
+    lab = np.empty(m, np.int32)
+    total = 0
+    for i in range(m):
+        lab[i] = y[rows[i]]
+        total += counts[i]
+    phi = phi_table(total, gini)
+    k_max = max(1, min(q, p))
+    sc = cart_scratch(m, k_max, n_classes)
+    node_lab = np.empty(m, np.int32)
+    node_cnt = np.empty(m, np.int64)
+    feats = np.empty(k_max, np.int64)
+    perm = np.arange(p)
+    state = np.full(1, np.uint64(seed))
+    ids = np.arange(m)
+    buf = np.empty(m, np.int64)
+    best = np.empty(4, np.float64)
+    known = np.zeros((cap, (p + 63) // 64), np.uint64)  # features constant on the node
+    seg_end[0] = m
+    n_nodes = 1
+    node = 0
+    while node < n_nodes:
+        s = seg_start[node]
+        e = seg_end[node]
+        w = 0
+        for i in range(s, e):
+            value[node, lab[ids[i]]] += counts[ids[i]]
+            w += counts[ids[i]]
+        n_samples[node] = w
+        nz = 0
+        for c in range(n_classes):
+            nz += value[node, c] > 0
+        d = depth[node]
+        if ((max_depth >= 0 and d >= max_depth) or w < min_split or w < 2 * min_leaf
+                or nz <= 1 or e - s < 2):
+            node += 1
+            continue
+        for i in range(e - s):
+            node_lab[i] = lab[ids[s + i]]
+            node_cnt[i] = counts[ids[s + i]]
+        best[0] = -1.0
+        best[1] = -1.0
+        j = 0
+        for b in range(k_max):
+            feats[b] = _draw_feature(perm, j, state)
+            j += 1
+        k = k_max
+        found = 0
+        while True:
+            found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
+                                     feats, k, value[node], min_leaf, gini, phi, integer,
+                                     known[node], best, sc)
+            if found > 0 or j >= p:
+                break
+            feats[0] = _draw_feature(perm, j, state)  # all constant so far: one more
+            j += 1
+            k = 1
+        if best[1] < 0:
+            node += 1
+            continue
+        f = np.int64(best[1])
+        t = np.float32(best[2])
+        ml = np.int64(best[3])
+        nl, wl = _partition_node(X, rows, counts, ids, s, e, f, t, ml, buf)
+        if nl == 0 or nl == e - s:  # cannot happen for the cuts found above
+            node += 1
+            continue
+        miss_left[node] = ml if ml >= 0 else np.int64(2 * wl >= w)
+        known[n_nodes] = known[node]
+        known[n_nodes + 1] = known[node]
+        feature[node] = f
+        threshold[node] = t
+        left[node] = n_nodes
+        right[node] = n_nodes + 1
+        seg_start[n_nodes] = s
+        seg_end[n_nodes] = s + nl
+        seg_start[n_nodes + 1] = s + nl
+        seg_end[n_nodes + 1] = e
+        depth[n_nodes] = d + 1
+        depth[n_nodes + 1] = d + 1
+        n_nodes += 2
+        node += 1
+    return (left[:n_nodes], right[:n_nodes], feature[:n_nodes], threshold[:n_nodes],
+            value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes], miss_left[:n_nodes])
+
+
+def sort_inputs(X):
+    """``(R, table, offsets)`` of :func:`grow_cart_tree` for X: X itself (uint8),
+    else :func:`feature_ranks` of X, computed once per X and memoised while X
+    lives (every tree of a fit shares it)."""
+    if X.dtype == np.uint8:
+        return X, np.zeros(1, np.float32), np.zeros(X.shape[1] + 1, np.int64)
+    from ._predict import _cached
+
+    return _cached("cart-ranks", (X,), lambda: feature_ranks(X))
+
+
+def grow_cart(X, y, n_classes, spec, seed):
+    """One axis-aligned CART tree (``criterion`` of ``spec``, NaN allowed in float X):
+    the arrays of :func:`facesegment.forest._grow.grow_tree` (``missing_left``
+    when ``spec["missing"]``) and ``stats``.
+
+    The tree's generator (seeded with ``seed``) draws its rows first
+    (:func:`facesegment.forest._grow.tree_sample_indices`, so out-of-bag
+    estimates can redraw them), then the seed of the kernel's random stream.
+    """
+    from ._grow import tree_sample_indices
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    n, p = X.shape
+    idx = tree_sample_indices(rng, n, spec)
+    rows, counts = np.unique(idx, return_counts=True)
+    left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
+        X, *sort_inputs(X), y, rows.astype(np.int64), counts.astype(np.int64), n_classes,
+        spec["max_features"], spec["max_depth"], spec["min_samples_split"],
+        spec["min_samples_leaf"], spec.get("criterion", "entropy") == "gini",
+        X.dtype == np.uint8, int(rng.integers(0, 2**63 - 1)))
+    k = left.shape[0]
+    none = np.full(k, -1, np.int32)
+    freq = (value / np.maximum(value.sum(axis=1, keepdims=True), 1)).astype(np.float32)
+    out = {"left": left, "right": right, "feature": feature, "feature2": none,
+           "oblique": none.copy(), "threshold": thr, "value": freq, "depth": depth,
+           "n_samples": n_samples.astype(np.int32), "weights": np.zeros((0, p), np.float32),
+           "sparse": none.copy(), "sparse_ptr": np.zeros(1, np.int64),
+           "sparse_index": np.zeros(0, np.int32), "sparse_weight": np.zeros(0, np.float32)}
+    if spec.get("missing", False):
+        out["missing_left"] = ml
+    out["stats"] = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0,
+                    "seconds": time.perf_counter() - t0, "n_nodes": int(k),
+                    "max_depth": int(depth.max())}
+    return out
