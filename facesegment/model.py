@@ -38,9 +38,9 @@ FOREST_FORMAT = "facesegment-forest"
 
 
 def _kinds():
-    from .forest.registry import all_kinds
+    from .forest.registry import KINDS
 
-    return all_kinds()
+    return KINDS
 
 
 @dataclass

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from facesegment.forest.registry import all_kinds
+from facesegment.forest import registry
 
 START, END = "<!-- kinds:start -->", "<!-- kinds:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -20,7 +20,7 @@ def kinds_table():
     is, and whether the face pipeline trains it."""
     rows = ["| kind | estimator | task | what it is | face pipeline |",
             "| --- | --- | --- | --- | :---: |"]
-    for kind in all_kinds().values():
+    for kind in registry.KINDS.values():
         fixed = ", ".join(f"{k}={v!r}" for k, v in kind.fixed.items())
         estimator = f"`{kind.estimator}({fixed})`"
         rows.append(f"| `{kind.name}` | {estimator} | {kind.task} | {kind.description} | "

@@ -161,7 +161,7 @@ def _check_value(kind, param, value, where):
             else:
                 SKLEARN[kind][1]().set_params(**{param: value})
         else:
-            validate_params(registry.KINDS[kind].estimator, {param: value})
+            validate_params(registry.KINDS[kind].estimator_class, {param: value})
     except (ValueError, TypeError) as exc:
         raise UciConfigError(f"{where}: [kinds.{kind}] {param} = {value!r}: {exc}") from None
 

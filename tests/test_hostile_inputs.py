@@ -383,6 +383,7 @@ def test_wide_pixel_stride_scores_nothing_instead_of_failing(tmp_path, model_dir
 
 
 def test_constraints_table_has_upper_bounds():
+    from facesegment.forest import AxisAlignedForest, RandomFernsForest
     from facesegment.forest.params import validate_params
 
     for params, words in (({"n_estimators": 10 ** 9}, "<= 10,000"),
@@ -390,10 +391,10 @@ def test_constraints_table_has_upper_bounds():
                           ({"random_state": 2 ** 70}, "4,294,967,295"),
                           ({"max_samples": 10 ** 12}, "2,147,483,647")):
         with pytest.raises(ValueError, match=words):
-            validate_params("AxisAlignedForest", params)
+            validate_params(AxisAlignedForest, params)
     with pytest.raises(ValueError, match="depth=40"):
-        validate_params("RandomFernsForest", {"depth": 40})
-    assert validate_params("AxisAlignedForest", {"n_estimators": 10_000}) == {
+        validate_params(RandomFernsForest, {"depth": 40})
+    assert validate_params(AxisAlignedForest, {"n_estimators": 10_000}) == {
         "n_estimators": 10_000}
 
 

@@ -1,6 +1,5 @@
 """``facesegment train --kind KIND --windows FILE.h5 --out models/NAME``: grow a forest."""
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -8,19 +7,21 @@ from pathlib import Path
 from ._common import add_parallel_arguments, nonneg_int, positive_int, seed_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
-DESCRIPTION = """\
+_DESCRIPTION = """\
 Grow a decision forest on the class-balanced windows of an extraction file
 (`facesegment extract`) and write a self-describing model folder
 (model.json + forest.h5: kind, parameters, classes, sampling factors for the
 prior reweighting, normalisation, provenance of the windows, format version,
 training time). The windows are read as uint8 (never copied to float).
 
-Kinds (the table of forest kinds, facesegment.forest.registry):
+Kinds (the table of forest kinds, facesegment.forest.registry), with the
+options of their own:
 {kinds}
 
-Options a kind does not use are refused; options not given take the
-estimator's defaults (facesegment.forest), so the library and the command
-line agree.
+The estimator options are generated from each estimator's table of parameter
+constraints (facesegment.forest.params): options a kind does not use are
+refused; options not given take the estimator's defaults, so the library and
+the command line agree.
 
 Each tree draws --max-samples windows from the file (with replacement unless
 --no-bootstrap). Trees grow in parallel on --workers local threads or on a Dask
@@ -52,146 +53,44 @@ examples:
 """
 
 
-def _kinds_text():
+def _classify_kinds():
     from ..forest.registry import KINDS
 
-    return "\n".join(f"  {k.name:<13} {k.description}" for k in KINDS.values()
-                     if k.task == "classify")
+    return [k for k in KINDS.values() if k.task == "classify"]
 
 
-DESCRIPTION = DESCRIPTION.replace("{kinds}", _kinds_text())
+def _kinds_text():
+    """One line per classifier kind, then its own (non-common) options."""
+    from ..forest.params import COMMON_CONSTRAINTS
+    from ._estimator_options import kind_options
 
-#: Estimator options of the command line: (argparse dest, estimator parameter).
-ESTIMATOR_OPTIONS = (
-    ("trees", "n_estimators"), ("max_depth", "max_depth"),
-    ("min_samples_split", "min_samples_split"), ("min_samples_leaf", "min_samples_leaf"),
-    ("max_samples", "max_samples"), ("max_features", "max_features"), ("pairs", "n_pairs"),
-    ("nu", "nu"), ("eta", "eta"), ("tau", "tau"), ("passes", "n_passes"),
-    ("batch_size", "batch_size"), ("momentum", "momentum"),
-    ("oblique_min_samples", "oblique_min_samples"), ("weight_dtype", "weight_dtype"),
-    ("max_nonzero", "max_nonzero"), ("sparsity", "sparsity"),
-    ("depth", "depth"), ("test", "test"), ("prior", "prior"),
-    ("subset_size", "n_features_per_subset"), ("rotated_features", "max_rotated_features"),
-    ("subsets", "subsets"), ("init_tree", "init"), ("epochs", "n_epochs"),
-    ("ssgd_refresh", "ssgd_refresh"), ("refine_depth", "refine_depth"),
-    ("init_nu", "init_nu"), ("init_eta", "init_eta"),
-)
+    lines = []
+    for k in _classify_kinds():
+        lines.append(f"  {k.name:<13} {k.description}")
+        own = [flag for name, (flag, _) in kind_options(k).items()
+               if name not in COMMON_CONSTRAINTS]
+        if own:
+            lines.append(f"  {'':<13} options: {', '.join(own)}")
+    return "\n".join(lines)
 
 
-
-
-def _samples(text):
-    """An int >= 1 or a fraction in (0, 1]."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count or a fraction, got {text!r}") from None
-    if v > 1 or ("." not in text and "e" not in text.lower()):
-        return positive_int(text)
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"expected a count >= 1 or a fraction in (0, 1], got {text!r}")
-    return v
-
-
-def _max_features(text):
-    """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction (checked by the
-    estimators' own ``resolve_max_features``)."""
-    from ..forest.params import resolve_max_features
-
-    t = text.strip().lower()
-    try:
-        value = t if (t in ("sqrt", "log2", "all") or t.startswith("p^")) else _samples(t)
-        resolve_max_features(value, 2883)
-    except (argparse.ArgumentTypeError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"expected sqrt, log2, all, p^E (e.g. p^0.7), a count or a fraction, got {text!r}") from None
-    return value
+def __getattr__(name):
+    if name == "DESCRIPTION":  # the registry as it is now (rows may be registered at run time)
+        return _DESCRIPTION.replace("{kinds}", _kinds_text())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_arguments(p):
-    from ..forest.registry import kind_names
+    from ._estimator_options import add_estimator_options
 
-    p.add_argument("--kind", required=True, choices=kind_names(task="classify"),
-                   help="forest kind (see above): " + ", ".join(kind_names(task="classify")))
+    names = [k.name for k in _classify_kinds()]
+    p.add_argument("--kind", required=True, choices=names,
+                   help="forest kind (see above): " + ", ".join(names))
     p.add_argument("--windows", required=True, metavar="FILE.h5",
                    help="windows file written by `facesegment extract`")
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="model folder to write, e.g. models/axis-16 (replaced if it exists)")
-    p.add_argument("--trees", type=positive_int, default=None, metavar="N",
-                   help="number of trees (default: the estimator's, 16; the paper uses 16 and 32)")
-    p.add_argument("--max-depth", type=positive_int, default=None, metavar="D",
-                   help="maximum tree depth (default: grow until pure or too small)")
-    p.add_argument("--min-samples-split", type=positive_int, default=None, metavar="N",
-                   help="nodes with fewer windows become leaves (default 2)")
-    p.add_argument("--min-samples-leaf", type=positive_int, default=None, metavar="N",
-                   help="minimum windows on each side of a split (default 1)")
-    p.add_argument("--max-samples", type=_samples, default=None, metavar="N|F",
-                   help="windows per tree: a count or a fraction of the file (default: all; "
-                        "the paper uses 256000)")
-    p.add_argument("--no-bootstrap", action="store_true",
-                   help="draw each tree's windows without replacement (default: with, as the paper)")
-    p.add_argument("--max-features", type=_max_features, default=None, metavar="Q",
-                   help="axis/co2 kinds: features tried per node: sqrt (default), log2, all, "
-                        "p^E (round(p**E), the paper picks E in 0.5..0.9), a count or a fraction")
-    p.add_argument("--pairs", type=positive_int, default=None, metavar="N",
-                   help="two-probe and co2-best: feature pairs sampled per node "
-                        "(defaults: two-probe 500, co2-best 400)")
-    co2 = p.add_argument_group("CO2 options (defaults: facesegment.forest.co2.CO2_DEFAULTS)")
-    co2.add_argument("--nu", type=float, default=None, help="regulariser: ||w||^2 <= nu")
-    co2.add_argument("--eta", type=float, default=None, help="initial SGD learning rate")
-    co2.add_argument("--tau", type=positive_int, default=None,
-                     help="SGD steps between refreshes of w_old")
-    co2.add_argument("--passes", type=float, default=None,
-                     help="passes of SGD over each node's windows")
-    co2.add_argument("--batch-size", type=positive_int, default=None,
-                     help="SGD mini-batch size")
-    co2.add_argument("--momentum", type=float, default=None, help="SGD momentum in [0, 1)")
-    co2.add_argument("--oblique-min-samples", type=positive_int, default=None, metavar="N",
-                     help="nodes with fewer windows keep axis-aligned splits (default 100; "
-                          "bounds the model size)")
-    co2.add_argument("--weight-dtype", choices=("float32", "float16", "int8", "int16"),
-                     default=None,
-                     help="storage of oblique weights (float16 halves the size, threshold "
-                          "refitted; int8/int16: exact integer rows, dense ones need uint8 "
-                          "windows, int16 dense only; default float32, co2-sparse: int8)")
-    co2.add_argument("--max-nonzero", type=positive_int, default=None, metavar="K",
-                     help="sparse splits of at most K features (kind co2-sparse: default 32; "
-                          "docs/sparse.md)")
-    co2.add_argument("--sparsity", choices=("learned", "prune"), default=None,
-                     help="how sparse splits find their K features: hard thresholding in "
-                          "every SGD step (learned, default) or top K of the dense split")
-    fern = p.add_argument_group("random ferns options (--kind ferns)")
-    fern.add_argument("--depth", type=positive_int, default=None, metavar="D",
-                      help="levels of every fern (default 10): 2^D leaves")
-    fern.add_argument("--test", choices=("axis", "two-probe"), default=None,
-                      help="the test shared by a level: x[f] <= t (axis, default) or "
-                           "x[a] - x[b] <= t (two-probe)")
-    fern.add_argument("--prior", type=float, default=None,
-                      help="Dirichlet prior added to every leaf's class counts (default 1)")
-    rot = p.add_argument_group("rotation forest options (--kind rotation)")
-    rot.add_argument("--subset-size", type=positive_int, default=None, metavar="M",
-                     help="features per PCA subset (default 3)")
-    rot.add_argument("--rotated-features", type=positive_int, default=None, metavar="R",
-                     help="rotate only R random features per tree (default: all; each "
-                          "rotated feature a split uses stores 4 x n_features bytes)")
-    rot.add_argument("--subsets", choices=("random", "consecutive"), default=None,
-                     help="random feature subsets, or consecutive ones (with M=3 on RGB "
-                          "windows: the 3 channels of a pixel)")
-    ng = p.add_argument_group("non-greedy tree options (--kind nongreedy; docs/nongreedy.md)")
-    ng.add_argument("--init-tree", choices=("axis", "co2"), default=None,
-                    help="the greedy tree each non-greedy tree starts from (default axis)")
-    ng.add_argument("--epochs", type=nonneg_int, default=None, metavar="E",
-                    help="SGD epochs over the tree's samples (default 20; 0: the greedy tree)")
-    ng.add_argument("--ssgd-refresh", type=nonneg_int, default=None, metavar="K",
-                    help="stable SGD: fix each sample's leaf, refreshed every K epochs "
-                         "(default 0: plain SGD)")
-    ng.add_argument("--refine-depth", type=positive_int, default=None, metavar="D",
-                    help="optimise only the top D levels jointly, grow greedy trees below them "
-                         "down to --max-depth (--kind co2-nongreedy: default 6)")
-    ng.add_argument("--init-nu", type=float, default=None,
-                    help="CO2's nu for the greedy trees' oblique splits (default 1)")
-    ng.add_argument("--init-eta", type=float, default=None,
-                    help="CO2's eta for the greedy trees' oblique splits (default 1e-3)")
+    p.set_defaults(_estimator_flags=add_estimator_options(p, _classify_kinds()))
     p.add_argument("--pool", type=positive_int, default=None, metavar="S",
                    help="read the means of the window's S x S boxes at stride S instead of "
                         "its values (S^2 fewer features; the model's layout records it; "
@@ -243,45 +142,42 @@ def read_names(path):
 def build_estimator(args):
     """The unfitted estimator described by the parsed arguments.
 
-    Options not given keep the estimator's defaults; an option the kind's
-    estimator does not take is a FaceSegmentError naming it.
+    The chosen kind's options come from its class's constraints table
+    (:mod:`facesegment.commands._estimator_options`); options not given keep
+    the estimator's defaults; an option the kind does not take is a
+    FaceSegmentError naming it, a value out of the table's range too.
     """
     from ..errors import FaceSegmentError
     from ..forest.registry import get_kind
     from ..parallel import default_workers
+    from ._estimator_options import kind_options
 
     kind = get_kind(args.kind)
-    valid = set(kind.estimator_class().get_params())
-    params = {}
-    for dest, name in ESTIMATOR_OPTIONS:
+    mine = {flag: name for name, (flag, _) in kind_options(kind).items()}
+    params, flags = {}, {"random_state": "--seed"}
+    for dest, flag in args._estimator_flags.items():
         value = getattr(args, dest)
         if value is None:
             continue
-        if name not in valid or name in kind.fixed:
-            flag = "--" + dest.replace("_", "-")
+        if flag not in mine:
             raise FaceSegmentError(f"{flag} does not apply to --kind {args.kind} "
                                    f"({kind.estimator}); drop it or choose another kind")
-        params[name] = value
-    if args.no_bootstrap:
-        params["bootstrap"] = False
+        params[mine[flag]] = value
+        flags[mine[flag]] = flag
     params.update(random_state=args.seed, n_jobs=args.workers or default_workers(),
                   scheduler=args.scheduler, verbose=0 if args.quiet else 1)
-    _check_bounds(kind, params)
+    _check_bounds(kind, params, flags)
     return kind.make(**params)
 
 
-def _check_bounds(kind, params):
+def _check_bounds(kind, params, flags):
     """The estimator's constraints table (ranges and resource limits) checked before
     any work; a value out of range is one error line naming the option."""
     from ..errors import FaceSegmentError
-    from ..forest.params import InvalidParameterError, PARAMETER_CONSTRAINTS
+    from ..forest.params import InvalidParameterError, constraints_of
 
-    table = PARAMETER_CONSTRAINTS[kind.estimator]
-    flags = {name: "--" + dest.replace("_", "-") for dest, name in ESTIMATOR_OPTIONS}
-    flags["random_state"] = "--seed"
+    table = constraints_of(kind.estimator_class)
     for name, value in params.items():
-        if name not in table:
-            continue
         try:
             table[name].normalise(value)
         except (InvalidParameterError, ValueError) as exc:
@@ -422,7 +318,7 @@ def run(args):
         raise DataError(args.windows, "has no windows left to train on",
                         "extract more windows or exclude fewer images")
     n_max = est.max_samples
-    if args.no_bootstrap and isinstance(n_max, int) and n_max > len(y):
+    if not est.bootstrap and isinstance(n_max, int) and n_max > len(y):
         raise DataError(args.windows, f"has {len(y)} windows, fewer than --max-samples {n_max} "
                         "without replacement", "lower --max-samples or drop --no-bootstrap")
     if not args.quiet:

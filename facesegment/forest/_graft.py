@@ -76,7 +76,7 @@ def greedy_spec(spec, max_depth, n_samples):
     """``grow_tree``'s spec of the greedy trees: the initial tree and the subtrees
     grown under a refined trunk (all the rows given, CO2 with ``init_nu``,
     ``init_eta`` and ``oblique_min_samples``)."""
-    return {"family": spec["init"], "max_depth": max_depth,
+    return {"split_family": spec["init_family"], "max_depth": max_depth,
             "min_samples_split": spec["min_samples_split"],
             "min_samples_leaf": spec["min_samples_leaf"], "n_samples": n_samples,
             "bootstrap": False, "pool": None, "cdf": None,

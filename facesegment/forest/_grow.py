@@ -6,37 +6,22 @@ numbered in breadth-first order and all random draws come from one generator
 per tree, consumed in that order, so truncating a tree at depth d gives exactly
 the tree grown with ``max_depth=d`` from the same seed.
 
-Split families: ``"axis"``, ``"two-probe"``, ``"co2"`` and ``"extra"``
-(extremely randomized cuts, :mod:`facesegment.forest._extra_kernels`) are
-grown here; ``"ferns"`` and ``"rotation"`` have their own tree functions
-(:data:`OWN_GROWERS`), which reuse :func:`draw_tree_samples` and, for
-rotation, :func:`grow_tree` itself.
+Each node's split comes from the spec's split family (an object, see
+:mod:`facesegment.forest.families`); families that build their trees another
+way (ferns, rotation and non-greedy trees) grow them in their own ``grow``,
+reusing :func:`draw_tree_samples` and, for rotation, :func:`grow_tree`.
 
 :func:`fit_tree_task` is the top-level (picklable) task that the estimators hand
 to :func:`facesegment.parallel.map_tasks`, locally or on a Dask cluster.
 """
 
-import importlib
 import time
 from collections import deque
 
 import numpy as np
 
 from .._jit import NJIT, njit
-from ._cart_kernels import grow_cart
-from ._criteria import class_counts, sorted_gain_of_values
-from ._extra_kernels import random_axis_split
-from ._predict import oblique_values, partition, partition_sparse
-from ._sparse import quantise
-from .axis import best_axis_split
-from .twoprobe import best_pair_split, sample_pairs
-
-FAMILIES = ("axis", "two-probe", "co2", "extra", "ferns", "rotation")
-
-#: Families whose trees are built by a function of their own module:
-#: ``{family: (module of facesegment.forest, function)}``, imported when first used
-#: (the modules import this one).  Same signature as :func:`grow_tree`.
-OWN_GROWERS = {"ferns": ("ferns", "grow_fern"), "rotation": ("rotation", "grow_rotation_tree")}
+from ._criteria import class_counts
 
 
 #: Largest total weight accepted with bootstrap=False (each unit is one row copy;
@@ -164,14 +149,65 @@ def partial_shuffle(perm, u):
     return np.sort(perm[:q])
 
 
-def _draw_features(rng, perm, q):
+def draw_features(rng, perm, q):
+    """``q`` distinct features drawn with ``rng`` (sorted int64; all when ``q >= p``)."""
     if q >= perm.shape[0]:
         return np.arange(perm.shape[0], dtype=np.int64)
     return partial_shuffle(perm, rng.random(q))
 
 
+class TreeGrowth:
+    """What a split family sees of the tree being grown (see
+    :mod:`facesegment.forest.families`): ``X``, ``y``, ``n_classes``, ``spec``,
+    ``rng`` (the tree's generator), ``p``, ``min_leaf``, ``perm`` (a feature
+    permutation reused by every draw), ``weights`` (the dense oblique rows so
+    far; a split's ``oblique`` indexes it), ``empty_w``, ``stats`` and
+    ``missing`` (NaN-aware partitions, ``missing_left`` stored).  A family
+    keeps its own per-tree state as further attributes."""
+
+    def __init__(self, X, y, n_classes, spec, rng):
+        self.X, self.y, self.n_classes, self.spec, self.rng = X, y, n_classes, spec, rng
+        self.p = X.shape[1]
+        self.min_leaf = spec["min_samples_leaf"]
+        self.perm = np.arange(self.p, dtype=np.int64)
+        self.weights = []
+        self.empty_w = np.zeros((1, self.p), dtype=np.float32)
+        self.stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
+        self.missing = False
+
+
+class _Nodes:
+    """The node lists of a tree being grown (breadth first)."""
+
+    def __init__(self, y, idx, n_classes):
+        self.y, self.idx, self.n_classes = y, idx, n_classes
+        self.left, self.right, self.feature, self.feature2 = [], [], [], []
+        self.oblique, self.threshold, self.value, self.depth = [], [], [], []
+        self.n_samp, self.sparse, self.sp_index, self.sp_weight = [], [], [], []
+        self.miss_left = []
+
+    def new(self, start, end, d):
+        counts = class_counts(self.y, self.idx[start:end], self.n_classes)
+        for lst, v in ((self.left, -1), (self.right, -1), (self.feature, -1),
+                       (self.feature2, -1), (self.oblique, -1), (self.sparse, -1),
+                       (self.miss_left, 0), (self.threshold, 0.0), (self.value, counts),
+                       (self.depth, d), (self.n_samp, end - start)):
+            lst.append(v)
+        return len(self.left) - 1, counts
+
+    def set_split(self, node, split):
+        self.feature[node] = split.feature
+        self.feature2[node] = split.feature2
+        self.oblique[node] = split.oblique
+        if split.sparse is not None:
+            self.sparse[node] = len(self.sp_index)
+            self.sp_index.append(split.sparse[0])
+            self.sp_weight.append(split.sparse[1])
+        self.threshold[node] = split.threshold
+
+
 def grow_tree(X, y, n_classes, spec, seed):
-    """Grow one tree.
+    """Grow one tree, breadth first, splitting each node with ``spec["split_family"]``.
 
     Parameters
     ----------
@@ -179,16 +215,13 @@ def grow_tree(X, y, n_classes, spec, seed):
     y : ndarray int32, shape (n,)
     n_classes : int
     spec : dict
-        ``family`` ("axis", "two-probe", "co2", "extra"), ``max_depth`` (-1: none),
-        ``min_samples_split``, ``min_samples_leaf``, ``n_samples``, ``bootstrap``,
-        optionally ``pool`` and ``cdf`` (weighted draws: :func:`sampling_pool`),
-        ``strata`` (per-class draws: :func:`draw_stratified`), ``criterion``
-        ("entropy" or "gini") and ``missing`` (X holds NaN; both for the axis
-        family, whose trees :func:`facesegment.forest._cart_kernels.grow_cart` grows),
-        ``max_features`` (q), ``n_pairs``; for CO2 also ``co2`` (dict of
-        nu, eta, tau, n_passes, batch_size, momentum), ``oblique_min_samples``,
-        ``weight_dtype``, ``mean``, ``inv_std`` (float32 (p,)), and optionally
-        ``max_nonzero``, ``sparsity``, ``sparse_dtype`` (sparse splits).
+        ``split_family`` (a :class:`facesegment.forest.families.SplitFamily`),
+        ``max_depth`` (-1: none), ``min_samples_split``, ``min_samples_leaf``,
+        ``n_samples``, ``bootstrap``, optionally ``pool`` and ``cdf``
+        (weighted draws: :func:`sampling_pool`), ``strata`` (per-class draws:
+        :func:`draw_stratified`), and the family's own entries (the
+        estimator's ``_split_spec``: e.g. ``max_features``, ``n_pairs``,
+        ``criterion``, ``missing``, CO2's ``co2``, ``mean``, ``inv_std``).
     seed : int
         Seed of the tree's random generator.
 
@@ -199,49 +232,18 @@ def grow_tree(X, y, n_classes, spec, seed):
     ``depth``, ``n_samples``, ``weights`` (n_oblique, p), the sparse rows
     ``sparse``, ``sparse_ptr``, ``sparse_index``, ``sparse_weight``) and ``stats``.
     """
-    family = spec["family"]
-    if family == "axis" and (spec.get("criterion", "entropy") != "entropy"
-                             or spec.get("missing", False)):
-        return grow_cart(X, y, n_classes, spec, seed)
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    n, p = X.shape
+    family = spec["split_family"]
     max_depth = spec["max_depth"]
     min_split = spec["min_samples_split"]
     min_leaf = spec["min_samples_leaf"]
-    idx = tree_sample_indices(rng, n, spec)
+    idx = tree_sample_indices(rng, X.shape[0], spec)
+    tree = TreeGrowth(X, y, n_classes, spec, rng)
+    family.start(tree)
     buf = np.empty_like(idx)
-    co2 = None
-    if family == "co2":
-        from .co2 import co2_split, new_co2_stats
-
-        co2 = spec["co2"]
-        co2_stats = new_co2_stats()
-        w_dtype = np.dtype(_dense_dtype(spec))
-    empty_w = np.zeros((1, p), dtype=np.float32)
-    perm = np.arange(p, dtype=np.int64)  # feature permutation reused by every draw
-
-    left, right, feature, feature2, oblique, threshold = [], [], [], [], [], []
-    value, depth, n_samp, weights = [], [], [], []
-    sparse, sp_index, sp_weight = [], [], []
-    stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
-
-    def new_node(start, end, d):
-        seg = idx[start:end]
-        counts = class_counts(y, seg, n_classes)
-        left.append(-1)
-        right.append(-1)
-        feature.append(-1)
-        feature2.append(-1)
-        oblique.append(-1)
-        sparse.append(-1)
-        threshold.append(0.0)
-        value.append(counts)
-        depth.append(d)
-        n_samp.append(end - start)
-        return len(left) - 1, counts
-
-    root, root_counts = new_node(0, idx.shape[0], 0)
+    nodes = _Nodes(y, idx, n_classes)
+    root, root_counts = nodes.new(0, idx.shape[0], 0)
     queue = deque([(root, 0, idx.shape[0], 0, root_counts)])
     while queue:
         node, start, end, d, counts = queue.popleft()
@@ -250,109 +252,57 @@ def grow_tree(X, y, n_classes, spec, seed):
                 or np.count_nonzero(counts) <= 1):
             continue
         seg = idx[start:end]
-        f = f2 = ob = -1
-        sp = None
-        if family == "two-probe":
-            fa, fb = sample_pairs(rng, p, spec["n_pairs"])
-            f, f2, thr, gain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
-        elif family == "extra":
-            f, thr, gain = random_axis_split(X, y, seg, perm, rng, spec["max_features"],
-                                             n_classes, min_leaf)
-        else:
-            feats = _draw_features(rng, perm, spec["max_features"])
-            t0 = time.perf_counter()
-            f, thr, gain = best_axis_split(X, y, seg, feats, n_classes, min_leaf)
-            if co2 is not None and spec.get("co2_init") == "best" and p >= 2:
-                # start from the better of the univariate and the two-probe split
-                fa, fb = sample_pairs(rng, p, spec["n_pairs"])
-                pa, pb, pthr, pgain = best_pair_split(X, y, seg, fa, fb, n_classes, min_leaf)
-                if pa >= 0 and pgain > gain:
-                    f, f2, thr, gain = pa, pb, pthr, pgain
-            stats["t_init"] += time.perf_counter() - t0
-            if co2 is not None:
-                node_seed = int(rng.integers(0, 2**31 - 1))
-                if f >= 0 and m >= spec["oblique_min_samples"]:
-                    t0 = time.perf_counter()
-                    res = co2_split(X, y, seg, n_classes, spec["mean"], spec["inv_std"],
-                                    f, thr, gain, co2["nu"], co2["eta"], co2["tau"],
-                                    co2["n_passes"], co2["batch_size"], co2["momentum"],
-                                    node_seed, min_samples_leaf=min_leaf,
-                                    init_feature2=f2, stats=co2_stats,
-                                    max_nonzero=spec.get("max_nonzero"),
-                                    sparsity=spec.get("sparsity", "learned"),
-                                    sparse_dtype=spec.get("sparse_dtype", "float32"))
-                    stats["n_co2_calls"] += 1
-                    if res is not None and isinstance(res[0], tuple):
-                        if res[2] > gain:
-                            sp = res[0]
-                            f = f2 = -1
-                            thr, gain = res[1], res[2]
-                            stats["n_oblique"] += 1
-                    elif res is not None:
-                        w, thr_o, gain_o = res
-                        w = np.ascontiguousarray(w, dtype=np.float32)
-                        if w_dtype != np.float32:  # round, then refit the threshold
-                            w = np.ascontiguousarray(quantise(w, w_dtype.name)[1])
-                            thr_o, gain_o = sorted_gain_of_values(
-                                oblique_values(w, X, seg), y, seg, n_classes, min_leaf)
-                        if gain_o > gain:
-                            ob = len(weights)
-                            weights.append(w)
-                            f = f2 = -1
-                            thr, gain = float(thr_o), float(gain_o)
-                            stats["n_oblique"] += 1
-                    stats["t_oblique"] += time.perf_counter() - t0
-        if gain <= 0.0 or (f < 0 and ob < 0 and sp is None):
+        split = family.find(tree, seg)
+        if split.gain <= 0.0 or (split.feature < 0 and split.oblique < 0
+                                 and split.sparse is None):
             continue
-        if sp is not None:
-            nl = partition_sparse(X, seg, buf, sp[0], _kernel_float(sp[1]), np.float32(thr))
-        else:
-            w_row = weights[ob] if ob >= 0 else empty_w[0]
-            nl = partition(X, seg, buf, f, f2, ob if ob < 0 else 0, np.float32(thr),
-                           w_row[None, :])
+        nl, ml = family.partition(tree, seg, buf, split)
+        if tree.missing:
+            nodes.miss_left[node] = ml
         if nl < min_leaf or m - nl < min_leaf:  # cannot happen for exact kernels
             continue
-        feature[node] = f
-        feature2[node] = f2
-        oblique[node] = ob
-        if sp is not None:
-            sparse[node] = len(sp_index)
-            sp_index.append(sp[0])
-            sp_weight.append(sp[1])
-        threshold[node] = thr
-        lnode, lcounts = new_node(start, start + nl, d + 1)
-        rnode, rcounts = new_node(start + nl, end, d + 1)
-        left[node] = lnode
-        right[node] = rnode
+        nodes.set_split(node, split)
+        lnode, lcounts = nodes.new(start, start + nl, d + 1)
+        rnode, rcounts = nodes.new(start + nl, end, d + 1)
+        nodes.left[node] = lnode
+        nodes.right[node] = rnode
         queue.append((lnode, start, start + nl, d + 1, lcounts))
         queue.append((rnode, start + nl, end, d + 1, rcounts))
+    out = _tree_dict(nodes, tree, spec, n_classes)
+    family.finish(tree, out)
+    stats = out["stats"]
+    stats["seconds"] = time.perf_counter() - t_start
+    stats["n_nodes"] = len(nodes.left)
+    stats["max_depth"] = int(max(nodes.depth))
+    return out
 
+
+def _tree_dict(nodes, tree, spec, n_classes):
+    """The tree's arrays (see :func:`grow_tree`) from its node lists."""
     w_store = np.dtype(_dense_dtype(spec))
+    weights, sp_index, sp_weight = tree.weights, nodes.sp_index, nodes.sp_weight
     out = {
-        "left": np.asarray(left, dtype=np.int32),
-        "right": np.asarray(right, dtype=np.int32),
-        "feature": np.asarray(feature, dtype=np.int32),
-        "feature2": np.asarray(feature2, dtype=np.int32),
-        "oblique": np.asarray(oblique, dtype=np.int32),
-        "threshold": np.asarray(threshold, dtype=np.float32),
-        "value": _frequencies(value, n_classes),
-        "depth": np.asarray(depth, dtype=np.int32),
-        "n_samples": np.asarray(n_samp, dtype=np.int32),
+        "left": np.asarray(nodes.left, dtype=np.int32),
+        "right": np.asarray(nodes.right, dtype=np.int32),
+        "feature": np.asarray(nodes.feature, dtype=np.int32),
+        "feature2": np.asarray(nodes.feature2, dtype=np.int32),
+        "oblique": np.asarray(nodes.oblique, dtype=np.int32),
+        "threshold": np.asarray(nodes.threshold, dtype=np.float32),
+        "value": _frequencies(nodes.value, n_classes),
+        "depth": np.asarray(nodes.depth, dtype=np.int32),
+        "n_samples": np.asarray(nodes.n_samp, dtype=np.int32),
         "weights": (np.asarray(weights, dtype=np.float32).astype(w_store) if weights
-                    else np.zeros((0, p), dtype=w_store)),
-        "sparse": np.asarray(sparse, dtype=np.int32),
+                    else np.zeros((0, tree.p), dtype=w_store)),
+        "sparse": np.asarray(nodes.sparse, dtype=np.int32),
         "sparse_ptr": np.cumsum([0] + [len(a) for a in sp_index]).astype(np.int64),
         "sparse_index": (np.concatenate(sp_index).astype(np.int32) if sp_index
                          else np.zeros(0, np.int32)),
         "sparse_weight": (np.concatenate(sp_weight) if sp_weight else
                           np.zeros(0, np.dtype(spec.get("sparse_dtype", "float32")))),
     }
-    if co2 is not None:
-        stats["co2"] = co2_stats
-    stats["seconds"] = time.perf_counter() - t_start
-    stats["n_nodes"] = len(left)
-    stats["max_depth"] = int(max(depth))
-    out["stats"] = stats
+    if tree.missing:
+        out["missing_left"] = np.asarray(nodes.miss_left, dtype=np.int8)
+    out["stats"] = tree.stats
     return out
 
 
@@ -375,11 +325,7 @@ def _frequencies(counts, n_classes):
 
 
 def fit_tree_task(item, X, y, n_classes, spec):
-    """Top-level task: ``item = (tree_index, seed)``; returns :func:`grow_tree`'s dict
-    (or that of the family's own tree function, :data:`OWN_GROWERS`)."""
-    _, seed = item
-    own = OWN_GROWERS.get(spec["family"])
-    if own is not None:
-        module = importlib.import_module(f".{own[0]}", __package__)
-        return getattr(module, own[1])(X, y, n_classes, spec, seed)
-    return grow_tree(X, y, n_classes, spec, seed)
+    """Top-level task: ``item = (tree_index, seed)``; returns the tree dict that
+    ``spec["split_family"].grow`` returns (:func:`grow_tree`'s, unless the
+    family grows its trees another way)."""
+    return spec["split_family"].grow(X, y, n_classes, spec, item[1])

@@ -1,7 +1,8 @@
 """The estimator API shared by the three forests (scikit-learn estimators).
 
 :class:`BaseForest` (``ClassifierMixin, BaseEstimator``) validates parameters
-against :data:`facesegment.forest.params.PARAMETER_CONSTRAINTS` and input with
+against its class's ``_parameter_constraints`` table
+(:func:`facesegment.forest.params.validate_params`) and input with
 scikit-learn's own helpers, draws one seed per tree up front from
 ``random_state``, grows the trees in parallel (local threads with ``n_jobs``,
 or a Dask cluster with ``scheduler``) through
@@ -24,9 +25,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..parallel import default_workers, map_tasks
-from ._arrays import ForestArrays
-from ._grow import _dense_dtype, fit_tree_task, sampling_pool
 from ._arrays import complete
+from ._concat import concat_trees
+from ._grow import _dense_dtype, fit_tree_task, sampling_pool
+from ._importances import forest_feature_importances
 from ._cart import (append_forests, class_weight_draws, oob_decision, tree_slice,
                     warm_start_seeds)
 from ._missing import apply_missing, has_nan, proba_of_leaves
@@ -82,135 +84,6 @@ def seeds_from(random_state, n):
     return rng.integers(0, 2**31 - 1, size=n, dtype=np.int64)
 
 
-def concat_trees(trees, n_features, weight_dtype=np.float32):
-    """Concatenate per-tree dicts (local node indices) into one ForestArrays."""
-    offsets = np.cumsum([0] + [t["left"].shape[0] for t in trees])
-    w_off = np.cumsum([0] + [t["weights"].shape[0] for t in trees])
-
-    def shift(a, off):
-        a = a.astype(np.int32, copy=True)
-        a[a >= 0] += off
-        return a
-
-    cat = np.concatenate
-    weights = [t["weights"] for t in trees]
-    sparse = _concat_sparse(trees, offsets, n_features)
-    sparse["missing_left"] = (cat([_missing_sides(t) for t in trees]) if trees
-                              else np.zeros(0, np.int8))
-    return ForestArrays(**sparse,
-        roots=offsets[:-1].astype(np.int32),
-        left=cat([shift(t["left"], o) for t, o in zip(trees, offsets)]),
-        right=cat([shift(t["right"], o) for t, o in zip(trees, offsets)]),
-        feature=cat([t["feature"] for t in trees]).astype(np.int32),
-        feature2=cat([t["feature2"] for t in trees]).astype(np.int32),
-        oblique=cat([shift(t["oblique"], o) for t, o in zip(trees, w_off)]),
-        threshold=cat([t["threshold"] for t in trees]).astype(np.float32),
-        value=cat([t["value"] for t in trees]).astype(np.float32),
-        depth=cat([t["depth"] for t in trees]).astype(np.int32),
-        n_samples=cat([t["n_samples"] for t in trees]).astype(np.int32),
-        weights=(np.ascontiguousarray(cat(weights)) if weights
-                 else np.zeros((0, n_features), dtype=weight_dtype)),
-    )
-
-
-def _missing_sides(tree):
-    """A tree's ``missing_left`` (int8): the learned sides, or where the tree was
-    grown without missing values, the larger child (ties left)."""
-    if tree.get("missing_left") is not None:
-        return np.asarray(tree["missing_left"], np.int8)
-    left, right, n = tree["left"], tree["right"], tree["n_samples"]
-    out = np.zeros(left.shape[0], dtype=np.int8)
-    inner = np.flatnonzero(left >= 0)
-    out[inner] = n[left[inner]] >= n[right[inner]]
-    return out
-
-
-def _concat_sparse(trees, offsets, n_features):
-    """The sparse arrays of concatenated trees (a tree without them has none)."""
-    n_nodes = int(offsets[-1])
-    ptr, index, weight = [0], [], []
-    sparse = np.full(n_nodes, -1, np.int32)
-    for t, off in zip(trees, offsets):
-        if t.get("sparse") is None:
-            continue
-        local = t["sparse"]
-        has = local >= 0
-        sparse[off:off + local.shape[0]][has] = local[has] + len(ptr) - 1
-        tp = t["sparse_ptr"]
-        ptr.extend((tp[1:] + ptr[-1]).tolist())
-        index.append(t["sparse_index"])
-        weight.append(t["sparse_weight"])
-    dtypes = {w.dtype for w in weight if w.shape[0]}
-    w_dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
-    i_dtype = np.uint16 if n_features <= np.iinfo(np.uint16).max + 1 else np.int32
-    return {
-        "sparse": sparse,
-        "sparse_ptr": np.asarray(ptr, np.int64),
-        "sparse_index": (np.concatenate(index).astype(i_dtype) if index
-                         else np.zeros(0, i_dtype)),
-        "sparse_weight": (np.concatenate([w.astype(w_dtype) for w in weight]) if weight
-                          else np.zeros(0, w_dtype)),
-    }
-
-
-def _sparse_importances(fa, imp, tree, dec, inner, scale):
-    """Add the sparse oblique splits' decreases to ``imp`` (as for dense rows)."""
-    if fa.sparse is None:
-        return
-    sp = fa.sparse[inner]
-    for r in np.flatnonzero(sp >= 0):
-        row = sp[r]
-        lo, hi = fa.sparse_ptr[row], fa.sparse_ptr[row + 1]
-        feats = fa.sparse_index[lo:hi].astype(np.int64)
-        share = np.abs(fa.sparse_weight[lo:hi].astype(np.float64))
-        if scale is not None:
-            share = share * scale[feats]
-        total = share.sum()
-        if total > 0:
-            np.add.at(imp[tree[r]], feats, share / total * dec[r])
-
-
-def forest_feature_importances(fa, n_features, feature_std=None, chunk=256,
-                               criterion="entropy"):
-    """Mean decrease in impurity per feature of the forest ``fa`` (see
-    :attr:`BaseForest.feature_importances_`); float64 (n_features,).  The
-    impurity is the entropy, or the Gini index with ``criterion="gini"``."""
-    v = fa.value.astype(np.float64)
-    if criterion == "gini":
-        h = 1.0 - np.sum(v * v, axis=1)
-    else:
-        h = -np.sum(v * np.log(np.where(v > 0, v, 1.0)), axis=1)
-    n = fa.n_samples.astype(np.float64)
-    inner = np.flatnonzero(fa.left >= 0)
-    lt, rt = fa.left[inner], fa.right[inner]
-    dec = np.maximum(n[inner] * h[inner] - n[lt] * h[lt] - n[rt] * h[rt], 0.0)
-    tree = np.searchsorted(fa.roots, inner, side="right") - 1
-    f1, f2, ob = fa.feature[inner], fa.feature2[inner], fa.oblique[inner]
-    imp = np.zeros((fa.n_trees, n_features), dtype=np.float64)
-    axis = (ob < 0) & (f1 >= 0) & (f2 < 0)
-    np.add.at(imp, (tree[axis], f1[axis]), dec[axis])
-    two = (ob < 0) & (f1 >= 0) & (f2 >= 0)
-    np.add.at(imp, (tree[two], f1[two]), dec[two] / 2)
-    np.add.at(imp, (tree[two], f2[two]), dec[two] / 2)
-    rows = np.flatnonzero(ob >= 0)
-    scale = None if feature_std is None else np.asarray(feature_std, np.float64).ravel()
-    _sparse_importances(fa, imp, tree, dec, inner, scale)
-    for start in range(0, rows.shape[0], chunk):
-        r = rows[start:start + chunk]
-        share = np.abs(fa.weights[ob[r]].astype(np.float64))
-        if scale is not None:
-            share *= scale
-        total = share.sum(axis=1, keepdims=True)
-        share = np.divide(share, total, out=np.zeros_like(share), where=total > 0)
-        np.add.at(imp, tree[r], share * dec[r, None])
-    per_tree = imp.sum(axis=1)
-    used = per_tree > 0
-    if not used.any():
-        return np.zeros(n_features, dtype=np.float64)
-    out = (imp[used] / per_tree[used, None]).mean(axis=0)
-    return out / out.sum()
-
-
 def predict_threads(n_jobs):
     """Numba threads for prediction, as scikit-learn reads ``n_jobs``: None -> 1,
     -1 -> all (``numba.config.NUMBA_NUM_THREADS``), k -> min(k, all)."""
@@ -246,16 +119,16 @@ def _check_predict_int(name, value, low, high=None, none_ok=True):
 
 
 class BaseForest(ClassifierMixin, BaseEstimator):
-    """Common fit/predict machinery; subclasses define ``_family`` and
-    ``_split_spec(params, X, y_enc, sample_weight, **fit_kw)`` (the family's
-    entries of the grower's spec)."""
+    """Common fit/predict machinery; subclasses define ``_split_family`` (a
+    :class:`facesegment.forest.families.SplitFamily`: how their trees split
+    nodes or grow), ``_parameter_constraints`` and ``_split_spec(params, X,
+    y_enc, sample_weight, **fit_kw)`` (the family's entries of the grower's
+    spec)."""
 
-    _family = None
+    #: The split family (an object; the grower calls it, see :mod:`.families`).
+    _split_family = None
     #: Whether X may hold NaN (missing values; axis-aligned splits only).
     _missing_values = False
-    #: The top-level (picklable) task that grows one tree: ``(item, X, y, n_classes,
-    #: spec) -> tree dict``; a family with its own trainer replaces it.
-    _tree_task = staticmethod(fit_tree_task)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -304,7 +177,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             w = None  # the unweighted path, byte for byte
         n_pool = n if pool is None else pool.shape[0]
         spec = {
-            "family": self._family,
+            "split_family": self._split_family,
             "max_depth": -1 if params["max_depth"] is None else params["max_depth"],
             "min_samples_split": params["min_samples_split"],
             "min_samples_leaf": params["min_samples_leaf"],
@@ -367,9 +240,9 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             return (f"{st['n_nodes']} nodes, depth {st['max_depth']}, "
                     f"{st['seconds']:.1f} s/tree")
 
-        for i, res in map_tasks(self._tree_task, items, args=(X, y_enc, n_classes, spec),
+        for i, res in map_tasks(fit_tree_task, items, args=(X, y_enc, n_classes, spec),
                                 scheduler=params["scheduler"], n_workers=n_jobs,
-                                batch=max(n_jobs, 1), desc=f"{self._family} forest",
+                                batch=max(n_jobs, 1), desc=f"{spec['split_family'].name} forest",
                                 unit="trees", progress=bool(params["verbose"]), info=info):
             trees[i] = res
         return trees
@@ -536,6 +409,5 @@ def _resolve_max_samples(spec, n):
     return resolve_max_samples(spec, n)
 
 
-__all__ = ["BaseForest", "check_X", "concat_trees", "seeds_from", "predict_threads",
-           "forest_feature_importances",
+__all__ = ["BaseForest", "check_X", "seeds_from", "predict_threads",
            "numba_threads", "PARALLEL_MIN_WORK"]

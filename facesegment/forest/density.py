@@ -57,7 +57,8 @@ from ._arrays import ForestArrays
 from ._density_kernels import (LOG_2PI, grow_density_tree, leaf_log_mass, sample_kernel,
                                score_kernel)
 from .base import numba_threads, predict_threads, seeds_from
-from .params import (check_sample_weight, resolve_max_features, resolve_max_samples,
+from .params import (COMMON_CONSTRAINTS, Integer, MaxFeatures, Options, Real,
+                     check_sample_weight, resolve_max_features, resolve_max_samples,
                      validate_params)
 
 #: Arrays of ``leaves_`` (and of a model folder's ``leaves`` group).
@@ -222,6 +223,20 @@ class DensityForest(DensityMixin, BaseEstimator):
     n_leaves_ : int
         Leaves of all trees.
     """
+
+    _parameter_constraints = {
+        **{k: COMMON_CONSTRAINTS[k] for k in ("n_estimators", "max_depth", "max_samples",
+                                              "bootstrap", "random_state", "n_jobs",
+                                              "verbose")},
+        "min_samples_leaf": Integer(1, none_ok=True),
+        "max_features": MaxFeatures(),
+        "n_thresholds": Integer(1, none_ok=True),
+        "min_gain": Real(0),
+        "covariance_type": Options("full", "diag"),
+        "reg_covar": Real(0, low_open=True),
+        "n_mass_samples": Integer(1),
+        "max_sample_tries": Integer(1),
+    }
 
     def __init__(self, n_estimators=100, *, max_depth=None, min_samples_leaf=None,
                  max_features=None, n_thresholds=16, min_gain=0.0, covariance_type="full",

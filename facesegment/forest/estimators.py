@@ -31,7 +31,7 @@ samples reaching them; no smoothing.
 The estimators are scikit-learn classifiers (``ClassifierMixin,
 BaseEstimator``): ``get_params``/``set_params``/``clone``, Pipeline,
 GridSearchCV, ``check_estimator``.  Parameters are checked at ``fit`` against
-:data:`facesegment.forest.params.PARAMETER_CONSTRAINTS`.  ``fit(X, y,
+each class's ``_parameter_constraints`` table.  ``fit(X, y,
 sample_weight=None)``: see :meth:`BaseForest.fit` for the weights' meaning.
 Learned attributes: ``classes_`` (the labels, their dtype kept),
 ``n_classes_``, ``n_features_in_``, ``forest_`` (a ``ForestArrays``),
@@ -41,8 +41,16 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 import numpy as np
 
 from .base import BaseForest, check_X
+from .families import AxisSplit, CO2Split, TwoProbeSplit
 from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
-from .params import InvalidParameterError, resolve_max_features, validate_params
+from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS, MAX_COUNT,
+                     MAX_SAMPLES, Integer, InvalidParameterError, MaxFeatures, Options,
+                     resolve_max_features, validate_params)
+
+#: ``n_pairs`` of the two-probe and CO2 forests.
+N_PAIRS = Integer(1, MAX_COUNT).cli(
+    "feature pairs sampled per node (co2 kinds: for the two-probe start of init='best')",
+    flag="pairs", metavar="N")
 
 
 class AxisAlignedForest(BaseForest):
@@ -87,8 +95,16 @@ class AxisAlignedForest(BaseForest):
     1.0
     """
 
-    _family = "axis"
+    _split_family = AxisSplit()
     _missing_values = True
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "max_features": MaxFeatures().cli(
+        "features tried per node: sqrt, log2, all, p^E (round(p**E), the paper picks E in "
+        "0.5..0.9), a count or a fraction", metavar="Q"),
+        **CART_CONSTRAINTS,
+    }
 
     def __init__(self, n_estimators=16, *, criterion="entropy", max_features="sqrt",
                  max_depth=None, min_samples_split=2, min_samples_leaf=1, max_samples=None,
@@ -126,7 +142,9 @@ class TwoProbeForest(BaseForest):
     (see the module docstring for the common parameters)
     """
 
-    _family = "two-probe"
+    _split_family = TwoProbeSplit()
+
+    _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS}
 
     def __init__(self, n_estimators=16, *, n_pairs=500, max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
@@ -240,7 +258,28 @@ class CO2Forest(BaseForest):
     stores them).
     """
 
-    _family = "co2"
+    _split_family = CO2Split()
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "max_features": MaxFeatures().cli(
+            "features tried per node for the univariate start (as --kind axis)", metavar="Q"),
+        **CO2_CONSTRAINTS,
+        "oblique_min_samples": Integer(2, MAX_SAMPLES).cli(
+            "nodes with fewer windows keep axis-aligned splits (bounds the model size)",
+            metavar="N"),
+        "weight_dtype": Options("float32", "float16", "int8", "int16").cli(
+            "storage of oblique weights (float16 halves the size, threshold refitted; "
+            "int8/int16: exact integer rows, dense ones need uint8 windows, int16 dense "
+            "only; with --max-nonzero: the sparse rows' weights)"),
+        "init": Options("axis", "best"),
+        "n_pairs": N_PAIRS,
+        "max_nonzero": Integer(1, MAX_COUNT, none_ok=True).cli(
+            "sparse splits of at most K features (docs/sparse.md)", metavar="K"),
+        "sparsity": Options("learned", "prune").cli(
+            "how sparse splits find their K features: hard thresholding in every SGD step "
+            "(learned) or top K of the dense split (prune)"),
+    }
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,

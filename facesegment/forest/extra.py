@@ -7,7 +7,8 @@ No threshold is optimised, and by default every tree sees every training
 sample (``bootstrap=False``): the randomness of the cuts is what
 decorrelates the trees.  The split kernel is
 :mod:`facesegment.forest._extra_kernels`; the trees are grown breadth first
-by :func:`facesegment.forest._grow.grow_tree` (family ``"extra"``), so the
+by :func:`facesegment.forest._grow.grow_tree` (split family
+:class:`~facesegment.forest.families.ExtraSplit`), so the
 forest is ordinary axis-aligned :class:`~facesegment.forest._arrays.ForestArrays`
 (``x[f] <= t`` nodes): the model format, the CLI and the fast integer dense
 kernels serve it unchanged.
@@ -51,7 +52,8 @@ samples; ``predict_proba`` is the mean over trees.
 """
 
 from .base import BaseForest
-from .params import resolve_max_features
+from .families import ExtraSplit
+from .params import CART_CONSTRAINTS, COMMON_CONSTRAINTS, MaxFeatures, resolve_max_features
 
 
 class ExtraTreesForest(BaseForest):
@@ -74,7 +76,15 @@ class ExtraTreesForest(BaseForest):
     array([0.5, 0.5, 0.5], dtype=float32)
     """
 
-    _family = "extra"
+    _split_family = ExtraSplit()
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "max_features": MaxFeatures().cli(
+            "random cuts tried per node: sqrt, log2, all, p^E, a count or a fraction",
+            metavar="Q"),
+        **{k: CART_CONSTRAINTS[k] for k in ("oob_score", "warm_start")},
+    }
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,

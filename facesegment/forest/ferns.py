@@ -67,7 +67,9 @@ import numpy as np
 from ._fern_kernels import fern_counts, fern_test_values, quantile_cut
 from ._grow import draw_tree_samples
 from .base import BaseForest
-from .params import InvalidParameterError, validate_params
+from .families import SplitFamily
+from .params import (COMMON_CONSTRAINTS, MAX_FERN_DEPTH, Integer, InvalidParameterError,
+                     Options, Real, validate_params)
 from .twoprobe import sample_pairs
 
 #: Largest accepted ``depth`` (2^21 - 1 nodes, 143 MB per fern with 8 classes).
@@ -128,8 +130,7 @@ def fern_arrays(fa, fb, thr, counts, prior):
 
 
 def grow_fern(X, y, n_classes, spec, seed):
-    """Grow one fern (the ``"ferns"`` family's tree function, see
-    :func:`facesegment.forest._grow.fit_tree_task`).
+    """Grow one fern (:meth:`FernSplit.grow`).
 
     The fern's generator draws its samples (as every tree does), then the
     tests level by level, so the first k tests of a fern of depth d are those
@@ -156,6 +157,15 @@ def grow_fern(X, y, n_classes, spec, seed):
     return out
 
 
+class FernSplit(SplitFamily):
+    """Ferns: one random test per level, shared by the level (:func:`grow_fern`)."""
+
+    name = "ferns"
+
+    def grow(self, X, y, n_classes, spec, seed):
+        return grow_fern(X, y, n_classes, spec, seed)
+
+
 class RandomFernsForest(BaseForest):
     """Random ferns: ``n_estimators`` ferns of ``depth`` shared random tests each.
 
@@ -177,7 +187,18 @@ class RandomFernsForest(BaseForest):
     True
     """
 
-    _family = "ferns"
+    _split_family = FernSplit()
+
+    _parameter_constraints = {
+        **{k: COMMON_CONSTRAINTS[k] for k in ("n_estimators", "max_samples", "bootstrap",
+                                              "random_state", "n_jobs", "scheduler",
+                                              "verbose")},
+        "depth": Integer(1, MAX_FERN_DEPTH).cli("levels of every fern: 2^D leaves",
+                                                metavar="D"),
+        "test": Options("axis", "two-probe").cli(
+            "the test shared by a level: x[f] <= t (axis) or x[a] - x[b] <= t (two-probe)"),
+        "prior": Real(0).cli("Dirichlet prior added to every leaf's class counts"),
+    }
 
     def __init__(self, n_estimators=16, *, depth=10, test="axis", prior=1.0,
                  max_samples=None, bootstrap=False, random_state=None, n_jobs=None,
@@ -246,5 +267,5 @@ class RandomFernsForest(BaseForest):
         return out
 
 
-__all__ = ["RandomFernsForest", "grow_fern", "draw_test", "fern_arrays", "MAX_DEPTH",
+__all__ = ["RandomFernsForest", "FernSplit", "grow_fern", "draw_test", "fern_arrays", "MAX_DEPTH",
            "MAX_TEST_DRAWS"]

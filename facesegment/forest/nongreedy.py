@@ -38,8 +38,10 @@ from ._nongreedy_kernels import (leaf_counts, row_keys, sgd_pass, standardise,
                                  surrogate_values)
 from .base import BaseForest
 from .co2 import initial_weights
-from .estimators import feature_stats
-from .params import resolve_max_features
+from .estimators import AxisAlignedForest, CO2Forest, feature_stats
+from .families import SplitFamily
+from .params import (COMMON_CONSTRAINTS, MAX_COUNT, MAX_DEPTH, MAX_SAMPLES, Boolean, Integer,
+                     MaxFeatures, Options, Real, resolve_max_features)
 
 #: Laplace smoothing of leaf frequencies (initial Theta, refits, node values).
 LEAF_ALPHA = 1.0
@@ -284,9 +286,14 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     return out
 
 
-def fit_nongreedy_task(item, X, y, n_classes, spec):
-    """Top-level task ``item = (tree_index, seed)`` -> :func:`grow_nongreedy_tree`."""
-    return grow_nongreedy_tree(X, y, n_classes, spec, item[1])
+class NonGreedySplit(SplitFamily):
+    """Non-greedy trees: a greedy tree's splits and leaves optimised jointly
+    (:func:`grow_nongreedy_tree`)."""
+
+    name = "nongreedy"
+
+    def grow(self, X, y, n_classes, spec, seed):
+        return grow_nongreedy_tree(X, y, n_classes, spec, seed)
 
 
 
@@ -366,8 +373,42 @@ class NonGreedyForest(BaseForest):
     True
     """
 
-    _family = "nongreedy"
-    _tree_task = staticmethod(fit_nongreedy_task)
+    _split_family = NonGreedySplit()
+    #: The greedy trees' split family for each ``init``: the estimators' own.
+    _init_families = {"axis": AxisAlignedForest._split_family,
+                      "co2": CO2Forest._split_family}
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "init": Options("axis", "co2").cli(
+            "the greedy tree each non-greedy tree starts from", flag="init-tree"),
+        "max_features": MaxFeatures().cli(
+            "features tried per node by the greedy initial tree", metavar="Q"),
+        "nu": Real(0, low_open=True).cli("bound on the squared norm of each split's weights"),
+        "eta": Real(0, low_open=True).cli("SGD learning rate"),
+        "momentum": Real(0, 1, high_open=True).cli("SGD momentum in [0, 1)"),
+        "batch_size": Integer(1, MAX_COUNT).cli("SGD mini-batch size"),
+        "n_epochs": Integer(0, MAX_COUNT).cli(
+            "SGD epochs over the tree's samples (0: the greedy tree)", flag="epochs",
+            metavar="E"),
+        "ssgd_refresh": Integer(0, MAX_COUNT).cli(
+            "stable SGD: fix each sample's leaf, refreshed every K epochs (0: plain SGD)",
+            metavar="K"),
+        "leaf_refit": Boolean().cli(
+            "refit the leaves to the smoothed frequencies at each refresh and at the end"),
+        "std_floor": Real(0, 1).cli(
+            "features are divided by max(std, F * max(std))", metavar="F"),
+        "refine_depth": Integer(1, MAX_DEPTH, none_ok=True).cli(
+            "optimise only the top D levels jointly, grow greedy trees below them down to "
+            "--max-depth (by default: the whole tree)", metavar="D"),
+        "init_nu": Real(0, low_open=True).cli(
+            "CO2's nu for the greedy trees' oblique splits"),
+        "init_eta": Real(0, low_open=True).cli(
+            "CO2's eta for the greedy trees' oblique splits"),
+        "oblique_min_samples": Integer(2, MAX_SAMPLES).cli(
+            "nodes of the greedy CO2 trees with fewer windows keep their univariate split",
+            metavar="N"),
+    }
 
     def __init__(self, n_estimators=16, *, init="axis", max_features="sqrt", max_depth=10,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None, bootstrap=True,
@@ -419,7 +460,8 @@ class NonGreedyForest(BaseForest):
         self.feature_mean_ = mean
         self.feature_std_ = std
         spec = {k: params[k] for k in _NG_PARAMS}
-        spec.update(max_features=resolve_max_features(params["max_features"], X.shape[1]),
+        spec.update(init_family=self._init_families[params["init"]],
+                    max_features=resolve_max_features(params["max_features"], X.shape[1]),
                     mean=mean.astype(np.float32), inv_std=inv_std.astype(np.float32))
         return spec
 
@@ -446,6 +488,6 @@ class NonGreedyTree(NonGreedyForest):
             n_jobs=n_jobs, scheduler=scheduler, verbose=verbose)
 
 
-__all__ = ["NonGreedyForest", "NonGreedyTree", "grow_nongreedy_tree", "tree_tables",
+__all__ = ["NonGreedyForest", "NonGreedyTree", "NonGreedySplit", "grow_nongreedy_tree", "tree_tables",
            "initial_parameters", "train_tree", "evaluate", "to_forest_tree",
            "canonical_order", "smoothed_log_frequencies", "LEAF_ALPHA"]

@@ -1,9 +1,13 @@
-"""Parameter constraints of the forests: one table, one validator.
+"""Parameter constraints of the forests: one table per class, one validator.
 
-:data:`PARAMETER_CONSTRAINTS` maps each estimator class name to its
-``{parameter: constraint}`` table.  The defaults are *not* here: they are the
-estimators' ``__init__`` signatures (the one place); a test checks that every
-signature parameter has exactly one constraint.
+Every estimator class carries its own table, ``_parameter_constraints``
+(``{parameter: Constraint}``, scikit-learn's style); subclasses build theirs
+from :data:`COMMON_CONSTRAINTS` and the entries here.  The defaults are *not*
+in the tables: they are the estimators' ``__init__`` signatures (the one
+place); :func:`constraints_of` checks, once per class, that every signature
+parameter has exactly one constraint.  An entry made with
+:meth:`Constraint.cli` also carries its command-line help (and flag): the
+options of ``facesegment train`` are generated from the tables.
 
 :func:`validate_params` checks a dict of parameters against an estimator's
 table and returns the normalised values (Python ``int``/``float``/``bool``,
@@ -11,17 +15,20 @@ CO2 hyper-parameters left at None replaced by
 :data:`facesegment.forest.co2.CO2_DEFAULTS`), raising
 :class:`InvalidParameterError` (both a ``ValueError`` and a ``TypeError``)
 that names the parameter, the value and what is accepted.  Estimators run it
-at the start of ``fit``; configuration code can run it up front::
+once at the start of ``fit``; configuration code can run it up front::
 
+    >>> from facesegment.forest import AxisAlignedForest, CO2Forest
     >>> from facesegment.forest.params import validate_params
-    >>> validate_params("CO2Forest", {"nu": 2, "max_depth": None})
+    >>> validate_params(CO2Forest, {"nu": 2, "max_depth": None})
     {'nu': 2.0, 'max_depth': None}
-    >>> validate_params("AxisAlignedForest", {"n_estimators": 0})  # doctest: +ELLIPSIS
+    >>> validate_params(AxisAlignedForest, {"n_estimators": 0})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     facesegment...InvalidParameterError: n_estimators=0 is invalid ...: it must be an integer >= 1 and <= 10,000
 """
 
+import copy
+import functools
 import math
 import numbers
 from abc import ABC, abstractmethod
@@ -33,7 +40,8 @@ from ..limits import MAX_SEED
 
 __all__ = ["InvalidParameterError", "Constraint", "Integer", "Real", "Options", "Boolean",
            "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "ClassWeight", "Anything",
-           "PARAMETER_CONSTRAINTS", "validate_params", "resolve_max_features",
+           "COMMON_CONSTRAINTS", "CART_CONSTRAINTS", "CO2_CONSTRAINTS", "constraints_of",
+           "validate_params", "resolve_max_features",
            "resolve_max_samples", "check_sample_weight"]
 
 
@@ -47,6 +55,18 @@ class Constraint(ABC):
 
     description = "valid"
     default = None
+    #: Command-line help (None: not a ``facesegment train`` option), flag and metavar.
+    help = None
+    flag = None
+    metavar = None
+
+    def cli(self, help, flag=None, metavar=None):
+        """A copy of this constraint that is also a ``facesegment train`` option:
+        ``help`` (one line, the default is added), ``flag`` (without ``--``;
+        default: the parameter's name with dashes) and ``metavar``."""
+        out = copy.copy(self)
+        out.help, out.flag, out.metavar = help, flag, metavar
+        return out
 
     def none_value(self):
         """What None stands for (``default``, called first when it is callable)."""
@@ -257,111 +277,78 @@ def _co2_default(name):
     return default
 
 
-_COMMON = {
-    "n_estimators": Integer(1, MAX_TREES),
-    "max_depth": Integer(1, MAX_DEPTH, none_ok=True),
-    "min_samples_split": Integer(2, MAX_SAMPLES),
-    "min_samples_leaf": Integer(1, MAX_SAMPLES),
-    "max_samples": MaxSamples(),
-    "bootstrap": Boolean(),
+#: The parameters every forest of :class:`~facesegment.forest.base.BaseForest` has.
+COMMON_CONSTRAINTS = MappingProxyType({
+    "n_estimators": Integer(1, MAX_TREES).cli(
+        "number of trees (the paper uses 16 and 32)", flag="trees", metavar="N"),
+    "max_depth": Integer(1, MAX_DEPTH, none_ok=True).cli(
+        "maximum tree depth (by default: grow until pure or too small)", metavar="D"),
+    "min_samples_split": Integer(2, MAX_SAMPLES).cli(
+        "nodes with fewer windows become leaves", metavar="N"),
+    "min_samples_leaf": Integer(1, MAX_SAMPLES).cli(
+        "minimum windows on each side of a split", metavar="N"),
+    "max_samples": MaxSamples().cli(
+        "windows per tree: a count or a fraction of the file (by default: all; the paper "
+        "uses 256000)", metavar="N|F"),
+    "bootstrap": Boolean().cli(
+        "draw each tree's windows with replacement (the paper) or without (--no-bootstrap)"),
     "random_state": RandomState(),
     "n_jobs": NJobs(),
     "scheduler": Anything(),
     "verbose": Integer(0, bool_ok=True),
-}
+})
 
 #: scikit-learn's forest options of the axis-aligned family (docs/forests.md, "CART options").
-_CART = {
-    "criterion": Options("gini", "entropy"),
+CART_CONSTRAINTS = MappingProxyType({
+    "criterion": Options("gini", "entropy").cli(
+        "split quality: information gain (entropy, the paper) or Gini impurity decrease"),
     "oob_score": Boolean(),
     "class_weight": ClassWeight(),
     "warm_start": Boolean(),
-}
+})
 
-#: ``{estimator class name: {parameter: Constraint}}``, read-only.
-PARAMETER_CONSTRAINTS = MappingProxyType({
-    "AxisAlignedForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures(),
-                                           **_CART}),
-    "TwoProbeForest": MappingProxyType({**_COMMON, "n_pairs": Integer(1, MAX_COUNT)}),
-    "CO2Forest": MappingProxyType({
-        **_COMMON,
-        "max_features": MaxFeatures(),
-        "nu": Real(0, low_open=True, default=_co2_default("nu")),
-        "eta": Real(0, low_open=True, default=_co2_default("eta")),
-        "tau": Integer(1, MAX_COUNT, default=_co2_default("tau")),
-        "n_passes": Real(0, low_open=True, default=_co2_default("n_passes")),
-        "batch_size": Integer(1, MAX_COUNT, default=_co2_default("batch_size")),
-        "momentum": Real(0, 1, high_open=True, default=_co2_default("momentum")),
-        "oblique_min_samples": Integer(2, MAX_SAMPLES),
-        "weight_dtype": Options("float32", "float16", "int8", "int16"),
-        "init": Options("axis", "best"),
-        "n_pairs": Integer(1, MAX_COUNT),
-        "max_nonzero": Integer(1, MAX_COUNT, none_ok=True),
-        "sparsity": Options("learned", "prune"),
-    }),
-    "ExtraTreesForest": MappingProxyType({**_COMMON, "max_features": MaxFeatures(),
-                                          **{k: _CART[k] for k in ("oob_score", "warm_start")}}),
-    "AxisAlignedForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
-    "ExtraTreesForestRegressor": MappingProxyType({**_COMMON, "max_features": MaxFeatures()}),
-    "RandomFernsForest": MappingProxyType({
-        **{k: _COMMON[k] for k in ("n_estimators", "max_samples", "bootstrap",
-                                   "random_state", "n_jobs", "scheduler", "verbose")},
-        "depth": Integer(1, MAX_FERN_DEPTH),
-        "test": Options("axis", "two-probe"),
-        "prior": Real(0),
-    }),
-    "RotationForest": MappingProxyType({
-        **_COMMON,
-        "n_features_per_subset": Integer(1, MAX_COUNT),
-        "max_rotated_features": MaxFeatures(),
-        "subsets": Options("random", "consecutive"),
-        "pca_sample_fraction": Real(0, 1, low_open=True),
-        "max_features": MaxFeatures(),
-    }),
-    "NonGreedyForest": MappingProxyType({
-        **_COMMON,
-        "init": Options("axis", "co2"),
-        "max_features": MaxFeatures(),
-        "nu": Real(0, low_open=True),
-        "eta": Real(0, low_open=True),
-        "momentum": Real(0, 1, high_open=True),
-        "batch_size": Integer(1, MAX_COUNT),
-        "n_epochs": Integer(0, MAX_COUNT),
-        "ssgd_refresh": Integer(0, MAX_COUNT),
-        "leaf_refit": Boolean(),
-        "std_floor": Real(0, 1),
-        "refine_depth": Integer(1, MAX_DEPTH, none_ok=True),
-        "init_nu": Real(0, low_open=True),
-        "init_eta": Real(0, low_open=True),
-        "oblique_min_samples": Integer(2, MAX_SAMPLES),
-    }),
-    "DensityForest": MappingProxyType({
-        **{k: _COMMON[k] for k in ("n_estimators", "max_depth", "max_samples", "bootstrap",
-                                   "random_state", "n_jobs", "verbose")},
-        "min_samples_leaf": Integer(1, none_ok=True),
-        "max_features": MaxFeatures(),
-        "n_thresholds": Integer(1, none_ok=True),
-        "min_gain": Real(0),
-        "covariance_type": Options("full", "diag"),
-        "reg_covar": Real(0, low_open=True),
-        "n_mass_samples": Integer(1),
-        "max_sample_tries": Integer(1),
-    }),
+#: The CO2 optimiser's hyper-parameters (None: :data:`facesegment.forest.co2.CO2_DEFAULTS`).
+CO2_CONSTRAINTS = MappingProxyType({
+    "nu": Real(0, low_open=True, default=_co2_default("nu")).cli(
+        "regulariser: ||w||^2 <= nu"),
+    "eta": Real(0, low_open=True, default=_co2_default("eta")).cli(
+        "initial SGD learning rate"),
+    "tau": Integer(1, MAX_COUNT, default=_co2_default("tau")).cli(
+        "SGD steps between refreshes of w_old"),
+    "n_passes": Real(0, low_open=True, default=_co2_default("n_passes")).cli(
+        "passes of SGD over each node's windows", flag="passes"),
+    "batch_size": Integer(1, MAX_COUNT, default=_co2_default("batch_size")).cli(
+        "SGD mini-batch size"),
+    "momentum": Real(0, 1, high_open=True, default=_co2_default("momentum")).cli(
+        "SGD momentum in [0, 1)"),
 })
 
 
+@functools.cache
+def constraints_of(cls):
+    """The constraints table of an estimator class (read-only), checked once per
+    class: exactly one constraint per ``__init__`` parameter.
+
+    Raises
+    ------
+    ValueError
+        When the class has no table, or the table and the signature differ.
+    """
+    table = getattr(cls, "_parameter_constraints", None)
+    if table is None:
+        raise ValueError(f"{cls.__name__} has no _parameter_constraints table; give the "
+                         "class one ({parameter: Constraint} for every __init__ parameter)")
+    names = set(cls._get_param_names()) if hasattr(cls, "_get_param_names") else set(table)
+    if names != set(table):
+        raise ValueError(f"{cls.__name__}._parameter_constraints does not match __init__: "
+                         f"no constraint for {sorted(names - set(table))}, constraints of "
+                         f"no parameter {sorted(set(table) - names)}")
+    return MappingProxyType(dict(table))
+
+
 def _constraints_of(estimator_or_class):
-    if isinstance(estimator_or_class, str):
-        name = estimator_or_class
-    else:
-        cls = (estimator_or_class if isinstance(estimator_or_class, type)
-               else type(estimator_or_class))
-        name = next((c.__name__ for c in cls.__mro__ if c.__name__ in PARAMETER_CONSTRAINTS),
-                    cls.__name__)
-    if name not in PARAMETER_CONSTRAINTS:
-        raise ValueError(f"no parameter constraints for {name!r}; known estimators: "
-                         f"{', '.join(PARAMETER_CONSTRAINTS)}")
-    return name, PARAMETER_CONSTRAINTS[name]
+    cls = estimator_or_class if isinstance(estimator_or_class, type) else type(estimator_or_class)
+    return cls.__name__, constraints_of(cls)
 
 
 def _normalise(owner, key, constraint, value):
@@ -378,7 +365,7 @@ def validate_params(estimator_or_class, params):
 
     Parameters
     ----------
-    estimator_or_class : estimator, estimator class or class name
+    estimator_or_class : estimator or estimator class
     params : mapping
         ``{parameter: value}``, e.g. ``est.get_params()`` or a config section.
 

@@ -312,7 +312,7 @@ def prune(forest, alpha, X=None, y=None, *, tree=None, criterion="entropy"):
     that tree alone).  Node values, depths and sample counts are kept; a node
     made a leaf predicts its stored class distribution.
     """
-    from .base import concat_trees
+    from ._concat import concat_trees
 
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer,
                                                         np.floating)) \

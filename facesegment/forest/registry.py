@@ -4,10 +4,11 @@ Every forest the project knows is one row of :data:`KINDS`: a name (what the
 CLI's ``--kind``, the model folder's ``model.json``, the pipeline's config
 sections and the report call it), the estimator class, the parameters that
 make the variant (``co2-best`` is ``CO2Forest(init="best")``), a display
-label, and how model selection treats it.  The CLI, the model format, the
-pipeline's config, selection, figures and report all read this table; adding a
-kind is one estimator module plus one row here (docs/ARCHITECTURE.md shows a
-worked example).
+label, its task (classifier, regressor or density estimator) and how model
+selection treats it.  The CLI, the model format, the pipeline's config,
+selection, figures and report all read this table; adding a kind is one
+estimator module plus one row here, or a row registered at run time with
+:func:`register_kind` (docs/forests.md, "Adding a family").
 
 Selection (``pipelines/selection.py``) tries, for each kind in table order,
 the product of the lists named in ``grid`` (``{estimator parameter: [select]
@@ -19,6 +20,9 @@ settings chosen for an earlier kind (``{parameter: kind}``).  The pipeline's
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+#: The rows' tasks.
+TASKS = ("classify", "regress", "density")
+
 
 @dataclass(frozen=True)
 class ForestKind:
@@ -28,8 +32,9 @@ class ForestKind:
     ----------
     name : str
         The kind's name everywhere (CLI ``--kind``, ``model.json``, config).
-    estimator : str
-        Name of the estimator class in :mod:`facesegment.forest`.
+    estimator : type or str
+        The estimator class (or the name of one in :mod:`facesegment.forest`);
+        the row keeps its name here and the class in :attr:`estimator_class`.
     fixed : mapping
         Estimator parameters that define this kind (fixed for it).
     label : str
@@ -64,9 +69,10 @@ class ForestKind:
         kinds are available to the CLI and the library (and to the pipeline
         once a row sets it and the config gives its section and grids).
     task : str
-        ``"classify"`` (a classifier: the CLI's ``train``, the pipeline) or
-        ``"density"`` (an unsupervised density estimator: library and model
-        folders only).
+        ``"classify"`` (a classifier: the CLI's ``train``, the pipeline, the
+        UCI harness), ``"regress"`` (a regressor) or ``"density"`` (an
+        unsupervised density estimator); the last two: library and model
+        folders only.
     """
 
     name: str
@@ -85,6 +91,12 @@ class ForestKind:
     task: str = "classify"
 
     def __post_init__(self):
+        if isinstance(self.estimator, type):
+            object.__setattr__(self, "_class", self.estimator)
+            object.__setattr__(self, "estimator", self.estimator.__name__)
+        if self.task not in TASKS:
+            raise ValueError(f"kind {self.name!r}: task {self.task!r} is not one of "
+                             f"{', '.join(TASKS)}")
         for name in ("fixed", "grid", "inherit", "defaults"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if not self.label:
@@ -92,10 +104,13 @@ class ForestKind:
 
     @property
     def estimator_class(self):
-        """The estimator class (imported lazily from :mod:`facesegment.forest`)."""
-        import importlib
+        """The estimator class (a name is looked up in :mod:`facesegment.forest`)."""
+        cls = self.__dict__.get("_class")
+        if cls is None:
+            import facesegment.forest as forest
 
-        return getattr(importlib.import_module("facesegment.forest"), self.estimator)
+            cls = getattr(forest, self.estimator)
+        return cls
 
     def inherit_sources(self):
         """``{parameter: (kind, name)}``: where each inherited parameter comes from."""
@@ -128,9 +143,9 @@ class ForestKind:
         return cls(**{**self.defaults, **params, **self.fixed})
 
 
-#: The table: name -> ForestKind, in selection order (a kind may inherit only
-#: from kinds above it).
-KINDS = MappingProxyType({k.name: k for k in (
+#: The rows, in selection order (a kind may inherit only from kinds above it);
+#: :func:`register_kind` appends to it, :func:`unregister_kind` removes.
+_ROWS = {k.name: k for k in (
     ForestKind("axis", "AxisAlignedForest",
                label="random forest (axis-aligned)",
                description="random forest: best x[f] <= t among q random features per node",
@@ -196,14 +211,6 @@ KINDS = MappingProxyType({k.name: k for k in (
                description="density forest: splits minimise the children's Gaussian "
                            "log-determinants; a tree's density is piecewise truncated Gaussian",
                pipeline=False, task="density"),
-)})
-
-
-#: Regression forests: rows like :data:`KINDS`'s, kept apart because everything
-#: that reads :data:`KINDS` (the face pipeline, ``facesegment train``, the UCI
-#: harness) classifies.  :func:`get_kind`, :func:`kind_of` and the model folder
-#: (:func:`all_kinds`) know both tables.
-REGRESSION_KINDS = MappingProxyType({k.name: k for k in (
     ForestKind("axis-regressor", "AxisAlignedForestRegressor",
                label="random forest regressor (axis-aligned)",
                description="random forest for regression: best x[f] <= t (squared error) "
@@ -214,17 +221,43 @@ REGRESSION_KINDS = MappingProxyType({k.name: k for k in (
                description="extra-trees for regression: best of q random cuts (squared "
                            "error), no bootstrap, leaves hold the mean",
                pipeline=False, task="regress"),
-)})
+)}
+
+#: The table: name -> :class:`ForestKind` (read-only; every task: select rows
+#: with :func:`kind_names` or the rows' ``task``).
+KINDS = MappingProxyType(_ROWS)
 
 
-def all_kinds():
-    """Every row, classifiers (:data:`KINDS`) then regressors (:data:`REGRESSION_KINDS`)."""
-    return MappingProxyType({**KINDS, **REGRESSION_KINDS})
+def register_kind(kind):
+    """Add the row ``kind`` (a :class:`ForestKind`) at the end of the table, so
+    ``make_estimator``, ``facesegment train --kind``, model folders and (for
+    pipeline modules imported afterwards) the pipeline's config know it.
+    Returns ``kind``; :func:`unregister_kind` undoes it.
+
+    Raises
+    ------
+    ValueError
+        When the name is taken or an inherited parameter comes from an unknown kind.
+    """
+    if kind.name in _ROWS:
+        raise ValueError(f"forest kind {kind.name!r} exists already; choose another name")
+    unknown = sorted({k for k, _ in kind.inherit_sources().values()} - set(_ROWS))
+    if unknown:
+        raise ValueError(f"kind {kind.name!r} inherits from unknown kinds {unknown}")
+    _ROWS[kind.name] = kind
+    return kind
+
+
+def unregister_kind(name):
+    """Remove the row ``name`` added by :func:`register_kind` (a built-in row too:
+    use with care).  Raises ``ValueError`` for an unknown name."""
+    get_kind(name)
+    del _ROWS[name]
 
 
 def kind_names(pipeline=None, task=None):
     """The kinds' names, in table order (``pipeline=True``: only those the face
-    pipeline trains; ``task="classify"``: only the classifiers)."""
+    pipeline trains; ``task="classify"``: only the classifiers; see :data:`TASKS`)."""
     return tuple(k for k, v in KINDS.items() if (pipeline is None or v.pipeline == pipeline)
                  and (task is None or v.task == task))
 
@@ -237,11 +270,10 @@ def get_kind(name):
     ValueError
         Naming the kinds there are.
     """
-    kinds = all_kinds()
     try:
-        return kinds[name]
+        return KINDS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(kinds)}") from None
+        raise ValueError(f"unknown forest kind {name!r}; kinds: {', '.join(KINDS)}") from None
 
 
 #: The attribute where :func:`make_estimator` records the kind it was asked for.
@@ -266,16 +298,16 @@ def kind_of(estimator):
     parameters; otherwise None (pass the kind explicitly, e.g.
     ``Model.from_estimator(est, kind="co2-best")``)."""
     recorded = getattr(estimator, KIND_ATTR, None)
-    if recorded in all_kinds() and all_kinds()[recorded].estimator == type(estimator).__name__:
+    if recorded in KINDS and KINDS[recorded].estimator_class is type(estimator):
         return recorded
     params = estimator.get_params()
-    for kind in all_kinds().values():
-        if type(estimator).__name__ == kind.estimator:
+    for kind in KINDS.values():
+        if type(estimator) is kind.estimator_class:
             ok = (all(params.get(k) == v for k, v in kind.fixed.items())
                   and all(params.get(k) is not None for k in kind.requires))
             return kind.name if ok else None
     return None
 
 
-__all__ = ["ForestKind", "KINDS", "REGRESSION_KINDS", "KIND_ATTR", "all_kinds", "kind_names",
-           "get_kind", "make_estimator", "kind_of"]
+__all__ = ["ForestKind", "KINDS", "TASKS", "KIND_ATTR", "kind_names", "get_kind",
+           "make_estimator", "kind_of", "register_kind", "unregister_kind"]

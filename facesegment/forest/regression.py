@@ -53,9 +53,11 @@ from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes
                        predict_proba_packed, predict_proba_packed_serial)
 from ._regression_kernels import grow_regression_tree
 from .base import (PARALLEL_CHUNK, PARALLEL_MIN_WORK, _CHECK_KW, _check_predict_int,
-                   _flatten, concat_trees, numba_threads, predict_threads, seeds_from)
-from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
-                     resolve_max_samples, validate_params)
+                   _flatten, numba_threads, predict_threads, seeds_from)
+from ._concat import concat_trees
+from .params import (COMMON_CONSTRAINTS, InvalidParameterError, MaxFeatures,
+                     check_sample_weight, resolve_max_features, resolve_max_samples,
+                     validate_params)
 
 
 #: Largest ``p * m`` (features times a tree's distinct rows) sorted once per tree.
@@ -84,7 +86,7 @@ def use_presort(spec, p, m, integer):
 
 def regression_tree_task(item, X, y, spec):
     """Grow one regression tree: ``item = (tree_index, seed)``; returns the tree's
-    arrays (local node indices, the dict :func:`facesegment.forest.base.concat_trees`
+    arrays (local node indices, the dict :func:`facesegment.forest._concat.concat_trees`
     reads) and ``stats``.
 
     The tree's generator (seeded with ``seed``) draws its rows
@@ -145,6 +147,7 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
     """Fit/predict of the regression forests; subclasses set ``_extra``
     (random cuts) and their ``__init__`` defaults."""
 
+    _parameter_constraints = {**COMMON_CONSTRAINTS, "max_features": MaxFeatures()}
     _extra = False
 
     def __sklearn_tags__(self):

@@ -1,8 +1,8 @@
 """Rotation forest (Rodríguez, Kuncheva & Alonso 2006): :class:`RotationForest`.
 
 Each tree gets its own rotation of the feature space and is an ordinary
-axis-aligned tree (this package's grower, family ``"axis"``) grown on the
-rotated features:
+axis-aligned tree (this package's grower with
+:class:`~facesegment.forest.families.AxisSplit`) grown on the rotated features:
 
 1. the tree draws its samples (by default all of them, ``bootstrap=False``,
    as in the paper: the diversity comes from the rotations);
@@ -75,7 +75,9 @@ import numpy as np
 from ._grow import draw_tree_samples, grow_tree
 from ._rotation_kernels import rotate_rows, subset_covariance
 from .base import BaseForest
-from .params import resolve_max_features
+from .families import AxisSplit, SplitFamily
+from .params import (COMMON_CONSTRAINTS, MAX_COUNT, Integer, MaxFeatures, Options, Real,
+                     resolve_max_features)
 
 
 def draw_subsets(rng, p, r, size, mode):
@@ -196,8 +198,7 @@ def to_raw_features(tree, feats, w, p):
 
 
 def grow_rotation_tree(X, y, n_classes, spec, seed):
-    """Grow one rotation tree (the ``"rotation"`` family's tree function, see
-    :func:`facesegment.forest._grow.fit_tree_task`).
+    """Grow one rotation tree (:meth:`RotationSplit.grow`).
 
     The tree's generator draws its samples, then the subsets and the PCA
     samples, then the seed of the axis tree grown on the rotated samples.
@@ -212,7 +213,7 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
     feats, w = tree_rotation(X, y, idx, n_classes, spec, rng)
     Z = rotate_rows(X, idx, feats, w)
     t_rot = time.perf_counter() - t0
-    base = {**spec, "family": "axis", "n_samples": idx.shape[0], "bootstrap": False,
+    base = {**spec, "split_family": AxisSplit(), "n_samples": idx.shape[0], "bootstrap": False,
             "pool": None, "cdf": None}
     tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
                      int(rng.integers(0, 2**31 - 1)))
@@ -224,6 +225,16 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
               n_oblique_nodes=int(np.count_nonzero(tree["sparse"] >= 0)),
               n_rotated_used=n_used)
     return tree
+
+
+class RotationSplit(SplitFamily):
+    """Rotation trees: axis-aligned splits on a per-tree PCA rotation
+    (:func:`grow_rotation_tree`)."""
+
+    name = "rotation"
+
+    def grow(self, X, y, n_classes, spec, seed):
+        return grow_rotation_tree(X, y, n_classes, spec, seed)
 
 
 class RotationForest(BaseForest):
@@ -245,7 +256,23 @@ class RotationForest(BaseForest):
     (True, 6)
     """
 
-    _family = "rotation"
+    _split_family = RotationSplit()
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "n_features_per_subset": Integer(1, MAX_COUNT).cli(
+            "features per PCA subset", flag="subset-size", metavar="M"),
+        "max_rotated_features": MaxFeatures().cli(
+            "rotate only R random features per tree (by default: all; each rotated feature "
+            "a split uses stores 4 x n_features bytes)", flag="rotated-features", metavar="R"),
+        "subsets": Options("random", "consecutive").cli(
+            "random feature subsets, or consecutive ones (with M=3 on RGB windows: the 3 "
+            "channels of a pixel)"),
+        "pca_sample_fraction": Real(0, 1, low_open=True).cli(
+            "fraction of the tree's samples each subset's PCA is fitted on", metavar="F"),
+        "max_features": MaxFeatures().cli(
+            "rotated features tried per node (as --max-features of --kind axis)", metavar="Q"),
+    }
 
     def __init__(self, n_estimators=16, *, n_features_per_subset=3,
                  max_rotated_features=None, subsets="random", pca_sample_fraction=0.75,
@@ -279,5 +306,5 @@ class RotationForest(BaseForest):
                 "max_features": resolve_max_features(params["max_features"], r)}
 
 
-__all__ = ["RotationForest", "grow_rotation_tree", "tree_rotation", "draw_subsets",
+__all__ = ["RotationForest", "RotationSplit", "grow_rotation_tree", "tree_rotation", "draw_subsets",
            "pca_components", "to_raw_features"]

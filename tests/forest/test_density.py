@@ -14,7 +14,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.errors import DataError
-from facesegment.forest import (PARAMETER_CONSTRAINTS, DensityForest, InvalidParameterError,
+from facesegment.forest import (constraints_of, DensityForest, InvalidParameterError,
                                 validate_params)
 from facesegment.forest._density_kernels import (best_density_split, leaf_log_mass,
                                                  sample_kernel)
@@ -224,7 +224,7 @@ def test_sklearn_density_api():
 
 def test_constraints_table_matches_the_signature():
     defaults = DensityForest().get_params()
-    assert set(PARAMETER_CONSTRAINTS["DensityForest"]) == set(defaults)
+    assert set(constraints_of(DensityForest)) == set(defaults)
     assert validate_params(DensityForest, defaults) == defaults
 
 

@@ -12,7 +12,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import ExtraTreesClassifier
 from sklearn.utils.estimator_checks import check_estimator
 
-from facesegment.forest import PARAMETER_CONSTRAINTS, ExtraTreesForest, validate_params
+from facesegment.forest import constraints_of, ExtraTreesForest, validate_params
 from facesegment.forest._extra_kernels import random_axis_split, random_cut
 from facesegment.forest._grow import grow_tree
 from facesegment.inference import predict_proba_raw
@@ -144,7 +144,8 @@ def test_same_seed_identical_any_n_jobs_and_grow_tree_family():
     same_forest(a, ExtraTreesForest(n_estimators=4, random_state=3, n_jobs=2).fit(X, y))
     other = ExtraTreesForest(n_estimators=4, random_state=4).fit(X, y)
     assert not np.array_equal(a.forest_.threshold, other.forest_.threshold)
-    spec = {"family": "extra", "max_depth": -1, "min_samples_split": 2, "min_samples_leaf": 1,
+    spec = {"split_family": ExtraTreesForest._split_family, "max_depth": -1,
+            "min_samples_split": 2, "min_samples_leaf": 1,
             "n_samples": len(y), "bootstrap": False, "max_features": 3}
     tree = grow_tree(X, y.astype(np.int32), 3, spec, 5)
     assert tree["feature"][0] >= 0 and (tree["feature2"] == -1).all()
@@ -199,7 +200,7 @@ def test_check_estimator():
 def test_constraints_table_matches_signature_and_names_bad_values():
     sig = inspect.signature(ExtraTreesForest.__init__)
     defaults = {n: p.default for n, p in sig.parameters.items() if n != "self"}
-    assert set(PARAMETER_CONSTRAINTS["ExtraTreesForest"]) == set(defaults)
+    assert set(constraints_of(ExtraTreesForest)) == set(defaults)
     validate_params(ExtraTreesForest, defaults)
     with pytest.raises(ValueError, match="max_features='cube'"):
         ExtraTreesForest(max_features="cube").fit(*_uint8(20))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-from facesegment.forest import PARAMETER_CONSTRAINTS, RandomFernsForest, validate_params
+from facesegment.forest import constraints_of, RandomFernsForest, validate_params
 from facesegment.forest._fern_kernels import fern_counts, fern_test_values, quantile_cut
 from tests import naive
 from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest
@@ -175,7 +175,7 @@ def test_check_estimator():
 def test_parameters():
     sig = inspect.signature(RandomFernsForest.__init__)
     defaults = {n: p.default for n, p in sig.parameters.items() if n != "self"}
-    assert set(PARAMETER_CONSTRAINTS["RandomFernsForest"]) == set(defaults)
+    assert set(constraints_of(RandomFernsForest)) == set(defaults)
     validate_params(RandomFernsForest, defaults)
     X, y = _pairs_data(50)
     for kw, match in (({"depth": 0}, "depth=0"), ({"depth": 21}, "at most 20"),

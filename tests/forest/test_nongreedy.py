@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-from facesegment.forest import (PARAMETER_CONSTRAINTS, AxisAlignedForest, NonGreedyForest,
+from facesegment.forest import (constraints_of, AxisAlignedForest, NonGreedyForest,
                                 NonGreedyTree, validate_params)
 from facesegment.forest._nongreedy_kernels import sgd_pass
 from facesegment.forest.nongreedy import (evaluate, initial_parameters, train_tree,
@@ -178,7 +178,8 @@ def test_initial_parameters_keep_the_greedy_routes(family):
     X, y = _toy(400, seed=2)
     mean, std = X.mean(0), X.std(0)
     inv_std = (1 / std).astype(np.float32)
-    spec = {"family": family, "max_depth": 4, "min_samples_split": 2, "min_samples_leaf": 1,
+    spec = {"split_family": NonGreedyForest._init_families[family], "max_depth": 4,
+            "min_samples_split": 2, "min_samples_leaf": 1,
             "n_samples": 400, "bootstrap": False, "max_features": 5, "co2": dict(CO2_DEFAULTS),
             "oblique_min_samples": 50, "weight_dtype": "float32", "mean": mean,
             "inv_std": inv_std, "co2_init": "axis", "n_pairs": 1}
@@ -269,7 +270,7 @@ def test_check_estimator_tree():
 def test_parameters():
     sig = inspect.signature(NonGreedyForest.__init__)
     defaults = {n: p.default for n, p in sig.parameters.items() if n != "self"}
-    assert set(PARAMETER_CONSTRAINTS["NonGreedyForest"]) == set(defaults)
+    assert set(constraints_of(NonGreedyForest)) == set(defaults)
     validate_params(NonGreedyForest, defaults)
     tree = {n: p.default for n, p in inspect.signature(NonGreedyTree.__init__).parameters.items()
             if n != "self"}

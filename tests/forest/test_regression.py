@@ -11,11 +11,11 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.forest import (AxisAlignedForestRegressor, ExtraTreesForestRegressor,
-                                InvalidParameterError, PARAMETER_CONSTRAINTS,
+                                InvalidParameterError, constraints_of,
                                 validate_params)
 from facesegment.forest import regression as reg_mod
 from facesegment.forest._regression_kernels import grow_regression_tree, next_uniform
-from facesegment.forest.registry import REGRESSION_KINDS, get_kind, kind_of
+from facesegment.forest.registry import KINDS, get_kind, kind_of
 from facesegment.model import Model, load_model, save_model
 from tests.naive_regression import (NaiveSplitMix, naive_regression_tree,
                                     naive_sse_importances)
@@ -189,7 +189,7 @@ def test_invalid_parameters_and_prediction_limits_are_named():
 def test_constraints_table_matches_signatures():
     for cls in CLASSES.values():
         defaults = cls().get_params()
-        assert set(PARAMETER_CONSTRAINTS[cls.__name__]) == set(defaults)
+        assert set(constraints_of(cls)) == set(defaults)
         validate_params(cls, defaults)  # the defaults satisfy the table
 
 
@@ -199,7 +199,7 @@ def test_registry_rows_and_model_round_trip(kind, tmp_path):
     X, y = _data(120)
     est = get_kind(kind).make(n_estimators=4, random_state=0).fit(X, y)
     assert isinstance(est, CLASSES[kind]) and kind_of(est) == kind
-    assert kind in REGRESSION_KINDS and not REGRESSION_KINDS[kind].pipeline
+    assert KINDS[kind].task == "regress" and not KINDS[kind].pipeline
     save_model(Model.from_estimator(est), tmp_path / "m")
     model = load_model(tmp_path / "m")
     assert model.kind == kind and model.class_names == ("target",)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-from facesegment.forest import (PARAMETER_CONSTRAINTS, AxisAlignedForest, RotationForest,
+from facesegment.forest import (constraints_of, AxisAlignedForest, RotationForest,
                                 validate_params)
 from facesegment.forest._rotation_kernels import rotate_rows, subset_covariance
 from facesegment.inference import predict_proba_raw
@@ -213,7 +213,7 @@ def test_check_estimator():
 def test_parameters():
     sig = inspect.signature(RotationForest.__init__)
     defaults = {n: p.default for n, p in sig.parameters.items() if n != "self"}
-    assert set(PARAMETER_CONSTRAINTS["RotationForest"]) == set(defaults)
+    assert set(constraints_of(RotationForest)) == set(defaults)
     validate_params(RotationForest, defaults)
     X, y = _oblique_data(50)
     for kw, match in (({"n_features_per_subset": 0}, "n_features_per_subset=0"),

@@ -19,7 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import (check_estimator,
                                             check_sample_weight_equivalence_on_dense_data)
 
-from facesegment.forest import (PARAMETER_CONSTRAINTS, AxisAlignedForest, CO2Forest,
+from facesegment.forest import (constraints_of, AxisAlignedForest, CO2Forest,
                                 ForestArrays, InvalidParameterError, TwoProbeForest,
                                 resolve_max_features, validate_params)
 from facesegment.forest.base import (PARALLEL_MIN_WORK, _resolve_max_features, check_X,
@@ -372,7 +372,7 @@ def test_prediction_has_no_side_effects(kind):
 def test_constraints_table_matches_signatures(cls):
     sig = inspect.signature(cls.__init__)
     names = {n for n in sig.parameters if n != "self"}
-    assert set(PARAMETER_CONSTRAINTS[cls.__name__]) == names
+    assert set(constraints_of(cls)) == names
     defaults = {n: p.default for n, p in sig.parameters.items() if n != "self"}
     validate_params(cls, defaults)  # the defaults satisfy the table
 

@@ -13,7 +13,7 @@ from facesegment.forest import CO2Forest, InvalidParameterError
 from facesegment.forest._arrays import complete, n_sparse
 from facesegment.forest._sparse import (EXACT_SUM, INT8_MAX, INT16_MAX, keep_top_k, quantise,
                                         sparse_values, top_k_support)
-from facesegment.forest.base import concat_trees
+from facesegment.forest._concat import concat_trees
 from facesegment.forest.co2 import co2_split
 from facesegment.forest.registry import kind_of, make_estimator
 from tests import naive
