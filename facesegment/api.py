@@ -143,11 +143,11 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     DataError
         An unreadable file, an unknown model, or dlib missing (to find faces).
     """
-    from .crops import (CROP, DETECT_MAX_SIDE, DETECTORS, box_region, crop_face, find_crops,
-                        find_landmarks, landmark_box, model_crop_rule, uncrop_proba)
+    from .crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, box_region, crop_face,
+                        find_crops, find_landmarks, landmark_box, model_crop_rule, model_image,
+                        uncrop_proba)
     from .dense import predict_image
     from .rule import decision_rule
-    from .segment import DETECT_MODES, model_image
 
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
