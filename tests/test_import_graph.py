@@ -123,7 +123,8 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     assert set(graph["pkg.a"]) == {"pkg.sub.b", "pkg.c", "pkg.d"}
     assert set(graph["pkg.sub.b"]) == {"pkg.c"}
     assert set(graph["pkg.c"]) == {"pkg.a"}
-    assert find_cycle(graph) in (["pkg.a", "pkg.c", "pkg.a"], ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"])
+    assert find_cycle(graph) in (["pkg.a", "pkg.c", "pkg.a"],
+                                 ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"])
     del graph["pkg.c"]
     assert find_cycle(graph) is None
 
@@ -152,7 +153,7 @@ def test_kernels_and_estimators_never_import_the_cli_or_the_api():
     modules = all_modules(("facesegment",))
     graph = import_graph(("facesegment",))
     kernels = [n for n, p in modules.items() if is_kernel_module(n, p)]
-    assert "facesegment._context_kernels" in kernels and "facesegment.forest._grow" in kernels
+    assert "facesegment._context_kernels" in kernels and len(kernels) > 20
     bad = [f"{name} -> {target} (line {line})" for name in kernels
            for target, line in graph[name].items()
            if target == "facesegment" or any(target == t or target.startswith(t + ".")
