@@ -5,8 +5,8 @@ or inference reads is checked for its JSON type and range here, so a wrong
 type is one :class:`~facesegment.errors.DataError` line naming the file and
 the field, never a traceback later.  The format's names and version live here
 too, at the bottom of the model format's modules.  Private: used by
-:mod:`facesegment._model_files`, :mod:`facesegment.model` and
-:mod:`facesegment.cascade`.
+:mod:`facesegment._model_files`, :mod:`facesegment._model_class`,
+:mod:`facesegment.model` and :mod:`facesegment.cascade`.
 """
 
 import json
