@@ -41,7 +41,7 @@ from facesegment.datasets import load_face
 from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image
 from facesegment.model import load_model
 from pipelines.backend import records_from_json
-from pipelines.stages import forest_bytes
+from pipelines.common import forest_bytes
 
 #: The features of the AVX2-only target (Haswell) the integer kernels are also timed for.
 AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fxsr,+lzcnt,+mmx,"

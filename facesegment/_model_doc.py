@@ -3,8 +3,10 @@
 ``model.json`` is untrusted input like ``forest.h5``: every field the loader
 or inference reads is checked for its JSON type and range here, so a wrong
 type is one :class:`~facesegment.errors.DataError` line naming the file and
-the field, never a traceback later.  Private: used by
-:mod:`facesegment._model_files`.
+the field, never a traceback later.  The format's names and version live here
+too, at the bottom of the model format's modules.  Private: used by
+:mod:`facesegment._model_files`, :mod:`facesegment._model_class`,
+:mod:`facesegment.model` and :mod:`facesegment.cascade`.
 """
 
 import json
@@ -14,6 +16,11 @@ import numpy as np
 
 from .errors import DataError
 
+#: ``model.json``'s ``format``; ``forest.h5``'s ``format`` attribute.
+MODEL_FORMAT = "facesegment-model"
+FOREST_FORMAT = "facesegment-forest"
+#: Version 2 records classes (with dtype), the layout and the package version.
+MODEL_FORMAT_VERSION = 2
 #: Most classes a model may name (the face models have 8).
 MAX_CLASSES = 65536
 #: The exponents and scales of ``metrics`` (and ``params``) that inference reads.
@@ -22,6 +29,14 @@ NUMBERS = (("metrics", "alpha"), ("metrics", "beta"), ("metrics", "sigma"),
 #: ``classes_dtype`` kinds a model may record (bool, integers, floats, strings, objects).
 CLASS_KINDS = "biufUSO"
 _FIX = "re-copy the model folder or retrain it with `facesegment train`"
+
+
+def kinds():
+    """The registry's kinds (``{name: ForestKind}``): the values ``model.json``'s
+    ``kind`` may take."""
+    from .forest.registry import KINDS
+
+    return KINDS
 
 
 def parse(text, js):

@@ -33,12 +33,12 @@ from sklearn.base import is_regressor
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
 from ._h5check import READ_ERRORS, check_file
-from ._model_doc import check_document, parse
+from ._model_doc import (FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, check_document,
+                         kinds, parse)
 from .forest._arrays import (FOREST_ARRAY_NAMES, MISSING_ARRAY_NAME, SPARSE_ARRAY_NAMES,
                              ForestArrays, n_sparse)
 from .forest._verify import ForestProblem, verified
 from .layout import DEFAULT_LAYOUT, WindowLayout
-from .model import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, _kinds
 
 #: The files a model folder consists of (replacing a model replaces only these).
 MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz")
@@ -238,8 +238,8 @@ def write_folder(path, fill, what, fix):
 
 
 def _kinds_check(kind, path):
-    if kind not in _kinds():
-        raise ValueError(f"model.kind={kind!r} must be one of {', '.join(_kinds())}")
+    if kind not in kinds():
+        raise ValueError(f"model.kind={kind!r} must be one of {', '.join(kinds())}")
 
 
 def model_document(model, path, h5):
@@ -253,7 +253,7 @@ def model_document(model, path, h5):
         "format_version": MODEL_FORMAT_VERSION,
         "package_version": __version__,
         "kind": model.kind,
-        "estimator": _kinds()[model.kind].estimator,
+        "estimator": kinds()[model.kind].estimator,
         "params": jsonable(model.params),
         "classes": jsonable(classes),
         "classes_dtype": classes.dtype.str if classes.dtype != object else "object",
@@ -399,7 +399,7 @@ def load_model_folder(cls, path, verify=True):
         _verify_file(h5, rec)
     arrays, mean, std, position, leaves = _read_forest(h5)
     arrays = _verified(arrays, h5, len(doc["class_names"]), mean, std,
-                       signed=_kinds()[doc["kind"]].task == "regress")
+                       signed=kinds()[doc["kind"]].task == "regress")
     if leaves is not None:
         _check_leaves(arrays, leaves, h5)
     kind, classes, layout = _upgrade(doc, path)
@@ -478,9 +478,9 @@ def _read_document(path):
     missing = [k for k in ("kind", "params", "class_names", "sampling_factors", "files")
                if k not in doc]
     kind = doc.get("kind")
-    if missing or not isinstance(kind, str) or kind not in _kinds():
+    if missing or not isinstance(kind, str) or kind not in kinds():
         raise DataError(js, f"is incomplete or has an unknown kind (missing: {missing}, "
-                        f"kind {kind!r}; kinds: {', '.join(_kinds())})", _FIX)
+                        f"kind {kind!r}; kinds: {', '.join(kinds())})", _FIX)
     check_document(doc, js)
     return doc
 

@@ -143,11 +143,11 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     DataError
         An unreadable file, an unknown model, or dlib missing (to find faces).
     """
-    from .crops import (CROP, DETECT_MAX_SIDE, DETECTORS, box_region, crop_face, find_crops,
-                        find_landmarks, landmark_box, model_crop_rule, uncrop_proba)
+    from .crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, box_region, crop_face,
+                        find_crops, find_landmarks, landmark_box, model_crop_rule,
+                        uncrop_proba)
     from .landmark_model import LandmarkModel
     from .rule import decision_rule
-    from .segment import DETECT_MODES
 
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
@@ -193,9 +193,9 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
 
 def _crop_maps(model, crop, terms):
     """Class probabilities and labels of one face crop under ``model``."""
+    from .crops import model_image
     from .dense import predict_image
     from .landmark_model import LandmarkModel
-    from .segment import model_image
 
     if isinstance(model, LandmarkModel):
         proba = model.predict_crop(crop)[0]

@@ -142,9 +142,9 @@ def _check_own_files(path):
 
 def load_cascade(path, verify=True):
     """Load a cascade folder written by :func:`save_cascade`."""
-    from .model import load_model
-
+    from ._model_class import Model
     from ._model_doc import parse
+    from ._model_files import load_model_folder
 
     path = Path(path)
     try:
@@ -167,7 +167,7 @@ def load_cascade(path, verify=True):
                         f"from 2 to {MAX_STAGES}", _FIX)
     if not isinstance(doc.get("provenance") or {}, dict):
         raise DataError(path / CASCADE_FILE, "field provenance is not a JSON object", _FIX)
-    stages = [load_model(path / f"stage-{i}", verify) for i in range(1, n + 1)]
+    stages = [load_model_folder(Model, path / f"stage-{i}", verify) for i in range(1, n + 1)]
     for i, st in enumerate(stages[:-1], 1):
         if len(st.class_names) != spec.n_classes:
             raise DataError(path / f"stage-{i}", f"has {len(st.class_names)} classes, but the "

@@ -21,8 +21,12 @@ import threading
 import cv2
 import numpy as np
 
+from .errors import FaceSegmentError
+
 CROP = 250
 DETECTORS = ("landmarks", "dlib")
+#: When a photo is searched for faces: "auto" takes a 250x250 image as a crop already.
+DETECT_MODES = ("auto", "always", "never")
 #: detector -> (k, ox, oy): crop side = k * box side; centre offset in box sides.
 #: Medians over the faces300w test crops (``benchmarks/bench_inference.py
 #: --detectors``; docs/inference.md, "Choosing the detector").
@@ -132,6 +136,25 @@ def model_crop_rule(model):
     prior's), or None (the landmark rule as it is) for a model without one."""
     pos = getattr(model, "position", None)
     return None if pos is None else tuple(pos.crop_rule)
+
+
+def model_image(model, image):
+    """``image`` (RGB uint8) in the channels the model's windows were cut from.
+
+    Models over RGB windows get it as it is; models over greyscale windows get
+    its luminance as ``(H, W, 1)``.  Models whose windows have other planes
+    (e.g. a previous stage's probability maps) cannot segment plain photos.
+    """
+    layout = getattr(model, "layout", None)
+    channels = getattr(layout, "channels", 3)
+    if channels == 3:
+        return image
+    if channels == 1:
+        return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)[:, :, None]
+    names = ", ".join(getattr(layout, "channel_names", ()))
+    raise FaceSegmentError(
+        f"this model reads windows of {channels} channels ({names}); `segment` gives models "
+        "the photo's RGB or grey pixels (use a model trained on RGB or grey windows)")
 
 
 def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MAX_SIDE,

@@ -77,7 +77,8 @@ def _arrays(model):
 
 
 def _beta(model, beta):
-    from .dense.reweight import check_beta, default_beta
+    from .dense.reweight import check_beta
+    from .rule import default_beta
 
     return default_beta(model) if beta is None else check_beta(model, beta)
 

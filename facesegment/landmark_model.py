@@ -75,7 +75,7 @@ class LandmarkModel:
             out[..., 0] = 1.0
             return out
         from .dense import predict_image
-        from .segment import model_image
+        from .crops import model_image
 
         return predict_image(self.fallback, model_image(self.fallback, image), mode="full")[0]
 
@@ -90,8 +90,8 @@ def save_landmark_model(model, path):
     """Write the folder atomically; an existing landmark model, model or cascade
     folder at ``path`` is replaced, anything else is refused."""
     from . import __version__
-    from ._model_files import check_model_output, jsonable, write_folder
-    from .model import save_model
+    from ._model_files import check_model_output, jsonable, save_model_folder, write_folder
+    from .cascade import save_cascade
 
     path = Path(path)
     if is_landmark_folder(path):
@@ -105,7 +105,8 @@ def save_landmark_model(model, path):
 
     def fill(tmp):
         if model.fallback is not None and model.fallback_name is None:
-            save_model(model.fallback, tmp / "fallback")
+            save = save_cascade if hasattr(model.fallback, "stages") else save_model_folder
+            save(model.fallback, tmp / "fallback")
         write_json_atomic(tmp / LANDMARK_FILE, {
             "format": LANDMARK_FORMAT, "format_version": LANDMARK_FORMAT_VERSION,
             "package_version": __version__, "kind": model.kind,
@@ -150,8 +151,16 @@ def load_landmark_model(path, verify=True):
 
 def _load_fallback(path, ref, verify):
     """The fallback model and, for a shipped one, its name."""
-    from .model import load_model
     from .models import model_path
+
+    def load_model(folder, verify):   # a model or cascade folder (never a landmark model)
+        from ._model_class import Model
+        from ._model_files import load_model_folder
+        from .cascade import is_cascade_folder, load_cascade
+
+        if is_cascade_folder(folder):
+            return load_cascade(folder, verify)
+        return load_model_folder(Model, folder, verify)
 
     if ref is None:
         return None, None

@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass, fields
 
 __all__ = ["DecisionRule", "PAPER_RULE", "NoRuleWarning", "rule_of", "decision_rule",
-           "missing_rule_note"]
+           "missing_rule_note", "default_alpha", "default_beta", "default_sigma"]
 
 
 class NoRuleWarning(UserWarning):
@@ -210,6 +210,26 @@ def rule_of(model):
     if rule is not None and rule.beta > 0 and getattr(model, "position", None) is None:
         rule = rule.replace(beta=0.0)
     return rule
+
+
+def default_alpha(model):
+    """The alpha of the model's decision rule (:func:`rule_of`: its stored rule, or
+    the alpha older models record in ``metrics``), else 1.0 (the paper's rule)."""
+    rule = rule_of(model)
+    return 1.0 if rule is None else rule.alpha
+
+
+def default_beta(model):
+    """The beta of the model's decision rule; 0 for a model without a position
+    prior (or without a rule)."""
+    rule = rule_of(model)
+    return 0.0 if rule is None else rule.beta
+
+
+def default_sigma(model):
+    """The sigma (pixels) of the model's decision rule, 0 when none."""
+    rule = rule_of(model)
+    return 0.0 if rule is None else rule.sigma
 
 
 def missing_rule_note(model):

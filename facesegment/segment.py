@@ -33,11 +33,10 @@ import numpy as np
 
 from .atomic import check_writable_folder
 from .classes import CLASS_COLORS, N_CLASSES
-from .crops import (CROP, DETECT_MAX_SIDE, DETECTORS, _group_regions, box_region, crop_face,
-                    find_crops, model_crop_rule, uncrop_proba)
-from .errors import DataError, FaceSegmentError, SchedulerLostError
+from .crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, _group_regions,  # noqa: F401
+                    box_region, crop_face, find_crops, model_crop_rule, model_image, uncrop_proba)
+from .errors import DataError, SchedulerLostError
 
-DETECT_MODES = ("auto", "always", "never")
 #: Summary CSV columns.
 SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
                   "detection", "paths")
@@ -54,25 +53,6 @@ def overlay(image, labels, opacity=0.5):
         col = CLASS_COLORS[labels[fg]].astype(np.float32)
         out[fg] = np.clip(np.rint((1 - opacity) * px + opacity * col), 0, 255).astype(np.uint8)
     return out
-
-
-def model_image(model, image):
-    """``image`` (RGB uint8) in the channels the model's windows were cut from.
-
-    Models over RGB windows get it as it is; models over greyscale windows get
-    its luminance as ``(H, W, 1)``.  Models whose windows have other planes
-    (e.g. a previous stage's probability maps) cannot segment plain photos.
-    """
-    layout = getattr(model, "layout", None)
-    channels = getattr(layout, "channels", 3)
-    if channels == 3:
-        return image
-    if channels == 1:
-        return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)[:, :, None]
-    names = ", ".join(getattr(layout, "channel_names", ()))
-    raise FaceSegmentError(
-        f"this model reads windows of {channels} channels ({names}); `segment` gives models "
-        "the photo's RGB or grey pixels (use a model trained on RGB or grey windows)")
 
 
 # --------------------------------------------------------------- one image

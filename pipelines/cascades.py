@@ -19,54 +19,21 @@ the stage ``train:<name>`` after ``train:<first kind>``:
 
 Its evaluate and time stages are the forests' own (they load any model
 folder); the report, the timings page and the figures list cascades after the
-forests.  docs/pipeline.md, "Auto-context cascades".
+forests.  The chains' names and labels: :mod:`pipelines.common`.
+docs/pipeline.md, "Auto-context cascades".
 """
 
 from facesegment.context import ContextSpec
-from facesegment.forest.registry import KINDS as REGISTRY
+from facesegment.dense import default_alpha, default_beta
 
-PREFIX = "ac-"
-
-
-def chains(cfg):
-    """``[(name, [kind, ...])]`` of the enabled cascades."""
-    c = cfg.get("cascade") or {}
-    if not c.get("enabled"):
-        return []
-    return [(name_of(ch), ch.split(">")) for ch in c.get("chains", [])]
-
-
-def name_of(chain):
-    return PREFIX + "_".join(chain.split(">"))
-
-
-def names(cfg):
-    return [n for n, _ in chains(cfg)]
-
-
-def label(name):
-    """Display name: "auto-context axis → axis" (the stage kinds)."""
-    return "auto-context " + " → ".join(name[len(PREFIX):].split("_"))
-
-
-def check_chain(chain):
-    """The error text of a bad chain ("axis>axis"), or None."""
-    kinds = chain.split(">") if isinstance(chain, str) else []
-    if len(kinds) < 2:
-        return 'a chain of at least two kinds, e.g. "axis>axis"'
-    for i, k in enumerate(kinds):
-        if k not in REGISTRY:
-            return f"kinds of the registry ({', '.join(REGISTRY)}); {k!r} is not one"
-        if i > 0 and REGISTRY[k].oblique:
-            return f"a non-oblique kind after the first stage ({k!r} has oblique splits)"
-    return None
+from . import backend, prior, selection
+from .calibration import calibrate
+from .common import forest_bytes, setting_of
 
 
 def spec_of(cfg, first=None):
     """The context spec of the config; with ``stage1_maps = "decisions"``, stage 1's
     maps are reweighted with the alpha and beta chosen for ``first`` (its model)."""
-    from facesegment.dense import default_alpha, default_beta
-
     c = cfg["cascade"]
     decisions = c["stage1_maps"] == "decisions" and first is not None
     return ContextSpec(n_classes=8, directions=c["directions"], radii=tuple(c["radii"]),
@@ -97,8 +64,7 @@ def train_inputs(kinds, longer=None):
         out = [ctx.windows, ctx.reports / "splits.json", ctx.model_dir(kinds[0], n)]
         if longer is not None:   # derived from that chain's folder
             out.append(ctx.model_dir(longer, n) / "cascade.json")
-        from .prior import prior_path
-        return out + ([prior_path(ctx)] if ctx.cfg["position"]["enabled"] else [])
+        return out + ([prior.prior_path(ctx)] if ctx.cfg["position"]["enabled"] else [])
     return inputs
 
 
@@ -117,8 +83,6 @@ def train(name, kinds, longer=None):
     fit_cascade trains stage k with the same seeds and out-of-fold maps whatever
     the length of the chain, so the prefix is the cascade this chain would fit."""
     def run(ctx):
-        from . import backend
-
         n = ctx.cfg["forest"]["n_trees"]
         if longer is None:
             cascade, spec, n_windows = _fit(ctx, kinds)
@@ -141,9 +105,6 @@ def _fit(ctx, kinds):
     from facesegment.cascade_fit import fit_cascade
     from facesegment.imageio import read_image
 
-    from . import backend, prior, selection
-    from .stages import _setting
-
     cfg = ctx.cfg
     n, seed = cfg["forest"]["n_trees"], cfg["run"]["seed"]
     chosen = ctx.read_json("chosen.json")
@@ -156,7 +117,7 @@ def _fit(ctx, kinds):
     def maker(kind, trees, context=True):
         # a context stage's rows: the window's features plus the context values; its q
         # ([cascade] q, else the one selection chose for the kind) is of all of them
-        setting = _setting(chosen[kind])
+        setting = setting_of(chosen[kind])
         if context and cfg["cascade"].get("q"):
             setting["q"] = cfg["cascade"]["q"]
         params = selection.estimator_params(cfg, kind, setting, ws.meta.layout,
@@ -185,15 +146,13 @@ def _finish(ctx, name, kinds, cascade, spec, n_windows):
     from facesegment.atomic import write_json_atomic
     from facesegment.cascade import save_cascade
 
-    from . import prior
-
     cfg = ctx.cfg
     n = cfg["forest"]["n_trees"]
     for key in ("alpha", "beta", "alpha_no_prior", "position_selection",
                 "alpha_final_forest", "alpha_selection_forests", "sigma", "sigma_selection"):
         cascade.final.metrics.pop(key, None)
     chosen = ctx.read_json("chosen.json")
-    alphas = prior.choose_alphas(ctx, name, cascade, float(chosen[kinds[-1]]["alpha"]))
+    alphas = calibrate(ctx, name, cascade, float(chosen[kinds[-1]]["alpha"]))
     cascade.metrics.update(alphas)
     path = ctx.model_dir(name, n)
     save_cascade(cascade, path)
@@ -217,8 +176,6 @@ def _finish(ctx, name, kinds, cascade, spec, n_windows):
 
 
 def _bytes(path):
-    from .stages import forest_bytes
-
     total = 0
     for sub in sorted(path.iterdir()):
         if sub.is_dir():

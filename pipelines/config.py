@@ -24,10 +24,9 @@ from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.forest.params import MAX_TREES
 from facesegment.limits import MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOWS
 
+from .common import KINDS, check_chain
+
 N_FEATURES = DEFAULT_LAYOUT.n_features
-#: The forest kinds the pipeline trains: the rows of the one table
-#: (facesegment.forest.registry) marked ``pipeline``.
-KINDS = registry.kind_names(pipeline=True)
 #: Display names of the kinds (tables, figures).
 KIND_NAMES = {k: registry.KINDS[k].label for k in KINDS}
 
@@ -134,8 +133,6 @@ def _q(v):
 
 def _chain(v):
     """An auto-context chain "kind>kind...": None when valid, else what it must be."""
-    from .cascades import check_chain
-
     return check_chain(v)
 
 

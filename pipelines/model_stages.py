@@ -3,22 +3,21 @@
 Split from :mod:`pipelines.stages` (which builds every stage and re-exports
 these names): ``_train(kind)``, ``_evaluate(kind)`` and ``_timing(kind)``
 return the ``run(ctx)`` of a kind's stages, ``_train_config`` /
-``_eval_config`` their ``config(ctx)``; the helpers the other stages and
-:mod:`pipelines.prior` share (``portable``, ``validation_records``,
-``forest_bytes``) live here too, so this module imports
-nothing from :mod:`pipelines.stages`.
+``_eval_config`` their ``config(ctx)``.  The helpers they share with the other
+stages live in :mod:`pipelines.common`; the decision rule of each model is
+chosen by :func:`pipelines.calibration.calibrate`.
 """
 
 import os
 import shutil
-
-import numpy as np
 
 from facesegment import evaluation
 from facesegment.atomic import write_json_atomic
 from facesegment.errors import DataError
 
 from . import backend, prior, selection, smoothing
+from .calibration import calibrate
+from .common import final_alpha_wanted, forest_bytes, portable, setting_of
 
 #: Version of what the stages write (in the stage keys of data, select, train,
 #: evaluate and time): 2 = measured times moved out of the tracked files into
@@ -27,40 +26,7 @@ from . import backend, prior, selection, smoothing
 LAYOUT = 2
 
 
-def portable(path):
-    """``path`` as written into the run folder: relative to the working directory
-    (the repository root) when absolute, else as given; ``""``/None unchanged."""
-    if not path:
-        return path
-    path = os.fspath(path)
-    return os.path.relpath(path) if os.path.isabs(path) else path
-
-
-def _subset(records, n, seed):
-    """``n`` records drawn with ``seed`` (all when n is 0), kept in name order."""
-    if not n or n >= len(records):
-        return records
-    pick = np.random.default_rng(seed).choice(len(records), size=n, replace=False)
-    return [records[i] for i in sorted(pick)]
-
-
-def validation_records(ctx):
-    """The validation images model selection scores (``[select] n_images`` of them)."""
-    # a seeded draw, not the first n by name (names group photos by source: AFW first)
-    return _subset(ctx.splits()["validation"], ctx.cfg["select"]["n_images"],
-                   ctx.cfg["run"]["seed"] + 2)
-
-
 # -------------------------------------------------------------------- train
-
-def _setting(chosen):
-    return {k: v for k, v in chosen.items() if k not in ("alpha", "validation_jaccard")}
-
-
-def _final_alpha_wanted(cfg):
-    """Is alpha chosen with the final forest (else: the selection forests' alpha)?"""
-    return cfg["evaluate"]["alpha_from"] == "final" and cfg["select"]["enabled"]
-
 
 def _chosen(ctx, kind):
     """The settings selection chose for ``kind`` (DataError when chosen.json predates it)."""
@@ -78,12 +44,12 @@ def _train_config(kind):
         # the alpha stored in the model folders: the selection's, or chosen with
         # the final forest on the validation images (their grid, alphas and mode)
         alpha = {"alpha_from": c["evaluate"]["alpha_from"], "selection": chosen["alpha"]}
-        if _final_alpha_wanted(c):
+        if final_alpha_wanted(c):
             alpha |= {"mode": c["evaluate"]["mode"],
                       "select": {k: c["select"][k] for k in ("alphas", "n_images",
                                                              "pixel_stride")}}
         return {"forest": c["forest"], "kind": c[f"forest.{kind}"],
-                "chosen": _setting(chosen), "alpha": alpha, "seed": c["run"]["seed"],
+                "chosen": setting_of(chosen), "alpha": alpha, "seed": c["run"]["seed"],
                 "position": c["position"], "layout": LAYOUT,
                 **({"smoothing": c["smoothing"]} if smoothing.for_forests(c) else {})}
     return config
@@ -95,13 +61,13 @@ def _train(kind):
         n = cfg["forest"]["n_trees"]
         chosen = _chosen(ctx, kind)
         ws = ctx.windows_set()
-        params = selection.estimator_params(cfg, kind, _setting(chosen), ws.meta.layout)
+        params = selection.estimator_params(cfg, kind, setting_of(chosen), ws.meta.layout)
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
         est = backend.make_estimator(kind, params, n, cfg["run"]["seed"], ctx.workers,
                                      ctx.scheduler)
         ctx.log(f"train: {kind}: {n} trees on {len(ws.y)} windows ({params})")
         load0 = os.getloadavg()[0]
-        layout = selection.kind_layout(cfg, kind, _setting(chosen), ws.meta.layout)
+        layout = selection.kind_layout(cfg, kind, setting_of(chosen), ws.meta.layout)
         fit_s, cpu_s = backend.fit(est, ws, layout)
         load1 = os.getloadavg()[0]
         tree_s = backend.tree_times(est)
@@ -110,7 +76,7 @@ def _train(kind):
         model = backend.to_model(est, kind, ws.meta, prov, layout)
         # every model folder of this kind: its decision rule (model.rule, which
         # `segment` / `evaluate` apply) and the metrics recording the choice
-        alphas = prior.choose_alphas(ctx, kind, model, float(chosen["alpha"]))
+        alphas = calibrate(ctx, kind, model, float(chosen["alpha"]))
         model.metrics.update({"fit_seconds": round(fit_s, 3), **alphas})
         outs, sizes = _save_models(ctx, kind, model, fit_s, tree_s)
         a = model.arrays
@@ -157,21 +123,6 @@ def _save_models(ctx, kind, model, fit_s, tree_s):
         sizes[str(m)] = forest_bytes(path)
         outs.append(path)
     return outs, sizes
-
-
-def forest_bytes(path):
-    """Bytes of a model folder without its ``model.json``: the forest's arrays.
-
-    ``model.json`` (a few KB) records this run's fit times (and the folder it
-    was truncated from), so its size changes from run to run; the arrays of the
-    same forest are the same bytes (``facesegment.model.save_model``).
-    """
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for fn in files:
-            if fn != "model.json":
-                total += os.path.getsize(os.path.join(dirpath, fn))
-    return total
 
 
 # ----------------------------------------------------------------- evaluate

@@ -10,8 +10,10 @@ test set -> ``reports/runs/RUN/prior.json``.
 
 The train stage attaches the prior to every model of the run and chooses its
 exponent ``beta`` together with ``alpha`` on the validation images
-(:func:`choose_alphas`); the evaluate stage scores each forest alone and
-times the prior (:func:`score_with_prior`).  docs/pipeline.md, "Position prior".
+(:mod:`pipelines.calibration`); the evaluate stage scores each forest with
+the prior (:func:`score_with_prior`) and on the detector-aligned faces
+(:func:`detector_scores`).  Its section of results.md:
+:mod:`pipelines.prior_report`.  docs/pipeline.md, "Position prior".
 """
 
 import os
@@ -25,6 +27,8 @@ from facesegment.errors import DataError
 from facesegment.imageio import read_label
 from facesegment.position import PositionPrior, PriorCounter, crop_rule_of
 from facesegment.progress import Progress
+
+from .common import validation_records
 
 PRIOR_FILE = "position-prior.npz"
 
@@ -75,9 +79,8 @@ def load_prior(path):
             from None
 
 
-def run_prior(ctx, validation_records):
-    """Fit, save and score the prior (see the module docstring); ``validation_records``
-    is :func:`pipelines.stages.validation_records`."""
+def run_prior(ctx):
+    """Fit, save and score the prior (see the module docstring)."""
     cfg, splits = ctx.cfg, ctx.splits()
     pos = cfg["position"]
     train = splits["train"]
@@ -162,68 +165,6 @@ def landmark_scores(ctx):
     return out
 
 
-def choose_alphas(ctx, kind, model, alpha_sel):
-    """Choose the decision rule of every model folder of ``kind`` (forests and
-    cascades): set ``model.rule`` and return the metrics that record the choice.
-
-    The rule is chosen by the library (:func:`facesegment.calibrate.choose_rule`)
-    on the run's validation images: alpha with the final forest (``[evaluate]
-    alpha_from = "final"``, selection on) or, else, the selection forests'
-    ``alpha_sel``; with ``[position] enabled`` the run's prior is attached and
-    alpha and beta are chosen together (whose beta = 0 pass gives the
-    forest-alone alpha); sigma where ``[smoothing]`` applies to the model.
-    Metrics: ``alpha`` (and ``beta``, ``alpha_no_prior``, ``position_selection``
-    with the prior; ``sigma``, ``sigma_selection`` with smoothing),
-    ``alpha_selection_forests``, ``alpha_final_forest`` (the forest alone's
-    choice with the final forest, or None).
-    """
-    from facesegment.calibrate import choose_rule
-    from facesegment.rule import DecisionRule
-
-    from .smoothing import sigmas_for
-    from .stages import _final_alpha_wanted, validation_records
-
-    cfg = ctx.cfg
-    records = validation_records(ctx)
-    final_wanted = bool(records) and _final_alpha_wanted(cfg)
-    position = bool(records) and cfg["position"]["enabled"]
-    if position:
-        model.position = load_prior(prior_path(ctx))
-    out = {"alpha": alpha_sel, "alpha_selection_forests": alpha_sel, "alpha_final_forest": None}
-    if not records:
-        model.rule = DecisionRule(alpha=alpha_sel)
-        return out
-    sel = cfg["select"]
-    rule, rec = choose_rule(
-        model, records, alphas=sel["alphas"] if final_wanted or position else [alpha_sel],
-        betas=cfg["position"]["betas"] if position else None, sigmas=sigmas_for(cfg, model),
-        mode=cfg["evaluate"]["mode"], pixel_stride=sel["pixel_stride"],
-        workers=ctx.workers, scheduler=ctx.scheduler, desc=kind)
-    model.rule = rule
-    alone = rec.get("forest_alone")
-    if final_wanted:
-        out["alpha_final_forest"] = alone
-        ctx.log(f"train: {kind}-{alone['n_trees']}: alpha {alone['alpha']:g} on "
-                f"{alone['n_images']} validation images with the final forest ("
-                + ", ".join(f"{a}: {v:.2f}" for a, v in alone["validation_jaccard"].items())
-                + ")")
-    out["alpha"] = rule.alpha
-    if position:
-        zero = alone["validation_jaccard"]
-        ctx.log(f"train: {kind}: with the position prior alpha {rule.alpha:g}, beta "
-                f"{rule.beta:g} ({rec['validation_jaccard'][repr(rule.alpha)]:.2f} on "
-                f"validation; forest alone {zero[repr(alone['alpha'])]:.2f} at alpha "
-                f"{alone['alpha']:g})")
-        out |= {"beta": rule.beta, "alpha_no_prior": rec["alpha_no_prior"],
-                "position_selection": rec["position_selection"]}
-    if "sigma_selection" in rec:
-        table = rec["sigma_selection"]["validation_jaccard"]
-        ctx.log(f"train: {kind}: smoothing sigma {rule.sigma:g} on {len(records)} validation "
-                f"images ({table[repr(rule.sigma)]:.2f}; none {table[repr(0.0)]:.2f})")
-        out |= {"sigma": rule.sigma, "sigma_selection": rec["sigma_selection"]}
-    return out
-
-
 def aligned_test(ctx):
     """The test faces re-cropped by `segment`'s rule (facesegment.aligned) with the
     prior's crop rule (the one every model of the run carries), cached in
@@ -284,83 +225,3 @@ def score_with_prior(ctx, kind, model):
                             fft_levels=ev["fft_levels"], desc=f"evaluate {kind} x prior")
     return {"alpha": alpha, "beta": beta, "trees": r["trees"], "per_image": r["per_image"],
             "n_pixels": r["n_pixels"]}
-
-
-# ------------------------------------------------------------------- report
-
-def _cell(trees, n, alpha):
-    s = (trees or {}).get(str(n), {}).get("alpha", {}).get(repr(float(alpha)))
-    return "" if s is None else f"{s['mean_jaccard']:.2f}"
-
-
-def _smoothed_row(name, sm, sizes, det):
-    """A table row of a model's smoothed test scores (its full forest only)."""
-    cells = [f"{sm['test']['mean_jaccard']:.2f}" if m == sm["n_trees"] else "" for m in sizes]
-    d = sm.get("detector")
-    tail = (f" | {d['mean_jaccard']:.2f} |" if d else " | |") if det else " |"
-    return f"| {name} | {sm['alpha']:g} | {sm['beta']:g} | " + " | ".join(cells) + tail
-
-
-def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
-    """Lines of results.md's "Position prior" section (empty without prior.json)."""
-    if not prior_res:
-        return []
-    t, g, n = prior_res["test"], prior_res["gamma"], sizes[-1]
-    det = prior_res.get("detector")
-    L = [f"{h}# Position prior and the detector-aligned protocol (beyond the paper)", "",
-         f"Per-pixel class frequencies of the {prior_res['prior']['n_images']} training "
-         f"crops' label maps (Gaussian σ = {prior_res['prior']['sigma']:g} px, shrunk toward "
-         f"the class shares by {prior_res['prior']['pseudo']:g} image), combined with a "
-         "forest as `p · s^−α · (pos/π)^β`, α and β chosen together on the validation "
-         "images (`[position]`, docs/pipeline.md). The test crops are cut around the human "
-         "landmarks, which gives a position prior the alignment for free; the "
-         "**detector-aligned** columns score the same test faces re-cropped the way "
-         "`segment` crops a photo, around dlib's predicted landmarks (docs/inference.md)"
-         + (f": dlib finds {det['n_found']} of the {det['n_found'] + det['n_missed']} faces; "
-            "a face it misses is scored as all background." if det else "."), "",
-         "| method | α | β | " + " | ".join(f"{m} trees" for m in sizes)
-         + (f" | detector-aligned, {n} trees |" if det else " |"),
-         "| --- | ---: | ---: | " + " | ".join("---:" for _ in sizes)
-         + (" | ---: |" if det else " |"),
-         f"| position alone, no image (γ = {g:g}) | | | "
-         + " | ".join(f"{t['mean_jaccard']:.2f}" for _ in sizes)
-         + (f" | {det['test']['mean_jaccard']:.2f} |" if det else " |")]
-    lm = prior_res.get("landmarks")
-    if lm:
-        d = lm.get("detector")
-        L.append("| dlib's 68 predicted landmarks → label polygons (nothing trained) | | | "
-                 + " | ".join(f"{lm['test']['mean_jaccard']:.2f}" for _ in sizes)
-                 + ((f" | {d['mean_jaccard']:.2f} |" if d else " | |") if det else " |"))
-    best = None
-    for k in kinds:
-        ev = evals[k]
-        d = ev.get("detector") or {}
-        L.append(f"| {labels[k]} | {ev['alpha']:g} | 0 | "
-                 + " | ".join(_cell(ev["trees"], m, ev["alpha"]) for m in sizes)
-                 + (f" | {_cell(d.get('trees'), n, ev['alpha'])} |" if det else " |"))
-        wp = ev.get("with_prior")
-        if wp:
-            dw = d.get("with_prior") or {}
-            L.append(f"| {labels[k]} × position prior | {wp['alpha']:g} | {wp['beta']:g} | "
-                     + " | ".join(_cell(wp["trees"], m, wp["alpha"]) for m in sizes)
-                     + (f" | {_cell(dw.get('trees'), n, wp['alpha'])} |" if det else " |"))
-            last = wp["trees"].get(str(n), {}).get("alpha", {}).get(repr(wp["alpha"]))
-            if last and (best is None or last["mean_jaccard"] > best[1]["mean_jaccard"]):
-                best = (f"{labels[k]} × position prior, {n} trees", last)
-        sm = ev.get("smoothed")
-        if sm:
-            name = (f"{labels[k]}{' × position prior' if sm['beta'] else ''}, smoothed "
-                    f"(σ = {sm['sigma']:g})")
-            L.append(_smoothed_row(name, sm, sizes, det))
-            if best is None or sm["test"]["mean_jaccard"] > best[1]["mean_jaccard"]:
-                best = (f"{name}, {sm['n_trees']} trees", sm["test"])
-    L.append("")
-    rows = [("position alone", t)] + ([("landmarks → polygons", lm["test"])] if lm else []) \
-        + ([best] if best else [])
-    L += ["| per class | " + " | ".join(class_names) + " | mean |",
-          "| --- | " + " | ".join("---:" for _ in class_names) + " | ---: |"]
-    for name, s in rows:
-        L.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in s["jaccard"])
-                 + f" | {s['mean_jaccard']:.2f} |")
-    L.append("")
-    return L

@@ -24,8 +24,8 @@ from facesegment.cli import sigterm_raises
 from facesegment.errors import DataError, FaceSegmentError, Terminated
 
 from . import STAGES
+from .common import CASCADE_PREFIX
 from .config import load_config, section_hash
-from . import cascades
 from .stages import Context, build_stages
 from .stamps import is_up_to_date, stage_key, write_stamp
 
@@ -169,7 +169,7 @@ def main(argv=None, log=None):
     args = parser.parse_args(argv)
     names = build_stages()
     for n in args.force:
-        if not _expand([n], names) and not n.split(":")[-1].startswith(cascades.PREFIX):
+        if not _expand([n], names) and not n.split(":")[-1].startswith(CASCADE_PREFIX):
             parser.error(f"--force {n}: no such stage; use one of all, "
                          + ", ".join(sorted({s.split(':')[0] for s in names}))
                          + " or a single stage such as train:co2")

@@ -30,9 +30,11 @@ from pathlib import Path
 
 from facesegment import evaluation
 from facesegment.atomic import write_json_atomic
-from facesegment.dense import default_alpha, default_beta
+from facesegment.dense import default_alpha, default_beta, default_sigma
 
 from . import backend
+from .common import subset
+from .prior import aligned_test
 
 
 def for_forests(cfg):
@@ -66,10 +68,6 @@ def test_scores(ctx, kind, model):
     """Test scores of ``model`` smoothed with its sigma at its ``(alpha, beta)``, on
     the test crops and (``detector_protocol``) the detector-aligned faces; None
     when the model has no sigma > 0."""
-    from facesegment.dense import default_alpha, default_beta, default_sigma
-
-    from .prior import aligned_test
-
     sigma = default_sigma(model)
     if sigma <= 0:
         return None
@@ -99,11 +97,9 @@ def _records(run_dir, key):
 def study(run_dir, model_root, kinds, sigmas, n_trees, workers=None, log=print):
     import json
 
-    from .stages import _subset
-
     conf = json.loads((run_dir / "config.json").read_text())
     ev, sel = conf["evaluate"], conf["select"]
-    val = _subset(_records(run_dir, "validation"), sel["n_images"], conf["run"]["seed"] + 2)
+    val = subset(_records(run_dir, "validation"), sel["n_images"], conf["run"]["seed"] + 2)
     test = _records(run_dir, "test")
     out = {"sigmas": sigmas, "n_validation": len(val), "n_test": len(test), "kinds": {}}
     for kind in kinds:

@@ -30,8 +30,9 @@ the run folder are relative to the repository root (the working directory).
 Each stage is a :class:`Stage`: ``config(ctx)`` (what its outputs depend on
 besides its inputs), ``inputs(ctx)`` (paths fingerprinted into the stamp key),
 and ``run(ctx)`` which returns the paths it wrote.  The train, evaluate and
-time stages of a kind are written in :mod:`pipelines.model_stages` (their
-names are re-exported here).
+time stages of a kind are written in :mod:`pipelines.model_stages`, an
+auto-context cascade's train stage in :mod:`pipelines.cascades`; the helpers
+they share are in :mod:`pipelines.common`.
 """
 
 import json
@@ -43,10 +44,10 @@ from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
 from . import backend, cascades, prior, report, selection
+from .common import (cascade_chains, cascade_label, cascade_names, portable, subset,
+                     validation_records)
 from .config import KINDS, run_name
-from .model_stages import (LAYOUT, _chosen, _eval_config, _evaluate,  # noqa: F401
-                           _final_alpha_wanted, _setting, _subset, _timing, _train,
-                           _train_config, forest_bytes, portable, validation_records)
+from .model_stages import LAYOUT, _eval_config, _evaluate, _timing, _train, _train_config
 from .stamps import ByContent, fingerprint
 
 
@@ -163,8 +164,8 @@ def run_data(ctx):
     train, val, test, how = backend.split_dataset(root, labels, d["n_validation"],
                                                   d["test_fraction"], seed)
     n_tr, n_te = len(train), len(test)
-    train = _subset(train, d["max_train_images"], seed)
-    test = _subset(test, d["max_test_images"], seed + 1)
+    train = subset(train, d["max_train_images"], seed)
+    test = subset(test, d["max_test_images"], seed + 1)
     if len(train) < n_tr:
         how += f"; {len(train)} of the {n_tr} training images used (drawn with the seed)"
     if len(test) < n_te:
@@ -249,8 +250,8 @@ def run_figures(ctx):
         ctx.log("figures: [figures] enabled = false, nothing to do")
         return []
     n = cfg["forest"]["n_trees"]
-    kinds = [row.name for row in TABLE.values() if row.name in KINDS] + cascades.names(cfg)
-    labels = {k: TABLE[k].label if k in TABLE else cascades.label(k) for k in kinds}
+    kinds = [row.name for row in TABLE.values() if row.name in KINDS] + cascade_names(cfg)
+    labels = {k: TABLE[k].label if k in TABLE else cascade_label(k) for k in kinds}
     res = make_figures({k: backend.load_model(ctx.model_dir(k, n)) for k in kinds},
                        ctx.splits()["test"], ctx.reports / "figures",
                        evaluations={k: ctx.read_json(f"eval-{k}.json") for k in kinds},
@@ -271,7 +272,7 @@ def _reports(*names):
 
 def build_stages(cfg=None):
     """All stages by name, in their order (with ``cfg``, its auto-context cascades too)."""
-    chains = cascades.chains(cfg) if cfg else []
+    chains = cascade_chains(cfg) if cfg else []
     methods = list(KINDS) + [name for name, _ in chains]
     st = [
         Stage("data", _data_config, _data_inputs, run_data),
@@ -281,7 +282,7 @@ def build_stages(cfg=None):
               run_select, ("extract",)),
     ]
     st.append(Stage("prior", prior.prior_config, _reports("splits.json"),
-                    lambda c: prior.run_prior(c, validation_records), ("extract",)))
+                    prior.run_prior, ("extract",)))
     for k in KINDS:
         # the validation images (splits.json) score the final forest's alpha
         st.append(Stage(f"train:{k}", _train_config(k),

@@ -13,14 +13,14 @@ import os
 import re
 from pathlib import Path
 
-from .report import _load, _runs, _secs, label, methods
+from .common import finished_runs, label, load_json, methods, secs
 
 TRAIN_TIME_KEYS = ("fit_seconds", "fit_cpu_seconds", "tree_seconds", "threads", "cpu_count",
                    "load_average")
 
 
 def _old_train_times(run_dir, kind):
-    t = _load(run_dir, f"train-{kind}.json") or {}
+    t = load_json(run_dir, f"train-{kind}.json") or {}
     if t.get("fit_seconds") is None:
         return None
     return {"kind": kind, "n_trees": t.get("n_trees"),
@@ -28,7 +28,7 @@ def _old_train_times(run_dir, kind):
 
 
 def _old_select_times(run_dir):
-    sel = _load(run_dir, "selection.json") or {}
+    sel = load_json(run_dir, "selection.json") or {}
     rows = [{"kind": r["kind"], "setting": r["setting"],
              **{k: r[k] for k in ("fit_seconds", "fit_cpu_seconds", "score_seconds") if k in r}}
             for r in sel.get("settings", []) if "fit_seconds" in r]
@@ -80,18 +80,18 @@ def collect_timings(run_dir):
     """
     run_dir = Path(run_dir)
     live = run_dir / "stamps" / "timings"
-    last = _load(run_dir, "timings.json") or {}
+    last = load_json(run_dir, "timings.json") or {}
     out = {"run": run_dir.name,
-           "select": (_load(live, "select.json") or last.get("select")
+           "select": (load_json(live, "select.json") or last.get("select")
                       or _old_select_times(run_dir)),
            "train": {}, "time": {}}
     for k in methods(run_dir):
-        t = (_load(live, f"train-{k}.json") or (last.get("train") or {}).get(k)
+        t = (load_json(live, f"train-{k}.json") or (last.get("train") or {}).get(k)
              or _old_train_times(run_dir, k))
         if t:
             out["train"][k] = t
-        t = (_load(live, f"time-{k}.json") or (last.get("time") or {}).get(k)
-             or _load(run_dir, f"time-{k}.json"))
+        t = (load_json(live, f"time-{k}.json") or (last.get("time") or {}).get(k)
+             or load_json(run_dir, f"time-{k}.json"))
         if t:
             out["time"][k] = t
     stages = dict(last.get("stages") or {}) or _old_stage_times(run_dir)
@@ -107,7 +107,7 @@ def render_timings(run_dir, timings=None, heading="##"):
     T = timings if timings is not None else collect_timings(run_dir)
     train, times = T.get("train") or {}, T.get("time") or {}
     every = methods(run_dir)
-    evals = {k: _load(run_dir, f"eval-{k}.json") for k in every}
+    evals = {k: load_json(run_dir, f"eval-{k}.json") for k in every}
     kinds = [k for k in every if k in train or k in times]
     h = heading
     L = [f"{h} {run_dir.name}", ""]
@@ -155,9 +155,9 @@ def _time_table(train, times, kinds, sizes, h):
                 (sum(ts[:n]) / sum(ts)) if ts and sum(ts) else n / (t.get("n_trees") or n))
             fit = "–"
             if t.get("fit_seconds") is not None:
-                fit = ("" if share == 1.0 else "≈ ") + _secs(t["fit_seconds"] * share)
+                fit = ("" if share == 1.0 else "≈ ") + secs(t["fit_seconds"] * share)
                 if t.get("fit_cpu_seconds") is not None:
-                    fit += f" ({_secs(t['fit_cpu_seconds'] * share)})"
+                    fit += f" ({secs(t['fit_cpu_seconds'] * share)})"
             tm = ((times.get(k) or {}).get("trees") or {}).get(str(n), {})
             inf = "–"
             if tm.get("ms_per_image") is not None:
@@ -185,15 +185,15 @@ def _select_times(sel, h):
     total = sum(r.get("fit_seconds", 0) + r.get("score_seconds", 0) for r in rows)
     L = [f"{h}# Model selection", "",
          f"Training (CPU) and scoring wall time of every selection forest "
-         f"(selection.md has their scores): {_secs(total)} in all.", "",
+         f"(selection.md has their scores): {secs(total)} in all.", "",
          "| kind | setting | training (CPU) | scoring |", "| --- | --- | ---: | ---: |"]
     for r in rows:
         setting = ", ".join(f"{a}={b}" for a, b in r.get("setting", {}).items())
-        fit = _secs(r.get("fit_seconds"))
+        fit = secs(r.get("fit_seconds"))
         if r.get("fit_cpu_seconds") is not None:
-            fit += f" ({_secs(r['fit_cpu_seconds'])})"
+            fit += f" ({secs(r['fit_cpu_seconds'])})"
         L.append(f"| {r.get('kind', '?')} | {setting} | {fit} | "
-                 f"{_secs(r.get('score_seconds'))} |")
+                 f"{secs(r.get('score_seconds'))} |")
     return L + [""]
 
 
@@ -204,12 +204,12 @@ def _stage_table(stages, h):
     rounded = any(st.get("rounded") for st in stages.values())
     L = [f"{h}# Run time of the main job", "",
          f"Wall time of each stage when it last ran (from `stamps/`), in order: "
-         f"**{_secs(total)} in all** ({len(stages)} stages; a stage that was redone counts "
+         f"**{secs(total)} in all** ({len(stages)} stages; a stage that was redone counts "
          "once, with its last time; the report stage, under a second, is not listed)"
          + ("; times read back from an earlier results.md, rounded" if rounded else "")
          + ".", "",
          "| stage | time | finished (UTC) |", "| --- | ---: | --- |"]
-    L += [f"| {name} | {_secs(st['seconds'])} | {st.get('finished', '')} |"
+    L += [f"| {name} | {secs(st['seconds'])} | {st.get('finished', '')} |"
           for name, st in stages.items()]
     return L + [""]
 
@@ -227,11 +227,11 @@ def render_all_timings(runs_dir, docs_dir):
          "hand): training, inference, model selection and stage wall times, with the "
          "load of the machine. These change on every run, unlike the scores of "
          "[results.md](results.md). How they were measured: [pipeline.md](pipeline.md).", ""]
-    runs = _runs(runs_dir)
+    runs = finished_runs(runs_dir)
     if not runs:
         L.append("No finished runs yet: `make all DATA=../shared/data/faces300w`.")
     for p in runs:
-        L.append(render_timings(p, _load(p, "timings.json"), heading="##"))
+        L.append(render_timings(p, load_json(p, "timings.json"), heading="##"))
         L.append(f"Files: `{os.path.relpath(p, Path(docs_dir).parent)}/timings.json`.")
         L.append("")
     return "\n".join(L) + "\n"

@@ -156,7 +156,8 @@ class Setup:
     """The run's inputs, loaded once: config, windows, splits, stage 1, prior."""
 
     def __init__(self, n_val):
-        from pipelines import backend, stages
+        from pipelines import backend
+        from pipelines.common import subset
         from pipelines.prior import load_prior
 
         self.cfg = json.loads((REPORTS / "config.json").read_text())
@@ -165,7 +166,7 @@ class Setup:
         splits = json.loads((REPORTS / "splits.json").read_text())
         rec = {k: backend.records_from_json(splits[k]) for k in ("train", "validation", "test")}
         self.by_name = {r.name: r for r in rec["train"]}
-        self.val = stages._subset(rec["validation"], n_val, self.seed + 2)
+        self.val = subset(rec["validation"], n_val, self.seed + 2)
         self.test = rec["test"]
         self.first = backend.load_model(MODELS / f"two-probe-{N_TREES}")
         self.prior = load_prior(MODELS / "position-prior.npz")
@@ -196,9 +197,9 @@ class Setup:
     def maker(self, kind, trees, q=None):
         """``seed -> unfitted estimator`` as pipelines/cascades.py ``train`` makes it."""
         from pipelines import backend, selection
-        from pipelines.stages import _setting
+        from pipelines.common import setting_of
 
-        setting = _setting(self.chosen[kind]) | ({"q": q} if q else {})
+        setting = setting_of(self.chosen[kind]) | ({"q": q} if q else {})
         params = selection.estimator_params(self.cfg, kind, setting, self.ws.meta.layout)
         params["max_samples"] = min(params.get("max_samples", len(self.ws.y)), len(self.ws.y))
         return lambda s: backend.make_estimator(kind, params, trees, s, None, None)

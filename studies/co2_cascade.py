@@ -63,7 +63,7 @@ def _train(ctx, path, refit):
     from facesegment.cascade import save_cascade
 
     from pipelines import backend, cascades
-    from pipelines.stages import validation_records
+    from pipelines.common import validation_records
 
     if path.exists() and not refit:
         ctx.log(f"co2 cascade: reusing {path}")

@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from pipelines import backend, scoring, selection
-from pipelines.stages import Context, validation_records
+from pipelines.common import validation_records
+from pipelines.stages import Context
 
 
 def main(argv=None):

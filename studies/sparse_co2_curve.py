@@ -57,7 +57,7 @@ from benchmarks.bench_cascade import _median_ms
 from pipelines import backend
 from pipelines.backend import records_from_json
 from pipelines.config import q_features
-from pipelines.stages import forest_bytes
+from pipelines.common import forest_bytes
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
 

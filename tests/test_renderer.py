@@ -122,7 +122,7 @@ def test_cli_evaluate_without_model_or_method_is_one_line(tmp_path, capsys):
 
 
 def test_pipeline_results_list_the_renderer_beside_the_position_prior():
-    from pipelines import prior
+    from pipelines import prior_report
 
     one = {"mean_jaccard": 78.9, "jaccard": [98.9, 92.2, 84.3, 86.0, 73.9, 74.4, 61.1, 60.5],
            "pixel_accuracy": 98.5}
@@ -130,7 +130,7 @@ def test_pipeline_results_list_the_renderer_beside_the_position_prior():
            "prior": {"n_images": 1107, "sigma": 4.0, "pseudo": 1.0},
            "detector": {"test": dict(one, mean_jaccard=39.0), "n_found": 249, "n_missed": 1},
            "landmarks": {"test": one, "detector": dict(one, mean_jaccard=77.5)}}
-    text = "\n".join(prior.markdown(res, {}, [], [16, 32], {}, list(
+    text = "\n".join(prior_report.markdown(res, {}, [], [16, 32], {}, list(
         ["background", "lower face", "nose", "mouth", "left eye", "right eye", "left eyebrow",
          "right eyebrow"])))
     assert ("| dlib's 68 predicted landmarks → label polygons (nothing trained) | | | "
@@ -138,7 +138,7 @@ def test_pipeline_results_list_the_renderer_beside_the_position_prior():
     assert "| landmarks → polygons | 98.9 | 92.2 | 84.3 | 86.0 | 73.9 | 74.4 | 61.1 | 60.5 " \
            "| 78.90 |" in text
     del res["landmarks"]
-    assert "label polygons" not in "\n".join(prior.markdown(res, {}, [], [16, 32], {}, ["a"] * 8))
+    assert "label polygons" not in "\n".join(prior_report.markdown(res, {}, [], [16, 32], {}, ["a"] * 8))
 
 
 def test_pipeline_prior_stage_scores_the_renderer(tmp_path, monkeypatch):

@@ -11,9 +11,10 @@ Modules
 ``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
                :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
                the ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
-``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`,
-               :func:`default_alpha`; smoothing the maps: :func:`smooth`,
-               :func:`default_sigma`
+``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`;
+               smoothing the maps: :func:`smooth` (a model's stored terms,
+               :func:`default_alpha`, :func:`default_beta`, :func:`default_sigma`,
+               are :mod:`facesegment.rule`'s, re-exported here)
 ``image``      :func:`pad_image`, :func:`strict_region`, :func:`fft_responses`
 ``_checks``    argument validation, the model's layout, image + planes stacking
 ``_packing``   node records of the kernels, cached per forest, width and layout
@@ -30,8 +31,9 @@ docs/inference.md.
 from ._checks import MODES, model_layout
 from .image import fft_responses, pad_image, strict_region
 from .predict import (confusion_sweep, count_oblique_visits, count_sparse_entries,
-                      predict_image, predict_proba_raw)
-from .reweight import class_scales, default_alpha, default_beta, default_sigma, reweight, smooth
+                      default_alpha, default_beta, default_sigma, predict_image,
+                      predict_proba_raw)
+from .reweight import class_scales, reweight, smooth
 
 __all__ = ["MODES", "predict_image", "predict_proba_raw", "count_oblique_visits",
            "count_sparse_entries", "confusion_sweep", "reweight", "class_scales", "default_alpha", "default_beta",

@@ -52,9 +52,9 @@ from ._scores import confusion_many
 from ._split import split_buffer
 from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
 from ..position import position_scales
-from .reweight import (check_beta, check_sigma, class_scales, default_alpha,  # noqa: F401
-                       default_beta, default_sigma, reweight, smooth)
-from ..rule import decision_rule
+from .reweight import check_beta, check_sigma, class_scales, reweight, smooth  # noqa: F401
+# a model's stored terms: the rule's module reads them (re-exported here and by the package)
+from ..rule import decision_rule, default_alpha, default_beta, default_sigma  # noqa: F401
 
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)

@@ -1,4 +1,4 @@
-"""Prior reweighting (section 6.2 of the paper) and the model's selected alpha.
+"""Prior reweighting (section 6.2 of the paper) and smoothing of the class maps.
 
 Forests are trained on class-balanced windows; :func:`reweight` multiplies
 probabilities by ``s_c ** -alpha`` (``s_c`` the sampling factor of class
@@ -7,8 +7,10 @@ balancing fully (the paper), ``alpha=0`` leaves the forest's output unchanged.
 
 :func:`smooth` blurs the reweighted class maps before the argmax (the cheap
 alternative to auto-context, with ``sigma`` chosen on validation and stored in
-the model's decision rule: :func:`default_sigma`).  The terms together are the
-model's :class:`facesegment.rule.DecisionRule`.
+the model's decision rule).  The terms together are the model's
+:class:`facesegment.rule.DecisionRule`, which applies them with these functions;
+a model's stored terms are read by :mod:`facesegment.rule` (``default_alpha``,
+``default_beta``, ``default_sigma``), which sits above this module.
 """
 
 import numpy as np
@@ -65,16 +67,6 @@ def class_scales(sampling_factors, alphas):
     return np.stack([class_scale(s, check_alpha(a, "alphas")) for a in alphas])
 
 
-def default_alpha(model):
-    """The alpha of the model's decision rule (:func:`facesegment.rule.rule_of`:
-    its stored rule, or the alpha older models record in ``metrics``), else 1.0
-    (the paper's rule)."""
-    from ..rule import rule_of
-
-    rule = rule_of(model)
-    return 1.0 if rule is None else rule.alpha
-
-
 def check_beta(model, beta):
     """``beta`` checked (a number >= 0); > 0 needs a model with a position prior."""
     beta = check_alpha(beta, "beta")
@@ -84,26 +76,9 @@ def check_beta(model, beta):
     return beta
 
 
-def default_beta(model):
-    """The beta of the model's decision rule; 0 for a model without a position
-    prior (or without a rule)."""
-    from ..rule import rule_of
-
-    rule = rule_of(model)
-    return 0.0 if rule is None else rule.beta
-
-
 def check_sigma(sigma):
     """``sigma`` (pixels) checked: a finite number >= 0 (0: no smoothing)."""
     return check_alpha(sigma, "sigma")
-
-
-def default_sigma(model):
-    """The sigma (pixels) of the model's decision rule, 0 when none."""
-    from ..rule import rule_of
-
-    rule = rule_of(model)
-    return 0.0 if rule is None else rule.sigma
 
 
 def smooth(proba, sigma):
