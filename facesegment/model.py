@@ -27,7 +27,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import is_regressor
 
 from .layout import DEFAULT_LAYOUT, WindowLayout
 
@@ -153,6 +152,8 @@ class Model:
 
     def to_estimator(self):
         """A fitted estimator of the model's kind, ready for ``predict_proba``."""
+        from sklearn.base import is_regressor
+
         kind = _kinds()[self.kind]
         cls = kind.estimator_class
         valid = set(cls().get_params())
