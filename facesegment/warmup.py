@@ -196,8 +196,8 @@ def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None)
     ``segment`` reads its first image: silent when they are cached, a progress
     line while they compile (``facesegment warmup`` does it ahead of time)."""
     return warm([model_step(model, alpha, beta, sigma)], progress=progress,
-                desc="compiling the model's kernels (once; `facesegment warmup` does this "
-                     "ahead)", quiet_seconds=QUIET_SECONDS, stream=stream)
+                desc="compiling kernels for first use (cached after; `facesegment warmup` "
+                     "does it ahead)", quiet_seconds=QUIET_SECONDS, stream=stream)
 
 
 __all__ = ["default_steps", "model_step", "warm", "prepare"]

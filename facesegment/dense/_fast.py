@@ -244,49 +244,58 @@ def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
 @template(NJIT)
 def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_off, sp_w,
                 sp_thr, value, out, acc):
-    """Rows ``[ya, yb)`` of :func:`dense_proba_fast` (one block), tree by tree;
-    ``acc``: float32 zeros, at least ``(yb - ya, x1 - x0 + 8, C)`` (allocated by
-    the caller: an array allocation compiled in would lengthen the compile)."""
+    """Rows ``[ya, yb)`` of :func:`dense_proba_fast`, in blocks of ``acc.shape[0]``
+    rows, each tree by tree.  ``acc``: float32 zeros ``(block_rows, x1 - x0 + 8, C)``
+    (left zero; allocated by the caller: an allocation compiled in would
+    lengthen the compile)."""
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
     width = x1 - x0
     rs = U(rowstride)
-    for t in range(n_trees):
-        r = U(roots[t])
-        for y in range(ya, yb):
-            ay = U(y - ya)
-            for x in range(x0, x1, 8):
-                b = U(y * rowstride + CHANNELS * x)
-                p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps, sp_ptr,
-                                                           sp_off, sp_w, sp_thr)
-                i = U(x - x0)
+    block_rows = acc.shape[0]
+    for y_blk in range(ya, yb, block_rows):
+        y_end = y_blk + block_rows
+        if y_end > yb:
+            y_end = yb
+        for t in range(n_trees):
+            r = U(roots[t])
+            for y in range(y_blk, y_end):
+                ay = U(y - y_blk)
+                for x in range(x0, x1, 8):
+                    b = U(y * rowstride + CHANNELS * x)
+                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps,
+                                                               sp_ptr, sp_off, sp_w, sp_thr)
+                    i = U(x - x0)
+                    for c in range(n_classes):
+                        cu = U(c)
+                        acc[ay, i, cu] += value[p0, cu]
+                        acc[ay, i + U(1), cu] += value[p1, cu]
+                        acc[ay, i + U(2), cu] += value[p2, cu]
+                        acc[ay, i + U(3), cu] += value[p3, cu]
+                        acc[ay, i + U(4), cu] += value[p4, cu]
+                        acc[ay, i + U(5), cu] += value[p5, cu]
+                        acc[ay, i + U(6), cu] += value[p6, cu]
+                        acc[ay, i + U(7), cu] += value[p7, cu]
+        for y in range(y_blk, y_end):
+            for i in range(width):
                 for c in range(n_classes):
-                    cu = U(c)
-                    acc[ay, i, cu] += value[p0, cu]
-                    acc[ay, i + U(1), cu] += value[p1, cu]
-                    acc[ay, i + U(2), cu] += value[p2, cu]
-                    acc[ay, i + U(3), cu] += value[p3, cu]
-                    acc[ay, i + U(4), cu] += value[p4, cu]
-                    acc[ay, i + U(5), cu] += value[p5, cu]
-                    acc[ay, i + U(6), cu] += value[p6, cu]
-                    acc[ay, i + U(7), cu] += value[p7, cu]
-    for y in range(ya, yb):
-        for i in range(width):
-            for c in range(n_classes):
-                out[y, x0 + i, c] = acc[y - ya, i, c] * inv
+                    out[y, x0 + i, c] = acc[y - y_blk, i, c] * inv
+            for i in range(width + 8):   # zero again for the next block
+                for c in range(n_classes):
+                    acc[y - y_blk, i, c] = 0.0
 
 
-def run_blocks(func, starts, threads):
-    """``func(start)`` for every item of ``starts``, on up to ``threads`` threads
+def run_parts(func, parts, threads):
+    """``func(part)`` for every item of ``parts``, on up to ``threads`` threads
     (the kernels release the GIL); exceptions propagate."""
-    starts = list(starts)
-    if threads <= 1 or len(starts) <= 1:
-        for start in starts:
-            func(start)
+    parts = list(parts)
+    if threads <= 1 or len(parts) <= 1:
+        for part in parts:
+            func(part)
         return
-    with ThreadPoolExecutor(min(threads, len(starts))) as pool:
-        list(pool.map(func, starts))
+    with ThreadPoolExecutor(min(threads, len(parts))) as pool:
+        list(pool.map(func, parts))
 
 
 def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec, sparse, value,
@@ -301,17 +310,21 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
     docstring; ``value``: float32 (n_nodes, C).  Per pixel the distributions
     are added in tree order in float32, then scaled by ``1 / n_trees``: the
     arithmetic of :func:`facesegment.dense._general.dense_proba`, so results
-    are identical bit for bit.  Blocks of ``block_rows`` rows run on
-    ``threads`` threads (one block per thread is best); inside a block tree by
-    tree (:func:`_proba_rows`).  Threads rather than a ``prange`` kernel: the
-    parallel loop's compile would double a fresh install's first ``segment``.
+    are identical bit for bit.  Blocks of ``block_rows`` rows, each tree by
+    tree (:func:`_proba_rows`; one block per thread is best); each of
+    ``threads`` threads runs a contiguous run of blocks.  Threads rather than a
+    ``prange`` kernel: the parallel loop's compile would double a fresh
+    install's first ``segment``.
     """
-    def block(ya):
+    n_blocks = -(-(y1 - y0) // block_rows)
+    per_thread = -(-n_blocks // max(1, threads)) * block_rows
+
+    def part(ya):
         acc = np.zeros((block_rows, x1 - x0 + 8, value.shape[1]), dtype=np.float32)
-        kernels._proba_rows(img, rowstride, ya, min(y1, ya + block_rows), x0, x1, roots, steps,
+        kernels._proba_rows(img, rowstride, ya, min(y1, ya + per_thread), x0, x1, roots, steps,
                             rec, *sparse, value, out, acc)
 
-    run_blocks(block, range(y0, y1, block_rows), threads)
+    run_parts(part, range(y0, y1, per_thread), threads)
     return out
 
 
@@ -407,5 +420,5 @@ def sweep_predict_fast(kernels, img, rowstride, ys, xs, roots, depth_list, tree_
         kernels._sweep_chunk(img, rowstride, ys, xs, lo, min(n_pix, lo + chunk), roots,
                              depth_list, tree_counts, scales, rec, *sparse, value, preds)
 
-    run_blocks(run, range(0, n_pix, chunk), threads)
+    run_parts(run, range(0, n_pix, chunk), threads)
     return preds
