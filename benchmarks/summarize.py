@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.summarize            # prints Markdown, writes reports/bench/summary.md
 
 The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
-``bench_forests.py``, ``bench_inference.py`` and ``bench_cascade.py``; this script only reads them,
+``bench_forests.py``, ``bench_inference.py``, ``bench_cascade.py`` and ``bench_first_use.py``; this
+script only reads them,
 so every number it prints comes from one of those commands.
 """
 
@@ -107,7 +108,28 @@ def rows():
                             x["kind"] == "co2" for x in inf["results"]) else "")))
     out += _cascade_rows()
     out += _votes_rows()
+    out += _first_use_rows()
     return out
+
+
+def _first_use_rows():
+    """``bench_first_use.py``: a fresh install's first ``segment`` (empty Numba
+    cache) beside the same command on the cache it left."""
+    fu = _load("first_use")
+    if not fu:
+        return []
+    cli, api = fu["cli"], fu["api"]
+    return [("first use", f"`facesegment segment DIR OUT` (shipped model), one 250×250 face "
+                          f"({fu['image']}), empty Numba cache vs the cache it left",
+             f"first output {cli['cold']['first_output_s']:.1f} s cold, "
+             f"{cli['warm']['first_output_s']:.1f} s warm "
+             f"({fu['ratios']['cli_first_output_cold_over_warm']:.1f}×; CPU "
+             f"{cli['cold']['cpu_s']:.1f} / {cli['warm']['cpu_s']:.1f} s); API first call "
+             f"{api['cold']['first_s']:.1f} / {api['warm']['first_s']:.1f} s, later calls "
+             f"{1000 * api['cold']['later_median_s']:.0f} / "
+             f"{1000 * api['warm']['later_median_s']:.0f} ms"
+             f"{_load_note(fu.get('load_average_before'), fu.get('cpu_count'))}",
+             "≤ 5 s cold", "bench_first_use.py")]
 
 
 def _cascade_rows():

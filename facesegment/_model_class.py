@@ -9,7 +9,6 @@ loads a cascade's stages with it) and below :mod:`facesegment.model`, whose
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import is_regressor
 
 from ._model_doc import kinds
 from .layout import DEFAULT_LAYOUT, WindowLayout
@@ -133,6 +132,8 @@ class Model:
         if self.leaves is not None:   # a density forest: its own fitted state
             return est._set_fitted(self.arrays, self.leaves)
         est.forest_ = self.arrays
+        from sklearn.base import is_regressor
+
         if not is_regressor(est):
             est.classes_ = np.asarray(self.classes)
             est.n_classes_ = len(self.classes)

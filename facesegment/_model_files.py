@@ -28,7 +28,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from sklearn.base import is_regressor
 
 from .atomic import check_writable_folder, write_json_atomic
 from .errors import DataError
@@ -82,6 +81,8 @@ def effective_params(estimator):
 
 
 def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout):
+    from sklearn.base import is_regressor
+
     from .forest.registry import KINDS, get_kind, kind_of
 
     if not hasattr(estimator, "forest_"):

@@ -2,12 +2,14 @@
 
 Numba compiles a kernel on its first call and keeps it in its disk cache
 (``cache=True``: :mod:`facesegment._jit`); a fresh install's first
-``facesegment segment`` would compile for tens of seconds before its first
-image.  :func:`warm` runs each kernel family of dense inference once on a
-small image, so they are compiled and cached ahead of time
-(``facesegment warmup``), and :func:`prepare` does the same for one model
-before ``segment`` starts, with a progress line when that takes more than a
-moment (a compile) instead of silence.
+``facesegment segment`` compiles the one kernel the shipped model needs (a
+few seconds: ``benchmarks/bench_first_use.py``) before its first image.
+:func:`warm` runs each kernel family of dense inference once on a small
+image, so they are compiled and cached ahead of time (``facesegment
+warmup``), and :func:`prepare` does the same for one model before
+``segment`` starts, with a progress line as soon as something compiles
+(:func:`compiling`) instead of silence, and none when the kernels load from
+the cache.
 
 The kernel families (:func:`default_steps`) are those of every registry
 kind on the paper's 31x31 RGB layout: integer records for axis-aligned and
@@ -18,8 +20,10 @@ dtypes a trained model has, so the compiled signatures are the ones a real
 model calls.
 """
 
+import math
 import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -30,8 +34,9 @@ from .layout import DEFAULT_LAYOUT, WindowLayout
 IMAGE_SIDE = 40
 #: Side of the image a model's step segments (``segment``'s face crops).
 CROP_SIDE = 250
-#: Seconds a step may take before :func:`prepare` shows a progress line.
-QUIET_SECONDS = 1.0
+#: How often the progress line's timer looks at the clock, and redraws the line.
+POLL_SECONDS = 0.05
+REDRAW_SECONDS = 2.0
 
 
 def _tiny_model(kind, family, layout, weights_dtype=np.float32, seed=0):
@@ -144,12 +149,14 @@ def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kerne
     return label, run
 
 
-def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stream=None):
+def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stream=None,
+         speak_up=None):
     """Run ``steps`` (``[(label, callable)]``) in order, with a progress line
     (done/total steps, elapsed, ETA; redrawn every few seconds while a step
     compiles).  With ``quiet_seconds`` > 0 nothing is shown unless the steps
     take longer than that (kernels already cached load in well under a
-    second).  Returns ``[(label, seconds)]``."""
+    second), or until ``speak_up`` (a :class:`threading.Event`, e.g.
+    :func:`compiling`'s) is set.  Returns ``[(label, seconds)]``."""
     from .progress import Progress
 
     bar = Progress(len(steps), desc=desc, unit="steps", enabled=progress, stream=stream,
@@ -158,14 +165,21 @@ def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stre
     lock = threading.Lock()
     current = [steps[0][0] if steps else ""]
     shown = [quiet_seconds <= 0]
+    start = time.perf_counter()
+    last = [start]
+
+    def due(now):
+        if shown[0]:
+            return now - last[0] >= REDRAW_SECONDS
+        return now - start >= quiet_seconds or (speak_up is not None and speak_up.is_set())
 
     def tick():
-        wait = quiet_seconds if quiet_seconds > 0 else 2.0
-        while not done.wait(wait):
-            wait = 2.0
+        while not done.wait(POLL_SECONDS):
             with lock:
-                shown[0] = True
-                bar.show(f"({current[0]})")
+                now = time.perf_counter()
+                if not done.is_set() and due(now):
+                    shown[0], last[0] = True, now
+                    bar.show(f"({current[0]})")
 
     timer = threading.Thread(target=tick, daemon=True)
     timer.start()
@@ -181,6 +195,7 @@ def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stre
             with lock:
                 if shown[0]:
                     bar.update(1, f"({label}: {out[-1][1]:.1f} s)")
+                    last[0] = time.perf_counter()
                 else:
                     bar.n += 1
     finally:
@@ -191,13 +206,36 @@ def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stre
     return out
 
 
+@contextmanager
+def compiling():
+    """A :class:`threading.Event` set as soon as Numba compiles anything (a kernel
+    not in its disk cache) inside the ``with`` block; loading cached kernels
+    leaves it unset."""
+    from numba.core import event
+
+    flag = threading.Event()
+
+    class _Listener(event.Listener):
+        def on_start(self, ev):
+            flag.set()
+
+        def on_end(self, ev):
+            pass
+
+    with event.install_listener("numba:compile", _Listener()):
+        yield flag
+
+
 def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None):
     """Compile (or load from Numba's cache) the kernels ``model`` needs before
-    ``segment`` reads its first image: silent when they are cached, a progress
-    line while they compile (``facesegment warmup`` does it ahead of time)."""
-    return warm([model_step(model, alpha, beta, sigma)], progress=progress,
-                desc="compiling the model's kernels (once; `facesegment warmup` does this "
-                     "ahead)", quiet_seconds=QUIET_SECONDS, stream=stream)
+    ``segment`` reads its first image: silent when they are cached (however
+    long loading takes), a progress line as soon as one compiles (a fresh
+    install's first run; ``facesegment warmup`` does it ahead of time)."""
+    with compiling() as flag:
+        return warm([model_step(model, alpha, beta, sigma)], progress=progress,
+                    desc="compiling kernels for first use (cached after; `facesegment "
+                         "warmup` does it ahead)", quiet_seconds=math.inf, stream=stream,
+                    speak_up=flag)
 
 
-__all__ = ["default_steps", "model_step", "warm", "prepare"]
+__all__ = ["default_steps", "model_step", "warm", "compiling", "prepare"]

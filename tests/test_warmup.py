@@ -2,6 +2,7 @@
 first segment, with progress."""
 
 import io
+import math
 import time
 
 import numpy as np
@@ -38,6 +39,42 @@ def test_warm_is_silent_when_quick_and_speaks_up_when_slow():
     warmup.warm([("slow", lambda: time.sleep(0.6))], stream=out, quiet_seconds=0.2)
     text = out.getvalue()
     assert "0/1 steps" in text and "(slow)" in text and "1/1 steps" in text, text
+
+
+def test_warm_speaks_up_when_told_and_not_before():
+    """``speak_up`` (prepare passes :func:`warmup.compiling`'s flag) shows the line
+    at once, however long ``quiet_seconds``; unset, a slow step stays silent."""
+    import threading
+
+    flag = threading.Event()
+    out = io.StringIO()
+    warmup.warm([("slow", lambda: time.sleep(0.3))], stream=out, quiet_seconds=math.inf,
+                speak_up=flag)
+    assert out.getvalue() == ""
+    out = io.StringIO()
+    seen = []
+
+    def step():
+        flag.set()
+        time.sleep(0.4)
+        seen.append(out.getvalue())
+
+    warmup.warm([("compiles", step)], stream=out, quiet_seconds=math.inf, speak_up=flag)
+    assert "0/1 steps" in seen[0] and "(compiles)" in seen[0], seen
+    assert "1/1 steps" in out.getvalue()
+
+
+def test_compiling_is_set_by_a_compile_and_not_by_a_compiled_kernel():
+    import numba
+
+    add = numba.njit(lambda x: x + 1)   # not cached: compiles on its first call
+    with warmup.compiling() as flag:
+        assert not flag.is_set()
+        assert add(1) == 2
+        assert flag.is_set()
+    with warmup.compiling() as flag:
+        assert add(2) == 3
+        assert not flag.is_set()
 
 
 def test_default_steps_cover_every_kernel_family():

@@ -4,15 +4,15 @@ HELP = "compile and cache the dense-inference kernels ahead of the first `segmen
 DESCRIPTION = """\
 Compile the Numba kernels that `facesegment segment` (and `evaluate`,
 `figures`) use, and keep them in Numba's disk cache, so that the first
-segment of a fresh install starts at once instead of compiling for tens of
+segment of a fresh install starts at once instead of compiling for a few
 seconds. Without --model: one small forest of every kernel family on the
 paper's 31x31 RGB layout (axis-aligned and two-probe forests, float32 CO2
 rows, sparse rows, the pooled layout's int8/int16/float32 rows). With
 --model: exactly what segmenting with those models runs (any layout,
 cascades included). Progress: steps done/total, elapsed, ETA.
 
-The cache lives beside the package's sources (or under NUMBA_CACHE_DIR when
-set); every kernel's name carries a digest of the package's sources, so an
+The cache lives beside the package's sources (in Numba's user cache folder,
+~/.cache/numba, when they are read-only; under NUMBA_CACHE_DIR when set); every kernel's name carries a digest of the package's sources, so an
 edited or upgraded package compiles anew instead of using an older kernel.
 --prune also deletes the cache files of other source versions from the
 package's folders (never done at import). Run it once per install and per

@@ -50,11 +50,13 @@ for every block.  Templates compiled per window layout (``CHANNELS``: see
 :mod:`facesegment.dense._numba`).
 """
 
-import numpy as np
-from numba import prange
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
-from .._jit import INLINE, PARALLEL, njit
-from ._numba import template
+import numpy as np
+
+from .._jit import INLINE, NJIT, njit
+from ._numba import layout_kernels, template
 from ._scores import argmax_scaled
 
 U = np.uint64
@@ -72,7 +74,25 @@ WIDE_MASK = ROW_MASK
 MAX_SPARSE_ROWS = 1 << 30
 
 # Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = None
+WINDOW = CHANNELS = ROW = MODE = None
+
+#: The kernels are compiled per node family (``MODE``, a compile-time constant:
+#: Numba drops the other families' branches before inlining, so a forest's
+#: kernels compile only the steps its nodes take): ``layout_kernels(_fast,
+#: window, channels, VARIANT[mode])``, or :func:`kernels`.
+VARIANTS = {"axis": lambda window, channels: {"MODE": 0},
+            "twoprobe": lambda window, channels: {"MODE": 1},
+            "sparse": lambda window, channels: {"MODE": 2}}
+#: The variant of each ``mode`` of :func:`facesegment.dense._packing.pack_fast`
+#: (modes 0 and 3 step alike).
+VARIANT = {0: "axis", 1: "twoprobe", 2: "sparse", 3: "axis"}
+
+
+def kernels(window, channels, mode):
+    """The fast kernels compiled for one layout and one ``mode`` of
+    :func:`facesegment.dense._packing.pack_fast` (dispatchers; they compile on
+    their first call, then load from the disk cache)."""
+    return layout_kernels(sys.modules[__name__], window, channels, VARIANT[mode])
 
 
 def max_width(window, channels):
@@ -168,7 +188,7 @@ def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
 
 
 @template(INLINE)
-def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
+def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
     """Leaf-or-depth-``steps`` nodes of 8 pixels whose windows start at
     ``b, b + CHANNELS, ..., b + 7 * CHANNELS``."""
     p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
@@ -178,7 +198,7 @@ def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
                 and _leaf(rec, p4) and _leaf(rec, p5) and _leaf(rec, p6)
                 and _leaf(rec, p7)):
             break
-        if mode == 2:
+        if MODE == 2:
             row = _sparse_row(rec[p0])
             if (row >= 0 and p1 == p0 and p2 == p0 and p3 == p0 and p4 == p0
                     and p5 == p0 and p6 == p0 and p7 == p0):
@@ -199,7 +219,7 @@ def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
                             sp_thr)
                 p7 = _step3(img, b + U(7 * CHANNELS), rs, rec, p7, sp_ptr, sp_off, sp_w,
                             sp_thr)
-        elif mode == 1:
+        elif MODE == 1:
             p0 = _step2(img, b, rs, rec, p0)
             p1 = _step2(img, b + U(CHANNELS), rs, rec, p1)
             p2 = _step2(img, b + U(2 * CHANNELS), rs, rec, p2)
@@ -221,38 +241,30 @@ def _descend8(img, b, rs, rec, r, steps, mode, sp_ptr, sp_off, sp_w, sp_thr):
     return p0, p1, p2, p3, p4, p5, p6, p7
 
 
-@template(PARALLEL)
-def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, mode, sp_ptr, sp_off,
-                     sp_w, sp_thr, value, out, block_rows):
-    """Mean node distribution of pixels ``[y0, y1) x [x0, x1)`` into ``out`` (H, W, C).
-
-    ``img``: padded image, flattened, with :func:`slack_bytes` extra bytes (a
-    row's last group of 8 pixels may run past ``x1``; those results are
-    dropped).  ``roots``: global root index per tree; ``rec``: uint64 records;
-    ``mode`` and the sparse rows ``sp_*``: see the module docstring;
-    ``value``: float32 (n_nodes, C).  Per pixel the distributions are added in
-    tree order in float32, then scaled by ``1 / n_trees``: the arithmetic of
-    :func:`facesegment.dense._general.dense_proba`, so results are identical
-    bit for bit.  Parallel over blocks of ``block_rows`` rows (one per thread
-    is best); inside a block tree by tree.
-    """
+@template(NJIT)
+def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_off, sp_w,
+                sp_thr, value, out, acc):
+    """Rows ``[ya, yb)`` of :func:`dense_proba_fast`, in blocks of ``acc.shape[0]``
+    rows, each tree by tree.  ``acc``: float32 zeros ``(block_rows, x1 - x0 + 8, C)``
+    (left zero; allocated by the caller: an allocation compiled in would
+    lengthen the compile)."""
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
     width = x1 - x0
     rs = U(rowstride)
-    n_blocks = (y1 - y0 + block_rows - 1) // block_rows
-    for blk in prange(n_blocks):
-        ya = y0 + blk * block_rows
-        yb = min(y1, ya + block_rows)
-        acc = np.zeros((block_rows, width + 8, n_classes), dtype=np.float32)
+    block_rows = acc.shape[0]
+    for y_blk in range(ya, yb, block_rows):
+        y_end = y_blk + block_rows
+        if y_end > yb:
+            y_end = yb
         for t in range(n_trees):
             r = U(roots[t])
-            for y in range(ya, yb):
-                ay = U(y - ya)
+            for y in range(y_blk, y_end):
+                ay = U(y - y_blk)
                 for x in range(x0, x1, 8):
                     b = U(y * rowstride + CHANNELS * x)
-                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps, mode,
+                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps,
                                                                sp_ptr, sp_off, sp_w, sp_thr)
                     i = U(x - x0)
                     for c in range(n_classes):
@@ -265,95 +277,148 @@ def dense_proba_fast(img, rowstride, y0, y1, x0, x1, roots, steps, rec, mode, sp
                         acc[ay, i + U(5), cu] += value[p5, cu]
                         acc[ay, i + U(6), cu] += value[p6, cu]
                         acc[ay, i + U(7), cu] += value[p7, cu]
-        for y in range(ya, yb):
+        for y in range(y_blk, y_end):
             for i in range(width):
                 for c in range(n_classes):
-                    out[y, x0 + i, c] = acc[y - ya, i, c] * inv
+                    out[y, x0 + i, c] = acc[y - y_blk, i, c] * inv
+            for i in range(width + 8):   # zero again for the next block
+                for c in range(n_classes):
+                    acc[y - y_blk, i, c] = 0.0
+
+
+def run_parts(func, parts, threads):
+    """``func(part)`` for every item of ``parts``, on up to ``threads`` threads
+    (the kernels release the GIL); exceptions propagate."""
+    parts = list(parts)
+    if threads <= 1 or len(parts) <= 1:
+        for part in parts:
+            func(part)
+        return
+    with ThreadPoolExecutor(min(threads, len(parts))) as pool:
+        list(pool.map(func, parts))
+
+
+def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec, sparse, value,
+                     out, block_rows, threads):
+    """Mean node distribution of pixels ``[y0, y1) x [x0, x1)`` into ``out`` (H, W, C).
+
+    ``kernels``: :func:`kernels` of the layout and the records' mode.
+    ``img``: padded image, flattened, with :func:`slack_bytes` extra bytes (a
+    row's last group of 8 pixels may run past ``x1``; those results are
+    dropped).  ``roots``: global root index per tree; ``rec``: uint64 records
+    and ``sparse`` = ``(sp_ptr, sp_off, sp_w, sp_thr)``: see the module
+    docstring; ``value``: float32 (n_nodes, C).  Per pixel the distributions
+    are added in tree order in float32, then scaled by ``1 / n_trees``: the
+    arithmetic of :func:`facesegment.dense._general.dense_proba`, so results
+    are identical bit for bit.  Blocks of ``block_rows`` rows, each tree by
+    tree (:func:`_proba_rows`; one block per thread is best); each of
+    ``threads`` threads runs a contiguous run of blocks.  Threads rather than a
+    ``prange`` kernel: the parallel loop's compile would double a fresh
+    install's first ``segment``.
+    """
+    n_blocks = -(-(y1 - y0) // block_rows)
+    per_thread = -(-n_blocks // max(1, threads)) * block_rows
+
+    def part(ya):
+        acc = np.zeros((block_rows, x1 - x0 + 8, value.shape[1]), dtype=np.float32)
+        kernels._proba_rows(img, rowstride, ya, min(y1, ya + per_thread), x0, x1, roots, steps,
+                            rec, *sparse, value, out, acc)
+
+    run_parts(part, range(y0, y1, per_thread), threads)
     return out
 
 
-@template(PARALLEL)
-def sweep_predict_fast(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
-                       rec, mode, sp_ptr, sp_off, sp_w, sp_thr, value, chunk, preds):
-    """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
-
-    Same contract and results as :func:`facesegment.dense._general.sweep_predict`
-    (per-pixel float64 sums in tree order); tree-major inside each chunk of
-    pixels, 8 descents interleaved; a pixel's node after ``depth_list[k]``
-    steps is its node at that depth limit.
-    """
-    n_pix = ys.shape[0]
+@template(NJIT)
+def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts, scales, rec,
+                 sp_ptr, sp_off, sp_w, sp_thr, value, preds):
+    """Pixels ``lo .. hi - 1`` of :func:`sweep_predict_fast` (one chunk), tree by tree."""
     n_classes = value.shape[1]
     n_d = depth_list.shape[0]
     n_t = tree_counts.shape[0]
     n_a = scales.shape[0]
     rs = U(rowstride)
-    n_chunks = (n_pix + chunk - 1) // chunk
-    for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n_pix, lo + chunk)
-        npx = hi - lo
-        base = np.empty(npx + 8, dtype=np.uint64)
-        for i in range(npx + 8):
-            q = lo + min(i, npx - 1)
-            base[i] = U(ys[q] * rowstride + xs[q] * CHANNELS)
-        sums = np.zeros((npx + 8, n_d, n_classes), dtype=np.float64)
-        cur = np.empty(8, dtype=np.uint64)
-        j = 0
-        for t in range(tree_counts[n_t - 1]):
-            r = U(roots[t])
-            for g in range(0, npx, 8):
-                p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
-                k = 0
-                s = 0
-                while k < n_d:
-                    while k < n_d and depth_list[k] == s:
-                        cur[0], cur[1], cur[2], cur[3] = p0, p1, p2, p3
-                        cur[4], cur[5], cur[6], cur[7] = p4, p5, p6, p7
-                        for q in range(8):
-                            nq = cur[q]
-                            for c in range(n_classes):
-                                sums[g + q, k, c] += value[nq, c]
-                        k += 1
-                    if k == n_d:
-                        break
-                    if (_leaf(rec, p0) and _leaf(rec, p1) and _leaf(rec, p2)
-                            and _leaf(rec, p3) and _leaf(rec, p4) and _leaf(rec, p5)
-                            and _leaf(rec, p6) and _leaf(rec, p7)):
-                        s = depth_list[k]  # nothing moves any more
-                        continue
-                    if mode == 2:
-                        p0 = _step3(img, base[g], rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
-                        p1 = _step3(img, base[g + 1], rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
-                        p2 = _step3(img, base[g + 2], rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
-                        p3 = _step3(img, base[g + 3], rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
-                        p4 = _step3(img, base[g + 4], rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
-                        p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
-                        p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
-                        p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
-                    elif mode == 1:
-                        p0 = _step2(img, base[g], rs, rec, p0)
-                        p1 = _step2(img, base[g + 1], rs, rec, p1)
-                        p2 = _step2(img, base[g + 2], rs, rec, p2)
-                        p3 = _step2(img, base[g + 3], rs, rec, p3)
-                        p4 = _step2(img, base[g + 4], rs, rec, p4)
-                        p5 = _step2(img, base[g + 5], rs, rec, p5)
-                        p6 = _step2(img, base[g + 6], rs, rec, p6)
-                        p7 = _step2(img, base[g + 7], rs, rec, p7)
-                    else:
-                        p0 = _step1(img, base[g], rs, rec, p0)
-                        p1 = _step1(img, base[g + 1], rs, rec, p1)
-                        p2 = _step1(img, base[g + 2], rs, rec, p2)
-                        p3 = _step1(img, base[g + 3], rs, rec, p3)
-                        p4 = _step1(img, base[g + 4], rs, rec, p4)
-                        p5 = _step1(img, base[g + 5], rs, rec, p5)
-                        p6 = _step1(img, base[g + 6], rs, rec, p6)
-                        p7 = _step1(img, base[g + 7], rs, rec, p7)
-                    s += 1
-            while j < n_t and tree_counts[j] == t + 1:
-                for i in range(npx):
-                    for a in range(n_a):
-                        for kk in range(n_d):
-                            preds[a, kk, j, lo + i] = argmax_scaled(sums, i, kk, scales, a, lo + i)
-                j += 1
+    npx = hi - lo
+    base = np.empty(npx + 8, dtype=np.uint64)
+    for i in range(npx + 8):
+        q = lo + min(i, npx - 1)
+        base[i] = U(ys[q] * rowstride + xs[q] * CHANNELS)
+    sums = np.zeros((npx + 8, n_d, n_classes), dtype=np.float64)
+    cur = np.empty(8, dtype=np.uint64)
+    j = 0
+    for t in range(tree_counts[n_t - 1]):
+        r = U(roots[t])
+        for g in range(0, npx, 8):
+            p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
+            k = 0
+            s = 0
+            while k < n_d:
+                while k < n_d and depth_list[k] == s:
+                    cur[0], cur[1], cur[2], cur[3] = p0, p1, p2, p3
+                    cur[4], cur[5], cur[6], cur[7] = p4, p5, p6, p7
+                    for q in range(8):
+                        nq = cur[q]
+                        for c in range(n_classes):
+                            sums[g + q, k, c] += value[nq, c]
+                    k += 1
+                if k == n_d:
+                    break
+                if (_leaf(rec, p0) and _leaf(rec, p1) and _leaf(rec, p2)
+                        and _leaf(rec, p3) and _leaf(rec, p4) and _leaf(rec, p5)
+                        and _leaf(rec, p6) and _leaf(rec, p7)):
+                    s = depth_list[k]  # nothing moves any more
+                    continue
+                if MODE == 2:
+                    p0 = _step3(img, base[g], rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
+                    p1 = _step3(img, base[g + 1], rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
+                    p2 = _step3(img, base[g + 2], rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
+                    p3 = _step3(img, base[g + 3], rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
+                    p4 = _step3(img, base[g + 4], rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
+                    p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
+                    p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
+                    p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
+                elif MODE == 1:
+                    p0 = _step2(img, base[g], rs, rec, p0)
+                    p1 = _step2(img, base[g + 1], rs, rec, p1)
+                    p2 = _step2(img, base[g + 2], rs, rec, p2)
+                    p3 = _step2(img, base[g + 3], rs, rec, p3)
+                    p4 = _step2(img, base[g + 4], rs, rec, p4)
+                    p5 = _step2(img, base[g + 5], rs, rec, p5)
+                    p6 = _step2(img, base[g + 6], rs, rec, p6)
+                    p7 = _step2(img, base[g + 7], rs, rec, p7)
+                else:
+                    p0 = _step1(img, base[g], rs, rec, p0)
+                    p1 = _step1(img, base[g + 1], rs, rec, p1)
+                    p2 = _step1(img, base[g + 2], rs, rec, p2)
+                    p3 = _step1(img, base[g + 3], rs, rec, p3)
+                    p4 = _step1(img, base[g + 4], rs, rec, p4)
+                    p5 = _step1(img, base[g + 5], rs, rec, p5)
+                    p6 = _step1(img, base[g + 6], rs, rec, p6)
+                    p7 = _step1(img, base[g + 7], rs, rec, p7)
+                s += 1
+        while j < n_t and tree_counts[j] == t + 1:
+            for i in range(npx):
+                for a in range(n_a):
+                    for kk in range(n_d):
+                        preds[a, kk, j, lo + i] = argmax_scaled(sums, i, kk, scales, a, lo + i)
+            j += 1
+
+
+def sweep_predict_fast(kernels, img, rowstride, ys, xs, roots, depth_list, tree_counts,
+                       scales, rec, sparse, value, chunk, preds, threads):
+    """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
+
+    Same contract and results as :func:`facesegment.dense._general.sweep_predict`
+    (per-pixel float64 sums in tree order); tree-major inside each chunk of
+    ``chunk`` pixels (:func:`_sweep_chunk`, chunks on ``threads`` threads), 8
+    descents interleaved; a pixel's node after ``depth_list[k]`` steps is its
+    node at that depth limit.  ``kernels``, ``rec``, ``sparse``: as
+    :func:`dense_proba_fast`.
+    """
+    n_pix = ys.shape[0]
+
+    def run(lo):
+        kernels._sweep_chunk(img, rowstride, ys, xs, lo, min(n_pix, lo + chunk), roots,
+                             depth_list, tree_counts, scales, rec, *sparse, value, preds)
+
+    run_parts(run, range(0, n_pix, chunk), threads)
     return preds

@@ -34,8 +34,8 @@ functions are named ``NAME__<window>x<channels>__src<tag>`` (e.g.
 layouts never mix, and the tag (a digest of the package's sources,
 :func:`facesegment._jit.source_tag`) makes an edited source compile anew
 instead of being served a kernel built from its older version.  A new layout
-compiles the kernels it uses on their first call (about 35 s for all of them
-on the 2-core machine), then loads them from the cache (under a second).
+compiles the kernels it uses on their first call (a few seconds each on the
+2-core machine), then loads them from the cache (under a second).
 """
 
 import threading

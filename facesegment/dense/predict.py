@@ -90,8 +90,8 @@ def check_kernels(kernels):
                          f"got {kernels!r}") from None
 
 
-def _kernels(module, layout):
-    return layout_kernels(module, layout.window, layout.channels)
+def _kernels(module, layout, variant=None):
+    return layout_kernels(module, layout.window, layout.channels, variant)
 
 
 def _f32(a):
@@ -166,7 +166,7 @@ def _split_inputs(arrays, layout, image, planes, roots, steps):
     if fast is None:
         return None
     buf = split_buffer(padded, planes, layout.half, _fast.slack_bytes(c0))
-    kernels = layout_kernels(_fast, layout.window, c0)
+    kernels = _fast.kernels(layout.window, c0, fast[1])
     return _Split(layout, kernels, image.shape[:2] + (layout.channels,), buf,
                   padded.shape[1] * c0, roots, steps, _f32(arrays.value), fast)
 
@@ -281,9 +281,9 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
         return _pooled.proba(p, y0, y1, x0, x1, out)
     if isinstance(p, _Split):   # a context stage: image and planes from the split buffer
         rec, mode, sp = p.fast
-        p.kernels.dense_proba_fast(p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec,
-                                   mode, *sp, p.value, out,
-                                   FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS)
+        _fast.dense_proba_fast(p.kernels, p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps,
+                               rec, sp, p.value, out, FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS,
+                               threads)
         return out
     fast = _fast_records(p, use_fast)
     if fast is not None:
@@ -292,9 +292,9 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
         buf[:p.img.size] = p.img  # room to read past x1
         # one block of rows per thread: each tree stays in a core's cache
         block = FAST_BLOCK_ROWS or -(-(y1 - y0) // threads)
-        _kernels(_fast, p.layout).dense_proba_fast(
-            buf, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, mode, *sp, p.value, out,
-            block)
+        _fast.dense_proba_fast(_kernels(_fast, p.layout, _fast.VARIANT[mode]), buf,
+                               p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, sp, p.value,
+                               out, block, threads)
     elif _uses_levels(p, fft_levels, use_levels):
         # oblique nodes: pixels grouped by node, level by level (a node's
         # weights are read once per block instead of once per pixel)
@@ -422,9 +422,10 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     elif fast is not None and len(ys):
         rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
-        (p.kernels if split else _kernels(_fast, p.layout)).sweep_predict_fast(
-            p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, rec, mode, *sp, p.value,
-            max(int(chunk), FAST_CHUNK), preds)
+        kernels = p.kernels if split else _kernels(_fast, p.layout, _fast.VARIANT[mode])
+        _fast.sweep_predict_fast(kernels, p.img, p.rowstride, ys, xs, p.roots, depths, trees,
+                                 scales, rec, sp, p.value, max(int(chunk), FAST_CHUNK), preds,
+                                 max(1, numba.get_num_threads()))
     elif len(ys) and _uses_levels(p, fft_levels, use_levels):
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
         _kernels(_levels, p.layout).sweep_predict_levels(

@@ -9,18 +9,36 @@ constraints (``_parameter_constraints``), checked by :func:`validate_params`;
 each owns its split family (``_split_family``, :mod:`.families`).
 """
 
-from ._arrays import FOREST_ARRAY_NAMES, ForestArrays
-from .axis import best_axis_split
-from .base import BaseForest
-from .estimators import AxisAlignedForest, CO2Forest, TwoProbeForest, feature_stats
-from .params import InvalidParameterError, constraints_of, resolve_max_features, validate_params
-from .twoprobe import best_pair_split
-from .extra import ExtraTreesForest
-from .ferns import RandomFernsForest
-from .rotation import RotationForest
-from .nongreedy import NonGreedyForest, NonGreedyTree
-from .density import DensityForest
-from .regression import AxisAlignedForestRegressor, ExtraTreesForestRegressor
+#: Where each public name lives: the submodules are imported on first use, so
+#: that reading a model (:mod:`facesegment.forest.registry`,
+#: :mod:`facesegment.forest._arrays`) does not import every estimator and
+#: scikit-learn.
+_EXPORTS = {
+    "FOREST_ARRAY_NAMES": "_arrays", "ForestArrays": "_arrays",
+    "best_axis_split": "axis", "BaseForest": "base",
+    "AxisAlignedForest": "estimators", "CO2Forest": "estimators",
+    "TwoProbeForest": "estimators", "feature_stats": "estimators",
+    "InvalidParameterError": "params", "constraints_of": "params",
+    "resolve_max_features": "params", "validate_params": "params",
+    "best_pair_split": "twoprobe", "ExtraTreesForest": "extra",
+    "RandomFernsForest": "ferns", "RotationForest": "rotation",
+    "NonGreedyForest": "nongreedy", "NonGreedyTree": "nongreedy",
+    "DensityForest": "density", "AxisAlignedForestRegressor": "regression",
+    "ExtraTreesForestRegressor": "regression",
+}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "AxisAlignedForest", "TwoProbeForest", "CO2Forest", "BaseForest", "ForestArrays",

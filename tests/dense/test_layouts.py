@@ -42,9 +42,9 @@ def _spy_kernels(monkeypatch):
     used = []
     real = P._kernels
 
-    def spy(module, layout):
+    def spy(module, layout, *variant):
         used.append((module.__name__.rsplit(".", 1)[1], layout.window, layout.channels))
-        return real(module, layout)
+        return real(module, layout, *variant)
 
     monkeypatch.setattr(P, "_kernels", spy)
     return used
