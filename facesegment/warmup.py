@@ -230,7 +230,13 @@ def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None)
     """Compile (or load from Numba's cache) the kernels ``model`` needs before
     ``segment`` reads its first image: silent when they are cached (however
     long loading takes), a progress line as soon as one compiles (a fresh
-    install's first run; ``facesegment warmup`` does it ahead of time)."""
+    install's first run; ``facesegment warmup`` does it ahead of time).  A
+    landmark model (:mod:`facesegment.landmark_model`) needs none before its
+    first face: its fallback's kernels compile if a crop without a face comes."""
+    from .landmark_model import LandmarkModel
+
+    if isinstance(model, LandmarkModel):
+        return []
     with compiling() as flag:
         return warm([model_step(model, alpha, beta, sigma)], progress=progress,
                     desc="compiling kernels for first use (cached after; `facesegment "

@@ -13,6 +13,7 @@ from facesegment.cli import main
 from facesegment.dense._packing import pack_fast
 from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.model import save_model
+from tests.test_inference import random_model
 
 
 def _steps(seconds):
@@ -105,3 +106,16 @@ def test_warmup_command_refuses_a_missing_model(tmp_path, capsys):
 def test_each_default_step_runs(step):
     label, run = warmup.default_steps()[step]
     run()
+
+
+def test_a_landmark_model_prepares_nothing_before_its_first_face(monkeypatch):
+    """Its votes need no kernel; its fallback compiles only for a crop without a face."""
+    from facesegment.landmark_model import LandmarkModel
+    from facesegment.votes import VoteSpec
+
+    calls = []
+    monkeypatch.setattr(warmup, "warm", lambda *a, **k: calls.append(a) or [("x", 1.0)])
+    assert warmup.prepare(LandmarkModel(VoteSpec()), progress=False) == []
+    assert calls == []
+    warmup.prepare(random_model(0, n_trees=1, max_depth=2), progress=False)
+    assert len(calls) == 1                  # a forest's kernels are still prepared
