@@ -66,8 +66,7 @@ def _speed():
             f"{ms['landmark votes, photo']:.0f} ms per face found in a photo, dlib included "
             f"(median of {v['n_faces']} faces300w test crops; the renderer: "
             f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores at load average "
-            f"{v['load_average'][0]} (other jobs shared the machine), "
-            "`python -m benchmarks.bench_votes`")
+            f"{v['load_average'][0]}, `python -m benchmarks.bench_votes`")
 
 
 def model_card(name, model, scores, data, size=0):
