@@ -13,6 +13,7 @@
 
 import json
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -26,12 +27,8 @@ SET_TABLE_VERSION = 1
 def _key(records, spec):
     from .renderer import _table_key
 
-    base = replace_offset(spec, (0.0, 0.0)).to_dict()
+    base = replace(spec, offset=(0.0, 0.0)).to_dict()
     return json.dumps({"faces": _table_key(records), "spec": base}, sort_keys=True)
-
-
-def replace_offset(spec, offset):
-    return VoteSpec(spec.scales, spec.shifts, spec.flip, spec.zoom, tuple(offset))
 
 
 def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark sets"):
@@ -52,7 +49,7 @@ def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark 
                     return z["sets"].copy(), [str(p) for p in z["passes"]]
         except (OSError, KeyError, ValueError):
             pass   # damaged or another table: computed again
-    plain = replace_offset(spec, (0.0, 0.0))
+    plain = replace(spec, offset=(0.0, 0.0))
     sets = np.full((len(records), plain.n_sets, 68, 2), np.nan)
     passes = []
     with Progress(len(records), desc, "faces", enabled=progress) as bar:
@@ -100,7 +97,7 @@ def fit_votes(records, spec=None, cache=None, progress=True):
                         "has no NAME.pts landmark files beside the images",
                         "give faces with their 68 human landmarks (faces300w has them)")
     sets, _ = landmark_set_table(records, spec, cache, progress, "landmark sets (fit)")
-    return replace_offset(spec, fit_offset(sets, human))
+    return replace(spec, offset=fit_offset(sets, human))
 
 
 def _confusion_one(model, record, mode, stride):
@@ -152,5 +149,5 @@ def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
     return out
 
 
-__all__ = ["landmark_set_table", "human_landmarks", "fit_votes", "replace_offset",
+__all__ = ["landmark_set_table", "human_landmarks", "fit_votes",
            "evaluate_landmark_model"]

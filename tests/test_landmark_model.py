@@ -157,3 +157,37 @@ def test_the_cli_evaluates_and_segments_with_a_landmark_folder(tmp_path, monkeyp
 def test_the_votes_spec_must_be_a_votespec():
     with pytest.raises(TypeError, match="VoteSpec"):
         lm.LandmarkModel({"zoom": 4})
+
+
+def test_fit_votes_fits_the_offset_and_caches_the_sets(tmp_path, monkeypatch):
+    import facesegment.landmark_fit as lf
+    from facesegment.datasets import FaceRecord
+    from facesegment.landmarks import write_pts
+
+    recs, human = [], []
+    for i in range(3):
+        base = tmp_path / f"f{i}"
+        write_png_atomic(str(base) + ".png", np.full((250, 250, 3), 10 + i, np.uint8))
+        write_png_atomic(str(base) + "_label.png", np.zeros((250, 250), np.uint8))
+        human.append(face_points(i))
+        if i < 2:                                        # the third face has no .pts
+            write_pts(str(base) + ".pts", human[-1])
+        recs.append(FaceRecord(f"f{i}", str(base) + ".png", str(base) + "_label.png"))
+    calls = []
+
+    def fake_sets(image, box, spec):
+        calls.append(spec.offset)
+        k = int(image[0, 0, 0]) - 10
+        return np.repeat((face_points(k) - [2.0, 1.0])[None], spec.n_sets, axis=0)
+
+    monkeypatch.setattr(lf, "detect_box", lambda image: (np.array([50., 50., 200., 200.]),
+                                                          "default"))
+    monkeypatch.setattr(lf, "landmark_sets", fake_sets)
+    cache = tmp_path / "sets.npz"
+    spec = lf.fit_votes(recs, VoteSpec(offset=(5.0, 5.0)), cache=cache, progress=False)
+    assert spec.offset == pytest.approx((2.0, 1.0), abs=1e-3)   # human minus predicted
+    assert spec.scales == VoteSpec().scales and calls == [(0.0, 0.0)] * 3   # no offset
+    again = lf.fit_votes(recs, VoteSpec(), cache=cache, progress=False)
+    assert again == spec and len(calls) == 3                    # the cache was read
+    lf.fit_votes(recs, VoteSpec(zoom=2), cache=cache, progress=False)
+    assert len(calls) == 6                                      # another spec: computed
