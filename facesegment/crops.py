@@ -37,7 +37,7 @@ DETECT_MAX_SIDE = 2000
 #: dlib's detector and predictor are shared by the worker threads of a process
 #: and are not safe to call concurrently (concurrent calls crashed the process):
 #: calls into dlib are serialised; inference runs in parallel.
-_DLIB_LOCK = threading.Lock()
+DLIB_LOCK = threading.Lock()
 #: Side of an LFW-style crop relative to the landmarks' larger extent.
 LANDMARK_SCALE = 2.2
 #: The crop rule ``(k, ox, oy)`` that keeps :func:`landmark_box` as it is.
@@ -63,7 +63,7 @@ def _dlib_rects(image):
     """dlib's face rectangles in ``image`` (RGB, as ``facesegment label`` gives it)
     and the pass that found them (:data:`PASSES`; "" when none did)."""
     detector = _dlib_models()[0]
-    with _DLIB_LOCK:
+    with DLIB_LOCK:
         rects, how = detector(image, 0), PASSES[0]
         if len(rects) == 0:
             rects, how = detector(image, UPSAMPLE), PASSES[1]
@@ -196,7 +196,7 @@ def find_landmarks(image, max_side=DETECT_MAX_SIDE, passes=None):
     for x, y, w, h in detect_faces(image, "landmarks", max_side, passes):
         rect = dlib.rectangle(int(round(x)), int(round(y)), int(round(x + w)),
                               int(round(y + h)))
-        with _DLIB_LOCK:
+        with DLIB_LOCK:
             shape = predictor(image, rect)
             out.append(np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
                                 dtype=np.float64))

@@ -115,18 +115,21 @@ def landmark_sets(image, box, spec):
 
     from .label import get_models
 
+    from .crops import DLIB_LOCK
+
     _, predictor = get_models()
     image = np.ascontiguousarray(image)
     big = image if spec.zoom == 1 else cv2.resize(image, None, fx=spec.zoom, fy=spec.zoom,
                                                    interpolation=cv2.INTER_LINEAR)
-    sets = [_predict(predictor, big, b, spec.zoom) for b in spec.boxes(box)]
-    if spec.flip:
-        w = image.shape[1]
-        l, t, r, b = (float(v) for v in box)
-        mirrored = np.ascontiguousarray(big[:, ::-1])
-        p = _predict(predictor, mirrored, (w - 1 - r, t, w - 1 - l, b), spec.zoom)
-        p[:, 0] = w - 1 - p[:, 0]
-        sets.append(p[FLIP])
+    mirrored = np.ascontiguousarray(big[:, ::-1]) if spec.flip else None
+    with DLIB_LOCK:   # dlib's models are not safe to call from two threads at once
+        sets = [_predict(predictor, big, b, spec.zoom) for b in spec.boxes(box)]
+        if spec.flip:
+            w = image.shape[1]
+            l, t, r, b = (float(v) for v in box)
+            p = _predict(predictor, mirrored, (w - 1 - r, t, w - 1 - l, b), spec.zoom)
+            p[:, 0] = w - 1 - p[:, 0]
+            sets.append(p[FLIP])
     return np.array(sets) + np.asarray(spec.offset)
 
 
@@ -150,11 +153,14 @@ def detect_box(image):
     ``facesegment label``) and the pass that found it, or ``(None, "")``."""
     from .label import get_models, pick_central
 
+    from .crops import DLIB_LOCK
+
     detector, _ = get_models()
     image = np.ascontiguousarray(image)
     for (up, threshold), how in zip(((0, 0.0), (1, 0.0), (1, -0.5)),
                                     ("default", "upsampled", "low-threshold")):
-        rects, _, _ = detector.run(image, up, threshold)
+        with DLIB_LOCK:   # dlib's detector is not safe to call from two threads at once
+            rects, _, _ = detector.run(image, up, threshold)
         if len(rects):
             boxes = np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects],
                              dtype=np.float64)

@@ -22,6 +22,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import FACES300W, ROOT
@@ -130,15 +131,21 @@ def test_wheel_holds_the_shipped_model_and_only_the_library(wheel):
 def test_installed_wheel_segments_a_face_with_the_shipped_model(installed, face_dir, tmp_path):
     python, script, purelib, env = installed
     work = face_dir.parent.parent
+    from facesegment.imageio import write_png_atomic
+
+    blank = np.full((250, 250, 3), 128, np.uint8)
+    write_png_atomic(face_dir.parent / "blank.png", blank)    # a crop where dlib finds no face
     proc = _run([str(script), "segment", str(face_dir.parent), "out"], cwd=work, env=env)
     stem = face_dir.stem
     out = work / "out"
     for name in (f"{stem}_label.png", f"{stem}_overlay.png", "summary.csv"):
         assert (out / name).is_file(), (name, proc.stdout, proc.stderr)
-    (row,) = list(csv.DictReader((out / "summary.csv").open()))
+    rows = {r["name"]: r for r in csv.DictReader((out / "summary.csv").open())}
+    row = rows[face_dir.name]
     assert row["status"] == "ok" and int(row["faces"]) >= 1, row
     assert row["paths"] == "landmarks", row     # the default model's vote path
-    # the kernels were compiled into the installed package's own cache
+    assert rows["blank.png"]["paths"] == "landmark-free", rows   # its fallback forest
+    # the fallback's kernels were compiled into the installed package's own cache
     assert list((purelib / "facesegment").rglob("__pycache__/*.nbi")), "no Numba cache files"
 
     child = ("import json, sys, facesegment\n"

@@ -101,3 +101,22 @@ def test_face_votes_without_a_face_is_none():
     pytest.importorskip("dlib")
     maps, sets, how = votes.face_votes(np.zeros((250, 250, 3), np.uint8), votes.VoteSpec())
     assert maps is None and sets is None and how == ""
+
+
+def test_votes_from_two_threads_at_once_equal_the_sequential_ones(faces300w):
+    """dlib's models are shared by a process's threads and are not safe to call
+    concurrently (a blank crop's three detection passes beside another face's
+    crashed `segment`): the calls are serialised, the results unchanged."""
+    pytest.importorskip("dlib")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from facesegment.imageio import read_image
+
+    images = [read_image(p) for p in sorted((faces300w / "test").glob("*.jpg"))[:3]]
+    images += [np.full((250, 250, 3), 128, np.uint8)] * 3
+    spec = votes.VoteSpec()
+    alone = [votes.face_votes(img, spec)[0] for img in images]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda img: votes.face_votes(img, spec)[0], images * 2))
+    for a, b in zip(alone * 2, together):
+        assert (a is None and b is None) or np.array_equal(a, b)
