@@ -10,7 +10,7 @@ from facesegment.forest._arrays import ForestArrays
 from facesegment.inference import (confusion_sweep, count_oblique_visits, fft_responses,
                                    pad_image, predict_image, predict_proba_raw, reweight)
 from facesegment.layout import DEFAULT_LAYOUT
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from tests import naive
 
 

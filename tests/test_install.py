@@ -131,7 +131,7 @@ def test_wheel_holds_the_shipped_model_and_only_the_library(wheel):
 def test_installed_wheel_segments_a_face_with_the_shipped_model(installed, face_dir, tmp_path):
     python, script, purelib, env = installed
     work = face_dir.parent.parent
-    from facesegment.imageio import write_png_atomic
+    from facesegment.data.imageio import write_png_atomic
 
     blank = np.full((250, 250, 3), 128, np.uint8)
     write_png_atomic(face_dir.parent / "blank.png", blank)    # a crop where dlib finds no face

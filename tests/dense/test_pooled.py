@@ -10,7 +10,7 @@ import pytest
 from facesegment.forest import CO2Forest, TwoProbeForest
 from facesegment.inference import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
-from facesegment.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, load_model, save_model
 from tests import naive
 from tests.dense.test_sparse import assert_sweep_matches_predict
 
@@ -198,7 +198,7 @@ def test_pooled_refusals():
 
 
 def test_windows_files_are_never_pooled(tmp_path):
-    from facesegment.windows import WindowsWriter
+    from facesegment.data.windows import WindowsWriter
 
     with pytest.raises(ValueError, match="is a model's"):
         WindowsWriter(tmp_path / "w.h5", 4, layout=WindowLayout(pool=2))

@@ -19,7 +19,7 @@ CTX_GREY = WindowLayout(15, 1 + K)
 
 def context_model(seed, layout, c0, kinds=("axis",), off_centre=False, **kw):
     """A random forest over a context layout whose plane features sit at the window's
-    centre (as :func:`facesegment.context.to_context_layout` makes them)."""
+    centre (as :func:`facesegment.autocontext.context.to_context_layout` makes them)."""
     model = random_model(seed, kind="axis", layout=layout, kinds=kinds, **kw)
     a = model.arrays
     centre = (layout.half * layout.window + layout.half) * layout.channels

@@ -17,7 +17,7 @@ from facesegment.forest._extra_kernels import random_axis_split, random_cut
 from facesegment.forest._grow import grow_tree
 from facesegment.inference import predict_proba_raw
 from facesegment.layout import WindowLayout
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from tests import naive
 
 #: Fails under bootstrap=True for every forest (weighted draws are equivalent in

@@ -16,7 +16,7 @@ from facesegment.forest import (constraints_of, AxisAlignedForest, RotationFores
 from facesegment.forest._rotation_kernels import rotate_rows, subset_covariance
 from facesegment.inference import predict_proba_raw
 from facesegment.layout import WindowLayout
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from facesegment.forest.rotation import draw_subsets, pca_components
 from tests import naive
 from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest
