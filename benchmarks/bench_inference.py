@@ -134,7 +134,7 @@ def load_models(folder, n_trees):
 def bench_inference(args):
     from facesegment.data.datasets import find_faces, load_face
     from facesegment.dense import predict as inference
-    from facesegment.inference import count_oblique_visits, model_layout, predict_image
+    from facesegment.dense import count_oblique_visits, model_layout, predict_image
 
     rate = gemm_rate()
     print(f"float32 GEMM: {rate / 1e9:.1f} GFLOP/s", flush=True)

@@ -8,7 +8,7 @@ import pytest
 from facesegment.cli import main
 from facesegment.data.imageio import write_png_atomic
 from facesegment.modelio.model import save_model
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 from tests.evaluation.test_metrics import _write_faces
 
 
@@ -200,7 +200,7 @@ def test_environment_errors_are_one_line_bugs_keep_tracebacks(monkeypatch, capsy
 def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
     """A model with a position prior: evaluate and segment use its beta (or --beta);
     --beta on a model without one is one error line (exit 2)."""
-    from facesegment.inference import predict_image
+    from facesegment.dense import predict_image
     from facesegment.data.imageio import read_label
     from tests.test_position import model_with_prior
 
@@ -242,7 +242,7 @@ def test_smoothing_through_evaluate_and_segment(tmp_path, capsys):
     """A model with a selected sigma: segment blurs its maps (or --sigma), evaluate adds
     the smoothed scores; a negative --sigma is one argparse error line."""
     from facesegment.evaluation.scoring import evaluate_smoothed
-    from facesegment.inference import predict_image
+    from facesegment.dense import predict_image
     from facesegment.data.imageio import read_label
     from facesegment.data.datasets import find_faces
 

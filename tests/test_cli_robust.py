@@ -16,7 +16,7 @@ import pytest
 from facesegment.cli import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, main
 from facesegment.data.imageio import write_png_atomic
 from facesegment.modelio.model import save_model
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import pytest
 
 from facesegment.cli import main
 from facesegment.data.imageio import to_grey, write_png_atomic
-from facesegment.inference import predict_image
+from facesegment.dense import predict_image
 from facesegment.layout import WindowLayout
 from facesegment.modelio.model import load_model
 from facesegment.data.windows import read_windows

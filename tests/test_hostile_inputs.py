@@ -124,7 +124,7 @@ _ODD = os.fsdecode(b"caf\xff")  # a file name the OS allows that is not UTF-8
 @pytest.fixture()
 def model_dir(tmp_path):
     from facesegment.modelio.model import save_model
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     return save_model(random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",)),
                       tmp_path / "models" / "axis-2")
@@ -455,7 +455,7 @@ def test_nearly_full_disk_is_refused_before_writing(tmp_path, capsys, monkeypatc
     import shutil
 
     from facesegment.modelio.model import save_model
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
@@ -643,7 +643,7 @@ def test_scratch_pipeline_run_leaves_tracked_pages_alone(tmp_path, monkeypatch):
 
 def test_bad_sampling_factors_blame_the_model(tmp_path, capsys):
     from facesegment.modelio.model import save_model
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     model = random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",))
     model.sampling_factors = np.zeros(model.arrays.n_classes)

@@ -684,7 +684,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "docs" / "results.md").is_file()
     assert (tmp_path / "docs" / "timings.md").is_file()
     # the 2-tree model folder scores what the 2-tree prefix scored
-    from facesegment.inference import predict_proba_raw
+    from facesegment.dense import predict_proba_raw
     from facesegment.data.imageio import read_image
 
     m4 = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-4")
@@ -787,7 +787,7 @@ def _check_alpha_is_the_models(tmp_path, data, rdir):
     on the pipeline's test images, mode and pixel stride gives its test scores."""
     from facesegment.cli import main as cli
     from facesegment.forest.registry import KINDS as TABLE
-    from facesegment.inference import default_alpha, default_beta
+    from facesegment.dense import default_alpha, default_beta
     from pipelines.config import KINDS
 
     models = tmp_path / "models" / "faces-smoke"
@@ -938,7 +938,7 @@ def test_smoothing_covers_the_models_the_config_names():
     from facesegment.autocontext.cascade import Cascade
     from facesegment.autocontext.context import ContextSpec
     from pipelines import smoothing
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     axis = random_model(1, kind="axis", n_trees=1, max_depth=3, kinds=("axis",))
     co2 = random_model(2, n_trees=1, max_depth=3, kinds=("oblique",))

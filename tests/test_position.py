@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from facesegment.evaluation import scoring as evaluation
-from facesegment.inference import confusion_sweep, predict_image
+from facesegment.dense import confusion_sweep, predict_image
 from facesegment.modelio.model import load_model, save_model
 from facesegment.position import (PositionPrior, constant_labels, fit_position_prior,
                                   position_factor)
 from tests import naive
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 
 def toy_labels(n=6, shape=(40, 37), seed=0, all_classes=False):

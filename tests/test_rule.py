@@ -11,11 +11,11 @@ import pytest
 
 from facesegment.evaluation import scoring as evaluation
 from facesegment.evaluation.calibrate import choose_rule, held_out_records
-from facesegment.inference import predict_image, predict_proba_raw
+from facesegment.dense import predict_image, predict_proba_raw
 from facesegment.modelio.model import load_model, save_model
 from facesegment.rule import (PAPER_RULE, DecisionRule, NoRuleWarning, decision_rule,
                               rule_of)
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 from tests.test_position import model_with_prior, toy_labels
 
 

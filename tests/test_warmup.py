@@ -13,7 +13,7 @@ from facesegment.cli import main
 from facesegment.dense._packing import pack_fast
 from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.modelio.model import save_model
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 
 
 def _steps(seconds):

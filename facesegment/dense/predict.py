@@ -33,7 +33,7 @@ Modes
               pixel gets a prediction.
 
 The module-level switches below are read at every call (tests and the
-benchmark set them); ``facesegment.inference`` is this module.
+benchmark set them).
 """
 
 from collections import namedtuple

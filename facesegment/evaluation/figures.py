@@ -266,7 +266,7 @@ def make_figures(models, records, out_dir, *, evaluations=None, alpha=None, labe
         ``records`` (every forest size and depth, one pass).
     alpha : float, optional
         Reweighting exponent of the models evaluated here (default: each
-        model's selected alpha, ``facesegment.inference.default_alpha``).
+        model's selected alpha, ``facesegment.dense.default_alpha``).
     labels : dict name -> display name, optional
         Legends and titles (default: the names).
     mode, pixel_stride :

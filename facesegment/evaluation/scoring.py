@@ -1,6 +1,6 @@
 """Scoring a model on labelled faces: the one evaluation driver.
 
-:func:`evaluate` makes one pass per image (``facesegment.inference.
+:func:`evaluate` makes one pass per image (``facesegment.dense.
 confusion_sweep``, which walks each tree once per pixel and forms every
 truncated forest by cumulative sums) and returns the confusion matrices and
 Jaccard scores of every (alpha, maximum depth, number of trees) setting asked

@@ -10,7 +10,7 @@ from facesegment.autocontext.cascade import Cascade, load_cascade, save_cascade
 from facesegment.autocontext.cascade_fit import fit_cascade, fold_of_images
 from facesegment.autocontext.context import ContextSpec, as_u8, context_maps, context_planes
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
-from facesegment.inference import confusion_sweep, predict_image, predict_proba_raw
+from facesegment.dense import confusion_sweep, predict_image, predict_proba_raw
 from facesegment.layout import WindowLayout
 from facesegment.modelio.model import load_model
 from facesegment.data.windows import WindowSet, WindowsMeta

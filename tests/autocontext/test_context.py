@@ -8,7 +8,7 @@ import pytest
 from facesegment.autocontext.context import (ContextSpec, context_layout, context_planes, feature_map,
                                  stage_features, to_context_layout)
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
-from facesegment.inference import predict_proba_raw
+from facesegment.dense import predict_proba_raw
 from facesegment.layout import WindowLayout
 from facesegment.modelio.model import Model
 

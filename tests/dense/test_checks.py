@@ -6,7 +6,7 @@ import pytest
 from facesegment.dense import model_layout, predict_image
 from facesegment.dense._checks import window_image
 from facesegment.layout import DEFAULT_LAYOUT, WindowLayout
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 
 @pytest.mark.parametrize("layout, image, planes, message", [

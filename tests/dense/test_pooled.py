@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from facesegment.forest import CO2Forest, TwoProbeForest
-from facesegment.inference import count_oblique_visits, predict_proba_raw
+from facesegment.dense import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
 from facesegment.modelio.model import Model, load_model, save_model
 from tests import naive
@@ -135,7 +135,7 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
     (vpdpbusd where this CPU has VNNI, and the portable one), int8 rows in
     this process's form (each compiled form costs a Numba compilation)."""
     from facesegment.dense import _pooled, _simd
-    from facesegment.inference import predict_image
+    from facesegment.dense import predict_image
 
     image, X, ys, xs, y, model = _case(3, FORESTS[f"co2-{dtype}"]())
     a = model.arrays

@@ -10,7 +10,7 @@ from facesegment.dense._fast import OFF_MASK, max_width
 from facesegment.dense._split import split_buffer, split_offsets
 from facesegment.layout import WindowLayout
 from tests import naive
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 K = 7                                   # context planes (odd: the last copy is partial)
 CTX = WindowLayout(31, 3 + K)

@@ -8,9 +8,9 @@ import pytest
 from facesegment.data.datasets import load_face
 from facesegment.evaluation.scoring import (best_alpha, choose_alpha, evaluate, full_summary,
                                     grid_label, time_inference)
-from facesegment.inference import predict_image
+from facesegment.dense import predict_image
 from facesegment.evaluation.metrics import border_mask, class_average, confusion_matrix, jaccard
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 from tests.evaluation.test_metrics import _write_faces
 
 

@@ -9,7 +9,7 @@ from facesegment.evaluation.scoring import evaluate
 from facesegment.evaluation.figures import (colorize, confusion_figure, curves, figure3, figure4,
                                  make_figures, pick_examples)
 from facesegment.data.imageio import read_image
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 from tests.evaluation.test_metrics import _write_faces
 
 

@@ -9,7 +9,7 @@ from facesegment.data.imageio import write_png_atomic
 from facesegment.evaluation.metrics import (border_mask, class_average, confusion_matrix, jaccard,
                                  markdown_table, pixel_accuracy, summarize)
 from tests import naive
-from tests.test_inference import random_image
+from tests.dense.test_inference import random_image
 
 
 def test_identical_maps_score_100():

@@ -12,7 +12,7 @@ from facesegment.faces.aligned import INFO_NAME, realign_face, realign_records
 from facesegment.data.datasets import FaceRecord, find_faces, load_face
 from facesegment.data.imageio import read_image, read_label, write_png_atomic
 from tests.conftest import FACES300W
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 
 pytest.importorskip("dlib")
 

@@ -13,7 +13,7 @@ from facesegment.data.imageio import write_png_atomic
 from facesegment.faces.landmarks import render_labels
 from facesegment.modelio.model import load_model
 from facesegment.faces.votes import VoteSpec
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 from tests.faces.test_shape_prior import face_points
 
 

@@ -8,7 +8,7 @@ import pytest
 from facesegment.data.imageio import read_image, read_label, write_png_atomic
 from facesegment.faces.crops import crop_box, crop_face, find_crops, landmark_box, uncrop_proba
 from facesegment.faces.segment import overlay, segment_folder, segment_image
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 
 
 def _gradient(h, w):
@@ -351,7 +351,7 @@ def test_interrupt_keeps_finished_outputs_and_summary(tmp_path, monkeypatch):
 
 def _reference_segment(model, image, boxes, alpha):
     """The whole-image accumulation segment_image used before mapping back by regions."""
-    from facesegment.inference import predict_proba_raw, reweight
+    from facesegment.dense import predict_proba_raw, reweight
 
     h, w = image.shape[:2]
     total = np.zeros((h, w, model.arrays.n_classes), np.float32)

@@ -11,7 +11,7 @@ import facesegment.faces.segment as seg
 from facesegment.faces import shape_prior as sp
 from facesegment.data.imageio import write_png_atomic
 from facesegment.faces.landmarks import render_labels
-from tests.test_inference import random_model
+from tests.dense.test_inference import random_model
 from tests.faces.test_shape_prior import face_points
 
 

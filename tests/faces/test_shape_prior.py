@@ -240,7 +240,7 @@ def test_a_face_without_landmarks_takes_the_landmark_free_path():
 
 def test_the_prior_round_trips_in_a_model_folder(tmp_path):
     from facesegment.modelio.model import load_model, save_model
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     labels, pts = toy_faces(3)
     prior = sp.fit_shape_prior(labels, pts, 8, size=64)
@@ -264,7 +264,7 @@ def test_the_prior_round_trips_in_a_model_folder(tmp_path):
 def test_a_model_missing_or_with_a_corrupt_prior_file_is_one_clear_error(tmp_path):
     from facesegment.errors import DataError
     from facesegment.modelio.model import load_model, save_model
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     labels, pts = toy_faces(2)
     model = random_model(0, n_trees=2, max_depth=3)

@@ -1,4 +1,4 @@
-"""Dense inference of the paper's 31x31 RGB models through ``facesegment.inference``:
+"""Dense inference of the paper's 31x31 RGB models through ``facesegment.dense``:
 kernels against explicit windows (tests/naive.py), modes, options.  Other window
 layouts: tests/dense/."""
 
@@ -7,7 +7,7 @@ import pytest
 
 from facesegment.classes import N_CLASSES
 from facesegment.forest._arrays import ForestArrays
-from facesegment.inference import (confusion_sweep, count_oblique_visits, fft_responses,
+from facesegment.dense import (confusion_sweep, count_oblique_visits, fft_responses,
                                    pad_image, predict_image, predict_proba_raw, reweight)
 from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.modelio.model import Model
@@ -368,23 +368,21 @@ def test_level_kernel_equals_reference(seed):
                                                         **kw)[0])
 
 
-def test_inference_is_the_dense_predict_module():
-    """``facesegment.inference`` is kept for callers: the same module as dense.predict,
-    and the ``kernels=`` choices are the same names."""
+def test_dense_exports_the_predict_module_names():
+    """``facesegment.dense``'s names are those of dense.predict, which holds the
+    ``kernels=`` choices and switches."""
     import facesegment.dense as dense
     import facesegment.dense.predict as predict
-    from facesegment.dense import predict as inference
 
-    assert inference is predict
     for name in dense.__all__:
-        assert getattr(inference, name) is getattr(dense, name), name
+        assert getattr(predict, name) is getattr(dense, name), name
     for name in ("KERNELS", "FAST_BLOCK_ROWS", "pack_fast"):
-        assert hasattr(inference, name)
+        assert hasattr(predict, name)
 
 
 def test_kernel_choices_give_the_same_results(monkeypatch):
     """Every ``kernels=`` choice (and FAST_BLOCK_ROWS set on
-    ``facesegment.inference``) changes the kernel used, not the result; an
+    ``facesegment.dense.predict``) changes the kernel used, not the result; an
     unknown choice is refused naming the choices."""
     from facesegment.dense import predict as inference
 
@@ -414,7 +412,7 @@ def test_model_without_layout_attribute_uses_the_paper_layout():
 
 
 def test_first_import_from_many_threads_sees_a_complete_module():
-    """Worker threads importing facesegment.inference for the first time at
+    """Worker threads importing facesegment.dense for the first time at
     once (the evaluation tasks do) must all get every name (a sys.modules
     alias used to hand some of them a half-made module)."""
     import subprocess
@@ -426,7 +424,7 @@ def test_first_import_from_many_threads_sees_a_complete_module():
         "def work():\n"
         "    barrier.wait()\n"
         "    try:\n"
-        "        from facesegment.inference import confusion_sweep, predict_image\n"
+        "        from facesegment.dense import confusion_sweep, predict_image\n"
         "    except ImportError as exc:\n"
         "        errors.append(exc)\n"
         "ts = [threading.Thread(target=work) for _ in range(8)]\n"
@@ -435,11 +433,6 @@ def test_first_import_from_many_threads_sees_a_complete_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert out.stdout.strip() == "0", out.stderr[-2000:]
-    # the race came from aliasing the module in sys.modules: it must be a plain module
-    import facesegment.inference as shim
-
-    assert shim.__name__ == "facesegment.inference" and shim.__file__.endswith("inference.py")
-    assert sys.modules["facesegment.inference"] is shim and shim.predict_image
 
 
 def test_huge_alpha_reweights_without_overflow_warnings():
