@@ -442,7 +442,7 @@ def test_train_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, wfile, 
                            f"filename = '{path}', errno = 28, error message = 'No space "
                            "left on device')")
 
-    monkeypatch.setattr(mf, "_write_forest_h5", full)
+    monkeypatch.setattr(mf, "write_forest", full)
     out = tmp_path / "models" / "m"
     assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(wfile),
                  "--out", str(out), "-q", "--workers", "1"]) == 2

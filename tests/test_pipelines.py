@@ -13,7 +13,7 @@ import pytest
 from facesegment.atomic import write_json_atomic
 from facesegment.classes import N_CLASSES
 from facesegment.errors import DataError
-from pipelines import backend, report, run, stamps
+from pipelines import backend, report, results_page, run, stamps
 from pipelines.config import ConfigError, load_config, q_features, run_name
 from pipelines.stages import Context, Stage
 
@@ -447,7 +447,7 @@ def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
     ("/home/me/my-faces", "", "another labelled folder"),
 ])
 def test_report_describes_the_data_by_its_folder_not_the_run_name(root, labels, note):
-    text = report._data_note({"run_name": "lfw-default"}, {"root": root, "labels": labels})
+    text = results_page._data_note({"run_name": "lfw-default"}, {"root": root, "labels": labels})
     assert note in text
 
 

@@ -1,5 +1,5 @@
 """HDF5 hygiene: a model or windows file reads only its own bytes, and no more
-than it holds (shared by :mod:`facesegment.modelio._model_files` and
+than it holds (shared by :mod:`facesegment.modelio._forest_h5` and
 :mod:`facesegment.data.windows`).
 
 HDF5 can make a dataset read from elsewhere: an *external link* points into

@@ -8,6 +8,7 @@ Modules
 ``_model_class``   the :class:`Model` dataclass
 ``_model_doc``     types and values of a ``model.json`` document, checked before use
 ``_model_files``   building, writing and validating a model folder
+``_forest_h5``     the folder's ``forest.h5``: the forest arrays written, and read back verified
 
 The names below are loaded on first use (importing the package loads none of its modules).
 """
