@@ -27,9 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic
-from facesegment.datasets import load_face
+from facesegment.data.datasets import load_face
 from facesegment.dense import predict as dense
-from facesegment.model import load_model
+from facesegment.modelio.model import load_model
 from pipelines.backend import records_from_json
 
 

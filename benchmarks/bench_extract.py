@@ -28,7 +28,7 @@ SHARED = Path(os.environ.get("FACESEGMENT_SHARED", ROOT.parent / "shared")) / "d
 
 
 def _run(records, out, n_windows, seed, workers, data_root, labels_root=None, window=31):
-    from facesegment.extract import extract_windows
+    from facesegment.data.extract import extract_windows
 
     load0 = os.getloadavg()[0]
     cpu0 = time.process_time()
@@ -70,7 +70,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "extract.json"), help="result JSON")
     args = ap.parse_args(argv)
 
-    from facesegment.datasets import find_faces
+    from facesegment.data.datasets import find_faces
     from facesegment.parallel import default_workers
 
     report = {"cpu_count": os.cpu_count(), "workers": args.workers or default_workers(),

@@ -1,6 +1,6 @@
 """Forest benchmark: AxisAlignedForest vs scikit-learn, CO2 cost per tree, model sizes.
 
-Runs side by side on windows extracted (class-balanced, facesegment.extract)
+Runs side by side on windows extracted (class-balanced, facesegment.data.extract)
 from ``faces300w/train`` and writes ``reports/bench/forests.json``::
 
     nice .venv/bin/python -m benchmarks.bench_forests --data ../shared/data/faces300w
@@ -55,9 +55,9 @@ def gemm_gflops(n=1024, repeat=5):
 
 
 def extract(root, start, n_images, n_windows, seed, tmp):
-    from facesegment.datasets import find_faces
-    from facesegment.extract import extract_windows
-    from facesegment.windows import read_windows
+    from facesegment.data.datasets import find_faces
+    from facesegment.data.extract import extract_windows
+    from facesegment.data.windows import read_windows
 
     recs = find_faces(Path(root) / "train")[start:start + n_images]
     path = Path(tmp) / f"w{start}-{n_windows}.h5"
@@ -66,7 +66,7 @@ def extract(root, start, n_images, n_windows, seed, tmp):
 
 
 def model_bytes(est, kind, tmp, name):
-    from facesegment.model import Model, save_model
+    from facesegment.modelio.model import Model, save_model
 
     path = save_model(Model.from_estimator(est, kind), Path(tmp) / name)
     return sum(f.stat().st_size for f in path.iterdir())

@@ -57,7 +57,7 @@ def gemm_rate(n=1024, repeats=5):
 def sample_windows(records, n_per_image, seed, layout=None):
     """Class-balanced-ish windows (of ``layout``, default 31x31 RGB) sampled directly
     from labelled faces (grey layouts: the image's mean over its channels)."""
-    from facesegment.datasets import load_face
+    from facesegment.data.datasets import load_face
     from facesegment.dense import pad_image
     from facesegment.layout import DEFAULT_LAYOUT
 
@@ -91,10 +91,10 @@ def to_layout(image, layout):
 def train_models(n_trees, seed=0, n_images=200, per_image=100, layout=None):
     """Quick real models of each kind (project estimators) on faces300w/train."""
     import facesegment.forest as F
-    from facesegment.datasets import find_faces
+    from facesegment.data.datasets import find_faces
     from facesegment.classes import CLASS_NAMES
     from facesegment.layout import DEFAULT_LAYOUT
-    from facesegment.model import Model
+    from facesegment.modelio.model import Model
 
     layout = layout or DEFAULT_LAYOUT
     recs = find_faces(DATA / "train")
@@ -119,7 +119,7 @@ def train_models(n_trees, seed=0, n_images=200, per_image=100, layout=None):
 
 def load_models(folder, n_trees):
     """The pipeline's trained models ``FOLDER/{axis,two-probe,co2}-N`` (N = the largest size)."""
-    from facesegment.model import load_model
+    from facesegment.modelio.model import load_model
 
     models = {}
     for kind in ("axis", "two-probe", "co2"):
@@ -132,9 +132,9 @@ def load_models(folder, n_trees):
 
 
 def bench_inference(args):
-    from facesegment.datasets import find_faces, load_face
+    from facesegment.data.datasets import find_faces, load_face
     from facesegment.dense import predict as inference
-    from facesegment.inference import count_oblique_visits, model_layout, predict_image
+    from facesegment.dense import count_oblique_visits, model_layout, predict_image
 
     rate = gemm_rate()
     print(f"float32 GEMM: {rate / 1e9:.1f} GFLOP/s", flush=True)
@@ -208,7 +208,7 @@ def bench_inference(args):
 def bench_sweep(args):
     """CO2 confusion sweep (evaluation): level-grouped vs per-pixel kernel."""
     from facesegment.dense import predict as inference
-    from facesegment.datasets import find_faces, load_face
+    from facesegment.data.datasets import find_faces, load_face
 
     if not args.models:
         sys.exit("--sweep needs --models FOLDER (the pipeline's models)")
@@ -257,11 +257,11 @@ def _iou(a, b):
 
 
 def bench_detectors(args):
-    from facesegment.datasets import find_faces
-    from facesegment.imageio import read_image
+    from facesegment.data.datasets import find_faces
+    from facesegment.data.imageio import read_image
     import cv2
 
-    from facesegment.crops import detect_faces, find_crops
+    from facesegment.faces.crops import detect_faces, find_crops
 
     recs = find_faces(DATA / "test")[: args.detector_images]
     crops = [read_image(r.image) for r in recs]

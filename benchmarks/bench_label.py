@@ -24,7 +24,7 @@ SHARED = Path(os.environ.get("FACESEGMENT_SHARED", ROOT.parent / "shared")) / "d
 def _cv2_fill(points, shape, offset):
     import cv2
 
-    from facesegment.landmarks import face_polygons
+    from facesegment.faces.landmarks import face_polygons
 
     lab = np.zeros(shape, np.uint8)
     for cls, poly in face_polygons(points):
@@ -36,7 +36,7 @@ def _cv2_fill(points, shape, offset):
 def _skimage_fill(points, shape, offset):
     from skimage.draw import polygon
 
-    from facesegment.landmarks import face_polygons
+    from facesegment.faces.landmarks import face_polygons
 
     lab = np.zeros(shape, np.uint8)
     for cls, poly in face_polygons(points):
@@ -46,9 +46,9 @@ def _skimage_fill(points, shape, offset):
 
 
 def agreement(split="train"):
-    from facesegment.datasets import find_faces
-    from facesegment.imageio import read_label
-    from facesegment.landmarks import pts_path_for, read_pts, render_labels
+    from facesegment.data.datasets import find_faces
+    from facesegment.data.imageio import read_label
+    from facesegment.faces.landmarks import pts_path_for, read_pts, render_labels
 
     methods = {
         "pillow ImageDraw.polygon (used)": render_labels,
@@ -79,10 +79,10 @@ def agreement(split="train"):
 
 
 def detect(n):
-    from facesegment.datasets import find_images
-    from facesegment.imageio import read_image
-    from facesegment.label import detect_landmarks, get_models
-    from facesegment.landmarks import render_labels
+    from facesegment.data.datasets import find_images
+    from facesegment.data.imageio import read_image
+    from facesegment.faces.label import detect_landmarks, get_models
+    from facesegment.faces.landmarks import render_labels
 
     t0 = time.perf_counter()
     get_models()

@@ -16,11 +16,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from facesegment import shape_prior as sp
-from facesegment.datasets import find_faces
-from facesegment.imageio import read_image
-from facesegment.landmarks import render_labels
-from facesegment.renderer import predict_landmarks
+from facesegment.faces import shape_prior as sp
+from facesegment.data.datasets import find_faces
+from facesegment.data.imageio import read_image
+from facesegment.faces.landmarks import render_labels
+from facesegment.faces.renderer import predict_landmarks
 
 DATA = os.path.join(ROOT, "..", "shared", "data", "faces300w")
 

@@ -35,13 +35,13 @@ def _ms(fn, *a, **k):
 
 def main(argv=None):
     from facesegment.api import load_model
-    from facesegment.datasets import find_faces
+    from facesegment.data.datasets import find_faces
     from facesegment.dense import predict_image
-    from facesegment.imageio import read_image
-    from facesegment.landmarks import render_labels
+    from facesegment.data.imageio import read_image
+    from facesegment.faces.landmarks import render_labels
     from facesegment.models import DEFAULT, FOREST
-    from facesegment.renderer import predict_landmarks
-    from facesegment.segment import segment_image
+    from facesegment.faces.renderer import predict_landmarks
+    from facesegment.faces.segment import segment_image
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--faces", type=int, default=20)

@@ -37,9 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic, write_text_atomic
-from facesegment.datasets import load_face
+from facesegment.data.datasets import load_face
 from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image
-from facesegment.model import load_model
+from facesegment.modelio.model import load_model
 from pipelines.backend import records_from_json
 from pipelines.common import forest_bytes
 

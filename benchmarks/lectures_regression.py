@@ -55,8 +55,8 @@ def face_offsets(n_faces=300, per_face=12, half=15, reach=12, seed=0):
     """``(X uint8 (n, 961), y float64 (n,), group (n,))``: grey windows around
     points within ``reach`` pixels of the nose tip; y is the tip's column minus
     the window centre's (the offset a detector would have to correct)."""
-    from facesegment.imageio import read_image, to_grey
-    from facesegment.landmarks import read_pts
+    from facesegment.data.imageio import read_image, to_grey
+    from facesegment.faces.landmarks import read_pts
 
     rng = np.random.default_rng(seed)
     images = sorted(FACES.glob("*.jpg"))

@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic, write_text_atomic
-from facesegment.figures import save_figure
+from facesegment.evaluation.figures import save_figure
 from facesegment.forest import NonGreedyTree
 from facesegment.forest import nongreedy as ng
 from facesegment.forest._nongreedy_exact import sgd_pass_exact

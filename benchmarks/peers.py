@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from facesegment.atomic import write_json_atomic, write_text_atomic
-from facesegment.datasets import find_faces, load_face
+from facesegment.data.datasets import find_faces, load_face
 from facesegment.dense import predict_image
 from facesegment.forest import AxisAlignedForest
-from facesegment.model import Model
-from facesegment.windows import read_windows
+from facesegment.modelio.model import Model
+from facesegment.data.windows import read_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "faces300w"

@@ -48,7 +48,7 @@ from benchmarks.peers import (DATA, ROOT, THREADS, axis_params, bench_windows, l
                               update_doc, xgboost_params)
 from facesegment.atomic import write_json_atomic
 from facesegment.forest import AxisAlignedForest
-from facesegment.windows import read_windows
+from facesegment.data.windows import read_windows
 
 #: A variant of ours matches LightGBM within this many accuracy points...
 MATCH_POINTS = 1.0

@@ -23,14 +23,14 @@ __version__ = "0.2.0"
 #: one-call API), ``facesegment.load_model``, ``Face``, ``DecisionRule``, ``choose_rule``.
 _LAZY = {"load_model": ("facesegment.api", "load_model"), "Face": ("facesegment.api", "Face"),
          "DecisionRule": ("facesegment.rule", "DecisionRule"),
-         "choose_rule": ("facesegment.calibrate", "choose_rule")}
+         "choose_rule": ("facesegment.evaluation.calibrate", "choose_rule")}
 
 
 def __getattr__(name):
     import importlib
 
     if name == "segment":     # the submodule, which is callable (facesegment.api.segment)
-        return importlib.import_module("facesegment.segment")
+        return importlib.import_module("facesegment.faces.segment")
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)

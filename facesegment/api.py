@@ -10,7 +10,7 @@ training faces were cropped, segmented with every pixel predicted, and
 mapped back onto the photo; its decision rule (:mod:`facesegment.rule`) is the
 model's own.  An image that already is a 250x250 face crop is segmented as it
 is (``path == "crop"``).  :func:`facesegment.dense.predict_image` segments one
-crop; :func:`facesegment.segment.segment_folder` (``facesegment segment``)
+crop; :func:`facesegment.faces.segment.segment_folder` (``facesegment segment``)
 writes label maps, overlays and a CSV for many photos.
 """
 
@@ -35,7 +35,7 @@ def load_model(name_or_path=None):
         When it is neither (the message lists the shipped names), or the folder
         is not a valid model.
     """
-    from .model import load_model as _load
+    from .modelio.model import load_model as _load
     from .models import resolve
 
     return _load(resolve(name_or_path))
@@ -55,7 +55,7 @@ def check_photo_dependencies():
     """Raise a one-line DataError when dlib or its landmark model (needed to find
     faces in photos) is not installed, naming what to install."""
     from .errors import DataError
-    from .label import predictor_path
+    from .faces.label import predictor_path
 
     for module, package in (("dlib", "dlib-bin"),
                             ("face_recognition_models", "face_recognition_models")):
@@ -107,14 +107,14 @@ class Face:
 
 
 def _read(image):
-    from .imageio import read_image
+    from .data.imageio import read_image
 
     if isinstance(image, (str, Path)):
         return read_image(image, orient=True)
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise ValueError(f"image must be a path or an RGB uint8 array (H, W, 3), got "
-                         f"{arr.dtype} {arr.shape} (facesegment.imageio.read_image reads files)")
+                         f"{arr.dtype} {arr.shape} (facesegment.data.imageio.read_image reads files)")
     return arr
 
 
@@ -132,7 +132,7 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
         "auto" takes a 250x250 image as a face crop already; "never" takes any
         image as one crop.
     detector : {"landmarks", "dlib"}
-        How crops are found (see :func:`facesegment.crops.find_crops`).
+        How crops are found (see :func:`facesegment.faces.crops.find_crops`).
     detect_size : int, optional
         Faces are detected on a copy shrunk to this longer side (default 2000).
     alpha, beta, sigma : float, optional
@@ -147,10 +147,10 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     DataError
         An unreadable file, an unknown model, or dlib missing (to find faces).
     """
-    from .crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, box_region, crop_face,
+    from .faces.crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, box_region, crop_face,
                         find_crops, find_landmarks, landmark_box, model_crop_rule,
                         uncrop_proba)
-    from .landmark_model import LandmarkModel
+    from .faces.landmark_model import LandmarkModel
     from .rule import decision_rule
 
     if detect not in DETECT_MODES:
@@ -197,9 +197,9 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
 
 def _crop_maps(model, crop, terms):
     """Class probabilities and labels of one face crop under ``model``."""
-    from .crops import model_image
+    from .faces.crops import model_image
     from .dense import predict_image
-    from .landmark_model import LandmarkModel
+    from .faces.landmark_model import LandmarkModel
 
     if isinstance(model, LandmarkModel):
         proba = model.predict_crop(crop)[0]

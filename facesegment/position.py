@@ -51,9 +51,9 @@ class PositionPrior:
         Label maps counted.
     crop_rule : tuple of 3 floats
         ``(k, ox, oy)``: how a crop box made from 68 predicted landmarks
-        (:func:`facesegment.segment.landmark_box`) maps to the crops these
+        (:func:`facesegment.faces.segment.landmark_box`) maps to the crops these
         label maps are in, measured on training faces
-        (:func:`facesegment.aligned.measure_crop_rule`); ``segment`` and the
+        (:func:`facesegment.faces.aligned.measure_crop_rule`); ``segment`` and the
         detector-aligned protocol cut crops by it, so that a new face is in
         the prior's frame.  ``(1, 0, 0)``: the landmark rule as it is.
     """

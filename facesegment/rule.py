@@ -11,7 +11,7 @@ probabilities and labels a user sees, term by term::
     -> renormalised, each class map blurred by a Gaussian of sigma px (0: none)
     -> argmax
 
-The rule is chosen on validation images (:func:`facesegment.calibrate.choose_rule`),
+The rule is chosen on validation images (:func:`facesegment.evaluation.calibrate.choose_rule`),
 stored in the model folder (``model.json`` key ``"rule"``) and applied by every
 entry point (``predict_image``, ``segment_image``, ``facesegment.segment``, the
 ``evaluate`` and ``segment`` commands) unless a term is given explicitly.
@@ -20,7 +20,7 @@ Models saved before the rule was stored keep their choice in ``metrics``
 
 Adding a term is one field here (its neutral value as the default, so stored
 rules without it load unchanged) plus its step in :meth:`DecisionRule.apply`
-and, to choose it, a step in :func:`facesegment.calibrate.choose_rule`.
+and, to choose it, a step in :func:`facesegment.evaluation.calibrate.choose_rule`.
 """
 
 import dataclasses
@@ -237,7 +237,7 @@ def missing_rule_note(model):
     kind = getattr(model, "kind", "?")
     return (f"this {kind} model stores no decision rule: applying the paper's alpha 1 "
             "(no position prior, no smoothing), which scores far below an alpha chosen on "
-            "validation images; choose a rule with facesegment.calibrate.choose_rule (or "
+            "validation images; choose a rule with facesegment.evaluation.calibrate.choose_rule (or "
             "train with `facesegment train --calibrate`, which stores it)")
 
 

@@ -41,9 +41,9 @@ REDRAW_SECONDS = 2.0
 
 def _tiny_model(kind, family, layout, weights_dtype=np.float32, seed=0):
     """A 2-tree forest of one node family (``axis``, ``two-probe``, ``oblique``,
-    ``sparse``) on ``layout``, as a :class:`facesegment.model.Model`."""
+    ``sparse``) on ``layout``, as a :class:`facesegment.modelio.model.Model`."""
     from .forest._arrays import ForestArrays
-    from .model import Model
+    from .modelio.model import Model
 
     rng = np.random.default_rng(seed)
     p = layout.n_features
@@ -136,8 +136,8 @@ def default_steps():
 
 def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kernels"):
     """``(label, callable)``: what ``segment`` runs for one face crop of ``model``
-    (a :func:`facesegment.segment.segment_image` of a blank crop)."""
-    from .segment import segment_image
+    (a :func:`facesegment.faces.segment.segment_image` of a blank crop)."""
+    from .faces.segment import segment_image
 
     channels = 3 if model.layout is None or model.layout.channels >= 3 else 1
     crop = np.zeros((CROP_SIDE, CROP_SIDE, channels) if channels == 3
@@ -231,9 +231,9 @@ def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None)
     ``segment`` reads its first image: silent when they are cached (however
     long loading takes), a progress line as soon as one compiles (a fresh
     install's first run; ``facesegment warmup`` does it ahead of time).  A
-    landmark model (:mod:`facesegment.landmark_model`) needs none before its
+    landmark model (:mod:`facesegment.faces.landmark_model`) needs none before its
     first face: its fallback's kernels compile if a crop without a face comes."""
-    from .landmark_model import LandmarkModel
+    from .faces.landmark_model import LandmarkModel
 
     if isinstance(model, LandmarkModel):
         return []

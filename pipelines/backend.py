@@ -44,7 +44,8 @@ def fetch_lfw(dest, labels, workers=None, scheduler=None):
     raises NoDataError at once (no download timeout) with the way out.
     Labelling resumes: images already labelled are skipped.
     """
-    from facesegment import download, label
+    from facesegment.data import download
+    from facesegment.faces import label
     from facesegment.parallel import default_workers
 
     src = download.LFW_SOURCES["funneled"]
@@ -66,13 +67,13 @@ def split_dataset(root, labels, n_validation, test_fraction, seed):
     """``(train, validation, test, summary)`` lists of FaceRecord.
 
     ``train/`` and ``test/`` folders are used as given, else a seeded split by
-    person (facesegment.splits), the same as ``facesegment data splits``: the
+    person (facesegment.data.splits), the same as ``facesegment data splits``: the
     split is made over every image, labelled or not.  With a separate label
     tree (``labels``), images the landmark detector missed (its report lists
     them) are then left out and counted in the summary; any other image
     without a label map is an error naming it.
     """
-    from facesegment import splits
+    from facesegment.data import splits
 
     try:
         s = splits.split_dataset(root, labels or None, test_fraction=test_fraction,
@@ -96,13 +97,13 @@ def split_dataset(root, labels, n_validation, test_fraction, seed):
 
 
 def records_from_json(items):
-    from facesegment.datasets import FaceRecord
+    from facesegment.data.datasets import FaceRecord
 
     return [FaceRecord(*it) for it in items]
 
 
 def load_face(record):
-    from facesegment.datasets import load_face as _load
+    from facesegment.data.datasets import load_face as _load
 
     return _load(record)
 
@@ -111,14 +112,14 @@ def load_face(record):
 
 def extract(records, out, n_windows, seed, workers=None, scheduler=None):
     """Sample ``n_windows`` class-balanced windows from ``records`` into ``out``."""
-    from facesegment import extract as ex
+    from facesegment.data import extract as ex
 
     return ex.extract_windows(records, out, n_windows=n_windows, seed=seed,
                               n_workers=workers or None, scheduler=scheduler or None)
 
 
 def read_windows(path):
-    from facesegment.windows import read_windows as _read
+    from facesegment.data.windows import read_windows as _read
 
     return _read(path, load=True)
 
@@ -172,20 +173,20 @@ def fit(est, ws, layout=None):
 def to_model(est, kind, meta, provenance, layout=None):
     """A Model of the registry kind ``kind`` trained on windows described by ``meta``
     (read through ``layout``, default the windows')."""
-    from facesegment.model import Model
+    from facesegment.modelio.model import Model
 
     return Model.from_estimator(est, kind, meta, provenance=dict(provenance or {}),
                                 layout=layout)
 
 
 def save_model(model, path):
-    from facesegment.model import save_model as _save
+    from facesegment.modelio.model import save_model as _save
 
     _save(model, path)
 
 
 def load_model(path):
-    from facesegment.model import load_model as _load
+    from facesegment.modelio.model import load_model as _load
 
     return _load(path)
 

@@ -3,13 +3,13 @@
 The train stages of the forests (:mod:`pipelines.model_stages`) and of the
 cascades (:mod:`pipelines.cascades`) call :func:`calibrate`, which hands the
 run's validation images and its ``[select]``, ``[position]`` and ``[smoothing]``
-candidates to :func:`facesegment.calibrate.choose_rule` (the one function that
+candidates to :func:`facesegment.evaluation.calibrate.choose_rule` (the one function that
 chooses alpha, beta and sigma, as ``facesegment train --calibrate`` does) and
 stores the rule in the model (``model.rule``); the metrics it returns record
 the choice in ``train-<kind>.json`` and the model folder.
 """
 
-from facesegment.calibrate import choose_rule
+from facesegment.evaluation.calibrate import choose_rule
 from facesegment.rule import DecisionRule
 
 from .common import final_alpha_wanted, validation_records
@@ -21,7 +21,7 @@ def calibrate(ctx, kind, model, alpha_sel):
     """Choose the decision rule of every model folder of ``kind`` (forests and
     cascades): set ``model.rule`` and return the metrics that record the choice.
 
-    The rule is chosen by the library (:func:`facesegment.calibrate.choose_rule`)
+    The rule is chosen by the library (:func:`facesegment.evaluation.calibrate.choose_rule`)
     on the run's validation images: alpha with the final forest (``[evaluate]
     alpha_from = "final"``, selection on) or, else, the selection forests'
     ``alpha_sel``; with ``[position] enabled`` the run's prior is attached and

@@ -9,7 +9,7 @@ the stage ``train:<name>`` after ``train:<first kind>``:
   for that kind (``chosen.json``), trained on ``[window | context]`` rows whose
   context comes from out-of-fold maps (``n_folds`` image folds; the fold
   forests have ``fold_trees`` trees: they only make training maps;
-  facesegment.cascade_fit);
+  facesegment.autocontext.cascade_fit);
 * a chain that is the start of a longer configured chain ("two-probe>axis"
   and "two-probe>axis>axis") is not fitted again: its train stage takes the
   longer cascade's first stages (identical to fitting it: same seeds, same
@@ -23,7 +23,7 @@ forests.  The chains' names and labels: :mod:`pipelines.common`.
 docs/pipeline.md, "Auto-context cascades".
 """
 
-from facesegment.context import ContextSpec
+from facesegment.autocontext.context import ContextSpec
 from facesegment.dense import default_alpha, default_beta
 
 from . import backend, prior, selection
@@ -102,8 +102,8 @@ def train(name, kinds, longer=None):
 
 def _fit(ctx, kinds):
     """``(cascade, spec, n_windows)``: the chain fitted on the run's windows."""
-    from facesegment.cascade_fit import fit_cascade
-    from facesegment.imageio import read_image
+    from facesegment.autocontext.cascade_fit import fit_cascade
+    from facesegment.data.imageio import read_image
 
     cfg = ctx.cfg
     n, seed = cfg["forest"]["n_trees"], cfg["run"]["seed"]
@@ -144,7 +144,7 @@ def _finish(ctx, name, kinds, cascade, spec, n_windows):
     import os
 
     from facesegment.atomic import write_json_atomic
-    from facesegment.cascade import save_cascade
+    from facesegment.autocontext.cascade import save_cascade
 
     cfg = ctx.cfg
     n = cfg["forest"]["n_trees"]

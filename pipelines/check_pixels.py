@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from facesegment.atomic import write_json_atomic
-from facesegment.evaluation import evaluate
+from facesegment.evaluation.scoring import evaluate
 
 from . import backend
 from .config import KINDS

@@ -127,7 +127,7 @@ def forest_bytes(path):
 
     ``model.json`` (a few KB) records this run's fit times (and the folder it
     was truncated from), so its size changes from run to run; the arrays of the
-    same forest are the same bytes (``facesegment.model.save_model``).
+    same forest are the same bytes (``facesegment.modelio.model.save_model``).
     """
     total = 0
     for dirpath, _, files in os.walk(path):

@@ -11,7 +11,7 @@ chosen by :func:`pipelines.calibration.calibrate`.
 import os
 import shutil
 
-from facesegment import evaluation
+from facesegment.evaluation import scoring as evaluation
 from facesegment.atomic import write_json_atomic
 from facesegment.errors import DataError
 

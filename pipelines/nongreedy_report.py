@@ -60,7 +60,7 @@ def forest_table(forests, dataset):
 
 
 def figure(trees, path):
-    from facesegment.figures import save_figure, subplots
+    from facesegment.evaluation.figures import save_figure, subplots
 
     names = sorted({r["dataset"] for r in trees})
     ncol = min(3, len(names))

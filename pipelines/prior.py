@@ -20,11 +20,11 @@ import os
 
 import numpy as np
 
-from facesegment import evaluation
+from facesegment.evaluation import scoring as evaluation
 from facesegment.atomic import atomic_path, write_json_atomic
 from facesegment.classes import CLASS_NAMES
 from facesegment.errors import DataError
-from facesegment.imageio import read_label
+from facesegment.data.imageio import read_label
 from facesegment.position import PositionPrior, PriorCounter, crop_rule_of
 from facesegment.progress import Progress
 
@@ -91,7 +91,7 @@ def run_prior(ctx):
     prior = fit_prior(train, len(CLASS_NAMES), shape, pos["sigma"], pos["pseudo"])
     rule = None
     if pos["crop_faces"]:
-        from facesegment.aligned import measure_crop_rule
+        from facesegment.faces.aligned import measure_crop_rule
 
         rule = measure_crop_rule(train, pos["crop_faces"], cfg["run"]["seed"],
                                  workers=ctx.workers)
@@ -123,7 +123,7 @@ def run_prior(ctx):
         det = evaluation.evaluate_position_only(prior, recs, [chosen], mode=ev["mode"],
                                                 pixel_stride=ev["pixel_stride"],
                                                 desc="prior test (detector)")
-        from facesegment.aligned import aligned_counts
+        from facesegment.faces.aligned import aligned_counts
 
         found, missed = aligned_counts(recs)
         res["detector"] = {"test": det["gamma"][repr(chosen)], "n_pixels": det["n_pixels"],
@@ -139,11 +139,11 @@ def run_prior(ctx):
 
 def landmark_scores(ctx):
     """The renderer's test scores (dlib's 68 predicted landmarks drawn as the
-    label polygons, :mod:`facesegment.renderer`; nothing trained) on the test
+    label polygons, :mod:`facesegment.faces.renderer`; nothing trained) on the test
     crops and, with ``detector_protocol``, on the detector-aligned faces (the
     landmarks predicted on the re-cropped faces); the landmarks are cached in
     ``data/landmarks/RUN/``."""
-    from facesegment.renderer import evaluate_renderer, landmark_table
+    from facesegment.faces.renderer import evaluate_renderer, landmark_table
 
     ev = ctx.cfg["evaluate"]
     folder = ctx.root / "data" / "landmarks" / ctx.run
@@ -166,10 +166,10 @@ def landmark_scores(ctx):
 
 
 def aligned_test(ctx):
-    """The test faces re-cropped by `segment`'s rule (facesegment.aligned) with the
+    """The test faces re-cropped by `segment`'s rule (facesegment.faces.aligned) with the
     prior's crop rule (the one every model of the run carries), cached in
     ``data/aligned/RUN/test``: the detector-aligned protocol's records."""
-    from facesegment.aligned import realign_records
+    from facesegment.faces.aligned import realign_records
 
     if "aligned" not in ctx.cache:
         path = prior_path(ctx)
@@ -184,7 +184,7 @@ def detector_scores(ctx, kind, model, alpha):
     """Scores on the detector-aligned test faces: the forest alone at ``alpha`` and,
     when the model has a prior, at its chosen ``(alpha, beta)``; None when
     ``[evaluate] detector_protocol`` is off."""
-    from facesegment.aligned import aligned_counts
+    from facesegment.faces.aligned import aligned_counts
     from facesegment.dense import default_alpha, default_beta
 
     cfg, ev = ctx.cfg, ctx.cfg["evaluate"]

@@ -105,7 +105,7 @@ probabilities are reweighted by `s^-alpha`, multiplied by the position prior
 to the power beta, and each class map is blurred by sigma pixels before the
 argmax. The rule was chosen on {conf['select']['n_images']} validation images
 (held out of training) with the final forest
-(`facesegment.calibrate.choose_rule`). It segments faces into 8 classes:
+(`facesegment.evaluation.calibrate.choose_rule`). It segments faces into 8 classes:
 {", ".join(model.class_names)}.
 
 Size: {size / 1e6:.1f} MB. Speed: {speed}.
@@ -154,8 +154,8 @@ run's files `reports/runs/{run_dir.name}/eval-{kind}.json`.
 def ship(cfg, kind, name, models_root=None, reports_root=None, dest=None, log=print):
     """Write ``facesegment/models/NAME`` (or ``dest/NAME``) from the run of the
     loaded configuration ``cfg`` (:func:`pipelines.config.load_config`)."""
-    from facesegment.model import load_model, save_model
-    from facesegment.cascade import save_cascade
+    from facesegment.modelio.model import load_model, save_model
+    from facesegment.autocontext.cascade import save_cascade
 
     from .config import run_name
 

@@ -2,8 +2,8 @@
 
     python -m pipelines.ship_landmarks --data ../shared/data/faces300w --name faces300w-landmarks
 
-The vote renderer (:mod:`facesegment.votes`) with its offset fitted on the
-training faces of the dataset's split (:func:`facesegment.splits.split_dataset`,
+The vote renderer (:mod:`facesegment.faces.votes`) with its offset fitted on the
+training faces of the dataset's split (:func:`facesegment.data.splits.split_dataset`,
 seed 0: the 100 validation faces held out), the shipped two-probe forest as its
 landmark-free fallback (referred to by name, not copied).  Scored, beside the
 renderer (one dlib landmark set drawn as the polygons), on the validation faces,
@@ -36,9 +36,9 @@ def _row(res):
 
 def score_all(model, splits, aligned_dir, log=print):
     """The model's and the renderer's scores on the three sets of faces."""
-    from facesegment.aligned import realign_records
-    from facesegment.landmark_fit import evaluate_landmark_model
-    from facesegment.renderer import evaluate_renderer, landmark_table
+    from facesegment.faces.aligned import realign_records
+    from facesegment.faces.landmark_fit import evaluate_landmark_model
+    from facesegment.faces.renderer import evaluate_renderer, landmark_table
 
     sets = {"validation": splits.validation, "test crops": splits.test,
             "detector-aligned": realign_records(splits.test, aligned_dir)}
@@ -90,7 +90,7 @@ The default model of facesegment: `facesegment segment photos/ out/` and
 
 ## What it is
 
-A *landmark vote* model (`facesegment.landmark_model`): dlib's 68-point
+A *landmark vote* model (`facesegment.faces.landmark_model`): dlib's 68-point
 shape predictor is run {spec.n_sets} times on each face crop — from the
 detector's box scaled by {", ".join(f"{s:g}" for s in spec.scales)} and shifted by
 {", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, and on the
@@ -139,11 +139,11 @@ are `reports/landmarks/shipped.json`.
 
 
 def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
-    from facesegment.landmark_fit import fit_votes
-    from facesegment.landmark_model import LandmarkModel, load_landmark_model, save_landmark_model
-    from facesegment.model import load_model
+    from facesegment.faces.landmark_fit import fit_votes
+    from facesegment.faces.landmark_model import LandmarkModel, load_landmark_model, save_landmark_model
+    from facesegment.modelio.model import load_model
     from facesegment.models import FOREST, model_path
-    from facesegment.splits import split_dataset
+    from facesegment.data.splits import split_dataset
 
     splits = split_dataset(data, n_validation=n_validation)
     spec = fit_votes(splits.train, cache=CACHE / "sets-train.npz")
@@ -175,7 +175,7 @@ def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
 def rewrite_card(name, data, dest=None, reports=None):
     """MODEL_CARD.md of the shipped folder again from ``reports/landmarks/shipped.json``
     (e.g. after ``benchmarks/bench_votes.py`` measured its speed)."""
-    from facesegment.landmark_model import load_landmark_model
+    from facesegment.faces.landmark_model import load_landmark_model
 
     out = Path(dest or DEST) / name
     rep = json.loads((Path(reports or ROOT / "reports" / "landmarks") / "shipped.json").read_text())

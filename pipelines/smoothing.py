@@ -2,7 +2,7 @@
 
 In the pipeline (``[smoothing]`` of the config): the train stage chooses each
 model's ``sigma`` on the validation images with its chosen alpha and beta
-(:func:`facesegment.calibrate.choose_rule` with :func:`sigmas_for`; 0, no
+(:func:`facesegment.evaluation.calibrate.choose_rule` with :func:`sigmas_for`; 0, no
 smoothing, always competes) and stores it in the model's decision rule (used
 by ``segment``); the evaluate stage
 scores the test faces with it (:func:`test_scores`), on both protocols.
@@ -16,7 +16,7 @@ test faces too, for the ablation.
 For each model of a finished run (``make all``), with the forest alone
 (``alpha_no_prior``, beta 0) and with its position prior (the model's alpha and
 beta), every class's reweighted probability map is blurred with a Gaussian of
-sigma pixels before the argmax (:func:`facesegment.evaluation.evaluate_smoothed`).
+sigma pixels before the argmax (:func:`facesegment.evaluation.scoring.evaluate_smoothed`).
 Sigma is chosen on the run's validation images (those model selection scores);
 the test scores of every sigma are reported, on the pixels the run's evaluation
 scores.  Writes ``reports/runs/RUN/smoothing.json`` and prints a Markdown table.
@@ -28,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from facesegment import evaluation
+from facesegment.evaluation import scoring as evaluation
 from facesegment.atomic import write_json_atomic
 from facesegment.dense import default_alpha, default_beta, default_sigma
 

@@ -240,9 +240,9 @@ def run_select(ctx):
 # ------------------------------------------------------------ figures, report
 
 def run_figures(ctx):
-    """Figure 3, Figure 4 and the confusion matrices (facesegment.figures) from the
+    """Figure 3, Figure 4 and the confusion matrices (facesegment.evaluation.figures) from the
     run's models and ``eval-<kind>.json``: only Figure 3's faces are predicted again."""
-    from facesegment.figures import make_figures
+    from facesegment.evaluation.figures import make_figures
     from facesegment.forest.registry import KINDS as TABLE
 
     cfg = ctx.cfg

@@ -134,7 +134,7 @@ def _time_table(train, times, kinds, sizes, h):
              "smaller forest is its first trees, so its time (marked ≈) is that wall time "
              "times those trees' share of the per-tree times. Inference is the median "
              "wall time of dense per-pixel prediction of one 250×250 test image "
-             "(all pixels, windows read from the image; `facesegment.inference."
+             "(all pixels, windows read from the image; `facesegment.dense."
              "predict_image`). In brackets: CPU time of the process (all threads), "
              "which other jobs on the machine inflate much less than wall time.")
     loads = [x for k in kinds for x in ((train.get(k) or {}).get("load_average") or [])

@@ -273,7 +273,7 @@ def render_timings(results, timings):
 
 def figure(name, r, path):
     """Test error vs (log) number of trees for every kind, the paper's points too."""
-    from facesegment.figures import save_figure, subplots
+    from facesegment.evaluation.figures import save_figure, subplots
 
     fig, ax = subplots(figsize=(6, 4))
     for k in kinds_of({name: r}):

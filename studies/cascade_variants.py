@@ -11,7 +11,7 @@ settings (chosen.json through pipelines.selection.estimator_params and
 pipelines.backend.make_estimator, as pipelines/cascades.py ``train`` does),
 the same 4 image folds and 8-tree fold forests for the out-of-fold maps, and
 the same seeds (stage ``s``: ``seed + 1000 s``; fold forest ``f``:
-``seed + 1000 s + 17 (f + 1)``; facesegment.cascade_fit).  Variants:
+``seed + 1000 s + 17 (f + 1)``; facesegment.autocontext.cascade_fit).  Variants:
 
 * ``A``  baseline: stage 2 exactly as the pipeline trains it;
 * ``B``  + the 8 class frequencies of the position prior at the pixel
@@ -34,15 +34,15 @@ the same seeds (stage ``s``: ``seed + 1000 s``; fold forest ``f``:
 
 The context geometry, folds and fold trees are read from the run's
 config.json ``[cascade]``; the variants add the prior planes and the
-decision maps themselves (byte-identical to what facesegment.context's
+decision maps themselves (byte-identical to what facesegment.autocontext.context's
 ``ContextSpec(prior=True, stage1_alpha=, stage1_beta=)`` later made of them),
 so the run's newer cascade settings do not change them.
 
 For each: alpha and beta (position-prior exponent, 0 = none) chosen together on
-the run's validation images (facesegment.evaluation.choose_alpha, the grids of
-facesegment.calibrate.choose_rule: alpha, beta in {0, .25, .5, .75, 1}), then
+the run's validation images (facesegment.evaluation.scoring.choose_alpha, the grids of
+facesegment.evaluation.calibrate.choose_rule: alpha, beta in {0, .25, .5, .75, 1}), then
 all 250 test images scored with the pipeline's protocol (strict mode, pixel
-stride 3; facesegment.evaluation.evaluate) alone (beta 0, the alpha best on
+stride 3; facesegment.evaluation.scoring.evaluate) alone (beta 0, the alpha best on
 validation at beta 0) and with the prior (the chosen pair), per-class Jaccard,
 stage fit seconds and the share of the context stages' splits on context
 features.
@@ -75,8 +75,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from facesegment.cascade import Cascade
-from facesegment.context import ContextSpec, context_planes
+from facesegment.autocontext.cascade import Cascade
+from facesegment.autocontext.context import ContextSpec, context_planes
 from facesegment.progress import Progress
 
 RUN = "faces300w-default"
@@ -177,7 +177,7 @@ class Setup:
         self._finish()
 
     def _finish(self):
-        from facesegment.cascade_fit import fold_of_images
+        from facesegment.autocontext.cascade_fit import fold_of_images
 
         ws, c = self.ws, self.cfg["cascade"]
         self.n_folds, self.fold_trees = c["n_folds"], c["fold_trees"]
@@ -190,7 +190,7 @@ class Setup:
         self.maps1 = {}    # fold trees -> stage-1 out-of-fold maps (stage1_maps)
 
     def load_image(self, src):
-        from facesegment.imageio import read_image
+        from facesegment.data.imageio import read_image
 
         return read_image(self.by_name[src].image)
 
@@ -283,7 +283,7 @@ class VariantCascade(Cascade):
 # ---------------------------------------------------------- out-of-fold maps
 
 def _rows_by_image(setup):
-    from facesegment.cascade_fit import rows_of_images
+    from facesegment.autocontext.cascade_fit import rows_of_images
 
     return rows_of_images(setup.ws.image_index)
 
@@ -306,9 +306,9 @@ def context_rows(setup, v, maps, stage):
 
 def oof_maps(setup, v, stage, rows, make, prev, folder):
     """``{image: uint8 (H, W, C)}``: stage ``stage``'s out-of-fold maps of every
-    training image (fold forest seeds as facesegment.cascade_fit), cached one npz
+    training image (fold forest seeds as facesegment.autocontext.cascade_fit), cached one npz
     per image in ``folder``; a fold whose images are all cached is not refitted."""
-    from facesegment.cascade_fit import fit_timed, stage_model
+    from facesegment.autocontext.cascade_fit import fit_timed, stage_model
     from facesegment.dense import predict_proba_raw
 
     ws, spec = setup.ws, spec_of_variant(setup, v)
@@ -361,7 +361,7 @@ def stage1_maps(setup, v):
 
 def fit_variant(setup, v, maps1):
     """The variant's cascade and its stages' fit seconds."""
-    from facesegment.cascade_fit import fit_timed, stage_model
+    from facesegment.autocontext.cascade_fit import fit_timed, stage_model
 
     spec, stages, seconds, prev = spec_of_variant(setup, v), [setup.first], {}, maps1
     for s in range(2, v.n_stages + 1):
@@ -393,7 +393,7 @@ def _check_cache_key(folder, v):
 # ------------------------------------------------------------------- scoring
 
 def choose(setup, model, name):
-    from facesegment.evaluation import choose_alpha
+    from facesegment.evaluation.scoring import choose_alpha
 
     model.position = setup.prior
     rec = choose_alpha(model, setup.val, list(GRID), betas=list(GRID), mode="strict",
@@ -408,7 +408,7 @@ def choose(setup, model, name):
 
 def score_test(setup, model, beta, name):
     """Test scores at every alpha for one beta: ``{repr(alpha): summary}``."""
-    from facesegment.evaluation import evaluate
+    from facesegment.evaluation.scoring import evaluate
 
     ev = setup.cfg["evaluate"]
     r = evaluate(model, setup.test, alphas=list(GRID), tree_counts=[N_TREES], mode=ev["mode"],
@@ -479,7 +479,7 @@ def run_variant(setup, v, maps1):
 def same_as_pipeline(model):
     """Is A's stage 2 node for node the run's (models/RUN/ac-two-probe_axis-32; True when
     the run's cascade is the raw-map one of commit 9062a80, False once retrained)?"""
-    from facesegment.model import load_model
+    from facesegment.modelio.model import load_model
 
     ref = load_model(MODELS / f"ac-two-probe_axis-{N_TREES}").final.arrays
     a = model.final.arrays

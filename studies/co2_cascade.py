@@ -12,7 +12,7 @@ finished run's own inputs:
   ``[window | context]`` rows whose context comes from out-of-fold maps of
   4 image folds (8-tree co2-best fold forests), the run's seeds;
 * alpha chosen on the validation images with the final cascade
-  (``facesegment.evaluation.choose_alpha``, the run's alpha grid, no position
+  (``facesegment.evaluation.scoring.choose_alpha``, the run's alpha grid, no position
   prior: one pass of 1.3 s per face; the pipeline's joint choice of alpha,
   beta and sigma would take about ten passes), then the test crops scored
   with it, the cascade alone (the pipeline's protocol: strict mode, every
@@ -59,8 +59,8 @@ def _context(data):
 
 def _train(ctx, path, refit):
     """The cascade folder at ``path`` (fitted, alpha chosen and saved unless it is there)."""
-    from facesegment import evaluation
-    from facesegment.cascade import save_cascade
+    from facesegment.evaluation import scoring as evaluation
+    from facesegment.autocontext.cascade import save_cascade
 
     from pipelines import backend, cascades
     from pipelines.common import validation_records
@@ -86,7 +86,7 @@ def _train(ctx, path, refit):
 
 
 def _scores(ctx, model):
-    from facesegment import evaluation
+    from facesegment.evaluation import scoring as evaluation
 
     cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
     alpha = float(model.metrics["alpha"])
@@ -98,7 +98,7 @@ def _scores(ctx, model):
 
 
 def _times(ctx, models, n_images):
-    from facesegment import evaluation
+    from facesegment.evaluation import scoring as evaluation
 
     test = ctx.splits()["test"][:n_images]
     out = {}

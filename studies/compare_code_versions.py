@@ -31,9 +31,9 @@ _CHILD = r"""
 import hashlib, json, sys
 import h5py, numpy as np
 root, windows, run, data, index, n_trees = sys.argv[1:7]
-from facesegment.datasets import find_faces
+from facesegment.data.datasets import find_faces
 from facesegment.forest import CO2Forest, AxisAlignedForest, TwoProbeForest
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from pipelines import scoring
 sel = json.load(open(run + "/selection.json"))
 row = sel["settings"][int(index)]

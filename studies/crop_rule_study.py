@@ -1,6 +1,6 @@
 """How to cut a new face into a dataset's crop frame: landmark box or mean shape.
 
-The detector-aligned protocol (facesegment.aligned) cuts each test face by the
+The detector-aligned protocol (facesegment.faces.aligned) cuts each test face by the
 box of dlib's 68 predicted landmarks mapped by the crop rule measured on
 training faces (``measure_crop_rule``: median scale and offset).  On
 lfw-gray every model that uses position loses 6-14 Jaccard points against
@@ -36,11 +36,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from facesegment.aligned import detect_landmarks, warp_label
+from facesegment.faces.aligned import detect_landmarks, warp_label
 from facesegment.atomic import write_json_atomic, write_text_atomic
-from facesegment.datasets import FaceRecord, load_face
-from facesegment.imageio import write_label_png
-from facesegment.crops import apply_crop_rule, landmark_box
+from facesegment.data.datasets import FaceRecord, load_face
+from facesegment.data.imageio import write_label_png
+from facesegment.faces.crops import apply_crop_rule, landmark_box
 
 
 def shape_box(pts, mean_shape, side):
@@ -54,7 +54,7 @@ def shape_box(pts, mean_shape, side):
 
 
 def _score(prior, gamma, recs, cfg):
-    from facesegment.evaluation import evaluate_position_only
+    from facesegment.evaluation.scoring import evaluate_position_only
 
     r = evaluate_position_only(prior, recs, [gamma], mode=cfg["evaluate"]["mode"],
                                pixel_stride=cfg["evaluate"]["pixel_stride"], progress=False)

@@ -7,7 +7,7 @@ mode, every pixel, one confusion matrix over the images):
 * renderer: dlib's 68 predicted landmarks drawn as the label polygons
   (``facesegment evaluate --method landmarks``), and the same one-hot maps
   blurred with a Gaussian before the argmax (sigma chosen on validation);
-* shape prior alone: ``argmax_c shape_c * pi_c**-g`` (facesegment.shape_prior,
+* shape prior alone: ``argmax_c shape_c * pi_c**-g`` (facesegment.faces.shape_prior,
   fitted on the training split's label maps through their predicted landmarks);
 * forest alone: ``p * s**-alpha`` of a trained model (``--model``);
 * forest x shape prior: ``p * s**-alpha * (shape / pi)**gamma``;
@@ -18,7 +18,7 @@ mode, every pixel, one confusion matrix over the images):
 
 A face without predicted landmarks takes the landmark-free path: the forest
 alone (renderer and prior alone: all background).  Settings are chosen on the
-pipeline's validation split of the training crops (``facesegment.splits``,
+pipeline's validation split of the training crops (``facesegment.data.splits``,
 seed 0, 100 images), then the test crops are scored once.
 
 Caches (ignored folder ``data/landmarks/``): predicted landmarks, the shape
@@ -39,15 +39,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.classes import CLASS_NAMES, N_CLASSES
 from facesegment.dense import predict_image, smooth
-from facesegment.evaluation import scored_label
-from facesegment.imageio import read_image, read_label
+from facesegment.evaluation.scoring import scored_label
+from facesegment.data.imageio import read_image, read_label
 from facesegment.layout import DEFAULT_LAYOUT
-from facesegment.metrics import confusion_matrix, summarize
-from facesegment.model import load_model
+from facesegment.evaluation.metrics import confusion_matrix, summarize
+from facesegment.modelio.model import load_model
 from facesegment.progress import Progress
-from facesegment.renderer import landmark_table, render_proba
-from facesegment import shape_prior as sp
-from facesegment.splits import split_dataset
+from facesegment.faces.renderer import landmark_table, render_proba
+from facesegment.faces import shape_prior as sp
+from facesegment.data.splits import split_dataset
 
 DATA = os.path.join(ROOT, "..", "shared", "data", "faces300w")
 CACHE = os.path.join(ROOT, "data", "landmarks")

@@ -6,7 +6,7 @@ depth, windows per tree...) on the run's windows, with sparse splits of at
 most k features (``CO2Forest(max_nonzero=k, weight_dtype=..., sparsity=...)``),
 and for each forest measures, on the run's own protocol:
 
-* class-average Jaccard on the test images (``facesegment.evaluation.evaluate``,
+* class-average Jaccard on the test images (``facesegment.evaluation.scoring.evaluate``,
   strict mode, the run's pixel stride), alpha chosen on the run's validation
   images like the pipeline does (``choose_alpha``);
 * ms per 250x250 image (``predict_image``, every pixel, median over the first
@@ -47,12 +47,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from facesegment import evaluation
+from facesegment.evaluation import scoring as evaluation
 from facesegment.atomic import write_json_atomic, write_text_atomic
-from facesegment.datasets import load_face
+from facesegment.data.datasets import load_face
 from facesegment.dense import count_oblique_visits, count_sparse_entries
 from facesegment.layout import WindowLayout
-from facesegment.model import load_model, save_model
+from facesegment.modelio.model import load_model, save_model
 from benchmarks.bench_cascade import _median_ms
 from pipelines import backend
 from pipelines.backend import records_from_json

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_importing_the_package_loads_no_api_and_the_names_resolve_lazily():
     code = ("import sys, facesegment; "
-            "print(sorted(m for m in ('facesegment.api', 'facesegment.segment', "
+            "print(sorted(m for m in ('facesegment.api', 'facesegment.faces.segment', "
             "'facesegment.rule', 'numba', 'cv2') if m in sys.modules)); "
             "print(callable(facesegment.segment), facesegment.load_model.__module__, "
             "facesegment.DecisionRule.__module__)")
@@ -30,7 +30,7 @@ def test_importing_the_package_loads_no_api_and_the_names_resolve_lazily():
 
 def test_segment_module_is_the_callable_api_even_after_a_submodule_import():
     import facesegment
-    from facesegment.segment import segment_image  # noqa: F401  (binds the submodule)
+    from facesegment.faces.segment import segment_image  # noqa: F401  (binds the submodule)
 
     assert callable(facesegment.segment) and facesegment.segment.segment_image
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
@@ -50,7 +50,7 @@ def test_unknown_model_name_lists_the_shipped_ones():
 def test_the_shipped_models_are_small_with_their_cards_and_rules():
     from facesegment import models
     from facesegment.api import load_model
-    from facesegment.landmark_model import LandmarkModel
+    from facesegment.faces.landmark_model import LandmarkModel
     from facesegment.rule import rule_of
 
     assert {models.DEFAULT, models.FOREST} <= set(models.shipped())
@@ -91,8 +91,8 @@ def test_a_crop_without_a_face_takes_the_shipped_forest():
 
 def test_a_face_crop_is_segmented_by_the_votes(faces300w):
     import facesegment
-    from facesegment.imageio import read_image, read_label
-    from facesegment.metrics import class_average, confusion_matrix, jaccard
+    from facesegment.data.imageio import read_image, read_label
+    from facesegment.evaluation.metrics import class_average, confusion_matrix, jaccard
 
     pytest.importorskip("dlib")
     conf = 0
@@ -107,7 +107,7 @@ def test_a_face_crop_is_segmented_by_the_votes(faces300w):
 def test_missing_dlib_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     from facesegment.api import segment
     from facesegment.errors import DataError
-    from facesegment.imageio import write_png_atomic
+    from facesegment.data.imageio import write_png_atomic
 
     monkeypatch.setitem(sys.modules, "dlib", None)            # import dlib fails
     photo = np.zeros((300, 400, 3), np.uint8)
@@ -125,8 +125,8 @@ def test_cli_trained_model_stores_its_rule_and_segment_applies_it(tmp_path, caps
     """facesegment train chooses alpha on the images `extract --split train` held
     out, stores it, and segment / predict_image / evaluate apply it."""
     from facesegment.dense import predict_image
-    from facesegment.imageio import read_image, read_label
-    from facesegment.model import load_model
+    from facesegment.data.imageio import read_image, read_label
+    from facesegment.modelio.model import load_model
 
     data = make_dataset(tmp_path / "faces", n_train=8, n_test=2)
     w = tmp_path / "w.h5"

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.peers_ablation import compare, digest, main, subset
 from facesegment.classes import CLASS_NAMES
 from facesegment.layout import WindowLayout
-from facesegment.windows import WindowsWriter, read_windows
+from facesegment.data.windows import WindowsWriter, read_windows
 
 LAYOUT = WindowLayout(window=5, channels=3)   # 75 features
 

@@ -7,9 +7,9 @@ import cv2
 import numpy as np
 import pytest
 
-from facesegment.download import sha256_file
-from facesegment.imageio import write_png_atomic
-from facesegment.landmarks import write_pts
+from facesegment.data.download import sha256_file
+from facesegment.data.imageio import write_png_atomic
+from facesegment.faces.landmarks import write_pts
 
 
 def main(argv):
@@ -68,7 +68,7 @@ def test_data_check_empty_folder(tmp_path, capsys):
 
 
 def test_data_render(tmp_path, capsys):
-    from tests.test_landmarks import _synthetic_face
+    from tests.faces.test_landmarks import _synthetic_face
 
     src = tmp_path / "src"
     write_png_atomic(src / "a" / "f1.png", np.zeros((100, 100, 3), np.uint8))
@@ -106,7 +106,7 @@ def test_data_splits_and_json(tmp_path, capsys):
 
 
 def test_data_lfw_archive_and_checksum(tmp_path, capsys):
-    from tests.test_download import _tarball
+    from tests.data.test_download import _tarball
 
     arc, sha = _tarball(tmp_path)
     dest = tmp_path / "data" / "lfw"
@@ -173,8 +173,8 @@ def test_data_splits_bad_person_pattern(tmp_path, capsys):
 
 def test_label_limit_keeps_earlier_report_rows(tmp_path, capsys, monkeypatch):
     """`label --limit 1` after a full run keeps the report rows of the other images."""
-    import facesegment.label as label
-    from facesegment.datasets import skipped_by_labeller
+    import facesegment.faces.label as label
+    from facesegment.data.datasets import skipped_by_labeller
 
     monkeypatch.setattr(label, "_import_dlib", lambda: None)
     monkeypatch.setattr(label, "detect_landmarks", lambda image, *a: (None, 0, "none"))

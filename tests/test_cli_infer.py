@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from facesegment.cli import main
-from facesegment.imageio import write_png_atomic
-from facesegment.model import save_model
-from tests.test_inference import random_model
-from tests.test_metrics import _write_faces
+from facesegment.data.imageio import write_png_atomic
+from facesegment.modelio.model import save_model
+from tests.dense.test_inference import random_model
+from tests.evaluation.test_metrics import _write_faces
 
 
 @pytest.fixture()
@@ -37,9 +37,9 @@ def test_evaluate_writes_json_and_table(tmp_path, model_dir, capsys):
 
 
 def test_evaluate_mode_and_pixel_stride_go_through_the_driver(tmp_path, model_dir):
-    from facesegment.datasets import find_faces
-    from facesegment.evaluation import evaluate
-    from facesegment.model import load_model
+    from facesegment.data.datasets import find_faces
+    from facesegment.evaluation.scoring import evaluate
+    from facesegment.modelio.model import load_model
 
     data = tmp_path / "data"
     _write_faces(data, n=2, size=36)
@@ -200,8 +200,8 @@ def test_environment_errors_are_one_line_bugs_keep_tracebacks(monkeypatch, capsy
 def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
     """A model with a position prior: evaluate and segment use its beta (or --beta);
     --beta on a model without one is one error line (exit 2)."""
-    from facesegment.inference import predict_image
-    from facesegment.imageio import read_label
+    from facesegment.dense import predict_image
+    from facesegment.data.imageio import read_label
     from tests.test_position import model_with_prior
 
     plain = save_model(random_model(4, kind="axis", n_trees=3, max_depth=3, kinds=("axis",)),
@@ -241,10 +241,10 @@ def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
 def test_smoothing_through_evaluate_and_segment(tmp_path, capsys):
     """A model with a selected sigma: segment blurs its maps (or --sigma), evaluate adds
     the smoothed scores; a negative --sigma is one argparse error line."""
-    from facesegment.evaluation import evaluate_smoothed
-    from facesegment.inference import predict_image
-    from facesegment.imageio import read_label
-    from facesegment.datasets import find_faces
+    from facesegment.evaluation.scoring import evaluate_smoothed
+    from facesegment.dense import predict_image
+    from facesegment.data.imageio import read_label
+    from facesegment.data.datasets import find_faces
 
     model = random_model(6, kind="axis", n_trees=3, max_depth=4, kinds=("axis",))
     model.metrics.update(alpha=0.5, sigma=2.0)

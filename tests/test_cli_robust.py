@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from facesegment.cli import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, main
-from facesegment.imageio import write_png_atomic
-from facesegment.model import save_model
-from tests.test_inference import random_model
+from facesegment.data.imageio import write_png_atomic
+from facesegment.modelio.model import save_model
+from tests.dense.test_inference import random_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_python_dash_m_facesegment():
 #: The real CLI, with each image slowed down so that a signal lands mid-run.
 _SLOW_CLI = """
 import sys, time
-import facesegment.segment as seg
+import facesegment.faces.segment as seg
 real = seg.segment_file
 def slow(*a, **k):
     time.sleep(0.4)
@@ -155,7 +155,7 @@ def test_lost_scheduler_during_segment(tmp_path, model_dir, capsys, monkeypatch)
     exit 2, summary.csv lists what was finished."""
     distributed = pytest.importorskip("distributed")
     import facesegment.parallel as parallel
-    import facesegment.segment as seg
+    import facesegment.faces.segment as seg
 
     src, out = tmp_path / "in", tmp_path / "out"
     _photos(src, 10)
@@ -217,7 +217,7 @@ def test_segment_cli_files_patterns_and_errors(tmp_path, model_dir, capsys):
 
 def test_detect_size_defaults_agree():
     """The commands state the library's default without importing it (fast start)."""
-    from facesegment import crops, label
+    from facesegment.faces import crops, label
     from facesegment.cli import get_parser
     from facesegment.commands import label as label_cmd
     from facesegment.commands import segment as segment_cmd
@@ -234,7 +234,7 @@ def test_detect_size_defaults_agree():
 def _tabular_model(tmp_path):
     """A valid model folder whose forest has 48 tabular features."""
     from facesegment.forest import AxisAlignedForest
-    from facesegment.model import Model, save_model
+    from facesegment.modelio.model import Model, save_model
 
     rng = np.random.default_rng(0)
     X = rng.integers(0, 256, (120, 48), dtype=np.uint8)

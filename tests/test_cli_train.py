@@ -7,8 +7,8 @@ import pytest
 
 from facesegment.classes import CLASS_NAMES
 from facesegment.cli import main
-from facesegment.model import load_model
-from facesegment.windows import WindowsWriter
+from facesegment.modelio.model import load_model
+from facesegment.data.windows import WindowsWriter
 
 
 def _windows_file(path, n=160, seed=0):

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from facesegment.cli import main
-from facesegment.imageio import to_grey, write_png_atomic
-from facesegment.inference import predict_image
+from facesegment.data.imageio import to_grey, write_png_atomic
+from facesegment.dense import predict_image
 from facesegment.layout import WindowLayout
-from facesegment.model import load_model
-from facesegment.windows import read_windows
+from facesegment.modelio.model import load_model
+from facesegment.data.windows import read_windows
 
 
 def _faces(root, n=6, size=48, seed=0):

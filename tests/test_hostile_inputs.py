@@ -14,7 +14,7 @@ import pytest
 
 from facesegment.cli import main
 from facesegment.errors import DataError, FaceSegmentError, WorkersLostError
-from facesegment.imageio import read_image, read_label, write_png_atomic
+from facesegment.data.imageio import read_image, read_label, write_png_atomic
 
 
 def _err_line(capsys):
@@ -123,8 +123,8 @@ _ODD = os.fsdecode(b"caf\xff")  # a file name the OS allows that is not UTF-8
 
 @pytest.fixture()
 def model_dir(tmp_path):
-    from facesegment.model import save_model
-    from tests.test_inference import random_model
+    from facesegment.modelio.model import save_model
+    from tests.dense.test_inference import random_model
 
     return save_model(random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",)),
                       tmp_path / "models" / "axis-2")
@@ -150,8 +150,8 @@ def test_non_utf8_name_through_segment(tmp_path, model_dir, capsys):
 
 
 def test_non_utf8_name_through_extract(tmp_path):
-    from facesegment.windows import read_windows
-    from tests.test_extract import _faces
+    from facesegment.data.windows import read_windows
+    from tests.data.test_extract import _faces
 
     root = _faces(tmp_path / "faces", n=3)
     os.rename(root / "face01.png", root / f"{_ODD}.png")
@@ -282,7 +282,7 @@ def test_named_pipe_in_segment_and_data_check(fifo, model_dir, capsys):
 
 def test_bomb_skipped_in_segment_and_extract(tmp_path, model_dir, capsys, monkeypatch):
     """An image over the pixel limit is one line and skipped; the rest is done."""
-    from tests.test_extract import _faces
+    from tests.data.test_extract import _faces
 
     root = _faces(tmp_path / "faces", n=3)
     _tiny_bomb(root / "bomb.png")
@@ -354,7 +354,7 @@ def test_command_line_bounds_are_usage_errors(capsys, argv, words):
 
 def test_exclude_list_is_read_with_a_limit(tmp_path, capsys, monkeypatch):
     import facesegment.limits as limits
-    from tests.test_extract import _faces
+    from tests.data.test_extract import _faces
 
     root = _faces(tmp_path / "faces", n=2)
     assert main(["extract", str(root), "--out", str(tmp_path / "w.h5"), "--exclude",
@@ -370,10 +370,10 @@ def test_exclude_list_is_read_with_a_limit(tmp_path, capsys, monkeypatch):
 
 
 def test_wide_pixel_stride_scores_nothing_instead_of_failing(tmp_path, model_dir):
-    from facesegment.datasets import find_faces
-    from facesegment.evaluation import evaluate
-    from facesegment.model import load_model
-    from tests.test_extract import _faces
+    from facesegment.data.datasets import find_faces
+    from facesegment.evaluation.scoring import evaluate
+    from facesegment.modelio.model import load_model
+    from tests.data.test_extract import _faces
 
     recs = find_faces(_faces(tmp_path / "faces", n=1))
     res = evaluate(load_model(model_dir), recs, alphas=[1.0], pixel_stride=1000)
@@ -434,7 +434,7 @@ def test_train_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, wfile, 
                                                                 monkeypatch):
     """HDF5 reports ENOSPC as RuntimeError (and more while its handles go): one
     line, no .m.tmp-PID folder, no traceback."""
-    import facesegment._model_files as mf
+    import facesegment.modelio._model_files as mf
 
     def full(model, path):
         path.write_bytes(b"\0" * 100)
@@ -442,7 +442,7 @@ def test_train_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, wfile, 
                            f"filename = '{path}', errno = 28, error message = 'No space "
                            "left on device')")
 
-    monkeypatch.setattr(mf, "_write_forest_h5", full)
+    monkeypatch.setattr(mf, "write_forest", full)
     out = tmp_path / "models" / "m"
     assert main(["train", "--kind", "axis", "--trees", "2", "--windows", str(wfile),
                  "--out", str(out), "-q", "--workers", "1"]) == 2
@@ -454,8 +454,8 @@ def test_train_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, wfile, 
 def test_nearly_full_disk_is_refused_before_writing(tmp_path, capsys, monkeypatch):
     import shutil
 
-    from facesegment.model import save_model
-    from tests.test_inference import random_model
+    from facesegment.modelio.model import save_model
+    from tests.dense.test_inference import random_model
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
@@ -470,9 +470,9 @@ def test_lfw_extraction_onto_a_full_disk_is_one_line(tmp_path, monkeypatch):
     import errno
     import tarfile
 
-    from facesegment.download import safe_extract
+    from facesegment.data.download import safe_extract
     from facesegment.errors import DownloadError
-    from tests.test_download import _tarball
+    from tests.data.test_download import _tarball
 
     arc, _ = _tarball(tmp_path)
     real = tarfile.TarFile.extract
@@ -495,9 +495,9 @@ def test_lfw_extraction_onto_a_full_disk_is_one_line(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ user files
 
 def test_archive_never_replaces_a_folder_it_did_not_extract(tmp_path):
-    from facesegment.download import safe_extract
+    from facesegment.data.download import safe_extract
     from facesegment.errors import DownloadError
-    from tests.test_download import _tarball
+    from tests.data.test_download import _tarball
 
     arc, _ = _tarball(tmp_path)
     dest = tmp_path / "dest"
@@ -526,8 +526,8 @@ def _labelled(folder, names, shape=(40, 44)):
 def test_aligned_cache_never_replaces_the_data(tmp_path):
     """--aligned-dir pointed at the test folder itself, or at a folder of the user's
     NAME.png files: refused before anything is written."""
-    from facesegment.aligned import realign_records
-    from facesegment.datasets import find_faces
+    from facesegment.faces.aligned import realign_records
+    from facesegment.data.datasets import find_faces
 
     data = tmp_path / "D" / "test"
     before = _labelled(data, ["a", "b"])
@@ -546,8 +546,8 @@ def test_aligned_cache_never_replaces_the_data(tmp_path):
 
 
 def test_aligned_cache_replaces_only_its_own_files(tmp_path, monkeypatch):
-    import facesegment.aligned as al
-    from facesegment.datasets import find_faces
+    import facesegment.faces.aligned as al
+    from facesegment.data.datasets import find_faces
 
     recs = find_faces(tmp_path / "D") if _labelled(tmp_path / "D", ["a"]) else None
     monkeypatch.setattr(al, "realign_face", lambda image, label, *a: (
@@ -561,7 +561,7 @@ def test_aligned_cache_replaces_only_its_own_files(tmp_path, monkeypatch):
 
 
 def test_data_render_overwrite_keeps_human_label_maps(tmp_path, capsys):
-    from facesegment.landmarks import write_pts
+    from facesegment.faces.landmarks import write_pts
 
     rng = np.random.default_rng(0)
     pts = np.stack([np.linspace(10, 50, 68), 30 + 10 * np.sin(np.linspace(0, 6, 68))], 1)
@@ -584,7 +584,7 @@ def test_data_render_overwrite_keeps_human_label_maps(tmp_path, capsys):
 
 
 def test_pts_far_outside_the_image_warns(tmp_path, capsys):
-    from facesegment.landmarks import write_pts
+    from facesegment.faces.landmarks import write_pts
 
     write_png_atomic(tmp_path / "a.png", np.zeros((60, 60, 3), np.uint8))
     pts = np.stack([np.linspace(10, 50, 68), 30 + 10 * np.sin(np.linspace(0, 6, 68))], 1)
@@ -642,8 +642,8 @@ def test_scratch_pipeline_run_leaves_tracked_pages_alone(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ models and signals
 
 def test_bad_sampling_factors_blame_the_model(tmp_path, capsys):
-    from facesegment.model import save_model
-    from tests.test_inference import random_model
+    from facesegment.modelio.model import save_model
+    from tests.dense.test_inference import random_model
 
     model = random_model(4, kind="axis", n_trees=2, max_depth=3, kinds=("axis",))
     model.sampling_factors = np.zeros(model.arrays.n_classes)

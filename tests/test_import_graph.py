@@ -153,7 +153,7 @@ def test_kernels_and_estimators_never_import_the_cli_or_the_api():
     modules = all_modules(("facesegment",))
     graph = import_graph(("facesegment",))
     kernels = [n for n, p in modules.items() if is_kernel_module(n, p)]
-    assert "facesegment._context_kernels" in kernels and len(kernels) > 20
+    assert "facesegment.autocontext._context_kernels" in kernels and len(kernels) > 20
     bad = [f"{name} -> {target} (line {line})" for name in kernels
            for target, line in graph[name].items()
            if target == "facesegment" or any(target == t or target.startswith(t + ".")
@@ -166,8 +166,39 @@ def test_nothing_below_reaches_the_cli_or_the_api(top):
     """Only the command line, the API and the package root lead to the top layer."""
     graph = import_graph(("facesegment",))
     allowed = ("facesegment.cli", "facesegment.commands", "facesegment.api",
-               "facesegment.__main__", "facesegment.segment")
+               "facesegment.__main__", "facesegment.faces.segment")
     bad = [f"{name} -> {target} (line {line})" for name, edges in graph.items()
            for target, line in edges.items()
            if (target == top or target.startswith(top + ".")) and not name.startswith(allowed)]
     assert not bad, f"a library module imports {top}:\n" + "\n".join(bad)
+
+
+#: The root's cross-cutting modules: every layer may use them, they use only each other.
+FOUNDATION = tuple(f"facesegment.{m}" for m in ("errors", "atomic", "limits", "progress",
+                                                 "parallel", "_jit", "classes", "layout",
+                                                 "position"))
+#: What the data layer (datasets, splits, windows, extraction) may not reach.
+ABOVE_DATA = tuple(f"facesegment.{p}" for p in ("faces", "autocontext", "modelio", "evaluation",
+                                                "dense", "forest", "commands", "models", "api",
+                                                "cli", "rule", "warmup"))
+
+
+def _edges_out_of(prefixes, into):
+    graph = import_graph(("facesegment",))
+    return [f"{name} -> {target} (line {line})" for name, edges in graph.items()
+            if name.startswith(prefixes) for target, line in edges.items()
+            if any(target == t or target.startswith(t + ".") for t in into)]
+
+
+def test_the_foundation_modules_import_only_each_other():
+    graph = import_graph(("facesegment",))
+    assert all(m in graph for m in FOUNDATION)
+    bad = [f"{m} -> {t} (line {line})" for m in FOUNDATION for t, line in graph[m].items()
+           if t not in FOUNDATION]
+    assert not bad, "a cross-cutting root module imports a layer above it:\n" + "\n".join(bad)
+
+
+def test_the_data_layer_imports_no_model_face_or_evaluation_code():
+    assert "facesegment.data.extract" in all_modules(("facesegment",))
+    bad = _edges_out_of(("facesegment.data.",), ABOVE_DATA)
+    assert not bad, "facesegment.data imports a layer above it:\n" + "\n".join(bad)

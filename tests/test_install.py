@@ -126,12 +126,15 @@ def test_wheel_holds_the_shipped_model_and_only_the_library(wheel):
     assert not any(n.startswith(("pipelines/", "studies/", "benchmarks/", "tests/"))
                    for n in names)
     assert "facesegment/cli.py" in names and "facesegment/dense/_fast.py" in names
+    for sub in ("faces/segment.py", "data/windows.py", "autocontext/cascade.py",
+                "modelio/_forest_h5.py", "evaluation/scoring.py"):
+        assert f"facesegment/{sub}" in names, sub
 
 
 def test_installed_wheel_segments_a_face_with_the_shipped_model(installed, face_dir, tmp_path):
     python, script, purelib, env = installed
     work = face_dir.parent.parent
-    from facesegment.imageio import write_png_atomic
+    from facesegment.data.imageio import write_png_atomic
 
     blank = np.full((250, 250, 3), 128, np.uint8)
     write_png_atomic(face_dir.parent / "blank.png", blank)    # a crop where dlib finds no face

@@ -113,7 +113,7 @@ def test_njit_accepts_only_the_option_sets():
 def _kernel_modules():
     for info in pkgutil.walk_packages([str(PACKAGE)], "facesegment."):
         if info.name.startswith(("facesegment.commands", "facesegment.cli",
-                                 "facesegment.__main__", "facesegment.label")):
+                                 "facesegment.__main__", "facesegment.faces.label")):
             continue
         yield importlib.import_module(info.name)
 
@@ -180,11 +180,11 @@ def test_importing_the_package_writes_and_deletes_nothing(tmp_path):
 import json, matplotlib
 backend = matplotlib.get_backend()
 import facesegment
-import facesegment.forest, facesegment.dense, facesegment.figures, facesegment.evaluation
-import facesegment.segment, facesegment.cli
+import facesegment.forest, facesegment.dense, facesegment.evaluation.figures, facesegment.evaluation.scoring
+import facesegment.faces.segment, facesegment.cli
 from facesegment.dense import _simd
 probed = _simd.vnni.cache_info().currsize
-fig, ax = facesegment.figures.subplots(figsize=(2, 2))
+fig, ax = facesegment.evaluation.figures.subplots(figsize=(2, 2))
 ax.plot([0, 1], [0, 1])
 print(json.dumps({"probed": probed, "backend": [backend, matplotlib.get_backend()],
                   "pyplot": "matplotlib.pyplot" in __import__("sys").modules}))

@@ -13,7 +13,7 @@ import pytest
 from facesegment.atomic import write_json_atomic
 from facesegment.classes import N_CLASSES
 from facesegment.errors import DataError
-from pipelines import backend, report, run, stamps
+from pipelines import backend, report, results_page, run, stamps
 from pipelines.config import ConfigError, load_config, q_features, run_name
 from pipelines.stages import Context, Stage
 
@@ -51,7 +51,7 @@ def synthetic_face(rng, size=64):
 
 
 def make_dataset(root, n_train=8, n_test=3, seed=0):
-    from facesegment.imageio import write_png_atomic
+    from facesegment.data.imageio import write_png_atomic
 
     rng = np.random.default_rng(seed)
     for split, n in (("train", n_train), ("test", n_test)):
@@ -309,7 +309,7 @@ def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
     """Images in person folders, labels in a parallel tree (as `facesegment label`
     writes them); an image the detector missed (in its report) has no label and is
     left out; the split is the library's."""
-    from facesegment.imageio import write_png_atomic
+    from facesegment.data.imageio import write_png_atomic
 
     rng = np.random.default_rng(1)
     for p in range(6):
@@ -332,7 +332,7 @@ def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
     assert not {person(r) for r in test} & {person(r) for r in train + val}
     assert len(val) == 2
     # the same split as the library's (and `facesegment data splits`)
-    from facesegment import splits
+    from facesegment.data import splits
 
     ref = splits.split_dataset(tmp_path / "img", tmp_path / "lab", test_fraction=0.3,
                                n_validation=2, seed=0)
@@ -345,7 +345,7 @@ def test_label_tree_split_by_person_leaves_out_unlabelled(tmp_path):
 # ------------------------------------------------------ forest truncation
 
 def _model(est, kind="axis"):
-    from facesegment.model import Model
+    from facesegment.modelio.model import Model
 
     return Model(kind=kind, params=est.get_params(), arrays=est.forest_,
                  class_names=tuple(str(c) for c in range(N_CLASSES)),
@@ -385,11 +385,11 @@ def _random_axis_model(n_trees=3, n=400):
 
 
 def test_scoring_is_the_library_driver(tmp_path):
-    """pipelines.scoring (kept for selection.py) is facesegment.evaluation.evaluate
+    """pipelines.scoring (kept for selection.py) is facesegment.evaluation.scoring.evaluate
     with the forest sizes and alphas by position; a pixel grid scores exactly the
     grid's pixels, full mode the border too."""
-    from facesegment.datasets import find_faces
-    from facesegment.evaluation import evaluate
+    from facesegment.data.datasets import find_faces
+    from facesegment.evaluation.scoring import evaluate
     from pipelines import scoring
 
     data = make_dataset(tmp_path / "f", n_train=3, n_test=2)
@@ -406,9 +406,9 @@ def test_scoring_is_the_library_driver(tmp_path):
 
 
 def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
-    from facesegment.datasets import find_faces
-    from facesegment.evaluation import evaluate
-    from facesegment.model import save_model
+    from facesegment.data.datasets import find_faces
+    from facesegment.evaluation.scoring import evaluate
+    from facesegment.modelio.model import save_model
     from pipelines import check_pixels
 
     data = make_dataset(tmp_path / "f", n_train=2, n_test=2)
@@ -447,7 +447,7 @@ def test_check_pixels_scores_every_pixel_next_to_the_grid(tmp_path, capsys):
     ("/home/me/my-faces", "", "another labelled folder"),
 ])
 def test_report_describes_the_data_by_its_folder_not_the_run_name(root, labels, note):
-    text = report._data_note({"run_name": "lfw-default"}, {"root": root, "labels": labels})
+    text = results_page._data_note({"run_name": "lfw-default"}, {"root": root, "labels": labels})
     assert note in text
 
 
@@ -554,8 +554,8 @@ def test_old_results_run_time_table_is_read_back(tmp_path):
 
 @pytest.mark.slow
 def test_investigation_study_runs_and_renders(tmp_path):
-    from facesegment.datasets import find_faces
-    from facesegment.extract import extract_windows
+    from facesegment.data.datasets import find_faces
+    from facesegment.data.extract import extract_windows
     from pipelines import investigate
 
     data = make_dataset(tmp_path / "f", n_train=8, n_test=1)
@@ -637,7 +637,7 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
                       .read_text())
     assert info["crop_rule"] == rule["crop_rule"]
     # the auto-context cascade of the smoke config: one folder, scored like the forests
-    from facesegment.cascade import Cascade
+    from facesegment.autocontext.cascade import Cascade
 
     casc = backend.load_model(tmp_path / "models" / "faces-smoke" / "ac-axis_axis-4")
     assert isinstance(casc, Cascade) and casc.stage_kinds == ["axis", "axis"]
@@ -684,8 +684,8 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "docs" / "results.md").is_file()
     assert (tmp_path / "docs" / "timings.md").is_file()
     # the 2-tree model folder scores what the 2-tree prefix scored
-    from facesegment.inference import predict_proba_raw
-    from facesegment.imageio import read_image
+    from facesegment.dense import predict_proba_raw
+    from facesegment.data.imageio import read_image
 
     m4 = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-4")
     m2 = backend.load_model(tmp_path / "models" / "faces-smoke" / "co2-2")
@@ -787,7 +787,7 @@ def _check_alpha_is_the_models(tmp_path, data, rdir):
     on the pipeline's test images, mode and pixel stride gives its test scores."""
     from facesegment.cli import main as cli
     from facesegment.forest.registry import KINDS as TABLE
-    from facesegment.inference import default_alpha, default_beta
+    from facesegment.dense import default_alpha, default_beta
     from pipelines.config import KINDS
 
     models = tmp_path / "models" / "faces-smoke"
@@ -874,7 +874,7 @@ def test_recopied_data_is_up_to_date_but_an_edited_image_redoes_extraction(
     assert run.main(argv) == 0
     err = capsys.readouterr().err
     assert "[data] up to date" in err and "[extract] up to date" in err, err
-    from facesegment.imageio import read_image, write_png_atomic
+    from facesegment.data.imageio import read_image, write_png_atomic
 
     img = read_image(data / "train" / "face_000.png")
     img[20:30, 20:30] = 255 - img[20:30, 20:30]  # an image edited in place, same name
@@ -935,10 +935,10 @@ def test_pipeline_sigterm_unwinds_like_ctrl_c():
 def test_smoothing_covers_the_models_the_config_names():
     """[smoothing] models: cascades only, non-oblique forests too, or all; [] sigmas: none;
     the forests' train configuration names [smoothing] only when it covers them."""
-    from facesegment.cascade import Cascade
-    from facesegment.context import ContextSpec
+    from facesegment.autocontext.cascade import Cascade
+    from facesegment.autocontext.context import ContextSpec
     from pipelines import smoothing
-    from tests.test_inference import random_model
+    from tests.dense.test_inference import random_model
 
     axis = random_model(1, kind="axis", n_trees=1, max_depth=3, kinds=("axis",))
     co2 = random_model(2, n_trees=1, max_depth=3, kinds=("oblique",))

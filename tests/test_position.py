@@ -5,13 +5,13 @@ per-pixel reference, the position-only map, save/load with the model."""
 import numpy as np
 import pytest
 
-from facesegment import evaluation
-from facesegment.inference import confusion_sweep, predict_image
-from facesegment.model import load_model, save_model
+from facesegment.evaluation import scoring as evaluation
+from facesegment.dense import confusion_sweep, predict_image
+from facesegment.modelio.model import load_model, save_model
 from facesegment.position import (PositionPrior, constant_labels, fit_position_prior,
                                   position_factor)
 from tests import naive
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 
 def toy_labels(n=6, shape=(40, 37), seed=0, all_classes=False):
@@ -156,7 +156,7 @@ def test_model_folder_keeps_the_prior(tmp_path):
 def test_choose_alpha_and_beta_and_position_only(tmp_path):
     import cv2
 
-    from facesegment.datasets import FaceRecord
+    from facesegment.data.datasets import FaceRecord
 
     model = model_with_prior(11, n_trees=3, max_depth=4, kinds=("axis",))
     records = []
@@ -185,7 +185,7 @@ def test_smoothed_maps_sigma_zero_is_the_plain_argmax(tmp_path):
     same alpha/beta; a blur changes the maps (and stays a valid score)."""
     import cv2
 
-    from facesegment.datasets import FaceRecord
+    from facesegment.data.datasets import FaceRecord
 
     model = model_with_prior(13, n_trees=3, max_depth=4, kinds=("axis",))
     records = []

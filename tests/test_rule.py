@@ -1,4 +1,4 @@
-"""The decision rule (facesegment.rule) and its choice (facesegment.calibrate):
+"""The decision rule (facesegment.rule) and its choice (facesegment.evaluation.calibrate):
 the rule's terms applied as the naive formula, stored with the model (and read
 from older models' metrics), applied by default everywhere, chosen on
 validation faces exactly as the evaluation driver scores them."""
@@ -9,13 +9,13 @@ import warnings
 import numpy as np
 import pytest
 
-from facesegment import evaluation
-from facesegment.calibrate import choose_rule, held_out_records
-from facesegment.inference import predict_image, predict_proba_raw
-from facesegment.model import load_model, save_model
+from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation.calibrate import choose_rule, held_out_records
+from facesegment.dense import predict_image, predict_proba_raw
+from facesegment.modelio.model import load_model, save_model
 from facesegment.rule import (PAPER_RULE, DecisionRule, NoRuleWarning, decision_rule,
                               rule_of)
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 from tests.test_position import model_with_prior, toy_labels
 
 
@@ -105,7 +105,7 @@ def test_entry_points_default_to_the_stored_rule_and_note_a_missing_one():
     np.testing.assert_array_equal(got[1], want[1])
     assert not np.array_equal(got[1], predict_image(model, image, alpha=1, beta=0,
                                                     sigma=0)[1])
-    from facesegment.segment import segment_image
+    from facesegment.faces.segment import segment_image
 
     np.testing.assert_array_equal(segment_image(model, image, detect="never")[0], want[1])
     # no rule: the paper's rule, and one note per model
@@ -125,7 +125,7 @@ def test_entry_points_default_to_the_stored_rule_and_note_a_missing_one():
 def _records(tmp_path, n, seed):
     import cv2
 
-    from facesegment.datasets import FaceRecord
+    from facesegment.data.datasets import FaceRecord
 
     out = []
     for i, lab in enumerate(toy_labels(n, (40, 37), seed)):

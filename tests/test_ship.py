@@ -11,7 +11,7 @@ from tests.test_position import model_with_prior
 
 
 def _fake_run(tmp_path, kind="two-probe", n=4):
-    from facesegment.model import save_model
+    from facesegment.modelio.model import save_model
     from facesegment.rule import DecisionRule
 
     model = model_with_prior(21, n_trees=n, max_depth=4)
@@ -44,7 +44,7 @@ def _fake_run(tmp_path, kind="two-probe", n=4):
 
 
 def test_ship_writes_the_model_without_machine_metrics_and_its_card(tmp_path):
-    from facesegment.model import load_model
+    from facesegment.modelio.model import load_model
     from pipelines.ship import ship
 
     cfg = _fake_run(tmp_path)

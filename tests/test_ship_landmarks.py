@@ -2,10 +2,10 @@
 
 import json
 
-import facesegment.landmark_fit as lf
-from facesegment.landmark_model import is_landmark_folder
-from facesegment.model import load_model
-from facesegment.votes import VoteSpec
+import facesegment.faces.landmark_fit as lf
+from facesegment.faces.landmark_model import is_landmark_folder
+from facesegment.modelio.model import load_model
+from facesegment.faces.votes import VoteSpec
 from pipelines import ship_landmarks
 from tests.test_pipelines import make_dataset
 

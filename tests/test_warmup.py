@@ -12,8 +12,8 @@ from facesegment import warmup
 from facesegment.cli import main
 from facesegment.dense._packing import pack_fast
 from facesegment.layout import DEFAULT_LAYOUT
-from facesegment.model import save_model
-from tests.test_inference import random_model
+from facesegment.modelio.model import save_model
+from tests.dense.test_inference import random_model
 
 
 def _steps(seconds):
@@ -110,8 +110,8 @@ def test_each_default_step_runs(step):
 
 def test_a_landmark_model_prepares_nothing_before_its_first_face(monkeypatch):
     """Its votes need no kernel; its fallback compiles only for a crop without a face."""
-    from facesegment.landmark_model import LandmarkModel
-    from facesegment.votes import VoteSpec
+    from facesegment.faces.landmark_model import LandmarkModel
+    from facesegment.faces.votes import VoteSpec
 
     calls = []
     monkeypatch.setattr(warmup, "warm", lambda *a, **k: calls.append(a) or [("x", 1.0)])

@@ -133,7 +133,7 @@ def add_parallel_arguments(p, workers_help="local worker threads (default: all c
 
 def add_scoring_arguments(p):
     """Add ``--mode`` and ``--pixel-stride``: which pixels of the test faces are scored
-    (as ``facesegment.evaluation.evaluate``; the pipeline's ``[evaluate]`` keys)."""
+    (as ``facesegment.evaluation.scoring.evaluate``; the pipeline's ``[evaluate]`` keys)."""
     p.add_argument("--mode", choices=("strict", "full"), default="strict",
                    help="strict = the paper's protocol: pixels within 15 px of the border "
                         "are not scored; full = every pixel (border windows padded by "
@@ -168,10 +168,10 @@ def load_image_model(path):
     is one DataError naming the folder (exit 2) instead of a failure per image."""
     from ..dense import model_layout
     from ..errors import DataError
-    from ..model import load_model
+    from ..modelio.model import load_model
     from ..models import resolve
 
-    from ..landmark_model import LandmarkModel
+    from ..faces.landmark_model import LandmarkModel
 
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
     if isinstance(model, LandmarkModel):  # its stage and fallback were checked on loading

@@ -96,7 +96,7 @@ def run(args):
 
 
 def _lfw(args):
-    from ..download import fetch_lfw
+    from ..data.download import fetch_lfw
 
     t0 = time.perf_counter()
     folder = fetch_lfw(args.dest, unfunneled=args.unfunneled, url=args.url, archive=args.archive,
@@ -108,7 +108,7 @@ def _lfw(args):
 
 def _check(args):
     from ..classes import CLASS_NAMES
-    from ..datasets import LABEL_REPORT, check_face, find_faces, skipped_by_labeller
+    from ..data.datasets import LABEL_REPORT, check_face, find_faces, skipped_by_labeller
     from ..parallel import map_tasks
 
     recs = find_faces(args.dir, args.labels, require_labels=False)
@@ -141,9 +141,9 @@ def _check(args):
 
 
 def _render(args):
-    from ..datasets import LABEL_SUFFIX, find_images
+    from ..data.datasets import LABEL_SUFFIX, find_images
     from ..errors import DataError
-    from ..landmarks import pts_path_for, read_pts, render_labels
+    from ..faces.landmarks import pts_path_for, read_pts, render_labels
 
     from pathlib import Path
 
@@ -163,7 +163,7 @@ def _render(args):
             kept.append(str(target))  # a label map this command did not write: never replaced
             continue
         try:
-            from ..imageio import read_image
+            from ..data.imageio import read_image
 
             # the size as every reader sees it (EXIF orientation applied)
             shape = read_image(img).shape[:2]
@@ -230,7 +230,7 @@ def rendered_by_us(path):
 
 
 def _splits(args):
-    from ..splits import split_dataset
+    from ..data.splits import split_dataset
 
     from ..errors import FaceSegmentError
 

@@ -123,7 +123,7 @@ def test_records(data, labels=None, split="auto", seed=0, limit=None):
     FaceSegmentError
         When ``limit`` is not a positive integer.
     """
-    from ..datasets import find_faces
+    from ..data.datasets import find_faces
     from ..errors import DataError, FaceSegmentError
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -152,7 +152,7 @@ def _test_split(data, labels, seed):
     are asked for: a folder with few training images still has a test split.
     """
     from ..errors import DataError, FaceSegmentError
-    from ..splits import split_dataset
+    from ..data.splits import split_dataset
 
     try:
         return split_dataset(data, labels, seed=seed, n_validation=0).test
@@ -169,14 +169,14 @@ def _beta_text(beta):
 
 def run(args):
     from ..atomic import write_json_atomic, write_text_atomic
-    from ..evaluation import evaluate, full_summary
+    from ..evaluation.scoring import evaluate, full_summary
     from ..dense import default_alpha, default_sigma
-    from ..metrics import markdown_table
-    from ..crops import model_crop_rule
+    from ..evaluation.metrics import markdown_table
+    from ..faces.crops import model_crop_rule
     from ._common import load_image_model, model_beta, note_missing_rule
 
     from ..errors import FaceSegmentError
-    from ..landmark_model import LandmarkModel
+    from ..faces.landmark_model import LandmarkModel
 
     if not args.model and not getattr(args, "method", None):
         raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
@@ -246,11 +246,11 @@ def run(args):
 
 
 def _score_landmark_model(model, path, name, records, detector, args):
-    """Score a landmark model (:mod:`facesegment.landmark_model`): writes
+    """Score a landmark model (:mod:`facesegment.faces.landmark_model`): writes
     OUT/NAME.json and .md and returns its summary-table row."""
     from ..atomic import write_json_atomic, write_text_atomic
-    from ..landmark_fit import evaluate_landmark_model
-    from ..metrics import markdown_table, summarize
+    from ..faces.landmark_fit import evaluate_landmark_model
+    from ..evaluation.metrics import markdown_table, summarize
 
     t0 = time.perf_counter()
     res = evaluate_landmark_model(model, records, mode=args.mode, pixel_stride=args.pixel_stride,
@@ -279,8 +279,8 @@ def _score_method(method, records, detector, args):
     .md and returns its summary-table rows."""
     from ..atomic import write_json_atomic, write_text_atomic
     from ..classes import CLASS_NAMES
-    from ..metrics import markdown_table, summarize
-    from ..renderer import evaluate_renderer, landmark_table
+    from ..evaluation.metrics import markdown_table, summarize
+    from ..faces.renderer import evaluate_renderer, landmark_table
 
     cache = args.landmarks_cache or default_landmarks_cache(args.data, records, detector)
     t0 = time.perf_counter()
@@ -323,8 +323,8 @@ def default_landmarks_cache(data, records, detector=None):
 
 def _smoothed(model, records, alpha, beta, sigma, args, name):
     """The scores of the maps smoothed with ``sigma`` (evaluate's protocol)."""
-    from ..evaluation import evaluate_smoothed
-    from ..metrics import summarize
+    from ..evaluation.scoring import evaluate_smoothed
+    from ..evaluation.metrics import summarize
 
     r = evaluate_smoothed(model, records, alpha=alpha, beta=beta, sigmas=[sigma],
                           mode=args.mode, pixel_stride=args.pixel_stride,
@@ -354,8 +354,8 @@ def default_aligned_dir(data, records):
 
 def _detector_records(records, args, crop_rule=None):
     """The detector-aligned records to score and the JSON's ``detector`` entry, the
-    faces cut by ``crop_rule`` (a model's, :func:`facesegment.segment.model_crop_rule`)."""
-    from ..aligned import PAD_FRACTION, aligned_counts, realign_records
+    faces cut by ``crop_rule`` (a model's, :func:`facesegment.faces.segment.model_crop_rule`)."""
+    from ..faces.aligned import PAD_FRACTION, aligned_counts, realign_records
 
     folder = Path(args.aligned_dir) if args.aligned_dir else default_aligned_dir(
         args.data, records)

@@ -18,7 +18,7 @@ counts and sampling factors and the per-feature mean/std to one HDF5 file.
 
 DATA_DIR is a folder of labelled faces (NAME.jpg + NAME_label.png, or labels in
 the --labels tree), or a dataset root with train/ (then train/ is used). With
---split, DATA_DIR is split by facesegment.splits (train/ and test/ folders as
+--split, DATA_DIR is split by facesegment.data.splits (train/ and test/ folders as
 given, else by person) and only that split is used, e.g. --split train leaves
 out the validation images kept for model selection.
 
@@ -83,7 +83,7 @@ def add_arguments(p):
                    help="parallel tree of label maps <rel>/NAME_label.png (e.g. the OUT_DIR of "
                         "`facesegment label`); default: beside the images")
     p.add_argument("--split", choices=("train", "train_all", "validation", "test"), default=None,
-                   help="use only this split of DATA_DIR as made by facesegment.splits (train excludes "
+                   help="use only this split of DATA_DIR as made by facesegment.data.splits (train excludes "
                         "the validation images; default: all images of DATA_DIR or DATA_DIR/train)")
     p.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="with --split: training images held out for validation (default 100)")
@@ -151,7 +151,7 @@ def filter_records(records, exclude=(), labels_root=None):
         skipped (no face found); those without a label map are left out
         silently, since the report already records them.
     """
-    from ..datasets import skipped_by_labeller
+    from ..data.datasets import skipped_by_labeller
 
     exclude = set(exclude)
     unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
@@ -172,7 +172,7 @@ def find_training_faces(data_dir, labels=None, exclude=()):
     (root, records) : the folder used (``data_dir/train`` for a dataset root)
         and a list of FaceRecord.
     """
-    from ..datasets import find_faces
+    from ..data.datasets import find_faces
     from ..errors import DataError
 
     root = resolve_data_dir(data_dir)
@@ -189,7 +189,7 @@ def _records(args):
     exclude = read_name_list(args.exclude) if args.exclude else set()
     if args.split is None:
         return find_training_faces(args.data_dir, labels=args.labels, exclude=exclude)
-    from ..splits import split_dataset
+    from ..data.splits import split_dataset
 
     root = args.data_dir
     if not os.path.isdir(root):
@@ -213,7 +213,7 @@ def _records(args):
 
 def run(args):
     from ..classes import CLASS_NAMES
-    from ..extract import check_output, extract_windows
+    from ..data.extract import check_output, extract_windows
 
     # before any work: never replace a file that is not a windows file, never
     # write into the labelled data unless asked

@@ -51,7 +51,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from ..figures import make_figures
+    from ..evaluation.figures import make_figures
     from ._common import load_image_model
     from .evaluate import test_records
 

@@ -5,7 +5,7 @@ import time
 
 from ._common import nonneg_int, positive_int
 
-#: = facesegment.label.DETECT_MAX_SIDE (not imported: the CLI starts without cv2/dlib)
+#: = facesegment.faces.label.DETECT_MAX_SIDE (not imported: the CLI starts without cv2/dlib)
 DETECT_MAX_SIDE = 2000
 
 HELP = "detect faces and 68 landmarks with dlib and write label maps for a folder of faces"
@@ -62,7 +62,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from ..label import REPORT_NAME, label_folder, summarize
+    from ..faces.label import REPORT_NAME, label_folder, summarize
 
     from ..errors import FaceSegmentError
 

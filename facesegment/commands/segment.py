@@ -3,7 +3,7 @@
 from ._common import (add_parallel_arguments, alpha_value, beta_value, nonneg_int,
                       sigma_value)
 
-#: = facesegment.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
+#: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
 DETECT_MAX_SIDE = 2000
 
 HELP = "segment face photos (folders, files or patterns) into NAME_label.png / NAME_overlay.png"
@@ -109,7 +109,7 @@ def run(args):
     from ..dense import default_alpha, default_sigma
     from ..models import resolve
     from ._common import load_image_model, model_beta, note_missing_rule
-    from ..segment import segment_folder
+    from ..faces.segment import segment_folder
     from ..warmup import prepare
 
     if args.detect != "never":   # finding faces needs dlib: one line, exit 2, before any work

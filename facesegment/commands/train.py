@@ -124,7 +124,7 @@ def read_names(path):
     """Image names from a text file: one per line, '#' comments, extensions dropped."""
     import os
 
-    from ..imageio import IMAGE_EXTENSIONS
+    from ..data.imageio import IMAGE_EXTENSIONS
     from ..limits import read_text_file
 
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
@@ -211,7 +211,7 @@ def check_windows(path, ws):
 
 def _read_windows(path):
     from ..errors import DataError
-    from ..windows import read_windows
+    from ..data.windows import read_windows
 
     try:
         return read_windows(path, load=True)
@@ -272,7 +272,7 @@ def calibrate(model, meta, args):
     """Choose ``model``'s decision rule on faces held out of its windows
     (``--calibrate``) and store it (``model.rule``; the scores in
     ``model.metrics["rule_selection"]``); without such faces, say so."""
-    from ..calibrate import choose_rule, held_out_records
+    from ..evaluation.calibrate import choose_rule, held_out_records
 
     if args.calibrate == "none":
         return
@@ -301,7 +301,7 @@ def calibrate(model, meta, args):
 def run(args):
     from ..errors import DataError
     from ..forest.registry import get_kind
-    from ..model import Model, check_model_output, save_model
+    from ..modelio.model import Model, check_model_output, save_model
 
     check_model_output(args.out)  # before any training: --out must be writable
     check_calibrate(args)

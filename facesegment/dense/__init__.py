@@ -1,7 +1,6 @@
 """Dense per-pixel inference: a forest over every pixel's window of a whole image.
 
-Public API (also importable as :mod:`facesegment.inference`, which is the
-:mod:`facesegment.dense.predict` module itself)::
+Public API (the names of :mod:`facesegment.dense.predict` and of the modules below)::
 
     from facesegment.dense import predict_image
     proba, labels = predict_image(model, image, mode="full", alpha=1.0)

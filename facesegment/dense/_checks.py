@@ -64,8 +64,8 @@ def forest_arrays(model):
 
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "roots"):
-        raise TypeError(f"model must be a facesegment.model.Model (with .arrays), got "
-                        f"{type(model).__name__} (load one with facesegment.model.load_model)")
+        raise TypeError(f"model must be a facesegment.modelio.model.Model (with .arrays), got "
+                        f"{type(model).__name__} (load one with facesegment.modelio.model.load_model)")
     return verified(arrays)
 
 
@@ -103,7 +103,7 @@ def _channel_fix(layout, n_image, n_planes):
         return ("give a grey image of shape (H, W) or (H, W, 1), e.g. "
                 "cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)")
     if layout.channels == 3 and n_planes == 0:
-        return ("give an RGB image of shape (H, W, 3) (facesegment.imageio.read_image reads "
+        return ("give an RGB image of shape (H, W, 3) (facesegment.data.imageio.read_image reads "
                 "grey files as RGB)")
     return f"give image channels + planes = {layout.channels}"
 
@@ -113,7 +113,7 @@ def window_image(image, planes, layout, name="image"):
 
     ``image`` (H, W) or (H, W, C) uint8, followed by ``planes`` (H, W) or
     (H, W, k) uint8 when given (an RGB image given to a model of one image
-    channel is turned grey with ``facesegment.imageio.to_grey``); C-contiguous (a view of ``image`` when
+    channel is turned grey with ``facesegment.data.imageio.to_grey``); C-contiguous (a view of ``image`` when
     possible).  Raises TypeError/ValueError naming the problem and the fix.
     """
     stack = image_and_planes(image, planes, layout, name)
@@ -127,17 +127,17 @@ def image_and_planes(image, planes, layout, name="image"):
     C-contiguous, checked as :func:`window_image` checks them, not stacked."""
     if not isinstance(image, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, got {type(image).__name__} "
-                        "(read files with facesegment.imageio.read_image)")
+                        "(read files with facesegment.data.imageio.read_image)")
     if image.dtype != np.uint8 or image.ndim not in (2, 3) or image.size == 0:
         raise ValueError(f"{name} must be a non-empty uint8 array of shape (H, W) or (H, W, C), "
                          f"got dtype {image.dtype} shape {image.shape} "
-                         "(use facesegment.imageio.read_image)")
+                         "(use facesegment.data.imageio.read_image)")
     nd = getattr(planes, "ndim", 0)
     n_planes_given = 0 if planes is None else (1 if nd == 2 else planes.shape[-1] if nd == 3
                                                else -1)
     if image.ndim == 3 and image.shape[2] == 3 and layout.channels - n_planes_given == 1:
         # a grey model given an RGB image: grey it as grey windows files were made
-        from ..imageio import to_grey
+        from ..data.imageio import to_grey
 
         image = to_grey(image)
     stack = [image[:, :, None] if image.ndim == 2 else image]

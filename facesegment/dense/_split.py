@@ -1,6 +1,6 @@
 """The split buffer of auto-context stages for the fast kernels (private).
 
-A context stage's layout (:func:`facesegment.context.context_layout`) has the
+A context stage's layout (:func:`facesegment.autocontext.context.context_layout`) has the
 image's ``c0`` planes followed by ``K`` context planes, and its forest reads
 the context planes only at the window's centre.  Interleaving all
 ``c0 + K`` planes (285 for RGB) makes a padded image of 22 MB whose window

@@ -33,7 +33,7 @@ Modes
               pixel gets a prediction.
 
 The module-level switches below are read at every call (tests and the
-benchmark set them); ``facesegment.inference`` is this module.
+benchmark set them).
 """
 
 from collections import namedtuple
@@ -202,7 +202,7 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
 
     Parameters
     ----------
-    model : facesegment.model.Model
+    model : facesegment.modelio.model.Model
         Uses ``model.arrays``, ``model.layout``, ``model.sampling_factors`` and
         its decision rule (:mod:`facesegment.rule`).
     image : uint8 (H, W, 3), or (H, W) / (H, W, 1) for a grey model

@@ -10,7 +10,7 @@ given.  Nothing is loaded at import.
 from pathlib import Path
 
 #: The default model: landmark votes (dlib's 68 landmarks predicted from many boxes,
-#: drawn as the label polygons and averaged; :mod:`facesegment.landmark_model`), with
+#: drawn as the label polygons and averaged; :mod:`facesegment.faces.landmark_model`), with
 #: :data:`FOREST` as its fallback for faces dlib cannot place; ``make model``.
 DEFAULT = "faces300w-landmarks"
 #: The shipped forest: a two-probe forest of 32 trees with a position prior, trained on

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from _paths import bench_path
-from facesegment.datasets import find_faces, load_face
+from facesegment.data.datasets import find_faces, load_face
 from facesegment.classes import HALF, N_CLASSES
 
 root, n_img, per_class, out, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])

@@ -6,7 +6,7 @@ import pytest
 from facesegment.dense import model_layout, predict_image
 from facesegment.dense._checks import window_image
 from facesegment.layout import DEFAULT_LAYOUT, WindowLayout
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 
 @pytest.mark.parametrize("layout, image, planes, message", [
@@ -75,5 +75,5 @@ def test_model_layout():
     rgb = random_model(3, n_trees=1, max_depth=2)
     rgb.layout = None
     assert model_layout(rgb) == DEFAULT_LAYOUT
-    with pytest.raises(TypeError, match="model must be a facesegment.model.Model"):
+    with pytest.raises(TypeError, match="model must be a facesegment.modelio.model.Model"):
         model_layout(rgb.arrays)

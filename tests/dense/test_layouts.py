@@ -10,7 +10,7 @@ from facesegment.dense import (confusion_sweep, count_oblique_visits, fft_respon
 from facesegment.dense import predict as P
 from facesegment.layout import WindowLayout
 from tests import naive
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 GREY = WindowLayout(31, 1)
 RGB15 = WindowLayout(15, 3)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from facesegment.forest import CO2Forest, TwoProbeForest
-from facesegment.inference import count_oblique_visits, predict_proba_raw
+from facesegment.dense import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
-from facesegment.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, load_model, save_model
 from tests import naive
 from tests.dense.test_sparse import assert_sweep_matches_predict
 
@@ -135,7 +135,7 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
     (vpdpbusd where this CPU has VNNI, and the portable one), int8 rows in
     this process's form (each compiled form costs a Numba compilation)."""
     from facesegment.dense import _pooled, _simd
-    from facesegment.inference import predict_image
+    from facesegment.dense import predict_image
 
     image, X, ys, xs, y, model = _case(3, FORESTS[f"co2-{dtype}"]())
     a = model.arrays
@@ -198,7 +198,7 @@ def test_pooled_refusals():
 
 
 def test_windows_files_are_never_pooled(tmp_path):
-    from facesegment.windows import WindowsWriter
+    from facesegment.data.windows import WindowsWriter
 
     with pytest.raises(ValueError, match="is a model's"):
         WindowsWriter(tmp_path / "w.h5", 4, layout=WindowLayout(pool=2))

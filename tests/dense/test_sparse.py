@@ -11,8 +11,8 @@ import facesegment.dense.predict as P
 from facesegment.errors import DataError
 from facesegment.forest import CO2Forest
 from facesegment.forest._arrays import n_sparse
-from facesegment.inference import confusion_sweep, predict_image, predict_proba_raw
-from facesegment.model import Model, load_model, save_model
+from facesegment.dense import confusion_sweep, predict_image, predict_proba_raw
+from facesegment.modelio.model import Model, load_model, save_model
 from tests import naive
 from tests.forest.test_sparse import mixed_forest
 

@@ -10,7 +10,7 @@ from facesegment.dense._fast import OFF_MASK, max_width
 from facesegment.dense._split import split_buffer, split_offsets
 from facesegment.layout import WindowLayout
 from tests import naive
-from tests.test_inference import random_image, random_model
+from tests.dense.test_inference import random_image, random_model
 
 K = 7                                   # context planes (odd: the last copy is partial)
 CTX = WindowLayout(31, 3 + K)
@@ -19,7 +19,7 @@ CTX_GREY = WindowLayout(15, 1 + K)
 
 def context_model(seed, layout, c0, kinds=("axis",), off_centre=False, **kw):
     """A random forest over a context layout whose plane features sit at the window's
-    centre (as :func:`facesegment.context.to_context_layout` makes them)."""
+    centre (as :func:`facesegment.autocontext.context.to_context_layout` makes them)."""
     model = random_model(seed, kind="axis", layout=layout, kinds=kinds, **kw)
     a = model.arrays
     centre = (layout.half * layout.window + layout.half) * layout.channels

@@ -300,7 +300,7 @@ def test_co2_forest_beats_axis_forest_on_hyperplane():
 @pytest.mark.shared
 def test_real_windows_root_split_improves_on_univariate(faces300w):
     from facesegment.classes import HALF
-    from facesegment.datasets import find_faces, load_face
+    from facesegment.data.datasets import find_faces, load_face
 
     rng = np.random.default_rng(11)
     recs = find_faces(faces300w / "train")[:12]

@@ -15,9 +15,9 @@ from sklearn.utils.estimator_checks import check_estimator
 from facesegment.forest import constraints_of, ExtraTreesForest, validate_params
 from facesegment.forest._extra_kernels import random_axis_split, random_cut
 from facesegment.forest._grow import grow_tree
-from facesegment.inference import predict_proba_raw
+from facesegment.dense import predict_proba_raw
 from facesegment.layout import WindowLayout
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from tests import naive
 
 #: Fails under bootstrap=True for every forest (weighted draws are equivalent in

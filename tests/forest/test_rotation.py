@@ -14,9 +14,9 @@ from sklearn.utils.estimator_checks import check_estimator
 from facesegment.forest import (constraints_of, AxisAlignedForest, RotationForest,
                                 validate_params)
 from facesegment.forest._rotation_kernels import rotate_rows, subset_covariance
-from facesegment.inference import predict_proba_raw
+from facesegment.dense import predict_proba_raw
 from facesegment.layout import WindowLayout
-from facesegment.model import Model
+from facesegment.modelio.model import Model
 from facesegment.forest.rotation import draw_subsets, pca_components
 from tests import naive
 from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest

@@ -7,9 +7,9 @@ pytestmark = [pytest.mark.shared, pytest.mark.slow]
 
 
 def _real_windows(root, tmp_path, start, n_images, n_windows, seed):
-    from facesegment.datasets import find_faces
-    from facesegment.extract import extract_windows
-    from facesegment.windows import read_windows
+    from facesegment.data.datasets import find_faces
+    from facesegment.data.extract import extract_windows
+    from facesegment.data.windows import read_windows
 
     recs = find_faces(root / "train")[start:start + n_images]
     path = tmp_path / f"w{start}.h5"

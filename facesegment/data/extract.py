@@ -1,0 +1,559 @@
+"""Class-balanced window extraction as a two-pass Dask pipeline.
+
+Pass 1 (one task per small batch of images) counts the *eligible* pixels of
+each class: at least ``margin`` (half the window: 15 for 31x31 windows) pixels
+from every border and not labelled 255; bad images are skipped or fail the run
+here, and the images' number of channels is read (3 for RGB, 1 for grey),
+which with the ``window`` size makes the file's window layout.  The windows are then
+allocated: every class gets ``n_windows // 8`` windows (the remainder goes one
+each to the first classes), shared among the images by a multivariate
+hypergeometric draw over their eligible-pixel counts, i.e. exactly as a
+uniform draw without replacement from all the class's eligible pixels of the
+split would share them.  Only a class with fewer eligible pixels than
+requested is drawn with replacement (recorded in ``with_replacement``).
+
+Pass 2 (again batches of images) draws the centres within each image with
+that image's own seed and cuts the windows; results are written at their
+image's offset in the output, so the file is identical whatever the
+scheduler, the number of workers, the batching or the order in which tasks
+finish.  Seeds are spawned up front from ``numpy.random.SeedSequence(seed)``.
+Mean and standard deviation come from exact integer sums (order-independent).
+"""
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._jit import NJIT, njit
+from ..classes import CLASS_NAMES, N_CLASSES
+from .datasets import load_face
+from ..errors import DataError
+from ..layout import DEFAULT_LAYOUT, WindowLayout
+from ..atomic import check_writable_folder
+from ..parallel import default_workers, map_tasks
+from ..progress import Progress
+from .windows import (CHUNK_ROWS, FORMAT, BackgroundSink, OrderedSink, WindowsWriter,
+                      read_windows_meta)
+
+_HYPERGEOMETRIC_LIMIT = 10**9
+#: Bound on the windows one pass-2 task returns (memory in flight).
+_WINDOWS_PER_TASK = 4096
+
+
+# -------------------------------------------------------------------- kernels
+
+@njit(**NJIT)
+def cut_windows_kernel(image, centers, half, out, sums, sumsq):
+    """Copy the windows around ``centers`` and add their feature sums.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, C)
+    centers : int32/int64 (k, 2)
+        (row, col); every window must lie inside the image.
+    half : int
+        Half-width; windows are ``2 * half + 1`` square.
+    out : uint8 (k, 2*half+1, 2*half+1, C), C-contiguous
+        Receives the windows.
+    sums, sumsq : int64 (w * w * C,)
+        Incremented by the per-feature sums and sums of squares.
+    """
+    k = centers.shape[0]
+    w = 2 * half + 1
+    for i in range(k):
+        r0 = centers[i, 0] - half
+        c0 = centers[i, 1] - half
+        for dy in range(w):
+            out[i, dy] = image[r0 + dy, c0:c0 + w]
+    flat = out.reshape(k, -1)  # contiguous: the sums loop vectorises
+    for i in range(k):
+        for f in range(flat.shape[1]):
+            v = np.int64(flat[i, f])
+            sums[f] += v
+            sumsq[f] += v * v
+
+
+def eligible_counts(label, margin=DEFAULT_LAYOUT.half):
+    """Eligible pixels per class of one label map.
+
+    Parameters
+    ----------
+    label : uint8 (H, W)
+    margin : int
+
+    Returns
+    -------
+    counts : int64 (8,)
+    """
+    h, w = label.shape
+    inner = label[margin:h - margin, margin:w - margin]
+    if inner.size == 0:
+        return np.zeros(N_CLASSES, np.int64)
+    return np.bincount(inner.ravel(), minlength=256)[:N_CLASSES].astype(np.int64)
+
+
+# ---------------------------------------------------------------------- tasks
+
+def _error(exc):
+    return (exc.path, exc.problem, exc.fix)
+
+
+def _planes(image):
+    """The image as ``(H, W, C)``: a grey ``(H, W)`` image has one channel."""
+    return image[:, :, None] if image.ndim == 2 else image
+
+
+def count_task(record, margin, grey=False):
+    """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None, channels or None)``."""
+    try:
+        image, label = load_face(record, grey)
+    except DataError as exc:
+        return None, _error(exc), None
+    return eligible_counts(label, margin), None, _planes(image).shape[2]
+
+
+def cut_task(item, margin, window=DEFAULT_LAYOUT.window, grey=False):
+    """Pass 2 task for ``item = (record, alloc (8,), expected (8,), state, replace (8,))``.
+
+    Returns
+    -------
+    (windows uint8 (k, window, window, C), labels uint8 (k,), centers int32 (k,2),
+     sums int64 (window * window * C,), sumsq int64 (window * window * C,))
+    """
+    record, alloc, expected, state, replace = item
+    image, label = load_face(record, grey)
+    image = _planes(image)
+    h, w = label.shape
+    inner = label[margin:h - margin, margin:w - margin]
+    iw = max(w - 2 * margin, 0)
+    flat = np.ascontiguousarray(inner).ravel()
+    rng = np.random.default_rng(state)
+    chosen, labs = [], []
+    for c in range(N_CLASSES):
+        k = int(alloc[c])
+        if k == 0:
+            continue
+        pos = np.flatnonzero(flat == c)
+        if pos.size != expected[c]:
+            raise DataError(record.label, "label map changed during extraction",
+                            "do not modify the data while `facesegment extract` runs")
+        sel = rng.choice(pos.size, size=k, replace=bool(replace[c]))
+        sel.sort()
+        chosen.append(pos[sel])
+        labs.append(np.full(k, c, np.uint8))
+    k_total = int(alloc.sum())
+    flat_pos = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+    centers = np.empty((k_total, 2), np.int32)
+    if k_total:
+        centers[:, 0] = flat_pos // iw + margin
+        centers[:, 1] = flat_pos % iw + margin
+    windows = np.empty((k_total, window, window, image.shape[2]), np.uint8)
+    n_values = window * window * image.shape[2]   # an image may be allotted no window
+    sums = np.zeros(n_values, np.int64)
+    sumsq = np.zeros(n_values, np.int64)
+    cut_windows_kernel(image, centers, window // 2, windows, sums, sumsq)
+    labels = np.concatenate(labs) if labs else np.zeros(0, np.uint8)
+    return windows, labels, centers, sums, sumsq
+
+
+def count_batch(records, margin, grey=False):
+    """Pass 1 task over a few images: a list of :func:`count_task` results."""
+    return [count_task(r, margin, grey) for r in records]
+
+
+def cut_batch(items, margin, window=DEFAULT_LAYOUT.window, grey=False):
+    """Pass 2 task over a few images.
+
+    Returns
+    -------
+    (per_image, sums, sumsq) : list of (windows, labels, centers) per image,
+        and the int64 (n_features,) feature sums and sums of squares of the
+        batch (None when ``items`` is empty).
+    """
+    per_image = []
+    sums = sumsq = None
+    for it in items:
+        w, y, c, s, q = cut_task(it, margin, window, grey)
+        per_image.append((w, y, c))
+        sums = s if sums is None else sums + s
+        sumsq = q if sumsq is None else sumsq + q
+    return per_image, sums, sumsq
+
+
+def group_ranges(weights, max_items, max_weight=None):
+    """Split ``range(len(weights))`` into consecutive ``(start, stop)`` groups.
+
+    A group holds at most ``max_items`` items and, unless it is a single item,
+    at most ``max_weight`` total weight.
+    """
+    groups, start, acc = [], 0, 0
+    for i, wt in enumerate(weights):
+        if i > start and (i - start >= max_items or (max_weight is not None and acc + wt > max_weight)):
+            groups.append((start, i))
+            start, acc = i, 0
+        acc += int(wt)
+    if len(weights):
+        groups.append((start, len(weights)))
+    return groups
+
+
+# ----------------------------------------------------------------- allocation
+
+def class_targets(n_windows):
+    """Windows per class: ``n // 8`` each, the remainder one each to the first classes."""
+    base, rem = divmod(int(n_windows), N_CLASSES)
+    t = np.full(N_CLASSES, base, np.int64)
+    t[:rem] += 1
+    return t
+
+
+def allocate(counts, targets, rng):
+    """Share each class's windows among images.
+
+    Parameters
+    ----------
+    counts : int64 (n_images, 8)
+        Eligible pixels per image and class.
+    targets : int64 (8,)
+        Windows wanted per class.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    alloc : int64 (n_images, 8)
+        Windows per image and class; column sums equal ``targets``.
+    replace : bool (8,)
+        Classes drawn with replacement (fewer eligible pixels than wanted).
+    """
+    n_img = counts.shape[0]
+    alloc = np.zeros((n_img, N_CLASSES), np.int64)
+    replace = np.zeros(N_CLASSES, bool)
+    for c in range(N_CLASSES):
+        col = counts[:, c].astype(np.int64)
+        total, k = int(col.sum()), int(targets[c])
+        if k == 0:
+            continue
+        if total >= k and total < _HYPERGEOMETRIC_LIMIT:
+            alloc[:, c] = rng.multivariate_hypergeometric(col, k, method="marginals")
+        else:
+            replace[c] = total < k
+            alloc[:, c] = rng.multinomial(k, col / total)
+            if not replace[c]:
+                _repair_over(alloc[:, c], col)
+    return alloc, replace
+
+
+def _repair_over(a, cap):
+    """Move counts above ``cap`` to the next images with room (huge splits only)."""
+    excess = int(np.maximum(a - cap, 0).sum())
+    np.minimum(a, cap, out=a)
+    i = 0
+    while excess:
+        room = int(cap[i] - a[i])
+        take = min(room, excess)
+        a[i] += take
+        excess -= take
+        i += 1
+
+
+def seed_states(seed, n_images):
+    """``(allocation Generator, per-image states (n_images, 4) uint32)`` from one seed."""
+    ss = np.random.SeedSequence(int(seed))
+    alloc_ss, images_ss = ss.spawn(2)
+    states = np.array([s.generate_state(4) for s in images_ss.spawn(n_images)], np.uint32)
+    return np.random.default_rng(alloc_ss), states.reshape(n_images, 4)
+
+
+# ----------------------------------------------------------------- public API
+
+@dataclass
+class ExtractResult:
+    """What :func:`extract_windows` did.
+
+    Attributes
+    ----------
+    path : str
+    meta : WindowsMeta
+    skipped : list of (path, problem, fix)
+    n_images : int
+    seconds : dict
+        ``count``, ``cut`` and ``total`` wall-clock seconds.
+    file_bytes : int
+    """
+
+    path: str
+    meta: object
+    skipped: list = field(default_factory=list)
+    n_images: int = 0
+    seconds: dict = field(default_factory=dict)
+    file_bytes: int = 0
+
+
+def check_output(path, inputs=(), allow_inside=False):
+    """Fail early (DataError) when ``path`` cannot or must not be written.
+
+    ``path`` may be new or a windows file written by ``facesegment extract``
+    (which is replaced when the new one is complete); anything else (a
+    folder, a label map, a user's file) is never overwritten.  Unless
+    ``allow_inside``, ``path`` must not lie inside one of the ``inputs``
+    folders (the labelled data): a file written there could be taken for
+    data.  The output's folder is created and must be writable.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
+    if os.path.exists(path) and not _is_windows_file(path):
+        raise DataError(path, "exists and is not a windows file written by `facesegment extract`; "
+                        "it would be replaced", "give a new --out file name, e.g. data/windows/train.h5")
+    out = os.path.realpath(path)
+    for root in inputs:
+        if root and not allow_inside and _inside(out, os.path.realpath(os.fspath(root))):
+            raise DataError(path, f"is inside the input folder {root}",
+                            "write the windows file elsewhere (e.g. data/windows/), or pass "
+                            "--out-inside-data if that is really meant")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        check_writable_folder(folder)
+    except DataError as exc:
+        raise DataError(path, f"cannot write output ({exc.problem.split('(', 1)[-1]}",
+                        "choose a writable output folder with --out") from exc
+
+
+def _inside(path, root):
+    return os.path.commonpath([path, root]) == root
+
+
+def _is_windows_file(path):
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def _validate(n_windows, seed, on_error, compression, n_workers, images_per_task=None,
+              window=DEFAULT_LAYOUT.window):
+    if isinstance(n_windows, bool) or not isinstance(n_windows, (int, np.integer)) \
+            or n_windows < N_CLASSES:
+        raise ValueError(f"n_windows must be an integer >= {N_CLASSES} (at least one window per "
+                         f"class, or a class would get none); got {n_windows!r} "
+                         "(the paper uses 256000 per tree)")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1 \
+            or window % 2 == 0:
+        raise ValueError(f"window must be an odd positive integer (the window is centred on "
+                         f"its pixel); got {window!r} (the paper uses 31)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    if on_error not in ("skip", "fail"):
+        raise ValueError(f"on_error must be 'skip' or 'fail'; got {on_error!r}")
+    if compression not in ("lzf", "gzip", None):
+        raise ValueError(f"compression must be 'lzf', 'gzip' or None; got {compression!r}")
+    if n_workers is not None and (not isinstance(n_workers, (int, np.integer)) or n_workers < 1):
+        raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
+    if images_per_task is not None and (not isinstance(images_per_task, (int, np.integer))
+                                        or images_per_task < 1):
+        raise ValueError(f"images_per_task must be a positive integer or None; got {images_per_task!r}")
+
+
+def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAYOUT.window,
+                    grey=False,
+                    scheduler=None, n_workers=None, on_error="skip", margin=None,
+                    compression="gzip", compression_opts=1, chunk_rows=CHUNK_ROWS, progress=True,
+                    data_root=None, labels_root=None, images_per_task=None,
+                    out_inside_data=False):
+    """Sample class-balanced windows from labelled faces into a windows file.
+
+    Parameters
+    ----------
+    records : sequence of FaceRecord
+        Faces (``facesegment.data.datasets.find_faces``); order defines ``sources``.
+    out : str or Path
+        Output ``.h5`` path, written as ``<out>.tmp-<pid>`` then renamed.
+    n_windows : int
+        Total windows N (the paper: 256,000 per tree).
+    seed : int
+    window : int, odd
+        Side of the square windows (31 in the paper).  Their channels come
+        from the images (3 for RGB, 1 for grey images); the file records the
+        resulting :class:`facesegment.layout.WindowLayout`.
+    grey : bool
+        Convert RGB images to grey first (``facesegment.data.imageio.to_grey``):
+        one channel, a third of the features.  Grey models convert RGB
+        images the same way at inference.
+    scheduler : None, str or distributed.Client
+        None: local threads; else a ``distributed`` scheduler address.
+    n_workers : int, optional
+        Local threads (default: all cores).
+    on_error : {"skip", "fail"}
+        A bad image (unreadable, missing/mis-sized/invalid label map) is
+        left out and reported ("skip") or stops the run with DataError and no
+        output ("fail").
+    margin : int, optional
+        Minimum distance of a centre from the border (default and minimum:
+        ``window // 2``, 15 for 31x31 windows, so the window fits).
+    compression, compression_opts, chunk_rows
+        HDF5 storage of the windows dataset (default gzip level 1 in chunks
+        of 1024 windows: measured faster to write and 2x smaller than lzf).
+    progress : bool
+        Progress lines (images done, rate, ETA) on stderr.
+    data_root, labels_root : path, optional
+        Recorded in the file's attributes; ``out`` may not lie inside them
+        unless ``out_inside_data``.
+    images_per_task : int, optional
+        Images per Dask task (default: up to 32, fewer for small splits; a
+        pass-2 task also holds at most ~4096 windows unless one image has
+        more).  Results do not depend on it.
+
+    Returns
+    -------
+    ExtractResult
+
+    Raises
+    ------
+    DataError
+        Unwritable output, no usable images, images of different numbers of
+        channels, a class with no eligible pixel, or (``on_error="fail"``)
+        the first bad image.
+    """
+    _validate(n_windows, seed, on_error, compression, n_workers, images_per_task, window)
+    half = int(window) // 2
+    margin = half if margin is None else margin
+    if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < half:
+        raise ValueError(f"margin must be an integer >= {half} (half the window) so windows fit "
+                         f"in the image; got {margin!r}")
+    records = list(records)
+    if not records:
+        raise DataError(data_root, "no images to extract from", "give a folder of labelled faces")
+    check_output(out, (data_root, labels_root), out_inside_data)
+    t0 = time.perf_counter()
+
+    counts = np.zeros((len(records), N_CLASSES), np.int64)
+    channels = np.zeros(len(records), np.int64)
+    ok = np.ones(len(records), bool)
+    skipped = []
+    n_threads = n_workers or default_workers()
+    per_task = images_per_task or max(1, min(32, len(records) // (16 * n_threads)))
+    groups = group_ranges(np.ones(len(records)), per_task)
+    with Progress(len(records), desc="extract 1/2 count pixels", unit="images", enabled=progress) as bar:
+        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin, grey),
+                                    scheduler=scheduler, n_workers=n_workers, progress=False):
+            a = groups[g][0]
+            for i, (cnt, err, nc) in enumerate(results, start=a):
+                if err is not None:
+                    if on_error == "fail":
+                        raise DataError(*err)
+                    skipped.append(err)
+                    ok[i] = False
+                else:
+                    counts[i] = cnt
+                    channels[i] = nc
+            bar.update(len(results))
+    t1 = time.perf_counter()
+    used = np.flatnonzero(ok)
+    if used.size == 0:
+        raise DataError(data_root, f"none of the {len(records)} images could be read",
+                        "fix the files listed above or point at another folder")
+    counts = counts[used]
+    layout = _layout_of(records, used, channels[used], window)
+    pixel_counts = counts.sum(axis=0)
+    targets = class_targets(n_windows)
+    empty = [CLASS_NAMES[c] for c in range(N_CLASSES) if targets[c] and pixel_counts[c] == 0]
+    if empty:
+        raise DataError(data_root, f"no eligible pixel (>= {margin} px from the border) of class(es) "
+                        f"{', '.join(empty)} in {used.size} images", "add images that show every face part")
+    alloc_rng, states = seed_states(seed, used.size)
+    alloc, replace = allocate(counts, targets, alloc_rng)
+    per_image = alloc.sum(axis=1)
+    offsets = np.concatenate([[0], np.cumsum(per_image)])
+    items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
+
+    groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
+    sums = np.zeros(layout.n_features, np.int64)
+    sumsq = np.zeros(layout.n_features, np.int64)
+    try:
+        with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
+                           chunk_rows=chunk_rows, layout=layout) as writer, \
+                ThreadPoolExecutor(n_threads) as pool:
+            sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
+                                                4 * writer.chunk_rows, pool))
+            bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
+            try:
+                for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
+                                                      args=(margin, layout.window, grey),
+                                                      scheduler=scheduler, n_workers=n_workers,
+                                                      progress=False):
+                    if s1 is not None:
+                        sums += s1
+                        sumsq += s2
+                    for k, res in enumerate(results, start=groups[g][0]):
+                        sink.add(k, res)
+                    bar.update(len(results))
+            finally:
+                bar.close()
+                sink.stop()
+            sink.close()
+            mean, std = finish_stats(sums, sumsq, n_windows)
+            class_counts = alloc.sum(axis=0)
+            factors = sampling_factors(class_counts, pixel_counts)
+            writer.set_strings("sources", [records[j].name for j in used])
+            writer.set_strings("skipped", [str(e[0]) for e in skipped])
+            writer.set_attrs(
+                class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
+                sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
+                seed=int(seed), n_windows=int(n_windows), margin=int(margin),
+                std_kind="population (divide by N); 0 replaced by 1",
+                data_root=os.path.abspath(data_root) if data_root is not None else "",
+                labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
+                compression=str(compression), n_images=int(used.size),
+            )
+            writer.finish()
+    except OSError as exc:  # e.g. the disk filled up: the partial file is removed
+        raise DataError(out, f"cannot write the windows file ({exc.strerror or exc})",
+                        "free some disk space or choose another --out") from exc
+    t2 = time.perf_counter()
+    meta = read_windows_meta(out)
+    return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),
+                         seconds={"count": t1 - t0, "cut": t2 - t1, "total": t2 - t0},
+                         file_bytes=os.path.getsize(out))
+
+
+def _layout_of(records, used, channels, window):
+    """The window layout of the used images (they must share their number of channels)."""
+    first = int(channels[0])
+    odd = np.flatnonzero(channels != first)
+    if odd.size:
+        rec = records[used[odd[0]]]
+        raise DataError(rec.image, f"has {int(channels[odd[0]])} channel(s) but "
+                        f"{records[used[0]].image} has {first}",
+                        "use images of one kind (all RGB or all grey) in one windows file")
+    return WindowLayout(window=int(window), channels=first)
+
+
+def finish_stats(sums, sumsq, n):
+    """Mean and population std (float32, zeros -> 1) from exact integer sums."""
+    mean = sums / float(n)
+    var = np.maximum(sumsq / float(n) - mean * mean, 0.0)
+    std = np.sqrt(var)
+    std[std == 0] = 1.0
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def sampling_factors(class_counts, pixel_counts):
+    """Share among windows / share among eligible pixels (float64 (8,); 0 where a class has no pixels)."""
+    cc = np.asarray(class_counts, np.float64)
+    pc = np.asarray(pixel_counts, np.float64)
+    win_share = cc / cc.sum()
+    pix_share = pc / pc.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(pix_share > 0, win_share / pix_share, 0.0)
+    return f
+
+
+__all__ = ["extract_windows", "check_output", "allocate", "class_targets", "seed_states", "eligible_counts",
+           "cut_windows_kernel", "count_task", "cut_task", "count_batch", "cut_batch", "group_ranges", "finish_stats", "sampling_factors",
+           "ExtractResult"]

@@ -1,0 +1,488 @@
+"""Scoring a model on labelled faces: the one evaluation driver.
+
+:func:`evaluate` makes one pass per image (``facesegment.dense.
+confusion_sweep``, which walks each tree once per pixel and forms every
+truncated forest by cumulative sums) and returns the confusion matrices and
+Jaccard scores of every (alpha, maximum depth, number of trees) setting asked
+for.  The first ``m`` trees of an ``n``-tree forest are exactly an ``m``-tree
+forest with the same seed (trees are independent and seeded up front), the
+alpha grid of the prior reweighting costs no extra inference, and Figure 4
+(Jaccard vs trees and vs depth) comes from the same pass.  Images are Dask
+tasks (``facesegment.parallel.map_tasks``: local threads or a cluster).
+
+``facesegment evaluate``, ``facesegment figures`` and the pipeline's select,
+train (alpha), evaluate and figures stages all score through it.
+:func:`choose_alpha` picks the reweighting exponent on validation images and
+:func:`time_inference` measures ``predict_image`` per image.
+"""
+
+import time
+
+import numpy as np
+
+MODES = ("strict", "full")
+
+
+# ------------------------------------------------------------- validation
+
+def _int(value, name, low, upper=None, what=""):
+    """``value`` as an int in ``low..upper`` (ValueError/TypeError naming it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < low or (upper is not None and value > upper):
+        rng = f">= {low}" if upper is None else f"in {low}..{upper}"
+        raise ValueError(f"{name}={value} must be {rng}{what}")
+    return int(value)
+
+
+def _alpha(value, name="alphas"):
+    from ..dense._checks import check_alpha
+
+    return check_alpha(value, name)
+
+
+def _alphas(alphas, per_image_alpha):
+    """The alphas scored, the per-image alpha first (no repeats)."""
+    if alphas is None or isinstance(alphas, (str, bytes)) or not hasattr(alphas, "__iter__"):
+        raise TypeError(f"alphas must be a list of numbers, got {alphas!r}")
+    vals = [_alpha(a) for a in alphas]
+    if not vals:
+        raise ValueError("alphas is empty: give at least one reweighting exponent, e.g. [1.0]")
+    pa = vals[0] if per_image_alpha is None else _alpha(per_image_alpha, "per_image_alpha")
+    out = [pa]
+    for a in vals:
+        if a not in out:
+            out.append(a)
+    return pa, out
+
+
+def _tree_list(values, name, n_trees):
+    what = (f" (the forest has {n_trees} trees; give sizes up to {n_trees}, "
+            "or train a bigger forest)")
+    return {_int(v, name, 1, n_trees, what) for v in (values or ())}
+
+
+def _depth_list(values, forest_depth):
+    """Depth limits clipped to the forest's depth (None: no limit)."""
+    return {forest_depth if d is None else min(_int(d, "depths", 0), forest_depth)
+            for d in (values or ())}
+
+
+def _arrays(model):
+    arrays = getattr(model, "arrays", None)
+    if arrays is None or not hasattr(arrays, "n_trees"):
+        raise TypeError(f"model must be a facesegment.modelio.model.Model, got {type(model).__name__} "
+                        "(load one with facesegment.modelio.model.load_model)")
+    return arrays
+
+
+def _beta(model, beta):
+    from ..dense.reweight import check_beta
+    from ..rule import default_beta
+
+    return default_beta(model) if beta is None else check_beta(model, beta)
+
+
+def _check_common(mode, pixel_stride, fft_levels, workers):
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} must be one of {', '.join(map(repr, MODES))} "
+                         "('strict': the paper's protocol, 15-px border not scored)")
+    from ..limits import MAX_PIXEL_STRIDE
+
+    _int(pixel_stride, "pixel_stride", 1, what=" (1 = every pixel)")
+    if pixel_stride > MAX_PIXEL_STRIDE:
+        raise ValueError(f"pixel_stride={pixel_stride} must be <= {MAX_PIXEL_STRIDE} "
+                         "(a resource limit; 1 = every pixel)")
+    _int(fft_levels, "fft_levels", 0, what=" (0 = no FFT levels)")
+    if workers is not None:
+        _int(workers, "workers", 1, what=" (or None for all cores)")
+
+
+# --------------------------------------------------------------- scoring
+
+def grid_label(label, stride, offset=0):
+    """``label`` with 255 ("not scored") everywhere except a ``stride`` x ``stride``
+    grid of pixels (rows and columns ``offset mod stride``); stride 1: unchanged."""
+    if stride <= 1:
+        return label
+    out = np.full_like(label, 255)
+    o = offset % stride
+    out[o::stride, o::stride] = label[o::stride, o::stride]
+    return out
+
+
+def scored_label(label, stride, mode, layout):
+    """``label`` with 255 ("not scored") outside the pixels the driver scores: the
+    ``stride`` grid (:func:`grid_label`) and, in "strict" mode, the pixels at least
+    ``layout.half`` px from the border."""
+    from ..dense.image import strict_region
+
+    label = grid_label(label, stride)
+    if mode != "strict":
+        return label
+    y0, y1, x0, x1 = strict_region(label.shape, layout)
+    keep = np.full_like(label, 255)
+    keep[y0:y1, x0:x1] = label[y0:y1, x0:x1]
+    return keep
+
+
+def _score_missed(record, model, alphas, trees, depths, stride, mode):
+    """The sweep confusion matrices of a face the detector missed
+    (``record.missed``, see :mod:`facesegment.faces.aligned`): every pixel predicted
+    background (class 0), over the pixels ``mode`` and ``stride`` score, in the
+    shape and with the settings :func:`facesegment.dense.confusion_sweep`
+    returns (alphas x depths x trees x C x C; depths and trees sorted)."""
+    from ..classes import IGNORE
+    from ..data.datasets import load_face
+    from ..dense import model_layout
+
+    label = scored_label(load_face(record)[1], stride, mode, model_layout(model))
+    elig = label != IGNORE
+    n_c = int(_arrays(model).n_classes)
+    counts = np.bincount(label[elig], minlength=n_c)
+    if len(counts) > n_c:
+        raise ValueError(f"{record.label}: label ids up to {len(counts) - 1} but the model "
+                         f"has {n_c} classes")
+    d_out, t_out = sorted({int(d) for d in depths}), sorted({int(t) for t in trees})
+    conf = np.zeros((len(alphas), len(d_out), len(t_out), n_c, n_c), dtype=np.int64)
+    conf[..., 0] = counts
+    return record.name, conf, d_out, t_out
+
+
+def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0):
+    """Task: the sweep confusion matrices of one face (top level: picklable)."""
+    from ..data.datasets import load_face
+    from ..dense import confusion_sweep
+
+    if getattr(record, "missed", False):
+        return _score_missed(record, model, alphas, trees, depths, stride, mode)
+    image, label = load_face(record)
+    conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
+                                         n_trees_list=trees, max_depth_list=depths,
+                                         alphas=alphas, mode=mode, fft_levels=fft_levels,
+                                         beta=beta)
+    return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
+
+
+def _summary(conf):
+    from .metrics import summarize
+
+    s = summarize(conf)
+    return {"mean_jaccard": s["class_average_jaccard"], "pixel_accuracy": s["pixel_accuracy"],
+            "jaccard": list(s["jaccard"].values()), "confusion": s["confusion"]}
+
+
+def _num(v):
+    return None if np.isnan(v) else round(float(v), 4)
+
+
+def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="strict",
+             pixel_stride=1, per_image_alpha=None, sweep_trees=None, fft_levels=0,
+             beta=None, workers=None, scheduler=None, desc="evaluate", progress=True):
+    """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
+
+    Parameters
+    ----------
+    model : facesegment.modelio.model.Model
+    records : list of facesegment.data.datasets.FaceRecord (labelled)
+        A record with ``missed=True`` (no face found by the detector, see
+        :mod:`facesegment.faces.aligned`) is scored as predicted all background.
+    alphas : list of float
+        Prior-reweighting exponents (``p * s**-alpha``), all scored in one pass.
+    tree_counts : list of int, optional
+        Forest sizes reported in full under ``trees`` (prefixes of the model's
+        trees, 1..n_trees); default: the whole forest.
+    depths : list of int or None, optional
+        Extra depth limits scored in the same pass (Figure 4); limits above the
+        forest's depth (and None) mean its full depth.
+    mode : {"strict", "full"}
+        ``"strict"`` (the paper's protocol) leaves the 15-px border unscored;
+        ``"full"`` scores every pixel, border windows padded by reflection.
+    pixel_stride : int
+        Score the pixels of a ``stride`` x ``stride`` grid only (1 = every
+        pixel, the paper's protocol); label 255 is never scored.
+    per_image_alpha : float, optional
+        The alpha of the per-image scores and the sweep's first alpha
+        (default: the first of ``alphas``).
+    sweep_trees : list of int, optional
+        Extra forest sizes (1..n_trees) scored in the same pass (``sweep`` only).
+    fft_levels : int
+        CO2: top oblique levels evaluated by FFT correlation.
+    beta : float, optional
+        Exponent of the model's position prior, applied with every alpha
+        (default: the model's selected one, 0 without a prior; give 0 to
+        score the forest alone).
+    workers, scheduler :
+        Local threads (None: all cores) or a Dask ``distributed`` scheduler.
+
+    Returns
+    -------
+    dict (JSON-ready)
+        ``trees``: ``{"16": {"alpha": {"0.5": {mean_jaccard, pixel_accuracy,
+        jaccard (8,), confusion}}}}`` at the forest's full depth;
+        ``sweep``: ``alphas``, ``max_depth``, ``n_trees`` and the class-average
+        Jaccard / pixel accuracy of every (alpha, depth, trees);
+        ``per_image`` / ``per_image_jaccard``: name -> class-average / per-class
+        Jaccard at ``per_image_alpha`` and the whole forest; ``n_images``,
+        ``n_pixels``, ``pixel_stride``, ``per_image_alpha``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the parameter and the value (e.g. a forest size above the
+        model's number of trees), before any work.
+    """
+    from .metrics import class_average, jaccard, pixel_accuracy
+    from ..parallel import map_tasks
+
+    arrays = _arrays(model)
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, fft_levels, workers)
+    pa, alphas = _alphas(alphas, per_image_alpha)
+    beta = _beta(model, beta)
+    n_all = arrays.n_trees
+    counts = sorted(_tree_list(tree_counts, "tree_counts", n_all) or {n_all})
+    trees = sorted(set(counts) | _tree_list(sweep_trees, "sweep_trees", n_all) | {n_all})
+    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
+    dl = sorted(_depth_list(depths, forest_depth) | {forest_depth})
+    total, per_image, per_image_jac = None, {}, {}
+    for _, (name, conf, d_out, t_out) in map_tasks(
+            _score_one, records, args=(model, alphas, trees, dl, int(pixel_stride),
+                                       int(fft_levels), mode, beta),
+            scheduler=scheduler, n_workers=workers, desc=desc, unit="images",
+            progress=progress):
+        total = conf if total is None else total + conf
+        jac = jaccard(conf[0, -1, -1])
+        per_image[name] = _num(class_average(jac))
+        per_image_jac[name] = [_num(v) for v in jac]
+    sweep = {"alphas": alphas, "max_depth": d_out, "n_trees": t_out,
+             "class_average_jaccard": np.round(class_average(jaccard(total)), 4).tolist(),
+             "pixel_accuracy": np.round(pixel_accuracy(total), 4).tolist()}
+    out = {"trees": {}, "n_images": len(per_image), "per_image_alpha": pa, "beta": beta,
+           "n_pixels": int(total[0, 0, 0].sum()), "pixel_stride": int(pixel_stride),
+           "per_image": dict(sorted(per_image.items())),
+           "per_image_jaccard": dict(sorted(per_image_jac.items())), "sweep": sweep}
+    for n in counts:
+        j = t_out.index(n)
+        out["trees"][str(n)] = {"alpha": {repr(a): _summary(total[i, -1, j])
+                                          for i, a in enumerate(alphas)}}
+    return out
+
+
+def full_summary(result, class_names, n_trees=None, alpha=None):
+    """:func:`facesegment.evaluation.metrics.summarize` of one forest size and alpha of an
+    :func:`evaluate` result (default: its largest size and ``per_image_alpha``)."""
+    from .metrics import summarize
+
+    n = max(map(int, result["trees"])) if n_trees is None else int(n_trees)
+    a = result["per_image_alpha"] if alpha is None else float(alpha)
+    return summarize(result["trees"][str(n)]["alpha"][repr(float(a))]["confusion"],
+                     class_names)
+
+
+# ----------------------------------------------------------------- alpha
+
+def best_alpha(result, n_trees):
+    """The alpha key (``repr``) with the highest class-average Jaccard at
+    ``n_trees`` in an :func:`evaluate` result (ties: the smaller alpha)."""
+    table = result["trees"][str(n_trees)]["alpha"]
+
+    def key(a):
+        v = table[a]["mean_jaccard"]
+        return (-1.0 if v is None else v, -float(a))
+    return max(table, key=key)
+
+
+def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="strict",
+                 pixel_stride=1, workers=None, scheduler=None, desc="alpha", progress=True):
+    """The reweighting exponent(s) that score best on ``records`` (validation faces).
+
+    Scores the first ``n_trees`` trees (default: all) at every alpha in one
+    pass (:func:`evaluate`) per position-prior exponent of ``betas`` (default
+    ``[0]``: no position prior; other values need ``model.position``) and
+    keeps the best class-average Jaccard (ties: the smaller beta, then the
+    smaller alpha).
+
+    Returns
+    -------
+    dict (JSON-ready)
+        ``{"alpha": float, "beta": float, "n_images": int, "n_trees": int,
+        "validation_jaccard": {repr(alpha): class-average Jaccard} (at the
+        chosen beta)}``, plus ``"validation_jaccard_beta": {repr(beta):
+        {repr(alpha): ...}}`` when several betas were tried.
+    """
+    n = _arrays(model).n_trees if n_trees is None else n_trees
+    betas = [0.0] if betas is None else [_beta(model, b) for b in betas]
+    if not betas:
+        raise ValueError("betas is empty: give at least one position-prior exponent, e.g. [0]")
+    tables, best = {}, None
+    for b in sorted(set(betas)):
+        r = evaluate(model, records, alphas=alphas, tree_counts=[n], mode=mode,
+                     pixel_stride=pixel_stride, beta=b, workers=workers,
+                     scheduler=scheduler, desc=desc if b == 0 else f"{desc} beta={b:g}",
+                     progress=progress)
+        tables[repr(b)] = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
+        a = best_alpha(r, n)
+        score = tables[repr(b)][a]
+        score = -1.0 if score is None else score
+        if best is None or score > best[0]:
+            best = (score, b, a, r["n_images"])
+    _, b, a, n_images = best
+    out = {"alpha": float(a), "beta": float(b), "n_images": n_images, "n_trees": int(n),
+           "validation_jaccard": tables[repr(b)]}
+    if len(tables) > 1:
+        out["validation_jaccard_beta"] = tables
+    return out
+
+
+def _position_one(record, prior, gammas, stride, mode, layout):
+    """Task: confusion matrices of the position-only maps of one face."""
+    from ..data.imageio import read_label
+    from .metrics import confusion_matrix
+    from ..position import constant_labels
+
+    label = scored_label(read_label(record.label), stride, mode, layout)
+    missed = bool(getattr(record, "missed", False))   # no face found: all background
+    return np.stack([confusion_matrix(
+        label, np.zeros_like(label) if missed else constant_labels(prior, label.shape, g),
+        prior.n_classes) for g in gammas])
+
+
+def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,
+                           layout=None, desc="position only", progress=True):
+    """Scores of the map that uses the position prior alone (no image): for
+    each ``gamma``, ``argmax_c pos_c(x) * pi_c**-gamma``
+    (:func:`facesegment.position.constant_labels`) against the labels of
+    ``records``, with the pixels :func:`evaluate` scores (same ``mode`` and
+    ``pixel_stride``; ``layout``: the window layout whose border ``strict``
+    leaves out, default 31x31).
+
+    Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
+    """
+    from ..layout import DEFAULT_LAYOUT
+    from ..progress import Progress
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, None)
+    gammas = [_alpha(g, "gammas") for g in gammas]
+    total = None
+    with Progress(len(records), desc, "images", enabled=progress) as bar:
+        for rec in records:
+            conf = _position_one(rec, prior, gammas, int(pixel_stride), mode,
+                                 layout or DEFAULT_LAYOUT)
+            total = conf if total is None else total + conf
+            bar.update(1)
+    return {"gamma": {repr(g): _summary(total[i]) for i, g in enumerate(gammas)},
+            "n_images": len(records), "n_pixels": int(total[0].sum()),
+            "pixel_stride": int(pixel_stride)}
+
+
+def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
+    """Task: confusion matrices of one face's maps smoothed with each sigma (the
+    labels ``predict_image(..., sigma=s)`` gives, from one prediction)."""
+    from ..data.datasets import load_face
+    from ..dense import model_layout, predict_image, smooth
+    from .metrics import confusion_matrix
+
+    if getattr(record, "missed", False):   # no face found: all background, every sigma
+        conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
+        return np.repeat(conf[0, 0], len(sigmas), axis=0)
+    image, label = load_face(record)
+    label = scored_label(label, stride, mode, model_layout(model))
+    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0)
+    out = []
+    for s in sigmas:
+        pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
+        out.append(confusion_matrix(label, pred, proba.shape[2]))
+    return np.stack(out)
+
+
+def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="strict",
+                      pixel_stride=1, workers=None, scheduler=None, desc="smoothed",
+                      progress=True):
+    """Scores of the model's maps smoothed before the argmax: for each ``sigma``,
+    every class's reweighted probability map (the whole image predicted in
+    "full" mode) blurred with a Gaussian of ``sigma`` pixels (0: none), then the
+    argmax, scored on the pixels :func:`evaluate` scores.
+
+    Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
+    """
+    from ..parallel import map_tasks
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, workers)
+    sigmas = [_alpha(s, "sigmas") for s in sigmas]
+    alpha, beta = _alpha(alpha, "alpha"), _beta(model, beta)
+    total = None
+    for _, conf in map_tasks(_smoothed_one, records,
+                             args=(model, alpha, beta, sigmas, int(pixel_stride), mode),
+                             scheduler=scheduler, n_workers=workers, desc=desc,
+                             unit="images", progress=progress):
+        total = conf if total is None else total + conf
+    return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
+            "alpha": alpha, "beta": beta, "n_images": len(records),
+            "n_pixels": int(total[0].sum())}
+
+
+# ---------------------------------------------------------------- timing
+
+def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progress=True):
+    """Median and mean milliseconds of ``predict_image`` per image per forest size.
+
+    Returns ``{str(n): {"ms_per_image", "ms_per_image_mean", "cpu_ms_per_image",
+    "n_images", "mode", [oblique_* and dot_arithmetic ("float32", or "integer":
+    int8/int16 rows, whose multiply-adds are integer ops) for forests with
+    oblique nodes]}}``.
+    """
+    from ..data.datasets import load_face
+    from ..dense import count_oblique_visits, predict_image
+    from ..progress import Progress
+
+    arrays = _arrays(model)
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one face to time")
+    _check_common(mode, 1, fft_levels, None)
+    counts = sorted(_tree_list(tree_counts, "tree_counts", arrays.n_trees))
+    out = {}
+    images = [load_face(r)[0] for r in records]
+    predict_image(model, images[0][:40, :40], mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
+                  n_trees=1)  # compile outside timing
+    with Progress(len(counts) * len(images), "time", "images", enabled=progress) as bar:
+        for n in counts:
+            times, cpu = [], []
+            for img in images:
+                c0, t0 = time.process_time(), time.perf_counter()
+                predict_image(model, img, mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
+                              n_trees=n, fft_levels=fft_levels)
+                times.append(1000.0 * (time.perf_counter() - t0))
+                cpu.append(1000.0 * (time.process_time() - c0))
+                bar.update(1)
+            out[str(n)] = {"ms_per_image": round(float(np.median(times)), 2),
+                           "ms_per_image_mean": round(float(np.mean(times)), 2),
+                           "cpu_ms_per_image": round(float(np.median(cpu)), 2),
+                           "n_images": len(images), "mode": mode}
+            if arrays.weights.shape[0]:
+                visits = [count_oblique_visits(model, img, mode=mode, n_trees=n)
+                          for img in images]
+                flops = 2.0 * arrays.n_features * float(np.mean(visits))
+                out[str(n)].update({
+                    "dot_arithmetic": "integer" if arrays.weights.dtype.kind == "i"
+                    else "float32",
+                    "oblique_visits_per_image": float(np.mean(visits)),
+                    "oblique_gflop_per_image": round(flops / 1e9, 3),
+                    "oblique_gflops_per_cpu_second": round(
+                        flops / 1e9 / max(np.mean(cpu) / 1000.0, 1e-9), 3)})
+    return out
+
+
+__all__ = ["MODES", "evaluate", "full_summary", "best_alpha", "choose_alpha",
+           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label", "scored_label"]

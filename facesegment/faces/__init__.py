@@ -1,0 +1,40 @@
+"""Photos and faces: finding faces, cropping them, landmarks, and the landmark models.
+
+Modules
+-------
+``crops``           face detection, LFW-style crop boxes, crops and mapping back
+``segment``         segmenting face photos (``facesegment.segment`` is this module, callable)
+``aligned``         detector-aligned test faces: labelled faces re-cropped the way ``segment`` does
+``label``           labelling unlabelled faces with dlib's 68 landmarks
+``landmarks``       ``.pts`` I/O and 8-class label maps drawn from 68 landmarks
+``renderer``        the landmark renderer: dlib's predicted landmarks drawn as label polygons
+``votes``           landmark votes: dlib's predictor from many boxes, the maps averaged
+``landmark_model``  :class:`LandmarkModel`, a face parser that reads dlib's landmarks
+``landmark_fit``    fitting and scoring landmark models
+``shape_prior``     the landmark-conditioned shape prior
+
+The names below are loaded on first use (importing the package loads none of its modules).
+"""
+
+#: Public names and the module of each, imported on first use.
+_LAZY = {"segment_image": "segment", "segment_folder": "segment", "SegmentResult": "segment",
+         "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
+         "label_folder": "label", "read_pts": "landmarks", "write_pts": "landmarks",
+         "render_labels": "landmarks", "LandmarkModel": "landmark_model",
+         "load_landmark_model": "landmark_model", "save_landmark_model": "landmark_model",
+         "ShapePrior": "shape_prior", "fit_shape_prior": "shape_prior"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+

@@ -1,0 +1,153 @@
+"""Fitting and scoring landmark models (:mod:`facesegment.faces.landmark_model`).
+
+* :func:`landmark_set_table`: every face's landmark sets (:func:`facesegment.
+  votes.landmark_sets`, no offset), computed once and cached in one ``.npz``
+  keyed by the images' SHA-256 and the vote spec;
+* :func:`fit_votes`: the vote spec with its offset fitted on faces with human
+  landmarks (``NAME.pts`` beside each image, as faces300w has them);
+* :func:`evaluate_landmark_model`: a landmark model's scores with
+  :func:`facesegment.evaluation.scoring.evaluate`'s protocol (strict mode, every
+  pixel, one confusion matrix), in the dictionary shape of
+  :func:`facesegment.faces.renderer.evaluate_renderer`.
+"""
+
+import json
+import os
+from dataclasses import replace
+
+import numpy as np
+
+from ..classes import N_CLASSES
+from .votes import VoteSpec, detect_box, landmark_sets
+
+SET_TABLE_FORMAT = "facesegment-landmark-sets"
+SET_TABLE_VERSION = 1
+
+
+def _key(records, spec):
+    from .renderer import _table_key
+
+    base = replace(spec, offset=(0.0, 0.0)).to_dict()
+    return json.dumps({"faces": _table_key(records), "spec": base}, sort_keys=True)
+
+
+def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark sets"):
+    """``(sets float64 (n, spec.n_sets, 68, 2), passes list of str)`` of
+    ``records``' images, made with ``spec`` but no offset (NaN for a face where
+    dlib finds none).  ``cache`` (a ``.npz`` path): read when it holds these
+    faces with this spec, else written atomically."""
+    from ..atomic import atomic_path
+    from ..data.imageio import read_image
+    from ..progress import Progress
+
+    records = list(records)
+    key = _key(records, spec)
+    if cache is not None and os.path.isfile(cache):
+        try:
+            with np.load(cache, allow_pickle=False) as z:
+                if str(z["format"]) == SET_TABLE_FORMAT and str(z["key"]) == key:
+                    return z["sets"].copy(), [str(p) for p in z["passes"]]
+        except (OSError, KeyError, ValueError):
+            pass   # damaged or another table: computed again
+    plain = replace(spec, offset=(0.0, 0.0))
+    sets = np.full((len(records), plain.n_sets, 68, 2), np.nan)
+    passes = []
+    with Progress(len(records), desc, "faces", enabled=progress) as bar:
+        for i, rec in enumerate(records):
+            image = read_image(rec.image)
+            box, how = detect_box(image)
+            if box is not None:
+                sets[i] = landmark_sets(image, box, plain)
+            passes.append(how)
+            bar.update(1)
+    if cache is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(cache)), exist_ok=True)
+        with atomic_path(cache, suffix=".npz") as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, format=SET_TABLE_FORMAT, version=SET_TABLE_VERSION,
+                                    key=key, sets=sets, passes=np.array(passes))
+    return sets, passes
+
+
+def human_landmarks(records):
+    """The human landmarks of ``records`` (``NAME.pts`` beside each image):
+    float64 (n, 68, 2), NaN where a face has no ``.pts`` file."""
+    from .landmarks import pts_path_for, read_pts
+
+    out = np.full((len(records), 68, 2), np.nan)
+    for i, rec in enumerate(records):
+        path = pts_path_for(rec.image)
+        if os.path.isfile(path):
+            out[i] = read_pts(path)
+    return out
+
+
+def fit_votes(records, spec=None, cache=None, progress=True):
+    """``spec`` (default :class:`VoteSpec`) with the offset fitted on
+    ``records`` (:func:`facesegment.faces.votes.fit_offset`; faces with a ``.pts``
+    file and a face found by dlib)."""
+    from ..errors import DataError
+    from .votes import fit_offset
+
+    spec = VoteSpec() if spec is None else spec
+    records = list(records)
+    human = human_landmarks(records)
+    if not np.isfinite(human).all(axis=(1, 2)).any():
+        raise DataError(os.path.dirname(str(records[0].image)) if records else "records",
+                        "has no NAME.pts landmark files beside the images",
+                        "give faces with their 68 human landmarks (faces300w has them)")
+    sets, _ = landmark_set_table(records, spec, cache, progress, "landmark sets (fit)")
+    return replace(spec, offset=fit_offset(sets, human))
+
+
+def _confusion_one(model, record, mode, stride):
+    from ..data.datasets import load_face
+    from ..evaluation.scoring import scored_label
+    from ..layout import DEFAULT_LAYOUT
+    from ..evaluation.metrics import confusion_matrix
+
+    image, label = load_face(record)
+    label = scored_label(label, stride, mode, DEFAULT_LAYOUT)
+    if getattr(record, "missed", False):
+        proba, path = None, "missed"
+    else:
+        proba, path, _ = model.predict_crop(image)
+    pred = (np.zeros(label.shape, np.uint8) if proba is None
+            else np.argmax(proba, axis=-1).astype(np.uint8))
+    return confusion_matrix(label, pred, N_CLASSES), path
+
+
+def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
+                            desc="landmark model", progress=True):
+    """Scores of ``model`` on labelled ``records`` (the pixels :func:`facesegment.
+    evaluation.evaluate` scores with the same mode and stride).  A ``missed``
+    record (the detector-aligned protocol) is all background.
+
+    Returns ``{"summary": {...}, "confusion", "n_images", "n_found",
+    "n_pixels", "per_image", "paths"}``."""
+    from ..evaluation.scoring import _check_common, _summary
+    from ..evaluation.metrics import class_average, jaccard
+    from ..progress import Progress
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, None)
+    total = np.zeros((N_CLASSES, N_CLASSES), np.int64)
+    per_image, paths = {}, {}
+    with Progress(len(records), desc, "images", enabled=progress) as bar:
+        for rec in records:
+            conf, path = _confusion_one(model, rec, mode, int(pixel_stride))
+            total += conf
+            j = class_average(jaccard(conf))
+            per_image[rec.name] = None if np.isnan(j) else round(float(j), 4)
+            paths[path] = paths.get(path, 0) + 1
+            bar.update(1)
+    out = _summary(total)
+    out.update(n_images=len(records), n_found=paths.get("landmarks", 0),
+               n_pixels=int(total.sum()), per_image=per_image, paths=paths)
+    return out
+
+
+__all__ = ["landmark_set_table", "human_landmarks", "fit_votes",
+           "evaluate_landmark_model"]

@@ -1,0 +1,177 @@
+"""Landmark models: face parsers that read dlib's 68 landmarks.
+
+A :class:`LandmarkModel` segments a face crop with the *vote renderer*
+(:mod:`facesegment.faces.votes`: dlib's predictor run from many boxes, mirrored and
+at sub-pixel scale, each landmark set drawn as the label polygons, the class
+votes averaged) and falls back on a landmark-free model (any model folder: a
+forest or a cascade) for a face where dlib finds no face in the crop.
+
+The folder::
+
+    landmark-model.json   format "facesegment-landmark-model", format_version,
+                          package_version, kind ("landmark-votes"), votes
+                          (VoteSpec.to_dict()), fallback (null, "fallback" or
+                          "shipped:NAME"), provenance, metrics
+    fallback/             optional: a landmark-free model (or cascade) folder
+    MODEL_CARD.md         optional
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import write_json_atomic
+from ..classes import CLASS_NAMES, N_CLASSES
+from ..errors import DataError
+from ..rule import DecisionRule
+from .votes import VoteSpec, face_votes
+
+LANDMARK_FORMAT = "facesegment-landmark-model"
+LANDMARK_FORMAT_VERSION = 1
+LANDMARK_FILE = "landmark-model.json"
+#: Paths a face takes (the ``paths`` column of ``segment``'s CSV).
+LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
+_FIX = "build the landmark model again (or point at another model folder)"
+
+
+class LandmarkModel:
+    """The vote renderer and a landmark-free fallback."""
+
+    kind = "landmark-votes"
+
+    def __init__(self, votes, fallback=None, provenance=None, metrics=None, fallback_name=None):
+        if not isinstance(votes, VoteSpec):
+            raise TypeError(f"votes must be a VoteSpec, got {type(votes).__name__}")
+        self.votes = votes
+        self.fallback = fallback
+        self.fallback_name = fallback_name   # a shipped model's name: referred to, not copied
+        self.provenance = dict(provenance or {})
+        self.metrics = dict(metrics or {})
+        self.class_names = tuple(CLASS_NAMES)
+        self.position = None    # crops are cut by the landmark rule as it is
+        self.layout = None      # reads RGB photos (the fallback has its own layout)
+        self.rule = DecisionRule(alpha=0.0)   # the votes are decisions already
+
+    @property
+    def n_classes(self):
+        return N_CLASSES
+
+    def predict_crop(self, image):
+        """Class probabilities of a face crop (RGB uint8 (H, W, 3)).
+
+        Returns ``(proba float32 (H, W, C), path, detection)``: ``path`` is
+        :data:`LANDMARK_PATH` when dlib found the face in the crop, else
+        :data:`FREE_PATH` (the fallback model's maps; all background without
+        one); ``detection`` is the dlib pass that found it ("" when none)."""
+        votes, _, how = face_votes(image, self.votes)
+        if votes is None:
+            return self._fallback(image), FREE_PATH, ""
+        return votes, LANDMARK_PATH, how
+
+    def _fallback(self, image):
+        h, w = image.shape[:2]
+        if self.fallback is None:
+            out = np.zeros((h, w, N_CLASSES), np.float32)
+            out[..., 0] = 1.0
+            return out
+        from ..dense import predict_image
+        from .crops import model_image
+
+        return predict_image(self.fallback, model_image(self.fallback, image), mode="full")[0]
+
+
+# ------------------------------------------------------------------ files
+
+def is_landmark_folder(path):
+    return (Path(path) / LANDMARK_FILE).is_file()
+
+
+def save_landmark_model(model, path):
+    """Write the folder atomically; an existing landmark model, model or cascade
+    folder at ``path`` is replaced, anything else is refused."""
+    from .. import __version__
+    from ..modelio._model_files import check_model_output, jsonable, save_model_folder, write_folder
+    from ..autocontext.cascade import save_cascade
+
+    path = Path(path)
+    if is_landmark_folder(path):
+        own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md")
+        other = sorted(p.name for p in path.iterdir() if p.name not in own)
+        if other:
+            raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",
+                            "move them away or choose another output folder")
+    else:
+        check_model_output(path)
+
+    def fill(tmp):
+        if model.fallback is not None and model.fallback_name is None:
+            save = save_cascade if hasattr(model.fallback, "stages") else save_model_folder
+            save(model.fallback, tmp / "fallback")
+        write_json_atomic(tmp / LANDMARK_FILE, {
+            "format": LANDMARK_FORMAT, "format_version": LANDMARK_FORMAT_VERSION,
+            "package_version": __version__, "kind": model.kind,
+            "votes": model.votes.to_dict(),
+            "fallback": (None if model.fallback is None else "fallback"
+                         if model.fallback_name is None else "shipped:" + model.fallback_name),
+            "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
+            indent=2, sort_keys=True)
+
+    return write_folder(path, fill, "the landmark model", "choose a writable folder with free space")
+
+
+def load_landmark_model(path, verify=True):
+    """Load a folder written by :func:`save_landmark_model` (DataError naming
+    the file when it is not one)."""
+    from ..modelio._model_doc import parse
+
+    path = Path(path)
+    js = path / LANDMARK_FILE
+    try:
+        doc = parse(js.read_text(), js)
+    except (OSError, ValueError) as exc:
+        raise DataError(js, f"cannot be read ({exc})", _FIX) from None
+    if not isinstance(doc, dict) or doc.get("format") != LANDMARK_FORMAT:
+        raise DataError(js, "is not a facesegment landmark-model file", _FIX)
+    if doc.get("format_version") != LANDMARK_FORMAT_VERSION:
+        raise DataError(js, f"has format version {doc.get('format_version')}, this "
+                        f"facesegment reads {LANDMARK_FORMAT_VERSION}", _FIX)
+    try:
+        votes = VoteSpec.from_dict(doc["votes"])
+        for field in ("provenance", "metrics"):
+            if not isinstance(doc.get(field) or {}, dict):
+                raise TypeError(f"field {field} is not a JSON object")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
+    fallback, name = _load_fallback(path, doc.get("fallback"), verify)
+    try:
+        return LandmarkModel(votes, fallback, doc.get("provenance"), doc.get("metrics"), name)
+    except (TypeError, ValueError) as exc:
+        raise DataError(js, f"is malformed ({exc})", _FIX) from None
+
+
+def _load_fallback(path, ref, verify):
+    """The fallback model and, for a shipped one, its name."""
+    from ..models import model_path
+
+    def load_model(folder, verify):   # a model or cascade folder (never a landmark model)
+        from ..modelio._model_class import Model
+        from ..modelio._model_files import load_model_folder
+        from ..autocontext.cascade import is_cascade_folder, load_cascade
+
+        if is_cascade_folder(folder):
+            return load_cascade(folder, verify)
+        return load_model_folder(Model, folder, verify)
+
+    if ref is None:
+        return None, None
+    if ref == "fallback":
+        return load_model(path / "fallback", verify), None
+    if isinstance(ref, str) and ref.startswith("shipped:"):
+        name = ref[len("shipped:"):]
+        return load_model(model_path(name), verify), name
+    raise DataError(path / LANDMARK_FILE, f"field fallback is {ref!r}; expected null, "
+                    "\"fallback\" or \"shipped:NAME\"", _FIX)
+
+
+__all__ = ["LandmarkModel", "LANDMARK_PATH", "FREE_PATH", "is_landmark_folder",
+           "save_landmark_model", "load_landmark_model"]

@@ -1,0 +1,33 @@
+"""The model folder: a fitted forest and everything needed to use it, on disk.
+
+(The shipped models themselves are the :mod:`facesegment.models` package.)
+
+Modules
+-------
+``model``          public API: :class:`Model`, :func:`save_model`, :func:`load_model`
+``_model_class``   the :class:`Model` dataclass
+``_model_doc``     types and values of a ``model.json`` document, checked before use
+``_model_files``   building, writing and validating a model folder
+``_forest_h5``     the folder's ``forest.h5``: the forest arrays written, and read back verified
+
+The names below are loaded on first use (importing the package loads none of its modules).
+"""
+
+#: Public names and the module of each, imported on first use.
+_LAZY = {"Model": "model", "save_model": "model", "load_model": "model",
+         "check_model_output": "model"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+

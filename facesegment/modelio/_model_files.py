@@ -1,0 +1,449 @@
+"""The model folder on disk: building, writing and validating it (private).
+
+Public API in :mod:`facesegment.modelio.model`; the forest arrays' file
+``forest.h5`` is :mod:`facesegment.modelio._forest_h5`.  ``model.json`` format version 2::
+
+    format, format_version, package_version, kind, estimator, params,
+    classes, classes_dtype, class_names, sampling_factors, layout (or null),
+    n_trees, n_nodes, n_classes, n_features, n_oblique, weight_dtype,
+    n_sparse, sparse_nonzero, sparse_dtype,
+    max_depth, provenance, metrics, files {forest.h5: {bytes, sha256}}
+
+Version 1 (no classes, layout or package version; kind "co2" for both CO2
+kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
+model with ``init="best"``, kind "co2-best".
+"""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import check_writable_folder, write_json_atomic
+from ..errors import DataError
+from ..forest._arrays import n_sparse
+from ..layout import DEFAULT_LAYOUT, WindowLayout
+from ._forest_h5 import FIX as _FIX
+from ._forest_h5 import check_leaf_arrays, read_forest, verified_arrays, write_forest
+from ._model_doc import MODEL_FORMAT, MODEL_FORMAT_VERSION, check_document, kinds, parse
+
+#: The files a model folder consists of (replacing a model replaces only these).
+MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz")
+#: The landmark-conditioned shape prior of a model that has one
+#: (:mod:`facesegment.faces.shape_prior`), plain arrays.
+SHAPE_PRIOR_FILE = "shape-prior.npz"
+#: Provenance keys that hold paths (stored relative to the model folder).
+PATH_KEYS = ("windows", "truncated_from", "data", "labels")
+
+
+def jsonable(value):
+    """A JSON-serialisable version of a value (numpy scalars/arrays, tuples, paths)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    return str(value)
+
+
+# ----------------------------------------------------------- from estimator
+
+def effective_params(estimator):
+    """The estimator's parameters with defaults that are ``None`` resolved
+    (e.g. CO2's nu/eta/... from ``CO2_DEFAULTS``); run-time-only ones dropped."""
+    params = dict(estimator.get_params(deep=False))
+    if hasattr(estimator, "co2_params"):
+        params.update(estimator.co2_params())
+    return {k: jsonable(v) for k, v in params.items()
+            if k not in ("scheduler", "n_jobs", "verbose")}
+
+
+def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout):
+    from sklearn.base import is_regressor
+
+    from ..forest.registry import KINDS, get_kind, kind_of
+
+    if not hasattr(estimator, "forest_"):
+        raise ValueError("the estimator is not fitted; call fit(X, y) before saving it")
+    kind = kind_of(estimator) if kind is None else get_kind(kind).name
+    if kind is None:
+        name = type(estimator).__name__
+        kinds = ", ".join(k.name for k in KINDS.values() if k.estimator == name)
+        raise ValueError(f"{name} was not made by make_estimator and does not have the "
+                         f"parameters of its class's own kind; pass kind= (one of: "
+                         f"{kinds or 'none, not a registry class'})")
+    arrays = estimator.forest_
+    if is_regressor(estimator):
+        if windows_meta is not None:
+            raise ValueError("a regression forest has no face classes; save it without "
+                             "windows_meta")
+        classes = np.zeros(1, np.int64)  # value's one column: the leaf mean
+    else:
+        # a density forest has no classes: its one value column is the node's weight share
+        classes = np.asarray(getattr(estimator, "classes_", np.arange(arrays.n_classes)))
+    leaves = getattr(estimator, "leaves_", None)
+    if windows_meta is not None:
+        class_names = tuple(str(c) for c in windows_meta.class_names)
+        arrays, classes = _face_columns(arrays, classes, len(class_names))
+        sf = np.asarray(windows_meta.sampling_factors, dtype=np.float64)
+        mean = np.asarray(windows_meta.mean, dtype=np.float32)
+        std = np.asarray(windows_meta.std, dtype=np.float32)
+        layout = layout or getattr(windows_meta, "layout", None)
+    else:
+        class_names = (("target",) if is_regressor(estimator)
+                       else tuple(str(c) for c in classes))
+        sf = np.ones(len(classes))
+        p = arrays.n_features
+        mean = getattr(estimator, "feature_mean_", np.zeros(p, np.float32))
+        std = getattr(estimator, "feature_std_", np.ones(p, np.float32))
+    if layout is None and DEFAULT_LAYOUT.matches(arrays.n_features):
+        layout = DEFAULT_LAYOUT
+    if layout is not None and not layout.matches(arrays.n_features):
+        raise ValueError(f"layout {layout.describe()} does not match the forest's "
+                         f"{arrays.n_features} features")
+    if layout is not None and layout.pool > 1 and np.size(mean) != arrays.n_features:
+        # a pooled layout: the statistics the fit used, not the windows file's
+        p = arrays.n_features
+        mean = getattr(estimator, "feature_mean_", np.zeros(p, np.float32))
+        std = getattr(estimator, "feature_std_", np.ones(p, np.float32))
+    prov = dict(provenance or {})
+    if windows_meta is not None:
+        prov.setdefault("windows", str(getattr(windows_meta, "path", "") or ""))
+        prov.setdefault("n_windows", int(getattr(windows_meta, "n_windows", 0)))
+        prov.setdefault("windows_seed", jsonable(getattr(windows_meta, "seed", None)))
+        prov.setdefault("n_sources", len(getattr(windows_meta, "sources", []) or []))
+    return cls(kind=kind, params=effective_params(estimator), arrays=arrays,
+               class_names=class_names, sampling_factors=sf,
+               mean=np.asarray(mean, np.float32), std=np.asarray(std, np.float32),
+               provenance=jsonable(prov), metrics=_fit_metrics(estimator, arrays),
+               layout=layout, classes=classes,
+               leaves=None if leaves is None else dict(leaves._asdict()))
+
+
+def _face_columns(arrays, classes, n_names):
+    """Integer class ids of a windows file: one ``value`` column per class name
+    (ids absent from the windows get zero columns); classes become 0..n-1."""
+    if classes.dtype.kind not in "iu" or classes.size == 0 or classes.min() < 0 \
+            or classes.max() >= n_names:
+        raise ValueError(f"the estimator's classes {classes.tolist()} are not ids of the "
+                         f"windows file's {n_names} class names")
+    if len(classes) != n_names:
+        value = np.zeros((arrays.n_nodes, n_names), dtype=np.float32)
+        value[:, classes] = arrays.value
+        arrays = arrays._replace(value=value)
+    return arrays, np.arange(n_names)
+
+
+def _fit_metrics(estimator, arrays):
+    stats = getattr(estimator, "tree_stats_", None) or []
+    metrics = {}
+    if stats:
+        metrics["tree_seconds"] = [round(float(s["seconds"]), 4) for s in stats]
+        metrics["fit_seconds_sum"] = round(float(sum(s["seconds"] for s in stats)), 4)
+    metrics["n_nodes"] = arrays.n_nodes
+    metrics["n_oblique"] = int(arrays.weights.shape[0])
+    return metrics
+
+
+# ------------------------------------------------------------------ writing
+
+def check_model_output(path):
+    """Fail early (DataError) when a model cannot be saved as the folder ``path``.
+
+    A folder is replaced only when it is empty or holds nothing but a model's
+    own files (``model.json``, ``forest.h5``): a user's file beside a model
+    (e.g. NOTES.txt) makes it refuse rather than delete it.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise DataError(path, "exists and is not a model folder", "give a new folder name")
+    try:
+        entries = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    except OSError as exc:
+        raise DataError(path, f"cannot be read ({exc.strerror or exc})",
+                        "choose a readable --out folder") from exc
+    if entries and "model.json" not in entries:
+        raise DataError(path, "is a folder that holds no model.json; it would be replaced",
+                        "give a new folder name or an existing model folder")
+    others = [e for e in entries if e not in MODEL_FILES]
+    if others:
+        raise DataError(path, f"is a model folder that also holds {', '.join(others[:3])}"
+                        f"{' ...' if len(others) > 3 else ''}; replacing the model would "
+                        "delete them", "move those files out or give a new folder name")
+    try:
+        check_writable_folder(path.parent)
+    except DataError as exc:
+        raise DataError(path, f"cannot write the model ({exc.problem.split('(', 1)[-1]}",
+                        "choose a writable --out folder, e.g. models/co2-16") from exc
+
+
+def save_model_folder(model, path):
+    path = Path(path)
+    _kinds_check(model.kind, path)
+    check_model_output(path)
+
+    def fill(tmp):
+        write_forest(model, tmp / "forest.h5")
+        if getattr(model, "shape_prior", None) is not None:
+            from ..faces.shape_prior import save_arrays
+
+            np.savez_compressed(tmp / SHAPE_PRIOR_FILE, **save_arrays(model.shape_prior))
+        write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
+                          indent=2, sort_keys=True)
+
+    return write_folder(path, fill, "the model", "choose a writable --out folder with free space")
+
+
+def write_folder(path, fill, what, fix):
+    """Write the folder ``path`` atomically: ``fill(tmp)`` writes its files into a
+    temporary folder beside it, which then replaces ``path`` (an existing folder
+    is removed only after the rename).  A failure removes the temporary folder;
+    an OSError becomes one DataError naming ``path``."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        fill(tmp)
+        _replace_folder(tmp, path)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(path, f"cannot write {what} ({exc.strerror or exc})", fix) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _kinds_check(kind, path):
+    if kind not in kinds():
+        raise ValueError(f"model.kind={kind!r} must be one of {', '.join(kinds())}")
+
+
+def model_document(model, path, h5):
+    """The ``model.json`` document of ``model`` saved at ``path``."""
+    from .. import __version__
+
+    a = model.arrays
+    classes = np.asarray(model.classes)
+    return {
+        "format": MODEL_FORMAT,
+        "format_version": MODEL_FORMAT_VERSION,
+        "package_version": __version__,
+        "kind": model.kind,
+        "estimator": kinds()[model.kind].estimator,
+        "params": jsonable(model.params),
+        "classes": jsonable(classes),
+        "classes_dtype": classes.dtype.str if classes.dtype != object else "object",
+        "class_names": list(model.class_names),
+        "sampling_factors": [float(s) for s in np.asarray(model.sampling_factors)],
+        "layout": None if model.layout is None else model.layout.to_dict(),
+        "n_trees": a.n_trees, "n_nodes": a.n_nodes, "n_classes": a.n_classes,
+        "n_features": a.n_features, "n_oblique": int(a.weights.shape[0]),
+        "weight_dtype": str(a.weights.dtype),
+        "n_sparse": n_sparse(a),
+        "sparse_nonzero": 0 if a.sparse_index is None else int(a.sparse_index.shape[0]),
+        "sparse_dtype": None if not n_sparse(a) else str(a.sparse_weight.dtype),
+        "max_depth": int(a.depth.max()) if a.n_nodes else 0,
+        "position": None if getattr(model, "position", None) is None
+        else model.position.describe(),
+        "shape_prior": None if getattr(model, "shape_prior", None) is None
+        else model.shape_prior.describe(),
+        "provenance": relative_provenance(jsonable(model.provenance), path),
+        "metrics": jsonable(model.metrics),
+        **_rule_entry(model),
+        "files": {f.name: {"bytes": f.stat().st_size, "sha256": _sha256(f)}
+                  for f in (h5, h5.parent / SHAPE_PRIOR_FILE) if f.is_file()},
+    } | ({} if model.leaves is None else {"leaf_arrays": sorted(model.leaves)})
+
+
+def _rule_entry(model):
+    """``{"rule": {...}}`` for a model with a decision rule (stored, or recorded in
+    its metrics by an older facesegment), else ``{}`` (no key: older readers)."""
+    from ..rule import rule_of
+
+    rule = rule_of(model)
+    return {} if rule is None else {"rule": rule.to_dict()}
+
+
+def _read_rule(doc, path):
+    """The decision rule of a ``model.json`` document (its ``"rule"``, else the
+    alpha, beta and sigma older models record in ``metrics``), or None."""
+    from ..rule import DecisionRule
+
+    try:
+        if doc.get("rule") is not None:
+            return DecisionRule.from_dict(doc["rule"])
+        return DecisionRule.from_metrics(doc.get("metrics"), doc.get("params"))
+    except (TypeError, ValueError) as exc:
+        raise DataError(path / "model.json", f"has an unusable decision rule ({exc})",
+                        "re-copy the model folder, or choose a rule again "
+                        "(facesegment.evaluation.calibrate.choose_rule)") from None
+
+
+def relative_provenance(prov, folder):
+    """Paths of ``prov`` (keys :data:`PATH_KEYS`) relative to the model folder."""
+    out = dict(prov)
+    base = os.path.abspath(folder)
+    for key in PATH_KEYS:
+        val = out.get(key)
+        if isinstance(val, str) and val:
+            try:
+                out[key] = os.path.relpath(os.path.abspath(val), base)
+            except ValueError:  # another drive (Windows): keep it as given
+                pass
+    return out
+
+
+def _replace_folder(tmp, path):
+    """Rename ``tmp`` to ``path``, replacing (then removing) an existing model at ``path``."""
+    old = None
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{os.getpid()}"
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:  # put the previous model back
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ reading
+
+def load_model_folder(cls, path, verify=True):
+    path = Path(path)
+    if path.is_file() and path.name == "model.json":
+        path = path.parent
+    doc = _read_document(path)
+    h5 = path / "forest.h5"
+    if not h5.is_file():
+        raise DataError(path, "is missing forest.h5 (an interrupted copy?)", _FIX)
+    rec = doc["files"].get("forest.h5", {})
+    if verify and rec:
+        _verify_file(h5, rec)
+    arrays, mean, std, position, leaves = read_forest(h5)
+    arrays = verified_arrays(arrays, h5, len(doc["class_names"]), mean, std,
+                       signed=kinds()[doc["kind"]].task == "regress")
+    if leaves is not None:
+        check_leaf_arrays(arrays, leaves, h5)
+    kind, classes, layout = _upgrade(doc, path)
+    if layout is not None and not layout.matches(arrays.n_features):
+        raise DataError(path / "model.json", f"records the layout {layout.describe()} but "
+                        f"the forest has {arrays.n_features} features",
+                        "re-copy the model folder or retrain")
+    model = cls(kind=kind, params=doc["params"], arrays=arrays,
+                class_names=tuple(doc["class_names"]),
+                sampling_factors=np.asarray(doc["sampling_factors"], dtype=np.float64),
+                mean=mean, std=std, provenance=doc.get("provenance", {}),
+                metrics=doc.get("metrics", {}), layout=layout, classes=classes,
+                position=position, rule=_read_rule(doc, path), leaves=leaves)
+    if doc.get("shape_prior") is not None:
+        model.shape_prior = _read_shape_prior(path, doc, arrays.n_classes, verify)
+    return model
+
+
+def _read_shape_prior(path, doc, n_classes, verify):
+    """The model's :class:`facesegment.faces.shape_prior.ShapePrior` (model.json records one)."""
+    from ..faces.shape_prior import from_arrays
+
+    f = path / SHAPE_PRIOR_FILE
+    if not f.is_file():
+        raise DataError(path, f"is missing {SHAPE_PRIOR_FILE}, which model.json records "
+                        "(an interrupted copy?)", "re-copy the model folder or retrain")
+    rec = doc["files"].get(SHAPE_PRIOR_FILE, {})
+    if verify and rec:
+        _verify_file(f, rec)
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            prior = from_arrays(dict(z), where=str(f))
+    except (OSError, ValueError) as exc:
+        raise DataError(f, f"cannot be read as a shape prior ({exc})",
+                        "re-copy the model folder or retrain") from None
+    if prior.n_classes != n_classes:
+        raise DataError(f, f"has a shape prior of {prior.n_classes} classes for a forest of "
+                        f"{n_classes}", "re-copy the model folder or retrain")
+    return prior
+
+
+def _read_document(path):
+    js = path / "model.json"
+    if not path.is_dir():
+        raise DataError(path, "is not a model folder (no such folder)", _FIX)
+    if not js.is_file():
+        raise DataError(path, "is not a model: it has no model.json", _FIX)
+    try:
+        text = js.read_text()
+    except UnicodeDecodeError as exc:
+        raise DataError(js, f"is not valid JSON ({exc.__class__.__name__}: {exc})",
+                        _FIX) from None
+    except OSError as exc:
+        raise DataError(js, f"cannot be read ({exc.strerror or exc})", _FIX) from None
+    doc = parse(text, js)
+    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
+        raise DataError(js, f"is not a facesegment model (format is "
+                        f"{doc.get('format') if isinstance(doc, dict) else None!r})", _FIX)
+    if doc.get("format_version") not in (1, MODEL_FORMAT_VERSION):
+        raise DataError(js, f"has model format version {doc.get('format_version')!r}; this "
+                        f"facesegment reads versions 1 and {MODEL_FORMAT_VERSION}",
+                        "retrain the model with this version of facesegment")
+    missing = [k for k in ("kind", "params", "class_names", "sampling_factors", "files")
+               if k not in doc]
+    kind = doc.get("kind")
+    if missing or not isinstance(kind, str) or kind not in kinds():
+        raise DataError(js, f"is incomplete or has an unknown kind (missing: {missing}, "
+                        f"kind {kind!r}; kinds: {', '.join(kinds())})", _FIX)
+    check_document(doc, js)
+    return doc
+
+
+def _upgrade(doc, path):
+    """``(kind, classes, layout)`` of a version 1 or 2 document."""
+    n = len(doc["class_names"])
+    if doc["format_version"] == 1:
+        kind = doc["kind"]
+        if kind == "co2" and doc["params"].get("init") == "best":
+            kind = "co2-best"
+        layout = DEFAULT_LAYOUT if doc.get("n_features") == DEFAULT_LAYOUT.n_features else None
+        return kind, np.arange(n), layout
+    try:
+        dtype = np.dtype(object if doc["classes_dtype"] == "object" else doc["classes_dtype"])
+        classes = np.asarray(doc["classes"], dtype=dtype)
+        layout = None if doc.get("layout") is None else WindowLayout.from_dict(doc["layout"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(path / "model.json", f"has unreadable classes or layout ({exc})",
+                        "re-copy the model folder or retrain") from None
+    if classes.shape != (n,):
+        raise DataError(path / "model.json", f"has {classes.size} classes but {n} class "
+                        "names", "re-copy the model folder or retrain")
+    return doc["kind"], classes, layout
+
+
+def _verify_file(h5, rec):
+    size = h5.stat().st_size
+    if size != rec.get("bytes"):
+        raise DataError(h5, f"is truncated or altered: {size} bytes, model.json "
+                        f"records {rec.get('bytes')}", "re-copy the model folder or retrain")
+    if rec.get("sha256") and _sha256(h5) != rec["sha256"]:
+        raise DataError(h5, "is corrupt: its SHA-256 differs from model.json's",
+                        "re-copy the model folder or retrain")

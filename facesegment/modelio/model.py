@@ -1,0 +1,115 @@
+"""A trained model: a forest plus everything needed to use it.
+
+A model is a self-describing folder (never a pickle)::
+
+    models/NAME/
+        model.json   kind (a row of facesegment.forest.registry), the estimator's
+                     parameters (effective values), classes with their dtype,
+                     class names, sampling factors (priors), the window layout,
+                     the number of features, provenance (paths relative to the
+                     folder), metrics (training time, the validation scores of
+                     the decision rule, ...), the decision rule (alpha, beta,
+                     sigma: facesegment.rule), the package version and the
+                     format version
+        forest.h5    the flat forest arrays (facesegment.forest._arrays) and the
+                     normalisation statistics (mean, std), compressed
+
+A regression forest keeps one ``value`` column, the leaf means, named
+``target`` (classes ``[0]``, sampling factor 1).  Any classification problem round-trips exactly (classes of any dtype, any
+number of features); face models also keep their class names, sampling
+factors and window layout.  ``load_model`` validates the folder and says what
+is wrong with one that is not a model, is truncated, or has another format
+version; models of format version 1 (before layouts and classes were recorded)
+still load.  The :class:`Model` dataclass is defined in
+:mod:`facesegment.modelio._model_class`, one model folder's files in
+:mod:`facesegment.modelio._model_files`, ``model.json``'s fields in
+:mod:`facesegment.modelio._model_doc`; :func:`load_model` opens a cascade folder
+(:mod:`facesegment.autocontext.cascade`) too.
+"""
+
+import os
+
+import numpy as np
+
+from ._model_class import Model
+from ._model_doc import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, kinds  # noqa: F401
+
+
+def save_model(model, path):
+    """Write ``model`` as a folder ``path`` (``model.json`` + ``forest.h5``), atomically.
+
+    The folder is written under a temporary name beside ``path`` and renamed;
+    an existing model at ``path`` is replaced (any other folder is not: see
+    :func:`check_model_output`).  ``forest.h5`` holds no timestamps, so the
+    same forest gives the same bytes.
+
+    Raises
+    ------
+    DataError
+        When ``path`` cannot be written; nothing is left behind then.
+    """
+    from pathlib import Path
+
+    from ._model_files import save_model_folder
+    from ..atomic import check_free_space, full_disk_is_one_line, remove_stale_temporaries
+
+    path = Path(path)
+    fix = "free disk space or choose another --out folder"
+    if path.parent.is_dir():
+        remove_stale_temporaries(path.parent)  # leftovers of killed runs
+        # uncompressed size, an upper bound: HDF5 does not fail cleanly on a full disk
+        arrays = [a for a in model.arrays if isinstance(a, np.ndarray)]
+        check_free_space(path.parent, sum(a.nbytes for a in arrays) + (1 << 20), path,
+                         "the model", fix)
+    with full_disk_is_one_line(path, "the model", fix,
+                               cleanup=[path.parent / f".{path.name}.tmp-{os.getpid()}"]):
+        return save_model_folder(model, path)
+
+
+def load_model(path, verify=True):
+    """Load and validate a model folder written by :func:`save_model`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The model folder (or its ``model.json``).
+    verify : bool
+        Check the size and SHA-256 of ``forest.h5`` recorded in ``model.json``.
+
+    Raises
+    ------
+    DataError
+        When the folder is not a model, is truncated or corrupt, or has another
+        format version.
+    """
+    from ._model_files import load_model_folder
+    from ..autocontext.cascade import is_cascade_folder, load_cascade
+    from ..faces.landmark_model import is_landmark_folder, load_landmark_model
+
+    if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
+        return load_cascade(path, verify)
+    if is_landmark_folder(path):  # a landmark model: its vote spec and a fallback model
+        return load_landmark_model(path, verify)
+    return load_model_folder(Model, path, verify)
+
+
+def check_model_output(path):
+    """Fail early (DataError) when a model cannot be saved as the folder ``path``.
+
+    ``path`` may be new, an empty folder or an existing model folder (which
+    :func:`save_model` replaces); any other file or folder is kept, never
+    replaced.  The parent folder is created and must be writable.
+    """
+    from ._model_files import check_model_output as _check
+
+    return _check(path)
+
+
+def __getattr__(name):
+    if name == "KINDS":  # the registry's names (kept for older callers)
+        return tuple(kinds())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Model", "save_model", "load_model", "check_model_output",
+           "MODEL_FORMAT_VERSION"]
