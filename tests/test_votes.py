@@ -11,8 +11,12 @@ from tests.test_shape_prior import face_points
 
 def test_spec_validates_and_round_trips():
     spec = votes.VoteSpec(offset=(1.0, 0.5))
-    assert spec.n_sets == 28
+    assert spec.n_sets == 54 and spec.flip_all                    # 27 boxes, each mirrored too
+    assert votes.VoteSpec(flip_all=False).n_sets == 28            # the mirror from one box
+    assert votes.VoteSpec(flip=False).n_sets == 27
     assert votes.VoteSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "flip_all"}   # written before it
+    assert votes.VoteSpec.from_dict(old) == votes.VoteSpec(offset=(1.0, 0.5), flip_all=False)
     for bad in (dict(zoom=0), dict(zoom=True), dict(scales=()), dict(shifts=(0.9,)),
                 dict(offset=(1.0,)), dict(offset=(np.nan, 0.0)), dict(scales=(0.1,))):
         with pytest.raises(ValueError, match="VoteSpec"):
@@ -84,7 +88,10 @@ def test_landmark_sets_on_a_real_face_are_sub_pixel_and_near_dlibs_own(faces300w
     assert box is not None and how in ("default", "upsampled", "low-threshold")
     spec = votes.VoteSpec()
     sets = votes.landmark_sets(image, box, spec)
-    assert sets.shape == (28, 68, 2) and np.isfinite(sets).all()
+    assert sets.shape == (54, 68, 2) and np.isfinite(sets).all()
+    one = votes.landmark_sets(image, box, votes.VoteSpec(flip_all=False))
+    np.testing.assert_array_equal(one, sets[:28])   # the boxes, then the mirrored boxes in order
+    assert np.abs(sets[27:].mean(0) - sets[:27].mean(0)).mean() < 1.0   # mirrors agree
     assert np.any(sets % 1 != 0)                                  # a quarter pixel
     plain = detect_landmarks(image)[0]
     assert np.abs(sets[0] - plain).mean() < 1.5
