@@ -69,6 +69,13 @@ def _speed():
             f"{v['load_average'][0]}, `python -m benchmarks.bench_votes`")
 
 
+def _mirror(spec):
+    if not spec.flip:
+        return "the crop itself only"
+    return ("each box also on the mirrored crop (landmark ids mirrored back)" if spec.flip_all
+            else "and once on the mirrored crop from the detector's box")
+
+
 def model_card(name, model, scores, data, size=0):
     from facesegment.classes import CLASS_NAMES
 
@@ -93,8 +100,8 @@ The default model of facesegment: `facesegment segment photos/ out/` and
 A *landmark vote* model (`facesegment.landmark_model`): dlib's 68-point
 shape predictor is run {spec.n_sets} times on each face crop — from the
 detector's box scaled by {", ".join(f"{s:g}" for s in spec.scales)} and shifted by
-{", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, and on the
-mirrored crop — on the crop enlarged {spec.zoom} times (landmarks to a
+{", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, {_mirror(spec)}
+— on the crop enlarged {spec.zoom} times (landmarks to a
 {1 / spec.zoom:g} pixel); every landmark is moved by the offset
 ({spec.offset[0]:+.3f}, {spec.offset[1]:+.3f}) px fitted on the training faces
 (the mean of human minus predicted landmarks); each set is drawn as the
