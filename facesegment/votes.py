@@ -21,9 +21,10 @@ against the annotation convention), draws each set with
 ``c``.  Their argmax is the *vote renderer*; the maps are also the context of a
 landmark stage (:mod:`facesegment.landmark_model`).
 
-Measured on faces300w (``python -m studies.landmark_votes``, docs/landmarks.md):
+Measured on faces300w (``python -m pipelines.ship_landmarks``, docs/landmarks.md):
 the vote renderer's argmax beats a single rendering by about two points of
-class-average Jaccard on the test crops.
+class-average Jaccard on the test crops; ``python -m studies.vote_variants``
+compares other sets on the validation faces.
 """
 
 from dataclasses import dataclass

@@ -17,7 +17,8 @@ class-average Jaccard (strict mode, every pixel) of votes over other sets:
   (:func:`facesegment.aligned.realign_records`): the votes of the re-cropped
   face (what the model does), the source image's landmark sets mapped into
   the re-crop and drawn there, and the source image's votes resampled into
-  the re-crop (bilinear).
+  the re-crop (bilinear; and, to see what the re-cropped label maps cost,
+  nearest-neighbour as the labels themselves are warped).
 
 Every variant takes the shipped model's offset.
 
@@ -35,7 +36,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from facesegment.aligned import realign_records
+from facesegment.aligned import realign_records, warp_label
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.classes import CLASS_NAMES, N_CLASSES
 from facesegment.crops import crop_face
@@ -129,7 +130,8 @@ def study(data, aligned_dir, n_faces=None, log=print):
              json.loads((Path(aligned_dir) / "aligned.json").read_text())["faces"]}
     names = list(VARIANTS) + ["re-cropped: votes of the re-crop (the model)",
                               "re-cropped: source sets mapped and drawn there",
-                              "re-cropped: source votes resampled"]
+                              "re-cropped: source votes resampled",
+                              "re-cropped: source votes resampled as the labels (nearest)"]
     conf = {n: np.zeros((N_CLASSES, N_CLASSES), np.int64) for n in names}
     for i, (rec, arec) in enumerate(zip(records, aligned)):
         image = np.ascontiguousarray(load_face(rec)[0])
@@ -139,7 +141,7 @@ def study(data, aligned_dir, n_faces=None, log=print):
         for name, (pick, how) in VARIANTS.items():
             pred = np.zeros(label.shape, np.uint8) if sets is None else draw(pick(sets), how)
             conf[name] += confusion_matrix(label, pred.astype(np.uint8), N_CLASSES)
-        _score_recrop(conf, names[-3:], rec, arec, sets, boxes.get(rec.name), spec)
+        _score_recrop(conf, names[-4:], rec, arec, sets, boxes.get(rec.name), spec)
         if i % 20 == 19:
             log(f"vote_variants: {i + 1}/{len(records)} faces")
     return {"offset": list(spec.offset), "n_faces": len(records),
@@ -147,7 +149,7 @@ def study(data, aligned_dir, n_faces=None, log=print):
 
 
 def _score_recrop(conf, names, rec, arec, sets, box, spec):
-    """The three ways to segment the re-cropped face (a missed face: all background)."""
+    """The ways to segment the re-cropped face (a missed face: all background)."""
     if arec.missed:
         label = _label(rec)
         for n in names:
@@ -158,11 +160,14 @@ def _score_recrop(conf, names, rec, arec, sets, box, spec):
     own, _ = detect_box(image)
     preds = [None if own is None else draw(landmark_sets(image, own, spec), "votes")]
     if sets is None:
-        preds += [None, None]
+        preds += [None, None, None]
     else:
         shipped = np.concatenate([sets["boxes"], sets["mirrored"]])
         preds.append(draw(np.array([crop_points(s, box) for s in shipped]), "votes"))
-        preds.append(np.argmax(_resample(vote_maps(shipped, (250, 250)), box), axis=-1))
+        source = vote_maps(shipped, (250, 250))
+        preds.append(np.argmax(_resample(source, box), axis=-1))
+        nearest = warp_label(np.argmax(source, axis=-1).astype(np.uint8), box)
+        preds.append(np.where(nearest == 255, 0, nearest))
     for n, p in zip(names, preds):
         p = np.zeros(label.shape, np.uint8) if p is None else p.astype(np.uint8)
         conf[n] += confusion_matrix(label, p, N_CLASSES)
