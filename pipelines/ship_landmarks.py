@@ -66,7 +66,15 @@ def _speed():
             f"{ms['landmark votes, photo']:.0f} ms per face found in a photo, dlib included "
             f"(median of {v['n_faces']} faces300w test crops; the renderer: "
             f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores at load average "
-            f"{v['load_average'][0]}, `python -m benchmarks.bench_votes`")
+            f"{v['load_average'][0]}{_vs28(ms)}, `python -m benchmarks.bench_votes`")
+
+
+def _vs28(ms):
+    old = ms.get("landmark votes, crop, 28 sets")
+    if not old:
+        return ""
+    return (f"; the 28-set spec (the mirror from the detector's box only) {old:.0f} ms in the "
+            f"same run ({ms['landmark votes, crop'] / old:.2f}x)")
 
 
 def _mirror(spec):

@@ -127,3 +127,24 @@ def test_votes_from_two_threads_at_once_equal_the_sequential_ones(faces300w):
         together = list(pool.map(lambda img: votes.face_votes(img, spec)[0], images * 2))
     for a, b in zip(alone * 2, together):
         assert (a is None and b is None) or np.array_equal(a, b)
+
+
+def test_the_variants_study_rotates_sets_back_and_draws_each_aggregate(faces300w):
+    pytest.importorskip("dlib")
+    from facesegment.imageio import read_image
+    from studies import vote_variants as vv
+
+    path = sorted((faces300w / "test").glob("*.jpg"))[0]
+    image = read_image(path)
+    box, _ = votes.detect_box(image)
+    plain = votes.landmark_sets(image, box, vv.PLAIN)
+    np.testing.assert_allclose(vv.rotated_sets(image, box, 0), plain, atol=1e-9)
+    for deg in (-4, 4):                        # rotated back into the crop's frame
+        turned = vv.rotated_sets(image, box, deg)
+        assert np.abs(np.median(turned, 0) - np.median(plain, 0)).mean() < 1.5
+    human = read_pts(path.with_suffix(".pts"))
+    for how in ("votes", "median", "mean"):
+        drawn = vv.draw(plain, how)
+        assert drawn.shape == (250, 250)
+        conf = confusion_matrix(render_labels(human, (250, 250)), drawn.astype(np.uint8), 8)
+        assert class_average(jaccard(conf)) > 60
