@@ -6,8 +6,14 @@ landmarks drawn once as the polygons), on faces300w test crops.
   vote spec's landmark sets, the averaged polygons);
 * landmark votes, photo: ``segment_image`` finding the face in the image first
   (as ``facesegment segment`` does on a photo), then the crop's votes;
+* landmark votes, crop, 28 sets: the same model with the mirrored crop run
+  from the detector's box only (``VoteSpec.flip_all=False``, the spec of
+  landmark-model files of format version 1);
 * forest: the shipped two-probe forest on the crop (its decision rule), no
   landmarks.
+
+The steps take turns face by face, so that a change in the machine's load
+falls on all of them alike.
 
 Median wall-clock milliseconds per face and the ratio to the renderer; results
 in ``reports/bench/votes.json``.  The machine's load average is recorded: on a
@@ -47,7 +53,12 @@ def main(argv=None):
     ap.add_argument("--faces", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(ROOT, "reports", "bench", "votes.json"))
     args = ap.parse_args(argv)
+    from dataclasses import replace
+
+    from facesegment.faces.landmark_model import LandmarkModel
+
     votes, forest = load_model(DEFAULT), load_model(FOREST)
+    votes28 = LandmarkModel(replace(votes.votes, flip_all=False), votes.fallback)
     images = [read_image(r.image) for r in find_faces(os.path.join(DATA, "test"))[: args.faces]]
 
     def renderer(img):
@@ -58,10 +69,14 @@ def main(argv=None):
     steps = {"renderer (peer)": renderer,
              "landmark votes, crop": votes.predict_crop,
              "landmark votes, photo": lambda img: segment_image(votes, img, detect="always"),
+             "landmark votes, crop, 28 sets": votes28.predict_crop,
              "forest, crop": lambda img: predict_image(forest, img, mode="full")}
     for fn in steps.values():          # dlib's models loaded, kernels compiled, untimed
         fn(images[0])
-    rows = {name: [_ms(fn, img) for img in images] for name, fn in steps.items()}
+    rows = {name: [] for name in steps}
+    for img in images:
+        for name, fn in steps.items():
+            rows[name].append(_ms(fn, img))
     med = {k: round(float(np.median(v)), 1) for k, v in rows.items()}
     peer = med["renderer (peer)"]
     res = {"n_faces": len(images), "ms_per_face": med,

@@ -160,9 +160,17 @@ def _votes_rows():
              f"{v['n_faces']} faces300w test crops, dlib included",
              f"crop {ms['landmark votes, crop']:.0f} ms ({r['landmark votes, crop']:.1f}× the "
              f"renderer's {ms['renderer (peer)']:.0f} ms), photo path "
-             f"{ms['landmark votes, photo']:.0f} ms"
+             f"{ms['landmark votes, photo']:.0f} ms{_vs28(ms)}"
              f"{_load_note(v['load_average'][0], v.get('cpu_count'))}",
              "≤ 200 ms", "bench_votes.py")]
+
+
+def _vs28(ms):
+    old = ms.get("landmark votes, crop, 28 sets")
+    if not old:
+        return ""
+    return (f"; the 28-set spec (mirror from one box) {old:.0f} ms, "
+            f"the 54 sets {ms['landmark votes, crop'] / old:.2f}× its time")
 
 
 def markdown():

@@ -66,7 +66,22 @@ def _speed():
             f"{ms['landmark votes, photo']:.0f} ms per face found in a photo, dlib included "
             f"(median of {v['n_faces']} faces300w test crops; the renderer: "
             f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores at load average "
-            f"{v['load_average'][0]}, `python -m benchmarks.bench_votes`")
+            f"{v['load_average'][0]}{_vs28(ms)}, `python -m benchmarks.bench_votes`")
+
+
+def _vs28(ms):
+    old = ms.get("landmark votes, crop, 28 sets")
+    if not old:
+        return ""
+    return (f"; the 28-set spec (the mirror from the detector's box only) {old:.0f} ms in the "
+            f"same run ({ms['landmark votes, crop'] / old:.2f}x)")
+
+
+def _mirror(spec):
+    if not spec.flip:
+        return "the crop itself only"
+    return ("each box also on the mirrored crop (landmark ids mirrored back)" if spec.flip_all
+            else "and once on the mirrored crop from the detector's box")
 
 
 def model_card(name, model, scores, data, size=0):
@@ -93,8 +108,8 @@ The default model of facesegment: `facesegment segment photos/ out/` and
 A *landmark vote* model (`facesegment.faces.landmark_model`): dlib's 68-point
 shape predictor is run {spec.n_sets} times on each face crop — from the
 detector's box scaled by {", ".join(f"{s:g}" for s in spec.scales)} and shifted by
-{", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, and on the
-mirrored crop — on the crop enlarged {spec.zoom} times (landmarks to a
+{", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, {_mirror(spec)}
+— on the crop enlarged {spec.zoom} times (landmarks to a
 {1 / spec.zoom:g} pixel); every landmark is moved by the offset
 ({spec.offset[0]:+.3f}, {spec.offset[1]:+.3f}) px fitted on the training faces
 (the mean of human minus predicted landmarks); each set is drawn as the

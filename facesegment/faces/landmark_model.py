@@ -8,10 +8,11 @@ forest or a cascade) for a face where dlib finds no face in the crop.
 
 The folder::
 
-    landmark-model.json   format "facesegment-landmark-model", format_version,
-                          package_version, kind ("landmark-votes"), votes
-                          (VoteSpec.to_dict()), fallback (null, "fallback" or
-                          "shipped:NAME"), provenance, metrics
+    landmark-model.json   format "facesegment-landmark-model", format_version
+                          (2; 1 is read too), package_version, kind
+                          ("landmark-votes"), votes (VoteSpec.to_dict()),
+                          fallback (null, "fallback" or "shipped:NAME"),
+                          provenance, metrics
     fallback/             optional: a landmark-free model (or cascade) folder
     MODEL_CARD.md         optional
 """
@@ -27,7 +28,10 @@ from ..rule import DecisionRule
 from .votes import VoteSpec, face_votes
 
 LANDMARK_FORMAT = "facesegment-landmark-model"
-LANDMARK_FORMAT_VERSION = 1
+#: Version 2 added ``votes.flip_all`` (the mirrored face run from every box);
+#: version 1 files (without it: the mirrored face from the detector's box) are read too.
+LANDMARK_FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 LANDMARK_FILE = "landmark-model.json"
 #: Paths a face takes (the ``paths`` column of ``segment``'s CSV).
 LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
@@ -132,11 +136,14 @@ def load_landmark_model(path, verify=True):
         raise DataError(js, f"cannot be read ({exc})", _FIX) from None
     if not isinstance(doc, dict) or doc.get("format") != LANDMARK_FORMAT:
         raise DataError(js, "is not a facesegment landmark-model file", _FIX)
-    if doc.get("format_version") != LANDMARK_FORMAT_VERSION:
-        raise DataError(js, f"has format version {doc.get('format_version')}, this "
-                        f"facesegment reads {LANDMARK_FORMAT_VERSION}", _FIX)
+    version = doc.get("format_version")
+    if version not in READ_VERSIONS:
+        raise DataError(js, f"has format version {version}, this facesegment reads "
+                        f"{' and '.join(map(str, READ_VERSIONS))}", _FIX)
     try:
         votes = VoteSpec.from_dict(doc["votes"])
+        if version == 1 and "flip_all" in doc["votes"]:
+            raise ValueError("field votes.flip_all needs format version 2")
         for field in ("provenance", "metrics"):
             if not isinstance(doc.get(field) or {}, dict):
                 raise TypeError(f"field {field} is not a JSON object")

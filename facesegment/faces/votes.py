@@ -9,7 +9,9 @@ returns whole pixels.  A :class:`VoteSpec` runs it
   landmarks come back to a ``1/zoom`` pixel: ``x = (x_zoomed + 0.5) / zoom - 0.5``;
 * from ``len(scales) * len(shifts)**2`` boxes: the detector's box scaled about
   its centre and shifted by fractions of its side, in x and y;
-* on the mirrored face from the detector's box (landmark ids mirrored back);
+* on the mirrored face (landmark ids mirrored back), from every one of those
+  boxes mirrored (``flip_all``, the default) or from the detector's box only
+  (``flip_all=False``, the rule of landmark-model files of format version 1);
 
 adds one offset to every landmark (the mean of *human minus predicted*
 landmarks over training faces, :func:`fit_offset`: the detector's own bias
@@ -19,9 +21,10 @@ against the annotation convention), draws each set with
 ``c``.  Their argmax is the *vote renderer*; the maps are also the context of a
 landmark stage (:mod:`facesegment.faces.landmark_model`).
 
-Measured on faces300w (``python -m studies.landmark_votes``, docs/landmarks.md):
+Measured on faces300w (``python -m pipelines.ship_landmarks``, docs/landmarks.md):
 the vote renderer's argmax beats a single rendering by about two points of
-class-average Jaccard on the test crops.
+class-average Jaccard on the test crops; ``python -m studies.vote_variants``
+compares other sets on the validation faces.
 """
 
 from dataclasses import dataclass
@@ -54,6 +57,7 @@ class VoteSpec:
     flip: bool = True
     zoom: int = 4
     offset: tuple = (0.0, 0.0)
+    flip_all: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "scales", _number_tuple("scales", self.scales, 0.5, 2.0))
@@ -66,11 +70,13 @@ class VoteSpec:
             raise ValueError(f"VoteSpec zoom={z!r} must be an integer in 1..8")
         object.__setattr__(self, "zoom", int(z))
         object.__setattr__(self, "flip", bool(self.flip))
+        object.__setattr__(self, "flip_all", bool(self.flip_all))
 
     @property
     def n_sets(self):
         """Landmark sets per face."""
-        return len(self.scales) * len(self.shifts) ** 2 + int(self.flip)
+        n = len(self.scales) * len(self.shifts) ** 2
+        return n + (0 if not self.flip else n if self.flip_all else 1)
 
     def boxes(self, box):
         """The boxes ``(left, top, right, bottom)`` (floats) to run the predictor
@@ -90,12 +96,14 @@ class VoteSpec:
 
     def to_dict(self):
         return {"scales": list(self.scales), "shifts": list(self.shifts), "flip": self.flip,
-                "zoom": self.zoom, "offset": list(self.offset)}
+                "zoom": self.zoom, "offset": list(self.offset), "flip_all": self.flip_all}
 
     @classmethod
     def from_dict(cls, d):
+        """The spec of :meth:`to_dict`'s dictionary; one without ``flip_all``
+        (written before it existed) mirrors the detector's box only."""
         return cls(tuple(d["scales"]), tuple(d["shifts"]), bool(d["flip"]), int(d["zoom"]),
-                   tuple(d["offset"]))
+                   tuple(d["offset"]), bool(d.get("flip_all", False)))
 
 
 def _predict(predictor, image, box, zoom):
@@ -122,11 +130,11 @@ def landmark_sets(image, box, spec):
     big = image if spec.zoom == 1 else cv2.resize(image, None, fx=spec.zoom, fy=spec.zoom,
                                                    interpolation=cv2.INTER_LINEAR)
     mirrored = np.ascontiguousarray(big[:, ::-1]) if spec.flip else None
+    boxes = spec.boxes(box)
+    w = image.shape[1]
     with DLIB_LOCK:   # dlib's models are not safe to call from two threads at once
-        sets = [_predict(predictor, big, b, spec.zoom) for b in spec.boxes(box)]
-        if spec.flip:
-            w = image.shape[1]
-            l, t, r, b = (float(v) for v in box)
+        sets = [_predict(predictor, big, b, spec.zoom) for b in boxes]
+        for l, t, r, b in (boxes if spec.flip_all else boxes[:1]) if spec.flip else ():
             p = _predict(predictor, mirrored, (w - 1 - r, t, w - 1 - l, b), spec.zoom)
             p[:, 0] = w - 1 - p[:, 0]
             sets.append(p[FLIP])

@@ -69,6 +69,23 @@ def test_a_damaged_folder_is_one_error_naming_the_file(tmp_path, edit, match):
     assert "landmark-model.json" in str(err.value)
 
 
+def test_a_version_1_file_loads_with_the_mirror_from_the_detectors_box(tmp_path):
+    lm.save_landmark_model(lm.LandmarkModel(VoteSpec(offset=(1.0, 0.5))), tmp_path / "m")
+    js = tmp_path / "m" / lm.LANDMARK_FILE
+    doc = json.loads(js.read_text())
+    assert doc["format_version"] == 2 and doc["votes"]["flip_all"] is True
+    assert load_model(tmp_path / "m").votes.n_sets == 54
+    doc["format_version"] = 1
+    del doc["votes"]["flip_all"]
+    js.write_text(json.dumps(doc))
+    old = load_model(tmp_path / "m")
+    assert old.votes == VoteSpec(offset=(1.0, 0.5), flip_all=False) and old.votes.n_sets == 28
+    doc["votes"]["flip_all"] = True           # a version 1 file cannot carry the new field
+    js.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="format version 2"):
+        load_model(tmp_path / "m")
+
+
 def test_other_files_in_the_folder_are_never_replaced(tmp_path):
     lm.save_landmark_model(lm.LandmarkModel(VoteSpec()), tmp_path / "m")
     (tmp_path / "m" / "notes.txt").write_text("mine")

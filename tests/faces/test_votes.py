@@ -11,8 +11,12 @@ from tests.faces.test_shape_prior import face_points
 
 def test_spec_validates_and_round_trips():
     spec = votes.VoteSpec(offset=(1.0, 0.5))
-    assert spec.n_sets == 28
+    assert spec.n_sets == 54 and spec.flip_all                    # 27 boxes, each mirrored too
+    assert votes.VoteSpec(flip_all=False).n_sets == 28            # the mirror from one box
+    assert votes.VoteSpec(flip=False).n_sets == 27
     assert votes.VoteSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "flip_all"}   # written before it
+    assert votes.VoteSpec.from_dict(old) == votes.VoteSpec(offset=(1.0, 0.5), flip_all=False)
     for bad in (dict(zoom=0), dict(zoom=True), dict(scales=()), dict(shifts=(0.9,)),
                 dict(offset=(1.0,)), dict(offset=(np.nan, 0.0)), dict(scales=(0.1,))):
         with pytest.raises(ValueError, match="VoteSpec"):
@@ -84,7 +88,10 @@ def test_landmark_sets_on_a_real_face_are_sub_pixel_and_near_dlibs_own(faces300w
     assert box is not None and how in ("default", "upsampled", "low-threshold")
     spec = votes.VoteSpec()
     sets = votes.landmark_sets(image, box, spec)
-    assert sets.shape == (28, 68, 2) and np.isfinite(sets).all()
+    assert sets.shape == (54, 68, 2) and np.isfinite(sets).all()
+    one = votes.landmark_sets(image, box, votes.VoteSpec(flip_all=False))
+    np.testing.assert_array_equal(one, sets[:28])   # the boxes, then the mirrored boxes in order
+    assert np.abs(sets[27:].mean(0) - sets[:27].mean(0)).mean() < 1.0   # mirrors agree
     assert np.any(sets % 1 != 0)                                  # a quarter pixel
     plain = detect_landmarks(image)[0]
     assert np.abs(sets[0] - plain).mean() < 1.5
@@ -120,3 +127,24 @@ def test_votes_from_two_threads_at_once_equal_the_sequential_ones(faces300w):
         together = list(pool.map(lambda img: votes.face_votes(img, spec)[0], images * 2))
     for a, b in zip(alone * 2, together):
         assert (a is None and b is None) or np.array_equal(a, b)
+
+
+def test_the_variants_study_rotates_sets_back_and_draws_each_aggregate(faces300w):
+    pytest.importorskip("dlib")
+    from facesegment.data.imageio import read_image
+    from studies import vote_variants as vv
+
+    path = sorted((faces300w / "test").glob("*.jpg"))[0]
+    image = read_image(path)
+    box, _ = votes.detect_box(image)
+    plain = votes.landmark_sets(image, box, vv.PLAIN)
+    np.testing.assert_allclose(vv.rotated_sets(image, box, 0), plain, atol=1e-9)
+    for deg in (-4, 4):                        # rotated back into the crop's frame
+        turned = vv.rotated_sets(image, box, deg)
+        assert np.abs(np.median(turned, 0) - np.median(plain, 0)).mean() < 1.5
+    human = read_pts(path.with_suffix(".pts"))
+    for how in ("votes", "median", "mean"):
+        drawn = vv.draw(plain, how)
+        assert drawn.shape == (250, 250)
+        conf = confusion_matrix(render_labels(human, (250, 250)), drawn.astype(np.uint8), 8)
+        assert class_average(jaccard(conf)) > 60
