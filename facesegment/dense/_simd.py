@@ -8,30 +8,43 @@ threshold chosen in training.  Numba's own loops over such integers become
 32-bit multiplies; here the dot is written directly in LLVM IR with vector
 types:
 
-* :data:`VNNI` (``avx512vnni`` with ``avx512vl``, or ``avxvnni``): one
+* ``vnni`` (``avx512vnni`` with ``avx512vl``, or ``avxvnni``): one
   ``vpdpbusd`` per 32 bytes of window row, multiplying 32 unsigned image
   bytes by 32 signed weights and adding them, four by four, into 8 int32
   lanes (4x the work of a float32 FMA per instruction, and a quarter of the
   bytes read);
+* ``avx2`` (AVX2, no VNNI: :func:`idot8_avx2`): the image as uint16 and the
+  rows as int16 (int8 rows widened, int16 rows in one plane), one
+  ``vpmaddwd`` per 16 values: 16 products added in pairs into 8 int32 lanes,
+  exact (``255 * 32768 * 2 < 2**31``; ``vpmaddubsw`` would saturate its
+  16-bit pair sums on these rows: ``255 * (127 + 127) > 32767``).  Each
+  window keeps 8 lanes, so the 8 sums fill 8 of AVX2's 16 registers; the
+  portable form's 16 sums of 16 lanes (both planes of an int16 row) need 32,
+  and compiled for AVX2 it spills them to the stack at every multiply-add;
 * otherwise the portable form: the bytes widened to 32 bits, multiplied, and
   the products added in pairs, the pattern LLVM turns into ``vpmaddwd`` (AVX2;
-  ``vpdpwssd`` where the CPU has AVX-512 VNNI).  Written as 32 separate
+  ``vpdpwssd`` where the CPU has AVX-512 VNNI), and which names no x86
+  intrinsic (any target, aarch64 included).  Written as 32 separate
   products it ran 2.1x slower on an AVX2-only target.
 
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
-``FACESEGMENT_SIMD=portable`` forces the portable form (tests compare the
-two).  The choice is made once per process, on first use (:func:`vnni`; the
-module attributes ``VNNI`` and ``VARIANT`` ask it, importing probes nothing):
-the kernels that use it are compiled under a name that says which
+The form follows the features Numba compiles for (:func:`target_features`:
+``NUMBA_CPU_FEATURES``, else the host's); ``FACESEGMENT_SIMD=portable``
+forces the portable form, ``FACESEGMENT_SIMD=avx2`` caps it at AVX2 (tests
+compare them).  The choice is made once per process, on first use
+(:func:`form`; the module attributes ``VNNI``, ``FORM`` and ``VARIANT`` ask
+it, importing probes nothing), and the x86 forms refuse to compile for a
+target without their instructions.  The kernels that use it are compiled
+under a name that says which
 (:func:`facesegment.dense._numba.layout_kernels` ``variant``) and carries the
 package's source tag (:func:`facesegment._jit.source_tag`), so Numba's disk
 cache never mixes forms, nor serves kernels built on an older version of this
 file.
 
-The window of pixel ``u`` starts at byte ``bb[u]`` of ``img``; its row ``r``
-is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``, dotted with
-bytes ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
+The window of pixel ``u`` starts at value ``bb[u]`` of ``img``; its row ``r``
+is the ``32 * chunks`` values (16 in the AVX2 form) from ``bb[u] + r *
+rowstride``, dotted with values ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
 value (those bytes meet zero weights) but must stay inside ``img``.  A
 ``mask`` skips the 32-byte chunks whose weights are all zero (the high bytes
 of an int16 row are zero but for its few large weights).
