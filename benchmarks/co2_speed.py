@@ -18,7 +18,8 @@ child processes compiled for an AVX2-only target (``NUMBA_CPU_NAME=haswell``
 and its features, a fresh Numba cache each): the AVX2 form (``vpmaddwd``)
 such a CPU gets, and the portable form there (``FACESEGMENT_SIMD=portable``);
 each integer row also gives its time as a multiple of the first (``vpdpbusd``
-where this CPU has VNNI).  Writes ``reports/sparse/speed-<run>.json`` and ``.md``.
+where this CPU has VNNI).  Writes ``reports/sparse/speed-<run>.json`` and ``.md``
+(``speed-<run>-<kinds>.*`` when ``--kinds`` names some).
 
     python -m benchmarks.co2_speed [--run faces300w-default] [--images 3] [--kinds co2-pooled]
 """
@@ -80,8 +81,8 @@ def _arithmetics(model):
     if dt not in (np.int8, np.int16) or getattr(model.layout, "pool", 1) == 1:
         return [dt.name if dt != np.float16 else "float16 (as float32)"]
     return ([f"{dt.name} vpdpbusd", f"{dt.name} portable"] if _simd.VNNI
-            else [f"{dt.name} portable"]) + [f"{dt.name} AVX2 target",
-                                             f"{dt.name} AVX2 target, portable"]
+            else [f"{dt.name} portable"]) + [f"{dt.name} vpmaddwd (AVX2 target)",
+                                             f"{dt.name} portable (AVX2 target)"]
 
 
 def _time_avx2(folder, args, n, portable):
@@ -166,8 +167,8 @@ def main(argv=None):
             model = load_model(folder)
             first = None
             for arith in _arithmetics(model):
-                if "AVX2 target" in arith:
-                    ms, cpu_ms = _time_avx2(folder, args, n, arith.endswith("portable"))
+                if arith.endswith("(AVX2 target)"):
+                    ms, cpu_ms = _time_avx2(folder, args, n, "portable" in arith)
                 else:
                     with _integer_form(arith):
                         ms, cpu_ms = _time(model, images, n)
@@ -182,8 +183,9 @@ def main(argv=None):
                        "gflops_achieved": round(gflop / (ms / 1000), 1) if gflop else 0.0,
                        "test_jaccard": _jaccard(rdir, kind, n)}
                 if model.arrays.weights.dtype in (np.int8, np.int16) and row["pool"] > 1:
-                    first = first or ms          # integer rows: x the first form's time
-                    row["x_first_form"] = round(ms / first, 2)
+                    first = first or (ms, cpu_ms)    # integer rows: x the first form's time
+                    row["x_first_form"] = round(ms / first[0], 2)
+                    row["x_first_form_cpu"] = round(cpu_ms / first[1], 2)
                 rows.append(row)
                 print(row, flush=True)
     blas = {k: round(_blas_gflops(k), 1) for k in sorted({r["values_per_split"] for r in rows
@@ -191,7 +193,8 @@ def main(argv=None):
     doc = {"run": args.run, "images": args.images, "cpu_count": os.cpu_count(),
            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
            "blas_gflops_by_inner_size": blas, "rows": rows}
-    out = ROOT / "reports" / "sparse" / f"speed-{args.run}.json"
+    part = "" if args.kinds == list(KINDS) else "-" + "-".join(args.kinds)
+    out = ROOT / "reports" / "sparse" / f"speed-{args.run}{part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, doc, sort_keys=True)
     lines = [f"CO2 variants of {args.run}, timed in one script (median ms per 250x250 face, "
@@ -200,20 +203,22 @@ def main(argv=None):
              "score (forest alone).", "",
              "Dot products of integer rows (int8, int16) are integer multiply-adds "
              "(counted as 2 ops each, like FLOP); their peer is still numpy's float32 GEMM. "
-             "× first: an integer row's time over its model's first integer row.",
-             "" if doc["load_average"][0] < os.cpu_count() else
-             "Timed under load (load average at or above the core count): compare the "
+             "× first: an integer row's time (wall, CPU) over its model's first integer row's.",
+             "" if max(doc["load_average"]) < os.cpu_count() else
+             "\nTimed under load (load average at or above the core count): compare the "
              "ratios, not the absolute times.\n",
-             "| kind | trees | values/split | dots in | Jaccard | ms/face | × first | CPU ms | MB "
-             "| GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
+             "| kind | trees | values/split | dots in | Jaccard | ms/face | CPU ms | × first "
+             "| MB | GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         jac = "" if r["test_jaccard"] is None else f"{r['test_jaccard']:.2f}"
         b = blas.get(r["values_per_split"], "") if r["oblique_gflop_per_image"] else ""
+        ratio = (f"{r['x_first_form']:.2f}, {r['x_first_form_cpu']:.2f}"
+                 if "x_first_form" in r else "")
         lines.append(f"| {r['kind']} | {r['n_trees']} | {r['values_per_split']} | "
                      f"{r['arithmetic'] if r['oblique_gflop_per_image'] else ''} | {jac} | "
-                     f"{r['ms_per_image']:.0f} | {r.get('x_first_form', '')} | "
-                     f"{r['cpu_ms_per_image']:.0f} | {r['mb']:.1f} | "
+                     f"{r['ms_per_image']:.0f} | {r['cpu_ms_per_image']:.0f} | {ratio} | "
+                     f"{r['mb']:.1f} | "
                      f"{r['oblique_gflop_per_image']:.1f} | {r['gflops_achieved']:.1f} | {b} |")
     write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
