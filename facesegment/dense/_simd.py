@@ -43,11 +43,12 @@ cache never mixes forms, nor serves kernels built on an older version of this
 file.
 
 The window of pixel ``u`` starts at value ``bb[u]`` of ``img``; its row ``r``
-is the ``32 * chunks`` values (16 in the AVX2 form) from ``bb[u] + r *
-rowstride``, dotted with values ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
-value (those bytes meet zero weights) but must stay inside ``img``.  A
-``mask`` skips the 32-byte chunks whose weights are all zero (the high bytes
-of an int16 row are zero but for its few large weights).
+is the ``32 * chunks`` values (``16 * chunks`` in the AVX2 form) from
+``bb[u] + r * rowstride``, dotted with values ``r * 32 * chunks ..`` of ``w``.
+Rows may run past the window's last value (those values meet zero weights)
+but must stay inside ``img``.  A ``mask`` skips the chunks whose weights are
+all zero (the high bytes of an int16 row are zero but for its few large
+weights).
 """
 
 import functools
