@@ -10,15 +10,18 @@ face after a warm-up, wall and CPU ms).  Beside the times: the model's bytes
 α chosen on validation), the multiply-adds of its dense oblique splits
 (``count_oblique_visits`` × values per split × 2) and the rate they ran at,
 against the peer of that bound: a float32 matrix product (BLAS, the same
-threads) of the same inner size.  A pooled model with int8 rows runs
+threads) of the same inner size.  A pooled model with int8 or int16 rows runs
 integer dot products (docs/sparse.md): it is timed with the kernels this CPU
 uses (``vpdpbusd`` where it has VNNI), again with the portable integer
-form on this CPU (where LLVM still uses AVX-512 and ``vpdpwssd``), and in a
-child process compiled for an AVX2-only target (``NUMBA_CPU_NAME=haswell``
-and its features, a fresh Numba cache): what a CPU without AVX-512 runs,
-measured on this one.  Writes ``reports/sparse/speed-<run>.json`` and ``.md``.
+form on this CPU (where LLVM still uses AVX-512 and ``vpdpwssd``), and in two
+child processes compiled for an AVX2-only target (``NUMBA_CPU_NAME=haswell``
+and its features, a fresh Numba cache each): the AVX2 form (``vpmaddwd``)
+such a CPU gets, and the portable form there (``FACESEGMENT_SIMD=portable``);
+each integer row also gives its time as a multiple of the first (``vpdpbusd``
+where this CPU has VNNI).  Writes ``reports/sparse/speed-<run>.json`` and ``.md``
+(``speed-<run>-<kinds>.*`` when ``--kinds`` names some).
 
-    python -m benchmarks.co2_speed [--run faces300w-default] [--images 3]
+    python -m benchmarks.co2_speed [--run faces300w-default] [--images 3] [--kinds co2-pooled]
 """
 
 import argparse
@@ -78,19 +81,25 @@ def _arithmetics(model):
     if dt not in (np.int8, np.int16) or getattr(model.layout, "pool", 1) == 1:
         return [dt.name if dt != np.float16 else "float16 (as float32)"]
     return ([f"{dt.name} vpdpbusd", f"{dt.name} portable"] if _simd.VNNI
-            else [f"{dt.name} portable"]) + [f"{dt.name} AVX2 target"]
+            else [f"{dt.name} portable"]) + [f"{dt.name} vpmaddwd (AVX2 target)",
+                                             f"{dt.name} portable (AVX2 target)"]
 
 
-def _time_avx2(folder, args, n):
+def _time_avx2(folder, args, n, portable):
     """(wall, CPU) ms of the model in ``folder`` in a child process whose Numba
-    compiles for an AVX2-only CPU (no AVX-512, no VNNI), with a fresh cache."""
+    compiles for an AVX2-only CPU (no AVX-512, no VNNI), with a fresh cache:
+    the AVX2 form, or (``portable``) the portable one."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=AVX2_FEATURES,
-                   NUMBA_CACHE_DIR=cache)
+                   NUMBA_CACHE_DIR=cache, FACESEGMENT_SIMD="portable" if portable else "")
         done = subprocess.run([sys.executable, __file__, "--run", args.run, "--images",
                                str(args.images), "--trees", str(n), "--child", str(folder)],
                               env=env, capture_output=True, text=True, check=True)
     res = json.loads(done.stdout.strip().splitlines()[-1])
+    want = "portable" if portable else "avx2"
+    if res["form"] != want:
+        raise SystemExit(f"co2_speed: the AVX2-only child ran the {res['form']} form, not "
+                         f"{want}: check NUMBA_CPU_FEATURES ({AVX2_FEATURES})")
     return res["ms"], res["cpu_ms"]
 
 
@@ -138,6 +147,7 @@ def main(argv=None):
     p.add_argument("--run", default="faces300w-default")
     p.add_argument("--images", type=int, default=3)
     p.add_argument("--trees", nargs="+", type=int, default=[16, 32])
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     p.add_argument("--child", help=argparse.SUPPRESS)   # time this model folder only
     args = p.parse_args(argv)
     rdir = ROOT / "reports" / "runs" / args.run
@@ -145,19 +155,20 @@ def main(argv=None):
     images = [load_face(r)[0] for r in records_from_json(splits["test"][:args.images])]
     if args.child:
         ms, cpu_ms = _time(load_model(args.child), images, args.trees[0])
-        print(json.dumps({"ms": ms, "cpu_ms": cpu_ms}))
+        print(json.dumps({"ms": ms, "cpu_ms": cpu_ms, "form": _simd.FORM}))
         return
     rows = []
     load0 = os.getloadavg()[0]
-    for kind in KINDS:
+    for kind in args.kinds:
         for n in args.trees:
             folder = ROOT / "models" / args.run / f"{kind}-{n}"
             if not (folder / "model.json").is_file():
                 continue
             model = load_model(folder)
+            first = None
             for arith in _arithmetics(model):
-                if arith.endswith("AVX2 target"):
-                    ms, cpu_ms = _time_avx2(folder, args, n)
+                if arith.endswith("(AVX2 target)"):
+                    ms, cpu_ms = _time_avx2(folder, args, n, "portable" in arith)
                 else:
                     with _integer_form(arith):
                         ms, cpu_ms = _time(model, images, n)
@@ -171,6 +182,10 @@ def main(argv=None):
                        "oblique_gflop_per_image": round(gflop, 2),
                        "gflops_achieved": round(gflop / (ms / 1000), 1) if gflop else 0.0,
                        "test_jaccard": _jaccard(rdir, kind, n)}
+                if model.arrays.weights.dtype in (np.int8, np.int16) and row["pool"] > 1:
+                    first = first or (ms, cpu_ms)    # integer rows: x the first form's time
+                    row["x_first_form"] = round(ms / first[0], 2)
+                    row["x_first_form_cpu"] = round(cpu_ms / first[1], 2)
                 rows.append(row)
                 print(row, flush=True)
     blas = {k: round(_blas_gflops(k), 1) for k in sorted({r["values_per_split"] for r in rows
@@ -178,7 +193,8 @@ def main(argv=None):
     doc = {"run": args.run, "images": args.images, "cpu_count": os.cpu_count(),
            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
            "blas_gflops_by_inner_size": blas, "rows": rows}
-    out = ROOT / "reports" / "sparse" / f"speed-{args.run}.json"
+    part = "" if args.kinds == list(KINDS) else "-" + "-".join(args.kinds)
+    out = ROOT / "reports" / "sparse" / f"speed-{args.run}{part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, doc, sort_keys=True)
     lines = [f"CO2 variants of {args.run}, timed in one script (median ms per 250x250 face, "
@@ -186,17 +202,23 @@ def main(argv=None):
              f"{doc['load_average'][0]}-{doc['load_average'][1]}). Jaccard: the run's test "
              "score (forest alone).", "",
              "Dot products of integer rows (int8, int16) are integer multiply-adds "
-             "(counted as 2 ops each, like FLOP); their peer is still numpy's float32 GEMM.",
-             "",
-             "| kind | trees | values/split | dots in | Jaccard | ms/face | CPU ms | MB "
-             "| GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "(counted as 2 ops each, like FLOP); their peer is still numpy's float32 GEMM. "
+             "× first: an integer row's time (wall, CPU) over its model's first integer row's.",
+             "" if max(doc["load_average"]) < os.cpu_count() else
+             "\nTimed under load (load average at or above the core count): compare the "
+             "ratios, not the absolute times.\n",
+             "| kind | trees | values/split | dots in | Jaccard | ms/face | CPU ms | × first "
+             "| MB | GFLOP/face | GFLOP/s | BLAS GFLOP/s |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         jac = "" if r["test_jaccard"] is None else f"{r['test_jaccard']:.2f}"
         b = blas.get(r["values_per_split"], "") if r["oblique_gflop_per_image"] else ""
+        ratio = (f"{r['x_first_form']:.2f}, {r['x_first_form_cpu']:.2f}"
+                 if "x_first_form" in r else "")
         lines.append(f"| {r['kind']} | {r['n_trees']} | {r['values_per_split']} | "
                      f"{r['arithmetic'] if r['oblique_gflop_per_image'] else ''} | {jac} | "
-                     f"{r['ms_per_image']:.0f} | {r['cpu_ms_per_image']:.0f} | {r['mb']:.1f} | "
+                     f"{r['ms_per_image']:.0f} | {r['cpu_ms_per_image']:.0f} | {ratio} | "
+                     f"{r['mb']:.1f} | "
                      f"{r['oblique_gflop_per_image']:.1f} | {r['gflops_achieved']:.1f} | {b} |")
     write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")

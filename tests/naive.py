@@ -531,17 +531,18 @@ def naive_keep_top_k(w, p, k):
 # ------------------------------------------------ dense inference: integer dots
 # Reference for facesegment/dense/_simd.py.
 
-def naive_idot8(img, bb, rowstride, w, rows, chunks, mask=-1):
+def naive_idot8(img, bb, rowstride, w, rows, chunks, mask=-1, step=32):
     """The 8 exact integer dots of uint8 windows with int8 weights: window ``u``
-    row ``r`` is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``; only
-    the 32-byte chunks ``k = r * chunks + c`` with bit k of ``mask`` set (k < 64)."""
-    width = 32 * chunks
+    row ``r`` is the ``step * chunks`` values from ``bb[u] + r * rowstride``; only
+    the ``step``-value chunks ``k = r * chunks + c`` with bit k of ``mask`` set
+    (k < 64).  ``step=16``: the AVX2 form (uint16 windows, int16 weights)."""
+    width = step * chunks
     out = []
     for b in bb:
         s = 0
         for r in range(rows):
             for j in range(width):
-                k = r * chunks + j // 32
+                k = r * chunks + j // step
                 if k < 64 and not (mask >> k) & 1:
                     continue
                 s += int(img[int(b) + r * rowstride + j]) * int(w[r * width + j])

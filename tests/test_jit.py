@@ -183,7 +183,7 @@ import facesegment
 import facesegment.forest, facesegment.dense, facesegment.evaluation.figures, facesegment.evaluation.scoring
 import facesegment.faces.segment, facesegment.cli
 from facesegment.dense import _simd
-probed = _simd.vnni.cache_info().currsize
+probed = _simd.form.cache_info().currsize
 fig, ax = facesegment.evaluation.figures.subplots(figsize=(2, 2))
 ax.plot([0, 1], [0, 1])
 print(json.dumps({"probed": probed, "backend": [backend, matplotlib.get_backend()],

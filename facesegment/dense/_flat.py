@@ -31,7 +31,9 @@ Integer variants (``VARIANTS``): a forest with int8 or int16 dense rows runs
 the same templates on the stacked *uint8* image, with ``SPAN`` a multiple of
 32 bytes and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so
 the results are the float32 kernels' bits: the values are integers below
-2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.  Being
+2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.  The
+AVX2 variant reads the image as uint16 and every row as int16 (``SPAN`` a
+multiple of 16 values).  Being
 exact, they also dot a run's last ``n % 8`` windows 8 at a time (the last one
 repeated) and compare each dot with ``floor(threshold)`` as integers.
 
@@ -46,7 +48,8 @@ from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import span, template
 from ._scores import argmax_scaled
-from ._simd import CHUNK, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_vnni
+from ._simd import (CHUNK, CHUNK16, idot8_avx2, idot8_portable, idot8_vnni, idot8x2_portable,
+                    idot8x2_vnni)
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
@@ -127,10 +130,11 @@ def _idot8x2(img, bb, rowstride, wrow):
     return IDOT8(img, bb, rowstride, wrow[8:], WINDOW, SPAN // CHUNK, mask)
 
 
-def _integer(idot, wide):
+def _integer(idot, wide, step=CHUNK):
     def binds(window, channels):
-        return {"SPAN": span(window, channels, CHUNK), "IDOT8": idot, "ACC": np.int32,
-                "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0, "TAIL8": True,
+        return {"SPAN": span(window, channels, step), "IDOT8": idot, "ACC": np.int32,
+                "CHUNK": step, "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0,
+                "TAIL8": True,
                 "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"}}
 
     return binds
@@ -138,9 +142,12 @@ def _integer(idot, wide):
 
 #: ``layout_kernels(_flat, window, channels, variant)``: the integer kernels
 #: (:mod:`._simd`) for int8 rows (``u8``) and int16 rows split into two int8
-#: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form.
+#: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form; and
+#: the AVX2 form (``i16avx2``: uint16 image, int16 rows of either width,
+#: ``vpmaddwd`` per 16 values).
 VARIANTS = {"u8vnni": _integer(idot8_vnni, False), "u8": _integer(idot8_portable, False),
-            "u8x2vnni": _integer(idot8x2_vnni, True), "u8x2": _integer(idot8x2_portable, True)}
+            "u8x2vnni": _integer(idot8x2_vnni, True), "u8x2": _integer(idot8x2_portable, True),
+            "i16avx2": _integer(idot8_avx2, False, CHUNK16)}
 
 
 #: Pixels are carried down a tree as ``(pixel << PIXEL_SHIFT) | base``: one int64

@@ -25,7 +25,8 @@ from ._packing import cached, pack_nodes, pack_sparse
 from .image import ROW_SLACK, float_image
 
 #: The :mod:`._flat` variant that runs forests with int8 dense rows (tests
-#: switch it to the portable form, ``"u8"``); int16 rows run its ``u8x2`` twin.
+#: switch it to the portable form, ``"u8"``, or the AVX2 one, ``"i16avx2"``);
+#: int16 rows run its ``u8x2`` twin (the AVX2 form runs both as int16).
 #: None: the form this CPU runs best (:func:`facesegment.dense._simd.variant`,
 #: asked on first use).
 INT_VARIANT = None
@@ -94,6 +95,11 @@ def _variant(p):
     return form.replace("u8", "u8x2") if p.arrays.weights.dtype == np.int16 else form
 
 
+def _wide(p):
+    """Whether the integer kernels of ``p`` read uint16 images and int16 rows (AVX2)."""
+    return _integer(p) and _variant(p) == "i16avx2"
+
+
 def _chunk_masks(rows):
     """int8 (n, 8): per row, the little-endian bytes of an int64 whose bit k is set
     when 32-byte chunk k of the row is not all zero (every chunk from the 64th
@@ -108,13 +114,19 @@ def _span_weights(p):
     """The weights with each window row zero-padded to ``SPAN`` values: float32, or
     the stored integer rows padded to a multiple of 32 bytes (int16 rows as 8
     bytes of chunk mask, then the int8 rows of their high bytes and of their low
-    bytes: ``q = 256 h + l`` with both signed), cached per forest."""
-    integer = _integer(p)
+    bytes: ``q = 256 h + l`` with both signed; the AVX2 form: int16 rows, int8
+    ones widened, padded to a multiple of 16 values), cached per forest."""
+    integer, wide = _integer(p), _wide(p)
     w = p.arrays.weights if integer else p.weights
     cells, row = p.layout.cells, p.layout.cells * p.layout.channels
-    width = span(cells, p.layout.channels, _simd.CHUNK if integer else 8)
+    width = span(cells, p.layout.channels,
+                 _simd.CHUNK16 if wide else _simd.CHUNK if integer else 8)
 
     def build():
+        if wide:
+            out = np.zeros((w.shape[0], cells, width), dtype=np.int16)
+            out[:, :, :row] = w.reshape(-1, cells, row)
+            return out.reshape(w.shape[0], cells * width)
         ww = w
         if w.dtype == np.int16:
             q = w.astype(np.int32)
@@ -128,7 +140,7 @@ def _span_weights(p):
             return np.concatenate([_chunk_masks(out[:, :cells * width]), out], axis=1)
         return out
 
-    return cached("span", w, width, build)
+    return cached("span", w, (width, wide), build)
 
 
 class Stack(NamedTuple):
@@ -160,7 +172,7 @@ def _stack(p):
             S[py * s + px, :P.shape[0], :P.shape[1]] = P
     nodes, thr = pack_nodes(p.arrays, width, inner)
     if _integer(p):
-        flat = np.zeros(S.size + ROW_SLACK, dtype=np.uint8)
+        flat = np.zeros(S.size + ROW_SLACK, dtype=np.uint16 if _wide(p) else np.uint8)
         flat[:S.size] = S.reshape(-1)
     else:
         flat = float_image(S)

@@ -8,33 +8,47 @@ threshold chosen in training.  Numba's own loops over such integers become
 32-bit multiplies; here the dot is written directly in LLVM IR with vector
 types:
 
-* :data:`VNNI` (``avx512vnni`` with ``avx512vl``, or ``avxvnni``): one
+* ``vnni`` (``avx512vnni`` with ``avx512vl``, or ``avxvnni``): one
   ``vpdpbusd`` per 32 bytes of window row, multiplying 32 unsigned image
   bytes by 32 signed weights and adding them, four by four, into 8 int32
   lanes (4x the work of a float32 FMA per instruction, and a quarter of the
   bytes read);
+* ``avx2`` (AVX2, no VNNI: :func:`idot8_avx2`): the image as uint16 and the
+  rows as int16 (int8 rows widened, int16 rows in one plane), one
+  ``vpmaddwd`` per 16 values: 16 products added in pairs into 8 int32 lanes,
+  exact (``255 * 32768 * 2 < 2**31``; ``vpmaddubsw`` would saturate its
+  16-bit pair sums on these rows: ``255 * (127 + 127) > 32767``).  Each
+  window keeps 8 lanes, so the 8 sums fill 8 of AVX2's 16 registers; the
+  portable form's 16 sums of 16 lanes (both planes of an int16 row) need 32,
+  and compiled for AVX2 it spills them to the stack at every multiply-add;
 * otherwise the portable form: the bytes widened to 32 bits, multiplied, and
   the products added in pairs, the pattern LLVM turns into ``vpmaddwd`` (AVX2;
-  ``vpdpwssd`` where the CPU has AVX-512 VNNI).  Written as 32 separate
+  ``vpdpwssd`` where the CPU has AVX-512 VNNI), and which names no x86
+  intrinsic (any target, aarch64 included).  Written as 32 separate
   products it ran 2.1x slower on an AVX2-only target.
 
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
-``FACESEGMENT_SIMD=portable`` forces the portable form (tests compare the
-two).  The choice is made once per process, on first use (:func:`vnni`; the
-module attributes ``VNNI`` and ``VARIANT`` ask it, importing probes nothing):
-the kernels that use it are compiled under a name that says which
+The form follows the features Numba compiles for (:func:`target_features`:
+``NUMBA_CPU_FEATURES``, else the host's); ``FACESEGMENT_SIMD=portable``
+forces the portable form, ``FACESEGMENT_SIMD=avx2`` caps it at AVX2 (tests
+compare them).  The choice is made once per process, on first use
+(:func:`form`; the module attributes ``VNNI``, ``FORM`` and ``VARIANT`` ask
+it, importing probes nothing), and the x86 forms refuse to compile for a
+target without their instructions.  The kernels that use it are compiled
+under a name that says which
 (:func:`facesegment.dense._numba.layout_kernels` ``variant``) and carries the
 package's source tag (:func:`facesegment._jit.source_tag`), so Numba's disk
 cache never mixes forms, nor serves kernels built on an older version of this
 file.
 
-The window of pixel ``u`` starts at byte ``bb[u]`` of ``img``; its row ``r``
-is the ``32 * chunks`` bytes from ``bb[u] + r * rowstride``, dotted with
-bytes ``r * 32 * chunks ..`` of ``w``.  Rows may run past the window's last
-value (those bytes meet zero weights) but must stay inside ``img``.  A
-``mask`` skips the 32-byte chunks whose weights are all zero (the high bytes
-of an int16 row are zero but for its few large weights).
+The window of pixel ``u`` starts at value ``bb[u]`` of ``img``; its row ``r``
+is the ``32 * chunks`` values (``16 * chunks`` in the AVX2 form) from
+``bb[u] + r * rowstride``, dotted with values ``r * 32 * chunks ..`` of ``w``.
+Rows may run past the window's last value (those values meet zero weights)
+but must stay inside ``img``.  A ``mask`` skips the chunks whose weights are
+all zero (the high bytes of an int16 row are zero but for its few large
+weights).
 """
 
 import functools
@@ -48,19 +62,51 @@ from numba.extending import intrinsic
 
 #: Bytes per vector step (one 256-bit register).
 CHUNK = 32
+#: int16 values per vector step of the AVX2 form (one 256-bit register).
+CHUNK16 = 16
+
+
+def target_features():
+    """The CPU features Numba compiles for, as Numba's JIT target machine takes
+    them: ``NUMBA_CPU_FEATURES`` where set (``""`` for ``NUMBA_CPU_NAME=generic``),
+    else the host's; a CPU named by ``NUMBA_CPU_NAME`` without its features
+    counts as none (its defaults are not known here), as does a CPU that is not
+    x86 (the forms below are x86 instructions).  A frozenset of names (``avx2``)."""
+    if not llvm.get_process_triple().startswith(("x86_64", "i386", "i686")):
+        return frozenset()
+    text = getattr(config, "CPU_FEATURES", None)
+    if text is None:
+        if getattr(config, "CPU_NAME", None) not in (None, "host"):
+            return frozenset()
+        try:
+            text = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # pragma: no cover - llvmlite without host detection
+            return frozenset()
+    return frozenset(f[1:] for f in text.split(",") if f.startswith("+"))
+
+
+def form_of(features, wanted=""):
+    """``"vnni"``, ``"avx2"`` or ``"portable"``: the fastest form ``features``
+    (:func:`target_features`) can run, at most ``wanted`` (``FACESEGMENT_SIMD``:
+    ``portable`` or ``avx2``; anything else: no cap)."""
+    wanted = wanted.lower()
+    if wanted == "portable":
+        return "portable"
+    if wanted != "avx2" and ({"avx512vnni", "avx512vl"} <= features or "avxvnni" in features):
+        return "vnni"
+    return "avx2" if "avx2" in features else "portable"
+
+
 @functools.cache
+def form():
+    """The form this process compiles (:func:`form_of` the target's features and
+    ``FACESEGMENT_SIMD``): decided on the first call, then remembered."""
+    return form_of(target_features(), os.environ.get("FACESEGMENT_SIMD", ""))
+
+
 def vnni():
-    """Whether this process uses ``vpdpbusd`` (see the module docstring): asked
-    of the CPU on the first call, then remembered."""
-    if os.environ.get("FACESEGMENT_SIMD", "").lower() == "portable":
-        return False
-    if getattr(config, "CPU_NAME", None) or getattr(config, "CPU_FEATURES", None):
-        return False  # compiling for another CPU than this one
-    try:
-        feats = set(llvm.get_host_cpu_features().flatten().split(","))
-    except RuntimeError:  # pragma: no cover - llvmlite without host detection
-        return False
-    return {"+avx512vnni", "+avx512vl"} <= feats or "+avxvnni" in feats
+    """Whether this process uses ``vpdpbusd`` (:func:`form` is ``"vnni"``)."""
+    return form() == "vnni"
 
 
 def _wanted(builder, mask, row, chunks, col):
@@ -190,6 +236,67 @@ def _codegen(vnni, two):
     return codegen
 
 
+def _codegen_avx2(context, builder, sig, args):
+    """The IR of the 8 dots of the AVX2 form: uint16 windows, int16 weights,
+    ``vpmaddwd`` per 16 values (16 products added in pairs into 8 int32 lanes:
+    exact, as ``255 * 32768 * 2 < 2**31``), one 8-lane sum per window (8
+    registers: AVX2 has 16)."""
+    img, bb, rowstride, w, rows, chunks, mask = args
+    rowstride, rows, chunks, mask = (
+        context.cast(builder, v, t, types.int64) for v, t in
+        ((rowstride, sig.args[2]), (rows, sig.args[4]), (chunks, sig.args[5]),
+         (mask, sig.args[6])))
+    a_img = context.make_array(sig.args[0])(context, builder, img)
+    a_bb = context.make_array(sig.args[1])(context, builder, bb)
+    a_w = context.make_array(sig.args[3])(context, builder, w)
+    i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v16 = ir.VectorType(i16, CHUNK16)
+    acc_t = ir.VectorType(i32, 8)
+    pmadd = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(acc_t, [v16, v16]), "llvm.x86.avx2.pmadd.wd")
+    p_img = builder.bitcast(a_img.data, i16.as_pointer())
+    p_w = builder.bitcast(a_w.data, i16.as_pointer())
+    offs = [builder.load(builder.gep(a_bb.data, [ir.Constant(i64, u)])) for u in range(8)]
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(acc_t, None)) for _ in range(8)]
+    step = ir.Constant(i64, CHUNK16)
+
+    def load(ptr, off):
+        return builder.load(builder.bitcast(builder.gep(ptr, [off]), v16.as_pointer()), align=2)
+
+    with cgutils.for_range(builder, rows) as lr:
+        row_img = builder.mul(rowstride, lr.index)
+        row_w = builder.mul(builder.mul(lr.index, chunks), step)
+        with cgutils.for_range(builder, chunks) as lc:
+            co = builder.mul(lc.index, step)
+            with builder.if_then(_wanted(builder, mask, lr.index, chunks, lc.index)):
+                wv = load(p_w, builder.add(row_w, co))
+                for u in range(8):
+                    x = load(p_img, builder.add(builder.add(offs[u], row_img), co))
+                    builder.store(builder.add(builder.load(accs[u]),
+                                              builder.call(pmadd, [x, wv])), accs[u])
+    sums = _sums8(builder, [builder.load(a) for a in accs])
+    return context.make_tuple(builder, sig.return_type,
+                              [builder.extract_element(sums, ir.Constant(i32, u))
+                               for u in range(8)])
+
+
+@intrinsic
+def idot8_avx2(typingctx, img, bb, rowstride, w, rows, chunks, mask):
+    """:func:`idot8` of the AVX2 form: ``img`` uint16 and ``w`` int16 (int8 rows
+    widened, int16 rows as they are: one plane), rows of ``chunks`` x 16
+    values, ``mask`` over those 16-value chunks.  Typed only where the target
+    has AVX2 (elsewhere Numba reports no matching signature)."""
+    ok = (isinstance(img, types.Array) and img.dtype == types.uint16
+          and isinstance(w, types.Array) and w.dtype == types.int16
+          and isinstance(bb, types.Array) and bb.dtype == types.int64
+          and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask))
+          and "avx2" in target_features())
+    if not ok:
+        return None
+    sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks, mask)
+    return sig, _codegen_avx2
+
+
 def _make(vnni, two=False):
     @intrinsic
     def idot8(typingctx, img, bb, rowstride, w, rows, chunks, mask):
@@ -202,8 +309,9 @@ def _make(vnni, two=False):
         ok = (isinstance(img, types.Array) and img.dtype == types.uint8
               and isinstance(w, types.Array) and w.dtype == types.int8
               and isinstance(bb, types.Array) and bb.dtype == types.int64
-              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask)))
-        if not ok:
+              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask))
+              and (not vnni or form_of(target_features()) == "vnni"))
+        if not ok:   # vpdpbusd only where the target has it
             return None
         sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks, mask)
         return sig, _codegen(vnni, two)
@@ -211,28 +319,37 @@ def _make(vnni, two=False):
     return idot8
 
 
-#: The two forms, whatever this CPU has (tests run both where VNNI exists),
-#: for int8 rows and (``x2``) int16 rows split into two byte planes.
+#: The byte forms (tests run each the target has), for int8 rows and (``x2``)
+#: int16 rows split into two byte planes.
 idot8_vnni = _make(True)
 idot8_portable = _make(False)
 idot8x2_vnni = _make(True, two=True)
 idot8x2_portable = _make(False, two=True)
 
 
+#: The :mod:`._flat` variant of each form (int8 rows; ``u8`` becomes ``u8x2``
+#: for int16 rows, which the AVX2 form runs as they are).
+VARIANTS = {"vnni": "u8vnni", "avx2": "i16avx2", "portable": "u8"}
+
+
 def variant():
     """The :mod:`._flat` variant of the form this process uses (its compiled
     kernels' names end in it, so Numba's cache keeps the forms apart)."""
-    return "u8vnni" if vnni() else "u8"
+    return VARIANTS[form()]
 
 
 def __getattr__(name):
-    """``VNNI`` (:func:`vnni`) and ``VARIANT`` (:func:`variant`), probed when first read."""
+    """``VNNI`` (:func:`vnni`), ``FORM`` (:func:`form`) and ``VARIANT``
+    (:func:`variant`), probed when first read."""
     if name == "VNNI":
         return vnni()
+    if name == "FORM":
+        return form()
     if name == "VARIANT":
         return variant()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CHUNK", "vnni", "variant", "idot8_vnni", "idot8_portable",
-           "idot8x2_vnni", "idot8x2_portable"]
+__all__ = ["CHUNK", "CHUNK16", "VARIANTS", "target_features", "form_of", "form", "vnni",
+           "variant", "idot8_vnni", "idot8_portable", "idot8x2_vnni", "idot8x2_portable",
+           "idot8_avx2"]

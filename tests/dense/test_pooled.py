@@ -131,9 +131,9 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
     """int8 and int16 dense rows run as exact integer dots on the uint8 stacked
     image (dense/_simd.py; int16 rows as their two bytes), with the very bits
     of the float32 kernels on the same integer weights (the threshold was refit
-    on those exact values).  int16 rows are checked in both integer forms
-    (vpdpbusd where this CPU has VNNI, and the portable one), int8 rows in
-    this process's form (each compiled form costs a Numba compilation)."""
+    on those exact values).  Both widths are checked in every integer form the
+    target has: vpdpbusd (VNNI), the AVX2 form (uint16 image, int16 rows,
+    vpmaddwd) and the portable one."""
     from facesegment.dense import _pooled, _simd
     from facesegment.dense import predict_image
 
@@ -144,7 +144,10 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
     as_float = Model.from_estimator(model.to_estimator(), kind=model.kind, layout=model.layout)
     as_float.arrays = a._replace(weights=a.weights.astype(np.float32))
     ref = predict_proba_raw(as_float, image)
-    forms = ["u8vnni", "u8"] if _simd.VNNI and dtype == "int16" else [_simd.VARIANT]
+    feats = _simd.target_features()
+    forms = [_simd.VARIANTS[f] for f, ok in (("vnni", _simd.form_of(feats) == "vnni"),
+                                             ("avx2", "avx2" in feats), ("portable", True)) if ok]
+    assert _simd.VARIANT in forms
     for form in forms:
         monkeypatch.setattr(_pooled, "INT_VARIANT", form)
         np.testing.assert_array_equal(predict_proba_raw(model, image), ref)
