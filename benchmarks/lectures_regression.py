@@ -4,6 +4,7 @@
     python -m benchmarks.lectures_regression --quick    # 2 splits, no face task
     python -m benchmarks.lectures_regression --datasets diabetes --splits 30 \
         --out reports/lectures/regression-diabetes-30
+    python -m benchmarks.lectures_regression --datasets faces --forests extra-trees
 
 Our AxisAlignedForestRegressor and ExtraTreesForestRegressor against
 scikit-learn's RandomForestRegressor and ExtraTreesRegressor with the same
@@ -12,7 +13,8 @@ node, min_samples_leaf 1, bootstrap for the random forests, none for
 extra-trees; ``n_jobs=1``, so both grow one tree at a time on one core).
 Each dataset is split 75/25 at random with seeds 0..S-1 (S = 30 for datasets
 under 1,000 rows, whose 25 % test sets are small, 5 otherwise); the test R² is
-averaged over the splits, the fit time is the median over the splits of the
+averaged over the splits, with the standard error of the mean difference
+(paired: both forests see the same splits), the fit time is the median over the splits of the
 process CPU time (``time.process_time``; less sensitive to a busy machine
 than wall time, which is reported beside it).
 
