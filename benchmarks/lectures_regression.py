@@ -182,7 +182,8 @@ def markdown(results, command):
         for label, r in res["pairs"].items():
             lines.append(f"| {name} ({res['n']} x {res['p']}) | {res['splits']} | {label} "
                          f"| {r['r2_ours']:.4f} | "
-                         f"{r['r2_sklearn']:.4f} | {r['r2_diff']:+.4f} ± {r.get('r2_diff_se', 0):.4f} | "
+                         f"{r['r2_sklearn']:.4f} | {r['r2_diff']:+.4f} "
+                         f"± {r.get('r2_diff_se', 0):.4f} | "
                          f"{r['fit_cpu_ours']:.3f} / {r['fit_cpu_sklearn']:.3f} | "
                          f"{r['cpu_ratio']:.2f} | {r['wall_ratio']:.2f} |")
     return "\n".join(lines) + "\n"
