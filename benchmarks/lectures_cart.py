@@ -10,8 +10,10 @@ as they are, no scaling: trees do not care):
   oob_score=True)`` and ``RandomForestClassifier(30, criterion="gini",
   max_features="sqrt", oob_score=True)``, both single-threaded, over the seeds:
   test accuracy, ``oob_score_`` and fit time (process CPU seconds) of each; the differences ours
-  minus scikit-learn's in points (targets: |Δ test| <= 0.3, |Δ OOB| <= 0.5), and
-  our OOB accuracy minus our test accuracy (target: within 1 point).
+  minus scikit-learn's in points (targets: |Δ test| <= 0.3, |Δ OOB| <= 0.5; the
+  standard error of Δ test over the seeds), our OOB accuracy minus our test
+  accuracy (target: within 1 point), and the single trees of both forests
+  (nodes, depth, one tree's test accuracy).
 * **Missing values**: on ``--missing-datasets``, ``--rates`` of the entries of
   both X matrices set to NaN at random (seeded; the same matrices for both
   forests), the same two forests (target: |Δ test| <= 0.5).
@@ -66,12 +68,29 @@ def forests(seed):
     }
 
 
+def tree_shapes(est, Xt, yt):
+    """Per tree: ``(nodes, depth, test accuracy in %)`` of a fitted forest of either library."""
+    if hasattr(est, "forest_"):
+        fa = est.forest_
+        ends = np.append(fa.roots[1:], fa.n_nodes)
+        nodes = ends - fa.roots
+        depth = [int(fa.depth[a:b].max()) for a, b in zip(fa.roots, ends)]
+    else:
+        nodes = [e.tree_.node_count for e in est.estimators_]
+        depth = [e.tree_.max_depth for e in est.estimators_]
+    classes = est.classes_
+    acc = [100 * float(np.mean(classes[np.argmax(e.predict_proba(Xt), axis=1)] == yt))
+           for e in est.estimators_]
+    return [[int(n), int(d), a] for n, d, a in zip(nodes, depth, acc)]
+
+
 def fit_score(est, X, y, Xt, yt):
     t0, c0 = time.perf_counter(), time.process_time()
     est.fit(X, y)
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"test": 100 * float(np.mean(est.predict(Xt) == yt)),
-            "oob": 100 * float(est.oob_score_), "fit_s": fit_s, "fit_cpu": fit_cpu}
+            "oob": 100 * float(est.oob_score_), "fit_s": fit_s, "fit_cpu": fit_cpu,
+            "trees": tree_shapes(est, Xt, yt)}
 
 
 def compare(X, y, Xt, yt, seeds, progress, what):
@@ -88,8 +107,15 @@ def compare(X, y, Xt, yt, seeds, progress, what):
         row[name]["test_sd"] = float(np.std(tests, ddof=1)) if len(rs) > 1 else 0.0
         row[name]["test_per_seed"] = [r["test"] for r in rs]
         row[name]["oob_per_seed"] = [r["oob"] for r in rs]
+        trees = np.array([t for r in rs for t in r["trees"]], dtype=np.float64)
+        row[name]["tree_mean"] = trees.mean(axis=0).tolist()  # nodes, depth, accuracy
+        row[name]["tree_se"] = (trees.std(axis=0, ddof=1) / np.sqrt(len(trees))).tolist()
     o, s = row["ours"], row["sklearn"]
     row["delta_test"] = o["test"] - s["test"]
+    # the two libraries' seeds are independent draws: the standard error of the
+    # difference of the two means
+    row["delta_test_se"] = (float(np.hypot(o["test_sd"], s["test_sd"]) / np.sqrt(len(seeds)))
+                            if len(seeds) > 1 else 0.0)
     row["delta_oob"] = o["oob"] - s["oob"]
     row["ours_oob_minus_test"] = o["oob"] - o["test"]
     row["sklearn_oob_minus_test"] = s["oob"] - s["test"]
@@ -116,7 +142,8 @@ def markdown(res):
         "",
         f"Made by `{res['command']}` ({res['machine']}; seeds {res['seeds']}, {T} trees, "
         "max_features='sqrt', n_jobs=1 for both). Accuracies in %, means over the seeds "
-        "(± their standard deviation); Δ = ours − scikit-learn's, in points. Fit time: "
+        "(± their standard deviation); Δ = ours − scikit-learn's, in points (± its standard "
+        "error over the seeds, the two libraries' runs counted as independent). Fit time: "
         "process CPU seconds of `fit` (out-of-bag estimate included), mean over the seeds.",
         "",
         "## Gini: AxisAlignedForest(criterion='gini') vs RandomForestClassifier(criterion='gini')",
@@ -131,10 +158,20 @@ def markdown(res):
             f"| {name} | {r['n_train']}{' (of ' + str(r['n_train_all']) + ')' if r['n_train'] < r['n_train_all'] else ''} "
             f"| {o['test']:.2f} ± {o.get('test_sd', 0):.2f} "
             f"| {s['test']:.2f} ± {s.get('test_sd', 0):.2f} "
-            f"| {r['delta_test']:+.2f} | {o['oob']:.2f} "
+            f"| {r['delta_test']:+.2f} ± {r.get('delta_test_se', 0):.2f} | {o['oob']:.2f} "
             f"| {s['oob']:.2f} | {r['delta_oob']:+.2f} | {r['ours_oob_minus_test']:+.2f} "
             f"| {r['sklearn_oob_minus_test']:+.2f} | {r['fit_ratio']:.2f} ({o['fit_cpu']:.2f} s / "
             f"{s['fit_cpu']:.2f} s) |")
+    lines += ["", "## Single trees of the Gini forests (mean ± standard error over every tree "
+              "of every seed)", "",
+              "| dataset | nodes ours | nodes sklearn | depth ours | depth sklearn "
+              "| one tree's test accuracy ours | sklearn |", "|---|---|---|---|---|---|---|"]
+    for name, r in res["gini"].items():
+        if "tree_mean" not in r["ours"]:
+            continue
+        cells = [f"{r[side]['tree_mean'][i]:.{dec}f} ± {r[side]['tree_se'][i]:.{dec}f}"
+                 for i, dec in ((0, 0), (1, 1), (2, 2)) for side in ("ours", "sklearn")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "## Missing values: entries of train and test X set to NaN at random", "",
               "| dataset | NaN share | ours test | sklearn test | Δ test (≤0.5) | fit time ours / sklearn |",
               "|---|---|---|---|---|---|"]

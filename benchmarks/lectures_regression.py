@@ -4,6 +4,7 @@
     python -m benchmarks.lectures_regression --quick    # 2 splits, no face task
     python -m benchmarks.lectures_regression --datasets diabetes --splits 30 \
         --out reports/lectures/regression-diabetes-30
+    python -m benchmarks.lectures_regression --datasets faces --forests extra-trees
 
 Our AxisAlignedForestRegressor and ExtraTreesForestRegressor against
 scikit-learn's RandomForestRegressor and ExtraTreesRegressor with the same
@@ -12,7 +13,8 @@ node, min_samples_leaf 1, bootstrap for the random forests, none for
 extra-trees; ``n_jobs=1``, so both grow one tree at a time on one core).
 Each dataset is split 75/25 at random with seeds 0..S-1 (S = 30 for datasets
 under 1,000 rows, whose 25 % test sets are small, 5 otherwise); the test R² is
-averaged over the splits, the fit time is the median over the splits of the
+averaged over the splits, with the standard error of the mean difference
+(paired: both forests see the same splits), the fit time is the median over the splits of the
 process CPU time (``time.process_time``; less sensitive to a busy machine
 than wall time, which is reported beside it).
 
@@ -118,17 +120,18 @@ def default_splits(n_rows, quick, splits):
     return 2 if quick else (SMALL_SPLITS if n_rows < SMALL_ROWS else 5)
 
 
-def run(quick, names=None, splits=None):
+def run(quick, names=None, splits=None, forests=None):
     data = datasets(quick, names)
+    pairs = {k: v for k, v in PAIRS.items() if forests is None or k.replace(" ", "-") in forests}
     results = {}
     total = sum(default_splits(len(y), quick, splits) for _, y, _ in data.values())
-    bar = Progress(total * len(PAIRS), desc="regression", unit="fits")
+    bar = Progress(total * len(pairs), desc="regression", unit="fits")
     with bar:
         for name, (X, y, extra) in data.items():
             n_splits = default_splits(len(y), quick, splits)
             params = {k: v for k, v in extra.items() if k != "group"}
             params = {"n_estimators": 100, **params}
-            for label, (ours, theirs) in PAIRS.items():
+            for label, (ours, theirs) in pairs.items():
                 ours(n_estimators=1).fit(X[:50], y[:50])  # compile the kernels first
                 rec = {"ours": [], "sklearn": [], "cpu_ours": [], "cpu_sklearn": [],
                        "wall_ours": [], "wall_sklearn": []}
@@ -147,12 +150,20 @@ def run(quick, names=None, splits=None):
     return results
 
 
+def paired_se(a, b):
+    """Standard error of the mean of ``a - b`` over the splits (both forests
+    saw the same split, so the differences are paired); 0 for one split."""
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    return float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
+
+
 def summarise(rec):
     med = {k: float(np.median(v)) for k, v in rec.items() if k.startswith(("cpu", "wall"))}
     return {"r2_ours": float(np.mean(rec["ours"])), "r2_sklearn": float(np.mean(rec["sklearn"])),
             "r2_ours_splits": [float(v) for v in rec["ours"]],
             "r2_sklearn_splits": [float(v) for v in rec["sklearn"]],
             "r2_diff": float(np.mean(rec["ours"]) - np.mean(rec["sklearn"])),
+            "r2_diff_se": paired_se(rec["ours"], rec["sklearn"]),
             "fit_cpu_ours": med["cpu_ours"], "fit_cpu_sklearn": med["cpu_sklearn"],
             "fit_wall_ours": med["wall_ours"], "fit_wall_sklearn": med["wall_sklearn"],
             "cpu_ratio": med["cpu_ours"] / med["cpu_sklearn"],
@@ -161,8 +172,9 @@ def summarise(rec):
 
 def markdown(results, command):
     lines = [f"Regression forests beside scikit-learn (`{command}`; test R² averaged over "
-             "the random 75/25 splits, fit time the median over the splits, "
-             "n_jobs=1 for both).", "",
+             "the random 75/25 splits; difference ours − scikit-learn's ± its standard error "
+             "over the splits (paired: the same splits for both); fit time the median over "
+             "the splits, n_jobs=1 for both).", "",
              "| data (n x p) | splits | forest | R² ours | R² scikit-learn | difference | fit CPU s "
              "ours / scikit-learn | CPU ratio | wall ratio |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -170,7 +182,8 @@ def markdown(results, command):
         for label, r in res["pairs"].items():
             lines.append(f"| {name} ({res['n']} x {res['p']}) | {res['splits']} | {label} "
                          f"| {r['r2_ours']:.4f} | "
-                         f"{r['r2_sklearn']:.4f} | {r['r2_diff']:+.4f} | "
+                         f"{r['r2_sklearn']:.4f} | {r['r2_diff']:+.4f} "
+                         f"± {r.get('r2_diff_se', 0):.4f} | "
                          f"{r['fit_cpu_ours']:.3f} / {r['fit_cpu_sklearn']:.3f} | "
                          f"{r['cpu_ratio']:.2f} | {r['wall_ratio']:.2f} |")
     return "\n".join(lines) + "\n"
@@ -181,12 +194,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="2 splits, no face task")
     ap.add_argument("--datasets", nargs="+", choices=("diabetes", "friedman1", "faces"),
                     help="only these (default: all)")
+    ap.add_argument("--forests", nargs="+", choices=("random-forest", "extra-trees"),
+                    help="only these pairs (default: both)")
     ap.add_argument("--splits", type=int, help=f"random splits (default {SMALL_SPLITS} for "
                     f"datasets under {SMALL_ROWS} rows, else 5; --quick 2)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "lectures"),
                     help="folder of regression.json / regression.md")
     args = ap.parse_args(argv)
-    results = run(args.quick, args.datasets, args.splits)
+    results = run(args.quick, args.datasets, args.splits, args.forests)
     command = " ".join(["python -m benchmarks.lectures_regression"] + (argv if argv is not None
                                                                       else sys.argv[1:]))
     out = Path(args.out)
