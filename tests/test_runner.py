@@ -209,3 +209,31 @@ def test_face_pipeline_runs_its_stages_through_the_runner(tmp_path, monkeypatch,
     assert spy["pipelines.run"] == [["data", "extract", "select"]]
     assert (ctx.reports / "stamps" / "extract.json").is_file()
     assert not (ctx.reports / "stamps" / "select.json").exists()
+
+
+# ------------------------------------------------------------------ layers
+
+#: The pages: rendered from the files the stages wrote.
+REPORTS = ("report", "prior_report", "timings", "investigate_report", "uci_report",
+           "nongreedy_report")
+#: What the pages may read besides each other: names, labels and file helpers.
+CONFIG = ("common", "config", "uci_config", "uci_data")
+
+
+def test_the_report_modules_import_no_stage_code():
+    """config -> stages -> report: a page reads files, never a stage or the runner."""
+    from tests.test_import_graph import import_graph
+
+    graph = import_graph()
+    allowed = {f"pipelines.{m}" for m in REPORTS + CONFIG}
+    for page in REPORTS:
+        seen, todo = set(), [f"pipelines.{page}"]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += [t for t in graph[m] if t.startswith("pipelines.")]
+        assert seen <= allowed, (page, sorted(seen - allowed))
+    for harness in ("run", "uci", "nongreedy"):
+        assert "pipelines.runner" in graph[f"pipelines.{harness}"]
+    assert not [t for t in graph["pipelines.runner"] if t.startswith("pipelines")]
