@@ -19,10 +19,12 @@ the format of ``../shared/data/uci``) two experiments:
   ``ng-axis`` at that depth, when there is one), test accuracy of their first
   k trees for k in ``forest_trees``.
 
-Every unit of work writes ``OUT/runs/NAME/<unit>.json`` atomically with a key
-hashed from its settings and the dataset's sha256; a rerun skips the units whose
-file has the same key (resumable).  One progress line per unit (done/total,
-elapsed, ETA).  Then ``OUT/results.json``, ``OUT/tables.md`` and
+Every unit of work is a stage of the shared runner (:mod:`pipelines.runner`)
+writing ``OUT/runs/NAME/<unit>.json`` atomically with a key hashed from its
+settings and the dataset's sha256; a rerun skips the units whose file has the
+same key (resumable).  One progress line per unit (done/total, elapsed, ETA).
+A dataset that fails is one error line (exit status 2 at the end) while the
+others run.  Then ``OUT/results.json``, ``OUT/tables.md`` and
 ``OUT/nongreedy.png`` are rendered from the files.  ``--quick``: tiny grids
 (tests, smoke runs).
 """
@@ -37,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from facesegment.atomic import write_json_atomic
+from facesegment.errors import DataError
 
+from .runner import Counter, Stage, exit_code, guarded, keyed_result, run_stages
 from .uci_data import find_datasets, load_dataset, stratified_split, stratified_subsample
 
 DEFAULT_ROOT = "../shared/data/uci"
@@ -184,61 +188,78 @@ def _read(path):
         return None
 
 
-def _fmt_s(s):
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+def unit_summary(res):
+    """A unit's accuracies, for its progress line."""
+    acc = res.get("test_acc")
+    return (f"test {acc:.4f} train {res['train_acc']:.4f}" if isinstance(acc, float)
+            else "test " + " ".join(f"{k}:{v:.4f}" for k, v in acc.items()))
 
 
-class Runner:
-    """Runs the units of all datasets in order, skipping finished ones, logging progress."""
+class Datasets:
+    """One dataset at a time, loaded when a unit of it first needs it."""
 
-    def __init__(self, out, cfg, total, log, force=False, todo=None):
-        self.out, self.cfg, self.total, self.log, self.force = out, cfg, total, log, force
-        self.todo = total if todo is None else todo  # units expected to run (for the ETA)
-        self.done = 0
-        self.ran = 0
-        self.run_s = 0.0
-        self.t0 = time.perf_counter()
+    def __init__(self, root):
+        self.root, self.name, self.ds = Path(root), None, None
 
-    def unit(self, ds, name, fn, method=None, extra=None):
-        path = self.out / "runs" / ds.name / f"{name}.json"
-        key = unit_key(name, ds, unit_settings(self.cfg, method), extra)
-        old = _read(path)
-        self.done += 1
-        if old is not None and old.get("key") == key and not self.force:
-            self.log(f"[nongreedy] {self.done}/{self.total} {ds.name} {name}: done before")
-            return old
-        t = time.perf_counter()
-        res = fn()
-        dt = time.perf_counter() - t
-        res["key"] = key
+    def __call__(self, name):
+        if name != self.name:
+            self.name, self.ds = name, None
+            self.ds = load_dataset(self.root / name)
+        return self.ds
+
+
+def unit_stage(out, get, name, unit, fn, settings, extra=lambda: None):
+    """A :class:`pipelines.runner.Stage` writing ``OUT/runs/NAME/UNIT.json`` (with its
+    key) from ``fn(ds)``; fresh when that file holds the key."""
+    path = Path(out) / "runs" / name / f"{unit}.json"
+
+    def key():
+        return unit_key(unit, get(name), settings, extra())
+
+    def run():
+        k = key()
+        res = fn(get(name))
+        res["key"] = k
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, res)
-        self.ran += 1
-        self.run_s += dt
-        eta = self.run_s / self.ran * max(self.todo - self.ran, 0)
-        acc = res.get("test_acc")
-        acc = (f"test {acc:.4f} train {res['train_acc']:.4f}" if isinstance(acc, float)
-               else "test " + " ".join(f"{k}:{v:.4f}" for k, v in acc.items()))
-        self.log(f"[nongreedy] {self.done}/{self.total} {ds.name} {name}: {acc} ({dt:.1f} s); "
-                 f"elapsed {_fmt_s(time.perf_counter() - self.t0)}, ETA {_fmt_s(eta)}")
         return res
 
+    return Stage(f"{name} {unit}", run, fresh=lambda: keyed_result(path, key()), group=name)
 
-def run_dataset(runner, ds, cfg, methods, forests):
-    trees = []
+
+def dataset_units(out, get, name, cfg, methods, forests):
+    """The units of one dataset: every (depth, method) tree, then the forests (the
+    non-greedy forest with the setting chosen for ng-axis at ``forest_depth``)."""
+    stages, results = [], {}
+
+    def keep(unit, fn):  # the tree results, fresh or new, for chosen()
+        def run(ds=None):
+            results[unit] = fn(ds)
+            return results[unit]
+        return run
+
     for depth in cfg["depths"]:
         for method in methods:
-            trees.append(runner.unit(ds, f"tree-d{depth:02d}-{method}",
-                                     lambda m=method, d=depth: run_tree(ds, m, d, cfg),
-                                     method=method))
-    chosen = next((r["params"] for r in trees
-                   if r["method"] == "ng-axis" and r["depth"] == cfg["forest_depth"]), {})
-    res = []
+            unit = f"tree-d{depth:02d}-{method}"
+            st = unit_stage(out, get, name, unit,
+                            keep(unit, lambda ds, m=method, d=depth: run_tree(ds, m, d, cfg)),
+                            unit_settings(cfg, method))
+            st.fresh = keep(unit, lambda ds, fresh=st.fresh: fresh())
+            stages.append(st)
+    ng = f"tree-d{cfg['forest_depth']:02d}-ng-axis"
+
+    def chosen():
+        return (results.get(ng) or {}).get("params", {})
+
     for kind in forests:
-        res.append(runner.unit(ds, f"forest-{kind}", lambda k=kind: run_forest(ds, k, cfg, chosen),
-                               extra=chosen if kind == "ng-forest" else None))
-    return trees, res
+        st = unit_stage(out, get, name, f"forest-{kind}",
+                        lambda ds, k=kind: run_forest(ds, k, cfg, chosen()),
+                        unit_settings(cfg),
+                        extra=chosen if kind == "ng-forest" else (lambda: None))
+        if kind == "ng-forest" and any(s.name == f"{name} {ng}" for s in stages):
+            st.deps = (f"{name} {ng}",)
+        stages.append(st)
+    return stages
 
 
 def pending(out, root, names, cfg, methods, forests):
@@ -320,35 +341,43 @@ def config(args):
     return cfg
 
 
-def main(argv=None, log=None):
-    from . import nongreedy_report
+#: Failures of one dataset reported as one line while the others go on.
+DATASET_ERRORS = (DataError, MemoryError, ValueError, ArithmeticError)
 
+
+def main(argv=None, log=None):
     args = get_parser().parse_args(argv)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return guarded("nongreedy", lambda: _main(args, argv, log), what="units")
+
+
+def _error(stage, exc):
+    print(f"nongreedy: error: {stage.group}: {type(exc).__name__}: {exc}"
+          if not isinstance(exc, DataError) else f"nongreedy: error: {exc}",
+          file=sys.stderr, flush=True)
+
+
+def _main(args, argv, log):
+    from . import nongreedy_report
+
     cfg = config(args)
     out = Path(args.out or ("reports/nongreedy/quick" if args.quick else "reports/nongreedy"))
     found = find_datasets(args.root)
     names = args.datasets or [d for d in DEFAULT_DATASETS if d in found] or found
     forests = [] if "none" in args.forests else args.forests
-    total = len(names) * (len(cfg["depths"]) * len(args.methods) + len(forests))
-    todo = total if args.force else pending(out, args.root, names, cfg, args.methods, forests)
-    runner = Runner(out, cfg, total, log, args.force, todo)
-    trees, forest_res = [], []
-    try:
-        for name in names:
-            ds = load_dataset(Path(args.root) / name)
-            t, f = run_dataset(runner, ds, cfg, args.methods, forests)
-            trees += t
-            forest_res += f
-    except KeyboardInterrupt:
-        log("nongreedy: interrupted; finished units were kept")
-        return 130
+    get = Datasets(args.root)
+    stages = [st for name in names
+              for st in dataset_units(out, get, name, cfg, args.methods, forests)]
+    todo = (len(stages) if args.force
+            else pending(out, args.root, names, cfg, args.methods, forests))
+    outcomes = run_stages(stages, Counter(log, "nongreedy", len(stages), todo, unit_summary),
+                          force=args.force, keep_going=DATASET_ERRORS, on_error=_error)
     trees, forest_res = collect(out)  # every dataset run so far, not only these
     nongreedy_report.render(out, cfg, trees, forest_res,
                             sys.argv[1:] if argv is None else list(argv))
     log(f"[nongreedy] wrote {out / 'tables.md'}, {out / 'results.json'}, "
         f"{out / 'nongreedy.png'}")
-    return 0
+    return exit_code(outcomes)
 
 
 if __name__ == "__main__":

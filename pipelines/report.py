@@ -23,6 +23,8 @@ import os
 import sys
 from pathlib import Path
 
+from facesegment.atomic import write_json_atomic
+
 from .common import finished_runs, load_json, portable
 from .results_page import render_run
 
@@ -72,8 +74,6 @@ def write_config_snapshot(run_dir, cfg):
     """Save the effective configuration of a run as ``config.json``: what the results
     depend on, so paths are relative to the repository root and ``[run] workers`` /
     ``scheduler`` (``--workers``, ``--scheduler``) are left out."""
-    from .stamps import write_json_atomic
-
     snap = {k: (dict(v) if isinstance(v, dict) else v) for k, v in cfg.items()
             if not k.startswith("_")}
     for key in ("path", "labels", "lfw_dest", "lfw_labels"):
@@ -84,7 +84,7 @@ def write_config_snapshot(run_dir, cfg):
     snap.update(preset=cfg.get("_preset"), config_file=portable(cfg.get("_path")),
                 run_name=Path(run_dir).name)
     path = Path(run_dir) / "config.json"
-    write_json_atomic(path, snap)
+    write_json_atomic(path, snap, sort_keys=True)
     return path
 
 
@@ -98,8 +98,6 @@ def write_reports(root, run_dir, cfg=None, docs=True):
     """
     from facesegment.atomic import write_text_atomic
 
-    from .stamps import write_json_atomic
-
     from .timings import collect_timings, render_timings
 
     root, run_dir = Path(root), Path(run_dir)
@@ -108,7 +106,7 @@ def write_reports(root, run_dir, cfg=None, docs=True):
         out.append(write_config_snapshot(run_dir, cfg))
     timings = collect_timings(run_dir)
     tj = run_dir / "timings.json"
-    write_json_atomic(tj, timings)
+    write_json_atomic(tj, timings, sort_keys=True)
     text = "# Results: " + run_dir.name + "\n\n" + render_run(run_dir)
     text += f"\nCommand: `{command(run_dir)}`\n"
     res = run_dir / "results.md"

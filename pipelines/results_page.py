@@ -206,7 +206,7 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     # ---- investigation (python -m pipelines.investigate)
     inv = load_json(run_dir, "investigation.json")
     if inv:
-        from .investigate import markdown
+        from .investigate_report import markdown
 
         L.append(markdown(inv, heading=h + "#"))
         L += _findings(evals, kinds, sizes, inv, conf)

@@ -1,33 +1,30 @@
 """Command line of the main job: ``python -m pipelines.run [options] STAGE``.
 
-The stages form a Dask graph (``dask.delayed``, one node per stage, per forest
-kind for train and evaluate)::
+The stages form a graph (one node per stage, per forest kind for train and
+evaluate)::
 
     data -> extract -> select -> train:{axis,two-probe,co2,co2-best} -> evaluate:{...}
          -> figures -> report
 
 Asking for a stage runs what it depends on first; stages whose stamp is up to
-date are skipped.  The graph runs on Dask's synchronous scheduler so that each
-stage has the machine to itself (the training and inference times it reports
-are then honest); the work inside a stage is parallel (threads, or a
-``distributed`` cluster with ``--scheduler``).
+date are skipped.  The shared stage runner (:mod:`pipelines.runner`) runs them
+one at a time, so that each stage has the machine to itself (the training and
+inference times it reports are then honest); the work inside a stage is
+parallel (threads, or a Dask ``distributed`` cluster with ``--scheduler``).
 """
 
 import argparse
-import json
 import sys
 import time
 
-import dask
-
-from facesegment.cli import sigterm_raises
-from facesegment.errors import DataError, FaceSegmentError, Terminated
+from facesegment.errors import DataError
 
 from . import STAGES
 from .common import CASCADE_PREFIX
 from .config import load_config, section_hash
+from .runner import Stage, StageLog, guarded, run_stages
 from .stages import Context, build_stages
-from .stamps import is_up_to_date, stage_key, write_stamp
+from .stamps import is_up_to_date, read_stamp, stage_key, write_stamp
 
 TARGETS = ("all",) + STAGES + ("label",)
 
@@ -102,66 +99,61 @@ def _expand(names, stages):
     return out
 
 
-def _took(stamp):
-    """`` (took 12.3 s, finished ...)`` from a stage's stamp, or ``""``."""
-    try:
-        st = json.loads(stamp.read_text())
-        return f" (took {st['seconds']:.1f} s, finished {st['finished']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
+def runner_stage(ctx, stage, dry_run=False):
+    """``stage`` of :func:`build_stages` as a :class:`pipelines.runner.Stage`: fresh
+    when its stamp holds the key of its config and inputs; the stamp is written
+    after it ran."""
+    stamp = ctx.reports / "stamps" / f"{stage.name.replace(':', '-')}.json"
+    keys = {}
+
+    def key():
+        return stage_key(section_hash({"c": stage.config(ctx)}, "c"), stage.inputs(ctx))
+
+    def fresh():
+        try:
+            keys["key"] = key()
+        except DataError:
+            if not dry_run:
+                raise
+            return None  # an earlier stage has not written what this one reads yet
+        return read_stamp(stamp) if is_up_to_date(stamp, keys["key"]) else None
+
+    def run():
+        if "key" not in keys:  # forced: fresh() was not asked
+            keys["key"] = key()
+        return stage.run(ctx)
+
+    def record(outputs, secs):
+        # the key from before the run: inputs written by this very stage do not count
+        write_stamp(stamp, stage.name, keys["key"], outputs, secs)
+
+    return Stage(stage.name, run, tuple(stage.deps), fresh, record)
 
 
 def execute(ctx, stage, force=False, dry_run=False):
     """Run one stage unless its stamp is up to date; return its status."""
-    stamp = ctx.reports / "stamps" / f"{stage.name.replace(':', '-')}.json"
-    status = ctx.cache.setdefault("status", {})
-    try:
-        key = stage_key(section_hash({"c": stage.config(ctx)}, "c"), stage.inputs(ctx))
-    except DataError:
-        if not dry_run:
-            raise
-        key = None  # an earlier stage has not written what this one reads yet
-    if key is not None and not force and is_up_to_date(stamp, key):
-        ctx.log(f"[{stage.name}] up to date, skipped{_took(stamp)}")
-        status[stage.name] = "skipped"
-        return "skipped"
-    if dry_run:
-        ctx.log(f"[{stage.name}] would run")
-        status[stage.name] = "would run"
-        return "would run"
-    ctx.log(f"[{stage.name}] running")
-    t0 = time.perf_counter()
-    outputs = stage.run(ctx)
-    secs = time.perf_counter() - t0
-    # the key is recomputed: inputs written by this very stage do not count
-    write_stamp(stamp, stage.name, key, outputs, secs)
-    ctx.log(f"[{stage.name}] done in {secs:.1f} s")
-    status[stage.name] = "ran"
-    return "ran"
+    return _run_all(ctx, [runner_stage(ctx, stage, dry_run)], [stage.name] if force else [],
+                    dry_run)[stage.name].status
 
 
-def build_graph(ctx, target, force=(), dry_run=False):
-    """``dask.delayed`` nodes for ``target`` and everything it depends on."""
+def run_target(ctx, target, force=(), dry_run=False):
+    """Bring ``target`` and everything it depends on up to date; ``{name: Outcome}``."""
     stages = build_stages(ctx.cfg)
     wanted = _expand([target], stages) if target != "all" else set(stages)
-    forced = _expand(force, stages)
-    nodes = {}
-
-    def node(name):
-        if name not in nodes:
-            st = stages[name]
-            deps = [node(d) for d in st.deps]
-            nodes[name] = dask.delayed(_run_after, pure=False, name=f"stage-{name}")(
-                ctx, st, name in forced, dry_run, *deps)
-        return nodes[name]
-
-    return {name: node(name) for name in stages if name in wanted}
+    need, todo = set(), list(wanted)
+    while todo:
+        name = todo.pop()
+        if name not in need:
+            need.add(name)
+            todo += list(stages[name].deps)
+    return _run_all(ctx, [runner_stage(ctx, st, dry_run) for name, st in stages.items()
+                          if name in need], _expand(force, stages), dry_run)
 
 
-def _run_after(ctx, stage, force, dry_run, *deps):
-    # in a dry run, a stage after one that would run would run too
-    return execute(ctx, stage, force=force or (dry_run and "would run" in deps),
-                   dry_run=dry_run)
+def _run_all(ctx, stages, forced, dry_run):
+    outcomes = run_stages(stages, StageLog(ctx.log), force=forced, dry_run=dry_run)
+    ctx.cache.setdefault("status", {}).update({k: o.status for k, o in outcomes.items()})
+    return outcomes
 
 
 def main(argv=None, log=None):
@@ -174,41 +166,29 @@ def main(argv=None, log=None):
                          + ", ".join(sorted({s.split(':')[0] for s in names}))
                          + " or a single stage such as train:co2")
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    with sigterm_raises():  # SIGTERM (a job scheduler) unwinds like Ctrl-C
-        return _run(args, log)
+    return guarded("pipeline", lambda: _run(args, log))
 
 
 def _run(args, log):
-    try:
-        cfg = load_config(args.config, args.preset, data=args.data, labels=args.labels,
-                          name=args.name)
-        if args.workers is not None:
-            cfg["run"]["workers"] = args.workers
-        if args.scheduler is not None:
-            cfg["run"]["scheduler"] = args.scheduler
-        ctx = Context(cfg, full_grid=args.full_grid, log=log)
-        log(f"pipeline: run {ctx.run} (preset {cfg['_preset']}), target {args.stage}")
-        graph = build_graph(ctx, args.stage, args.force, args.dry_run)
-        if not graph:
-            raise DataError(args.config, f"has no stage {args.stage!r}",
-                            "name a kind or cascade of the config, e.g. evaluate:two-probe")
-        t0 = time.perf_counter()
-        dask.compute(graph, scheduler="sync")
-        status = ctx.cache.get("status", {})
-        ran = [k for k, v in status.items() if v != "skipped"]
-        log(f"pipeline: {args.stage} finished in {time.perf_counter() - t0:.1f} s "
-            f"({len(ran)} stage(s) {'to run' if args.dry_run else 'ran'}: "
-            f"{', '.join(ran) or 'none'}; {len(status) - len(ran)} up to date)")
-        return 0
-    except FaceSegmentError as exc:
-        print(f"pipeline: error: {exc}", file=sys.stderr)
-        return 2
-    except Terminated:
-        print("pipeline: terminated (SIGTERM); finished stages were kept", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("pipeline: interrupted; finished stages were kept", file=sys.stderr)
-        return 130
+    cfg = load_config(args.config, args.preset, data=args.data, labels=args.labels,
+                      name=args.name)
+    if args.workers is not None:
+        cfg["run"]["workers"] = args.workers
+    if args.scheduler is not None:
+        cfg["run"]["scheduler"] = args.scheduler
+    ctx = Context(cfg, full_grid=args.full_grid, log=log)
+    log(f"pipeline: run {ctx.run} (preset {cfg['_preset']}), target {args.stage}")
+    if args.stage != "all" and not _expand([args.stage], build_stages(ctx.cfg)):
+        raise DataError(args.config, f"has no stage {args.stage!r}",
+                        "name a kind or cascade of the config, e.g. evaluate:two-probe")
+    t0 = time.perf_counter()
+    status = {k: o.status for k, o in run_target(ctx, args.stage, args.force,
+                                                  args.dry_run).items()}
+    ran = [k for k, v in status.items() if v != "skipped"]
+    log(f"pipeline: {args.stage} finished in {time.perf_counter() - t0:.1f} s "
+        f"({len(ran)} stage(s) {'to run' if args.dry_run else 'ran'}: "
+        f"{', '.join(ran) or 'none'}; {len(status) - len(ran)} up to date)")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

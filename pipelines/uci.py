@@ -19,7 +19,9 @@ default ``../shared/data/uci``) and every kind of ``[run] kinds`` in
   run for the (dataset, kind) pairs whose estimated time fits in the budget,
   cheapest first (which ones ran is in timings.json and results.md).
 
-Each stage writes ``OUT/NAME/<stage>-<kind>.json`` atomically, with a key
+The stages run on the shared stage runner (:mod:`pipelines.runner`), one
+progress line per stage (done/total, elapsed, ETA).  Each stage writes
+``OUT/NAME/<stage>-<kind>.json`` atomically, with a key
 hashed from its settings, the code's layout version and the sha256 of the two
 npz files; a rerun skips a stage whose file has the same key.  These files
 hold no measured time, so two runs write the same bytes; the times go to
@@ -37,14 +39,13 @@ import time
 from pathlib import Path
 
 from facesegment.atomic import write_json_atomic
-from facesegment.cli import sigterm_raises
-from facesegment.errors import DataError, FaceSegmentError, Terminated
-from facesegment.progress import Progress
+from facesegment.errors import DataError, FaceSegmentError
 
 from . import uci_report
+from .runner import Bar, Stage, guarded, run_stages
 from .uci_config import load_config
 from .uci_data import check_dataset, find_datasets, folder_label, load_dataset
-from .uci_stages import DatasetRun, Timings, key_of, kinds_to_run, read_json, summary
+from .uci_stages import DatasetRun, Timings, key_of, kinds_to_run, summary
 
 DEFAULT_ROOT = "../shared/data/uci"
 
@@ -98,18 +99,7 @@ def _error(msg):
 def main(argv=None, log=None):
     args = get_parser().parse_args(argv)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    with sigterm_raises():
-        try:
-            return _main(args, log)
-        except FaceSegmentError as exc:
-            _error(exc)
-            return 2
-        except Terminated:
-            print("uci: terminated (SIGTERM); finished stages were kept", file=sys.stderr)
-            return 143
-        except KeyboardInterrupt:
-            print("uci: interrupted; finished stages were kept", file=sys.stderr)
-            return 130
+    return guarded("uci", lambda: _main(args, log))
 
 
 #: Failures of one dataset reported as one line while the others go on.
@@ -125,6 +115,46 @@ def _dataset_error(root, name, runner, exc):
     else:
         _error(f"{root / name}: {getattr(runner, 'current', 'loading')} failed: "
                f"{type(exc).__name__}: {exc}")
+
+
+class Datasets:
+    """The :class:`DatasetRun` of one dataset at a time, loaded when a stage of it
+    first needs it (the previous dataset's arrays are let go)."""
+
+    def __init__(self, root, cfg, out, workers, timings, log):
+        self.root, self.make = root, (lambda ds: DatasetRun(ds, cfg, out, workers, timings, log))
+        self.name = self.loaded = None
+
+    def __call__(self, name):
+        if name != self.name:
+            self.name, self.loaded = name, None
+            self.loaded = self.make(load_dataset(self.root / name))
+        return self.loaded
+
+    def on_error(self, stage, exc):
+        """A failed stage: one error line (the runner skips the dataset's other stages)."""
+        _dataset_error(self.root, stage.group, self.loaded if self.name == stage.group
+                       else None, exc)
+
+
+def dataset_stages(names, sel, tst, get, tables, on_test=None):
+    """The select and test stages of every dataset, in order (a select stage after
+    those of the kinds it inherits from, a test stage after its select);
+    ``on_test(result)`` is called with every test result, fresh or new."""
+    then = (lambda res: _then(res, on_test)) if on_test else (lambda res: res)
+    stages = []
+    for name in names:
+        for kind in sel:
+            deps = tuple(f"{name} {src} select"
+                         for src in tables.get(kind, {}).get("inherit", {}).values())
+            stages.append(Stage(f"{name} {kind} select", lambda n=name, k=kind: get(n).select(k),
+                                deps, lambda n=name, k=kind: get(n).select_fresh(k), group=name))
+        for kind in tst:
+            stages.append(Stage(f"{name} {kind} test",
+                                lambda n=name, k=kind: then(get(n).test(k)),
+                                (f"{name} {kind} select",),
+                                lambda n=name, k=kind: then(get(n).test_fresh(k)), group=name))
+    return stages
 
 
 def _datasets(args, cfg):
@@ -163,24 +193,21 @@ def _main(args, log):
     timings = Timings(out)
     sel, tst = kinds_to_run(cfg["run"]["kinds"], cfg["kinds"], args.kinds)
     t_start = time.perf_counter()
+    get = Datasets(root, cfg, out, args.workers, timings, log)
     big_todo = []
-    with Progress(len(ok) * (len(sel) + len(tst)), desc="uci", unit="stages") as bar:
-        for name in ok:
-            runner = None
-            try:
-                runner = DatasetRun(load_dataset(root / name), cfg, out, args.workers, timings,
-                                    log, args.force)
-                for kind in sel:
-                    bar.update(1, summary(runner.select(kind)))
-                for kind in tst:
-                    bar.update(1, summary(runner.test(kind)))
-                    if args.big_budget > 0:
-                        big_todo.append((name, kind, _big_estimate(runner, kind, timings)))
-            except DATASET_ERRORS as exc:
-                _dataset_error(root, name, runner, exc)
-                failed += 1
+
+    def estimate(res):  # a test result, fresh or new: the big forest's estimated time
+        if args.big_budget > 0:
+            big_todo.append((res["dataset"], res["kind"],
+                             _big_estimate(get(res["dataset"]), res["kind"], timings,
+                                           args.force)))
+
+    stages = dataset_stages(ok, sel, tst, get, cfg["kinds"], estimate)
+    outcomes = run_stages(stages, Bar(len(stages), "uci", summary), force=args.force,
+                          keep_going=DATASET_ERRORS, on_error=get.on_error)
+    failed += _failed_groups(stages, outcomes)
     if big_todo:
-        failed += _run_big(big_todo, args.big_budget * 60, root, cfg, out, args, timings, log)
+        failed += _run_big(big_todo, args.big_budget * 60, get, cfg, args, timings, log)
     timings.data["last_run_seconds"] = round(time.perf_counter() - t_start, 1)
     write_json_atomic(timings.path, timings.data, sort_keys=True)
     written = uci_report.write_reports(out, docs=docs)
@@ -191,10 +218,20 @@ def _main(args, log):
     return 0
 
 
-def _big_estimate(runner, kind, timings):
+def _then(res, fn):
+    if res is not None:
+        fn(res)
+    return res
+
+
+def _failed_groups(stages, outcomes):
+    """How many datasets had a stage fail."""
+    return len({st.group for st in stages if outcomes[st.name].status == "failed"})
+
+
+def _big_estimate(runner, kind, timings, force=False):
     """``(estimated seconds or None, already done)`` of the big stage of ``kind``."""
-    old = read_json(runner.out / f"big-{kind}.json")
-    if not runner.force and old and old.get("key") == runner.big_key(kind):
+    if not force and runner.big_fresh(kind) is not None:
         return 0.0, True
     t = timings.get(f"{runner.ds.name}/{kind}/test", key_of(runner.test_spec(kind)))
     if not t:
@@ -202,7 +239,7 @@ def _big_estimate(runner, kind, timings):
     return round((t["fit_s"] + t["eval_s"]) / t["trees"] * runner.run["big_trees"], 1), False
 
 
-def _run_big(todo, budget_s, root, cfg, out, args, timings, log):
+def _run_big(todo, budget_s, get, cfg, args, timings, log):
     """Grow the big forests whose estimates fit in ``budget_s``, cheapest first;
     return the number of datasets that failed."""
     plan, left = {}, budget_s
@@ -220,22 +257,20 @@ def _run_big(todo, budget_s, root, cfg, out, args, timings, log):
             timings.data["big_plan"][f"{name}/{kind}"] = old[f"{name}/{kind}"]
     log(f"uci: {cfg['run']['big_trees']}-tree forests within {budget_s / 60:g} min: "
         + (", ".join(f"{n} {k}" for n, ks in plan.items() for k in ks) or "none"))
-    failed = 0
-    for name, kinds in plan.items():
-        runner = None
-        try:
-            runner = DatasetRun(load_dataset(root / name), cfg, out, args.workers, timings, log)
-            for kind in kinds:
-                for k in kinds_to_run(cfg["run"]["kinds"], cfg["kinds"], [kind])[0]:
-                    if k not in runner.chosen:  # the chosen settings (select files up to date)
-                        runner.select(k)
-                runner.force = args.force
-                log(summary(runner.big(kind)))
-                runner.force = False
-        except DATASET_ERRORS as exc:
-            _dataset_error(root, name, runner, exc)
-            failed += 1
-    return failed
+
+    def chosen(name, kind):  # the settings of kind and those it inherits (select files)
+        runner = get(name)
+        for k in kinds_to_run(cfg["run"]["kinds"], cfg["kinds"], [kind])[0]:
+            if k not in runner.chosen and runner.select_fresh(k) is None:
+                runner.select(k)
+        return runner
+
+    stages = [Stage(f"{name} {kind} big", lambda n=name, k=kind: chosen(n, k).big(k),
+                    fresh=lambda n=name, k=kind: chosen(n, k).big_fresh(k), group=name)
+              for name, kinds in plan.items() for kind in kinds]
+    outcomes = run_stages(stages, Bar(len(stages), "uci big", summary), force=args.force,
+                          keep_going=DATASET_ERRORS, on_error=get.on_error)
+    return _failed_groups(stages, outcomes)
 
 
 if __name__ == "__main__":  # pragma: no cover

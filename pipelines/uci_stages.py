@@ -18,6 +18,7 @@ from pathlib import Path
 from facesegment.atomic import write_json_atomic
 from facesegment.progress import Progress
 
+from .runner import keyed_result
 from .uci_config import (CART_KINDS, dataset_config, fit_forest, grid, label, make_forest,
                          n_errors, proba_sums)
 from .uci_data import apply_scaler, fit_scaler, stratified_split, stratified_subsample
@@ -82,8 +83,8 @@ def _load_avg():
 class DatasetRun:
     """The stages of one dataset (its data, split and scaled copies in memory)."""
 
-    def __init__(self, ds, cfg, out, workers, timings, log, force=False):
-        self.ds, self.out, self.log, self.force = ds, Path(out) / ds.name, log, force
+    def __init__(self, ds, cfg, out, workers, timings, log):
+        self.ds, self.out, self.log = ds, Path(out) / ds.name, log
         self.run, self.kinds, self.large = dataset_config(cfg, ds.X.shape[0] * ds.n_features)
         self.workers = workers or self.run["workers"]
         self.timings = timings
@@ -125,28 +126,38 @@ class DatasetRun:
         fixed = dict(table.get("fixed", {}))
         return inherited, fixed, grid(table)
 
-    def _done(self, path, key):
-        """The stage's file when it holds ``key`` (and no --force), else None."""
-        old = read_json(path)
-        if not self.force and old and old.get("key") == key:
+    def _done(self, stage, kind, key):
+        """The stage's file when it holds ``key``, else None (the runner's skip test)."""
+        self.current = f"{kind} {stage}"
+        old = keyed_result(self.out / f"{stage}-{kind}.json", key)
+        if old is not None:
             old["_skipped"] = True
-            return old
-        return None
+        return old
 
-    def select(self, kind):
-        self.current = f"{kind} select"
+    def _select_spec(self, kind):
         inherited, fixed, settings = self._settings(kind)
         r = self.run
         spec = {"layout": LAYOUT, "stage": "select", "data": self.ds.sha256, "kind": kind,
                 "inherited": inherited, "fixed": fixed, "settings": settings, "seed": self.seed,
                 "validation": r["validation"], "trees": r["select_trees"],
                 "max_rows": r["select_max_rows"]}
-        key, path = key_of(spec), self.out / f"select-{kind}.json"
-        old = self._done(path, key)
-        if old is None:
-            old = self._select(kind, key, inherited, fixed, settings, path)
-        self.chosen[kind] = old["chosen"]
+        return key_of(spec), inherited, fixed, settings
+
+    def select_fresh(self, kind):
+        """The up-to-date result of ``select`` (its choice taken), else None."""
+        old = self._done("select", kind, self._select_spec(kind)[0])
+        if old is not None:
+            self.chosen[kind] = old["chosen"]
         return old
+
+    def select(self, kind):
+        """Search the grid of ``kind`` on the validation split; write select-KIND.json."""
+        self.current = f"{kind} select"
+        key, inherited, fixed, settings = self._select_spec(kind)
+        res = self._select(kind, key, inherited, fixed, settings,
+                           self.out / f"select-{kind}.json")
+        self.chosen[kind] = res["chosen"]
+        return res
 
     def _select(self, kind, key, inherited, fixed, settings, path):
         name = f"{self.ds.name} {kind} select"
@@ -195,13 +206,14 @@ class DatasetRun:
             spec["cart"] = 1  # with the OOB error and the Gini twin
         return spec
 
+    def test_fresh(self, kind):
+        """The up-to-date result of ``test``, else None."""
+        return self._done("test", kind, key_of(self.test_spec(kind)))
+
     def test(self, kind):
+        """The test forest of ``kind``: its error curve; write test-KIND.json."""
         self.current = f"{kind} test"
-        spec = self.test_spec(kind)
-        key, path = key_of(spec), self.out / f"test-{kind}.json"
-        old = self._done(path, key)
-        if old is not None:
-            return old
+        key, path = key_of(self.test_spec(kind)), self.out / f"test-{kind}.json"
         params, n = self.chosen[kind], self.run["trees"]
         Xf, yf, Xt, yt = self.scaled("test", params["scale"])
         self.log(f"[{self.ds.name} {kind} test] {n} trees on {len(yf)} rows: "
@@ -252,17 +264,19 @@ class DatasetRun:
 
     def big_key(self, kind):
         r = self.run
-        return key_of({**self.test_spec(kind), "stage": "big", "big_trees": r["big_trees"],
+        spec = {k: v for k, v in self.test_spec(kind).items() if k != "cart"}
+        return key_of({**spec, "stage": "big", "big_trees": r["big_trees"],
                        "big_curve": r["big_curve"], "big_chunk": r["big_chunk"]})
+
+    def big_fresh(self, kind):
+        """The up-to-date result of ``big``, else None."""
+        return self._done("big", kind, self.big_key(kind))
 
     def big(self, kind):
         """The ``big_trees`` forest in chunks; chunk 0 is the test forest."""
         self.current = f"{kind} big"
         r, key = self.run, self.big_key(kind)
         path = self.out / f"big-{kind}.json"
-        old = self._done(path, key)
-        if old is not None:
-            return old
         params, total = self.chosen[kind], r["big_trees"]
         Xf, yf, Xt, yt = self.scaled("test", params["scale"])
         points = sorted(set(r["curve"]) | set(r["big_curve"]) | {r["trees"], total})
