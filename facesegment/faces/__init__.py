@@ -16,6 +16,8 @@ Modules
 The names below are loaded on first use (importing the package loads none of its modules).
 """
 
+from .._lazy import lazy_exports
+
 #: Public names and the module of each, imported on first use.
 _LAZY = {"segment_image": "segment", "segment_folder": "segment", "SegmentResult": "segment",
          "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
@@ -25,16 +27,4 @@ _LAZY = {"segment_image": "segment", "segment_folder": "segment", "SegmentResult
          "ShapePrior": "shape_prior", "fit_shape_prior": "shape_prior"}
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

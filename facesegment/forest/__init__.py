@@ -9,6 +9,8 @@ constraints (``_parameter_constraints``), checked by :func:`validate_params`;
 each owns its split family (``_split_family``, :mod:`.families`).
 """
 
+from .._lazy import lazy_exports
+
 #: Where each public name lives: the submodules are imported on first use, so
 #: that reading a model (:mod:`facesegment.forest.registry`,
 #: :mod:`facesegment.forest._arrays`) does not import every estimator and
@@ -28,16 +30,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name):
-    import importlib
-
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [
