@@ -150,20 +150,26 @@ def _sums8(builder, vs):
                         [4, 5, 6, 7, 12, 13, 14, 15])
 
 
+def _arguments(context, builder, sig, args):
+    """The dots' arguments in IR: the image, box offsets and weight arrays, and
+    ``rowstride``, ``rows``, ``chunks``, ``mask`` as int64."""
+    img, bb, rowstride, w, rows, chunks, mask = args
+    rowstride, rows, chunks, mask = (
+        context.cast(builder, v, t, types.int64) for v, t in
+        ((rowstride, sig.args[2]), (rows, sig.args[4]), (chunks, sig.args[5]),
+         (mask, sig.args[6])))
+    arrays = (context.make_array(sig.args[i])(context, builder, v)
+              for i, v in ((0, img), (1, bb), (3, w)))
+    return (*arrays, rowstride, rows, chunks, mask)
+
+
 def _codegen(vnni, two):
     """The IR of the 8 dots: one weight plane (int8 rows, ``mask`` skipping its
     chunks), or two (``two``: int16 rows as their high-byte plane, dotted where
     ``mask`` says, then their low-byte plane, always; ``256 h.x + l.x`` is
     formed in the vector sums, which :func:`_sums8` then reduces together)."""
     def codegen(context, builder, sig, args):
-        img, bb, rowstride, w, rows, chunks, mask = args
-        rowstride, rows, chunks, mask = (
-            context.cast(builder, v, t, types.int64) for v, t in
-            ((rowstride, sig.args[2]), (rows, sig.args[4]), (chunks, sig.args[5]),
-             (mask, sig.args[6])))
-        a_img = context.make_array(sig.args[0])(context, builder, img)
-        a_bb = context.make_array(sig.args[1])(context, builder, bb)
-        a_w = context.make_array(sig.args[3])(context, builder, w)
+        a_img, a_bb, a_w, rowstride, rows, chunks, mask = _arguments(context, builder, sig, args)
         i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
         v32i8 = ir.VectorType(i8, CHUNK)
         acc_t = ir.VectorType(i32, 8 if vnni else CHUNK // 2)
@@ -241,14 +247,7 @@ def _codegen_avx2(context, builder, sig, args):
     ``vpmaddwd`` per 16 values (16 products added in pairs into 8 int32 lanes:
     exact, as ``255 * 32768 * 2 < 2**31``), one 8-lane sum per window (8
     registers: AVX2 has 16)."""
-    img, bb, rowstride, w, rows, chunks, mask = args
-    rowstride, rows, chunks, mask = (
-        context.cast(builder, v, t, types.int64) for v, t in
-        ((rowstride, sig.args[2]), (rows, sig.args[4]), (chunks, sig.args[5]),
-         (mask, sig.args[6])))
-    a_img = context.make_array(sig.args[0])(context, builder, img)
-    a_bb = context.make_array(sig.args[1])(context, builder, bb)
-    a_w = context.make_array(sig.args[3])(context, builder, w)
+    a_img, a_bb, a_w, rowstride, rows, chunks, mask = _arguments(context, builder, sig, args)
     i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
     v16 = ir.VectorType(i16, CHUNK16)
     acc_t = ir.VectorType(i32, 8)
