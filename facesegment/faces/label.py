@@ -180,20 +180,24 @@ def detect_landmarks(image, upsample=1, threshold=-0.5, max_side=DETECT_MAX_SIDE
     detection : str
         "default", "upsampled", "low-threshold" or "" (none found).
     """
+    from .crops import DLIB_LOCK
+
     detector, predictor = get_models()
     small, scale = detection_copy(image, max_side)
-    rects, how = detector(small, 0), "default"
-    if len(rects) == 0 and upsample > 0:
-        rects, how = detector(small, int(upsample)), "upsampled"
-    if len(rects) == 0 and threshold is not None:
-        rects, _, _ = detector.run(small, int(upsample), float(threshold))
-        how = "low-threshold"
+    with DLIB_LOCK:   # dlib's models are not safe to call from two threads at once
+        rects, how = detector(small, 0), "default"
+        if len(rects) == 0 and upsample > 0:
+            rects, how = detector(small, int(upsample)), "upsampled"
+        if len(rects) == 0 and threshold is not None:
+            rects, _, _ = detector.run(small, int(upsample), float(threshold))
+            how = "low-threshold"
     if len(rects) == 0:
         return None, 0, ""
     rects = [scale_rect(r, scale) for r in rects]
     boxes = np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
     rect = rects[pick_central(boxes, image.shape)]
-    shape = predictor(image, rect)
+    with DLIB_LOCK:
+        shape = predictor(image, rect)
     pts = np.array([(shape.part(i).x, shape.part(i).y) for i in range(N_LANDMARKS)],
                    dtype=np.float64)
     return pts, len(rects), how

@@ -220,3 +220,23 @@ def test_the_predictor_is_found_without_importing_its_package(monkeypatch):
     assert predictor_path() == path
     monkeypatch.setitem(sys.modules, "face_recognition_models", None)
     assert predictor_path() is None
+
+
+def test_landmarks_from_several_threads_equal_one_at_a_time(faces300w):
+    """dlib's models are shared by a process's threads and are not safe to call
+    concurrently: ``detect_landmarks`` (the renderer's and ``segment``'s
+    landmark path) serialises its dlib calls, so threads give the same points
+    as one call at a time, faceless images included."""
+    _needs_dlib()
+    from concurrent.futures import ThreadPoolExecutor
+
+    from facesegment.faces.label import detect_landmarks
+
+    images = [read_image(p) for p in sorted((faces300w / "test").glob("*.jpg"))[:3]]
+    images += [np.full((250, 250, 3), 128, np.uint8)] * 3
+    alone = [detect_landmarks(img) for img in images]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(detect_landmarks, images * 2))
+    for (a, na, ha), (b, nb, hb) in zip(alone * 2, together):
+        assert (na, ha) == (nb, hb)
+        assert (a is None and b is None) or np.array_equal(a, b)
