@@ -13,6 +13,7 @@ Modules
 ``landmark_model``  :class:`LandmarkModel`, a face parser that reads dlib's landmarks
 ``landmark_fit``    fitting and scoring landmark models
 ``shape_prior``     the landmark-conditioned shape prior
+``shape_frame``     its canonical face frame and the piecewise-affine warps in and out of it
 
 The names below are loaded on first use (importing the package loads none of its modules).
 """
