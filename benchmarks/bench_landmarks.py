@@ -16,6 +16,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from facesegment.faces import shape_frame as sf
 from facesegment.faces import shape_prior as sp
 from facesegment.data.datasets import find_faces
 from facesegment.data.imageio import read_image
@@ -29,7 +30,7 @@ def peer_warp_back(prior, points, shape):
     """The warp back with scikit-image alone (its mesh of the face's points)."""
     from skimage.transform import PiecewiseAffineTransform, warp
 
-    src, dst = sp.control_points(points, prior.mean_shape)
+    src, dst = sf.control_points(points, prior.mean_shape)
     t = PiecewiseAffineTransform.from_estimate(src, dst)    # frame -> face; inverse used
     return warp(prior.maps, t.inverse, output_shape=shape, order=1, mode="constant",
                 cval=0.0, preserve_range=True)

@@ -10,7 +10,7 @@ training faces were cropped, segmented with every pixel predicted, and
 mapped back onto the photo; its decision rule (:mod:`facesegment.rule`) is the
 model's own.  An image that already is a 250x250 face crop is segmented as it
 is (``path == "crop"``).  :func:`facesegment.dense.predict_image` segments one
-crop; :func:`facesegment.faces.segment.segment_folder` (``facesegment segment``)
+crop; :func:`facesegment.faces.folder.segment_folder` (``facesegment segment``)
 writes label maps, overlays and a CSV for many photos.
 """
 

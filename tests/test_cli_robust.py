@@ -60,12 +60,12 @@ def test_python_dash_m_facesegment():
 #: The real CLI, with each image slowed down so that a signal lands mid-run.
 _SLOW_CLI = """
 import sys, time
-import facesegment.faces.segment as seg
-real = seg.segment_file
+import facesegment.faces.folder as folder
+real = folder.segment_file
 def slow(*a, **k):
     time.sleep(0.4)
     return real(*a, **k)
-seg.segment_file = slow
+folder.segment_file = slow
 from facesegment.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -155,11 +155,11 @@ def test_lost_scheduler_during_segment(tmp_path, model_dir, capsys, monkeypatch)
     exit 2, summary.csv lists what was finished."""
     distributed = pytest.importorskip("distributed")
     import facesegment.parallel as parallel
-    import facesegment.faces.segment as seg
+    import facesegment.faces.folder as folder
 
     src, out = tmp_path / "in", tmp_path / "out"
     _photos(src, 10)
-    real_file, real_map = seg.segment_file, parallel.map_tasks
+    real_file, real_map = folder.segment_file, parallel.map_tasks
 
     def slow(*a, **k):
         time.sleep(0.3)
@@ -174,7 +174,7 @@ def test_lost_scheduler_during_segment(tmp_path, model_dir, capsys, monkeypatch)
             if n == 0:
                 cluster.close()
 
-    monkeypatch.setattr(seg, "segment_file", slow)
+    monkeypatch.setattr(folder, "segment_file", slow)
     monkeypatch.setattr(parallel, "map_tasks", closing)
     try:
         address = cluster.scheduler_address

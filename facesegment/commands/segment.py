@@ -109,7 +109,7 @@ def run(args):
     from ..dense import default_alpha, default_sigma
     from ..models import resolve
     from ._common import load_image_model, model_beta, note_missing_rule
-    from ..faces.segment import segment_folder
+    from ..faces.folder import segment_folder
     from ..warmup import prepare
 
     if args.detect != "never":   # finding faces needs dlib: one line, exit 2, before any work

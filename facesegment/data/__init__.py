@@ -7,6 +7,7 @@ Modules
 ``splits``           train / validation / test splits (deterministic given the seed)
 ``download``         LFW download with resume and a SHA-256 check, safe extraction
 ``extract``          class-balanced window extraction (a two-pass Dask pipeline)
+``sampling``         its pieces: the window-cutting kernel, the tasks, the class allocation
 ``windows``          the windows file (HDF5): format and readers
 ``_windows_writer``  writing windows files atomically, in order, from many workers
 ``_h5check``         HDF5 hygiene shared by windows files and model folders

@@ -3,7 +3,8 @@
 Modules
 -------
 ``crops``           face detection, LFW-style crop boxes, crops and mapping back
-``segment``         segmenting face photos (``facesegment.segment`` is this module, callable)
+``segment``         segmenting one face photo (``facesegment.segment`` is this module, callable)
+``folder``          segmenting folders of photos: output files and the summary CSV
 ``aligned``         detector-aligned test faces: labelled faces re-cropped the way ``segment`` does
 ``label``           labelling unlabelled faces with dlib's 68 landmarks
 ``landmarks``       ``.pts`` I/O and 8-class label maps drawn from 68 landmarks
@@ -12,6 +13,7 @@ Modules
 ``landmark_model``  :class:`LandmarkModel`, a face parser that reads dlib's landmarks
 ``landmark_fit``    fitting and scoring landmark models
 ``shape_prior``     the landmark-conditioned shape prior
+``shape_frame``     its canonical face frame and the piecewise-affine warps in and out of it
 
 The names below are loaded on first use (importing the package loads none of its modules).
 """
@@ -19,7 +21,7 @@ The names below are loaded on first use (importing the package loads none of its
 from .._lazy import lazy_exports
 
 #: Public names and the module of each, imported on first use.
-_LAZY = {"segment_image": "segment", "segment_folder": "segment", "SegmentResult": "segment",
+_LAZY = {"segment_image": "segment", "segment_folder": "folder", "SegmentResult": "folder",
          "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
          "label_folder": "label", "read_pts": "landmarks", "write_pts": "landmarks",
          "render_labels": "landmarks", "LandmarkModel": "landmark_model",

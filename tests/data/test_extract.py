@@ -8,6 +8,7 @@ import pytest
 
 import facesegment.cli as cli
 import facesegment.data.extract as ex
+import facesegment.data.sampling as sampling
 import facesegment.data._windows_writer as windows_writer
 from facesegment.commands.extract import find_training_faces
 from facesegment.classes import N_CLASSES
@@ -65,7 +66,7 @@ def test_cut_kernel_matches_naive():
     out = np.empty((17, 31, 31, 3), np.uint8)
     sums = np.full(N_FEATURES, 5, np.int64)  # the kernel adds to what is there
     sumsq = np.zeros(N_FEATURES, np.int64)
-    ex.cut_windows_kernel(img, centers, 15, out, sums, sumsq)
+    sampling.cut_windows_kernel(img, centers, 15, out, sums, sumsq)
     wins, s, q = naive_cut_windows(img, centers)
     np.testing.assert_array_equal(out, wins)
     np.testing.assert_array_equal(sums, s + 5)
@@ -74,7 +75,7 @@ def test_cut_kernel_matches_naive():
     g = img[:, :, :1].copy()
     out1 = np.empty((17, 7, 7, 1), np.uint8)
     s1, q1 = np.zeros(49, np.int64), np.zeros(49, np.int64)
-    ex.cut_windows_kernel(g, centers, 3, out1, s1, q1)
+    sampling.cut_windows_kernel(g, centers, 3, out1, s1, q1)
     w1, s1n, q1n = naive_cut_windows(g, centers, half=3)
     np.testing.assert_array_equal(out1, w1)
     np.testing.assert_array_equal(s1, s1n)
@@ -86,14 +87,14 @@ def test_eligible_counts_matches_naive(shape):
     rng = np.random.default_rng(1)
     lab = rng.integers(0, 8, shape, dtype=np.uint8)
     lab[rng.random(shape) < 0.2] = 255
-    np.testing.assert_array_equal(ex.eligible_counts(lab), naive_eligible_counts(lab))
+    np.testing.assert_array_equal(sampling.eligible_counts(lab), naive_eligible_counts(lab))
 
 
 # ----------------------------------------------------------------- allocation
 
 def test_class_targets():
-    np.testing.assert_array_equal(ex.class_targets(64), np.full(8, 8))
-    np.testing.assert_array_equal(ex.class_targets(67), [9, 9, 9, 8, 8, 8, 8, 8])
+    np.testing.assert_array_equal(sampling.class_targets(64), np.full(8, 8))
+    np.testing.assert_array_equal(sampling.class_targets(67), [9, 9, 9, 8, 8, 8, 8, 8])
 
 
 def test_allocate_without_and_with_replacement():
@@ -101,14 +102,14 @@ def test_allocate_without_and_with_replacement():
     counts = rng.integers(0, 50, (30, 8)).astype(np.int64)
     counts[:, 4] = 0
     counts[3, 4] = 5  # class 4: only 5 pixels in all
-    targets = ex.class_targets(8 * 40)
-    alloc, replace = ex.allocate(counts, targets, np.random.default_rng(1))
+    targets = sampling.class_targets(8 * 40)
+    alloc, replace = sampling.allocate(counts, targets, np.random.default_rng(1))
     np.testing.assert_array_equal(alloc.sum(axis=0), targets)
     assert replace.tolist() == [c == 4 for c in range(8)]
     no_rep = ~replace
     assert np.all(alloc[:, no_rep] <= counts[:, no_rep])
     assert np.all(alloc[counts == 0] == 0)
-    alloc2, _ = ex.allocate(counts, targets, np.random.default_rng(1))
+    alloc2, _ = sampling.allocate(counts, targets, np.random.default_rng(1))
     np.testing.assert_array_equal(alloc, alloc2)
 
 
@@ -116,7 +117,7 @@ def test_allocate_is_proportional_on_average():
     counts = np.array([[900, 0, 0, 0, 0, 0, 0, 0], [100, 0, 0, 0, 0, 0, 0, 0]], np.int64)
     counts[:, 1:] = 1000
     rng = np.random.default_rng(0)
-    got = np.mean([ex.allocate(counts, np.full(8, 100), rng)[0][0, 0] for _ in range(200)])
+    got = np.mean([sampling.allocate(counts, np.full(8, 100), rng)[0][0, 0] for _ in range(200)])
     assert 85 < got < 95  # expected 90
 
 
@@ -128,7 +129,7 @@ def test_group_ranges():
 
 def test_repair_over():
     a = np.array([5, 0, 3])
-    ex._repair_over(a, np.array([2, 4, 3]))
+    sampling._repair_over(a, np.array([2, 4, 3]))
     np.testing.assert_array_equal(a, [2, 3, 3])
 
 
@@ -228,7 +229,7 @@ def test_window_15(tmp_path):
 
 def _grey_loader(monkeypatch, grey_names=None):
     """Make the extraction see grey images ((H, W) arrays), all or those named."""
-    real = ex.load_face
+    real = sampling.load_face
 
     def load(record, grey=False):
         image, label = real(record)
@@ -236,7 +237,7 @@ def _grey_loader(monkeypatch, grey_names=None):
             image = image[:, :, 1].copy()
         return image, label
 
-    monkeypatch.setattr(ex, "load_face", load)
+    monkeypatch.setattr(sampling, "load_face", load)
 
 
 def test_grey_images_give_one_channel(tmp_path, monkeypatch):
@@ -284,7 +285,7 @@ def test_out_of_order_results_written_directly(tmp_path, monkeypatch):
 
     def shuffled(func, items, **kw):
         res = list(real(func, items, **kw))
-        return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is ex.cut_batch else res
+        return [res[i] for i in (3, 5, 0, 4, 2, 1)] if func is sampling.cut_batch else res
 
     monkeypatch.setattr(ex, "map_tasks", shuffled)
     monkeypatch.setattr(windows_writer, "PENDING_BYTES", 1)
@@ -299,11 +300,11 @@ def test_cut_task_detects_changed_label(tmp_path):
     expected = naive_eligible_counts(lab)
     alloc = np.ones(8, np.int64)
     state = np.zeros(4, np.uint32)
-    w, y, c, s, q = ex.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
+    w, y, c, s, q = sampling.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
     assert w.shape == (8, 31, 31, 3) and y.tolist() == list(range(8))
     expected[3] += 1
     with pytest.raises(DataError, match="label map changed during extraction"):
-        ex.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
+        sampling.cut_task((rec, alloc, expected, state, np.zeros(8, bool)), 15)
 
 
 def test_with_replacement_when_too_few_pixels(tmp_path):
@@ -331,7 +332,7 @@ def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
     def boom(item, margin, window, grey=False):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ex, "cut_task", boom)
+    monkeypatch.setattr(sampling, "cut_task", boom)
     with pytest.raises(KeyboardInterrupt):
         ex.extract_windows(find_faces(root), tmp_path / "w.h5", 16, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import facesegment.faces.landmark_model as lm
-import facesegment.faces.segment as seg
+import facesegment.faces.folder as folder
 from facesegment.errors import DataError
 from facesegment.data.imageio import write_png_atomic
 from facesegment.faces.landmarks import render_labels
@@ -120,7 +120,7 @@ def test_segment_uses_the_votes_per_face_and_says_the_path(tmp_path, monkeypatch
     img = np.random.default_rng(2).integers(1, 256, (250, 250, 3), dtype=np.uint8)
     write_png_atomic(tmp_path / "in" / "a.png", img)
     write_png_atomic(tmp_path / "in" / "b.png", np.zeros((250, 250, 3), np.uint8))
-    seg.segment_folder(m, tmp_path / "in", tmp_path / "out", n_workers=1, progress=False)
+    folder.segment_folder(m, tmp_path / "in", tmp_path / "out", n_workers=1, progress=False)
     with open(tmp_path / "out" / "summary.csv", newline="") as fh:
         rows = {r["name"]: r for r in csv.DictReader(fh)}
     assert rows["a.png"]["paths"] == "landmarks" and rows["a.png"]["detection"] == "default"

@@ -7,7 +7,8 @@ import pytest
 
 from facesegment.data.imageio import read_image, read_label, write_png_atomic
 from facesegment.faces.crops import crop_box, crop_face, find_crops, landmark_box, uncrop_proba
-from facesegment.faces.segment import overlay, segment_folder, segment_image
+from facesegment.faces.folder import segment_folder
+from facesegment.faces.segment import overlay, segment_image
 from tests.dense.test_inference import random_model
 
 
@@ -212,7 +213,7 @@ def test_same_name_different_extension_keeps_both_outputs(tmp_path):
 
 
 def test_output_names_are_unique():
-    from facesegment.faces.segment import output_names
+    from facesegment.faces.folder import output_names
 
     assert output_names(["a.jpg", "b.png", "s/a.jpg"]) == ["a", "b", "s/a"]
     assert output_names(["A.jpg", "a.png"]) == ["A.jpg", "a.png"]           # case-insensitive
@@ -323,11 +324,11 @@ def test_interrupt_keeps_finished_outputs_and_summary(tmp_path, monkeypatch):
     import os
     import signal
 
-    import facesegment.faces.segment as seg
+    import facesegment.faces.folder as folder
 
     model = random_model(1, n_trees=1, max_depth=2, kinds=("axis",))
     _photos(tmp_path / "in", ["a.png", "b.png", "c.png", "d.png", "e.png"])
-    real = seg.segment_file
+    real = folder.segment_file
     started = []
 
     def interrupting(path, *a, **kw):
@@ -336,7 +337,7 @@ def test_interrupt_keeps_finished_outputs_and_summary(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while b is being segmented
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(seg, "segment_file", interrupting)
+    monkeypatch.setattr(folder, "segment_file", interrupting)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         segment_folder(model, tmp_path / "in", out, progress=False, n_workers=1)

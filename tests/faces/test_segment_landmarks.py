@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import facesegment.faces.crops as crops
+import facesegment.faces.folder as folder
 import facesegment.faces.segment as seg
 from facesegment.faces import shape_prior as sp
 from facesegment.data.imageio import write_png_atomic
@@ -122,7 +123,7 @@ def test_summary_csv_says_which_pass_and_which_path(tmp_path, monkeypatch):
         return [crops.landmark_box(face), (200.0, 100.0, 90.0)]
 
     monkeypatch.setattr(seg, "find_crops", fake)
-    seg.segment_folder(model, tmp_path / "in", tmp_path / "out", detect="always",
+    folder.segment_folder(model, tmp_path / "in", tmp_path / "out", detect="always",
                        n_workers=1, progress=False)
     with open(tmp_path / "out" / "summary.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from facesegment.faces import shape_frame as sf
 from facesegment.faces import shape_prior as sp
 from facesegment.faces.landmarks import render_labels
 
@@ -73,9 +74,9 @@ def naive_bilinear(data, x, y):
 def test_piecewise_affine_matches_naive_reference_and_scikit_image():
     from skimage.transform import PiecewiseAffineTransform
 
-    mean = sp.mean_shape_of([face_points(s) for s in range(5)])
-    src, dst = sp.control_points(face_points(9, 1.1, (4, -3), 3.0), mean)
-    pa = sp.PiecewiseAffine(src, dst)
+    mean = sf.mean_shape_of([face_points(s) for s in range(5)])
+    src, dst = sf.control_points(face_points(9, 1.1, (4, -3), 3.0), mean)
+    pa = sf.PiecewiseAffine(src, dst)
     rng = np.random.default_rng(1)
     coords = np.concatenate([rng.uniform(-40, 290, (300, 2)), src[:10] + 0.25,
                              [[1e4, 1e4], [-1e4, 5.0]]])
@@ -89,15 +90,15 @@ def test_piecewise_affine_matches_naive_reference_and_scikit_image():
 
 
 def test_the_map_back_from_a_face_inverts_the_map_into_the_frame():
-    mean = sp.mean_shape_of([face_points(s) for s in range(5)])
+    mean = sf.mean_shape_of([face_points(s) for s in range(5)])
     pts = face_points(4, 0.95, (3, 5), 3.0)
-    fwd, inv = sp.frame_to_face(pts, mean), sp.face_to_frame(pts, mean)
+    fwd, inv = sf.frame_to_face(pts, mean), sf.face_to_frame(pts, mean)
     np.testing.assert_array_equal(fwd.triangles, inv.triangles)   # one mesh, both ways
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 250, (400, 2))
     y = fwd(x)
     np.testing.assert_allclose(inv(y), x, atol=1e-7)
-    src, dst = sp.control_points(pts, mean)
+    src, dst = sf.control_points(pts, mean)
     np.testing.assert_allclose(inv(y), naive_piecewise_affine(dst, src, inv.triangles, y),
                                atol=1e-7)
     # the pixel grid's triangles (rasterised, then checked) are the exact ones
@@ -107,30 +108,30 @@ def test_the_map_back_from_a_face_inverts_the_map_into_the_frame():
 
 
 def test_coinciding_landmarks_make_flat_triangles_that_hold_no_pixel():
-    mean = sp.mean_shape_of([face_points(s) for s in range(5)])
+    mean = sf.mean_shape_of([face_points(s) for s in range(5)])
     pts = face_points(2, jitter=0.5)
     pts[61:64] = pts[65:68][::-1]          # a closed mouth: inner lips coincide
-    inv = sp.face_to_frame(pts, mean)
+    inv = sf.face_to_frame(pts, mean)
     assert inv.flat.any()
     ys, xs = np.mgrid[0:250, 0:250]
     grid = np.column_stack([xs.ravel(), ys.ravel()]).astype(float)
     s = inv.grid_simplices((250, 250))
     np.testing.assert_array_equal(s, inv.simplices(grid))
     assert not inv.flat[s[s >= 0]].any()
-    maps = sp.warp_from_frame(np.ones((250, 250, 2), np.float32), pts, mean, (250, 250))
+    maps = sf.warp_from_frame(np.ones((250, 250, 2), np.float32), pts, mean, (250, 250))
     assert np.isfinite(maps).all() and (maps[40:210, 40:210] == 1).all()
 
 
 def test_warp_to_frame_samples_the_face_where_the_naive_map_says():
-    mean = sp.mean_shape_of([face_points(s) for s in range(4)], size=120)
+    mean = sf.mean_shape_of([face_points(s) for s in range(4)], size=120)
     pts = face_points(3, 0.9, (6, 2), 2.0)
     rng = np.random.default_rng(2)
     data = rng.random((250, 250)).astype(np.float32)
-    got = sp.warp_to_frame(data, pts, mean, 120)
+    got = sf.warp_to_frame(data, pts, mean, 120)
     assert got.shape == (120, 120) and got.dtype == np.float32
-    src, dst = sp.control_points(pts, mean)
+    src, dst = sf.control_points(pts, mean)
     ys, xs = rng.integers(0, 120, 200), rng.integers(0, 120, 200)
-    where = naive_piecewise_affine(src, dst, sp.PiecewiseAffine(src, dst).mesh.simplices,
+    where = naive_piecewise_affine(src, dst, sf.PiecewiseAffine(src, dst).mesh.simplices,
                                    np.stack([xs, ys], 1).astype(float))
     want = [naive_bilinear(data, x, y) for x, y in where]
     # cv2.remap's bilinear weights are quantised to 1/32 px
@@ -138,17 +139,17 @@ def test_warp_to_frame_samples_the_face_where_the_naive_map_says():
 
 
 def test_warp_of_a_linear_ramp_is_the_map_itself_and_round_trips():
-    mean = sp.mean_shape_of([face_points(s) for s in range(4)])
+    mean = sf.mean_shape_of([face_points(s) for s in range(4)])
     pts = face_points(5, 1.05, (-5, 4), 2.0)
     ys, xs = np.mgrid[0:250, 0:250].astype(np.float32)
     ramp = np.stack([xs, ys], -1)
-    fwd = sp.warp_to_frame(ramp, pts, mean, 250)      # face (x, y) of each frame pixel
-    src, dst = sp.control_points(pts, mean)
+    fwd = sf.warp_to_frame(ramp, pts, mean, 250)      # face (x, y) of each frame pixel
+    src, dst = sf.control_points(pts, mean)
     gx, gy = np.mgrid[0:250, 0:250]
-    mapped = sp.PiecewiseAffine(src, dst)(np.stack([gy.ravel(), gx.ravel()], 1))
+    mapped = sf.PiecewiseAffine(src, dst)(np.stack([gy.ravel(), gx.ravel()], 1))
     inside = ((mapped >= 1) & (mapped <= 248)).all(1).reshape(250, 250)
     np.testing.assert_allclose(fwd[inside], mapped.reshape(250, 250, 2)[inside], atol=0.05)
-    back = sp.warp_from_frame(fwd, pts, mean, (250, 250))
+    back = sf.warp_from_frame(fwd, pts, mean, (250, 250))
     core = np.zeros((250, 250), bool)
     core[60:190, 60:190] = True
     # two bilinear resamplings (cv2.remap: weights in 1/32 px) of a stretched mesh
@@ -157,20 +158,20 @@ def test_warp_of_a_linear_ramp_is_the_map_itself_and_round_trips():
 
 
 def test_bad_landmarks_are_refused_with_a_clear_message():
-    mean = sp.mean_shape_of([face_points(0)])
+    mean = sf.mean_shape_of([face_points(0)])
     with pytest.raises(ValueError, match=r"68 finite \(x, y\) landmarks"):
-        sp.control_points(np.zeros((5, 2)), mean)
+        sf.control_points(np.zeros((5, 2)), mean)
     bad = face_points(0)
     bad[3] = np.nan
     with pytest.raises(ValueError, match="68 finite"):
-        sp.warp_to_frame(np.zeros((10, 10)), bad, mean, 50)
+        sf.warp_to_frame(np.zeros((10, 10)), bad, mean, 50)
     with pytest.raises(ValueError, match="degenerate"):
-        sp.control_points(np.ones((68, 2)), mean)
+        sf.control_points(np.ones((68, 2)), mean)
     with pytest.raises(ValueError, match="only degenerate triangles"):
-        sp.PiecewiseAffine(np.zeros((4, 2)) + [[0, 0], [1, 1], [2, 2], [3, 3]], np.zeros((4, 2)),
+        sf.PiecewiseAffine(np.zeros((4, 2)) + [[0, 0], [1, 1], [2, 2], [3, 3]], np.zeros((4, 2)),
                            simplices=[[0, 1, 2], [1, 2, 3]])
     with pytest.raises(ValueError, match="must both be"):
-        sp.PiecewiseAffine(np.zeros((4, 2)), np.zeros((5, 2)))
+        sf.PiecewiseAffine(np.zeros((4, 2)), np.zeros((5, 2)))
 
 
 # ------------------------------------------------------------------ fitting

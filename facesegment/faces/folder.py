@@ -1,0 +1,416 @@
+"""Segmenting folders of face photos: inputs, output files and the summary CSV.
+
+Each photo is segmented by :func:`facesegment.faces.segment.segment_image`.
+Outputs per image: ``NAME_label.png`` (class ids as a paletted
+PNG: viewers show the class colours), ``NAME_overlay.png`` (classes blended
+over the photo), optionally ``NAME_proba.npz`` (the class-probability maps),
+and a row of the summary CSV.
+
+Output names: ``NAME`` is the input's path relative to the input folder
+without its extension (``sub/a.jpg`` -> ``sub/a``), unless two inputs of one
+folder share a name (``a.jpg`` and ``a.png``): then both keep their extension
+(``a.jpg_label.png``, ``a.png_label.png``), so no output overwrites another.
+The CSV names every input by its relative path with extension.
+"""
+
+import glob
+import os
+import posixpath
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..atomic import check_writable_folder
+from .crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
+from ..errors import DataError, SchedulerLostError
+from .segment import overlay, segment_image
+
+#: Summary CSV columns.
+SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
+                  "detection", "paths")
+#: Output files per image: NAME + suffix.
+LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_proba.npz"
+
+
+# --------------------------------------------------------------- one image
+
+@dataclass
+class SegmentResult:
+    """Outcome of one image (a row of the summary CSV)."""
+
+    name: str            # input path relative to the input folder, with extension
+    status: str          # "ok", "no face", "unreadable", "error", "not done"
+    faces: int = 0
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0
+    message: str = ""
+    output: str = ""     # OUTPUT_DIR/<output>_label.png etc. (when status is "ok")
+    fatal: str = ""      # an output could not be written: the run stops (not in the CSV)
+    detection: str = ""  # the detection pass that found the faces (facesegment.faces.crops.PASSES)
+    paths: str = ""      # per face, ";"-joined: "landmarks" (shape prior) or "landmark-free"
+
+
+def write_proba_npz(path, proba, class_names, alpha):
+    """Write ``NAME_proba.npz`` atomically: ``proba`` float16 (H, W, C),
+    ``class_names`` (C,) str, ``alpha`` (the reweighting exponent used)."""
+    from ..atomic import atomic_path
+
+    with atomic_path(path, suffix=".npz", what="probability maps",
+                     fix="free disk space or choose another OUTPUT_DIR") as tmp:
+        np.savez_compressed(tmp, proba=proba.astype(np.float16),
+                            class_names=np.array([str(c) for c in class_names]),
+                            alpha=np.float64(alpha))
+
+
+def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
+                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+    """Task: segment one file and write its outputs (top level, picklable).
+
+    ``name`` names the input in the summary (relative path with extension);
+    the outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
+    class colours), ``<output>_overlay.png`` and, with ``save_proba``,
+    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension).
+
+    Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
+    An output that cannot be written (full disk) is reported with ``fatal``
+    set; the outputs of that image written before it are removed.
+    """
+    from ..data.imageio import read_image, write_label_png, write_png_atomic
+    from ..rule import decision_rule
+
+    alpha = decision_rule(model, alpha, beta, sigma).alpha  # None: the model's (for the npz)
+    output = output if output is not None else posixpath.splitext(name)[0]
+    t0 = time.perf_counter()
+    try:
+        image = read_image(path, orient=True)
+    except DataError as exc:
+        return SegmentResult(name, "unreadable", message=str(exc))
+    except MemoryError:
+        return SegmentResult(name, "error", message=f"{path}: not enough memory to read it")
+    h, w = image.shape[:2]
+    info = {}
+    try:
+        res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
+                            return_proba=save_proba, detect_size=detect_size, beta=beta,
+                            sigma=sigma, info=info)
+        labels, faces, proba = res if save_proba else (*res, None)
+    except (ValueError, cv2.error) as exc:
+        return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
+                             f"{path}: {exc}")
+    except MemoryError:
+        return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
+                             f"{path}: not enough memory to segment a {w}x{h} image")
+    if labels is None:
+        return SegmentResult(name, "no face", 0, w, h, time.perf_counter() - t0,
+                             f"{path}: no face found by the {detector} detector (passes: "
+                             "as given, upsampled, lowered threshold)")
+    base = os.path.join(out_dir, *output.split("/"))
+    written = []
+    try:
+        for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
+                              (OVERLAY_SUFFIX, lambda p: write_png_atomic(p, overlay(image, labels))),
+                              (PROBA_SUFFIX, lambda p: write_proba_npz(
+                                  p, proba, model.class_names, alpha))):
+            if suffix == PROBA_SUFFIX and not save_proba:
+                continue
+            write(base + suffix)
+            written.append(base + suffix)
+    except DataError as exc:
+        for p in written:  # an image's outputs are all there or none
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+        return SegmentResult(name, "error", faces, w, h, time.perf_counter() - t0,
+                             str(exc), fatal=str(exc))
+    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output,
+                         detection=info.get("detection", ""),
+                         paths=";".join(info.get("paths") or ()))
+
+
+def write_summary_csv(path, results):
+    """The summary CSV (one row per input image), written atomically."""
+    import csv
+    import io
+
+    from ..atomic import write_bytes_atomic
+
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(SUMMARY_FIELDS)
+    for r in results:
+        wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
+                     r.message, r.output, r.detection, r.paths])
+    # a file name that is not UTF-8 (the OS allows any bytes) is written as its own
+    # bytes (surrogateescape): read the CSV back with errors="surrogateescape"
+    write_bytes_atomic(path, buf.getvalue().encode("utf-8", "surrogateescape"),
+                       what="summary")
+
+
+# --------------------------------------------------------------- inputs
+
+@dataclass(frozen=True)
+class SegmentInput:
+    """One photo to segment."""
+
+    path: str      # the file
+    name: str      # relative path with extension ('/'-separated): the CSV's name
+    output: str    # relative output name without suffix: OUT/<output>_label.png
+
+
+def collect_inputs(inputs):
+    """The photos named by ``inputs``: folders, image files and glob patterns.
+
+    Parameters
+    ----------
+    inputs : path or str, or a list of them
+        A folder is searched recursively (:func:`facesegment.data.datasets.find_images`);
+        a file is taken as it is; a pattern with ``* ? [`` (``photos/*.jpg``,
+        ``photos/**/*.png``) is expanded (``**`` recursively; folders it
+        matches are searched like folders).
+
+    Returns
+    -------
+    base : Path
+        The folder names are relative to: the folder given; a file's or a
+        pattern's folder (the part before the first wildcard); for several
+        inputs, the deepest folder holding all of these.
+    items : list of SegmentInput
+        Unique files, in the order given (each folder or pattern sorted).
+
+    Raises
+    ------
+    DataError
+        For an input that does not exist, a pattern that matches no image, or
+        no image at all.
+    """
+    from ..data.datasets import LABEL_SUFFIX as _LAB, find_images
+    from ..data.imageio import IMAGE_EXTENSIONS
+
+    specs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if not specs:
+        raise DataError(None, "no input given", "give a folder, an image or a quoted pattern")
+    found = []  # (base folder, file)
+    for spec in specs:
+        text = os.fspath(spec)
+        p = Path(text)
+        if p.is_dir():
+            files = find_images(p)
+            if not files:
+                raise DataError(p, "contains no images (.jpg, .jpeg, .png, .bmp)",
+                                "point at a folder of photos")
+            found += [(p, f) for f in files]
+        elif p.is_file():
+            found.append((p.parent, p))
+        elif glob.has_magic(text):
+            base = _pattern_base(text)
+            files = []
+            for m in sorted(glob.glob(text, recursive=True)):
+                mp = Path(m)
+                if mp.is_dir():
+                    files += find_images(mp)
+                elif mp.is_file():
+                    low = mp.name.lower()
+                    if low.endswith(IMAGE_EXTENSIONS) and not (
+                            low.endswith(_LAB) or low.endswith(OVERLAY_SUFFIX)):
+                        files.append(mp)
+            if not files:
+                raise DataError(text, "matches no images (.jpg, .jpeg, .png, .bmp)",
+                                "check the pattern, and quote it ('photos/*.jpg') so that "
+                                "the shell passes it on as it is")
+            found += [(base, f) for f in files]
+        else:
+            raise DataError(text, "does not exist",
+                            "give a folder of photos, an image file or a quoted pattern "
+                            "such as 'photos/*.jpg'")
+    bases = {os.path.abspath(b) for b, _ in found}
+    base = Path(next(iter(bases)) if len(bases) == 1 else os.path.commonpath(sorted(bases)))
+    seen, paths, names = set(), [], []
+    for _, f in found:
+        key = os.path.abspath(f)
+        if key in seen:
+            continue
+        seen.add(key)
+        paths.append(str(f))
+        names.append(Path(os.path.relpath(key, base)).as_posix())
+    outputs = output_names(names)
+    return base, [SegmentInput(p, n, o) for p, n, o in zip(paths, names, outputs)]
+
+
+def _pattern_base(pattern):
+    """The folder part of ``pattern`` before its first wildcard ('.' if none)."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
+
+
+def output_names(names):
+    """Output names (no suffix) for input names (relative paths with extension).
+
+    The name without its extension (``sub/a.jpg`` -> ``sub/a``) unless another
+    input of the same folder has the same one (compared ignoring case, as on
+    case-insensitive file systems): then the name keeps its extension
+    (``sub/a.jpg``, ``sub/a.png``).  Any remaining clash gets ``-2``, ``-3``...
+    """
+    stems = [posixpath.splitext(n)[0] for n in names]
+    count = Counter(s.casefold() for s in stems)
+    wanted = [n if count[s.casefold()] > 1 else s for n, s in zip(names, stems)]
+    used, out = set(), []
+    for n in wanted:
+        cand, k = n, 2
+        while cand.casefold() in used:
+            cand, k = f"{n}-{k}", k + 1
+        used.add(cand.casefold())
+        out.append(cand)
+    return out
+
+
+# --------------------------------------------------------------- many images
+
+def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
+                   detector="landmarks", scheduler=None, n_workers=None, progress=True,
+                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+    """Segment the photos of ``input_dir`` into ``output_dir``.
+
+    ``input_dir`` is a folder (searched recursively), an image file, a glob
+    pattern, or a list of them (see :func:`collect_inputs`).  The output tree
+    mirrors the input tree (``OUT/<rel>/NAME_label.png``,
+    ``OUT/<rel>/NAME_overlay.png``, with ``save_proba`` ``OUT/<rel>/NAME_proba.npz``;
+    names as in :func:`output_names`) and ``OUT/summary.csv`` lists every input.
+
+    The summary is also written when the run stops early (Ctrl-C, SIGTERM,
+    the loss of the Dask scheduler, an output that cannot be written): the
+    images not finished are listed with status "not done", then the error is
+    raised again.
+
+    ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
+    class maps, pixels of the crop) default to the model's decision rule.
+
+    Returns
+    -------
+    list of SegmentResult, in input order.
+    """
+    from ..parallel import map_tasks
+    from ..rule import decision_rule
+
+    rule = decision_rule(model, alpha, beta, sigma)
+    alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
+    if detect not in DETECT_MODES:
+        raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
+    if detector not in DETECTORS:
+        raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
+    base, items = collect_inputs(input_dir)
+    out = Path(output_dir)
+    specs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
+    input_folders = {base.resolve()} | {Path(s).resolve() for s in specs if Path(s).is_dir()}
+    if out.resolve() in input_folders:
+        raise DataError(out, "is the input folder", "write the outputs to another folder")
+    if out.is_file():
+        hint = (" (did the shell expand a pattern? quote it: 'photos/*.jpg')"
+                if out.name.lower().endswith(_image_extensions()) else "")
+        raise DataError(out, f"is a file, not a folder{hint}",
+                        "give the output folder last")
+    _refuse_label_maps_of_others(out, items)
+    _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
+    results = [None] * len(items)
+    stop, why = None, ""
+    tasks = map_tasks(_segment_item, items,
+                      args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
+                            beta, sigma),
+                      scheduler=scheduler, n_workers=n_workers, desc="segment",
+                      unit="images", progress=progress)
+    try:
+        for i, res in tasks:
+            results[i] = res
+            if res.fatal:
+                stop = DataError(None, f"{res.fatal}; stopped: {out / 'summary.csv'} lists the "
+                                 "images finished")
+                why = "not segmented: the run stopped because an output could not be written"
+                break
+    except BaseException as exc:
+        why = _stop_reason(exc)
+        raise
+    finally:
+        tasks.close()
+        done = [r if r is not None else SegmentResult(it.name, "not done", message=why)
+                for r, it in zip(results, items)]
+        if why:  # the run stopped early: the summary is a best effort
+            try:
+                write_summary_csv(out / "summary.csv", done)
+            except DataError:
+                pass  # the error that stopped the run is the one reported
+    if stop is not None:
+        raise stop
+    write_summary_csv(out / "summary.csv", done)
+    return done
+
+
+def _stop_reason(exc):
+    """The summary's message for the images a stopped run did not segment."""
+    from ..errors import Terminated
+
+    if isinstance(exc, SchedulerLostError):
+        return "not segmented: the Dask scheduler was lost"
+    if type(exc).__name__ == "WorkersLostError":
+        return "not segmented: every Dask worker was lost"
+    if isinstance(exc, Terminated):
+        return "not segmented: terminated (SIGTERM)"
+    if isinstance(exc, KeyboardInterrupt):
+        return "not segmented: interrupted"
+    return f"not segmented: the run stopped ({type(exc).__name__})"
+
+
+def _refuse_label_maps_of_others(out, items):
+    """Refuse an OUTPUT_DIR holding a ``NAME_label.png`` this command would replace
+    but did not write (ground truth: a label tree or a labelled-face folder).
+    segment writes ``NAME_label.png`` and ``NAME_overlay.png`` together, so a
+    label map without its overlay is someone else's."""
+    if not out.is_dir():
+        return
+    for it in items:
+        base = os.path.join(out, *it.output.split("/"))
+        if os.path.lexists(base + LABEL_SUFFIX) and not os.path.lexists(base + OVERLAY_SUFFIX):
+            raise DataError(out, f"holds label maps that `segment` did not write (e.g. "
+                            f"{it.output}{LABEL_SUFFIX}, ground truth?); they would be "
+                            "replaced", "write the outputs to a new or empty OUTPUT_DIR")
+
+
+def _image_extensions():
+    from ..data.imageio import IMAGE_EXTENSIONS
+
+    return IMAGE_EXTENSIONS
+
+
+def _make_output_folders(out, subfolders):
+    """Create ``out`` and its ``subfolders`` and check that ``out`` can be written.
+
+    Raises
+    ------
+    DataError
+        Naming the folder that cannot be created or written, before any work.
+    """
+    problem, fix = "cannot write the outputs here", "choose a writable OUTPUT_DIR"
+    check_writable_folder(out, problem, fix)
+    folder = out
+    try:
+        for sub in sorted(s for s in subfolders if s):
+            folder = os.path.join(out, sub)
+            os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise DataError(folder, f"{problem} ({exc.strerror or exc})", fix) from exc
+
+
+def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
+                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+    return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
+                        save_proba=save_proba, output=item.output, detect_size=detect_size,
+                        beta=beta, sigma=sigma)
