@@ -51,7 +51,7 @@ from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
 from ._split import split_buffer
 from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
-from ..position import position_scales
+from ..position import position_factor, position_scales
 from .reweight import check_beta, check_sigma, class_scales, reweight, smooth  # noqa: F401
 # a model's stored terms: the rule's module reads them (re-exported here and by the package)
 from ..rule import decision_rule, default_alpha, default_beta, default_sigma  # noqa: F401
@@ -446,10 +446,15 @@ def _sweep_scales(model, shape, ys, xs, class_sc, betas):
     (repeated per pixel when a beta > 0 shares the pass: the same factors)."""
     per_pixel = any(b > 0 for b in betas)
     rows = []
+    if per_pixel:   # the prior's factor at the pixels, computed once
+        f = position_factor(model.position, shape)[ys, xs].astype(np.float64)
     for b in betas:
+        if b > 0:
+            with np.errstate(over="ignore", under="ignore", divide="ignore"):
+                power = np.power(f, float(b))
         for sc in class_sc:
             if b > 0:
-                rows.append(position_scales(model.position, shape, ys, xs, sc, b))
+                rows.append(position_scales(model.position, shape, ys, xs, sc, b, f, power))
             else:
                 rows.append(np.broadcast_to(sc, (len(ys), len(sc))) if per_pixel
                             else sc[None, :])
