@@ -12,7 +12,8 @@ tasks (``facesegment.parallel.map_tasks``: local threads or a cluster).
 
 ``facesegment evaluate``, ``facesegment figures`` and the pipeline's select,
 train (alpha), evaluate and figures stages all score through it.
-:func:`choose_alpha` picks the reweighting exponent on validation images and
+:func:`choose_alpha` picks the reweighting exponent (and the position prior's
+beta, every beta from the same pass: :func:`evaluate_betas`) on validation images and
 :func:`time_inference` measures ``predict_image`` per image.
 """
 
@@ -304,9 +305,10 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
                  pixel_stride=1, workers=None, scheduler=None, desc="alpha", progress=True):
     """The reweighting exponent(s) that score best on ``records`` (validation faces).
 
-    Scores the first ``n_trees`` trees (default: all) at every alpha in one
-    pass (:func:`evaluate`) per position-prior exponent of ``betas`` (default
-    ``[0]``: no position prior; other values need ``model.position``) and
+    Scores the first ``n_trees`` trees (default: all) at every alpha and every
+    position-prior exponent of ``betas`` (default ``[0]``: no position prior;
+    other values need ``model.position``) from one pass per face
+    (:func:`evaluate_betas`: each beta's scores are :func:`evaluate`'s) and
     keeps the best class-average Jaccard (ties: the smaller beta, then the
     smaller alpha).
 
@@ -532,4 +534,5 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
 
 
 __all__ = ["MODES", "evaluate", "evaluate_betas", "full_summary", "best_alpha", "choose_alpha",
-           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label", "scored_label"]
+           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label",
+           "scored_label"]

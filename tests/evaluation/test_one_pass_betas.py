@@ -4,6 +4,7 @@ what one pass per beta gives: the sweep's confusion matrices, ``evaluate``'s
 tables and ``choose_rule``'s whole result (rule and every recorded score), for
 forests with and without a position prior, of every kernel, and a cascade."""
 
+import cv2
 import numpy as np
 import pytest
 
@@ -12,6 +13,8 @@ from facesegment.dense import confusion_sweep
 from facesegment.dense import predict as dense_predict
 from facesegment.evaluation import scoring
 from facesegment.evaluation.calibrate import choose_rule
+from facesegment.position import fit_position_prior
+from tests.autocontext.test_cascade import fit, toy_faces, toy_windows
 from tests.dense.test_inference import random_model
 from tests.test_position import model_with_prior
 from tests.test_rule import _records
@@ -82,11 +85,7 @@ def test_choose_rule_is_the_per_beta_choice(tmp_path, monkeypatch, prior):
         assert r["beta"] == r0["beta"] == b
 
 
-def test_cascade_choice_is_the_per_beta_choice(monkeypatch):
-    from facesegment.data.datasets import FaceRecord as Rec
-    from facesegment.position import fit_position_prior
-    from tests.autocontext.test_cascade import fit, toy_faces, toy_windows
-
+def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
     images, labels = toy_faces()
     cascade = fit((images, labels, toy_windows(images, labels)))
     cascade.position = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
@@ -97,16 +96,12 @@ def test_cascade_choice_is_the_per_beta_choice(monkeypatch):
         calls.append(1)
         return real(image, n_stages)
     monkeypatch.setattr(cascade, "context", counted, raising=False)
-    import cv2
-    import tempfile
-    from pathlib import Path
-
-    tmp = Path(tempfile.mkdtemp())
     recs = []
     for i in range(3):
-        cv2.imwrite(str(tmp / f"c{i}.png"), images[i])
-        cv2.imwrite(str(tmp / f"c{i}_label.png"), labels[i])
-        recs.append(Rec(f"c{i}", str(tmp / f"c{i}.png"), str(tmp / f"c{i}_label.png")))
+        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
+        cv2.imwrite(str(img), images[i])
+        cv2.imwrite(str(lbl), labels[i])
+        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
     kw = dict(alphas=ALPHAS, betas=[0.5, 2.0], mode="full", workers=1, progress=False)
     rule, rec = choose_rule(cascade, recs, **kw)
     assert len(calls) == 3          # stage 1 once per face for every (beta, alpha)
