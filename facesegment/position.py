@@ -190,12 +190,18 @@ def position_factor(prior, shape):
     return (freq / pi).astype(np.float32)
 
 
-def position_scales(prior, shape, ys, xs, class_scale, beta):
+def position_scales(prior, shape, ys, xs, class_scale, beta, factor=None, power=None):
     """Per-pixel class scales ``s**-alpha * (pos/pi)**beta`` at pixels
-    ``(ys, xs)``: float64 ``(len(ys), C)`` (``class_scale`` = ``s**-alpha``)."""
-    f = position_factor(prior, shape)[ys, xs].astype(np.float64)
+    ``(ys, xs)``: float64 ``(len(ys), C)`` (``class_scale`` = ``s**-alpha``).
+
+    ``factor`` (``position_factor(prior, shape)[ys, xs]`` as float64) and
+    ``power`` (``factor ** beta``) may be given when already computed (several
+    alphas at one image): the result is the same."""
+    f = position_factor(prior, shape)[ys, xs].astype(np.float64) if factor is None else factor
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        out = np.power(f, float(beta)) * np.asarray(class_scale, np.float64)
+        if power is None:
+            power = np.power(f, float(beta))
+        out = power * np.asarray(class_scale, np.float64)
     if not np.all(np.isfinite(out)):  # a huge beta: the same up to a per-pixel factor
         logs = float(beta) * np.log(np.maximum(f, 1e-300)) + np.log(
             np.maximum(np.asarray(class_scale, np.float64), 1e-300))

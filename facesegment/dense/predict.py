@@ -51,12 +51,13 @@ from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
 from ._split import split_buffer
 from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
-from ..position import position_scales
+from ..position import position_factor, position_scales
 from .reweight import check_beta, check_sigma, class_scales, reweight, smooth  # noqa: F401
 # a model's stored terms: the rule's module reads them (re-exported here and by the package)
 from ..rule import decision_rule, default_alpha, default_beta, default_sigma  # noqa: F401
 
 FAST_CHUNK = 2048  # pixels per chunk of the fast confusion sweep
+SWEEP_SCALE_BYTES = 1 << 27  # per-pixel class scales one sweep pass holds (more betas: passes)
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
 SPLIT_BLOCK_ROWS = 4  # ... on a context stage's split buffer (measured: 4 rows 53 ms, one
                       # block per thread 88 ms: its context copies then outgrow the cache)
@@ -346,7 +347,7 @@ def _as_sorted_ints(values, name, low, upper):
 
 def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
                     alphas=(1.0,), mode="strict", fft_levels=0, chunk=256, planes=None,
-                    beta=0.0, kernels="auto"):
+                    beta=0.0, kernels="auto", betas=None):
     """Confusion matrices of many truncated forests and alphas in one pass.
 
     Each tree is walked once per pixel to the deepest limit asked for, keeping
@@ -373,11 +374,18 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         Exponent of the model's position prior (0: none), with every alpha.
     kernels : {"auto", "no-fast", "no-levels", "general"}
         As for :func:`predict_image`.
+    betas : list of float >= 0, optional
+        Several position-prior exponents scored from the same pass (replaces
+        ``beta``): the forest's sums are formed once per pixel and every
+        (beta, alpha) row of class scales is applied to them, with the very
+        operations of a one-beta call.
 
     Returns
     -------
     conf : int64 (len(alphas), len(depths), len(trees), C, C)
         ``conf[a, k, j, true, pred]``; depths and trees are returned sorted.
+        With ``betas``: ``len(betas) * len(alphas)`` rows, beta-major
+        (row ``b * len(alphas) + a``).
     depths, trees : int arrays
         The sorted settings (an unlimited depth is reported as the forest's
         maximum depth).
@@ -390,8 +398,8 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
     depths = _as_sorted_ints([forest_depth if d is None else d
                               for d in (max_depth_list or [None])], "max_depth", 0,
                              forest_depth)
-    beta = check_beta(model, beta)
-    scales = class_scales(model.sampling_factors, alphas)
+    betas = [check_beta(model, b) for b in ([beta] if betas is None else betas)]
+    class_sc = class_scales(model.sampling_factors, alphas)
     p = _prepare(model, image, planes, int(trees[-1]), None, fft_levels, split_ok=use_fast)
     h, w = p.shape[:2]
     label = np.asarray(label)
@@ -406,39 +414,79 @@ def confusion_sweep(model, image, label, n_trees_list=None, max_depth_list=None,
         elig &= inside
     ys, xs = np.nonzero(elig)
     ys, xs = ys.astype(np.int64), xs.astype(np.int64)
-    if beta > 0:   # one row of class scales per scored pixel
-        scales = np.stack([position_scales(model.position, (h, w), ys, xs, sc, beta)
-                           for sc in scales])
-    else:
-        scales = scales[:, None, :]
-    scales = np.ascontiguousarray(scales, dtype=np.float64)
     n_c = p.value.shape[1]
-    preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
+    truth = label[ys, xs].astype(np.int64)
+    confs = []
+    for group in _beta_groups(betas, len(alphas), len(ys), n_c):
+        scales = _sweep_scales(model, (h, w), ys, xs, class_sc, group)
+        preds = np.zeros((len(scales), len(depths), len(trees), len(ys)), dtype=np.uint8)
+        if len(ys):
+            _sweep_preds(p, ys, xs, depths, trees, scales, chunk, fft_levels, use_fast,
+                         use_levels, preds)
+        conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
+        if len(ys):  # no pixel scored (a pixel stride wider than the face): zero counts
+            confusion_many(preds.reshape(-1, len(ys)), truth, n_c, conf)
+        confs.append(conf.reshape(len(scales), len(depths), len(trees), n_c, n_c))
+    return np.concatenate(confs) if len(confs) > 1 else confs[0], depths, trees
+
+
+def _beta_groups(betas, n_alphas, n_pixels, n_classes):
+    """``betas`` in runs whose per-pixel class scales take at most
+    :data:`SWEEP_SCALE_BYTES` (at least one beta per run: a one-beta sweep's
+    memory); each run is one pass of the kernels."""
+    per_beta = max(1, n_alphas * n_pixels * n_classes * 8)
+    size = max(1, SWEEP_SCALE_BYTES // per_beta)
+    return [betas[i:i + size] for i in range(0, len(betas), size)]
+
+
+def _sweep_scales(model, shape, ys, xs, class_sc, betas):
+    """The sweeps' rows of class scales, beta-major: float64 (len(betas) *
+    len(alphas), 1 or len(ys), C); a beta > 0 gives one row per scored pixel
+    (:func:`facesegment.position.position_scales`), beta 0 the alpha's row
+    (repeated per pixel when a beta > 0 shares the pass: the same factors)."""
+    per_pixel = any(b > 0 for b in betas)
+    rows = []
+    if per_pixel:   # the prior's factor at the pixels, computed once
+        f = position_factor(model.position, shape)[ys, xs].astype(np.float64)
+    for b in betas:
+        if b > 0:
+            with np.errstate(over="ignore", under="ignore", divide="ignore"):
+                power = np.power(f, float(b))
+        for sc in class_sc:
+            if b > 0:
+                rows.append(position_scales(model.position, shape, ys, xs, sc, b, f, power))
+            else:
+                rows.append(np.broadcast_to(sc, (len(ys), len(sc))) if per_pixel
+                            else sc[None, :])
+    return np.ascontiguousarray(np.stack(rows), dtype=np.float64)
+
+
+def _sweep_preds(p, ys, xs, depths, trees, scales, chunk, fft_levels, use_fast, use_levels,
+                 preds):
+    """``preds[a, k, j, i]``: the sweep's labels of the scored pixels (the kernel
+    the prepared inputs ``p`` call for)."""
     split = isinstance(p, _Split)
     pooled = isinstance(p, _pooled.Pooled)
-    fast = p.fast if split else _fast_records(p, use_fast) if len(ys) and not pooled else None
-    if pooled and len(ys):
+    fast = p.fast if split else _fast_records(p, use_fast) if not pooled else None
+    if pooled:
         _pooled.sweep(p, ys, xs, depths, trees, scales, chunk, preds)
-    elif fast is not None and len(ys):
+    elif fast is not None:
         rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
         kernels = p.kernels if split else _kernels(_fast, p.layout, _fast.VARIANT[mode])
         _fast.sweep_predict_fast(kernels, p.img, p.rowstride, ys, xs, p.roots, depths, trees,
                                  scales, rec, sp, p.value, max(int(chunk), FAST_CHUNK), preds,
                                  max(1, numba.get_num_threads()))
-    elif len(ys) and _uses_levels(p, fft_levels, use_levels):
+    elif _uses_levels(p, fft_levels, use_levels):
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
         _kernels(_levels, p.layout).sweep_predict_levels(
             _float_image(p), p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes,
             p.thr, p.value, p.weights, chunk_l, preds)
-    elif len(ys):
+    else:
         _kernels(_general, p.layout).sweep_predict(
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes, p.thr,
             p.value, p.weights, p.sp_off, p.sp_w, p.resp, int(chunk), preds)
-    conf = np.zeros((len(scales) * len(depths) * len(trees), n_c, n_c), dtype=np.int64)
-    if len(ys):  # no pixel scored (a pixel stride wider than the face): zero counts
-        confusion_many(preds.reshape(-1, len(ys)), label[ys, xs].astype(np.int64), n_c, conf)
-    return conf.reshape(len(scales), len(depths), len(trees), n_c, n_c), depths, trees
+    return preds
 
 
 __all__ = ["MODES", "KERNELS", "check_kernels", "FAST_CHUNK", "FAST_BLOCK_ROWS", "SPLIT_BLOCK_ROWS", "ROW_SLACK",

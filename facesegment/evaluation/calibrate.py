@@ -4,9 +4,11 @@ The rule (:class:`facesegment.rule.DecisionRule`: the prior-reweighting
 exponent alpha, the position prior's beta, the smoothing sigma) is chosen
 term by term on labelled faces that were not used to train the forest:
 
-1. alpha and beta together: every alpha of ``alphas`` is scored in one pass
-   (:func:`facesegment.evaluation.scoring.choose_alpha`) per beta of ``{0} | betas``
-   (betas only for a model with a position prior); the best class-average
+1. alpha and beta together: every alpha of ``alphas`` with every beta of
+   ``{0} | betas`` (betas only for a model with a position prior) is scored from
+   one dense pass per face (:func:`facesegment.evaluation.scoring.choose_alpha`:
+   the forest's sums are formed once, each (beta, alpha) applied to them); the
+   best class-average
    Jaccard wins (ties: the smaller beta, then the smaller alpha).  The beta = 0
    pass is the forest alone: its best alpha is recorded too.
 2. sigma, at that (alpha, beta): the maps of every face are predicted once and

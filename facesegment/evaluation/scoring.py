@@ -12,7 +12,8 @@ tasks (``facesegment.parallel.map_tasks``: local threads or a cluster).
 
 ``facesegment evaluate``, ``facesegment figures`` and the pipeline's select,
 train (alpha), evaluate and figures stages all score through it.
-:func:`choose_alpha` picks the reweighting exponent on validation images and
+:func:`choose_alpha` picks the reweighting exponent (and the position prior's
+beta, every beta from the same pass: :func:`evaluate_betas`) on validation images and
 :func:`time_inference` measures ``predict_image`` per image.
 """
 
@@ -149,18 +150,23 @@ def _score_missed(record, model, alphas, trees, depths, stride, mode):
     return record.name, conf, d_out, t_out
 
 
-def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0):
-    """Task: the sweep confusion matrices of one face (top level: picklable)."""
+def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0,
+               betas=None):
+    """Task: the sweep confusion matrices of one face (top level: picklable); with
+    ``betas``, every (beta, alpha) from one pass (rows beta-major)."""
     from ..data.datasets import load_face
     from ..dense import confusion_sweep
 
     if getattr(record, "missed", False):
-        return _score_missed(record, model, alphas, trees, depths, stride, mode)
+        name, conf, d_out, t_out = _score_missed(record, model, alphas, trees, depths,
+                                                 stride, mode)
+        return name, conf if betas is None else np.tile(conf, (len(betas), 1, 1, 1, 1)), \
+            d_out, t_out
     image, label = load_face(record)
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
                                          n_trees_list=trees, max_depth_list=depths,
                                          alphas=alphas, mode=mode, fft_levels=fft_levels,
-                                         beta=beta)
+                                         beta=beta, betas=betas)
     return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
 
 
@@ -299,9 +305,10 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
                  pixel_stride=1, workers=None, scheduler=None, desc="alpha", progress=True):
     """The reweighting exponent(s) that score best on ``records`` (validation faces).
 
-    Scores the first ``n_trees`` trees (default: all) at every alpha in one
-    pass (:func:`evaluate`) per position-prior exponent of ``betas`` (default
-    ``[0]``: no position prior; other values need ``model.position``) and
+    Scores the first ``n_trees`` trees (default: all) at every alpha and every
+    position-prior exponent of ``betas`` (default ``[0]``: no position prior;
+    other values need ``model.position``) from one pass per face
+    (:func:`evaluate_betas`: each beta's scores are :func:`evaluate`'s) and
     keeps the best class-average Jaccard (ties: the smaller beta, then the
     smaller alpha).
 
@@ -317,12 +324,12 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
     betas = [0.0] if betas is None else [_beta(model, b) for b in betas]
     if not betas:
         raise ValueError("betas is empty: give at least one position-prior exponent, e.g. [0]")
+    betas = sorted(set(betas))
+    results = evaluate_betas(model, records, alphas=alphas, betas=betas, n_trees=n, mode=mode,
+                             pixel_stride=pixel_stride, workers=workers, scheduler=scheduler,
+                             desc=desc if betas == [0.0] else f"{desc} betas", progress=progress)
     tables, best = {}, None
-    for b in sorted(set(betas)):
-        r = evaluate(model, records, alphas=alphas, tree_counts=[n], mode=mode,
-                     pixel_stride=pixel_stride, beta=b, workers=workers,
-                     scheduler=scheduler, desc=desc if b == 0 else f"{desc} beta={b:g}",
-                     progress=progress)
+    for b, r in zip(betas, results):
         tables[repr(b)] = {a: v["mean_jaccard"] for a, v in r["trees"][str(n)]["alpha"].items()}
         a = best_alpha(r, n)
         score = tables[repr(b)][a]
@@ -335,6 +342,48 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
     if len(tables) > 1:
         out["validation_jaccard_beta"] = tables
     return out
+
+
+def evaluate_betas(model, records, *, alphas, betas, n_trees=None, mode="strict",
+                   pixel_stride=1, workers=None, scheduler=None, desc="betas", progress=True):
+    """:func:`evaluate`'s ``trees`` scores of the first ``n_trees`` trees (default:
+    all) at every alpha, for each position-prior exponent of ``betas``, from one
+    pass per image: the forest's sums are formed once and every (beta, alpha)
+    applied to them (``confusion_sweep(..., betas=...)``), so each beta's
+    scores equal ``evaluate(..., tree_counts=[n_trees], beta=beta)``'s.
+
+    Returns a list (one per beta, in order) of ``{"trees": {str(n_trees):
+    {"alpha": {repr(alpha): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}}}, "n_images", "beta", "per_image_alpha"}``.
+    """
+    from ..parallel import map_tasks
+
+    arrays = _arrays(model)
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, workers)
+    pa, alphas = _alphas(alphas, None)
+    betas = [_beta(model, b) for b in betas]
+    if not betas:
+        raise ValueError("betas is empty: give at least one position-prior exponent, e.g. [0]")
+    n_all = arrays.n_trees
+    n = n_all if n_trees is None else min(_tree_list([n_trees], "n_trees", n_all))
+    trees = sorted({n, n_all})
+    forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
+    total, names = None, set()
+    for _, (name, conf, _, t_out) in map_tasks(
+            _score_one, records, args=(model, alphas, trees, [forest_depth],
+                                       int(pixel_stride), 0, mode, 0.0, betas),
+            scheduler=scheduler, n_workers=workers, desc=desc, unit="images",
+            progress=progress):
+        total = conf if total is None else total + conf
+        names.add(name)
+    j, k = t_out.index(n), len(alphas)
+    return [{"trees": {str(n): {"alpha": {repr(a): _summary(total[i * k + q, -1, j])
+                                          for q, a in enumerate(alphas)}}},
+             "n_images": len(names), "beta": b, "per_image_alpha": pa}
+            for i, b in enumerate(betas)]
 
 
 def _position_one(record, prior, gammas, stride, mode, layout):
@@ -484,5 +533,6 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     return out
 
 
-__all__ = ["MODES", "evaluate", "full_summary", "best_alpha", "choose_alpha",
-           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label", "scored_label"]
+__all__ = ["MODES", "evaluate", "evaluate_betas", "full_summary", "best_alpha", "choose_alpha",
+           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label",
+           "scored_label"]

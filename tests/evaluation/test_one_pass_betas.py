@@ -1,0 +1,112 @@
+"""Every (beta, alpha) of a rule's choice from one dense pass per validation face
+(``confusion_sweep(..., betas=...)``, ``scoring.evaluate_betas``) gives exactly
+what one pass per beta gives: the sweep's confusion matrices, ``evaluate``'s
+tables and ``choose_rule``'s whole result (rule and every recorded score), for
+forests with and without a position prior, of every kernel, and a cascade."""
+
+import cv2
+import numpy as np
+import pytest
+
+from facesegment.data.datasets import FaceRecord, load_face
+from facesegment.dense import confusion_sweep
+from facesegment.dense import predict as dense_predict
+from facesegment.evaluation import scoring
+from facesegment.evaluation.calibrate import choose_rule
+from facesegment.position import fit_position_prior
+from tests.autocontext.test_cascade import fit, toy_faces, toy_windows
+from tests.dense.test_inference import random_model
+from tests.test_position import model_with_prior
+from tests.test_rule import _records
+
+ALPHAS = [0.0, 0.5, 1.0, 0.25]
+BETAS = [0.0, 0.5, 1.0, 4.0]
+
+
+def _per_beta(model, records, *, alphas, betas, n_trees=None, mode="strict", pixel_stride=1,
+              workers=None, scheduler=None, desc="betas", progress=True):
+    """The former computation: one full ``evaluate`` pass per beta."""
+    n = model.arrays.n_trees if n_trees is None else n_trees
+    return [scoring.evaluate(model, records, alphas=alphas, tree_counts=[n], mode=mode,
+                             pixel_stride=pixel_stride, beta=b, workers=workers,
+                             scheduler=scheduler, progress=progress)
+            for b in betas]
+
+
+def _choose_both(model, records, monkeypatch, **kw):
+    new = choose_rule(model, records, progress=False, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(scoring, "evaluate_betas", _per_beta)
+        old = choose_rule(model, records, progress=False, **kw)
+    return new, old
+
+
+@pytest.mark.parametrize("kinds", [("axis",), ("two-probe",), ("oblique",)])
+@pytest.mark.parametrize("mode", ["strict", "full"])
+def test_sweep_of_all_betas_equals_one_sweep_per_beta(tmp_path, kinds, mode, monkeypatch):
+    model = model_with_prior(21, n_trees=4, max_depth=5, kinds=kinds)
+    image, label = load_face(_records(tmp_path, 1, 80)[0])
+    for budget in (dense_predict.SWEEP_SCALE_BYTES, 1):   # one pass; one pass per beta
+        monkeypatch.setattr(dense_predict, "SWEEP_SCALE_BYTES", budget)
+        conf, d, t = confusion_sweep(model, image, label, n_trees_list=[2, 4], alphas=ALPHAS,
+                                     mode=mode, betas=BETAS)
+        assert conf.shape[0] == len(BETAS) * len(ALPHAS)
+        for i, b in enumerate(BETAS):
+            ref, d1, t1 = confusion_sweep(model, image, label, n_trees_list=[2, 4],
+                                          alphas=ALPHAS, mode=mode, beta=b)
+            np.testing.assert_array_equal(conf[i * len(ALPHAS):(i + 1) * len(ALPHAS)], ref)
+            np.testing.assert_array_equal(d, d1)
+            np.testing.assert_array_equal(t, t1)
+    # the betas matter (else the comparison proves little)
+    assert not np.array_equal(conf[:len(ALPHAS)], conf[-len(ALPHAS):])
+
+
+@pytest.mark.parametrize("prior", [True, False])
+def test_choose_rule_is_the_per_beta_choice(tmp_path, monkeypatch, prior):
+    records = _records(tmp_path, 3, 90)
+    records.append(FaceRecord("missed", records[0].image, records[0].label, missed=True))
+    if prior:
+        model = model_with_prior(31, n_trees=5, max_depth=5, kinds=("axis", "oblique"))
+        kw = dict(betas=[0.25, 1.0, 4.0], sigmas=[1.5])
+    else:
+        model = random_model(32, n_trees=5, max_depth=5, kinds=("two-probe",))
+        kw = dict(sigmas=[1.5])
+    for extra in (dict(mode="full"), dict(mode="strict", pixel_stride=2, n_trees=3)):
+        (rule, rec), (rule0, rec0) = _choose_both(model, records, monkeypatch,
+                                                  alphas=ALPHAS, **kw, **extra)
+        assert rule == rule0 and rec == rec0
+        assert rec["forest_alone"]["validation_jaccard"]
+    # the tables themselves, confusion matrices included
+    betas = [0.0, 0.25, 1.0] if prior else [0.0]
+    new = scoring.evaluate_betas(model, records, alphas=ALPHAS, betas=betas, progress=False)
+    old = _per_beta(model, records, alphas=ALPHAS, betas=betas, progress=False)
+    for r, r0, b in zip(new, old, betas):
+        assert r["trees"] == r0["trees"] and r["n_images"] == r0["n_images"] == 4
+        assert r["beta"] == r0["beta"] == b
+
+
+def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
+    images, labels = toy_faces()
+    cascade = fit((images, labels, toy_windows(images, labels)))
+    cascade.position = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
+    calls = []
+    real = cascade.context
+
+    def counted(image, n_stages=None):
+        calls.append(1)
+        return real(image, n_stages)
+    monkeypatch.setattr(cascade, "context", counted, raising=False)
+    recs = []
+    for i in range(3):
+        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
+        cv2.imwrite(str(img), images[i])
+        cv2.imwrite(str(lbl), labels[i])
+        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
+    kw = dict(alphas=ALPHAS, betas=[0.5, 2.0], mode="full", workers=1, progress=False)
+    rule, rec = choose_rule(cascade, recs, **kw)
+    assert len(calls) == 3          # stage 1 once per face for every (beta, alpha)
+    with monkeypatch.context() as m:
+        m.setattr(scoring, "evaluate_betas", _per_beta)
+        rule0, rec0 = choose_rule(cascade, recs, **kw)
+    assert len(calls) == 3 + 3 * 3  # the former way: once per face and beta (0, 0.5, 2)
+    assert rule == rule0 and rec == rec0 and len(rec["position_selection"]["betas"]) == 3
