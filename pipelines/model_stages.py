@@ -12,6 +12,7 @@ import os
 import shutil
 
 from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation.timing import time_inference
 from facesegment.atomic import write_json_atomic
 from facesegment.errors import DataError
 
@@ -185,7 +186,7 @@ def _timing(kind):
         model = backend.load_model(ctx.model_dir(kind, n))
         test = ctx.splits()["test"][: ev["time_images"]]
         load0 = os.getloadavg()[0]
-        res = evaluation.time_inference(model, test, cfg["forest"]["eval_trees"],
+        res = time_inference(model, test, cfg["forest"]["eval_trees"],
                                         ev["time_mode"], ev["fft_levels"])
         out = ctx.write_timings(f"time-{kind}", {
             "kind": kind, "trees": res, "cpu_count": os.cpu_count(),

@@ -6,7 +6,8 @@ the forest sizes and alphas given by position; ``best_alpha`` is the
 library's.  New code calls :mod:`facesegment.evaluation.scoring` directly.
 """
 
-from facesegment.evaluation.scoring import best_alpha, evaluate, grid_label, time_inference
+from facesegment.evaluation.scoring import best_alpha, evaluate, grid_label
+from facesegment.evaluation.timing import time_inference
 
 
 def score_model(model, records, tree_counts, alphas, **kw):

@@ -98,13 +98,13 @@ def _scores(ctx, model):
 
 
 def _times(ctx, models, n_images):
-    from facesegment.evaluation import scoring as evaluation
+    from facesegment.evaluation.timing import time_inference
 
     test = ctx.splits()["test"][:n_images]
     out = {}
     for name, model in models.items():
         n = model.arrays.n_trees if hasattr(model, "arrays") else 32
-        r = evaluation.time_inference(model, test, [n], progress=False)[str(n)]
+        r = time_inference(model, test, [n], progress=False)[str(n)]
         out[name] = {"ms_per_image": r["ms_per_image"],
                      "cpu_ms_per_image": r["cpu_ms_per_image"], "n_images": r["n_images"]}
         ctx.log(f"time: {name}: {r['ms_per_image']:.0f} ms per face")

@@ -5,6 +5,7 @@ Modules
 ``scoring``    the one evaluation driver: :func:`evaluate` and its summaries
 ``metrics``    confusion matrices, per-class and class-average Jaccard, tables
 ``calibrate``  choosing a model's decision rule on validation images
+``timing``     timing dense inference per image (the pipeline's time stages)
 ``figures``    the paper's Figures 3 and 4 and confusion matrices (matplotlib Agg)
 
 The names below are loaded on first use (importing the package loads none of its modules).

@@ -13,11 +13,9 @@ tasks (``facesegment.parallel.map_tasks``: local threads or a cluster).
 ``facesegment evaluate``, ``facesegment figures`` and the pipeline's select,
 train (alpha), evaluate and figures stages all score through it.
 :func:`choose_alpha` picks the reweighting exponent (and the position prior's
-beta, every beta from the same pass: :func:`evaluate_betas`) on validation images and
-:func:`time_inference` measures ``predict_image`` per image.
+beta, every beta from the same pass: :func:`evaluate_betas`) on validation
+images; :mod:`facesegment.evaluation.timing` times ``predict_image`` per image.
 """
-
-import time
 
 import numpy as np
 
@@ -481,58 +479,6 @@ def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="s
             "n_pixels": int(total[0].sum())}
 
 
-# ---------------------------------------------------------------- timing
-
-def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progress=True):
-    """Median and mean milliseconds of ``predict_image`` per image per forest size.
-
-    Returns ``{str(n): {"ms_per_image", "ms_per_image_mean", "cpu_ms_per_image",
-    "n_images", "mode", [oblique_* and dot_arithmetic ("float32", or "integer":
-    int8/int16 rows, whose multiply-adds are integer ops) for forests with
-    oblique nodes]}}``.
-    """
-    from ..data.datasets import load_face
-    from ..dense import count_oblique_visits, predict_image
-    from ..progress import Progress
-
-    arrays = _arrays(model)
-    records = list(records)
-    if not records:
-        raise ValueError("records is empty: give at least one face to time")
-    _check_common(mode, 1, fft_levels, None)
-    counts = sorted(_tree_list(tree_counts, "tree_counts", arrays.n_trees))
-    out = {}
-    images = [load_face(r)[0] for r in records]
-    predict_image(model, images[0][:40, :40], mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
-                  n_trees=1)  # compile outside timing
-    with Progress(len(counts) * len(images), "time", "images", enabled=progress) as bar:
-        for n in counts:
-            times, cpu = [], []
-            for img in images:
-                c0, t0 = time.process_time(), time.perf_counter()
-                predict_image(model, img, mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
-                              n_trees=n, fft_levels=fft_levels)
-                times.append(1000.0 * (time.perf_counter() - t0))
-                cpu.append(1000.0 * (time.process_time() - c0))
-                bar.update(1)
-            out[str(n)] = {"ms_per_image": round(float(np.median(times)), 2),
-                           "ms_per_image_mean": round(float(np.mean(times)), 2),
-                           "cpu_ms_per_image": round(float(np.median(cpu)), 2),
-                           "n_images": len(images), "mode": mode}
-            if arrays.weights.shape[0]:
-                visits = [count_oblique_visits(model, img, mode=mode, n_trees=n)
-                          for img in images]
-                flops = 2.0 * arrays.n_features * float(np.mean(visits))
-                out[str(n)].update({
-                    "dot_arithmetic": "integer" if arrays.weights.dtype.kind == "i"
-                    else "float32",
-                    "oblique_visits_per_image": float(np.mean(visits)),
-                    "oblique_gflop_per_image": round(flops / 1e9, 3),
-                    "oblique_gflops_per_cpu_second": round(
-                        flops / 1e9 / max(np.mean(cpu) / 1000.0, 1e-9), 3)})
-    return out
-
-
 __all__ = ["MODES", "evaluate", "evaluate_betas", "full_summary", "best_alpha", "choose_alpha",
-           "evaluate_position_only", "evaluate_smoothed", "time_inference", "grid_label",
+           "evaluate_position_only", "evaluate_smoothed", "grid_label",
            "scored_label"]

@@ -16,7 +16,6 @@ mapped to such a crop as ``centre = box centre + (ox, oy) * box side`` and
 faces300w test crops (``python -m benchmarks.bench_inference --detectors``).
 """
 
-import threading
 
 import cv2
 import numpy as np
@@ -34,10 +33,6 @@ CALIBRATION = {"dlib": (2.0, -0.02, 0.087)}
 #: Longer side of the copy faces are detected on (= facesegment.faces.label.DETECT_MAX_SIDE).
 DETECT_MAX_SIDE = 2000
 
-#: dlib's detector and predictor are shared by the worker threads of a process
-#: and are not safe to call concurrently (concurrent calls crashed the process):
-#: calls into dlib are serialised; inference runs in parallel.
-DLIB_LOCK = threading.Lock()
 #: Side of an LFW-style crop relative to the landmarks' larger extent.
 LANDMARK_SCALE = 2.2
 #: The crop rule ``(k, ox, oy)`` that keeps :func:`landmark_box` as it is.
@@ -49,6 +44,12 @@ def _dlib_models():
     from .label import get_models
 
     return get_models()
+
+
+def _dlib_lock():
+    from .label import DLIB_LOCK
+
+    return DLIB_LOCK
 
 
 #: Detection passes (those of ``facesegment label``,
@@ -63,7 +64,7 @@ def _dlib_rects(image):
     """dlib's face rectangles in ``image`` (RGB, as ``facesegment label`` gives it)
     and the pass that found them (:data:`PASSES`; "" when none did)."""
     detector = _dlib_models()[0]
-    with DLIB_LOCK:
+    with _dlib_lock():
         rects, how = detector(image, 0), PASSES[0]
         if len(rects) == 0:
             rects, how = detector(image, UPSAMPLE), PASSES[1]
@@ -196,7 +197,7 @@ def find_landmarks(image, max_side=DETECT_MAX_SIDE, passes=None):
     for x, y, w, h in detect_faces(image, "landmarks", max_side, passes):
         rect = dlib.rectangle(int(round(x)), int(round(y)), int(round(x + w)),
                               int(round(y + h)))
-        with DLIB_LOCK:
+        with _dlib_lock():
             shape = predictor(image, rect)
             out.append(np.array([(shape.part(i).x, shape.part(i).y) for i in range(68)],
                                 dtype=np.float64))

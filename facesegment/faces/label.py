@@ -37,6 +37,10 @@ REPORT_FIELDS = ("name", "image", "status", "faces", "detection", "seconds", "me
 
 _CACHE = {}
 _LOCK = threading.Lock()
+#: dlib's detector and predictor are shared by the worker threads of a process
+#: and are not safe to call concurrently (concurrent calls crashed the process):
+#: every call into dlib holds this lock; inference runs in parallel.
+DLIB_LOCK = threading.Lock()
 
 #: Faces are detected on a copy of the image whose longer side is at most this
 #: many pixels (dlib's detector needs ~150 MB and 2 s on a 24-megapixel photo,
@@ -180,8 +184,6 @@ def detect_landmarks(image, upsample=1, threshold=-0.5, max_side=DETECT_MAX_SIDE
     detection : str
         "default", "upsampled", "low-threshold" or "" (none found).
     """
-    from .crops import DLIB_LOCK
-
     detector, predictor = get_models()
     small, scale = detection_copy(image, max_side)
     with DLIB_LOCK:   # dlib's models are not safe to call from two threads at once

@@ -123,7 +123,7 @@ def landmark_sets(image, box, spec):
 
     from .label import get_models
 
-    from .crops import DLIB_LOCK
+    from .label import DLIB_LOCK
 
     _, predictor = get_models()
     image = np.ascontiguousarray(image)
@@ -161,7 +161,7 @@ def detect_box(image):
     ``facesegment label``) and the pass that found it, or ``(None, "")``."""
     from .label import get_models, pick_central
 
-    from .crops import DLIB_LOCK
+    from .label import DLIB_LOCK
 
     detector, _ = get_models()
     image = np.ascontiguousarray(image)

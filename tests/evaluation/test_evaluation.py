@@ -7,7 +7,8 @@ import pytest
 
 from facesegment.data.datasets import load_face
 from facesegment.evaluation.scoring import (best_alpha, choose_alpha, evaluate, full_summary,
-                                    grid_label, time_inference)
+                                            grid_label)
+from facesegment.evaluation.timing import time_inference
 from facesegment.dense import predict_image
 from facesegment.evaluation.metrics import border_mask, class_average, confusion_matrix, jaccard
 from tests.dense.test_inference import random_model
