@@ -189,7 +189,8 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     children's shares (:func:`facesegment.forest._cart_kernels.scan_cart_copies`,
     on the node's distinct rows with their multiplicities, as trees are grown).
     """
-    from ._cart_kernels import cart_scratch, cart_split_batch, sort_inputs
+    from ._cart_kernels import cart_scratch, cart_split_batch
+    from ._ranks import sort_inputs
 
     gini = CRITERIA[criterion] == 1
     features = np.asarray(features, dtype=np.int64)

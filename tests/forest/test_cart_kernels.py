@@ -1,4 +1,5 @@
-"""The whole-tree CART kernel (facesegment/forest/_cart_kernels.py) against
+"""The whole-tree CART kernel (facesegment/forest/_cart_kernels.py, its ranks in
+_ranks.py) against
 tests/naive.py: every split of a grown tree is a naive best split of the rows
 that reach it, leaves are pure or cannot split, and the key sort is exact."""
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from facesegment.forest import AxisAlignedForest
-from facesegment.forest._cart_kernels import (MISSING_RANK, RADIX_MIN, feature_ranks,
-                                              grow_cart_tree, sort_inputs, sort_keys)
+from facesegment.forest._cart_kernels import grow_cart_tree
+from facesegment.forest._ranks import MISSING_RANK, RADIX_MIN, feature_ranks, sort_inputs, sort_keys
 from tests import naive
 
 
