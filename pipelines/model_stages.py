@@ -159,8 +159,10 @@ def _evaluate(kind):
                                   pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], beta=0.0,
+                                  extra_rules=prior.prior_rules(model),
                                   desc=f"evaluate {kind}")
-        res["with_prior"] = prior.score_with_prior(ctx, kind, model)
+        # the scores with the prior come from the same pass over the test faces
+        res["with_prior"] = prior.with_prior(res)
         res["smoothed"] = smoothing.test_scores(ctx, kind, model)
         res["detector"] = prior.detector_scores(ctx, kind, model, alpha)
         res.update({"kind": kind, "alpha": alpha,

@@ -11,8 +11,8 @@ test set -> ``reports/runs/RUN/prior.json``.
 The train stage attaches the prior to every model of the run and chooses its
 exponent ``beta`` together with ``alpha`` on the validation images
 (:mod:`pipelines.calibration`); the evaluate stage scores each forest with
-the prior (:func:`score_with_prior`) and on the detector-aligned faces
-(:func:`detector_scores`).  Its section of results.md:
+the prior (:func:`prior_rules`: in the same pass over the test faces as the
+forest alone) and on the detector-aligned faces (:func:`detector_scores`).  Its section of results.md:
 :mod:`pipelines.prior_report`.  docs/pipeline.md, "Position prior".
 """
 
@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation import maps, scoring as evaluation
 from facesegment.atomic import atomic_path, write_json_atomic
 from facesegment.classes import CLASS_NAMES
 from facesegment.errors import DataError
@@ -103,14 +103,14 @@ def run_prior(ctx):
     val = validation_records(ctx)
     chosen, table = 0.0, None
     if val and len(pos["gammas"]) > 1:
-        r = evaluation.evaluate_position_only(
+        r = maps.evaluate_position_only(
             prior, val, pos["gammas"], mode=ev["mode"],
             pixel_stride=cfg["select"]["pixel_stride"], desc="prior gamma")
         table = {g: v["mean_jaccard"] for g, v in r["gamma"].items()}
         chosen = float(max(table, key=lambda g: (table[g], -float(g))))
     elif pos["gammas"]:
         chosen = float(pos["gammas"][0])
-    test = evaluation.evaluate_position_only(prior, splits["test"], [chosen], mode=ev["mode"],
+    test = maps.evaluate_position_only(prior, splits["test"], [chosen], mode=ev["mode"],
                                              pixel_stride=ev["pixel_stride"],
                                              desc="prior test")
     res = {"prior": prior.describe(), "file": os.path.relpath(path, ctx.root),
@@ -120,7 +120,7 @@ def run_prior(ctx):
            "pixel_stride": test["pixel_stride"], "mode": ev["mode"], "crop_rule": rule}
     if ev["detector_protocol"]:
         recs = aligned_test(ctx)
-        det = evaluation.evaluate_position_only(prior, recs, [chosen], mode=ev["mode"],
+        det = maps.evaluate_position_only(prior, recs, [chosen], mode=ev["mode"],
                                                 pixel_stride=ev["pixel_stride"],
                                                 desc="prior test (detector)")
         from facesegment.faces.aligned import aligned_counts
@@ -180,48 +180,43 @@ def aligned_test(ctx):
     return ctx.cache["aligned"]
 
 
+def prior_rules(model):
+    """``[(alpha, beta)]``: the model's decision rule with its position prior, for
+    ``evaluate(..., extra_rules=...)`` (scored from the same pass as the forest
+    alone); None for a model without a prior or with beta 0."""
+    from facesegment.dense import default_alpha, default_beta
+
+    beta = default_beta(model)
+    return [(default_alpha(model), beta)] if beta > 0 else None
+
+
+def with_prior(result, keys=("trees", "per_image", "n_pixels")):
+    """The scores with the prior that ``evaluate(..., extra_rules=prior_rules(model))``
+    returned beside the forest alone's (removed from ``result``): ``{"alpha",
+    "beta", *keys}``, or None when no prior rule was scored."""
+    extra = result.pop("extra_rules", None)
+    if not extra:
+        return None
+    return {"alpha": extra[0]["alpha"], "beta": extra[0]["beta"],
+            **{k: extra[0][k] for k in keys}}
+
+
 def detector_scores(ctx, kind, model, alpha):
     """Scores on the detector-aligned test faces: the forest alone at ``alpha`` and,
-    when the model has a prior, at its chosen ``(alpha, beta)``; None when
-    ``[evaluate] detector_protocol`` is off."""
+    when the model has a prior, at its chosen ``(alpha, beta)`` (one pass over the
+    faces for both); None when ``[evaluate] detector_protocol`` is off."""
     from facesegment.faces.aligned import aligned_counts
-    from facesegment.dense import default_alpha, default_beta
 
     cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
     if not ev["detector_protocol"]:
         return None
     recs = aligned_test(ctx)
     found, missed = aligned_counts(recs)
-    kw = {"tree_counts": cfg["forest"]["eval_trees"], "pixel_stride": ev["pixel_stride"],
-          "mode": ev["mode"], "workers": ctx.workers, "scheduler": ctx.scheduler,
-          "fft_levels": ev["fft_levels"]}
     r = evaluation.evaluate(model, recs, alphas=[alpha], beta=0.0,
-                            desc=f"evaluate {kind} (detector)", **kw)
-    out = {"n_found": found, "n_missed": missed, "alpha": alpha, "trees": r["trees"],
-           "n_pixels": r["n_pixels"], "with_prior": None}
-    beta = default_beta(model)
-    if beta > 0:
-        a = default_alpha(model)
-        w = evaluation.evaluate(model, recs, alphas=[a], beta=beta,
-                                desc=f"evaluate {kind} x prior (detector)", **kw)
-        out["with_prior"] = {"alpha": a, "beta": beta, "trees": w["trees"]}
-    return out
-
-
-def score_with_prior(ctx, kind, model):
-    """Test scores of ``model`` with its prior at its chosen ``(alpha, beta)``;
-    None for a model without a prior or with beta 0."""
-    from facesegment.dense import default_alpha, default_beta
-
-    beta = default_beta(model)
-    if beta <= 0:
-        return None
-    cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
-    alpha = default_alpha(model)
-    r = evaluation.evaluate(model, ctx.splits()["test"], alphas=[alpha], beta=beta,
+                            extra_rules=prior_rules(model),
                             tree_counts=cfg["forest"]["eval_trees"],
                             pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                             workers=ctx.workers, scheduler=ctx.scheduler,
-                            fft_levels=ev["fft_levels"], desc=f"evaluate {kind} x prior")
-    return {"alpha": alpha, "beta": beta, "trees": r["trees"], "per_image": r["per_image"],
-            "n_pixels": r["n_pixels"]}
+                            fft_levels=ev["fft_levels"], desc=f"evaluate {kind} (detector)")
+    return {"n_found": found, "n_missed": missed, "alpha": alpha, "trees": r["trees"],
+            "n_pixels": r["n_pixels"], "with_prior": with_prior(r, keys=("trees",))}

@@ -16,7 +16,7 @@ test faces too, for the ablation.
 For each model of a finished run (``make all``), with the forest alone
 (``alpha_no_prior``, beta 0) and with its position prior (the model's alpha and
 beta), every class's reweighted probability map is blurred with a Gaussian of
-sigma pixels before the argmax (:func:`facesegment.evaluation.scoring.evaluate_smoothed`).
+sigma pixels before the argmax (:func:`facesegment.evaluation.maps.evaluate_smoothed`).
 Sigma is chosen on the run's validation images (those model selection scores);
 the test scores of every sigma are reported, on the pixels the run's evaluation
 scores.  Writes ``reports/runs/RUN/smoothing.json`` and prints a Markdown table.
@@ -28,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation import maps
 from facesegment.atomic import write_json_atomic
 from facesegment.dense import default_alpha, default_beta, default_sigma
 
@@ -77,11 +77,11 @@ def test_scores(ctx, kind, model):
               pixel_stride=ev["pixel_stride"], workers=ctx.workers, scheduler=ctx.scheduler)
     key = repr(float(sigma))
     out = {"alpha": alpha, "beta": beta, "sigma": sigma, "n_trees": model.arrays.n_trees,
-           "test": evaluation.evaluate_smoothed(model, ctx.splits()["test"],
+           "test": maps.evaluate_smoothed(model, ctx.splits()["test"],
                                                 desc=f"evaluate {kind} smoothed",
                                                 **kw)["sigma"][key], "detector": None}
     if ev["detector_protocol"]:
-        out["detector"] = evaluation.evaluate_smoothed(
+        out["detector"] = maps.evaluate_smoothed(
             model, aligned_test(ctx), desc=f"evaluate {kind} smoothed (detector)",
             **kw)["sigma"][key]
     return out
@@ -110,12 +110,12 @@ def study(run_dir, model_root, kinds, sigmas, n_trees, workers=None, log=print):
         if default_beta(model) > 0:
             settings.append(("with prior", default_alpha(model), default_beta(model)))
         for name, alpha, beta in settings:
-            v = evaluation.evaluate_smoothed(model, val, alpha=alpha, beta=beta, sigmas=sigmas,
+            v = maps.evaluate_smoothed(model, val, alpha=alpha, beta=beta, sigmas=sigmas,
                                              mode=ev["mode"], pixel_stride=sel["pixel_stride"],
                                              workers=workers, desc=f"{kind} {name} validation")
             table = {s: r["mean_jaccard"] for s, r in v["sigma"].items()}
             best = max(table, key=lambda s: (table[s], -float(s)))
-            t = evaluation.evaluate_smoothed(model, test, alpha=alpha, beta=beta, sigmas=sigmas,
+            t = maps.evaluate_smoothed(model, test, alpha=alpha, beta=beta, sigmas=sigmas,
                                              mode=ev["mode"], pixel_stride=ev["pixel_stride"],
                                              workers=workers, desc=f"{kind} {name} test")
             rows[name] = {"alpha": alpha, "beta": beta, "validation": table,

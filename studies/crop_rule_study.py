@@ -54,7 +54,7 @@ def shape_box(pts, mean_shape, side):
 
 
 def _score(prior, gamma, recs, cfg):
-    from facesegment.evaluation.scoring import evaluate_position_only
+    from facesegment.evaluation.maps import evaluate_position_only
 
     r = evaluate_position_only(prior, recs, [gamma], mode=cfg["evaluate"]["mode"],
                                pixel_stride=cfg["evaluate"]["pixel_stride"], progress=False)

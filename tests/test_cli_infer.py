@@ -241,7 +241,7 @@ def test_position_prior_through_evaluate_and_segment(tmp_path, capsys):
 def test_smoothing_through_evaluate_and_segment(tmp_path, capsys):
     """A model with a selected sigma: segment blurs its maps (or --sigma), evaluate adds
     the smoothed scores; a negative --sigma is one argparse error line."""
-    from facesegment.evaluation.scoring import evaluate_smoothed
+    from facesegment.evaluation.maps import evaluate_smoothed
     from facesegment.dense import predict_image
     from facesegment.data.imageio import read_label
     from facesegment.data.datasets import find_faces

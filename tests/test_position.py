@@ -5,7 +5,7 @@ per-pixel reference, the position-only map, save/load with the model."""
 import numpy as np
 import pytest
 
-from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation import maps, scoring as evaluation
 from facesegment.dense import confusion_sweep, predict_image
 from facesegment.modelio.model import load_model, save_model
 from facesegment.position import (PositionPrior, constant_labels, fit_position_prior,
@@ -174,7 +174,7 @@ def test_choose_alpha_and_beta_and_position_only(tmp_path):
     again = evaluation.evaluate(model, records, alphas=[res["alpha"]], mode="full",
                                 beta=res["beta"], progress=False)
     assert again["trees"]["3"]["alpha"][repr(res["alpha"])]["mean_jaccard"] == best
-    only = evaluation.evaluate_position_only(model.position, records, [0.0, 1.0],
+    only = maps.evaluate_position_only(model.position, records, [0.0, 1.0],
                                              mode="full", progress=False)
     assert only["n_pixels"] == 3 * 40 * 37 - 3        # one 255 pixel per map
     assert 0 < only["gamma"]["0.0"]["mean_jaccard"] <= 100          # percent
@@ -197,7 +197,7 @@ def test_smoothed_maps_sigma_zero_is_the_plain_argmax(tmp_path):
     for mode in ("full", "strict"):
         plain = evaluation.evaluate(model, records, alphas=[0.5], beta=0.5, mode=mode,
                                     progress=False)["trees"]["3"]["alpha"]["0.5"]
-        sm = evaluation.evaluate_smoothed(model, records, alpha=0.5, beta=0.5,
+        sm = maps.evaluate_smoothed(model, records, alpha=0.5, beta=0.5,
                                           sigmas=[0.0, 3.0], mode=mode, progress=False)
         assert sm["sigma"]["0.0"]["confusion"] == plain["confusion"]
         assert sm["sigma"]["3.0"]["confusion"] != plain["confusion"]
@@ -233,6 +233,6 @@ def test_empty_records_are_refused(call):
     model = model_with_prior(9, n_trees=1, max_depth=2)
     with pytest.raises(ValueError, match="records is empty"):
         if call == "position_only":
-            evaluation.evaluate_position_only(model.position, [], progress=False)
+            maps.evaluate_position_only(model.position, [], progress=False)
         else:
-            evaluation.evaluate_smoothed(model, [], alpha=0.5, progress=False)
+            maps.evaluate_smoothed(model, [], alpha=0.5, progress=False)

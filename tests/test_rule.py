@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from facesegment.evaluation import scoring as evaluation
+from facesegment.evaluation import maps, scoring as evaluation
 from facesegment.evaluation.calibrate import choose_rule, held_out_records
 from facesegment.dense import predict_image, predict_proba_raw
 from facesegment.modelio.model import load_model, save_model
@@ -147,7 +147,7 @@ def test_choose_rule_picks_the_best_scores_of_the_evaluation_driver(tmp_path):
     assert rec["position_selection"]["betas"] == ref["validation_jaccard_beta"]
     zero = ref["validation_jaccard_beta"]["0.0"]
     assert zero[repr(rec["alpha_no_prior"])] == max(zero.values())
-    sm = evaluation.evaluate_smoothed(model, records, alpha=rule.alpha, beta=rule.beta,
+    sm = maps.evaluate_smoothed(model, records, alpha=rule.alpha, beta=rule.beta,
                                       sigmas=[0.0, 2.0], mode="full", progress=False)
     table = {k: v["mean_jaccard"] for k, v in sm["sigma"].items()}
     assert rec["sigma_selection"]["validation_jaccard"] == table

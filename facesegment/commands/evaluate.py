@@ -323,7 +323,7 @@ def default_landmarks_cache(data, records, detector=None):
 
 def _smoothed(model, records, alpha, beta, sigma, args, name):
     """The scores of the maps smoothed with ``sigma`` (evaluate's protocol)."""
-    from ..evaluation.scoring import evaluate_smoothed
+    from ..evaluation.maps import evaluate_smoothed
     from ..evaluation.metrics import summarize
 
     r = evaluate_smoothed(model, records, alpha=alpha, beta=beta, sigmas=[sigma],

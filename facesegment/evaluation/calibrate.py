@@ -13,7 +13,7 @@ term by term on labelled faces that were not used to train the forest:
    pass is the forest alone: its best alpha is recorded too.
 2. sigma, at that (alpha, beta): the maps of every face are predicted once and
    blurred with each sigma of ``{0} | sigmas``
-   (:func:`facesegment.evaluation.scoring.evaluate_smoothed`); ties: the smaller sigma.
+   (:func:`facesegment.evaluation.maps.evaluate_smoothed`); ties: the smaller sigma.
 
 A term with a single candidate is taken as given, without scoring.  The
 pipeline (``make all``), ``facesegment train`` and ``facesegment calibrate``
@@ -70,7 +70,8 @@ def choose_rule(model, records, *, alphas=DEFAULT_ALPHAS, betas=None, sigmas=Non
         ``sigma_selection`` (``{alpha, beta, n_images, validation_jaccard:
         {repr(sigma): Jaccard}}``).
     """
-    from .scoring import choose_alpha, evaluate_smoothed
+    from .maps import evaluate_smoothed
+    from .scoring import choose_alpha
 
     records = list(records)
     if not records:

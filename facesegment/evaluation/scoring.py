@@ -182,7 +182,8 @@ def _num(v):
 
 def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="strict",
              pixel_stride=1, per_image_alpha=None, sweep_trees=None, fft_levels=0,
-             beta=None, workers=None, scheduler=None, desc="evaluate", progress=True):
+             beta=None, extra_rules=None, workers=None, scheduler=None, desc="evaluate",
+             progress=True):
     """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
 
     Parameters
@@ -216,6 +217,12 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
         Exponent of the model's position prior, applied with every alpha
         (default: the model's selected one, 0 without a prior; give 0 to
         score the forest alone).
+    extra_rules : list of (alpha, beta), optional
+        More decision rules scored from the same pass over the images (each
+        face's forest sums are formed once): each gives what
+        ``evaluate(..., alphas=[alpha], beta=beta)`` gives for ``trees``,
+        ``per_image``, ``per_image_jaccard`` and ``n_pixels``, in the list
+        ``extra_rules`` of the result (with its ``alpha`` and ``beta``).
     workers, scheduler :
         Local threads (None: all cores) or a Dask ``distributed`` scheduler.
 
@@ -251,28 +258,47 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
     trees = sorted(set(counts) | _tree_list(sweep_trees, "sweep_trees", n_all) | {n_all})
     forest_depth = int(arrays.depth.max()) if arrays.n_nodes else 0
     dl = sorted(_depth_list(depths, forest_depth) | {forest_depth})
-    total, per_image, per_image_jac = None, {}, {}
+    extras = [(_alpha(a, "extra_rules alpha"), _beta(model, b)) for a, b in extra_rules or ()]
+    grid_a = alphas + sorted({a for a, _ in extras} - set(alphas))
+    grid_b = [beta] + sorted({b for _, b in extras} - {beta})
+    rows = [0] + [grid_b.index(b) * len(grid_a) + grid_a.index(a) for a, b in extras]
+    total, per_image, per_image_jac = None, [{} for _ in rows], [{} for _ in rows]
     for _, (name, conf, d_out, t_out) in map_tasks(
-            _score_one, records, args=(model, alphas, trees, dl, int(pixel_stride),
-                                       int(fft_levels), mode, beta),
+            _score_one, records, args=(model, grid_a, trees, dl, int(pixel_stride),
+                                       int(fft_levels), mode, beta,
+                                       grid_b if extras else None),
             scheduler=scheduler, n_workers=workers, desc=desc, unit="images",
             progress=progress):
         total = conf if total is None else total + conf
-        jac = jaccard(conf[0, -1, -1])
-        per_image[name] = _num(class_average(jac))
-        per_image_jac[name] = [_num(v) for v in jac]
+        for r, row in enumerate(rows):
+            jac = jaccard(conf[row, -1, -1])
+            per_image[r][name] = _num(class_average(jac))
+            per_image_jac[r][name] = [_num(v) for v in jac]
+    main = total[:len(alphas)]    # beta's rows, the main alphas first
     sweep = {"alphas": alphas, "max_depth": d_out, "n_trees": t_out,
-             "class_average_jaccard": np.round(class_average(jaccard(total)), 4).tolist(),
-             "pixel_accuracy": np.round(pixel_accuracy(total), 4).tolist()}
-    out = {"trees": {}, "n_images": len(per_image), "per_image_alpha": pa, "beta": beta,
+             "class_average_jaccard": np.round(class_average(jaccard(main)), 4).tolist(),
+             "pixel_accuracy": np.round(pixel_accuracy(main), 4).tolist()}
+    out = {"trees": _tree_table(total, counts, t_out, alphas, range(len(alphas))),
+           "n_images": len(per_image[0]), "per_image_alpha": pa, "beta": beta,
            "n_pixels": int(total[0, 0, 0].sum()), "pixel_stride": int(pixel_stride),
-           "per_image": dict(sorted(per_image.items())),
-           "per_image_jaccard": dict(sorted(per_image_jac.items())), "sweep": sweep}
-    for n in counts:
-        j = t_out.index(n)
-        out["trees"][str(n)] = {"alpha": {repr(a): _summary(total[i, -1, j])
-                                          for i, a in enumerate(alphas)}}
+           "per_image": dict(sorted(per_image[0].items())),
+           "per_image_jaccard": dict(sorted(per_image_jac[0].items())), "sweep": sweep}
+    if extra_rules is not None:
+        out["extra_rules"] = [
+            {"alpha": a, "beta": b, "trees": _tree_table(total, counts, t_out, [a], [row]),
+             "per_image": dict(sorted(per_image[r].items())),
+             "per_image_jaccard": dict(sorted(per_image_jac[r].items())),
+             "n_pixels": out["n_pixels"]}
+            for r, ((a, b), row) in enumerate(zip(extras, rows[1:]), start=1)]
     return out
+
+
+def _tree_table(total, counts, t_out, alphas, rows):
+    """``evaluate``'s ``trees``: the confusion summaries of rows ``rows`` (one per
+    alpha) of ``total`` at the forest sizes ``counts`` and full depth."""
+    return {str(n): {"alpha": {repr(a): _summary(total[i, -1, t_out.index(n)])
+                               for i, a in zip(rows, alphas)}}
+            for n in counts}
 
 
 def full_summary(result, class_names, n_trees=None, alpha=None):
@@ -384,101 +410,5 @@ def evaluate_betas(model, records, *, alphas, betas, n_trees=None, mode="strict"
             for i, b in enumerate(betas)]
 
 
-def _position_one(record, prior, gammas, stride, mode, layout):
-    """Task: confusion matrices of the position-only maps of one face."""
-    from ..data.imageio import read_label
-    from .metrics import confusion_matrix
-    from ..position import constant_labels
-
-    label = scored_label(read_label(record.label), stride, mode, layout)
-    missed = bool(getattr(record, "missed", False))   # no face found: all background
-    return np.stack([confusion_matrix(
-        label, np.zeros_like(label) if missed else constant_labels(prior, label.shape, g),
-        prior.n_classes) for g in gammas])
-
-
-def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,
-                           layout=None, desc="position only", progress=True):
-    """Scores of the map that uses the position prior alone (no image): for
-    each ``gamma``, ``argmax_c pos_c(x) * pi_c**-gamma``
-    (:func:`facesegment.position.constant_labels`) against the labels of
-    ``records``, with the pixels :func:`evaluate` scores (same ``mode`` and
-    ``pixel_stride``; ``layout``: the window layout whose border ``strict``
-    leaves out, default 31x31).
-
-    Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
-    """
-    from ..layout import DEFAULT_LAYOUT
-    from ..progress import Progress
-
-    records = list(records)
-    if not records:
-        raise ValueError("records is empty: give at least one labelled face to score")
-    _check_common(mode, pixel_stride, 0, None)
-    gammas = [_alpha(g, "gammas") for g in gammas]
-    total = None
-    with Progress(len(records), desc, "images", enabled=progress) as bar:
-        for rec in records:
-            conf = _position_one(rec, prior, gammas, int(pixel_stride), mode,
-                                 layout or DEFAULT_LAYOUT)
-            total = conf if total is None else total + conf
-            bar.update(1)
-    return {"gamma": {repr(g): _summary(total[i]) for i, g in enumerate(gammas)},
-            "n_images": len(records), "n_pixels": int(total[0].sum()),
-            "pixel_stride": int(pixel_stride)}
-
-
-def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
-    """Task: confusion matrices of one face's maps smoothed with each sigma (the
-    labels ``predict_image(..., sigma=s)`` gives, from one prediction)."""
-    from ..data.datasets import load_face
-    from ..dense import model_layout, predict_image, smooth
-    from .metrics import confusion_matrix
-
-    if getattr(record, "missed", False):   # no face found: all background, every sigma
-        conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
-        return np.repeat(conf[0, 0], len(sigmas), axis=0)
-    image, label = load_face(record)
-    label = scored_label(label, stride, mode, model_layout(model))
-    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0)
-    out = []
-    for s in sigmas:
-        pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
-        out.append(confusion_matrix(label, pred, proba.shape[2]))
-    return np.stack(out)
-
-
-def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="strict",
-                      pixel_stride=1, workers=None, scheduler=None, desc="smoothed",
-                      progress=True):
-    """Scores of the model's maps smoothed before the argmax: for each ``sigma``,
-    every class's reweighted probability map (the whole image predicted in
-    "full" mode) blurred with a Gaussian of ``sigma`` pixels (0: none), then the
-    argmax, scored on the pixels :func:`evaluate` scores.
-
-    Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
-    """
-    from ..parallel import map_tasks
-
-    records = list(records)
-    if not records:
-        raise ValueError("records is empty: give at least one labelled face to score")
-    _check_common(mode, pixel_stride, 0, workers)
-    sigmas = [_alpha(s, "sigmas") for s in sigmas]
-    alpha, beta = _alpha(alpha, "alpha"), _beta(model, beta)
-    total = None
-    for _, conf in map_tasks(_smoothed_one, records,
-                             args=(model, alpha, beta, sigmas, int(pixel_stride), mode),
-                             scheduler=scheduler, n_workers=workers, desc=desc,
-                             unit="images", progress=progress):
-        total = conf if total is None else total + conf
-    return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
-            "alpha": alpha, "beta": beta, "n_images": len(records),
-            "n_pixels": int(total[0].sum())}
-
-
 __all__ = ["MODES", "evaluate", "evaluate_betas", "full_summary", "best_alpha", "choose_alpha",
-           "evaluate_position_only", "evaluate_smoothed", "grid_label",
-           "scored_label"]
+           "grid_label", "scored_label"]

@@ -110,3 +110,31 @@ def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
         rule0, rec0 = choose_rule(cascade, recs, **kw)
     assert len(calls) == 3 + 3 * 3  # the former way: once per face and beta (0, 0.5, 2)
     assert rule == rule0 and rec == rec0 and len(rec["position_selection"]["betas"]) == 3
+
+
+@pytest.mark.parametrize("kinds", [("axis", "oblique"), ("two-probe",)])
+def test_extra_rules_equal_their_own_evaluate(tmp_path, kinds):
+    """``evaluate(..., extra_rules=...)`` (the pipeline's test scores with the
+    prior, from the forest alone's pass) gives each rule what its own
+    ``evaluate`` call gives, and leaves the main result as it was."""
+    records = _records(tmp_path, 3, 90)
+    records.append(FaceRecord("missed", records[0].image, records[0].label, missed=True))
+    model = model_with_prior(41, n_trees=5, max_depth=6, kinds=kinds)
+    kw = dict(tree_counts=[3, 5], mode="strict", pixel_stride=2, progress=False)
+    main_kw = dict(alphas=[0.5, 1.0, 0.25], depths=[2, 4], sweep_trees=range(1, 6),
+                   per_image_alpha=0.5, beta=0.0, **kw)
+    rules = [(0.75, 1.0), (0.5, 0.5), (0.5, 0.0)]   # a new alpha, a new beta, a main row
+    both = scoring.evaluate(model, records, extra_rules=rules, **main_kw)
+    extras = both.pop("extra_rules")
+    assert both == scoring.evaluate(model, records, **main_kw)
+    assert len(extras) == len(rules)
+    for (a, b), got in zip(rules, extras):
+        want = scoring.evaluate(model, records, alphas=[a], beta=b, **kw)
+        assert (got["alpha"], got["beta"]) == (a, b)
+        for key in ("trees", "per_image", "per_image_jaccard", "n_pixels"):
+            assert got[key] == want[key], key
+    # beta 0 is a main row; the prior changes the scores (else this proves little)
+    row = both["trees"]["5"]["alpha"]["0.5"]
+    assert extras[2]["trees"]["5"]["alpha"]["0.5"] == row
+    assert extras[1]["trees"]["5"]["alpha"]["0.5"] != row
+    assert scoring.evaluate(model, records, extra_rules=[], **main_kw)["extra_rules"] == []

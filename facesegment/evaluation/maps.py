@@ -1,0 +1,106 @@
+"""Scores of maps other than a model's plain decision: the position prior alone
+(:func:`evaluate_position_only`) and smoothed class maps (:func:`evaluate_smoothed`),
+on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores."""
+
+import numpy as np
+
+from .scoring import (_alpha, _beta, _check_common, _score_missed, _summary,
+                      scored_label)
+
+
+def _position_one(record, prior, gammas, stride, mode, layout):
+    """Task: confusion matrices of the position-only maps of one face."""
+    from ..data.imageio import read_label
+    from .metrics import confusion_matrix
+    from ..position import constant_labels
+
+    label = scored_label(read_label(record.label), stride, mode, layout)
+    missed = bool(getattr(record, "missed", False))   # no face found: all background
+    return np.stack([confusion_matrix(
+        label, np.zeros_like(label) if missed else constant_labels(prior, label.shape, g),
+        prior.n_classes) for g in gammas])
+
+
+def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,
+                           layout=None, desc="position only", progress=True):
+    """Scores of the map that uses the position prior alone (no image): for
+    each ``gamma``, ``argmax_c pos_c(x) * pi_c**-gamma``
+    (:func:`facesegment.position.constant_labels`) against the labels of
+    ``records``, with the pixels :func:`evaluate` scores (same ``mode`` and
+    ``pixel_stride``; ``layout``: the window layout whose border ``strict``
+    leaves out, default 31x31).
+
+    Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
+    """
+    from ..layout import DEFAULT_LAYOUT
+    from ..progress import Progress
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, None)
+    gammas = [_alpha(g, "gammas") for g in gammas]
+    total = None
+    with Progress(len(records), desc, "images", enabled=progress) as bar:
+        for rec in records:
+            conf = _position_one(rec, prior, gammas, int(pixel_stride), mode,
+                                 layout or DEFAULT_LAYOUT)
+            total = conf if total is None else total + conf
+            bar.update(1)
+    return {"gamma": {repr(g): _summary(total[i]) for i, g in enumerate(gammas)},
+            "n_images": len(records), "n_pixels": int(total[0].sum()),
+            "pixel_stride": int(pixel_stride)}
+
+
+def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
+    """Task: confusion matrices of one face's maps smoothed with each sigma (the
+    labels ``predict_image(..., sigma=s)`` gives, from one prediction)."""
+    from ..data.datasets import load_face
+    from ..dense import model_layout, predict_image, smooth
+    from .metrics import confusion_matrix
+
+    if getattr(record, "missed", False):   # no face found: all background, every sigma
+        conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
+        return np.repeat(conf[0, 0], len(sigmas), axis=0)
+    image, label = load_face(record)
+    label = scored_label(label, stride, mode, model_layout(model))
+    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0)
+    out = []
+    for s in sigmas:
+        pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
+        out.append(confusion_matrix(label, pred, proba.shape[2]))
+    return np.stack(out)
+
+
+def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="strict",
+                      pixel_stride=1, workers=None, scheduler=None, desc="smoothed",
+                      progress=True):
+    """Scores of the model's maps smoothed before the argmax: for each ``sigma``,
+    every class's reweighted probability map (the whole image predicted in
+    "full" mode) blurred with a Gaussian of ``sigma`` pixels (0: none), then the
+    argmax, scored on the pixels :func:`evaluate` scores.
+
+    Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
+    confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
+    """
+    from ..parallel import map_tasks
+
+    records = list(records)
+    if not records:
+        raise ValueError("records is empty: give at least one labelled face to score")
+    _check_common(mode, pixel_stride, 0, workers)
+    sigmas = [_alpha(s, "sigmas") for s in sigmas]
+    alpha, beta = _alpha(alpha, "alpha"), _beta(model, beta)
+    total = None
+    for _, conf in map_tasks(_smoothed_one, records,
+                             args=(model, alpha, beta, sigmas, int(pixel_stride), mode),
+                             scheduler=scheduler, n_workers=workers, desc=desc,
+                             unit="images", progress=progress):
+        total = conf if total is None else total + conf
+    return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
+            "alpha": alpha, "beta": beta, "n_images": len(records),
+            "n_pixels": int(total[0].sum())}
+
+
+__all__ = ["evaluate_position_only", "evaluate_smoothed"]
