@@ -58,6 +58,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils, config
+from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 #: Bytes per vector step (one 256-bit register).
@@ -279,19 +280,32 @@ def _codegen_avx2(context, builder, sig, args):
                                for u in range(8)])
 
 
+def _require(name, wanted):
+    """Refuse (Numba's TypingError, one line) to type the x86 intrinsic ``name``
+    for a target whose features (:func:`target_features`) lack the form
+    ``wanted`` (``"avx2"`` or ``"vnni"``)."""
+    feats = target_features()
+    if form_of(feats) == wanted or (wanted == "avx2" and "avx2" in feats):
+        return
+    shown = ", ".join(sorted(feats)[:8]) + (", ..." if len(feats) > 8 else "") or "none"
+    raise TypingError(f"{name} needs a target with {wanted.upper()}; the features Numba "
+                      f"compiles for ({shown}) have none: use the portable form "
+                      "(FACESEGMENT_SIMD=portable, idot8_portable)")
+
+
 @intrinsic
 def idot8_avx2(typingctx, img, bb, rowstride, w, rows, chunks, mask):
     """:func:`idot8` of the AVX2 form: ``img`` uint16 and ``w`` int16 (int8 rows
     widened, int16 rows as they are: one plane), rows of ``chunks`` x 16
     values, ``mask`` over those 16-value chunks.  Typed only where the target
-    has AVX2 (elsewhere Numba reports no matching signature)."""
+    has AVX2 (elsewhere a TypingError says so)."""
     ok = (isinstance(img, types.Array) and img.dtype == types.uint16
           and isinstance(w, types.Array) and w.dtype == types.int16
           and isinstance(bb, types.Array) and bb.dtype == types.int64
-          and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask))
-          and "avx2" in target_features())
+          and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask)))
     if not ok:
         return None
+    _require("idot8_avx2", "avx2")
     sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks, mask)
     return sig, _codegen_avx2
 
@@ -308,10 +322,11 @@ def _make(vnni, two=False):
         ok = (isinstance(img, types.Array) and img.dtype == types.uint8
               and isinstance(w, types.Array) and w.dtype == types.int8
               and isinstance(bb, types.Array) and bb.dtype == types.int64
-              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask))
-              and (not vnni or form_of(target_features()) == "vnni"))
-        if not ok:   # vpdpbusd only where the target has it
+              and all(isinstance(t, types.Integer) for t in (rowstride, rows, chunks, mask)))
+        if not ok:
             return None
+        if vnni:     # vpdpbusd only where the target has it
+            _require("idot8x2_vnni" if two else "idot8_vnni", "vnni")
         sig = types.UniTuple(types.int32, 8)(img, bb, rowstride, w, rows, chunks, mask)
         return sig, _codegen(vnni, two)
 
