@@ -195,31 +195,33 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
     return out
 
 
-@template(NJIT)
+@template(PARALLEL)
 def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights, sp_off,
                  sp_w, resp):
-    """``(dense oblique visits, sparse oblique visits, values the sparse ones
-    gathered)`` over a rectangle (for the FLOP and gather bounds)."""
-    dense = 0
-    visits = 0
-    entries = 0
-    for y in range(y0, y1):
+    """Per tree ``(dense oblique visits, sparse oblique visits, values the sparse
+    ones gathered)`` over a rectangle (for the FLOP and gather bounds): int64
+    ``(n_trees, 3)``.  Parallel over rows, each row counted on its own and the
+    rows added in order (integers: the same total on any number of threads)."""
+    n_trees = roots.shape[0]
+    rows = np.zeros((max(y1 - y0, 0), n_trees, 3), dtype=np.int64)
+    for y in prange(y0, y1):
+        r = rows[y - y0]
         for x in range(x0, x1):
             base = y * rowstride + x * CHANNELS
-            for t in range(roots.shape[0]):
+            for t in range(n_trees):
                 node = roots[t]
                 for _ in range(steps):
                     if is_leaf(nodes, node):
                         break
                     o = nodes[node, OBLIQUE]
                     if o >= 0:
-                        dense += 1
+                        r[t, 0] += 1
                     elif o < -1:
-                        visits += 1
-                        entries += nodes[node, OFF2] - nodes[node, OFF1]
+                        r[t, 1] += 1
+                        r[t, 2] += nodes[node, OFF2] - nodes[node, OFF1]
                     node = _child(img, base, rowstride, y, x, node, nodes, thr, weights,
                                   sp_off, sp_w, resp)
-    return dense, visits, entries
+    return rows.sum(axis=0)
 
 
 @template(PARALLEL)

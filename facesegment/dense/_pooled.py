@@ -256,10 +256,11 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
 
 
 def visits(p, y0, y1, x0, x1):
-    """``(dense oblique visits, sparse visits, sparse values gathered)`` of a rectangle."""
+    """Per tree ``(dense oblique visits, sparse visits, sparse values gathered)``
+    of a rectangle: int64 ``(n_trees, 3)``."""
     s = p.layout.pool
     no_resp = np.zeros((0, 1, 1), dtype=np.float32)
-    total = np.zeros(3, np.int64)
+    total = np.zeros((len(p.roots), 3), np.int64)
     for py, px, P, inner, nodes, thr, sp_off, sp_w in _phases(p):
         a0, a1 = _span(y0, y1, py, s)
         b0, b1 = _span(x0, x1, px, s)
@@ -268,4 +269,4 @@ def visits(p, y0, y1, x0, x1):
         total += np.asarray(layout_kernels(_general, inner.window, inner.channels).count_visits(
             P.reshape(-1), P.shape[1] * inner.channels, a0, a1, b0, b1, p.roots, p.steps,
             nodes, thr, p.weights, sp_off, sp_w, no_resp), dtype=np.int64)
-    return tuple(int(c) for c in total)
+    return total

@@ -311,31 +311,36 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
 
 
 def _count_visits(model, image, mode, max_depth, n_trees, planes):
+    """int64 ``(n_trees, 3)``: per tree, the dense oblique nodes, sparse oblique
+    nodes and sparse values visited when predicting ``image``."""
     check_mode(mode)
     p = _prepare(model, image, planes, n_trees, max_depth, 0)
     h, w = p.shape[:2]
     y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
     if y1 <= y0 or x1 <= x0:
-        return 0, 0, 0
+        return np.zeros((len(p.roots), 3), dtype=np.int64)
     if isinstance(p, _pooled.Pooled):
         return _pooled.visits(p, y0, y1, x0, x1)
-    counts = _kernels(_general, p.layout).count_visits(
+    return np.asarray(_kernels(_general, p.layout).count_visits(
         p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
-        p.sp_off, p.sp_w, p.resp)
-    return tuple(int(c) for c in counts)
+        p.sp_off, p.sp_w, p.resp), dtype=np.int64)
 
 
 def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None,
-                         planes=None):
-    """Dense oblique nodes evaluated when predicting ``image`` (for FLOP accounting)."""
-    return _count_visits(model, image, mode, max_depth, n_trees, planes)[0]
+                         planes=None, per_tree=False):
+    """Dense oblique nodes evaluated when predicting ``image`` (for FLOP
+    accounting); with ``per_tree``, an int64 array of them per tree (the first
+    ``m`` entries add up to the count of an ``m``-tree forest)."""
+    counts = _count_visits(model, image, mode, max_depth, n_trees, planes)[:, 0]
+    return counts if per_tree else int(counts.sum())
 
 
 def count_sparse_entries(model, image, mode="full", max_depth=None, n_trees=None,
                          planes=None):
     """``(sparse oblique nodes evaluated, window values they gathered)`` when
     predicting ``image`` (for the gather bound of sparse forests)."""
-    return _count_visits(model, image, mode, max_depth, n_trees, planes)[1:]
+    counts = _count_visits(model, image, mode, max_depth, n_trees, planes).sum(axis=0)
+    return int(counts[1]), int(counts[2])
 
 
 def _as_sorted_ints(values, name, low, upper):

@@ -31,7 +31,16 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     images = [load_face(r)[0] for r in records]
     predict_image(model, images[0][:40, :40], mode=mode, alpha=1.0, beta=0.0, sigma=0.0,
                   n_trees=1)  # compile outside timing
-    with Progress(len(counts) * len(images), "time", "images", enabled=progress) as bar:
+    oblique = bool(arrays.weights.shape[0])
+    per_tree = []
+    with Progress((len(counts) + oblique) * len(images), "time", "images",
+                  enabled=progress) as bar:
+        # oblique nodes visited per tree, counted once for the largest forest: the
+        # first n trees' entries are the n-tree forest's (trees are independent)
+        for img in images if oblique else ():
+            per_tree.append(count_oblique_visits(model, img, mode=mode, n_trees=counts[-1],
+                                                 per_tree=True))
+            bar.update(1)
         for n in counts:
             times, cpu = [], []
             for img in images:
@@ -45,9 +54,8 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
                            "ms_per_image_mean": round(float(np.mean(times)), 2),
                            "cpu_ms_per_image": round(float(np.median(cpu)), 2),
                            "n_images": len(images), "mode": mode}
-            if arrays.weights.shape[0]:
-                visits = [count_oblique_visits(model, img, mode=mode, n_trees=n)
-                          for img in images]
+            if oblique:
+                visits = [int(v[:n].sum()) for v in per_tree]
                 flops = 2.0 * arrays.n_features * float(np.mean(visits))
                 out[str(n)].update({
                     "dot_arithmetic": "integer" if arrays.weights.dtype.kind == "i"
