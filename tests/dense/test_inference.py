@@ -220,6 +220,21 @@ def test_deterministic_and_counts_visits():
     assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
 
 
+def test_visits_per_tree_are_the_truncated_forests_counts():
+    model = random_model(16, n_trees=4, max_depth=5, kinds=("oblique", "axis"))
+    image = random_image(16, 30, 26)
+    X, _, _ = naive.naive_windows(image, "full")
+    per = count_oblique_visits(model, image, per_tree=True)
+    assert per.shape == (4,) and per.dtype == np.int64 and per.min() > 0
+    for m in range(1, 5):
+        want = naive.naive_oblique_visits(model.arrays, X, n_trees=m)
+        assert int(per[:m].sum()) == want == count_oblique_visits(model, image, n_trees=m)
+    np.testing.assert_array_equal(count_oblique_visits(model, image, n_trees=2, per_tree=True),
+                                  per[:2])
+    assert count_oblique_visits(model, image[:5, :5], mode="strict", per_tree=True).tolist() \
+        == [0, 0, 0, 0]
+
+
 @pytest.mark.parametrize("kinds", [("axis", "two-probe"), ("oblique", "axis")])
 def test_replaced_thresholds_are_packed_again(kinds):
     """The packed node records are cached per forest; a forest whose thresholds

@@ -108,6 +108,8 @@ def test_dense_inference_equals_predict_proba_on_pooled_windows(forest, s):
     # the sweep (evaluation) labels every pixel as predict_image does
     assert_sweep_matches_predict(model, image, ys, xs, y)
     assert count_oblique_visits(model, image) == naive.naive_oblique_visits(model.arrays, X)
+    per = count_oblique_visits(model, image, per_tree=True)
+    assert int(per[:2].sum()) == naive.naive_oblique_visits(model.arrays, X, n_trees=2)
 
 
 @pytest.mark.parametrize("forest", ["co2", "co2-int16"])
