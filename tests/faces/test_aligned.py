@@ -173,7 +173,8 @@ def test_cache_is_reused_and_outputs_do_not_depend_on_workers(real_records, tmp_
         [replace(r, image="", label="") for r in two]
     info = json.loads((tmp_path / "w1" / INFO_NAME).read_text())
     assert (info["n_faces"], info["n_found"], info["n_missed"]) == (len(recs), len(recs) - 1, 1)
-    assert info["faces"][-1] == {"name": "sub/noise", "found": False, "box": None}
+    assert info["faces"][-1] == {"name": "sub/noise", "found": False, "box": None,
+                                 "labels": "warp"}
     assert not (tmp_path / "w1" / "sub" / "noise.png").exists()
     for r in one[:-1]:
         assert read_image(r.image).shape == (250, 250, 3)
