@@ -58,13 +58,27 @@ def _compare(pairs):
             "area_ref": conf.sum(1).tolist(), "area_other": conf.sum(0).tolist()}
 
 
+def _on_edge(ref):
+    """Pixels with a differently labelled 8-neighbour."""
+    p = np.pad(ref, 1, mode="edge")
+    h, w = ref.shape
+    return np.any([p[1 + dy:1 + dy + h, 1 + dx:1 + dx + w] != ref
+                   for dy in (-1, 0, 1) for dx in (-1, 0, 1)], axis=0)
+
+
 def original(records):
-    """(a): the rendered maps against the dataset's, on the original crops."""
-    pairs = []
+    """(a): the rendered maps against the dataset's, on the original crops; also
+    how many differing pixels lie on a class edge, and how many pixels differ
+    when the points are moved by half a pixel (the coordinate convention)."""
+    pairs, edge, half = [], 0, 0
     for r in records:
         ref = read_label(r.label)
-        pairs.append((ref, render_labels(read_pts(pts_path_for(r.image)), ref.shape)))
-    return _compare(pairs)
+        pts = read_pts(pts_path_for(r.image))
+        got = render_labels(pts, ref.shape)
+        edge += int(((got != ref) & _on_edge(ref)).sum())
+        half += int((render_labels(pts + 0.5, ref.shape) != ref).sum())
+        pairs.append((ref, got))
+    return {**_compare(pairs), "n_differ_on_edge": edge, "n_differ_half_pixel_shift": half}
 
 
 def aligned(records, folder, workers):
@@ -96,6 +110,12 @@ def _md(res, args):
         lines.append(f"| {title} | {r['n_faces']} | {r['n_identical']} | {r['n_differ']} | "
                      f"{r['agreement_pct']} | {r['worst_face_differ']} | "
                      + " | ".join(f"{v:.2f}" for v in r["jaccard"]) + " |")
+    lines += ["", "(a) differing pixels on a class edge: " + ", ".join(
+        f"{k} {res[k]['n_differ_on_edge']} of {res[k]['n_differ']}" for k in ("train", "test"))
+        + "; with every point moved by (+0.5, +0.5) px: " + ", ".join(
+        f"{k} {res[k]['n_differ_half_pixel_shift']}" for k in ("train", "test"))
+        + " pixels differ (so the .pts use the renderer's convention: integer = pixel centre, "
+        "the one of the crop matrix)."]
     lines += ["", "Per-class columns: Jaccard (%) of the second map against the first "
               "(255 pixels not compared).", "",
               "Class areas in (b), pixels (redrawn / warped): " + ", ".join(
