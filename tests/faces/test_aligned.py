@@ -229,6 +229,15 @@ def test_cli_evaluate_protocol_detector(real_records, tmp_path, monkeypatch, cap
     assert crops["n_pixels"] == 3 * 220 * 220  # no 255 in these crops' strict region
     assert crops["summary"]["confusion"] != res["summary"]["confusion"]
     assert os.listdir(folder)  # the cache stays for the next run
+    assert res["detector"]["labels"] == "landmarks"
+    info = json.loads((folder / INFO_NAME).read_text())
+    assert [f["labels"] for f in info["faces"]] == ["landmarks"] * 3   # the .pts are there
+    assert main(base + ["--protocol", "detector", "--aligned-labels", "warp",
+                        "--out", str(tmp_path / "warp")]) == 0
+    warp = json.loads((tmp_path / "warp" / "axis-2.json").read_text())
+    assert warp["detector"]["labels"] == "warp"
+    assert warp["summary"]["confusion"] != res["summary"]["confusion"]
+    assert (folder.parent / (folder.name + "-warp") / INFO_NAME).is_file()
 
 
 # ---------------------------------------------------------------- crop rule
