@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.classes import IGNORE
-from facesegment.data.datasets import find_faces, load_face
+from facesegment.data.datasets import find_faces
 from facesegment.data.imageio import read_label
 from facesegment.evaluation.metrics import confusion_matrix, jaccard
 from facesegment.faces.aligned import INFO_NAME, realign_records
@@ -52,7 +52,8 @@ def _compare(pairs):
         total += int(mask.sum())
     diffs = np.array(diffs)
     return {"n_faces": len(diffs), "n_identical": int(same), "n_pixels": total,
-            "n_differ": int(diffs.sum()), "agreement_pct": round(100 * (1 - diffs.sum() / total), 5),
+            "n_differ": int(diffs.sum()),
+            "agreement_pct": round(100 * (1 - diffs.sum() / total), 5),
             "worst_face_differ": int(diffs.max()), "median_face_differ": float(np.median(diffs)),
             "jaccard": [round(float(v), 4) for v in jaccard(conf)],
             "area_ref": conf.sum(1).tolist(), "area_other": conf.sum(0).tolist()}
@@ -84,7 +85,8 @@ def original(records):
 def aligned(records, folder, workers):
     """(b): the warped maps against the redrawn ones, on the detector-aligned crops."""
     out = realign_records(records, folder, workers=workers, progress=False, labels="warp")
-    boxes = {f["name"]: f["box"] for f in json.loads((Path(folder) / INFO_NAME).read_text())["faces"]}
+    info = json.loads((Path(folder) / INFO_NAME).read_text())
+    boxes = {f["name"]: f["box"] for f in info["faces"]}
     pairs = []
     for src, r in zip(records, out):
         if r.missed:
