@@ -206,6 +206,7 @@ SCHEMA = {
         "time_mode": _str(("strict", "full")),
         "fft_levels": _int(0),
         "detector_protocol": _bool,
+        "aligned_labels": _str(("landmarks", "warp")),
         "landmarks": _bool,
     },
     "position": {

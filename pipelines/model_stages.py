@@ -133,7 +133,8 @@ def _eval_config(kind):
         c = ctx.cfg
         # the alpha comes from the model folder (an input), chosen by train
         ev = {k: c["evaluate"][k] for k in ("extra_alphas", "mode", "pixel_stride",
-                                            "fft_levels", "detector_protocol")}
+                                            "fft_levels", "detector_protocol",
+                                            "aligned_labels")}
         return {"evaluate": ev, "position": c["position"]["enabled"], "eval_trees": c["forest"]["eval_trees"],
                 "depths": c["figures"]["depths"], "layout": LAYOUT}
     return config

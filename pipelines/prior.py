@@ -40,6 +40,7 @@ def prior_path(ctx):
 def prior_config(ctx):
     return {"position": ctx.cfg["position"], "seed": ctx.cfg["run"]["seed"],
             "detector_protocol": ctx.cfg["evaluate"]["detector_protocol"],
+            "aligned_labels": ctx.cfg["evaluate"]["aligned_labels"],
             "landmarks": ctx.cfg["evaluate"].get("landmarks", False),
             "select": {k: ctx.cfg["select"][k] for k in ("n_images", "pixel_stride")},
             "mode": ctx.cfg["evaluate"]["mode"], "pixel_stride": ctx.cfg["evaluate"]
@@ -167,8 +168,9 @@ def landmark_scores(ctx):
 
 def aligned_test(ctx):
     """The test faces re-cropped by `segment`'s rule (facesegment.faces.aligned) with the
-    prior's crop rule (the one every model of the run carries), cached in
-    ``data/aligned/RUN/test``: the detector-aligned protocol's records."""
+    prior's crop rule (the one every model of the run carries), their label maps
+    made as ``[evaluate] aligned_labels`` says, cached in ``data/aligned/RUN/test``:
+    the detector-aligned protocol's records."""
     from facesegment.faces.aligned import realign_records
 
     if "aligned" not in ctx.cache:
@@ -176,7 +178,8 @@ def aligned_test(ctx):
         rule = load_prior(path).crop_rule if path.exists() else None
         ctx.cache["aligned"] = realign_records(
             ctx.splits()["test"], ctx.root / "data" / "aligned" / ctx.run / "test",
-            workers=ctx.workers, crop_rule=rule)
+            workers=ctx.workers, crop_rule=rule,
+            labels=ctx.cfg["evaluate"]["aligned_labels"])
     return ctx.cache["aligned"]
 
 

@@ -37,9 +37,12 @@ the position in the crop gets ground-truth alignment for free): each test
 face is first re-cropped the way `facesegment segment` crops a photo (dlib
 face detector and 68 predicted landmarks on the face image padded by 25% of
 its side, then the model's crop rule: how the landmarks' box maps to its
-training crops, measured on training faces), its label map warped with the same
-box (pixels from outside the image are not scored), and a face where no face
-is found is scored on its original label map as predicted all background.
+training crops, measured on training faces), its label map redrawn from its
+human landmarks (NAME.pts beside the image) mapped into the new crop, or, for a
+face without a .pts or with --aligned-labels warp, warped with the same box by
+nearest neighbour (pixels from outside the image are not scored either way),
+and a face where no face is found is scored on its original label map as
+predicted all background.
 The re-cropped faces are cached in --aligned-dir (reused while the inputs are
 unchanged); OUT/NAME.json records the protocol and the faces found and missed.
 
@@ -98,8 +101,13 @@ def add_arguments(p):
     p.add_argument("--protocol", choices=PROTOCOLS, default="crops",
                    help="crops = score the test crops as they are; detector = re-crop every "
                         "test face the way `segment` does (dlib face + 68 predicted landmarks), "
-                        "warp its label map with it, score faces without a detected face as "
-                        "all background (default crops)")
+                        "redraw (or warp) its label map into it, score faces without a "
+                        "detected face as all background (default crops)")
+    p.add_argument("--aligned-labels", choices=("landmarks", "warp"), default="landmarks",
+                   help="--protocol detector's label maps: landmarks = drawn from the face's "
+                        "human landmarks (NAME.pts) mapped into the new crop, warped when a "
+                        "face has no .pts; warp = the label map warped by nearest neighbour "
+                        "(default landmarks)")
     p.add_argument("--aligned-dir", metavar="DIR", default=None,
                    help="cache of the re-cropped faces of --protocol detector, reused while "
                         "the inputs are unchanged (default: "
@@ -359,16 +367,19 @@ def _detector_records(records, args, crop_rule=None):
 
     folder = Path(args.aligned_dir) if args.aligned_dir else default_aligned_dir(
         args.data, records)
+    labels = getattr(args, "aligned_labels", "landmarks")
     if crop_rule is not None:  # one folder per rule (the cache key would refuse a mix)
         folder = folder.parent / (folder.name + "-rule-" + "_".join(f"{v:g}" for v in crop_rule))
+    if labels != "landmarks":
+        folder = folder.parent / f"{folder.name}-{labels}"
     aligned = realign_records(records, folder, workers=args.workers,
-                              progress=not args.quiet, crop_rule=crop_rule)
+                              progress=not args.quiet, crop_rule=crop_rule, labels=labels)
     n_found, n_missed = aligned_counts(aligned)
     print(f"evaluate: detector-aligned faces in {folder}: {n_found} of {len(aligned)} found, "
           f"{n_missed} missed (scored as all background)", file=sys.stderr)
     return aligned, {"n_faces": len(aligned), "n_found": n_found, "n_missed": n_missed,
                      "missed": sorted(r.name for r in aligned if r.missed),
-                     "pad_fraction": PAD_FRACTION, "choose": "central",
+                     "pad_fraction": PAD_FRACTION, "choose": "central", "labels": labels,
                      "crop_rule": None if crop_rule is None else list(crop_rule)}
 
 

@@ -173,7 +173,8 @@ def test_cache_is_reused_and_outputs_do_not_depend_on_workers(real_records, tmp_
         [replace(r, image="", label="") for r in two]
     info = json.loads((tmp_path / "w1" / INFO_NAME).read_text())
     assert (info["n_faces"], info["n_found"], info["n_missed"]) == (len(recs), len(recs) - 1, 1)
-    assert info["faces"][-1] == {"name": "sub/noise", "found": False, "box": None}
+    assert info["faces"][-1] == {"name": "sub/noise", "found": False, "box": None,
+                                 "labels": "warp"}
     assert not (tmp_path / "w1" / "sub" / "noise.png").exists()
     for r in one[:-1]:
         assert read_image(r.image).shape == (250, 250, 3)
@@ -228,6 +229,15 @@ def test_cli_evaluate_protocol_detector(real_records, tmp_path, monkeypatch, cap
     assert crops["n_pixels"] == 3 * 220 * 220  # no 255 in these crops' strict region
     assert crops["summary"]["confusion"] != res["summary"]["confusion"]
     assert os.listdir(folder)  # the cache stays for the next run
+    assert res["detector"]["labels"] == "landmarks"
+    info = json.loads((folder / INFO_NAME).read_text())
+    assert [f["labels"] for f in info["faces"]] == ["landmarks"] * 3   # the .pts are there
+    assert main(base + ["--protocol", "detector", "--aligned-labels", "warp",
+                        "--out", str(tmp_path / "warp")]) == 0
+    warp = json.loads((tmp_path / "warp" / "axis-2.json").read_text())
+    assert warp["detector"]["labels"] == "warp"
+    assert warp["summary"]["confusion"] != res["summary"]["confusion"]
+    assert (folder.parent / (folder.name + "-warp") / INFO_NAME).is_file()
 
 
 # ---------------------------------------------------------------- crop rule
