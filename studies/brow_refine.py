@@ -2,9 +2,8 @@
 landmark votes, on the validation faces.
 
 The shipped landmark votes (:mod:`facesegment.faces.votes`) draw 54 dlib
-landmark sets per face; their brows are the weakest classes, and drawing the
-human brow points instead lifts the validation class average by about 8
-points.  This study moves the brow points of every set by one or two stages of
+landmark sets per face; their brows are the weakest classes (the table's last
+row: the same sets with the human brow points, a ceiling, not a method).  This study moves the brow points of every set by one or two stages of
 cascaded shape regression trained on the training faces of faces300w's split
 (seed 0, 1107 faces; the 100 validation faces and the test faces held out):
 
@@ -13,22 +12,34 @@ cascaded shape regression trained on the training faces of faces300w's split
   distance (IOD);
 * shape-indexed features: the grey crop sampled (bilinear) at 24 fixed random
   offsets within 0.3 IOD of each current brow point, the offsets in that
-  frame; the 240 values of a set standardised (their mean and deviation), the
-  brow points' own frame coordinates, and (for the forest) 400 differences of
-  pairs of samples around the same or neighbouring brow points;
-* target: human minus current brow points in that frame;
-* regressor: ridge on the features, or scikit-learn's ExtraTreesRegressor;
-* dlib's predictor was trained on 300-W training images (our training faces),
-  so its residuals there are smaller than on unseen faces (the first table).
-  ``aug`` variants train from the current points plus Gaussian noise in the
-  frame (a shift of the whole brow and a per-point jitter), as cascaded
-  regression trains from perturbed starts; the second stage is trained on
-  out-of-fold first-stage answers (2 folds over training faces).
+  frame, the 240 values of a set standardised (their mean and deviation); the
+  grey profile across each brow point (along the frame's y, +-0.25 IOD) and its
+  differences; the brow points' own frame coordinates; for the forest also 400
+  differences of pairs of samples around the same or neighbouring brow points;
+* target: human minus current brow points in that frame (IOD units);
+* regressor: ridge (alpha 1e4) on all 54 sets of each training face, or
+  scikit-learn's ExtraTreesRegressor (100 trees, leaves of 20 or more) on 9
+  fixed sets of each; training faces where dlib failed (the median set's brow
+  error over 0.2 IOD, a few faces whose residuals of whole IODs would rule a
+  squared loss) are left out;
+* dlib's predictor was trained on 300-W training images (our training and
+  validation faces), so its residuals there might be smaller than on unseen
+  faces: the first table compares the brow error on training, validation and
+  test faces (the test faces for this diagnosis only), the third the
+  regressors' error on training faces held out of a 2-fold fit.  ``aug``
+  variants train from the current points plus Gaussian noise in the frame (a
+  shift of the whole brow, 0.03 IOD, and a per-point jitter, 0.02 IOD), as
+  cascaded regression trains from perturbed starts; the second stage is
+  trained on out-of-fold first-stage answers (2 folds over training faces).
 
 Each variant moves all 54 sets of a validation face (the shipped offset added
 first) and scores the vote renderer as ``evaluate_landmark_model`` does (strict
 mode, every pixel); the brow landmark error is the mean Euclidean distance (px)
 to the human brow points of each set and of the per-landmark median set.
+"at the median set": the stages run once on the per-landmark median of the
+sets and their move is added to every set.  The variant with the best
+validation class average is scored on the test crops only when it gains more
+than 0.3 points, once, after the choice.
 
     python -m studies.brow_refine --data /work/shared/data/faces300w
     python -m studies.brow_refine --no-test  # never scores the test crops
@@ -195,8 +206,10 @@ def fit_regressor(kind, X, Y):
         return Ridge(alpha=1e4).fit(X, Y)
     from sklearn.ensemble import ExtraTreesRegressor
 
-    return ExtraTreesRegressor(n_estimators=100, min_samples_leaf=20, max_features=0.2,
-                               n_jobs=2, random_state=0).fit(X, Y)
+    forest = ExtraTreesRegressor(n_estimators=100, min_samples_leaf=20, max_features=0.2,
+                                 n_jobs=2, random_state=0).fit(X, Y)
+    forest.n_jobs = 1   # a parallel predict sums the trees in any order: not repeatable
+    return forest
 
 
 def apply_stage(model, faces, sampler, brows, i, diffs):
@@ -221,12 +234,14 @@ def train_cascade(cfg, faces, sampler, log):
         stages.append(fit_regressor(cfg["kind"], X, Y))
         if stage + 1 < cfg["stages"]:   # out-of-fold answers for the next stage
             fold = np.arange(len(idx)) % 2
+            moved = {}
             for f in (0, 1):
                 Xf, Yf = make_rows(faces, sampler, brows, idx[fold != f], pick, diffs,
                                    cfg["noise"], np.random.default_rng(10 + f))
                 m = fit_regressor(cfg["kind"], Xf, Yf)
                 for i in idx[fold == f]:
-                    brows[i] = apply_stage(m, faces, sampler, brows, i, diffs)
+                    moved[i] = apply_stage(m, faces, sampler, brows, i, diffs)
+            brows = moved
         log(f"brow_refine: {cfg['name']}: stage {stage + 1} on {len(X)} rows, "
             f"{time.time() - t:.0f} s")
     return stages
@@ -363,6 +378,7 @@ def study(data, cache, test=True, log=print):
     test_faces = _group(splits.test, spec, cache, "test")   # diagnosis only
     groups["test crops (diagnosis only)"] = test_faces
     res = {"offset": list(spec.offset), "n_train": len(train.records),
+           "n_train_used": len(training_faces(train)),
            "residuals": residual_table(groups), "validation": {}}
     log(f"brow_refine: residuals {res['residuals']}")
     sampler = Sampler()
@@ -384,6 +400,8 @@ def study(data, cache, test=True, log=print):
         log(f"brow_refine: {name}: {res['validation'][name]}")
     res["cross_validated"] = [cross_validated(c, train, sampler) for c in CONFIGS[:3:2]]
     log(f"brow_refine: cross-validated on training faces {res['cross_validated']}")
+    res["validation"]["human brow points (ceiling)"] = score(
+        val, lambda i: np.broadcast_to(val.human[i][BROWS], val.sets[i][:, BROWS].shape), labels)
     best = max(fitted, key=lambda n: res["validation"][n]["mean_jaccard"])
     gain = res["validation"][best]["mean_jaccard"] - res["validation"]["shipped"]["mean_jaccard"]
     res["chosen"] = {"name": best, "gain": round(gain, 2)}
@@ -405,7 +423,8 @@ def _row(name, s):
 
 def report(res):
     lines = [f"Brow refinement of the landmark votes (`python -m studies.brow_refine`): "
-             f"trained on {res['n_train']} training faces, offset {tuple(res['offset'])} px.",
+             f"trained on the training split ({res['n_train']} faces, {res['n_train_used']} "
+             f"used), offset {tuple(res['offset'])} px.",
              "", "Brow landmark error of the shipped sets (mean over sets and brow points):", "",
              "| faces | n | error (px) | error (IOD) | median over faces (IOD) | "
              "median IOD (px) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
