@@ -92,9 +92,15 @@ def _time_avx2(folder, args, n, portable):
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=AVX2_FEATURES,
                    NUMBA_CACHE_DIR=cache, FACESEGMENT_SIMD="portable" if portable else "")
-        done = subprocess.run([sys.executable, __file__, "--run", args.run, "--images",
-                               str(args.images), "--trees", str(n), "--child", str(folder)],
-                              env=env, capture_output=True, text=True, check=True)
+        # as a module from the repository root, so that the child imports
+        # ``pipelines`` as this process does (a fresh clone installs only the package)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.co2_speed", "--run", args.run,
+                               "--images", str(args.images), "--trees", str(n), "--child",
+                               str(folder)],
+                              env=env, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"co2_speed: the AVX2-only child failed: "
+                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     res = json.loads(done.stdout.strip().splitlines()[-1])
     want = "portable" if portable else "avx2"
     if res["form"] != want:
