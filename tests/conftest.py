@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,13 @@ def lfw_gray():
     if not LFW_GRAY.is_dir():
         pytest.skip(f"needs the shared LFW data at {LFW_GRAY} (absent on this machine)")
     return LFW_GRAY
+
+
+def pytest_configure(config):
+    """Ctrl-C as Python normally gets it, even when the test run was started with
+    SIGINT ignored (a background job of a non-interactive shell, ``nohup``): the
+    interrupt tests send SIGINT to this process and to the commands it starts,
+    which inherit an ignored signal but not a handler."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+

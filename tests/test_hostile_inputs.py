@@ -550,7 +550,7 @@ def test_aligned_cache_replaces_only_its_own_files(tmp_path, monkeypatch):
     from facesegment.data.datasets import find_faces
 
     recs = find_faces(tmp_path / "D") if _labelled(tmp_path / "D", ["a"]) else None
-    monkeypatch.setattr(al, "realign_face", lambda image, label, *a: (
+    monkeypatch.setattr(al, "realign_face", lambda image, label, *a, **kw: (
         np.zeros((250, 250, 3), np.uint8), np.zeros((250, 250), np.uint8), (0.0, 0.0, 1.0)))
     cache = tmp_path / "cache"
     first = al.realign_records(recs, cache, progress=False)
