@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._jit import INLINE, NJIT, njit
+from .._jit import INLINE, PARALLEL, njit
 from ._numba import layout_kernels, template
 from ._scores import argmax_scaled
 
@@ -241,7 +241,12 @@ def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
     return p0, p1, p2, p3, p4, p5, p6, p7
 
 
-@template(NJIT)
+# PARALLEL, though the loop has no prange (threads are Python's, run_parts):
+# Numba's parallel passes make these block kernels 4-9x faster on forests
+# with sparse oblique rows (co2-sparse, rotation) and about 1.2x on two-probe
+# ones, same bits (benchmarks/bench_inference.py, tests/dense); they add about
+# half a second to a cold compile.
+@template(PARALLEL)
 def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_off, sp_w,
                 sp_thr, value, out, acc):
     """Rows ``[ya, yb)`` of :func:`dense_proba_fast`, in blocks of ``acc.shape[0]``
@@ -328,7 +333,7 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
     return out
 
 
-@template(NJIT)
+@template(PARALLEL)   # as _proba_rows
 def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts, scales, rec,
                  sp_ptr, sp_off, sp_w, sp_thr, value, preds):
     """Pixels ``lo .. hi - 1`` of :func:`sweep_predict_fast` (one chunk), tree by tree."""

@@ -40,6 +40,7 @@ compiles the kernels it uses on their first call (a few seconds each on the
 
 import threading
 import types
+import warnings
 
 import numba
 
@@ -94,11 +95,22 @@ def layout_kernels(module, window, channels, variant=None):
         and process (thread-safe); dispatchers compile on their first call.
     """
     key = (module.__name__, int(window), int(channels), variant)
+    _quiet_parallel_passes()
     with _LOCK:
         kernels = _COMPILED.get(key)
         if kernels is None:
             kernels = _COMPILED[key] = _specialise(module, key[1], key[2], variant)
     return kernels
+
+
+def _quiet_parallel_passes():
+    """Silence Numba's note that a ``parallel=True`` kernel has no ``prange``
+    (the fast block kernels take that option for its passes, not for threads:
+    see :mod:`facesegment.dense._fast`); set on first use, not at import."""
+    from numba.core.errors import NumbaPerformanceWarning
+
+    warnings.filterwarnings("ignore", message=r"\s*The keyword argument 'parallel=True' was "
+                            "specified but no transformation", category=NumbaPerformanceWarning)
 
 
 def _specialise(module, window, channels, variant=None):
