@@ -95,10 +95,10 @@ def layout_kernels(module, window, channels, variant=None):
         and process (thread-safe); dispatchers compile on their first call.
     """
     key = (module.__name__, int(window), int(channels), variant)
-    _quiet_parallel_passes()
     with _LOCK:
         kernels = _COMPILED.get(key)
         if kernels is None:
+            _quiet_parallel_passes()
             kernels = _COMPILED[key] = _specialise(module, key[1], key[2], variant)
     return kernels
 

@@ -194,11 +194,9 @@ def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central", crop
 # ---------------------------------------------------------------- folders
 
 def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from ..data.download import sha256_file
+
+    return sha256_file(path)
 
 
 def _pts_of(record, labels):

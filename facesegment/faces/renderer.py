@@ -53,11 +53,9 @@ def predict_landmarks(image, upsample=1, threshold=-0.5):
 
 
 def _digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from ..data.download import sha256_file
+
+    return sha256_file(path)
 
 
 class LandmarkTable:

@@ -14,7 +14,6 @@ kinds) is read as classes ``0..n-1``, the default layout and, for a CO2
 model with ``init="best"``, kind "co2-best".
 """
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -322,11 +321,9 @@ def _replace_folder(tmp, path):
 
 
 def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+    from ..data.download import sha256_file
+
+    return sha256_file(path)
 
 
 # ------------------------------------------------------------------ reading
