@@ -97,3 +97,16 @@ def test_cache_key_holds_the_label_choice_and_the_pts(tmp_path, fixed_box):
     write_pts(tmp_path / "data" / "a.pts", read_pts(tmp_path / "data" / "a.pts") + 0.5)
     assert key() != drawn
     assert key(labels="warp") == warped   # the warp does not read the .pts
+
+
+def test_a_damaged_pts_is_one_line_naming_it(tmp_path, fixed_box):
+    from facesegment.errors import DataError
+
+    rec, _ = _face(tmp_path / "data", "a")
+    (tmp_path / "data" / "a.pts").write_text("version: 1\nn_points: 68\n{\n1 2\n}\n")
+    with pytest.raises(DataError, match=r"a\.pts") as err:
+        realign_records([rec], tmp_path / "al", workers=1, progress=False)
+    assert "\n" not in str(err.value)
+    # the warp reads no .pts, so it still runs
+    assert not realign_records([rec], tmp_path / "w", workers=1, progress=False,
+                               labels="warp")[0].missed
