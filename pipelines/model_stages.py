@@ -153,6 +153,7 @@ def _evaluate(kind):
         alpha_sel = float(model.metrics.get("alpha_selection_forests", alpha))
         alphas = sorted({alpha, alpha_sel, *map(float, ev["extra_alphas"])})
         test = ctx.splits()["test"]
+        smooth = smoothing.smoothed_rule(model)
         res = evaluation.evaluate(model, test, alphas=alphas,
                                   tree_counts=cfg["forest"]["eval_trees"],
                                   depths=cfg["figures"]["depths"], per_image_alpha=alpha,
@@ -160,12 +161,13 @@ def _evaluate(kind):
                                   pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                                   workers=ctx.workers, scheduler=ctx.scheduler,
                                   fft_levels=ev["fft_levels"], beta=0.0,
-                                  extra_rules=prior.prior_rules(model),
+                                  extra_rules=prior.prior_rules(model), smoothed=smooth,
                                   desc=f"evaluate {kind}")
-        # the scores with the prior come from the same pass over the test faces
+        # the scores with the prior and the smoothed ones come from the same pass
         res["with_prior"] = prior.with_prior(res)
-        res["smoothed"] = smoothing.test_scores(ctx, kind, model)
-        res["detector"] = prior.detector_scores(ctx, kind, model, alpha)
+        res["detector"] = prior.detector_scores(ctx, kind, model, alpha, smooth)
+        res["smoothed"] = smoothing.test_scores(model, res.pop("smoothed", None),
+                                                (res["detector"] or {}).pop("smoothed", None))
         res.update({"kind": kind, "alpha": alpha,
                     "model": os.path.relpath(ctx.model_dir(kind, n), ctx.root),
                     "alpha_selection_forests": alpha_sel,

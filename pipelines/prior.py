@@ -204,10 +204,11 @@ def with_prior(result, keys=("trees", "per_image", "n_pixels")):
             **{k: extra[0][k] for k in keys}}
 
 
-def detector_scores(ctx, kind, model, alpha):
+def detector_scores(ctx, kind, model, alpha, smoothed=None):
     """Scores on the detector-aligned test faces: the forest alone at ``alpha`` and,
     when the model has a prior, at its chosen ``(alpha, beta)`` (one pass over the
-    faces for both); None when ``[evaluate] detector_protocol`` is off."""
+    faces for both, and for ``smoothed``: see ``evaluate``); None when
+    ``[evaluate] detector_protocol`` is off."""
     from facesegment.faces.aligned import aligned_counts
 
     cfg, ev = ctx.cfg, ctx.cfg["evaluate"]
@@ -220,6 +221,10 @@ def detector_scores(ctx, kind, model, alpha):
                             tree_counts=cfg["forest"]["eval_trees"],
                             pixel_stride=ev["pixel_stride"], mode=ev["mode"],
                             workers=ctx.workers, scheduler=ctx.scheduler,
-                            fft_levels=ev["fft_levels"], desc=f"evaluate {kind} (detector)")
-    return {"n_found": found, "n_missed": missed, "alpha": alpha, "trees": r["trees"],
-            "n_pixels": r["n_pixels"], "with_prior": with_prior(r, keys=("trees",))}
+                            fft_levels=ev["fft_levels"], smoothed=smoothed,
+                            desc=f"evaluate {kind} (detector)")
+    out = {"n_found": found, "n_missed": missed, "alpha": alpha, "trees": r["trees"],
+           "n_pixels": r["n_pixels"], "with_prior": with_prior(r, keys=("trees",))}
+    if smoothed is not None:
+        out["smoothed"] = r["smoothed"]
+    return out

@@ -5,7 +5,8 @@ model's ``sigma`` on the validation images with its chosen alpha and beta
 (:func:`facesegment.evaluation.calibrate.choose_rule` with :func:`sigmas_for`; 0, no
 smoothing, always competes) and stores it in the model's decision rule (used
 by ``segment``); the evaluate stage
-scores the test faces with it (:func:`test_scores`), on both protocols.
+scores the test faces with it in the same pass as the plain scores
+(:func:`smoothed_rule`, :func:`test_scores`), on both protocols.
 ``models``: "cascades" (the default: the models `segment` is pointed at),
 "non-oblique" (the single forests too, but not CO2: full maps of the 250 test
 faces cost ~11 minutes per CO2 model, 2.6 s per face) or "all".
@@ -64,27 +65,29 @@ def sigmas_for(cfg, model):
     return sorted({float(v) for v in cfg["smoothing"]["sigmas"]} - {0.0}) or None
 
 
-def test_scores(ctx, kind, model):
-    """Test scores of ``model`` smoothed with its sigma at its ``(alpha, beta)``, on
-    the test crops and (``detector_protocol``) the detector-aligned faces; None
-    when the model has no sigma > 0."""
+def smoothed_rule(model):
+    """``(alpha, beta, [sigma])`` of the evaluate stage's smoothed scores (the
+    ``smoothed`` argument of :func:`facesegment.evaluation.evaluate`: scored in
+    the same pass as the plain ones), or None when the model has no sigma > 0."""
     sigma = default_sigma(model)
     if sigma <= 0:
         return None
-    ev = ctx.cfg["evaluate"]
-    alpha, beta = default_alpha(model), default_beta(model)
-    kw = dict(alpha=alpha, beta=beta, sigmas=[sigma], mode=ev["mode"],
-              pixel_stride=ev["pixel_stride"], workers=ctx.workers, scheduler=ctx.scheduler)
+    return default_alpha(model), default_beta(model), [float(sigma)]
+
+
+def test_scores(model, test, detector=None):
+    """The evaluate stage's ``smoothed`` entry from the ``smoothed`` parts of the
+    ``evaluate`` results of the test crops and (``detector_protocol``) the
+    detector-aligned faces, both run with ``smoothed=smoothed_rule(model)``;
+    None when the model has no sigma > 0."""
+    rule = smoothed_rule(model)
+    if rule is None:
+        return None
+    alpha, beta, (sigma,) = rule
     key = repr(float(sigma))
-    out = {"alpha": alpha, "beta": beta, "sigma": sigma, "n_trees": model.arrays.n_trees,
-           "test": maps.evaluate_smoothed(model, ctx.splits()["test"],
-                                                desc=f"evaluate {kind} smoothed",
-                                                **kw)["sigma"][key], "detector": None}
-    if ev["detector_protocol"]:
-        out["detector"] = maps.evaluate_smoothed(
-            model, aligned_test(ctx), desc=f"evaluate {kind} smoothed (detector)",
-            **kw)["sigma"][key]
-    return out
+    return {"alpha": alpha, "beta": beta, "sigma": sigma, "n_trees": model.arrays.n_trees,
+            "test": test["sigma"][key],
+            "detector": None if detector is None else detector["sigma"][key]}
 
 
 def _records(run_dir, key):

@@ -53,9 +53,13 @@ def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixe
             "pixel_stride": int(pixel_stride)}
 
 
-def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
-    """Task: confusion matrices of one face's maps smoothed with each sigma (the
-    labels ``predict_image(..., sigma=s)`` gives, from one prediction)."""
+def smoothed_confusions(record, model, alpha, beta, sigmas, stride, mode, *, image=None,
+                        label=None, planes=None):
+    """Confusion matrices (len(sigmas), C, C) of one face's maps smoothed with each
+    sigma: the labels ``predict_image(..., sigma=s)`` gives, from one prediction,
+    on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores.  ``image``
+    and ``label`` (the face, loaded) and ``planes`` (a cascade's context planes)
+    spare loading and predicting them again."""
     from ..data.datasets import load_face
     from ..dense import model_layout, predict_image, smooth
     from .metrics import confusion_matrix
@@ -63,14 +67,28 @@ def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
     if getattr(record, "missed", False):   # no face found: all background, every sigma
         conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
         return np.repeat(conf[0, 0], len(sigmas), axis=0)
-    image, label = load_face(record)
+    if image is None or label is None:
+        image, label = load_face(record)
     label = scored_label(label, stride, mode, model_layout(model))
-    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0)
+    proba, _ = predict_image(model, image, mode="full", alpha=alpha, beta=beta, sigma=0.0,
+                             planes=planes)
     out = []
     for s in sigmas:
         pred = np.argmax(smooth(proba, s), axis=-1).astype(np.uint8)
         out.append(confusion_matrix(label, pred, proba.shape[2]))
     return np.stack(out)
+
+
+def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
+    """Task: :func:`smoothed_confusions` of one face (top level: picklable)."""
+    return smoothed_confusions(record, model, alpha, beta, sigmas, stride, mode)
+
+
+def smoothed_summary(total, alpha, beta, sigmas, n_images):
+    """:func:`evaluate_smoothed`'s result from the summed confusion matrices."""
+    return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
+            "alpha": alpha, "beta": beta, "n_images": n_images,
+            "n_pixels": int(total[0].sum())}
 
 
 def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="strict",
@@ -98,9 +116,8 @@ def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="s
                              scheduler=scheduler, n_workers=workers, desc=desc,
                              unit="images", progress=progress):
         total = conf if total is None else total + conf
-    return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
-            "alpha": alpha, "beta": beta, "n_images": len(records),
-            "n_pixels": int(total[0].sum())}
+    return smoothed_summary(total, alpha, beta, sigmas, len(records))
 
 
-__all__ = ["evaluate_position_only", "evaluate_smoothed"]
+__all__ = ["evaluate_position_only", "evaluate_smoothed", "smoothed_confusions",
+           "smoothed_summary"]

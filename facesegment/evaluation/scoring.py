@@ -149,23 +149,35 @@ def _score_missed(record, model, alphas, trees, depths, stride, mode):
 
 
 def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0,
-               betas=None):
+               betas=None, smoothed=None):
     """Task: the sweep confusion matrices of one face (top level: picklable); with
-    ``betas``, every (beta, alpha) from one pass (rows beta-major)."""
+    ``betas``, every (beta, alpha) from one pass (rows beta-major); with
+    ``smoothed`` ``(alpha, beta, sigmas)``, also the confusion matrices of the
+    face's whole map smoothed with each sigma (:func:`maps.smoothed_confusions`),
+    the earlier stages of a cascade run once for both."""
     from ..data.datasets import load_face
     from ..dense import confusion_sweep
+    from .maps import smoothed_confusions
 
     if getattr(record, "missed", False):
         name, conf, d_out, t_out = _score_missed(record, model, alphas, trees, depths,
                                                  stride, mode)
-        return name, conf if betas is None else np.tile(conf, (len(betas), 1, 1, 1, 1)), \
-            d_out, t_out
+        conf = conf if betas is None else np.tile(conf, (len(betas), 1, 1, 1, 1))
+        if smoothed is not None:
+            return name, conf, d_out, t_out, smoothed_confusions(
+                record, model, *smoothed, stride, mode)
+        return name, conf, d_out, t_out
     image, label = load_face(record)
+    planes = model.context(image) if hasattr(model, "stages") else None
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
                                          n_trees_list=trees, max_depth_list=depths,
                                          alphas=alphas, mode=mode, fft_levels=fft_levels,
-                                         beta=beta, betas=betas)
-    return record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out]
+                                         beta=beta, betas=betas, planes=planes)
+    out = (record.name, conf, [int(d) for d in d_out], [int(t) for t in t_out])
+    if smoothed is not None:
+        out += (smoothed_confusions(record, model, *smoothed, stride, mode, image=image,
+                                    label=label, planes=planes),)
+    return out
 
 
 def _summary(conf):
@@ -182,8 +194,8 @@ def _num(v):
 
 def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="strict",
              pixel_stride=1, per_image_alpha=None, sweep_trees=None, fft_levels=0,
-             beta=None, extra_rules=None, workers=None, scheduler=None, desc="evaluate",
-             progress=True):
+             beta=None, extra_rules=None, smoothed=None, workers=None, scheduler=None,
+             desc="evaluate", progress=True):
     """Scores of ``model`` on ``records`` for several forest sizes, depths and alphas.
 
     Parameters
@@ -223,6 +235,11 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
         ``evaluate(..., alphas=[alpha], beta=beta)`` gives for ``trees``,
         ``per_image``, ``per_image_jaccard`` and ``n_pixels``, in the list
         ``extra_rules`` of the result (with its ``alpha`` and ``beta``).
+    smoothed : (alpha, beta, sigmas), optional
+        Also score each face's whole map smoothed before the argmax, from the
+        same task (a cascade's earlier stages run once per face for both):
+        ``result["smoothed"]`` is what :func:`facesegment.evaluation.maps.evaluate_smoothed`
+        returns for these arguments.
     workers, scheduler :
         Local threads (None: all cores) or a Dask ``distributed`` scheduler.
 
@@ -263,13 +280,16 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
     grid_b = [beta] + sorted({b for _, b in extras} - {beta})
     rows = [0] + [grid_b.index(b) * len(grid_a) + grid_a.index(a) for a, b in extras]
     total, per_image, per_image_jac = None, [{} for _ in rows], [{} for _ in rows]
-    for _, (name, conf, d_out, t_out) in map_tasks(
+    smooth_args, smooth_total = _smoothed_args(model, smoothed), None
+    for _, (name, conf, d_out, t_out, *sm) in map_tasks(
             _score_one, records, args=(model, grid_a, trees, dl, int(pixel_stride),
                                        int(fft_levels), mode, beta,
-                                       grid_b if extras else None),
+                                       grid_b if extras else None, smooth_args),
             scheduler=scheduler, n_workers=workers, desc=desc, unit="images",
             progress=progress):
         total = conf if total is None else total + conf
+        if sm:
+            smooth_total = sm[0] if smooth_total is None else smooth_total + sm[0]
         for r, row in enumerate(rows):
             jac = jaccard(conf[row, -1, -1])
             per_image[r][name] = _num(class_average(jac))
@@ -290,7 +310,23 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
              "per_image_jaccard": dict(sorted(per_image_jac[r].items())),
              "n_pixels": out["n_pixels"]}
             for r, ((a, b), row) in enumerate(zip(extras, rows[1:]), start=1)]
+    if smooth_args is not None:
+        from .maps import smoothed_summary
+        out["smoothed"] = smoothed_summary(smooth_total, *smooth_args, len(records))
     return out
+
+
+def _smoothed_args(model, smoothed):
+    """Validated ``(alpha, beta, sigmas)`` of ``evaluate(..., smoothed=...)``, or None."""
+    if smoothed is None:
+        return None
+    if not isinstance(smoothed, (tuple, list)) or len(smoothed) != 3:
+        raise ValueError(f"smoothed must be (alpha, beta, sigmas), got {smoothed!r}")
+    alpha, beta, sigmas = smoothed
+    sigmas = [_alpha(v, "smoothed sigmas") for v in sigmas]
+    if not sigmas:
+        raise ValueError("smoothed sigmas is empty: give at least one sigma (0 = none)")
+    return _alpha(alpha, "smoothed alpha"), _beta(model, beta), sigmas
 
 
 def _tree_table(total, counts, t_out, alphas, rows):

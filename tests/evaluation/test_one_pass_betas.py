@@ -11,7 +11,7 @@ import pytest
 from facesegment.data.datasets import FaceRecord, load_face
 from facesegment.dense import confusion_sweep
 from facesegment.dense import predict as dense_predict
-from facesegment.evaluation import scoring
+from facesegment.evaluation import maps, scoring
 from facesegment.evaluation.calibrate import choose_rule
 from facesegment.position import fit_position_prior
 from tests.autocontext.test_cascade import fit, toy_faces, toy_windows
@@ -138,3 +138,53 @@ def test_extra_rules_equal_their_own_evaluate(tmp_path, kinds):
     assert extras[2]["trees"]["5"]["alpha"]["0.5"] == row
     assert extras[1]["trees"]["5"]["alpha"]["0.5"] != row
     assert scoring.evaluate(model, records, extra_rules=[], **main_kw)["extra_rules"] == []
+
+
+@pytest.mark.parametrize("kinds", [("axis", "oblique"), ("two-probe",)])
+def test_smoothed_scores_equal_their_own_pass(tmp_path, kinds):
+    """``evaluate(..., smoothed=(alpha, beta, sigmas))`` (the evaluate stage's
+    smoothed test scores, from the plain pass's tasks) gives what
+    ``evaluate_smoothed`` gives, a missed face included, and leaves the plain
+    result as it was."""
+    records = _records(tmp_path, 3, 90)
+    records.append(FaceRecord("missed", records[0].image, records[0].label, missed=True))
+    model = model_with_prior(43, n_trees=4, max_depth=6, kinds=kinds)
+    kw = dict(mode="strict", pixel_stride=2, progress=False)
+    main_kw = dict(alphas=[0.5, 1.0], tree_counts=[2, 4], beta=0.0, **kw)
+    rule = (0.75, 1.0, [0.0, 1.5])
+    both = scoring.evaluate(model, records, smoothed=rule, **main_kw)
+    got = both.pop("smoothed")
+    assert both == scoring.evaluate(model, records, **main_kw)
+    want = maps.evaluate_smoothed(model, records, alpha=0.75, beta=1.0, sigmas=[0.0, 1.5],
+                                  **kw)
+    assert got == want
+    assert got["sigma"]["0.0"] != got["sigma"]["1.5"]   # the sigma matters
+    with pytest.raises(ValueError, match="smoothed"):
+        scoring.evaluate(model, records, smoothed=(0.5, 0.0), **main_kw)
+    with pytest.raises(ValueError, match="smoothed sigmas"):
+        scoring.evaluate(model, records, smoothed=(0.5, 0.0, []), **main_kw)
+
+
+def test_cascade_smoothed_scores_run_the_earlier_stages_once(tmp_path, monkeypatch):
+    images, labels = toy_faces()
+    cascade = fit((images, labels, toy_windows(images, labels)))
+    recs = []
+    for i in range(3):
+        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
+        cv2.imwrite(str(img), images[i])
+        cv2.imwrite(str(lbl), labels[i])
+        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
+    kw = dict(mode="full", pixel_stride=1, workers=1, progress=False)
+    want = maps.evaluate_smoothed(cascade, recs, alpha=0.5, beta=0.0, sigmas=[1.0], **kw)
+    plain = scoring.evaluate(cascade, recs, alphas=[0.5], **kw)
+    calls = []
+    real = cascade.context
+
+    def counted(image, n_stages=None):
+        calls.append(1)
+        return real(image, n_stages)
+    monkeypatch.setattr(cascade, "context", counted, raising=False)
+    both = scoring.evaluate(cascade, recs, alphas=[0.5], smoothed=(0.5, 0.0, [1.0]), **kw)
+    assert len(calls) == 3          # once per face for both scores
+    assert both.pop("smoothed") == want
+    assert both == plain
