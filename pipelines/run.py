@@ -14,6 +14,7 @@ parallel (threads, or a Dask ``distributed`` cluster with ``--scheduler``).
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -121,11 +122,15 @@ def runner_stage(ctx, stage, dry_run=False):
     def run():
         if "key" not in keys:  # forced: fresh() was not asked
             keys["key"] = key()
+        keys["load"], keys["cpu"] = os.getloadavg()[0], time.process_time()
         return stage.run(ctx)
 
     def record(outputs, secs):
-        # the key from before the run: inputs written by this very stage do not count
-        write_stamp(stamp, stage.name, keys["key"], outputs, secs)
+        # the key from before the run: inputs written by this very stage do not count;
+        # CPU seconds of the process (all threads) and the 1-min load at start and end
+        write_stamp(stamp, stage.name, keys["key"], outputs, secs, extra={
+            "cpu_seconds": round(time.process_time() - keys["cpu"], 1),
+            "load_average": [round(keys["load"], 2), round(os.getloadavg()[0], 2)]})
 
     return Stage(stage.name, run, tuple(stage.deps), fresh, record)
 

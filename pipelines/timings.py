@@ -45,7 +45,7 @@ def _old_stage_times(run_dir):
         return {}
     text = text.split("# Run time of the main job", 1)[1]
     out = {}
-    for m in re.finditer(r"^\| ([\w:-]+) \| ([\d.]+) (s|min) \| ([\dT:Z-]+) \|$", text, re.M):
+    for m in re.finditer(r"^\| ([\w:-]+) \| ([\d.]+) (s|min) \|(?: [^|\n]* \|)* ([\dT:Z-]+) \|$", text, re.M):
         secs = float(m.group(2)) * (60.0 if m.group(3) == "min" else 1.0)
         out[m.group(1)] = {"seconds": secs, "finished": m.group(4), "rounded": True}
     return out
@@ -62,7 +62,9 @@ def _stamp_times(run_dir):
             continue
         if (isinstance(st, dict) and isinstance(st.get("seconds"), (int, float))
                 and st.get("stage") and st["stage"] != "report"):
-            out[st["stage"]] = {"seconds": st["seconds"], "finished": st.get("finished", "")}
+            out[st["stage"]] = {"seconds": st["seconds"], "finished": st.get("finished", ""),
+                                **{k: st[k] for k in ("cpu_seconds", "load_average")
+                                   if k in st}}
     return out
 
 
@@ -208,10 +210,25 @@ def _stage_table(stages, h):
          "once, with its last time; the report stage, under a second, is not listed)"
          + ("; times read back from an earlier results.md, rounded" if rounded else "")
          + ".", "",
-         "| stage | time | finished (UTC) |", "| --- | ---: | --- |"]
-    L += [f"| {name} | {secs(st['seconds'])} | {st.get('finished', '')} |"
-          for name, st in stages.items()]
+         "| stage | time | CPU | load (start → end) | finished (UTC) |",
+         "| --- | ---: | ---: | ---: | --- |"]
+    order = sorted(stages.items(), key=lambda kv: (kv[1].get("finished", ""), kv[0]))
+    L += [f"| {name} | {secs(st['seconds'])} | {_cpu(st)} | {_load(st)} | "
+          f"{st.get('finished', '')} |" for name, st in order]
+    if any("cpu_seconds" in st for st in stages.values()):
+        L += ["", "CPU: seconds of the process, all threads (2 busy cores give about twice "
+              "the wall time); load: the 1-minute load average when the stage started and "
+              "ended (the run's own threads count; more than the cores means other work)."]
     return L + [""]
+
+
+def _cpu(st):
+    return secs(st["cpu_seconds"]) if isinstance(st.get("cpu_seconds"), (int, float)) else ""
+
+
+def _load(st):
+    la = st.get("load_average")
+    return " → ".join(f"{v:.1f}" for v in la) if isinstance(la, list) and la else ""
 
 
 def stage_times(run_dir, h="##"):

@@ -551,6 +551,31 @@ def test_old_results_run_time_table_is_read_back(tmp_path):
     assert "rounded" in report.render_timings(run_dir)
 
 
+def test_stage_table_shows_cpu_and_load_in_run_order(tmp_path):
+    """Stamps with the stage's CPU seconds and load averages (what the runner writes)
+    render as columns, in the order the stages finished; a table written so reads
+    back as the earlier layout's was."""
+    from pipelines.stamps import write_stamp
+
+    run_dir = tmp_path / "r"
+    (run_dir / "stamps").mkdir(parents=True)
+    write_stamp(run_dir / "stamps" / "b.json", "train:b", "k", [], 90.0,
+                extra={"cpu_seconds": 170.0, "load_average": [0.4, 2.1]})
+    time.sleep(1.1)
+    write_stamp(run_dir / "stamps" / "a.json", "evaluate:a", "k", [], 3.0)
+    st = report.collect_timings(run_dir)["stages"]
+    assert st["train:b"]["cpu_seconds"] == 170.0 and st["train:b"]["load_average"] == [0.4, 2.1]
+    table = report.render_timings(run_dir)
+    assert "| train:b | 90 s | 2.8 min | 0.4 → 2.1 |" in table
+    assert "| evaluate:a | 3.0 s |  |  |" in table
+    assert table.index("| train:b |") < table.index("| evaluate:a |")
+    (run_dir / "results.md").write_text(table.replace("## r", "## r\n\n#", 1))
+    for p in (run_dir / "stamps").glob("*.json"):
+        p.unlink()
+    back = report.collect_timings(run_dir)["stages"]
+    assert back["train:b"]["seconds"] == 90.0 and back["evaluate:a"]["seconds"] == 3.0
+
+
 @pytest.mark.slow
 def test_investigation_study_runs_and_renders(tmp_path):
     from facesegment.data.datasets import find_faces
