@@ -231,6 +231,20 @@ def model_bytes(path):
     return total
 
 
+def split_times(est):
+    """Where the trees' fit time went, summed over trees (seconds of each tree's
+    own thread): ``{"trees", "split_search", "init", "oblique"}`` (``split_search``
+    is the split families' ``find``; for CO2 ``init`` the univariate and two-probe
+    starts, ``oblique`` the optimisation), or None."""
+    stats = getattr(est, "tree_stats_", None)
+    if not stats or any("t_split" not in st for st in stats):
+        return None
+    return {"trees": round(sum(float(st["seconds"]) for st in stats), 2),
+            **{k: round(sum(float(st.get(t, 0.0)) for st in stats), 2)
+               for k, t in (("split_search", "t_split"), ("init", "t_init"),
+                            ("oblique", "t_oblique"))}}
+
+
 def tree_times(est):
     """Per-tree fit seconds (``tree_stats_[i]["seconds"]``), or None."""
     stats = getattr(est, "tree_stats_", None)

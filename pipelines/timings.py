@@ -15,8 +15,8 @@ from pathlib import Path
 
 from .common import finished_runs, label, load_json, methods, secs
 
-TRAIN_TIME_KEYS = ("fit_seconds", "fit_cpu_seconds", "tree_seconds", "threads", "cpu_count",
-                   "load_average")
+TRAIN_TIME_KEYS = ("fit_seconds", "fit_cpu_seconds", "tree_seconds", "split_seconds",
+                   "threads", "cpu_count", "load_average")
 
 
 def _old_train_times(run_dir, kind):
@@ -177,6 +177,30 @@ def _time_table(train, times, kinds, sizes, h):
                      f"{' (multiply-adds counted as 2)' if integer else ''} of dot products "
                      f"per image, {tm['oblique_gflops_per_cpu_second']:.2f} {unit} per CPU "
                      "second.")
+    return L + [""] + _split_table(train, kinds, h)
+
+
+def _split_table(train, kinds, h):
+    """Where the fit time went: the split families' search against the rest."""
+    rows = [(k, train[k]["split_seconds"]) for k in kinds
+            if isinstance((train.get(k) or {}).get("split_seconds"), dict)]
+    if not rows:
+        return []
+    L = [f"{h}# Where the training time goes", "",
+         "Seconds summed over the trees of the largest forest (each tree's own thread; "
+         "about twice the wall time on 2 busy cores): the split search (the split "
+         "family's `find` at every node), and for CO2 its start (the best univariate "
+         "and two-probe splits) and its optimisation; the rest is partitioning and "
+         "bookkeeping.", "",
+         "| method | trees | split search | CO2 start | CO2 optimisation |",
+         "| --- | ---: | ---: | ---: | ---: |"]
+    for k, sp in rows:
+        tot = sp.get("trees") or 0.0
+
+        def part(v):
+            return f"{secs(v)} ({100.0 * v / tot:.0f}%)" if tot and v else "–"
+        L.append(f"| {label(k)} | {secs(tot)} | {part(sp.get('split_search', 0.0))} | "
+                 f"{part(sp.get('init', 0.0))} | {part(sp.get('oblique', 0.0))} |")
     return L + [""]
 
 

@@ -13,7 +13,7 @@ import pytest
 from facesegment.atomic import write_json_atomic
 from facesegment.classes import N_CLASSES
 from facesegment.errors import DataError
-from pipelines import backend, report, results_page, run, stamps
+from pipelines import backend, report, results_page, run, stamps, timings
 from pipelines.config import ConfigError, load_config, q_features, run_name
 from pipelines.stages import Context, Stage
 
@@ -549,6 +549,27 @@ def test_old_results_run_time_table_is_read_back(tmp_path):
                   "train:co2": {"seconds": 162.0, "finished": "2026-11-23T03:21:30Z",
                                 "rounded": True}}
     assert "rounded" in report.render_timings(run_dir)
+
+
+def test_split_times_add_up_and_render(tmp_path):
+    """``backend.split_times`` sums each tree's split search (and CO2's start and
+    optimisation); the timings page shows their shares."""
+    from facesegment.forest import CO2Forest, TwoProbeForest
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(600, 12), dtype=np.uint8)
+    y = (X[:, 0] > X[:, 1]).astype(int) + (X[:, 2] > 128)
+    tp = backend.split_times(TwoProbeForest(3, n_pairs=10, random_state=0).fit(X, y))
+    co2 = backend.split_times(CO2Forest(2, init="best", n_pairs=10, max_features=4,
+                                        oblique_min_samples=50, random_state=0).fit(X, y))
+    assert 0 < tp["split_search"] <= tp["trees"] and tp["init"] == tp["oblique"] == 0
+    assert 0 < co2["init"] + co2["oblique"] <= co2["split_search"] + 0.01
+    assert co2["oblique"] > 0
+    assert backend.split_times(object()) is None
+    lines = timings._split_table({"two-probe": {"split_seconds": {
+        "trees": 100.0, "split_search": 80.0, "init": 0.0, "oblique": 0.0}}},
+        ["two-probe"], "##")
+    assert "| Two-probe forest | 100 s | 80 s (80%) | – | – |" in lines
 
 
 def test_stage_table_shows_cpu_and_load_in_run_order(tmp_path):

@@ -172,7 +172,8 @@ class TreeGrowth:
         self.perm = np.arange(self.p, dtype=np.int64)
         self.weights = []
         self.empty_w = np.zeros((1, self.p), dtype=np.float32)
-        self.stats = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0}
+        self.stats = {"t_split": 0.0, "t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0,
+                      "n_oblique": 0}
         self.missing = False
 
 
@@ -252,7 +253,9 @@ def grow_tree(X, y, n_classes, spec, seed):
                 or np.count_nonzero(counts) <= 1):
             continue
         seg = idx[start:end]
+        t0 = time.perf_counter()
         split = family.find(tree, seg)
+        tree.stats["t_split"] += time.perf_counter() - t0
         if split.gain <= 0.0 or (split.feature < 0 and split.oblique < 0
                                  and split.sparse is None):
             continue
