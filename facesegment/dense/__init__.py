@@ -21,6 +21,7 @@ Modules
 ``_general``   per-pixel kernels (any forest; FFT top levels)
 ``_fast``      axis-aligned / two-probe forests: 64-bit records, tree-major
 ``_levels``    forests with oblique nodes: pixels grouped by node, level by level
+``_visits``    oblique visit counts, by the kernels that predict the forest
 ``_scores``    layout-free kernels: fused reweight + argmax, sweep labels, confusion
 
 The window layout (window side, channels) comes from ``model.layout``; see

@@ -18,6 +18,10 @@ level by level:
 * axis-aligned and two-probe nodes (CO2 forests keep them below
   ``oblique_min_samples``) are evaluated per pixel in the same pass.
 
+:func:`count_visits_levels` descends the trees the same way to count the
+oblique nodes the prediction evaluates (from each pixel's end node,
+:func:`oblique_above`), at about the cost of one prediction.
+
 Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``:
 see :mod:`facesegment.dense._numba`).  Per pixel the node distributions are
 added in tree order in float32 and scaled by ``1 / n_trees``, as in the
@@ -28,7 +32,7 @@ results agree with it to float tolerance.
 import numpy as np
 from numba import prange
 
-from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, THRESHOLD
+from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import FASTMATH, NJIT, PARALLEL, template
 from ._scores import argmax_scaled
 
@@ -233,6 +237,65 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
             for c in range(n_classes):
                 out[ya + i // width, x0 + i % width, c] = acc[i, c] * inv
     return out
+
+
+@template(PARALLEL)
+def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights,
+                        above, block_rows):
+    """Per tree, the dense oblique nodes evaluated for pixels ``[y0, y1) x [x0, x1)``:
+    int64 ``(n_trees,)``.
+
+    The trees are descended as in :func:`dense_proba_levels` (the same inputs,
+    blocks and decisions); a pixel that stops at node ``nd`` (a leaf, or an
+    internal node at the depth limit) evaluated the nodes strictly above it,
+    ``above[nd]`` of them dense oblique (:func:`oblique_above`).  Each block's
+    integer counts are added in block order (exact); with the blocks of the
+    prediction (``block_rows``) the decisions, so the counts, are its own.
+    """
+    n_trees = roots.shape[0]
+    width = x1 - x0
+    n_blocks = (y1 - y0 + block_rows - 1) // block_rows
+    counts = np.zeros((n_blocks, n_trees), dtype=np.int64)
+    depth_list = np.full(1, steps, dtype=np.int64)
+    for blk in prange(n_blocks):
+        ya = y0 + blk * block_rows
+        yb = min(y1, ya + block_rows)
+        n = (yb - ya) * width
+        base = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
+        rec = np.empty((n, 1), dtype=np.int64)
+        cur = np.empty(n, dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
+        active = np.empty(n, dtype=np.int64)
+        bb = np.empty(8, dtype=np.int64)
+        for t in range(n_trees):
+            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+                         rec, cur, order, active, bb)
+            c = 0
+            for i in range(n):
+                c += above[rec[i, 0]]
+            counts[blk, t] = c
+    total = np.zeros(n_trees, dtype=np.int64)
+    for blk in range(n_blocks):
+        total += counts[blk]
+    return total
+
+
+def oblique_above(nodes, depth):
+    """int64 ``(n_nodes,)``: per node, the dense oblique nodes (``OBLIQUE >= 0``)
+    strictly on the path from its tree's root to it, from the general records
+    ``nodes`` (leaves point to themselves) and the nodes' ``depth``.  A pixel
+    that stops at a node evaluated exactly those of its tree."""
+    above = np.zeros(nodes.shape[0], dtype=np.int64)
+    order = np.argsort(depth, kind="stable")
+    cuts = np.flatnonzero(np.diff(depth[order])) + 1
+    for level in np.split(order, cuts):   # parents before their children
+        idx = level[nodes[level, LEFT] != level]
+        below = above[idx] + (nodes[idx, OBLIQUE] >= 0)
+        above[nodes[idx, LEFT]] = below
+        above[nodes[idx, RIGHT]] = below
+    return above
 
 
 @template(PARALLEL)

@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from ..classes import IGNORE
-from . import _fast, _general, _levels, _pooled
+from . import _fast, _general, _levels, _pooled, _visits
 from ._checks import (MODES, check_fft_levels, check_limit, check_mode,
                       check_alpha, forest_arrays, image_and_planes, model_layout)
 from ._numba import layout_kernels
@@ -312,25 +312,22 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
 
 def _count_visits(model, image, mode, max_depth, n_trees, planes):
     """int64 ``(n_trees, 3)``: per tree, the dense oblique nodes, sparse oblique
-    nodes and sparse values visited when predicting ``image``."""
+    nodes and sparse values visited when predicting ``image`` (:mod:`facesegment.dense._visits`)."""
     check_mode(mode)
     p = _prepare(model, image, planes, n_trees, max_depth, 0)
     h, w = p.shape[:2]
-    y0, y1, x0, x1 = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
-    if y1 <= y0 or x1 <= x0:
-        return np.zeros((len(p.roots), 3), dtype=np.int64)
-    if isinstance(p, _pooled.Pooled):
-        return _pooled.visits(p, y0, y1, x0, x1)
-    return np.asarray(_kernels(_general, p.layout).count_visits(
-        p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
-        p.sp_off, p.sp_w, p.resp), dtype=np.int64)
+    region = strict_region(p.shape, p.layout) if mode == "strict" else (0, h, 0, w)
+    return _visits.count(p, region, _uses_levels(p, 0))
 
 
 def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None,
                          planes=None, per_tree=False):
     """Dense oblique nodes evaluated when predicting ``image`` (for FLOP
     accounting); with ``per_tree``, an int64 array of them per tree (the first
-    ``m`` entries add up to the count of an ``m``-tree forest)."""
+    ``m`` entries add up to the count of an ``m``-tree forest).  Counted by the
+    kernels that predict the forest: for dense oblique forests the level
+    kernels' descent (each pixel's end node gives the oblique nodes above it:
+    about the cost of one prediction), else the general per-pixel walk."""
     counts = _count_visits(model, image, mode, max_depth, n_trees, planes)[:, 0]
     return counts if per_tree else int(counts.sum())
 
