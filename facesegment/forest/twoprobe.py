@@ -14,12 +14,15 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import (class_counts, delta_xlogx_table, entropy_terms, gather_columns,
-                        midpoint_threshold, node_labels, radix_sort_codes, scan_bins_clear,
-                        scan_codes,
-                        scan_sorted, xlogx_table)
+                        insertion_sort_codes, midpoint_threshold, node_labels,
+                        radix_sort_codes, scan_bins_clear, scan_codes, scan_sorted,
+                        xlogx_table)
 
 #: Nodes with at least this many samples use 511-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 512
+
+#: Smaller nodes sort each pair's codes by insertion, not by radix (same order).
+INSERTION_MAX_SAMPLES = 32
 
 #: Histogram-path nodes copy their pairs' columns for at most this many samples
 #: at a time (a (n_features_used, chunk) uint8 buffer; about 64 MB at the default).
@@ -112,9 +115,10 @@ def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
 
 @njit(**NJIT)
 def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
-    """Small nodes (< 512 samples): per pair, a stable two-pass radix sort of
-    ``(x[a] - x[b] + 255) << shift | label`` and per-sample gain updates (the
-    arithmetic of ``scan_sorted``)."""
+    """Small nodes (< 512 samples): per pair, a stable sort of
+    ``(x[a] - x[b] + 255) << shift | label`` by value (two radix passes; by
+    insertion up to ``INSERTION_MAX_SAMPLES`` codes) and per-sample gain
+    updates (the arithmetic of ``scan_sorted``)."""
     m = idx.shape[0]
     q = fa.shape[0]
     feats, sa, sb = _pair_columns(fa, fb, X.shape[1])
@@ -143,7 +147,10 @@ def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
         Tb = T[sb[k]]
         for i in range(m):
             codes[i] = ((np.int32(Ta[i]) - np.int32(Tb[i]) + 255) << shift) | lab[i]
-        radix_sort_codes(codes, m, shift, tmp, srt, c1, c2)
+        if m <= INSERTION_MAX_SAMPLES:
+            insertion_sort_codes(codes, m, shift, srt)
+        else:
+            radix_sort_codes(codes, m, shift, tmp, srt, c1, c2)
         if m < 2 or (srt[0] >> shift) == (srt[m - 1] >> shift):
             continue  # constant difference: no split
         v0, v1, best_raw, best_gain = scan_codes(

@@ -110,3 +110,21 @@ def test_gather_columns(m):
     T = np.empty((4, m), dtype=np.uint8)
     gather_columns(X, idx, 0, m, feats, T)
     np.testing.assert_array_equal(T, X[idx][:, feats].T)
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 17, 32, 64, 300])
+def test_insertion_sort_is_the_radix_order(m):
+    """Both sorts of the small-node path give the same (stable) order."""
+    from facesegment.forest._criteria import insertion_sort_codes, radix_sort_codes
+
+    rng = np.random.default_rng(m)
+    shift = 3
+    keys = rng.integers(0, 511, size=m) if m < 100 else rng.integers(250, 260, size=m)
+    codes = ((keys << shift) | rng.integers(0, 8, size=m)).astype(np.int32)
+    a = np.full(m, -1, dtype=np.int32)
+    b = np.full(m, -1, dtype=np.int32)
+    insertion_sort_codes(codes, m, shift, a)
+    radix_sort_codes(codes, m, shift, np.empty(m, np.int32), b, np.empty(32, np.int32),
+                     np.empty(16, np.int32))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, codes[np.argsort(codes >> shift, kind="stable")])
