@@ -33,7 +33,7 @@ import numpy as np
 from numba import prange
 
 from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
-from ._numba import FASTMATH, NJIT, PARALLEL, template
+from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
 from ._scores import argmax_scaled
 
 # Bound per layout by layout_kernels(); the templates never run with these.
@@ -196,6 +196,19 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
         s += 1
 
 
+@template(INLINE)
+def _block(rowstride, ya, yb, x0, width):
+    """Window offsets of the pixels of rows ``[ya, yb)`` x ``[x0, x0 + width)`` and
+    the scratch arrays of :func:`_tree_levels` for them (one depth)."""
+    n = (yb - ya) * width
+    base = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
+    return (base, np.empty((n, 1), dtype=np.int64), np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+            np.empty(8, dtype=np.int64))
+
+
 @template(PARALLEL)
 def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
                        weights, out, block_rows):
@@ -216,16 +229,9 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     for blk in prange(n_blocks):
         ya = y0 + blk * block_rows
         yb = min(y1, ya + block_rows)
-        n = (yb - ya) * width
-        base = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
+        base, rec, cur, order, active, bb = _block(rowstride, ya, yb, x0, width)
+        n = base.shape[0]
         acc = np.zeros((n, n_classes), dtype=np.float32)
-        rec = np.empty((n, 1), dtype=np.int64)
-        cur = np.empty(n, dtype=np.int64)
-        order = np.empty(n, dtype=np.int64)
-        active = np.empty(n, dtype=np.int64)
-        bb = np.empty(8, dtype=np.int64)
         for t in range(roots.shape[0]):
             _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
                          rec, cur, order, active, bb)
@@ -260,15 +266,8 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     for blk in prange(n_blocks):
         ya = y0 + blk * block_rows
         yb = min(y1, ya + block_rows)
-        n = (yb - ya) * width
-        base = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
-        rec = np.empty((n, 1), dtype=np.int64)
-        cur = np.empty(n, dtype=np.int64)
-        order = np.empty(n, dtype=np.int64)
-        active = np.empty(n, dtype=np.int64)
-        bb = np.empty(8, dtype=np.int64)
+        base, rec, cur, order, active, bb = _block(rowstride, ya, yb, x0, width)
+        n = base.shape[0]
         for t in range(n_trees):
             _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
                          rec, cur, order, active, bb)

@@ -4,7 +4,7 @@ on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores."""
 
 import numpy as np
 
-from .scoring import (_alpha, _beta, _check_common, _score_missed, _summary,
+from ._common import (_alpha, _beta, _check_common, _score_missed, _summary,
                       scored_label)
 
 

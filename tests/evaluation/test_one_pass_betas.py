@@ -85,10 +85,19 @@ def test_choose_rule_is_the_per_beta_choice(tmp_path, monkeypatch, prior):
         assert r["beta"] == r0["beta"] == b
 
 
-def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
-    images, labels = toy_faces()
-    cascade = fit((images, labels, toy_windows(images, labels)))
-    cascade.position = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
+def _face_records(tmp_path, images, labels, n=3):
+    """The first ``n`` toy faces written as labelled records."""
+    recs = []
+    for i in range(n):
+        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
+        cv2.imwrite(str(img), images[i])
+        cv2.imwrite(str(lbl), labels[i])
+        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
+    return recs
+
+
+def _count_contexts(cascade, monkeypatch):
+    """A list that grows by one at each call of ``cascade.context``."""
     calls = []
     real = cascade.context
 
@@ -96,12 +105,15 @@ def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
         calls.append(1)
         return real(image, n_stages)
     monkeypatch.setattr(cascade, "context", counted, raising=False)
-    recs = []
-    for i in range(3):
-        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
-        cv2.imwrite(str(img), images[i])
-        cv2.imwrite(str(lbl), labels[i])
-        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
+    return calls
+
+
+def test_cascade_choice_is_the_per_beta_choice(tmp_path, monkeypatch):
+    images, labels = toy_faces()
+    cascade = fit((images, labels, toy_windows(images, labels)))
+    cascade.position = fit_position_prior(labels, 3, sigma=1.0, pseudo=0.5)
+    calls = _count_contexts(cascade, monkeypatch)
+    recs = _face_records(tmp_path, images, labels)
     kw = dict(alphas=ALPHAS, betas=[0.5, 2.0], mode="full", workers=1, progress=False)
     rule, rec = choose_rule(cascade, recs, **kw)
     assert len(calls) == 3          # stage 1 once per face for every (beta, alpha)
@@ -168,22 +180,11 @@ def test_smoothed_scores_equal_their_own_pass(tmp_path, kinds):
 def test_cascade_smoothed_scores_run_the_earlier_stages_once(tmp_path, monkeypatch):
     images, labels = toy_faces()
     cascade = fit((images, labels, toy_windows(images, labels)))
-    recs = []
-    for i in range(3):
-        img, lbl = tmp_path / f"c{i}.png", tmp_path / f"c{i}_label.png"
-        cv2.imwrite(str(img), images[i])
-        cv2.imwrite(str(lbl), labels[i])
-        recs.append(FaceRecord(f"c{i}", str(img), str(lbl)))
+    recs = _face_records(tmp_path, images, labels)
     kw = dict(mode="full", pixel_stride=1, workers=1, progress=False)
     want = maps.evaluate_smoothed(cascade, recs, alpha=0.5, beta=0.0, sigmas=[1.0], **kw)
     plain = scoring.evaluate(cascade, recs, alphas=[0.5], **kw)
-    calls = []
-    real = cascade.context
-
-    def counted(image, n_stages=None):
-        calls.append(1)
-        return real(image, n_stages)
-    monkeypatch.setattr(cascade, "context", counted, raising=False)
+    calls = _count_contexts(cascade, monkeypatch)
     both = scoring.evaluate(cascade, recs, alphas=[0.5], smoothed=(0.5, 0.0, [1.0]), **kw)
     assert len(calls) == 3          # once per face for both scores
     assert both.pop("smoothed") == want
