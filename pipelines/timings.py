@@ -145,7 +145,8 @@ def _time_table(train, times, kinds, sizes, h):
         L.append("")
         L.append(f"Load average (1 min) while training and timing: {min(loads):.1f}–"
                  f"{max(loads):.1f} on {cores} cores"
-                 + (" — other jobs shared the machine, so these times are pessimistic."
+                 + (" — more runnable threads than cores (the run's own threads count too), "
+                    "so these times may be pessimistic."
                     if max(loads) > 1.5 * (cores or 1) else "."))
     L += ["", "| method | trees | training (CPU) | inference / image (CPU) |",
           "| --- | ---: | ---: | ---: |"]
