@@ -197,14 +197,16 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
 
 
 @template(INLINE)
-def _block(rowstride, ya, yb, x0, width):
-    """Window offsets of the pixels of rows ``[ya, yb)`` x ``[x0, x0 + width)`` and
-    the scratch arrays of :func:`_tree_levels` for them (one depth)."""
-    n = (yb - ya) * width
+def _block(rowstride, blk, block_rows, y0, y1, x0, width):
+    """Block ``blk`` of ``block_rows`` rows of ``[y0, y1)`` x ``[x0, x0 + width)``:
+    its first row ``ya``, its pixels' window offsets and the scratch arrays of
+    :func:`_tree_levels` for them (one depth)."""
+    ya = y0 + blk * block_rows
+    n = (min(y1, ya + block_rows) - ya) * width
     base = np.empty(n, dtype=np.int64)
     for i in range(n):
         base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
-    return (base, np.empty((n, 1), dtype=np.int64), np.empty(n, dtype=np.int64),
+    return (ya, base, np.empty((n, 1), dtype=np.int64), np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
             np.empty(8, dtype=np.int64))
 
@@ -227,9 +229,8 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     n_blocks = (y1 - y0 + block_rows - 1) // block_rows
     depth_list = np.full(1, steps, dtype=np.int64)
     for blk in prange(n_blocks):
-        ya = y0 + blk * block_rows
-        yb = min(y1, ya + block_rows)
-        base, rec, cur, order, active, bb = _block(rowstride, ya, yb, x0, width)
+        ya, base, rec, cur, order, active, bb = _block(rowstride, blk, block_rows, y0, y1,
+                                                       x0, width)
         n = base.shape[0]
         acc = np.zeros((n, n_classes), dtype=np.float32)
         for t in range(roots.shape[0]):
@@ -264,9 +265,8 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     counts = np.zeros((n_blocks, n_trees), dtype=np.int64)
     depth_list = np.full(1, steps, dtype=np.int64)
     for blk in prange(n_blocks):
-        ya = y0 + blk * block_rows
-        yb = min(y1, ya + block_rows)
-        base, rec, cur, order, active, bb = _block(rowstride, ya, yb, x0, width)
+        ya, base, rec, cur, order, active, bb = _block(rowstride, blk, block_rows, y0, y1,
+                                                       x0, width)
         n = base.shape[0]
         for t in range(n_trees):
             _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
