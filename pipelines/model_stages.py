@@ -94,8 +94,8 @@ def _train(kind):
         tm = ctx.write_timings(f"train-{kind}", {
             "kind": kind, "n_trees": n, "fit_seconds": round(fit_s, 3),
             "fit_cpu_seconds": round(cpu_s, 3), "tree_seconds": tree_s,
-            "split_seconds": backend.split_times(est), "threads": ctx.workers, "cpu_count": os.cpu_count(),
-            "load_average": [round(load0, 2), round(load1, 2)]})
+            "split_seconds": backend.split_times(est), "threads": ctx.workers,
+            "cpu_count": os.cpu_count(), "load_average": [round(load0, 2), round(load1, 2)]})
         ctx.log(f"train: {kind}: {fit_s:.1f} s, {a.n_nodes} nodes, "
                 f"{sizes[str(n)] / 1e6:.1f} MB")
         return outs + [js, tm]
