@@ -212,11 +212,30 @@ def map_tasks(func, items, *, args=(), scheduler=None, n_workers=None, batch=Non
             yield from _map_distributed(func, items, args, scheduler, 2 * batch, bar, info)
 
 
+def numba_share(n_workers):
+    """Numba threads of each of ``n_workers`` local worker threads: the process's
+    Numba threads shared out (at least 1), so that workers whose tasks call
+    parallel kernels do not start more threads than there are cores."""
+    import numba
+
+    return max(1, numba.config.NUMBA_NUM_THREADS // max(1, n_workers))
+
+
+def _set_numba_threads(n):   # a worker thread's initializer (the setting is per thread)
+    import numba
+
+    numba.set_num_threads(n)
+
+
 def _map_local(func, items, args, n_workers, batch, bar, info):
     """Local threads; results in input order, each as soon as it and the ones
-    before it are done (later ones keep the threads busy meanwhile)."""
-    pool = cf.ThreadPoolExecutor(max_workers=min(n_workers, max(1, len(items))),
-                                 thread_name_prefix="facesegment")
+    before it are done (later ones keep the threads busy meanwhile).  Each
+    thread runs Numba's parallel kernels on its share of the cores
+    (:func:`numba_share`); no result depends on it."""
+    n_threads = min(n_workers, max(1, len(items)))
+    pool = cf.ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="facesegment",
+                                 initializer=_set_numba_threads,
+                                 initargs=(numba_share(n_threads),))
     it = iter(enumerate(items))
     running = {}   # future -> index
     ready = {}     # index -> future, finished but not yet yielded

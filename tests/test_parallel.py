@@ -9,7 +9,7 @@ import time
 import pytest
 
 from facesegment.errors import FaceSegmentError, SchedulerLostError
-from facesegment.parallel import map_tasks
+from facesegment.parallel import map_tasks, numba_share
 
 
 def _square(x, delay=0.0):
@@ -26,6 +26,27 @@ def _fail_on_three(x):
 def test_local_threads_return_every_result():
     out = dict(map_tasks(_square, range(20), n_workers=3, progress=False))
     assert out == {i: i * i for i in range(20)}
+
+
+def _numba_threads(_):
+    import numba
+
+    return numba.get_num_threads()
+
+
+@pytest.mark.parametrize("n_workers", [1, 2, 3])
+def test_local_workers_share_the_numba_threads(n_workers):
+    """Each local worker runs parallel kernels on its share of Numba's threads
+    (no more threads than cores when every worker calls one); the caller's
+    setting is left alone."""
+    import numba
+
+    n_all = numba.config.NUMBA_NUM_THREADS
+    before = numba.get_num_threads()
+    got = {n for _, n in map_tasks(_numba_threads, range(6), n_workers=n_workers,
+                                   progress=False)}
+    assert got == {numba_share(n_workers)} == {max(1, n_all // n_workers)}
+    assert numba.get_num_threads() == before
 
 
 def test_local_results_in_input_order_while_threads_keep_working():

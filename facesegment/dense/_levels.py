@@ -14,7 +14,9 @@ level by level:
   while the weights sit in L1/L2: a node's weights are read once per block;
 * windows are read from a float32 copy of the padded image (no uint8 to float
   conversion in the inner loop); 8 pixels at the same node share one pass over
-  its weights (``_dot8g``; then 4, then 1 for the rest);
+  its weights (``_dot8g``; a last group of fewer pads with its last window, so
+  a window's dot is the same whatever its group: the results do not depend on
+  the blocks, hence not on the number of threads);
 * axis-aligned and two-probe nodes (CO2 forests keep them below
   ``oblique_min_samples``) are evaluated per pixel in the same pass.
 
@@ -26,7 +28,8 @@ Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``:
 see :mod:`facesegment.dense._numba`).  Per pixel the node distributions are
 added in tree order in float32 and scaled by ``1 / n_trees``, as in the
 per-pixel kernel; dot products may round differently (summation order), so
-results agree with it to float tolerance.
+results agree with it to float tolerance (and are the same for every block
+size and thread count).
 """
 
 import numpy as np
@@ -38,38 +41,6 @@ from ._scores import argmax_scaled
 
 # Bound per layout by layout_kernels(); the templates never run with these.
 WINDOW = CHANNELS = ROW = None
-
-
-@template(FASTMATH)
-def _dotf(imgf, base, rowstride, wrow):
-    acc = np.float32(0.0)
-    for dy in range(WINDOW):
-        p = base + dy * rowstride
-        ir = imgf[p:p + ROW]
-        wr = wrow[dy * ROW:dy * ROW + ROW]
-        for j in range(ROW):
-            acc += wr[j] * ir[j]
-    return acc
-
-
-@template(FASTMATH)
-def _dot4g(imgf, bb, rowstride, wrow):
-    """Dots of the 4 windows starting at ``bb[0..3]`` with one pass over the weights."""
-    a0 = a1 = a2 = a3 = np.float32(0.0)
-    for dy in range(WINDOW):
-        o = dy * rowstride
-        i0 = imgf[bb[0] + o:bb[0] + o + ROW]
-        i1 = imgf[bb[1] + o:bb[1] + o + ROW]
-        i2 = imgf[bb[2] + o:bb[2] + o + ROW]
-        i3 = imgf[bb[3] + o:bb[3] + o + ROW]
-        wr = wrow[dy * ROW:dy * ROW + ROW]
-        for j in range(ROW):
-            w = wr[j]
-            a0 += w * i0[j]
-            a1 += w * i1[j]
-            a2 += w * i2[j]
-            a3 += w * i3[j]
-    return a0, a1, a2, a3
 
 
 @template(FASTMATH)
@@ -156,25 +127,14 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
                 if o >= 0:
                     wrow = weights[o]
                     q = g
-                    while q + 8 <= e:
-                        for u in range(8):
-                            bb[u] = base[order[q + u]]
+                    while q < e:   # 8 windows per pass; the last pass repeats its
+                        r = min(8, e - q)   # last window, so every window's dot is a
+                        for u in range(8):  # lane of _dot8g, whatever its group's size
+                            bb[u] = base[order[q + min(u, r - 1)]]
                         v = _dot8g(imgf, bb, rowstride, wrow)
-                        for u in range(8):
+                        for u in range(r):
                             cur[order[q + u]] = nodes[node, np.int64(v[u] > tt)]
-                        q += 8
-                    if q + 4 <= e:
-                        for u in range(4):
-                            bb[u] = base[order[q + u]]
-                        v4 = _dot4g(imgf, bb, rowstride, wrow)
-                        for u in range(4):
-                            cur[order[q + u]] = nodes[node, np.int64(v4[u] > tt)]
-                        q += 4
-                    while q < e:
-                        i0 = order[q]
-                        cur[i0] = nodes[node, np.int64(_dotf(imgf, base[i0], rowstride,
-                                                              wrow) > tt)]
-                        q += 1
+                        q += r
                 else:
                     o1 = nodes[node, OFF1]
                     o2 = nodes[node, OFF2]

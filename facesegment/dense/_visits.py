@@ -38,7 +38,7 @@ def count(p, region, levels):
             p.sp_off, p.sp_w, p.resp), dtype=np.int64)
     above = cached("above", (p.nodes, p.arrays.depth), None,
                    lambda: _levels.oblique_above(p.nodes, p.arrays.depth))
-    # the blocks of predict_proba_raw: one per thread, so the same decisions
+    # one block per thread, as predict_proba_raw (the decisions do not depend on it)
     block = -(-(y1 - y0) // max(1, numba.get_num_threads()))
     out = np.zeros((len(p.roots), 3), dtype=np.int64)
     out[:, 0] = kernels.count_visits_levels(

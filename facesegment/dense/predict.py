@@ -480,6 +480,7 @@ def _sweep_preds(p, ys, xs, depths, trees, scales, chunk, fft_levels, use_fast, 
                                  scales, rec, sp, p.value, max(int(chunk), FAST_CHUNK), preds,
                                  max(1, numba.get_num_threads()))
     elif _uses_levels(p, fft_levels, use_levels):
+        # one chunk per thread (a window's decisions do not depend on its chunk)
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
         _kernels(_levels, p.layout).sweep_predict_levels(
             _float_image(p), p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes,
