@@ -11,6 +11,7 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._dots import dot, dot2
+from ._sort import stable_argsort
 from ._sparse import keep_top_k
 
 #: Rounds (of ``tau`` steps) with a rising mean surrogate before eta is halved.
@@ -305,7 +306,7 @@ def _best_threshold(v, yv, n_classes, min_leaf):
     information gain; ``(nan, 0.0)`` if there is none.
     """
     m = v.shape[0]
-    order = np.argsort(v, kind="mergesort")
+    order = stable_argsort(v)
     total = np.zeros(n_classes)
     for r in range(m):
         total[yv[r]] += 1.0

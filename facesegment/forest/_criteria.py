@@ -11,8 +11,10 @@ class, and ``F`` is read from a table ``flog[k] = k log k`` built once per node.
 """
 
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .._jit import NJIT, njit
+from ._sort import stable_argsort
 
 
 @njit(**NJIT)
@@ -174,7 +176,7 @@ def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
     rounded (float16 storage).  Returns ``(threshold float32, gain)``.
     """
     m = idx.shape[0]
-    order = np.argsort(values, kind="mergesort")
+    order = stable_argsort(values)
     vs = np.empty(m, dtype=values.dtype)
     ls = np.empty(m, dtype=np.int32)
     for i in range(m):
@@ -254,16 +256,33 @@ def delta_xlogx_table(flog):
 
 
 @njit(**NJIT)
-def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
-                    best_raw, best_gain):
-    """``scan_histogram``'s arithmetic on one candidate; clears ``hist`` and ``cnt``.
+def class_mask_words(n_classes):
+    """uint64 words of a bin's class mask (:func:`scan_bins_clear`)."""
+    return (n_classes + 63) // 64
 
-    ``cnt[b]`` is the number of samples in bin ``b`` (the row sums of hist).
+
+@njit(**NJIT)
+def add_to_bin(hist, mask, b, c):
+    """One sample of class ``c`` in bin ``b``: its count, and the bin's class mask."""
+    hist[b, c] += 1
+    mask[b, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+
+
+@njit(**NJIT)
+def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
+                    best_raw, best_gain):
+    """``scan_histogram``'s arithmetic on one candidate; clears ``hist`` and ``mask``.
+
+    ``mask[b]`` (uint64 words, :func:`add_to_bin`) has bit ``c`` set when bin
+    ``b`` holds class ``c``: a bin's classes are visited in increasing order
+    from its set bits, so the updates (and their order) are those of the scan
+    over every class with a non-zero count, without testing the empty ones.
     Returns ``(b_best, b_next, raw, gain)``: ``b_best`` is the first bin whose
     gain beats ``best_gain`` and is maximal for this candidate (-1 when none
     beats it), ``b_next`` the next non-empty bin.  ``min_leaf >= 1``.
     """
     n_bins, n_classes = hist.shape
+    n_words = mask.shape[1]
     for c in range(n_classes):
         left[c] = 0
     s_l = 0.0
@@ -274,24 +293,32 @@ def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
     pending = False
     b = 0
     while b < n_bins:
-        bt = cnt[b]
-        if bt == 0:
+        if n_words == 1 and mask[b, 0] == 0:
             b += 1
             continue
-        if pending:
-            b_next = b
-            pending = False
-        for c in range(n_classes):
-            k = hist[b, c]
-            if k:
+        bt = 0
+        for w in range(n_words):
+            mk = mask[b, w]
+            if mk == 0:
+                continue
+            mask[b, w] = 0
+            while mk:
+                c = w * 64 + trailing_zeros(mk)
+                mk &= mk - np.uint64(1)
+                k = hist[b, c]
                 cl = left[c]
                 cr = tot[c] - cl
                 s_l += flog[cl + k] - flog[cl]
                 s_r += flog[cr - k] - flog[cr]
                 left[c] = cl + k
                 hist[b, c] = 0
-        cnt[b] = 0
+                bt += k
         b += 1
+        if bt == 0:
+            continue
+        if pending:
+            b_next = b - 1
+            pending = False
         nl += bt
         nr = n - nl
         if nr < min_leaf:
@@ -307,10 +334,14 @@ def scan_bins_clear(hist, cnt, tot, n, min_leaf, flog, parent, s_r0, left,
                 b_best = b - 1
                 pending = True
     while b < n_bins:  # bins after the break: clear for the next candidate
-        if cnt[b]:
-            cnt[b] = 0
-            for c in range(n_classes):
-                hist[b, c] = 0
+        for w in range(n_words):
+            mk = mask[b, w]
+            if mk == 0:
+                continue
+            mask[b, w] = 0
+            while mk:
+                hist[b, w * 64 + trailing_zeros(mk)] = 0
+                mk &= mk - np.uint64(1)
         b += 1
     return b_best, b_next, best_raw, best_gain
 

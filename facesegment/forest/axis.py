@@ -5,7 +5,8 @@ from a 256-bin class histogram (no sorting): the node's samples are read once,
 row by row, incrementing ``hist[k, x[features[k]], y]``, then each histogram is
 scanned.  Small nodes (fewer than ``HIST_MIN_SAMPLES`` samples) counting-sort
 each feature's values instead (O(m + 256) per feature, cheaper than clearing
-and scanning 256 x n_classes bins).  Other dtypes (float32) sort the values.  Both paths give the same
+and scanning 256 x n_classes bins).  Float32 features sort the values (a stable
+radix argsort: :mod:`facesegment.forest._sort`).  Every path gives the same
 split: the first feature (in the order given) and the lowest threshold reaching
 the maximal information gain; the threshold is the midpoint between the two
 neighbouring values present in the node.
@@ -16,6 +17,7 @@ import numpy as np
 from .._jit import NJIT, njit
 from ._criteria import (CRITERIA, class_counts, phi_table, scan_histogram, scan_sorted,
                         xlogx_table)
+from ._sort import argsort_f32, sort_scratch
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 384
@@ -94,33 +96,50 @@ def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
     return best_f, best_t, best_gain
 
 
+#: The float path gathers the values of at most this many bytes of candidates at a time.
+GATHER_BYTES = 16 << 20
+
+
 @njit(**NJIT)
 def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
+    """Float features: each candidate's values in stable sorted order
+    (:func:`facesegment.forest._sort.argsort_f32`, the order of a merge sort),
+    then :func:`scan_sorted`.  The candidates' values are gathered row by row
+    (each row read once per group of candidates)."""
     m = idx.shape[0]
     q = features.shape[0]
     tot = class_counts(y, idx, n_classes)
     flog = xlogx_table(m)
-    vals = np.empty(m, dtype=X.dtype)
+    labs = np.empty(m, dtype=np.int32)
+    for i in range(m):
+        labs[i] = y[idx[i]]
+    group = max(1, min(q, GATHER_BYTES // max(4 * m, 1)))
+    vals = np.empty((group, m), dtype=X.dtype)
     vs = np.empty(m, dtype=X.dtype)
     ls = np.empty(m, dtype=np.int32)
+    order, tmp, keys, kt, cnt = sort_scratch(m)
     best_f = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
-    for k in range(q):
-        f = features[k]
+    for k0 in range(0, q, group):
+        k1 = min(q, k0 + group)
         for i in range(m):
-            vals[i] = X[idx[i], f]
-        order = np.argsort(vals, kind="mergesort")
-        for i in range(m):
-            vs[i] = vals[order[i]]
-            ls[i] = y[idx[order[i]]]
-        if vs[0] == vs[m - 1]:
-            continue
-        t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
-        if g > best_gain:
-            best_gain = g
-            best_f = f
-            best_t = t
+            row = idx[i]
+            for k in range(k0, k1):
+                vals[k - k0, i] = X[row, features[k]]
+        for k in range(k0, k1):
+            vk = vals[k - k0]
+            argsort_f32(vk, m, order, tmp, keys, kt, cnt)
+            for i in range(m):
+                vs[i] = vk[order[i]]
+                ls[i] = labs[order[i]]
+            if vs[0] == vs[m - 1]:
+                continue
+            t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
+            if g > best_gain:
+                best_gain = g
+                best_f = features[k]
+                best_t = t
     return best_f, best_t, best_gain
 
 

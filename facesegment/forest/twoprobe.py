@@ -13,10 +13,11 @@ reproduce the old kernels' gain arithmetic exactly (same split, same gain).  Dif
 import numpy as np
 
 from .._jit import NJIT, njit
-from ._criteria import (class_counts, delta_xlogx_table, entropy_terms, gather_columns,
-                        insertion_sort_codes, midpoint_threshold, node_labels,
-                        radix_sort_codes, scan_bins_clear, scan_codes, scan_sorted,
-                        xlogx_table)
+from ._criteria import (add_to_bin, class_counts, class_mask_words, delta_xlogx_table,
+                        entropy_terms, gather_columns, insertion_sort_codes,
+                        midpoint_threshold, node_labels, radix_sort_codes, scan_bins_clear,
+                        scan_codes, scan_sorted, xlogx_table)
+from ._sort import argsort_f32, sort_scratch
 
 #: Nodes with at least this many samples use 511-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 512
@@ -54,12 +55,10 @@ def _pair_columns(fa, fb, p):
 
 
 @njit(**NJIT)
-def _add_pair_hist(Ta, Tb, lab, n, hist, cnt):
-    """Counts of ``x[a] - x[b] + 255`` per class (hist) and in total (cnt)."""
+def _add_pair_hist(Ta, Tb, lab, n, hist, mask):
+    """Counts of ``x[a] - x[b] + 255`` per class (hist), and each bin's classes (mask)."""
     for i in range(n):
-        d = np.int32(Ta[i]) - np.int32(Tb[i]) + 255
-        hist[d, lab[i]] += 1
-        cnt[d] += 1
+        add_to_bin(hist, mask, np.int32(Ta[i]) - np.int32(Tb[i]) + 255, lab[i])
 
 
 @njit(**NJIT)
@@ -88,25 +87,25 @@ def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
     if m <= width:
         gather_columns(X, idx, 0, m, feats, T)
         hist = np.zeros((511, n_classes), dtype=np.int32)
-        cnt = np.zeros(511, dtype=np.int32)
+        mask = np.zeros((511, class_mask_words(n_classes)), dtype=np.uint64)
         for k in range(q):
-            _add_pair_hist(T[sa[k]], T[sb[k]], lab, m, hist, cnt)
+            _add_pair_hist(T[sa[k]], T[sb[k]], lab, m, hist, mask)
             b0, b1, best_raw, best_gain = scan_bins_clear(
-                hist, cnt, tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
+                hist, mask, tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
             if b0 >= 0:
                 best_k = k
                 best_t = midpoint_threshold(np.float64(b0 - 255), np.float64(b1 - 255))
         return best_k, best_t, best_gain
     hists = np.zeros((q, 511, n_classes), dtype=np.int32)
-    cnts = np.zeros((q, 511), dtype=np.int32)
+    masks = np.zeros((q, 511, class_mask_words(n_classes)), dtype=np.uint64)
     for s0 in range(0, m, width):
         s1 = min(s0 + width, m)
         gather_columns(X, idx, s0, s1, feats, T)
         for k in range(q):
-            _add_pair_hist(T[sa[k]], T[sb[k]], lab[s0:s1], s1 - s0, hists[k], cnts[k])
+            _add_pair_hist(T[sa[k]], T[sb[k]], lab[s0:s1], s1 - s0, hists[k], masks[k])
     for k in range(q):
         b0, b1, best_raw, best_gain = scan_bins_clear(
-            hists[k], cnts[k], tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
+            hists[k], masks[k], tot, m, min_leaf, flog, parent, s_r0, left, best_raw, best_gain)
         if b0 >= 0:
             best_k = k
             best_t = midpoint_threshold(np.float64(b0 - 255), np.float64(b1 - 255))
@@ -163,13 +162,17 @@ def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
 
 @njit(**NJIT)
 def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
+    """Float features: each pair's differences in stable sorted order
+    (:func:`facesegment.forest._sort.argsort_f32`), then :func:`scan_sorted`."""
     m = idx.shape[0]
     q = fa.shape[0]
     tot = class_counts(y, idx, n_classes)
     flog = xlogx_table(m)
+    lab = node_labels(y, idx)
     vals = np.empty(m, dtype=np.float32)
     vs = np.empty(m, dtype=np.float32)
     ls = np.empty(m, dtype=np.int32)
+    order, tmp, keys, kt, cnt = sort_scratch(m)
     best_k = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
@@ -178,10 +181,10 @@ def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
         b = fb[k]
         for i in range(m):
             vals[i] = np.float32(X[idx[i], a]) - np.float32(X[idx[i], b])
-        order = np.argsort(vals, kind="mergesort")
+        argsort_f32(vals, m, order, tmp, keys, kt, cnt)
         for i in range(m):
             vs[i] = vals[order[i]]
-            ls[i] = y[idx[order[i]]]
+            ls[i] = lab[order[i]]
         if vs[0] == vs[m - 1]:
             continue
         t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
