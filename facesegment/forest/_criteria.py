@@ -14,7 +14,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .._jit import NJIT, njit
-from ._sort import stable_argsort
+from ._sort import argsort_f32, exclusive_prefix, stable_argsort
 
 
 @njit(**NJIT)
@@ -169,6 +169,23 @@ def scan_sorted(vals, labels, tot, min_leaf, flog):
 
 
 @njit(**NJIT)
+def scan_values(vals, m, labs, scratch, vs, ls, tot, min_leaf, flog):
+    """Best split of one candidate's values ``vals[:m]`` (float32 or uint8) with
+    the samples' labels ``labs``: stable sorted order
+    (:func:`facesegment.forest._sort.argsort_f32`; ``scratch`` from
+    ``sort_scratch``) into ``vs``/``ls``, then :func:`scan_sorted`.  Returns
+    ``(threshold, gain)``, gain -1.0 when the values are constant."""
+    order, tmp, keys, kt, cnt = scratch
+    argsort_f32(vals, m, order, tmp, keys, kt, cnt)
+    for i in range(m):
+        vs[i] = vals[order[i]]
+        ls[i] = labs[order[i]]
+    if vs[0] == vs[m - 1]:
+        return np.float32(0.0), -1.0
+    return scan_sorted(vs, ls, tot, min_leaf, flog)
+
+
+@njit(**NJIT)
 def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
     """Best threshold on per-sample values (float32 (m,)) of the samples ``idx``.
 
@@ -269,6 +286,30 @@ def add_to_bin(hist, mask, b, c):
 
 
 @njit(**NJIT)
+def _add_bin(hist, mask, b, left, tot, flog, s_l, s_r):
+    """Move bin ``b``'s samples to the left side (its classes in increasing order,
+    from its mask) and clear the bin: ``(samples moved, s_l, s_r)``."""
+    bt = 0
+    for w in range(mask.shape[1]):
+        mk = mask[b, w]
+        if mk == 0:
+            continue
+        mask[b, w] = 0
+        while mk:
+            c = w * 64 + trailing_zeros(mk)
+            mk &= mk - np.uint64(1)
+            k = hist[b, c]
+            cl = left[c]
+            cr = tot[c] - cl
+            s_l += flog[cl + k] - flog[cl]
+            s_r += flog[cr - k] - flog[cr]
+            left[c] = cl + k
+            hist[b, c] = 0
+            bt += k
+    return bt, s_l, s_r
+
+
+@njit(**NJIT)
 def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
                     best_raw, best_gain):
     """``scan_histogram``'s arithmetic on one candidate; clears ``hist`` and ``mask``.
@@ -282,7 +323,7 @@ def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
     beats it), ``b_next`` the next non-empty bin.  ``min_leaf >= 1``.
     """
     n_bins, n_classes = hist.shape
-    n_words = mask.shape[1]
+    one_word = mask.shape[1] == 1
     for c in range(n_classes):
         left[c] = 0
     s_l = 0.0
@@ -293,26 +334,10 @@ def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
     pending = False
     b = 0
     while b < n_bins:
-        if n_words == 1 and mask[b, 0] == 0:
+        if one_word and mask[b, 0] == 0:
             b += 1
             continue
-        bt = 0
-        for w in range(n_words):
-            mk = mask[b, w]
-            if mk == 0:
-                continue
-            mask[b, w] = 0
-            while mk:
-                c = w * 64 + trailing_zeros(mk)
-                mk &= mk - np.uint64(1)
-                k = hist[b, c]
-                cl = left[c]
-                cr = tot[c] - cl
-                s_l += flog[cl + k] - flog[cl]
-                s_r += flog[cr - k] - flog[cr]
-                left[c] = cl + k
-                hist[b, c] = 0
-                bt += k
+        bt, s_l, s_r = _add_bin(hist, mask, b, left, tot, flog, s_l, s_r)
         b += 1
         if bt == 0:
             continue
@@ -334,14 +359,7 @@ def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
                 b_best = b - 1
                 pending = True
     while b < n_bins:  # bins after the break: clear for the next candidate
-        for w in range(n_words):
-            mk = mask[b, w]
-            if mk == 0:
-                continue
-            mask[b, w] = 0
-            while mk:
-                hist[b, w * 64 + trailing_zeros(mk)] = 0
-                mk &= mk - np.uint64(1)
+        _add_bin(hist, mask, b, left, tot, flog, 0.0, 0.0)
         b += 1
     return b_best, b_next, best_raw, best_gain
 
@@ -374,16 +392,8 @@ def radix_sort_codes(codes, m, shift, tmp, out, c1, c2):
         d = codes[i] >> shift
         c1[d & 31] += 1
         c2[d >> 5] += 1
-    pos = 0
-    for b in range(32):
-        c = c1[b]
-        c1[b] = pos
-        pos += c
-    pos = 0
-    for b in range(16):
-        c = c2[b]
-        c2[b] = pos
-        pos += c
+    exclusive_prefix(c1, 32)
+    exclusive_prefix(c2, 16)
     for i in range(m):
         v = codes[i]
         b = (v >> shift) & 31

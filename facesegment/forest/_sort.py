@@ -40,6 +40,16 @@ def float_keys(vals, m, keys):
 
 
 @njit(**NJIT)
+def exclusive_prefix(cnt, n):
+    """``cnt[:n]`` replaced by its exclusive prefix sums (each bucket's first slot)."""
+    pos = 0
+    for b in range(n):
+        c = cnt[b]
+        cnt[b] = pos
+        pos += c
+
+
+@njit(**NJIT)
 def radix_argsort(keys, m, order, tmp, kt, cnt):
     """Stable argsort of ``keys[:m]`` (uint32) into ``order[:m]`` (int64).
 
@@ -59,11 +69,7 @@ def radix_argsort(keys, m, order, tmp, kt, cnt):
             cnt[(src_k[i] >> sh) & np.uint32(255)] += 1
         if cnt[(src_k[0] >> sh) & np.uint32(255)] == m:
             continue
-        pos = 0
-        for b in range(256):
-            c = cnt[b]
-            cnt[b] = pos
-            pos += c
+        exclusive_prefix(cnt, 256)
         for i in range(m):
             key = src_k[i]
             b = (key >> sh) & np.uint32(255)

@@ -16,8 +16,8 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import (CRITERIA, class_counts, phi_table, scan_histogram, scan_sorted,
-                        xlogx_table)
-from ._sort import argsort_f32, sort_scratch
+                        scan_values, xlogx_table)
+from ._sort import sort_scratch
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 384
@@ -117,7 +117,7 @@ def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
     vals = np.empty((group, m), dtype=X.dtype)
     vs = np.empty(m, dtype=X.dtype)
     ls = np.empty(m, dtype=np.int32)
-    order, tmp, keys, kt, cnt = sort_scratch(m)
+    scratch = sort_scratch(m)
     best_f = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
@@ -128,14 +128,7 @@ def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
             for k in range(k0, k1):
                 vals[k - k0, i] = X[row, features[k]]
         for k in range(k0, k1):
-            vk = vals[k - k0]
-            argsort_f32(vk, m, order, tmp, keys, kt, cnt)
-            for i in range(m):
-                vs[i] = vk[order[i]]
-                ls[i] = labs[order[i]]
-            if vs[0] == vs[m - 1]:
-                continue
-            t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
+            t, g = scan_values(vals[k - k0], m, labs, scratch, vs, ls, tot, min_leaf, flog)
             if g > best_gain:
                 best_gain = g
                 best_f = features[k]

@@ -16,8 +16,8 @@ from .._jit import NJIT, njit
 from ._criteria import (add_to_bin, class_counts, class_mask_words, delta_xlogx_table,
                         entropy_terms, gather_columns, insertion_sort_codes,
                         midpoint_threshold, node_labels, radix_sort_codes, scan_bins_clear,
-                        scan_codes, scan_sorted, xlogx_table)
-from ._sort import argsort_f32, sort_scratch
+                        scan_codes, scan_values, xlogx_table)
+from ._sort import sort_scratch
 
 #: Nodes with at least this many samples use 511-bin histograms (uint8 only).
 HIST_MIN_SAMPLES = 512
@@ -172,7 +172,7 @@ def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
     vals = np.empty(m, dtype=np.float32)
     vs = np.empty(m, dtype=np.float32)
     ls = np.empty(m, dtype=np.int32)
-    order, tmp, keys, kt, cnt = sort_scratch(m)
+    scratch = sort_scratch(m)
     best_k = -1
     best_t = np.float32(0.0)
     best_gain = -1.0
@@ -181,13 +181,7 @@ def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
         b = fb[k]
         for i in range(m):
             vals[i] = np.float32(X[idx[i], a]) - np.float32(X[idx[i], b])
-        argsort_f32(vals, m, order, tmp, keys, kt, cnt)
-        for i in range(m):
-            vs[i] = vals[order[i]]
-            ls[i] = lab[order[i]]
-        if vs[0] == vs[m - 1]:
-            continue
-        t, g = scan_sorted(vs, ls, tot, min_leaf, flog)
+        t, g = scan_values(vals, m, lab, scratch, vs, ls, tot, min_leaf, flog)
         if g > best_gain:
             best_gain = g
             best_k = k

@@ -44,14 +44,18 @@ def test_decisions_do_not_depend_on_the_blocks():
         np.testing.assert_array_equal(_levels_proba(p, nodes, block_rows), one)
 
 
+def with_one_thread(func, *args):
+    """``func(*args)`` run with one Numba thread (the setting restored after)."""
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        return func(*args)
+    finally:
+        numba.set_num_threads(before)
+
+
 def test_prediction_is_the_same_with_one_thread():
     model = random_model(5, n_trees=6, max_depth=6, kinds=("oblique", "axis"))
     image = random_image(5, 41, 29)
-    before = numba.get_num_threads()
-    many = predict_proba_raw(model, image)
-    try:
-        numba.set_num_threads(1)
-        one = predict_proba_raw(model, image)
-    finally:
-        numba.set_num_threads(before)
-    np.testing.assert_array_equal(one, many)
+    np.testing.assert_array_equal(with_one_thread(predict_proba_raw, model, image),
+                                  predict_proba_raw(model, image))

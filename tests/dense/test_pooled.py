@@ -12,6 +12,7 @@ from facesegment.dense import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
 from facesegment.modelio.model import Model, load_model, save_model
 from tests import naive
+from tests.dense.test_levels import with_one_thread
 from tests.dense.test_sparse import assert_sweep_matches_predict
 
 
@@ -238,20 +239,12 @@ def test_pooled_level_kernels_threads_chunks_and_node_order(monkeypatch):
     number of threads (bit for bit), the chunk size, and the numbering of the
     nodes (runs of pixels stay whole only for breadth-first trees; any other
     order must still give the same forest)."""
-    import numba
-
     from facesegment.dense import _pooled
 
     image, X, ys, xs, y, model = _case(3, FORESTS["co2"]())
     est = model.to_estimator()
     base = predict_proba_raw(model, image)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = predict_proba_raw(model, image)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(one, base)
+    np.testing.assert_array_equal(with_one_thread(predict_proba_raw, model, image), base)
     monkeypatch.setattr(_pooled, "CHUNK_PIXELS", 97)
     np.testing.assert_allclose(predict_proba_raw(model, image), base, atol=1e-6)
     shuffled = Model.from_estimator(est, kind=model.kind, layout=model.layout)
