@@ -1,4 +1,4 @@
-"""Old vs new uint8 split kernels (two-probe and axis) on the real windows.
+"""Old vs new split kernels (two-probe and axis on uint8, axis on float) on the real windows.
 
     python -m benchmarks.bench_split_kernels              # -> reports/bench/split_kernels.json
     python -m benchmarks.bench_split_kernels --quick      # fewer sizes and reps, no tree fit
@@ -14,6 +14,12 @@ candidate) and checks that both choose the same split with the same gain.
 The one-tree fit grows a TwoProbeForest tree (64,000 windows, bootstrap,
 1600 pairs, depth 20, min_samples_leaf 5) with the old kernels patched into
 the grower and with the new ones, and checks that the trees are identical.
+
+The float rows time the axis search on float32 values (sums of 3 weighted
+window values, as a rotation forest's rotated features) against the frozen
+merge-sort kernel (tests/forest/legacy_float_kernels.py), and the rotation fit
+grows one RotationForest tree (the run's selected setting: 119 of 264
+rotated features per node) with that kernel and with the radix one.
 
 Uses data/windows/faces300w-default/train.h5 when present, else synthetic
 windows (smooth random images, so that pixel differences look natural-ish).
@@ -31,7 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic
-from facesegment.forest import _grow, axis, twoprobe
+from facesegment.forest import axis, families, twoprobe
+from tests.forest import legacy_float_kernels
 from tests.forest import legacy_split_kernels as legacy
 
 WINDOWS = ROOT / "data" / "windows" / "faces300w-default" / "train.h5"
@@ -109,6 +116,79 @@ def time_kernels(X, y, sizes, reps, q_pairs, q_axis, min_leaf, rng):
     return out
 
 
+def rotated_like(X, n_out, rng):
+    """float32 (n, n_out): each column a random unit-weighted sum of 3 window values."""
+    cols = rng.integers(0, X.shape[1], size=(n_out, 3))
+    w = rng.normal(size=(n_out, 3))
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    Z = np.zeros((X.shape[0], n_out), np.float32)
+    for j in range(3):
+        Z += X[:, cols[:, j]].astype(np.float32) * w[:, j].astype(np.float32)
+    return Z
+
+
+def time_float_kernels(Z, y, sizes, reps, q, min_leaf, rng):
+    warm = np.arange(300, dtype=np.int64)
+    feats = np.arange(4, dtype=np.int64)
+    legacy_float_kernels._axis_split_sorted(Z, y, warm, feats, 8, min_leaf)   # compile both
+    axis._axis_split_sorted(Z, y, warm, feats, 8, min_leaf)
+    out = []
+    for m in sizes:
+        t_old, t_new, n_same = [], [], 0
+        for r in range(reps):
+            idx = np.sort(rng.choice(Z.shape[0], m, replace=True)).astype(np.int64)
+            feats = rng.choice(Z.shape[1], q, replace=False).astype(np.int64)
+            runs = [("old", lambda: legacy_float_kernels._axis_split_sorted(  # noqa: E731
+                Z, y, idx, feats, 8, min_leaf)),
+                ("new", lambda: axis._axis_split_sorted(Z, y, idx, feats, 8, min_leaf))]
+            res = {}
+            for name, run in (runs if r % 2 == 0 else runs[::-1]):
+                t0 = time.perf_counter()
+                res[name] = run()
+                (t_old if name == "old" else t_new).append(time.perf_counter() - t0)
+            n_same += res["old"] == res["new"]
+        ns = lambda t: 1e9 * np.array(t) / (m * q)  # noqa: E731
+        row = {"family": "float-axis", "m": m, "q": q, "reps": reps,
+               "old_ns_median": float(np.median(ns(t_old))),
+               "new_ns_median": float(np.median(ns(t_new))), "identical": f"{n_same}/{reps}"}
+        row["speedup_median"] = row["old_ns_median"] / row["new_ns_median"]
+        out.append(row)
+        print(f"float-axis m={m:6d} q={q:4d}  old {row['old_ns_median']:6.2f}  new "
+              f"{row['new_ns_median']:6.2f} ns per sample-candidate (median)  "
+              f"x{row['speedup_median']:.1f}  identical {row['identical']}", flush=True)
+    return out
+
+
+def fit_rotation_tree(X, y, seed):
+    """One rotation tree with the merge-sort float kernel, then with the radix one."""
+    from facesegment.forest import RotationForest
+
+    def fit():
+        clf = RotationForest(n_estimators=1, max_features=119,
+                             max_rotated_features=int(X.shape[1] ** 0.7), max_depth=20,
+                             min_samples_leaf=5, max_samples=64000, random_state=seed)
+        t0 = time.perf_counter()
+        clf.fit(X, y)
+        return clf, time.perf_counter() - t0
+
+    new_fn = axis._axis_split_sorted
+    axis._axis_split_sorted = legacy_float_kernels._axis_split_sorted
+    try:
+        clf_old, t_old = fit()
+    finally:
+        axis._axis_split_sorted = new_fn
+    clf_new, t_new = fit()
+    identical = all(np.array_equal(a, b) for a, b in zip(clf_old.forest_, clf_new.forest_))
+    res = {"max_features": 119, "max_rotated_features": int(X.shape[1] ** 0.7),
+           "max_samples": 64000, "max_depth": 20, "min_samples_leaf": 5, "seed": seed,
+           "old_s": t_old, "new_s": t_new, "speedup": t_old / t_new,
+           "identical_trees": bool(identical)}
+    print(f"one rotation tree (64000 windows, 119 of {res['max_rotated_features']} rotated "
+          f"features per node): old {t_old:.1f} s, new {t_new:.1f} s (x{t_old / t_new:.1f}), "
+          f"identical trees: {identical}", flush=True)
+    return res
+
+
 def _legacy_best_pair_split(X, y, idx, fa, fb, n_classes, min_samples_leaf=1):
     k, t, g = legacy.legacy_pair_split(X, y, idx, fa, fb, n_classes, min_samples_leaf)
     if k < 0:
@@ -126,12 +206,12 @@ def fit_one_tree(X, y, n_pairs, seed):
         clf.fit(X, y)
         return clf, time.perf_counter() - t0
 
-    new_fn = _grow.best_pair_split
-    _grow.best_pair_split = _legacy_best_pair_split
+    new_fn = families.best_pair_split
+    families.best_pair_split = _legacy_best_pair_split
     try:
         clf_old, t_old = fit()
     finally:
-        _grow.best_pair_split = new_fn
+        families.best_pair_split = new_fn
     clf_new, t_new = fit()
     fo, fn = clf_old.forest_, clf_new.forest_
     identical = all(np.array_equal(a, b) for a, b in zip(fo, fn))  # ForestArrays fields
@@ -169,10 +249,14 @@ def main(argv=None):
         axis.best_axis_split(X, y, idx[:m], fa, 8, 5)
     load0 = os.getloadavg()
     rows = time_kernels(X, y, sizes, reps, args.pairs, q_axis, 5, rng)
+    Z = rotated_like(X[:64000], int(round(p ** 0.7)), rng)
+    fsizes = [200, 4000] if args.quick else [128, 1000, 8000, 64000]
+    rows += time_float_kernels(Z, y[:64000], fsizes, reps, 119, 5, rng)
     report = {"source": source, "n_windows": int(X.shape[0]), "n_features": p,
               "min_samples_leaf": 5, "kernels": rows, "loadavg_before": load0}
     if not args.no_fit and not args.quick:
         report["one_tree_fit"] = fit_one_tree(X, y, args.pairs, seed=0)
+        report["rotation_tree_fit"] = fit_rotation_tree(X, y, seed=0)
     report["loadavg_after"] = os.getloadavg()
     report["cpu"] = os.cpu_count()
     write_json_atomic(args.out, report)

@@ -101,11 +101,11 @@ GATHER_BYTES = 16 << 20
 
 
 @njit(**NJIT)
-def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
+def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf, group_bytes=GATHER_BYTES):
     """Float features: each candidate's values in stable sorted order
     (:func:`facesegment.forest._sort.argsort_f32`, the order of a merge sort),
-    then :func:`scan_sorted`.  The candidates' values are gathered row by row
-    (each row read once per group of candidates)."""
+    then :func:`scan_sorted`.  The candidates' values are gathered row by row,
+    each row read once per group of candidates (``group_bytes`` of values)."""
     m = idx.shape[0]
     q = features.shape[0]
     tot = class_counts(y, idx, n_classes)
@@ -113,7 +113,7 @@ def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf):
     labs = np.empty(m, dtype=np.int32)
     for i in range(m):
         labs[i] = y[idx[i]]
-    group = max(1, min(q, GATHER_BYTES // max(4 * m, 1)))
+    group = max(1, min(q, group_bytes // max(4 * m, 1)))
     vals = np.empty((group, m), dtype=X.dtype)
     vs = np.empty(m, dtype=X.dtype)
     ls = np.empty(m, dtype=np.int32)

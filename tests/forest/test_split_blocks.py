@@ -128,3 +128,46 @@ def test_insertion_sort_is_the_radix_order(m):
                      np.empty(16, np.int32))
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, codes[np.argsort(codes >> shift, kind="stable")])
+
+
+def _float_rows(rng, n, p=24):
+    """float32 rows with ties, signed zeros and a constant feature (rotated-like values)."""
+    X = (rng.normal(size=(n, p)) * 10.0 ** rng.integers(-3, 3, size=p)).astype(np.float32)
+    X[:, 1] = np.round(X[:, 1])          # many ties
+    X[rng.random(n) < 0.1, 2] = -0.0     # signed zeros beside +0.0
+    X[rng.random(n) < 0.1, 2] = 0.0
+    X[:, 3] = 1.5                        # constant
+    y = rng.integers(0, 8, size=n).astype(np.int32)
+    y[X[:, 0] > 0.5] = 0
+    return X, y
+
+
+@pytest.mark.parametrize("m", [2, 50, 127, 128, 129, 700, 3000])
+@pytest.mark.parametrize("min_leaf", [1, 5])
+def test_float_splits_identical_to_merge_sort_kernels(m, min_leaf):
+    """The float searches sort by radix (facesegment.forest._sort) in candidate
+    groups; the frozen merge-sort kernels must give the same split and gain."""
+    from facesegment.forest import axis
+    from tests.forest import legacy_float_kernels
+
+    rng = np.random.default_rng(m + 7 * min_leaf)
+    X, y = _float_rows(rng, 3500)
+    idx = np.sort(rng.integers(0, 3500, size=m)).astype(np.int64)
+    feats = rng.permutation(X.shape[1]).astype(np.int64)
+    new = axis._axis_split_sorted(X, y, idx, feats, 8, min_leaf)
+    assert new == legacy_float_kernels._axis_split_sorted(X, y, idx, feats, 8, min_leaf)
+    fa, fb = twoprobe.sample_pairs(rng, X.shape[1], 30)
+    assert (twoprobe._pair_split_sorted(X, y, idx, fa, fb, 8, min_leaf)
+            == legacy._pair_split_sorted(X, y, idx, fa, fb, 8, min_leaf))
+
+
+def test_float_axis_candidate_groups():
+    """Candidates gathered a few at a time (GATHER_BYTES) give the same split."""
+    from facesegment.forest import axis
+
+    rng = np.random.default_rng(5)
+    X, y = _float_rows(rng, 2000)
+    idx = np.arange(2000, dtype=np.int64)
+    feats = np.arange(X.shape[1], dtype=np.int64)
+    whole = axis._axis_split_sorted(X, y, idx, feats, 8, 5)
+    assert axis._axis_split_sorted(X, y, idx, feats, 8, 5, 3 * 4 * 2000) == whole  # groups of 3
