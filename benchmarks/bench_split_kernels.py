@@ -103,17 +103,22 @@ def time_kernels(X, y, sizes, reps, q_pairs, q_axis, min_leaf, rng):
                     ok = same(new, (int(old[0]), float(old[1]), float(old[2])))
                 n_checked += 1
                 n_same += bool(ok)
-            ns = lambda t: 1e9 * np.array(t) / (m * q)  # noqa: E731
-            row = {"family": family, "m": m, "q": q, "reps": reps,
-                   "old_ns_min": float(ns(t_old).min()), "old_ns_median": float(np.median(ns(t_old))),
-                   "new_ns_min": float(ns(t_new).min()), "new_ns_median": float(np.median(ns(t_new))),
-                   "identical": f"{n_same}/{n_checked}"}
-            row["speedup_median"] = row["old_ns_median"] / row["new_ns_median"]
-            out.append(row)
-            print(f"{family:9s} m={m:6d} q={q:5d}  old {row['old_ns_min']:6.2f}/{row['old_ns_median']:6.2f}"
-                  f"  new {row['new_ns_min']:6.2f}/{row['new_ns_median']:6.2f} ns per sample-candidate"
-                  f" (min/median)  x{row['speedup_median']:.1f}  identical {row['identical']}", flush=True)
+            out.append(timing_row(family, m, q, reps, t_old, t_new, f"{n_same}/{n_checked}"))
     return out
+
+
+def timing_row(family, m, q, reps, t_old, t_new, identical):
+    """The report row (ns per (sample, candidate), min and median) of one size; printed."""
+    ns = lambda t: 1e9 * np.array(t) / (m * q)  # noqa: E731
+    row = {"family": family, "m": m, "q": q, "reps": reps,
+           "old_ns_min": float(ns(t_old).min()), "old_ns_median": float(np.median(ns(t_old))),
+           "new_ns_min": float(ns(t_new).min()), "new_ns_median": float(np.median(ns(t_new))),
+           "identical": identical}
+    row["speedup_median"] = row["old_ns_median"] / row["new_ns_median"]
+    print(f"{family:10s} m={m:6d} q={q:5d}  old {row['old_ns_min']:6.2f}/{row['old_ns_median']:6.2f}"
+          f"  new {row['new_ns_min']:6.2f}/{row['new_ns_median']:6.2f} ns per sample-candidate"
+          f" (min/median)  x{row['speedup_median']:.1f}  identical {identical}", flush=True)
+    return row
 
 
 def rotated_like(X, n_out, rng):
@@ -147,15 +152,7 @@ def time_float_kernels(Z, y, sizes, reps, q, min_leaf, rng):
                 res[name] = run()
                 (t_old if name == "old" else t_new).append(time.perf_counter() - t0)
             n_same += res["old"] == res["new"]
-        ns = lambda t: 1e9 * np.array(t) / (m * q)  # noqa: E731
-        row = {"family": "float-axis", "m": m, "q": q, "reps": reps,
-               "old_ns_median": float(np.median(ns(t_old))),
-               "new_ns_median": float(np.median(ns(t_new))), "identical": f"{n_same}/{reps}"}
-        row["speedup_median"] = row["old_ns_median"] / row["new_ns_median"]
-        out.append(row)
-        print(f"float-axis m={m:6d} q={q:4d}  old {row['old_ns_median']:6.2f}  new "
-              f"{row['new_ns_median']:6.2f} ns per sample-candidate (median)  "
-              f"x{row['speedup_median']:.1f}  identical {row['identical']}", flush=True)
+        out.append(timing_row("float-axis", m, q, reps, t_old, t_new, f"{n_same}/{reps}"))
     return out
 
 
