@@ -14,7 +14,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .._jit import NJIT, njit
-from ._sort import argsort_f32, exclusive_prefix, stable_argsort
+from ._sort import argsort_f32, exclusive_prefix, sort_scratch
 
 
 @njit(**NJIT)
@@ -193,14 +193,9 @@ def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
     rounded (float16 storage).  Returns ``(threshold float32, gain)``.
     """
     m = idx.shape[0]
-    order = stable_argsort(values)
-    vs = np.empty(m, dtype=values.dtype)
-    ls = np.empty(m, dtype=np.int32)
-    for i in range(m):
-        vs[i] = values[order[i]]
-        ls[i] = y[idx[order[i]]]
-    tot = class_counts(y, idx, n_classes)
-    return scan_sorted(vs, ls, tot, min_leaf, xlogx_table(m))
+    return scan_values(values, m, node_labels(y, idx), sort_scratch(m),
+                       np.empty(m, dtype=values.dtype), np.empty(m, dtype=np.int32),
+                       class_counts(y, idx, n_classes), min_leaf, xlogx_table(m))
 
 
 # ---------------------------------------------------------------------------
