@@ -80,21 +80,29 @@ class Face:
     box : tuple (x0, y0, side)
         The square crop cut around the face, in the photo's pixels (the whole
         image for ``path == "crop"``).
-    landmarks : float64 (68, 2) or None
-        dlib's 68 landmarks (x, y) in the photo's pixels (None when no
+    landmarks : float64 (N, 2) or None
+        The face's landmarks (x, y) in the photo's pixels: the face mesh's 478
+        points under a mesh model, dlib's 68 under a landmark model (None when no
         landmarks were predicted).
     labels : uint8 (H, W)
         The photo's classes from this face: class ids inside its crop,
         background (0) elsewhere.
-    proba : float32 (250, 250, C)
-        The class probabilities of the crop (the model's decision rule applied).
-    crop : uint8 (250, 250, 3)
+    proba : float32 (S, S, C)
+        The class probabilities of the crop (the model's decision rule applied;
+        S is the model's crop size: 250, or a mesh model's own).
+    crop : uint8 (S, S, 3)
         The crop itself (``crop_labels`` = ``proba.argmax(-1)``).
-    crop_labels : uint8 (250, 250)
+    crop_labels : uint8 (S, S)
     path : str
-        How the face was found: "landmarks" (dlib box and 68 landmarks, the
-        default), "dlib" (the calibrated dlib box) or "crop" (the image taken as
-        one face crop).
+        How the face was found and segmented: "mesh" (MediaPipe's face mesh and
+        the mesh model's forests), "landmarks" (dlib box and 68 landmarks),
+        "dlib" (the calibrated dlib box) or "crop" (the image taken as one face
+        crop).
+    pan : float
+        The head's turn in degrees (+ = toward the image's left; 0 = frontal),
+        estimated from the face mesh; NaN under models without a pan estimate.
+    detection : str
+        The detection pass that found the face ("" when none ran).
     """
 
     box: tuple
@@ -104,6 +112,15 @@ class Face:
     crop: np.ndarray
     crop_labels: np.ndarray
     path: str
+    pan: float = float("nan")
+    detection: str = ""
+
+    def __repr__(self):
+        h, w = self.labels.shape[:2]
+        pan = "" if self.pan != self.pan else f", pan={self.pan:+.0f}"
+        box = ", ".join(f"{v:.1f}" for v in self.box)
+        return (f"Face(box=({box}), path={self.path!r}{pan}, labels={w}x{h}, "
+                f"crop={self.crop.shape[1]}x{self.crop.shape[0]})")
 
 
 def _read(image):
@@ -160,9 +177,11 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     img = _read(image)
     h, w = img.shape[:2]
     as_crop = detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP))
+    model = _model(model)
+    if getattr(model, "kind", None) == "mesh-forest":   # the face mesh finds every face
+        return _segment_mesh(model, img)
     if not as_crop:
         check_photo_dependencies()
-    model = _model(model)
     terms = {}
     if not isinstance(model, LandmarkModel):
         rule = decision_rule(model, alpha, beta, sigma)
@@ -193,6 +212,22 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
         faces.append(Face(tuple(float(v) for v in box), pts, labels, proba, crop, crop_labels,
                           detector))
     return faces
+
+
+def _segment_mesh(model, img):
+    """:func:`segment` under a mesh-forest model (photos and crops alike: the face
+    mesh is searched for in either)."""
+    from .faces.mesh_model import MESH_PATH
+    from .faces.mesh_segment import face_labels, mesh_faces
+
+    faces, _ = mesh_faces(model, img)
+    out = []
+    for f in faces:
+        crop_labels = np.argmax(f.proba, axis=-1).astype(np.uint8)
+        out.append(Face(tuple(float(v) for v in f.box), f.mesh[:, :2].copy(),
+                        face_labels(img.shape, f), f.proba, f.crop, crop_labels, MESH_PATH,
+                        pan=f.pan, detection=f.detection))
+    return out
 
 
 def _crop_maps(model, crop, terms):

@@ -31,7 +31,7 @@ from .segment import overlay, segment_image
 
 #: Summary CSV columns.
 SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
-                  "detection", "paths")
+                  "detection", "paths", "pan")
 #: Output files per image: NAME + suffix.
 LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_proba.npz"
 
@@ -52,7 +52,8 @@ class SegmentResult:
     output: str = ""     # OUTPUT_DIR/<output>_label.png etc. (when status is "ok")
     fatal: str = ""      # an output could not be written: the run stops (not in the CSV)
     detection: str = ""  # the detection pass that found the faces (facesegment.faces.crops.PASSES)
-    paths: str = ""      # per face, ";"-joined: "landmarks" (shape prior) or "landmark-free"
+    paths: str = ""      # per face, ";"-joined: "mesh", "landmarks" or "landmark-free"
+    pan: str = ""        # per face, ";"-joined: the head's turn in degrees (mesh models)
 
 
 def write_proba_npz(path, proba, class_names, alpha):
@@ -113,7 +114,8 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     written = []
     try:
         for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
-                              (OVERLAY_SUFFIX, lambda p: write_png_atomic(p, overlay(image, labels))),
+                              (OVERLAY_SUFFIX, lambda p: write_png_atomic(
+                                  p, overlay(image, labels, info.get("pan_marks")))),
                               (PROBA_SUFFIX, lambda p: write_proba_npz(
                                   p, proba, model.class_names, alpha))):
             if suffix == PROBA_SUFFIX and not save_proba:
@@ -130,7 +132,8 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                              str(exc), fatal=str(exc))
     return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output,
                          detection=info.get("detection", ""),
-                         paths=";".join(info.get("paths") or ()))
+                         paths=";".join(info.get("paths") or ()),
+                         pan=";".join(f"{p:+.0f}" for p in info.get("pans") or ()))
 
 
 def write_summary_csv(path, results):
@@ -145,7 +148,7 @@ def write_summary_csv(path, results):
     wr.writerow(SUMMARY_FIELDS)
     for r in results:
         wr.writerow([r.name, r.status, r.faces, r.width, r.height, f"{r.seconds:.3f}",
-                     r.message, r.output, r.detection, r.paths])
+                     r.message, r.output, r.detection, r.paths, r.pan])
     # a file name that is not UTF-8 (the OS allows any bytes) is written as its own
     # bytes (surrogateescape): read the CSV back with errors="surrogateescape"
     write_bytes_atomic(path, buf.getvalue().encode("utf-8", "surrogateescape"),

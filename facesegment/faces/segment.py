@@ -14,6 +14,7 @@ Memory and crop calibration: :mod:`facesegment.faces.crops`.
 
 import os
 
+import cv2
 import numpy as np
 
 from ..classes import CLASS_COLORS, N_CLASSES
@@ -21,14 +22,25 @@ from .crops import (CROP, DETECT_MAX_SIDE, _group_regions, box_region, crop_face
                     model_crop_rule, model_image, uncrop_proba)
 
 
-def overlay(image, labels, opacity=0.5):
-    """Class colours blended over the photo (background left as is)."""
+def overlay(image, labels, marks=None, opacity=0.5):
+    """Class colours blended over the photo (background left as is).
+
+    ``marks``: optional ``(x, y, text)`` written on it (e.g. each face's pan),
+    white on a dark outline, at the photo's pixel ``(x, y)`` (kept inside it)."""
     out = np.array(image, dtype=np.uint8, copy=True)
     fg = (labels > 0) & (labels < N_CLASSES)
     if fg.any():
         px = out[fg].astype(np.float32)
         col = CLASS_COLORS[labels[fg]].astype(np.float32)
         out[fg] = np.clip(np.rint((1 - opacity) * px + opacity * col), 0, 255).astype(np.uint8)
+    h, w = out.shape[:2]
+    scale = max(0.4, min(h, w) / 600.0)
+    for x, y, text in marks or ():
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+        org = (int(np.clip(x, 0, max(w - tw, 0))), int(np.clip(y, th + 2, max(h - 2, th + 2))))
+        for colour, thick in (((0, 0, 0), 3), ((255, 255, 255), 1)):
+            cv2.putText(out, text, org, cv2.FONT_HERSHEY_SIMPLEX, scale, colour, thick,
+                        cv2.LINE_AA)
     return out
 
 
@@ -63,6 +75,10 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     from .shape_prior import LANDMARK_PATH, apply_model_prior, model_gamma
 
     info = {} if info is None else info
+    if getattr(model, "kind", None) == "mesh-forest":   # the face mesh finds every face
+        from .mesh_segment import segment_image_mesh
+
+        return segment_image_mesh(model, image, return_proba, info)
     if isinstance(model, LandmarkModel):
         return _segment_landmarks(model, image, detect, detector, return_proba, detect_size,
                                   info)

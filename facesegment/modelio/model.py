@@ -85,11 +85,14 @@ def load_model(path, verify=True):
     from ._model_files import load_model_folder
     from ..autocontext.cascade import is_cascade_folder, load_cascade
     from ..faces.landmark_model import is_landmark_folder, load_landmark_model
+    from ..faces.mesh_model import is_mesh_folder, load_mesh_model
 
     if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
         return load_cascade(path, verify)
     if is_landmark_folder(path):  # a landmark model: its vote spec and a fallback model
         return load_landmark_model(path, verify)
+    if is_mesh_folder(path):      # a mesh-forest model: its stages and pan estimate
+        return load_mesh_model(path, verify)
     return load_model_folder(Model, path, verify)
 
 

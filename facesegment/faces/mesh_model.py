@@ -1,0 +1,201 @@
+"""Mesh-forest models: MediaPipe's face mesh places the parts, forests draw their edges.
+
+A :class:`MeshModel` segments a photo face by face: the face mesh finds each
+face (:class:`facesegment.faces.mesh.MeshFinder`, at every head turn), the face
+is cut out around its mesh, the forest stages (:mod:`facesegment.faces.mesh_stages`,
+trained on hand-drawn masks) give each crop pixel its class probabilities from
+the pixels and the mesh's drawn parts, and the crop is mapped back onto the photo.
+The head's pan is estimated from the mesh (:mod:`facesegment.faces.pose`).
+
+The folder::
+
+    mesh-model.json   format "facesegment-mesh-model", format_version (1),
+                      package_version, kind ("mesh-forest"), crop (size),
+                      finder (max_faces, min_confidence), stages (folder names),
+                      gains (the decision rule: a factor per training class),
+                      pan (PanModel.to_dict()), provenance, metrics
+    stage-1/ ...      one model folder per stage (model.json + forest.h5)
+    MODEL_CARD.md     optional
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import write_json_atomic
+from ..classes import CLASS_NAMES, N_CLASSES
+from ..errors import DataError
+from ..rule import DecisionRule
+from .mesh import MeshFinder, draw_mesh_parts
+from .mesh_features import CROP_SIZE, crop_mesh, crop_planes, cut, mesh_box
+from .mesh_stages import TRAIN_CLASSES, apply_gains, predict_stages, to_face_classes
+
+MESH_FORMAT = "facesegment-mesh-model"
+MESH_FORMAT_VERSION = 1
+MESH_FILE = "mesh-model.json"
+#: The path a face found by the mesh takes (``Face.path``, the CSV's ``paths``).
+MESH_PATH = "mesh"
+_FIX = "build the mesh model again (or point at another model folder)"
+
+
+class MeshModel:
+    """Face mesh + forest stages + pan estimate (see the module's docstring).
+
+    Parameters
+    ----------
+    stages : list of fitted forest classifiers
+        Auto-context stages over :func:`facesegment.faces.mesh_features.crop_planes`.
+    pan_model : facesegment.faces.pose.PanModel or None
+    crop_size : int
+        Side of the crop the stages read (pixels).
+    finder : dict
+        ``MeshFinder`` arguments (``max_faces``, ``min_confidence``).
+    gains : list of 6 floats or None
+        The decision rule: each training class's probability is multiplied by its
+        gain before the argmax (:func:`facesegment.faces.mesh_stages.apply_gains`).
+    """
+
+    kind = "mesh-forest"
+
+    def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
+                 provenance=None, metrics=None, gains=None):
+        if not stages:
+            raise ValueError("a mesh model needs at least one forest stage")
+        self.forests = list(stages)
+        self.pan_model = pan_model
+        self.crop_size = int(crop_size)
+        if not 32 <= self.crop_size <= 512:
+            raise ValueError(f"crop size {self.crop_size} is outside 32..512")
+        self.finder_params = dict(finder or {"max_faces": 4, "min_confidence": 0.5})
+        self.gains = None if gains is None else [float(g) for g in gains]
+        apply_gains(np.ones((1, 1, len(TRAIN_CLASSES)), np.float32), self.gains)  # validates
+        self.provenance = dict(provenance or {})
+        self.metrics = dict(metrics or {})
+        self.class_names = tuple(CLASS_NAMES)
+        self.position = None
+        self.layout = None
+        self.rule = DecisionRule(alpha=0.0)   # the stages learned the classes' real shares
+        self._finder = None
+
+    @property
+    def n_classes(self):
+        return N_CLASSES
+
+    def __repr__(self):
+        return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
+                f"pan={'yes' if self.pan_model is not None else 'no'})")
+
+    @property
+    def finder(self):
+        if self._finder is None:
+            self._finder = MeshFinder(**self.finder_params)
+        return self._finder
+
+    def find(self, image, info=None):
+        """The face meshes of a photo (:meth:`MeshFinder.find`), largest first."""
+        return self.finder.find(image, info)
+
+    def face_proba(self, image, mesh):
+        """One face's crop: ``(box, proba float32 (S, S, 8), crop uint8 (S, S, 3))``."""
+        box = mesh_box(mesh)
+        crop = cut(image, box, self.crop_size)
+        mesh_c = crop_mesh(mesh, box, self.crop_size)
+        proba = apply_gains(predict_stages(self.forests, crop_planes(crop, mesh_c)), self.gains)
+        return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
+
+    def pan(self, mesh):
+        """The head's pan in degrees (+ = turned toward the image's left), or NaN."""
+        if self.pan_model is None:
+            return float("nan")
+        return float(self.pan_model.predict(mesh))
+
+
+# ------------------------------------------------------------------ files
+
+def is_mesh_folder(path):
+    return (Path(path) / MESH_FILE).is_file()
+
+
+def save_mesh_model(model, path):
+    """Write the folder atomically; an existing mesh-model folder at ``path`` is
+    replaced, anything else is refused."""
+    from .. import __version__
+    from ..modelio._model_class import Model
+    from ..modelio._model_files import (check_model_output, jsonable, save_model_folder,
+                                        write_folder)
+
+    path = Path(path)
+    names = [f"stage-{k + 1}" for k in range(len(model.forests))]
+    if is_mesh_folder(path):
+        own = {MESH_FILE, "MODEL_CARD.md", *names}
+        other = sorted(p.name for p in path.iterdir()
+                       if p.name not in own and not p.name.startswith("stage-"))
+        if other:
+            raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",
+                            "move them away or choose another output folder")
+    else:
+        check_model_output(path)
+    card = path / "MODEL_CARD.md"
+    card_text = card.read_text() if card.is_file() else None
+
+    def fill(tmp):
+        for name, est in zip(names, model.forests):
+            save_model_folder(Model.from_estimator(est), tmp / name)
+        if card_text is not None:
+            (tmp / "MODEL_CARD.md").write_text(card_text)
+        write_json_atomic(tmp / MESH_FILE, {
+            "format": MESH_FORMAT, "format_version": MESH_FORMAT_VERSION,
+            "package_version": __version__, "kind": model.kind,
+            "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
+            "stages": names, "gains": model.gains,
+            "pan": None if model.pan_model is None else model.pan_model.to_dict(),
+            "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
+            indent=2, sort_keys=True)
+
+    return write_folder(path, fill, "the mesh model", "choose a writable folder with free space")
+
+
+def load_mesh_model(path, verify=True):
+    """Load a folder written by :func:`save_mesh_model` (DataError naming the
+    file when it is not one)."""
+    from ..modelio._model_class import Model
+    from ..modelio._model_doc import parse
+    from ..modelio._model_files import load_model_folder
+    from .pose import PanModel
+
+    path = Path(path)
+    js = path / MESH_FILE
+    try:
+        doc = parse(js.read_text(), js)
+    except (OSError, ValueError) as exc:
+        raise DataError(js, f"cannot be read ({exc})", _FIX) from None
+    if not isinstance(doc, dict) or doc.get("format") != MESH_FORMAT:
+        raise DataError(js, "is not a facesegment mesh-model file", _FIX)
+    if doc.get("format_version") != MESH_FORMAT_VERSION:
+        raise DataError(js, f"has format version {doc.get('format_version')}, this "
+                        f"facesegment reads {MESH_FORMAT_VERSION}", _FIX)
+    try:
+        names = doc["stages"]
+        if (not isinstance(names, list) or not names
+                or any(not isinstance(n, str) or not n.startswith("stage-") or "/" in n
+                       or ".." in n for n in names)):
+            raise ValueError(f"field stages is {names!r}; expected a list of stage-N names")
+        pan = None if doc.get("pan") is None else PanModel.from_dict(doc["pan"])
+        size = int(doc["crop"]["size"])
+        finder = doc.get("finder") or {}
+        if not isinstance(finder, dict) or set(finder) - {"max_faces", "min_confidence"}:
+            raise ValueError(f"field finder is {finder!r}")
+        for field in ("provenance", "metrics"):
+            if not isinstance(doc.get(field) or {}, dict):
+                raise TypeError(f"field {field} is not a JSON object")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
+    stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
+    try:
+        return MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
+                         doc.get("gains"))
+    except (TypeError, ValueError) as exc:
+        raise DataError(js, f"is malformed ({exc})", _FIX) from None
+
+
+__all__ = ["MeshModel", "MESH_PATH", "is_mesh_folder", "save_mesh_model", "load_mesh_model"]

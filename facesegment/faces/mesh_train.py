@@ -1,0 +1,153 @@
+"""Training mesh-forest stages on hand-drawn masks, and scoring them by person.
+
+:func:`prepare_faces` runs the face mesh on each labelled photo and keeps its
+crop's feature planes, crop labels and geometry; :func:`fit_stages` trains
+auto-context stages on them (a later stage learns from the earlier stages'
+predictions on people they were not trained on: out-of-fold by person);
+:func:`photo_proba` maps a face's crop probabilities back onto its photo;
+:func:`cross_validate` scores a configuration leaving each person out.
+"""
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from .mesh import draw_mesh_parts
+from .mesh_features import CROP_SIZE, box_affine, crop_mesh, crop_planes, cut, mesh_box
+from .mesh_stages import (IGNORE, context_planes, predict_stage, predict_stages, sample_pixels, near_parts,
+                          apply_gains,
+                          stage_input, to_face_classes)
+
+#: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
+N_NEAR = 1
+
+
+@dataclass
+class PreparedFace:
+    """One labelled photo with its mesh's crop (``planes`` None: no face found)."""
+
+    name: str
+    group: object          # the person: folds never split a group
+    pan: float
+    labels: np.ndarray     # the photo's hand-drawn labels
+    mesh: object = None
+    detection: str = ""
+    box: tuple = None
+    planes: np.ndarray = None
+    crop_labels: np.ndarray = None
+    drawn: np.ndarray = None    # the mesh drawn on the crop
+    extra: dict = field(default_factory=dict)
+
+
+def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), detection="",
+                 size=CROP_SIZE):
+    """A :class:`PreparedFace` of one photo and its (largest) mesh (None: not found)."""
+    face = PreparedFace(name, group, pan, np.asarray(labels), mesh, detection)
+    if mesh is None:
+        return face
+    face.box = mesh_box(mesh)
+    crop = cut(image, face.box, size)
+    mesh_c = crop_mesh(mesh, face.box, size)
+    face.planes = crop_planes(crop, mesh_c)
+    face.crop_labels = cut(face.labels, face.box, size, interpolation=cv2.INTER_NEAREST,
+                           border=IGNORE)
+    face.drawn = draw_mesh_parts(mesh_c, (size, size))
+    return face
+
+
+def _stage_samples(faces, previous, n_pixels, seed):
+    xs, ys = [], []
+    for i, f in enumerate(faces):
+        idx, y = sample_pixels(f.crop_labels, n_pixels, seed + i, near_parts(f.planes),
+                               N_NEAR * n_pixels)
+        planes = stage_input(f.planes, None if previous is None else previous[i])
+        xs.append(planes.reshape(-1, planes.shape[2])[idx])
+        ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None):
+    """Train ``n_stages`` auto-context stages on prepared faces (those with a mesh).
+
+    Parameters
+    ----------
+    faces : list of PreparedFace
+    make_forest : callable () -> unfitted forest classifier
+    n_stages : int
+    n_pixels : int
+        Trained pixels drawn per face (uniformly: the classes keep their shares).
+    seed : int
+        Seed of the pixel draws (face ``i`` uses ``seed + i``).
+    progress : callable (str) or None
+
+    Returns
+    -------
+    list of fitted forests, first stage first.
+    """
+    faces = [f for f in faces if f.planes is not None]
+    forests, previous = [], None
+    for k in range(n_stages):
+        if k > 0:   # the earlier stages' out-of-fold predictions, by group
+            previous = out_of_fold(faces, make_forest, k, n_pixels, seed)
+        X, y = _stage_samples(faces, previous, n_pixels, seed)
+        if progress:
+            progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
+        forests.append(make_forest().fit(X, y))
+    return forests
+
+
+def out_of_fold(faces, make_forest, n_stages, n_pixels, seed):
+    """Each face's probabilities after ``n_stages`` stages trained without its group."""
+    groups = sorted({f.group for f in faces}, key=str)
+    out = [None] * len(faces)
+    for g in groups:
+        train = [f for f in faces if f.group != g]
+        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed)
+        for i, f in enumerate(faces):
+            if f.group == g:
+                out[i] = predict_stages(stages, f.planes)
+    return out
+
+
+def photo_proba(face, proba_crop):
+    """A face's 8-class probabilities (H, W, 8) on its photo: the crop's mapped back,
+    background 1 outside the crop."""
+    h, w = face.labels.shape[:2]
+    size = proba_crop.shape[0]
+    inv = cv2.invertAffineTransform(box_affine(face.box, size))
+    p8 = to_face_classes(proba_crop, face.drawn)
+    out = np.empty((h, w, 8), np.float32)
+    for c in range(8):
+        out[..., c] = cv2.warpAffine(np.ascontiguousarray(p8[..., c]), inv, (w, h),
+                                     flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                                     borderValue=1.0 if c == 0 else 0.0)
+    return out
+
+
+def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None):
+    """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
+    for a face without a mesh (:func:`photo_labels` turns them into labels)."""
+    groups = sorted({f.group for f in faces}, key=str)
+    out = {}
+    for k, g in enumerate(groups):
+        if progress:
+            progress(f"fold {k + 1}/{len(groups)} (without {g})")
+        stages = fit_stages([f for f in faces if f.group != g], make_forest, n_stages,
+                            n_pixels, seed)
+        for f in faces:
+            if f.group == g:
+                out[f.name] = None if f.planes is None else predict_stages(stages, f.planes)
+    return out
+
+
+def photo_labels(face, proba_crop, gains=None):
+    """A face's labels on its photo from its crop's stage probabilities (None: all
+    background), with the class ``gains`` of the decision rule."""
+    if proba_crop is None:
+        return np.zeros(face.labels.shape[:2], np.uint8)
+    return np.argmax(photo_proba(face, apply_gains(proba_crop, gains)), axis=-1).astype(np.uint8)
+
+
+__all__ = ["PreparedFace", "prepare_face", "fit_stages", "out_of_fold", "photo_proba",
+           "cross_validate", "photo_labels", "predict_stage"]

