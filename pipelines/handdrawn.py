@@ -32,66 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORT = ROOT / "reports" / "handdrawn" / "cv.json"
-DOC = ROOT / "docs" / "handdrawn.md"
-CLASSES = (0, 2, 3, 4, 5)
-#: Forest stage methods: name -> (kind, stages).
-FOREST_METHODS = {"mesh-axis": ("axis", 1), "mesh-axis-2": ("axis", 2),
-                  "mesh-two-probe": ("two-probe", 1), "mesh-co2": ("co2", 1)}
-N_TREES, N_PIXELS, SEED = 16, 2000, 0
-#: Candidate gains of the parts (nose, mouth, eyes); background and OTHER keep 1.
-GAIN_GRID = {"nose": (1.0, 1.2, 1.5), "mouth": (1.0, 1.25, 1.5, 2.0),
-             "eyes": (1.0, 1.5, 2.0, 2.5, 3.0)}
-#: Candidate dilations (pixels; negative: erosion) of the mesh's drawn parts.
-DILATE_GRID = (-2, 0, 2, 4, 6)
-
-
-def make_forest(kind, n_trees=N_TREES, seed=SEED):
-    """An unfitted forest of one kind with the stage settings."""
-    from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
-
-    if kind == "axis":
-        return AxisAlignedForest(n_trees, max_features="sqrt", min_samples_leaf=3,
-                                 random_state=seed)
-    if kind == "two-probe":
-        return TwoProbeForest(n_trees, n_pairs=200, min_samples_leaf=3, random_state=seed)
-    if kind == "co2":
-        return CO2Forest(n_trees, init="best", n_pairs=200, min_samples_leaf=3,
-                         random_state=seed)
-    raise ValueError(f"unknown forest kind {kind!r}")
-
-
-def log(msg):
-    print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
-
-
-def prepare(data, finder=None):
-    """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records."""
-    from facesegment.data.handdrawn import read_handdrawn
-    from facesegment.data.imageio import read_image
-    from facesegment.faces.mesh import MeshFinder
-    from facesegment.faces.mesh_train import prepare_face
-    from facesegment.progress import Progress
-
-    finder = finder or MeshFinder()
-    photos = read_handdrawn(data)
-    bar = Progress(len(photos), "face mesh", "photos")
-    faces = []
-    for p in photos:
-        import cv2
-
-        image = read_image(p.image)
-        labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
-        info = {}
-        meshes = finder.find(image, info)
-        face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
-                            p.pan, info.get("detection", ""))
-        face.extra["image"] = image
-        faces.append(face)
-        bar.update()
-    bar.close()
-    return faces
+from pipelines.handdrawn_common import (CLASSES, DEFAULT_METHODS, DILATE_GRID, DOC,
+                                        FOREST_METHODS, GAIN_GRID, REPORT, ROOT, SEED,
+                                        log, make_forest, prepare)
 
 
 def counts_of(faces, labels_of):
@@ -196,13 +139,13 @@ def gain_candidates():
         yield (1.0, 1.0, n, m, e, e)
 
 
-def forest_counts(faces, kind, n_stages):
+def forest_counts(faces, kind, n_stages, n_trees, n_pixels):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
     person's class gains chosen on the other people's held-out predictions."""
     from facesegment.faces.mesh_train import cross_validate, photo_labels
 
     t0 = time.perf_counter()
-    raw = cross_validate(faces, lambda: make_forest(kind), n_stages, N_PIXELS, SEED,
+    raw = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
                          progress=log)
     seconds = time.perf_counter() - t0
     by_gain = {g: counts_of(faces, lambda f, g=g: photo_labels(f, raw[f.name], g))
@@ -265,14 +208,28 @@ def run_cv(data, methods, with_shipped=True):
     counts, chosen = mesh_drawn_counts(faces, dilate=True)
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
     for m in methods:
-        kind, n_stages = FOREST_METHODS[m]
-        log(f"{m}: {kind} forests, {n_stages} stage(s), leave-people-out")
-        rows[m] = forest_counts(faces, kind, n_stages)
+        kind, n_stages, n_trees, n_pixels = FOREST_METHODS[m]
+        log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
+            "face, leave-people-out")
+        counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels)
+        rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)
     out["default_found"] = None if subset is None else len(subset)
     return out
+
+
+def write_docs(cv):
+    """docs/handdrawn.md and the README's hand-drawn table from a cv report."""
+    from facesegment.atomic import write_text_atomic
+    from pipelines.handdrawn_report import with_readme_table, write_doc
+    from pipelines.handdrawn_common import best_method
+
+    write_doc(cv, DOC)
+    readme = ROOT / "README.md"
+    write_text_atomic(readme, with_readme_table(readme.read_text(), cv, best_method(cv)))
+    log(f"wrote {DOC} and the README's table")
 
 
 def main(argv=None):
@@ -281,7 +238,7 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     cv = sub.add_parser("cv", help="leave-people-out scores of every method")
     cv.add_argument("--data", default="../shared/data/fasseg-v3-train")
-    cv.add_argument("--methods", nargs="*", default=list(FOREST_METHODS),
+    cv.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
                     choices=list(FOREST_METHODS))
     cv.add_argument("--no-shipped", action="store_true", help="skip the shipped models' rows")
     cv.add_argument("--out", default=str(REPORT))
@@ -290,7 +247,8 @@ def main(argv=None):
     md.add_argument("--name", default="faces-handdrawn")
     md.add_argument("--cv", default=str(REPORT))
     md.add_argument("--dest", default=None, help="models folder (default: the package's)")
-    sub.add_parser("doc", help="write docs/handdrawn.md from the cv report")
+    sub.add_parser("doc", help="write docs/handdrawn.md and the README's table from the "
+                              "cv report")
     args = p.parse_args(argv)
     from facesegment.atomic import write_json_atomic
 
@@ -299,14 +257,10 @@ def main(argv=None):
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out, res, indent=2, sort_keys=True)
         log(f"wrote {args.out}")
-        from pipelines.handdrawn_report import write_doc
-
-        write_doc(res, DOC)
+        write_docs(res)
         return 0
     if args.cmd == "doc":
-        from pipelines.handdrawn_report import write_doc
-
-        write_doc(json.loads(REPORT.read_text()), DOC)
+        write_docs(json.loads(REPORT.read_text()))
         return 0
     from pipelines.handdrawn_ship import ship
 

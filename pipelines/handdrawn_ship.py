@@ -11,20 +11,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pipelines.handdrawn import (FOREST_METHODS, N_PIXELS, N_TREES, ROOT, SEED, log,
-                                 make_forest, prepare)
+from pipelines.handdrawn_common import (FOREST_METHODS, ROOT, SEED, best_method, log,  # noqa: F401
+                                        make_forest, prepare)
 
 DEST = ROOT / "facesegment" / "models"
-
-
-def best_method(cv):
-    """The forest method with the best leave-people-out mean on the photos the
-    previous default finds (all photos when that row is missing)."""
-    key = "default_found" if cv.get("default_found") else "all"
-    forests = {m: r for m, r in cv["methods"].items() if m in FOREST_METHODS}
-    if not forests:
-        raise SystemExit("handdrawn: the cv report has no forest method; run `cv` first")
-    return max(forests, key=lambda m: forests[m][key]["mean"])
 
 
 def ship(data, name, cv, dest=None):
@@ -33,11 +23,11 @@ def ship(data, name, cv, dest=None):
     from facesegment.faces.pose import fit_pan_model
 
     method = best_method(cv)
-    kind, n_stages = FOREST_METHODS[method]
+    kind, n_stages, n_trees, n_pixels = FOREST_METHODS[method]
     faces = prepare(data)
-    log(f"{method}: training {n_stages} stage(s) of {N_TREES} {kind} trees on "
+    log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
         f"{sum(f.planes is not None for f in faces)} faces")
-    forests = fit_stages(faces, lambda: make_forest(kind), n_stages, N_PIXELS, SEED,
+    forests = fit_stages(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
                          progress=log)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
@@ -47,7 +37,7 @@ def ship(data, name, cv, dest=None):
     model = MeshModel(forests, pan, provenance={
         "data": Path(data).name, "n_photos": len(faces),
         "n_people": len({f.group for f in faces}), "trained_by": "make model",
-        "forest": kind, "stages": n_stages, "trees": N_TREES, "pixels_per_face": N_PIXELS,
+        "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "seed": SEED}, metrics=metrics, gains=row["gains"])
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:

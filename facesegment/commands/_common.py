@@ -176,6 +176,11 @@ def load_image_model(path):
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
     if isinstance(model, LandmarkModel):  # its stage and fallback were checked on loading
         return model
+    if getattr(model, "kind", None) == "mesh-forest":   # its stages were checked on loading
+        from ..faces.mesh import require_mesh
+
+        require_mesh()
+        return model
     fix = "give a model trained by `facesegment train` on a windows file of face images"
     try:
         layout = model_layout(model)

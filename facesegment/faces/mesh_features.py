@@ -14,7 +14,8 @@ stacks, per pixel of the crop, uint8 planes that a forest reads:
 * the head's turn as the mesh shows it (the nose tip's offset from the oval's
   centre, over the oval's width) and how far back each eye lies (its depth
   behind the nose tip, over the oval's width): a turned-away eye is hidden;
-* L at eight offsets of 6 px (at size 128) around the pixel;
+* L at eight offsets of 3 and of 6 px, and a at eight offsets of 6 px (at size
+  128) around the pixel;
 * the pixel's coordinates in each part's own frame (``FRAMES``): along and
   across the line through the part's corners (eye corners, mouth corners, nose
   wings), from the part's centre, over the corners' distance; so the shape a
@@ -46,6 +47,8 @@ PLANE_NAMES = (("L", "a", "b", "L_smooth", "a_smooth", "b_smooth", "grad", "d_ov
                + tuple(f"d_{c}" for c in DIST_CLASSES)
                + ("dx_nose", "dy_nose", "turn", "depth_eye4", "depth_eye5")
                + tuple(f"L_{dy}{dx}" for dy, dx in _OFFSETS)
+               + tuple(f"L3_{dy}{dx}" for dy, dx in _OFFSETS)
+               + tuple(f"a_{dy}{dx}" for dy, dx in _OFFSETS)
                + tuple(f"{a}_{name}" for name in ("nose", "mouth", "eye4", "eye5")
                        for a in ("u", "v")))
 N_PLANES = len(PLANE_NAMES)
@@ -133,13 +136,18 @@ def crop_planes(crop, mesh_c):
     planes.append(_to_u8((yy - ny) / unit * 2)[..., None])
     for value in turn_features(mesh_c):
         planes.append(np.full((size, size, 1), _to_u8(value * 127), np.uint8))
-    step = int(round(6 * size / CROP_SIZE))
-    pad = cv2.copyMakeBorder(lab[..., 0], step, step, step, step, cv2.BORDER_REPLICATE)
-    for dy, dx in _OFFSETS:
-        planes.append(pad[step + dy * step:step + dy * step + size,
-                          step + dx * step:step + dx * step + size, None])
+    for channel, px in ((0, 6), (0, 3), (1, 6)):
+        planes.extend(_probes(lab[..., channel], int(round(px * size / CROP_SIZE))))
     planes.extend(_frame_planes(mesh_c, xx, yy))
     return np.ascontiguousarray(np.concatenate(planes, axis=2))
+
+
+def _probes(plane, step):
+    """The plane shifted by ``step`` pixels toward each of the 8 neighbours."""
+    pad = cv2.copyMakeBorder(plane, step, step, step, step, cv2.BORDER_REPLICATE)
+    size = plane.shape[0]
+    return [pad[step + dy * step:step + dy * step + size,
+                step + dx * step:step + dx * step + size, None] for dy, dx in _OFFSETS]
 
 
 def _frame_planes(mesh_c, xx, yy):

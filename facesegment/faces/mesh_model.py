@@ -66,7 +66,7 @@ class MeshModel:
         self.crop_size = int(crop_size)
         if not 32 <= self.crop_size <= 512:
             raise ValueError(f"crop size {self.crop_size} is outside 32..512")
-        self.finder_params = dict(finder or {"max_faces": 4, "min_confidence": 0.5})
+        self.finder_params = dict(finder or {"max_faces": 4, "min_confidence": 0.6})
         self.gains = None if gains is None else [float(g) for g in gains]
         apply_gains(np.ones((1, 1, len(TRAIN_CLASSES)), np.float32), self.gains)  # validates
         self.provenance = dict(provenance or {})

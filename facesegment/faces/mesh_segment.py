@@ -41,32 +41,60 @@ def mesh_faces(model, image):
     return faces, info.get("detection", "")
 
 
-def paste_proba(shape, faces):
-    """The photo's class probabilities (H, W, 8) from its faces' crops: each
-    crop mapped back (bilinear) and the faces' maps summed where they overlap;
-    background 1 outside every face."""
+def face_region(shape, faces):
+    """``(r0, r1, c0, c1)``: the part of the photo the faces' crops cover."""
     h, w = shape[:2]
+    x0 = min(f.box[0] for f in faces)
+    y0 = min(f.box[1] for f in faces)
+    x1 = max(f.box[0] + f.box[2] for f in faces)
+    y1 = max(f.box[1] + f.box[2] for f in faces)
+    c0, r0 = max(int(np.floor(x0)), 0), max(int(np.floor(y0)), 0)
+    c1, r1 = min(int(np.ceil(x1)) + 1, w), min(int(np.ceil(y1)) + 1, h)
+    return r0, max(r1, r0), c0, max(c1, c0)
+
+
+def paste_proba(shape, faces, region=None):
+    """The class probabilities (rows, cols, 8) of ``region`` of the photo (default:
+    :func:`face_region`) from its faces' crops: each crop mapped back (bilinear),
+    the faces' maps summed where they overlap, background 1 outside every face."""
+    r0, r1, c0, c1 = face_region(shape, faces) if region is None else region
+    h, w = r1 - r0, c1 - c0
     out = np.zeros((h, w, 8), np.float32)
     cover = np.zeros((h, w), np.float32)
     for f in faces:
         size = f.proba.shape[0]
         inv = cv2.invertAffineTransform(box_affine(f.box, size))
-        ones = np.ones((size, size), np.float32)
-        weight = cv2.warpAffine(ones, inv, (w, h), flags=cv2.INTER_LINEAR,
-                                borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+        inv[:, 2] -= (c0, r0)          # into the region's pixels
+        warp = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+        cover += cv2.warpAffine(np.ones((size, size), np.float32), inv, (w, h), **warp)
         for c in range(8):
             out[..., c] += cv2.warpAffine(np.ascontiguousarray(f.proba[..., c]), inv, (w, h),
-                                          flags=cv2.INTER_LINEAR,
-                                          borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
-        cover += weight
+                                          **warp)
     out[..., 0] += np.clip(1.0 - cover, 0.0, None)
-    total = out.sum(axis=-1, keepdims=True)
-    return out / np.maximum(total, 1e-12)
+    return out / np.maximum(out.sum(axis=-1, keepdims=True), 1e-12)
+
+
+def photo_maps(shape, faces, return_proba=False):
+    """The photo's labels uint8 (H, W) from its faces (0 outside their crops) and,
+    with ``return_proba``, its probabilities float32 (H, W, 8) (else None).  Only
+    the faces' region is computed, so a big photo needs little memory for labels."""
+    h, w = shape[:2]
+    labels = np.zeros((h, w), np.uint8)
+    region = face_region(shape, faces)
+    r0, r1, c0, c1 = region
+    part = paste_proba(shape, faces, region)
+    labels[r0:r1, c0:c1] = np.argmax(part, axis=-1)
+    proba = None
+    if return_proba:
+        proba = np.zeros((h, w, 8), np.float32)
+        proba[..., 0] = 1.0
+        proba[r0:r1, c0:c1] = part
+    return labels, proba
 
 
 def face_labels(shape, face):
     """The photo's labels from one face: its classes inside its crop, 0 elsewhere."""
-    return np.argmax(paste_proba(shape, [face]), axis=-1).astype(np.uint8)
+    return photo_maps(shape, [face])[0]
 
 
 def segment_image_mesh(model, image, return_proba, info):
@@ -78,9 +106,9 @@ def segment_image_mesh(model, image, return_proba, info):
                             f"pan {f.pan:+.0f}") for f in faces if f.pan == f.pan])
     if not faces:
         return (None, 0, None) if return_proba else (None, 0)
-    proba = paste_proba(image.shape, faces)
-    labels = np.argmax(proba, axis=-1).astype(np.uint8)
+    labels, proba = photo_maps(image.shape, faces, return_proba)
     return (labels, len(faces), proba) if return_proba else (labels, len(faces))
 
 
-__all__ = ["MeshFace", "mesh_faces", "paste_proba", "face_labels", "segment_image_mesh"]
+__all__ = ["MeshFace", "mesh_faces", "face_region", "paste_proba", "photo_maps", "face_labels",
+           "segment_image_mesh"]

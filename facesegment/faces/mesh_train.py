@@ -15,9 +15,8 @@ import numpy as np
 
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, box_affine, crop_mesh, crop_planes, cut, mesh_box
-from .mesh_stages import (IGNORE, context_planes, predict_stage, predict_stages, sample_pixels, near_parts,
-                          apply_gains,
-                          stage_input, to_face_classes)
+from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stage, predict_stages,
+                          sample_pixels, stage_input, to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1

@@ -164,3 +164,25 @@ def test_the_mesh_model_round_trips_and_is_deterministic(mesh, tmp_path):
     doc.write_text(doc.read_text().replace('"stage-1"', '"../x"'))
     with pytest.raises(DataError, match="mesh-model.json.*stages"):
         load_mesh_model(tmp_path / "m")
+
+
+def test_faces_are_pasted_back_inside_their_region_only():
+    from facesegment.faces.mesh_segment import MeshFace, face_region, photo_maps
+
+    proba = np.zeros((16, 16, 8), np.float32)
+    proba[..., 2] = 1.0                                   # the whole crop: nose
+    face = MeshFace((100.0, 50.0, 32.0), np.zeros((478, 3)), proba,
+                    np.zeros((16, 16, 3), np.uint8), 10.0, "default")
+    shape = (4000, 6000, 3)                               # a big photo: labels only there
+    assert face_region(shape, [face]) == (50, 83, 100, 133)
+    labels, none = photo_maps(shape, [face])
+    assert none is None and labels.shape == shape[:2]
+    ys, xs = np.nonzero(labels == 2)
+    assert ys.min() >= 50 and ys.max() <= 82 and xs.min() >= 100 and xs.max() <= 132
+    assert (labels == 2).sum() >= 30 * 30 and set(np.unique(labels)) == {0, 2}
+    labels2, p = photo_maps((300, 300, 3), [face], return_proba=True)
+    assert np.allclose(p.sum(-1), 1, atol=1e-5) and p[0, 0, 0] == 1.0
+    np.testing.assert_array_equal(labels2, np.argmax(p, -1))
+    edge = MeshFace((-10.0, -10.0, 32.0), face.mesh, proba, face.crop, 0.0, "padded")
+    labels3, _ = photo_maps((40, 40, 3), [edge])          # a face over the photo's edge
+    assert labels3[0, 0] == 2 and labels3[30, 30] == 0

@@ -1,0 +1,81 @@
+"""What the hand-drawn pipeline's commands share: the methods, forests, data and
+the choice of the shipped method (:mod:`pipelines.handdrawn`)."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "reports" / "handdrawn" / "cv.json"
+DOC = ROOT / "docs" / "handdrawn.md"
+CLASSES = (0, 2, 3, 4, 5)
+#: Forest stage methods: name -> (kind, stages, trees per stage, pixels per face).
+#: mesh-co2 is not in the default run: one CO2 stage takes hours here.
+FOREST_METHODS = {"mesh-axis": ("axis", 1, 32, 4000), "mesh-axis-2": ("axis", 2, 16, 2000),
+                  "mesh-two-probe": ("two-probe", 1, 16, 2000),
+                  "mesh-co2": ("co2", 1, 16, 2000)}
+DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe")
+SEED = 0
+#: Candidate gains of the parts (nose, mouth, eyes); background and OTHER keep 1.
+GAIN_GRID = {"nose": (1.0, 1.2, 1.5), "mouth": (1.0, 1.25, 1.5, 2.0),
+             "eyes": (1.0, 1.5, 2.0, 2.5, 3.0)}
+#: Candidate dilations (pixels; negative: erosion) of the mesh's drawn parts.
+DILATE_GRID = (-2, 0, 2, 4, 6)
+
+
+def make_forest(kind, n_trees, seed=SEED):
+    """An unfitted forest of one kind with the stage settings."""
+    from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
+
+    if kind == "axis":
+        return AxisAlignedForest(n_trees, max_features=16, min_samples_leaf=3,
+                                 random_state=seed)
+    if kind == "two-probe":
+        return TwoProbeForest(n_trees, n_pairs=200, min_samples_leaf=3, random_state=seed)
+    if kind == "co2":
+        return CO2Forest(n_trees, init="best", n_pairs=200, min_samples_leaf=3,
+                         random_state=seed)
+    raise ValueError(f"unknown forest kind {kind!r}")
+
+
+def log(msg):
+    print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
+
+
+def prepare(data, finder=None):
+    """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records."""
+    from facesegment.data.handdrawn import read_handdrawn
+    from facesegment.data.imageio import read_image
+    from facesegment.faces.mesh import MeshFinder
+    from facesegment.faces.mesh_train import prepare_face
+    from facesegment.progress import Progress
+
+    finder = finder or MeshFinder()
+    photos = read_handdrawn(data)
+    bar = Progress(len(photos), "face mesh", "photos")
+    faces = []
+    for p in photos:
+        import cv2
+
+        image = read_image(p.image)
+        labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
+        info = {}
+        meshes = finder.find(image, info)
+        face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
+                            p.pan, info.get("detection", ""))
+        face.extra["image"] = image
+        faces.append(face)
+        bar.update()
+    bar.close()
+    return faces
+
+
+def best_method(cv):
+    """The forest method with the best leave-people-out mean on the photos the
+    previous default finds (all photos when that row is missing)."""
+    key = "default_found" if cv.get("default_found") else "all"
+    forests = {m: r for m, r in cv["methods"].items() if m in FOREST_METHODS}
+    if not forests:
+        raise SystemExit("handdrawn: the cv report has no forest method; run `cv` first")
+    return max(forests, key=lambda m: forests[m][key]["mean"])
+
+

@@ -1,0 +1,63 @@
+"""The hand-drawn pipeline: its report renders the docs and the README's table,
+and the shipped default is the method it chose."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pipelines.handdrawn import REPORT, ROOT, _dilated, gain_candidates, summarise
+from pipelines.handdrawn_report import render, with_readme_table
+from pipelines.handdrawn_ship import best_method
+
+
+@pytest.fixture(scope="module")
+def cv():
+    if not REPORT.is_file():
+        pytest.skip(f"{REPORT} is not there (python -m pipelines.handdrawn cv)")
+    return json.loads(REPORT.read_text())
+
+
+def test_readme_and_docs_hold_the_reports_numbers(cv):
+    readme = (ROOT / "README.md").read_text()
+    assert with_readme_table(readme, cv, best_method(cv)) == readme, \
+        "README.md's hand-drawn table is stale: python -m pipelines.handdrawn doc"
+    assert (ROOT / "docs" / "handdrawn.md").read_text() == render(cv)
+
+
+def test_the_shipped_default_is_the_chosen_method(cv):
+    from facesegment.models import DEFAULT, model_path
+
+    doc = json.loads((model_path(DEFAULT) / "mesh-model.json").read_text())
+    method = best_method(cv)
+    assert doc["metrics"]["method"] == method
+    assert doc["gains"] == cv["methods"][method]["gains"]
+    assert doc["metrics"]["leave_people_out"] == cv["methods"][method]
+
+
+def test_dilation_grows_and_shrinks_each_part():
+    drawn = np.zeros((20, 20), np.uint8)
+    drawn[5:15, 5:15] = 1
+    drawn[8:12, 8:12] = 2
+    grown = _dilated(drawn, {2: 2, 3: 0, 4: 0, 5: 0})
+    assert (grown == 2).sum() > (drawn == 2).sum() and (grown == 1).sum() > 0
+    shrunk = _dilated(drawn, {2: -1, 3: 0, 4: 0, 5: 0})
+    assert 0 < (shrunk == 2).sum() < (drawn == 2).sum()
+
+
+def test_gain_candidates_keep_background_and_other_at_one():
+    gains = list(gain_candidates())
+    assert len(set(gains)) == len(gains) and (1.0,) * 6 in gains
+    assert all(g[0] == g[1] == 1.0 and g[4] == g[5] for g in gains)
+
+
+def test_summaries_sum_counts_before_dividing():
+    class F:
+        def __init__(self, name, pan):
+            self.name, self.pan = name, pan
+    faces = [F("a", 0.0), F("b", 15.0)]
+    counts = {"a": np.array([[1, 2]] * 5), "b": np.array([[3, 4]] * 5)}
+    out = summarise(faces, counts, subset={"a"})
+    assert out["all"]["mean"] == round(100 * 4 / 6, 2)
+    assert out["default_found"]["mean"] == 50.0 and out["default_found"]["n"] == 1
+    assert out["per_pan"] == {"0": 50.0, "15": 75.0}
