@@ -26,14 +26,13 @@ def make_forest(kind, n_trees, seed=SEED):
     """An unfitted forest of one kind with the stage settings."""
     from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
 
+    common = dict(min_samples_leaf=3, random_state=seed, n_jobs=-1)   # same trees any n_jobs
     if kind == "axis":
-        return AxisAlignedForest(n_trees, max_features=16, min_samples_leaf=3,
-                                 random_state=seed)
+        return AxisAlignedForest(n_trees, max_features=16, **common)
     if kind == "two-probe":
-        return TwoProbeForest(n_trees, n_pairs=200, min_samples_leaf=3, random_state=seed)
+        return TwoProbeForest(n_trees, n_pairs=200, **common)
     if kind == "co2":
-        return CO2Forest(n_trees, init="best", n_pairs=200, min_samples_leaf=3,
-                         random_state=seed)
+        return CO2Forest(n_trees, init="best", n_pairs=200, **common)
     raise ValueError(f"unknown forest kind {kind!r}")
 
 

@@ -21,6 +21,11 @@ def _f(v):
     return "–" if v is None or v != v else f"{v:.2f}"
 
 
+def _trees(row):
+    return (f"{row.get('trees', '?')} trees a stage, {row.get('pixels_per_face', '?')} pixels "
+            f"a face, {row['cv_seconds']:.0f} s of cross-validation")
+
+
 def render(cv):
     n_sub = cv.get("default_found")
     lines = ["# Hand-drawn masks: leave-people-out scores", "",
@@ -58,6 +63,52 @@ def render(cv):
                   "predictions of the other people; on all people:", ""]
         lines += [f"- {LABELS.get(m, m)}: {r['gains']} (cross-validation "
                   f"{r['cv_seconds']:.0f} s)" for m, r in extra]
+    forests = {m: r for m, r in cv["methods"].items() if m.startswith("mesh-")
+               and m not in ("mesh-drawn", "mesh-drawn-dilated")}
+    if forests:
+        key = "default_found" if n_sub else "all"
+        best = max(forests, key=lambda m: forests[m][key]["mean"])
+        lines += ["", "## What the stages read, and which forest wins", "",
+                  "Each face is cut out around its mesh (a square 1.5 times the mesh's extent, "
+                  "128 x 128 pixels). A stage's forest reads one pixel's feature vector: "
+                  "its Lab colour and the same smoothed, the gradient of L, L at eight "
+                  "offsets of 3 and 6 pixels and a at eight offsets of 6 pixels, the signed "
+                  "distances to the mesh's face oval, nose, mouth, eyes and brows, the "
+                  "pixel's coordinates in the nose's, mouth's and each eye's own frame, and "
+                  "the head's turn and each eye's depth from the mesh "
+                  "(`facesegment.faces.mesh_features`). A second stage also reads the first "
+                  "stage's class probabilities, as they are and smoothed (auto-context; "
+                  "trained on the first stage's predictions for people it was not trained "
+                  "on). Pixels are drawn uniformly (the classes keep their real shares) "
+                  "plus as many again near the mesh's parts.", "",
+                  f"Best forest on the photos the previous default finds: **{LABELS.get(best, best)}** "
+                  f"({_f(forests[best][key]['mean'])}; {_trees(forests[best])}). "
+                  + "".join("Beside it, on the same folds: " + "; ".join(
+                      f"{LABELS.get(m, m)} {_f(r[key]['mean'])} ({_trees(r)})"
+                      for m, r in forests.items() if m != best) + ". "
+                      for _ in [0] if len(forests) > 1)
+                  + "The cheap alternative, the mesh drawn with each part dilated by the "
+                  "amount best on the other people, scores "
+                  + _f(cv["methods"].get("mesh-drawn-dilated", {}).get(key, {}).get("mean"))
+                  + "."]
+    fw = cv.get("faces300w")
+    if fw:
+        lines += ["", "## On faces300w's polygons", "",
+                  "faces300w's labels are polygons drawn from 68 human landmarks, all 8 "
+                  "classes scored (strict: a 15-pixel border left out), each test crop searched "
+                  "and segmented as `facesegment.segment` does (`python -m pipelines.handdrawn "
+                  "faces300w`):", "",
+                  "| model | class-average Jaccard | faces found |", "| --- | ---: | ---: |"]
+        lines += [f"| `{m}` | {_f(r['mean'])} | {r['found']} of {r['n']} |" for m, r in fw.items()]
+        a, b = fw.get("faces-handdrawn"), fw.get("faces300w-landmarks")
+        if a and b:
+            gap = b["mean"] - a["mean"]
+            lines += ["", f"The hand-drawn default scores {abs(gap):.2f} points "
+                      f"{'below' if gap > 0 else 'above'} the landmark votes here: it draws "
+                      "the parts as people draw them (bigger noses and eyes than the "
+                      "polygons) and its brows and lower face as the mesh outlines them, "
+                      "while the votes draw exactly the polygons this benchmark scores. For "
+                      "faces300w's convention use `faces300w-landmarks`."]
     pan = cv.get("pan")
     if pan:
         lines += ["", "## Head pan", "",

@@ -100,5 +100,47 @@ def model_card(name, model, cv, method):
         f"Pan estimate: mean absolute error {cv['pan']['mae']:.1f} degrees, leave-people-out "
         f"({cv['pan']['n']} photos).",
         f"Faces found by the mesh: {cv['mesh_found']} of {cv['n_photos']} photos.", "",
-        "Speed: `python -m benchmarks.bench_mesh` (docs/handdrawn.md).", ""]
+        *_faces300w_lines(cv),
+        _speed_line(), ""]
     return "\n".join(lines)
+
+
+def _faces300w_lines(cv):
+    fw = cv.get("faces300w", {})
+    a, b = fw.get("faces-handdrawn"), fw.get("faces300w-landmarks")
+    if not (a and b):
+        return []
+    return [f"On faces300w's test crops (labels are landmark polygons; all 8 classes, strict; "
+            f"`python -m pipelines.handdrawn faces300w`): {a['mean']:.2f} "
+            f"({a['found']} of {a['n']} faces found), against {b['mean']:.2f} for "
+            "`faces300w-landmarks`, which draws exactly those polygons.", ""]
+
+
+def _speed_line():
+    """Time per photo from ``benchmarks/bench_mesh.py``'s JSON, when it holds this model."""
+    import json
+
+    path = ROOT / "reports" / "bench" / "mesh.json"
+    try:
+        t = json.loads(path.read_text())["time"]
+        m, peer = t["model"], t["peer"]
+        return ("Speed (`python -m benchmarks.bench_mesh`, median per photo, 2 cores, the face "
+                f"mesh included): {m['frontal']['ms']:.0f} ms frontal, {m['turned']['ms']:.0f} "
+                f"ms turned by 60 degrees or more, {m['all']['ms']:.0f} ms over all photos; "
+                f"the landmark votes on the same photos: {peer['all']['ms']:.0f} ms.")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "Speed: `python -m benchmarks.bench_mesh` (reports/bench/mesh.json)."
+
+
+def rewrite_card(name, dest=None):
+    """Write the shipped model's card again from the reports (after the benchmark)."""
+    import json
+
+    from facesegment.modelio.model import load_model
+    from pipelines.handdrawn_common import REPORT
+
+    folder = (Path(dest) if dest else DEST) / name
+    model = load_model(folder)
+    cv = json.loads(REPORT.read_text())
+    (folder / "MODEL_CARD.md").write_text(model_card(name, model, cv, model.metrics["method"]))
+    log(f"wrote {folder / 'MODEL_CARD.md'}")

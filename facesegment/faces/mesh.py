@@ -20,6 +20,7 @@ back); the padded photo turned by 15 degrees either way, as it is and mirrored
 (profiles whose chin line the detector misses upright).
 """
 
+import contextlib
 import functools
 import threading
 
@@ -92,6 +93,7 @@ class MeshFinder:
         self.min_confidence = float(min_confidence)
         self.max_side = int(max_side)
         self._mesh = None
+        self._quiet = True
         self._lock = threading.Lock()
 
     def _graph(self):
@@ -99,6 +101,7 @@ class MeshFinder:
             require_mesh()
             from mediapipe.python.solutions.face_mesh import FaceMesh  # optional dependency
 
+            self._quiet = True      # its first run logs set-up lines too
             self._mesh = FaceMesh(static_image_mode=True, refine_landmarks=True,
                                   max_num_faces=self.max_faces,
                                   min_detection_confidence=self.min_confidence)
@@ -106,8 +109,9 @@ class MeshFinder:
 
     def _run(self, rgb):
         h, w = rgb.shape[:2]
-        with self._lock:
+        with self._lock, _quiet_stderr(self._mesh is None or self._quiet):
             res = self._graph().process(np.ascontiguousarray(rgb))
+            self._quiet = False
         out = []
         for face in res.multi_face_landmarks or ():
             pts = np.array([(p.x * w, p.y * h, p.z * w) for p in face.landmark], np.float64)
@@ -166,6 +170,32 @@ class MeshFinder:
                 if found:
                     return [m - shift for m in found]
         return []
+
+
+@contextlib.contextmanager
+def _quiet_stderr(quiet=True):
+    """Standard error closed at the file-descriptor level inside the block: MediaPipe's
+    C++ code logs its set-up (TensorFlow Lite delegates, absl warnings) there when
+    its graph is built and first run, which no setting silences."""
+    if not quiet:
+        yield
+        return
+    import os
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):   # no real stderr (e.g. a notebook)
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _rotate(image, angle):

