@@ -51,7 +51,7 @@ def render(cv):
         cells += [_f(row["all"]["per_class"].get(c)) for c, _ in CLASS_COLS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Per-class columns: all photos. Per pan (degrees; all photos):", ""]
-    pans = list(next(iter(cv["methods"].values()))["per_pan"])
+    pans = sorted(next(iter(cv["methods"].values()))["per_pan"], key=float)
     lines += ["| method | " + " | ".join(pans) + " |", "| --- |" + " ---: |" * len(pans)]
     for m, row in cv["methods"].items():
         lines.append(f"| {LABELS.get(m, m)} | " + " | ".join(
@@ -115,9 +115,10 @@ def render(cv):
                   f"Mean absolute error of the pan estimate (`facesegment.faces.pose`, "
                   f"leave-people-out): **{pan['mae']:.1f} degrees** over {pan['n']} photos "
                   f"(largest {pan['max_error']:.0f}). Per pan:", "",
-                  "| pan | " + " | ".join(pan["per_pan_mae"]) + " |",
+                  "| pan | " + " | ".join(sorted(pan["per_pan_mae"], key=float)) + " |",
                   "| --- |" + " ---: |" * len(pan["per_pan_mae"]),
-                  "| error | " + " | ".join(f"{v:.1f}" for v in pan["per_pan_mae"].values())
+                  "| error | " + " | ".join(f"{pan['per_pan_mae'][p]:.1f}"
+                                          for p in sorted(pan["per_pan_mae"], key=float))
                   + " |"]
     return "\n".join(lines) + "\n"
 

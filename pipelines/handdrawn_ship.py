@@ -96,7 +96,7 @@ def model_card(name, model, cv, method):
         f"{n} {pc[str(c)]:.1f}" for c, n in ((0, "background"), (2, "nose"), (3, "mouth"),
                                              (4, "eye (image left)"), (5, "eye (image right)"))),
         "", "Per pan (degrees: class-average Jaccard): " + ", ".join(
-            f"{p} {v:.1f}" for p, v in row["per_pan"].items()), "",
+            f"{p} {row['per_pan'][p]:.1f}" for p in sorted(row["per_pan"], key=float)), "",
         f"Pan estimate: mean absolute error {cv['pan']['mae']:.1f} degrees, leave-people-out "
         f"({cv['pan']['n']} photos).",
         f"Faces found by the mesh: {cv['mesh_found']} of {cv['n_photos']} photos.", "",

@@ -91,9 +91,8 @@ def model_card(name, model, run_dir, kind, n, size, conf):
              "a missed face is scored as all background") if det else ""
     return f"""# Model card: {name}
 
-The default model of facesegment: `facesegment segment photos/ out/` and
-`facesegment.segment("photo.jpg")` use it when no model is given
-(`facesegment.models.DEFAULT`).
+The shipped landmark-free forest of facesegment (`facesegment.models.FOREST`:
+`--model faces300w-two-probe`), and the landmark votes' fallback.
 
 ## What it is
 

