@@ -226,7 +226,8 @@ def write_docs(cv):
     from pipelines.handdrawn_report import with_readme_table, write_doc
     from pipelines.handdrawn_common import best_method
 
-    write_doc(cv, DOC)
+    bench = ROOT / "reports" / "bench" / "mesh.json"
+    write_doc(cv, DOC, json.loads(bench.read_text()) if bench.is_file() else None)
     readme = ROOT / "README.md"
     write_text_atomic(readme, with_readme_table(readme.read_text(), cv, best_method(cv)))
     log(f"wrote {DOC} and the README's table")
