@@ -117,6 +117,19 @@ def add_arguments(p):
     add_parallel_arguments(p)
 
 
+def _names_mesh_model(name):
+    """True when ``--model`` (None: the default) is a mesh-model folder, which finds
+    faces with the face mesh rather than dlib."""
+    from ..errors import DataError
+    from ..faces.mesh_model import is_mesh_folder
+    from ..models import resolve
+
+    try:
+        return is_mesh_folder(resolve(name))
+    except DataError:
+        return False
+
+
 def run(args):
     import sys
 
@@ -126,12 +139,12 @@ def run(args):
     from ..faces.folder import segment_folder
     from ..warmup import prepare
 
-    path = resolve(args.model)
-    model = load_image_model(path)   # a mesh model checks for the face mesh here
-    if args.detect != "never" and model.kind != "mesh-forest":
+    if args.detect != "never" and not _names_mesh_model(args.model):
         from ..api import check_photo_dependencies   # dlib: one line, exit 2, before any work
 
         check_photo_dependencies()
+    path = resolve(args.model)
+    model = load_image_model(path)   # a mesh model checks for the face mesh here
     note_missing_rule(model, path, args.alpha)
     alpha = default_alpha(model) if args.alpha is None else args.alpha
     beta = model_beta(model, path, args.beta)   # one line before any image is read

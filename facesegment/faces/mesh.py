@@ -101,7 +101,7 @@ class MeshFinder:
             require_mesh()
             from mediapipe.python.solutions.face_mesh import FaceMesh  # optional dependency
 
-            self._quiet = True      # its first run logs set-up lines too
+            self._quiet = True      # its first runs log set-up lines too
             self._mesh = FaceMesh(static_image_mode=True, refine_landmarks=True,
                                   max_num_faces=self.max_faces,
                                   min_detection_confidence=self.min_confidence)
@@ -111,7 +111,8 @@ class MeshFinder:
         h, w = rgb.shape[:2]
         with self._lock, _quiet_stderr(self._mesh is None or self._quiet):
             res = self._graph().process(np.ascontiguousarray(rgb))
-            self._quiet = False
+            if res.multi_face_landmarks:   # the first face found logs its own set-up
+                self._quiet = False
         out = []
         for face in res.multi_face_landmarks or ():
             pts = np.array([(p.x * w, p.y * h, p.z * w) for p in face.landmark], np.float64)
