@@ -42,6 +42,8 @@ def log(msg):
 
 def prepare(data, finder=None):
     """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records."""
+    import cv2
+
     from facesegment.data.handdrawn import read_handdrawn
     from facesegment.data.imageio import read_image
     from facesegment.faces.mesh import MeshFinder
@@ -53,8 +55,6 @@ def prepare(data, finder=None):
     bar = Progress(len(photos), "face mesh", "photos")
     faces = []
     for p in photos:
-        import cv2
-
         image = read_image(p.image)
         labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
         info = {}

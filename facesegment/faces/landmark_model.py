@@ -126,20 +126,12 @@ def save_landmark_model(model, path):
 def load_landmark_model(path, verify=True):
     """Load a folder written by :func:`save_landmark_model` (DataError naming
     the file when it is not one)."""
-    from ..modelio._model_doc import parse
+    from ..modelio._model_doc import read_format_doc
 
     path = Path(path)
     js = path / LANDMARK_FILE
-    try:
-        doc = parse(js.read_text(), js)
-    except (OSError, ValueError) as exc:
-        raise DataError(js, f"cannot be read ({exc})", _FIX) from None
-    if not isinstance(doc, dict) or doc.get("format") != LANDMARK_FORMAT:
-        raise DataError(js, "is not a facesegment landmark-model file", _FIX)
-    version = doc.get("format_version")
-    if version not in READ_VERSIONS:
-        raise DataError(js, f"has format version {version}, this facesegment reads "
-                        f"{' and '.join(map(str, READ_VERSIONS))}", _FIX)
+    doc = read_format_doc(js, LANDMARK_FORMAT, READ_VERSIONS, "landmark-model", _FIX)
+    version = doc["format_version"]
     try:
         votes = VoteSpec.from_dict(doc["votes"])
         if version == 1 and "flip_all" in doc["votes"]:

@@ -248,7 +248,7 @@ def draw_mesh_parts(mesh, shape):
     uint8 (H, W)
         Class ids: 1 inside the face oval, then the hulls of the brows (6, 7),
         nose (2), eyes (4, 5) and lips (3) painted over it in that order; eye 4 and
-        brow 6 are the ones on the image's left of the nose tip.
+        brow 6 are the ones further left in the image.
     """
     import cv2
 
@@ -263,8 +263,8 @@ def draw_mesh_parts(mesh, shape):
 
 
 def side_parts(mesh):
-    """Point indices of each drawn class (2..7), eyes and brows assigned to the
-    image's left (4, 6) or right (5, 7) by their centres' x against the nose tip's."""
+    """Point indices of each drawn class (2..7): the eye (and its brow) whose
+    points lie further left in the image is 4 (6), the other 5 (7)."""
     mesh = np.asarray(mesh, np.float64)
     right_eye_left = mesh[list(RIGHT_EYE), 0].mean() <= mesh[list(LEFT_EYE), 0].mean()
     first, second = (RIGHT_EYE, LEFT_EYE) if right_eye_left else (LEFT_EYE, RIGHT_EYE)

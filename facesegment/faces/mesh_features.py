@@ -90,6 +90,13 @@ def crop_mesh(mesh, box, size):
     return out
 
 
+def face_crop(image, mesh, size=CROP_SIZE):
+    """``(box, crop, mesh in the crop)`` of a face: :func:`mesh_box`, the image cut
+    there at ``size`` pixels, :func:`crop_mesh`."""
+    box = mesh_box(mesh)
+    return box, cut(image, box, size), crop_mesh(mesh, box, size)
+
+
 def _signed_distance(mask):
     """Distance to the mask's edge: negative inside, positive outside (pixels)."""
     m = mask.astype(np.uint8)

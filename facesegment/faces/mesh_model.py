@@ -20,15 +20,14 @@ The folder::
 
 from pathlib import Path
 
-import numpy as np
 
 from ..atomic import write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
 from ..rule import DecisionRule
 from .mesh import MeshFinder, draw_mesh_parts
-from .mesh_features import CROP_SIZE, crop_mesh, crop_planes, cut, mesh_box
-from .mesh_stages import TRAIN_CLASSES, apply_gains, predict_stages, to_face_classes
+from .mesh_features import CROP_SIZE, crop_planes, face_crop
+from .mesh_stages import apply_gains, check_gains, predict_stages, to_face_classes
 
 MESH_FORMAT = "facesegment-mesh-model"
 MESH_FORMAT_VERSION = 1
@@ -68,7 +67,7 @@ class MeshModel:
             raise ValueError(f"crop size {self.crop_size} is outside 32..512")
         self.finder_params = dict(finder or {"max_faces": 4, "min_confidence": 0.6})
         self.gains = None if gains is None else [float(g) for g in gains]
-        apply_gains(np.ones((1, 1, len(TRAIN_CLASSES)), np.float32), self.gains)  # validates
+        check_gains(self.gains)
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
@@ -97,9 +96,7 @@ class MeshModel:
 
     def face_proba(self, image, mesh):
         """One face's crop: ``(box, proba float32 (S, S, 8), crop uint8 (S, S, 3))``."""
-        box = mesh_box(mesh)
-        crop = cut(image, box, self.crop_size)
-        mesh_c = crop_mesh(mesh, box, self.crop_size)
+        box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
         proba = apply_gains(predict_stages(self.forests, crop_planes(crop, mesh_c)), self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
@@ -159,21 +156,13 @@ def load_mesh_model(path, verify=True):
     """Load a folder written by :func:`save_mesh_model` (DataError naming the
     file when it is not one)."""
     from ..modelio._model_class import Model
-    from ..modelio._model_doc import parse
+    from ..modelio._model_doc import read_format_doc
     from ..modelio._model_files import load_model_folder
     from .pose import PanModel
 
     path = Path(path)
     js = path / MESH_FILE
-    try:
-        doc = parse(js.read_text(), js)
-    except (OSError, ValueError) as exc:
-        raise DataError(js, f"cannot be read ({exc})", _FIX) from None
-    if not isinstance(doc, dict) or doc.get("format") != MESH_FORMAT:
-        raise DataError(js, "is not a facesegment mesh-model file", _FIX)
-    if doc.get("format_version") != MESH_FORMAT_VERSION:
-        raise DataError(js, f"has format version {doc.get('format_version')}, this "
-                        f"facesegment reads {MESH_FORMAT_VERSION}", _FIX)
+    doc = read_format_doc(js, MESH_FORMAT, (MESH_FORMAT_VERSION,), "mesh-model", _FIX)
     try:
         names = doc["stages"]
         if (not isinstance(names, list) or not names

@@ -16,8 +16,6 @@ the probability of ``OTHER`` goes to what the mesh draws there among lower face
 import cv2
 import numpy as np
 
-from .mesh_features import crop_planes
-
 OTHER = 1
 TRAIN_CLASSES = (0, 1, 2, 3, 4, 5)
 #: Hand-drawn label -> training class (255: not trained).
@@ -75,16 +73,24 @@ def predict_stages(forests, planes, sigma=0.0):
     return smooth_proba(proba, sigma)
 
 
+def check_gains(gains):
+    """The gains as float32 (None as is); ValueError unless they are one positive,
+    finite number per training class."""
+    if gains is None:
+        return None
+    g = np.asarray(gains, np.float32)
+    if g.shape != (len(TRAIN_CLASSES),) or not np.all(np.isfinite(g)) or np.any(g <= 0):
+        raise ValueError(f"gains must be {len(TRAIN_CLASSES)} positive numbers, got {gains!r}")
+    return g
+
+
 def apply_gains(proba, gains):
     """Stage probabilities times the decision rule's per-class gains (in
     ``TRAIN_CLASSES`` order; None: all 1), renormalised.  Gains above 1 for the
     small parts trade precision for recall, which raises their Jaccard."""
     if gains is None:
         return proba
-    g = np.asarray(gains, np.float32)
-    if g.shape != (len(TRAIN_CLASSES),) or not np.all(np.isfinite(g)) or np.any(g <= 0):
-        raise ValueError(f"gains must be {len(TRAIN_CLASSES)} positive numbers, got {gains!r}")
-    out = proba * g
+    out = proba * check_gains(gains)
     return out / np.maximum(out.sum(axis=-1, keepdims=True), 1e-12)
 
 
@@ -144,8 +150,3 @@ def near_parts(planes, distance=8.0):
         d = planes[..., PLANE_NAMES.index(f"d_{c}")].astype(np.int16) - 128
         out |= d <= distance
     return out
-
-
-def crop_inputs(crop, mesh_c):
-    """The planes of a crop (:func:`facesegment.faces.mesh_features.crop_planes`)."""
-    return crop_planes(crop, mesh_c)

@@ -4,7 +4,7 @@
 crop's feature planes, crop labels and geometry; :func:`fit_stages` trains
 auto-context stages on them (a later stage learns from the earlier stages'
 predictions on people they were not trained on: out-of-fold by person);
-:func:`photo_proba` maps a face's crop probabilities back onto its photo;
+:func:`photo_labels` maps a face's crop probabilities back onto its photo;
 :func:`cross_validate` scores a configuration leaving each person out.
 """
 
@@ -14,8 +14,9 @@ import cv2
 import numpy as np
 
 from .mesh import draw_mesh_parts
-from .mesh_features import CROP_SIZE, box_affine, crop_mesh, crop_planes, cut, mesh_box
-from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stage, predict_stages,
+from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
+from .mesh_segment import MeshFace, photo_maps
+from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stages,
                           sample_pixels, stage_input, to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
@@ -45,9 +46,7 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
     face = PreparedFace(name, group, pan, np.asarray(labels), mesh, detection)
     if mesh is None:
         return face
-    face.box = mesh_box(mesh)
-    crop = cut(image, face.box, size)
-    mesh_c = crop_mesh(mesh, face.box, size)
+    face.box, crop, mesh_c = face_crop(image, mesh, size)
     face.planes = crop_planes(crop, mesh_c)
     face.crop_labels = cut(face.labels, face.box, size, interpolation=cv2.INTER_NEAREST,
                            border=IGNORE)
@@ -109,21 +108,6 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed):
     return out
 
 
-def photo_proba(face, proba_crop):
-    """A face's 8-class probabilities (H, W, 8) on its photo: the crop's mapped back,
-    background 1 outside the crop."""
-    h, w = face.labels.shape[:2]
-    size = proba_crop.shape[0]
-    inv = cv2.invertAffineTransform(box_affine(face.box, size))
-    p8 = to_face_classes(proba_crop, face.drawn)
-    out = np.empty((h, w, 8), np.float32)
-    for c in range(8):
-        out[..., c] = cv2.warpAffine(np.ascontiguousarray(p8[..., c]), inv, (w, h),
-                                     flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
-                                     borderValue=1.0 if c == 0 else 0.0)
-    return out
-
-
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None):
     """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
     for a face without a mesh (:func:`photo_labels` turns them into labels)."""
@@ -142,11 +126,14 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
 
 def photo_labels(face, proba_crop, gains=None):
     """A face's labels on its photo from its crop's stage probabilities (None: all
-    background), with the class ``gains`` of the decision rule."""
+    background), with the class ``gains`` of the decision rule; mapped back as
+    ``segment`` maps a face (:func:`facesegment.faces.mesh_segment.photo_maps`)."""
     if proba_crop is None:
         return np.zeros(face.labels.shape[:2], np.uint8)
-    return np.argmax(photo_proba(face, apply_gains(proba_crop, gains)), axis=-1).astype(np.uint8)
+    p8 = to_face_classes(apply_gains(proba_crop, gains), face.drawn)
+    return photo_maps(face.labels.shape, [MeshFace(face.box, face.mesh, p8, None, face.pan,
+                                                    face.detection)])[0]
 
 
-__all__ = ["PreparedFace", "prepare_face", "fit_stages", "out_of_fold", "photo_proba",
-           "cross_validate", "photo_labels", "predict_stage"]
+__all__ = ["PreparedFace", "prepare_face", "fit_stages", "out_of_fold",
+           "cross_validate", "photo_labels"]

@@ -50,6 +50,22 @@ def parse(text, js):
         raise DataError(js, what, _FIX) from None
 
 
+def read_format_doc(js, fmt, versions, what, fix):
+    """The JSON object of the file ``js`` whose ``format`` is ``fmt`` and whose
+    ``format_version`` is one of ``versions`` (a landmark or mesh model's own file);
+    DataError naming ``js`` and ``fix`` otherwise."""
+    try:
+        doc = parse(js.read_text(), js)
+    except (OSError, ValueError) as exc:
+        raise DataError(js, f"cannot be read ({exc})", fix) from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise DataError(js, f"is not a facesegment {what} file", fix)
+    if doc.get("format_version") not in versions:
+        raise DataError(js, f"has format version {doc.get('format_version')}, this facesegment "
+                        f"reads {' and '.join(map(str, versions))}", fix)
+    return doc
+
+
 def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 

