@@ -2,7 +2,7 @@
 
 1. Detection recall per head turn (pan): every photo is searched by
    :class:`facesegment.faces.mesh.MeshFinder` (its passes: default, padded,
-   mirrored, rotated) and by dlib's finder as ``segment`` uses it (the peer:
+   mirrored, rotated, detected) and by dlib's finder as ``segment`` uses it (the peer:
    ``find_crops(img, "landmarks", max_side=2000)``, passes default, upsampled,
    low-threshold).  "found": at least one face; "on face": the largest face's
    centre lies on the photo's labelled face (label != 0), so a false face

@@ -237,6 +237,29 @@ def test_the_default_finds_a_profile_and_says_how_the_head_is_turned(mesh_defaul
     assert abs(front.pan) <= 15 and {2, 3, 4, 5} <= set(np.unique(front.labels).tolist())
 
 
+def test_a_profile_the_mesh_drops_is_read_in_the_detectors_box(mesh_default):
+    """A full profile cut by the photo's edge: BlazeFace finds it, the face mesh's
+    presence gate drops it; the "detected" pass reads its landmarks in the box."""
+    import facesegment
+    from facesegment.faces.mesh import MeshFinder
+
+    path = FASSEG / "fasseg-v3train-panm90-personne02140.jpg"
+    if not path.is_file():
+        pytest.skip(f"needs {path}")
+    from facesegment.data.imageio import read_image
+
+    image = read_image(path)
+    info = {}
+    (found,) = MeshFinder().find(image, info)
+    assert info["detection"] == "detected" and found.shape == (478, 3)
+    tip = found[4, :2]            # the nose tip lies on the nose the hand drew
+    truth = __import__("cv2").imread(str(path)[:-4] + "_label.png", -1)
+    ys, xs = np.nonzero(truth == 2)
+    assert xs.min() - 15 <= tip[0] <= xs.max() + 15 and ys.min() - 15 <= tip[1] <= ys.max() + 15
+    (face,) = facesegment.segment(image)
+    assert face.pan < -45 and 2 in np.unique(face.labels)
+
+
 def test_the_default_finds_no_face_in_a_face_free_photo(mesh_default):
     import facesegment
 

@@ -26,7 +26,7 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
                     INPUT, with extension), status, faces, width, height,
                     seconds, message, output (the NAME of its files),
                     detection (the pass that found the faces: the face mesh's
-                    default, padded, mirrored or rotated; dlib's default,
+                    default, padded, mirrored, rotated or detected; dlib's default,
                     upsampled or low-threshold), paths (per face, ';'-joined:
                     mesh = the face mesh's model; landmarks / landmark-free
                     under the faces300w models), pan (per face, ';'-joined: the

@@ -17,7 +17,10 @@ face: the photo as given; the photo with a border of a quarter of its size
 (faces that fill the frame or touch its edge); the photo mirrored (BlazeFace
 finds some profiles turned one way but not the other; the points are mirrored
 back); the padded photo turned by 15 degrees either way, as it is and mirrored
-(profiles whose chin line the detector misses upright).
+(profiles whose chin line the detector misses upright); last, "detected": the
+padded photo's BlazeFace boxes, each read by the 468-point landmark network
+without the face-presence gate that makes the mesh drop some full profiles
+(:func:`landmarks_in_box`; the iris points are then the eye contours' centres).
 """
 
 import contextlib
@@ -43,7 +46,7 @@ FACE_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365
              377, 152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67,
              109)
 NOSE_TIP = 4
-PASSES = ("default", "padded", "mirrored", "rotated")
+PASSES = ("default", "padded", "mirrored", "rotated", "detected")
 #: The turns (degrees) of the "rotated" pass, tried in this order.
 ROTATIONS = (15, -15)
 _PAD = 0.25
@@ -93,6 +96,8 @@ class MeshFinder:
         self.min_confidence = float(min_confidence)
         self.max_side = int(max_side)
         self._mesh = None
+        self._boxes = None
+        self._landmarks = None
         self._quiet = True
         self._lock = threading.Lock()
 
@@ -161,6 +166,8 @@ class MeshFinder:
         p = int(round(_PAD * max(h, w)))
         padded = np.pad(image, ((p, p), (p, p), (0, 0)), mode="edge")
         shift = np.array([p, p, 0.0])
+        if name == "detected":
+            return [m - shift for m in self._detected(padded)]
         for mirrored in (False, True):   # "rotated": padded, turned, and mirrored too
             src = padded[:, ::-1] if mirrored else padded
             for angle in ROTATIONS:
@@ -171,6 +178,105 @@ class MeshFinder:
                 if found:
                     return [m - shift for m in found]
         return []
+
+
+    def _detected(self, rgb):
+        """Meshes read by the landmark network in each BlazeFace box of ``rgb``."""
+        with self._lock, _quiet_stderr(self._quiet):
+            if self._boxes is None:
+                require_mesh()
+                from mediapipe.python.solutions.face_detection import FaceDetection
+
+                self._boxes = FaceDetection(model_selection=0,
+                                            min_detection_confidence=self.min_confidence)
+                self._landmarks = _landmark_graph()
+            res = self._boxes.process(np.ascontiguousarray(rgb))
+            found = [landmarks_in_box(self._landmarks, rgb, d)
+                     for d in (res.detections or ())[:self.max_faces]]
+        return [m for m in found if m is not None]
+
+
+#: The 468-point landmark network on a region of the image (MediaPipe's
+#: calculators, without the face-presence gate of its face mesh graph).
+_LANDMARK_GRAPH = """
+input_stream: "image"
+input_stream: "roi"
+output_stream: "landmarks"
+node {
+  calculator: "ImageToTensorCalculator"
+  input_stream: "IMAGE:image"
+  input_stream: "NORM_RECT:roi"
+  output_stream: "TENSORS:input"
+  options: { [mediapipe.ImageToTensorCalculatorOptions.ext] {
+    output_tensor_width: 192 output_tensor_height: 192 keep_aspect_ratio: false
+    output_tensor_float_range { min: 0.0 max: 1.0 } border_mode: BORDER_ZERO } }
+}
+node {
+  calculator: "InferenceCalculator"
+  input_stream: "TENSORS:input"
+  output_stream: "TENSORS:output"
+  options: { [mediapipe.InferenceCalculatorOptions.ext] {
+    model_path: "mediapipe/modules/face_landmark/face_landmark.tflite"
+    delegate { xnnpack {} } } }
+}
+node {
+  calculator: "SplitTensorVectorCalculator"
+  input_stream: "output"
+  output_stream: "points"
+  options: { [mediapipe.SplitVectorCalculatorOptions.ext] { ranges: { begin: 0 end: 1 } } }
+}
+node {
+  calculator: "TensorsToLandmarksCalculator"
+  input_stream: "TENSORS:points"
+  output_stream: "NORM_LANDMARKS:in_roi"
+  options: { [mediapipe.TensorsToLandmarksCalculatorOptions.ext] {
+    num_landmarks: 468 input_image_width: 192 input_image_height: 192 } }
+}
+node {
+  calculator: "LandmarkProjectionCalculator"
+  input_stream: "NORM_LANDMARKS:in_roi"
+  input_stream: "NORM_RECT:roi"
+  output_stream: "NORM_LANDMARKS:landmarks"
+}
+"""
+#: The landmark network's region: the detector's box scaled by this, squared.
+ROI_SCALE = 1.5
+
+
+def _landmark_graph():
+    from google.protobuf import text_format
+    from mediapipe.framework import calculator_pb2
+    from mediapipe.python.solution_base import PacketDataType, SolutionBase
+
+    config = text_format.Parse(_LANDMARK_GRAPH, calculator_pb2.CalculatorGraphConfig())
+    return SolutionBase(graph_config=config, outputs=["landmarks"],
+                        stream_type_hints={"image": PacketDataType.IMAGE_FRAME,
+                                           "roi": PacketDataType.PROTO})
+
+
+def landmarks_in_box(graph, rgb, detection):
+    """A float64 (478, 3) mesh read by the landmark network in a BlazeFace
+    detection's region (its box scaled by ``ROI_SCALE``, square, turned so that
+    its two eye keypoints lie level, as MediaPipe's face mesh places it); the
+    iris points (468-477) are the eye contours' centres.  None when the network
+    gives no points."""
+    from mediapipe.framework.formats import rect_pb2
+
+    h, w = rgb.shape[:2]
+    box = detection.location_data.relative_bounding_box
+    kp = detection.location_data.relative_keypoints
+    side = ROI_SCALE * max(box.width * w, box.height * h)
+    angle = -np.arctan2(-(kp[1].y - kp[0].y) * h, (kp[1].x - kp[0].x) * w)
+    roi = rect_pb2.NormalizedRect(x_center=box.xmin + box.width / 2,
+                                  y_center=box.ymin + box.height / 2,
+                                  width=side / w, height=side / h, rotation=float(angle))
+    res = graph.process({"image": rgb, "roi": roi})
+    if res.landmarks is None:
+        return None
+    pts = np.array([(p.x * w, p.y * h, p.z * w) for p in res.landmarks.landmark], np.float64)
+    irises = [np.repeat(pts[list(eye)].mean(axis=0, keepdims=True), 5, axis=0)
+              for eye in (RIGHT_EYE, LEFT_EYE)]
+    return np.concatenate([pts] + irises)
 
 
 @contextlib.contextmanager
