@@ -16,7 +16,7 @@ Detection passes (``PASSES``), each tried only when the ones before found no
 face: the photo as given; the photo with a border of a quarter of its size
 (faces that fill the frame or touch its edge); the photo mirrored (BlazeFace
 finds some profiles turned one way but not the other; the points are mirrored
-back); the padded photo turned by 15 degrees either way, as it is and mirrored
+back and renamed by their left/right twins, :mod:`facesegment.faces.mesh_twins`); the padded photo turned by 15 degrees either way, as it is and mirrored
 (profiles whose chin line the detector misses upright); last, "detected": the
 padded photo's BlazeFace boxes, each read by the 468-point landmark network
 without the face-presence gate that makes the mesh drop some full profiles
@@ -129,10 +129,8 @@ class MeshFinder:
         photo's pixels, z in the same scale, larger = farther), largest face first.
 
         ``info`` (a dict) gets ``"detection"``: the pass that found them ("" when
-        none).  A mesh found on the mirrored photo is mirrored back point by point:
-        its points lie on the photo's face, but each index names its left/right
-        twin (``"detection"`` starts with "mirrored"; :func:`side_parts` and the
-        pose estimate account for it)."""
+        none).  A mesh found on the mirrored photo is mirrored back and its points
+        renamed by their twins, so every pass gives a mesh of the photo itself."""
         image = np.asarray(image)
         scale = 1.0
         if max(image.shape[:2]) > self.max_side:   # found on a shrunk copy, mapped back
@@ -162,7 +160,7 @@ class MeshFinder:
             padded = np.pad(image, ((p, p), (p, p), (0, 0)), mode="edge")
             return [m - np.array([p, p, 0.0]) for m in self._run(padded)]
         if name == "mirrored":
-            return [_mirror_x(m, w) for m in self._run(image[:, ::-1])]
+            return [_unmirror(m, w) for m in self._run(image[:, ::-1])]
         p = int(round(_PAD * max(h, w)))
         padded = np.pad(image, ((p, p), (p, p), (0, 0)), mode="edge")
         shift = np.array([p, p, 0.0])
@@ -174,7 +172,7 @@ class MeshFinder:
                 found = [_unrotate(m, angle, w + 2 * p, h + 2 * p)
                          for m in self._run(_rotate(src, angle))]
                 if mirrored:
-                    found = [_mirror_x(m, w + 2 * p) for m in found]
+                    found = [_unmirror(m, w + 2 * p) for m in found]
                 if found:
                     return [m - shift for m in found]
         return []
@@ -327,6 +325,14 @@ def _mirror_x(mesh, width):
     out = mesh.copy()
     out[:, 0] = width - 1 - out[:, 0]
     return out
+
+
+def _unmirror(mesh, width):
+    """A mesh found on the mirrored photo as a mesh of the photo: x flipped back,
+    each point renamed by its left/right twin."""
+    from .mesh_twins import TWINS
+
+    return _mirror_x(mesh, width)[list(TWINS)]
 
 
 def _hull_fill(labels, pts, value):

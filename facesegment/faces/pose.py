@@ -1,10 +1,9 @@
 """The head's pan (yaw, degrees) from a MediaPipe face mesh.
 
 :func:`pan_features` measures a mesh by left/right-symmetric point *sets* only
-(midline points, the whole face oval, both eyes together): a mesh found on the
-mirrored photo and mirrored back (each index naming its left/right twin, see
-:meth:`facesegment.faces.mesh.MeshFinder.find`) gives the same features as a
-mesh found directly.  The first :data:`N_ODD` features change sign when the
+(midline points, the whole face oval, both eyes together), so they do not
+depend on which of two twin points (:mod:`facesegment.faces.mesh_twins`) carries
+which name.  The first :data:`N_ODD` features change sign when the
 mesh is mirrored (x flipped), the others do not.
 
 :class:`PanModel` is a ridge regression on monomials of the features, each with
