@@ -254,20 +254,19 @@ def _landmark_graph():
 
 def landmarks_in_box(graph, rgb, detection):
     """A float64 (478, 3) mesh read by the landmark network in a BlazeFace
-    detection's region (its box scaled by ``ROI_SCALE``, square, turned so that
-    its two eye keypoints lie level, as MediaPipe's face mesh places it); the
-    iris points (468-477) are the eye contours' centres.  None when the network
+    detection's region (its box scaled by ``ROI_SCALE``, square, upright: the
+    eye keypoints that MediaPipe's face mesh levels are unreliable in the
+    profiles this pass finds); the iris points (468-477) are the eye contours'
+    centres.  None when the network
     gives no points."""
     from mediapipe.framework.formats import rect_pb2
 
     h, w = rgb.shape[:2]
     box = detection.location_data.relative_bounding_box
-    kp = detection.location_data.relative_keypoints
     side = ROI_SCALE * max(box.width * w, box.height * h)
-    angle = -np.arctan2(-(kp[1].y - kp[0].y) * h, (kp[1].x - kp[0].x) * w)
     roi = rect_pb2.NormalizedRect(x_center=box.xmin + box.width / 2,
                                   y_center=box.ymin + box.height / 2,
-                                  width=side / w, height=side / h, rotation=float(angle))
+                                  width=side / w, height=side / h, rotation=0.0)
     res = graph.process({"image": rgb, "roi": roi})
     if res.landmarks is None:
         return None
