@@ -63,3 +63,32 @@ def test_summaries_sum_counts_before_dividing():
     assert out["all"]["mean"] == round(100 * 4 / 6, 2)
     assert out["default_found"]["mean"] == 50.0 and out["default_found"]["n"] == 1
     assert out["per_pan"] == {"0": 50.0, "15": 75.0}
+
+
+def test_the_gain_search_ranks_as_the_exact_labels_score():
+    """GainSearch re-weights maps pasted once; its counts match the labels
+    photo_labels draws under the same gains up to a few boundary pixels."""
+    from pathlib import Path
+
+    from facesegment.faces.mesh_train import photo_labels, prepare_face
+    from pipelines.handdrawn_gains import GainSearch
+    from tests.faces.test_mesh_model import TEMPLATE, synthetic
+
+    mesh = np.load(TEMPLATE).astype(np.float64) * 160.0 + np.array([200.0, 210.0, 0.0])
+    image, labels = synthetic(mesh)
+    face = prepare_face(image, labels, mesh, "f", 1, 0.0)
+    rng = np.random.default_rng(0)
+    s = face.planes.shape[0]
+    import cv2
+
+    proba = cv2.GaussianBlur(rng.random((s, s, 6)).astype(np.float32) ** 4, (0, 0), 2.0)
+    proba[..., 0] += (face.drawn == 0) * 0.5      # background outside the drawn face
+    proba /= proba.sum(axis=-1, keepdims=True)
+    search = GainSearch([face], {"f": proba})
+    for gains in ((1, 1, 1, 1, 1, 1), (1, 1, 1.5, 1.25, 3.0, 3.0)):
+        from facesegment.evaluation.handdrawn import handdrawn_counts
+
+        exact = handdrawn_counts(photo_labels(face, proba, gains), face.labels)
+        fast = search.counts(gains)["f"]
+        assert np.all(np.abs(fast - exact) <= 0.03 * exact[:, 1:2] + 5), (gains, fast, exact)
+    assert Path(TEMPLATE).is_file()

@@ -37,6 +37,7 @@ class PreparedFace:
     planes: np.ndarray = None
     crop_labels: np.ndarray = None
     drawn: np.ndarray = None    # the mesh drawn on the crop
+    weight: float = 1.0         # its trained pixels, as a share of ``n_pixels``
     extra: dict = field(default_factory=dict)
 
 
@@ -57,8 +58,8 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
 def _stage_samples(faces, previous, n_pixels, seed):
     xs, ys = [], []
     for i, f in enumerate(faces):
-        idx, y = sample_pixels(f.crop_labels, n_pixels, seed + i, near_parts(f.planes),
-                               N_NEAR * n_pixels)
+        n = int(round(n_pixels * f.weight))
+        idx, y = sample_pixels(f.crop_labels, n, seed + i, near_parts(f.planes), N_NEAR * n)
         planes = stage_input(f.planes, None if previous is None else previous[i])
         xs.append(planes.reshape(-1, planes.shape[2])[idx])
         ys.append(y)
@@ -74,7 +75,8 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     make_forest : callable () -> unfitted forest classifier
     n_stages : int
     n_pixels : int
-        Trained pixels drawn per face (uniformly: the classes keep their shares).
+        Trained pixels drawn per face of weight 1 (uniformly: the classes keep
+        their shares); a face draws ``n_pixels * face.weight``.
     seed : int
         Seed of the pixel draws (face ``i`` uses ``seed + i``).
     progress : callable (str) or None
@@ -108,16 +110,18 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed):
     return out
 
 
-def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None):
+def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
+                   extra=()):
     """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
-    for a face without a mesh (:func:`photo_labels` turns them into labels)."""
+    for a face without a mesh (:func:`photo_labels` turns them into labels).
+    The ``extra`` faces (another dataset) are trained in every fold, never held out."""
     groups = sorted({f.group for f in faces}, key=str)
     out = {}
     for k, g in enumerate(groups):
         if progress:
             progress(f"fold {k + 1}/{len(groups)} (without {g})")
-        stages = fit_stages([f for f in faces if f.group != g], make_forest, n_stages,
-                            n_pixels, seed)
+        stages = fit_stages([f for f in faces if f.group != g] + list(extra), make_forest,
+                            n_stages, n_pixels, seed)
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else predict_stages(stages, f.planes)
