@@ -17,7 +17,9 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
   NAME_label.png    class ids 0-7 on the original image's pixels, as a paletted
                     PNG: viewers show the class colours, `read_label` (or
                     PIL's np.asarray(Image.open(...))) gives the ids
-  NAME_overlay.png  the classes' colours blended over the photo
+  NAME_overlay.png  the classes' colours blended over the photo, with the
+                    class key in the corner (--no-legend: without;
+                    `facesegment classes` lists ids, names and colours)
   NAME_proba.npz    with --save-proba: compressed numpy arrays `proba`
                     (H, W, 8) float16, the reweighted class probabilities of
                     every pixel (sum 1; outside every face: background 1;
@@ -114,6 +116,8 @@ def add_arguments(p):
                    help="also write NAME_proba.npz: the class-probability maps, float16 "
                         "(H, W, 8), compressed, written atomically (16 bytes per pixel "
                         "before compression)")
+    p.add_argument("--no-legend", dest="legend", action="store_false",
+                   help="leave the class key (ids, names, colours) off the overlays")
     add_parallel_arguments(p)
 
 
@@ -155,7 +159,7 @@ def run(args):
                              detect=args.detect, detector=args.detector,
                              scheduler=args.scheduler, n_workers=args.workers,
                              progress=not args.quiet, save_proba=args.save_proba,
-                             detect_size=args.detect_size, sigma=sigma)
+                             detect_size=args.detect_size, sigma=sigma, legend=args.legend)
     skipped = [r for r in results if r.status != "ok"]
     for r in skipped:
         print(f"skipped {r.name}: {r.status}: {r.message}", file=sys.stderr)

@@ -69,13 +69,14 @@ def write_proba_npz(path, proba, class_names, alpha):
 
 
 def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
-                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True):
     """Task: segment one file and write its outputs (top level, picklable).
 
     ``name`` names the input in the summary (relative path with extension);
     the outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
     class colours), ``<output>_overlay.png`` and, with ``save_proba``,
-    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension).
+    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension);
+    the overlay carries the class key unless ``legend`` is False.
 
     Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
     An output that cannot be written (full disk) is reported with ``fatal``
@@ -117,7 +118,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     try:
         for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
                               (OVERLAY_SUFFIX, lambda p: write_png_atomic(
-                                  p, overlay(image, labels, info.get("pan_marks")))),
+                                  p, overlay(image, labels, info.get("pan_marks"), legend=legend))),
                               (PROBA_SUFFIX, lambda p: write_proba_npz(
                                   p, proba, model.class_names, alpha))):
             if suffix == PROBA_SUFFIX and not save_proba:
@@ -283,7 +284,8 @@ def output_names(names):
 
 def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
-                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None,
+                   legend=True):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
     ``input_dir`` is a folder (searched recursively), an image file, a glob
@@ -299,6 +301,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
 
     ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
     class maps, pixels of the crop) default to the model's decision rule.
+    ``legend``: draw the class key on the overlays.
 
     Returns
     -------
@@ -330,7 +333,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     stop, why = None, ""
     tasks = map_tasks(_segment_item, items,
                       args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
-                            beta, sigma),
+                            beta, sigma, legend),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
@@ -415,7 +418,7 @@ def _make_output_folders(out, subfolders):
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
-                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True):
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
                         save_proba=save_proba, output=item.output, detect_size=detect_size,
-                        beta=beta, sigma=sigma)
+                        beta=beta, sigma=sigma, legend=legend)
