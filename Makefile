@@ -77,7 +77,7 @@ investigate: setup  ## Window-level study of the split functions (CO2 eta, nu, p
 check-pixels: setup  ## Score a finished run's models on every test pixel, next to its pixel-grid scores
 	$(BIN)/python -m pipelines.check_pixels --run $(or $(NAME),$(notdir $(DATA)),faces300w)-$(or $(PRESET),default)
 
-notebook: setup  ## Execute notebooks/walkthrough.ipynb with the faces300w model and save its outputs
+notebook: setup  ## Execute notebooks/walkthrough.ipynb from the shipped models and save it with its outputs (committed, so it reads on a code host)
 	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)
 
 bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
