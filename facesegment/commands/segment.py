@@ -53,7 +53,9 @@ research use (their training data's terms; see each MODEL_CARD.md).
 
 Under the faces300w models (--model faces300w-landmarks or
 faces300w-two-probe), images that are exactly 250x250 are taken to be
-LFW-style face crops already (--detect auto); in others faces are found with
+LFW-style face crops already (--detect auto: no face is searched for; the
+crop's own landmarks are, where the model reads them, and the detection
+column names the pass that found them); in others faces are found with
 dlib's HOG detector (on a
 copy shrunk to --detect-size pixels, so big photos need little memory; the
 passes of `facesegment label`: as given, then upsampled, then upsampled with a
