@@ -77,7 +77,7 @@ investigate: setup  ## Window-level study of the split functions (CO2 eta, nu, p
 check-pixels: setup  ## Score a finished run's models on every test pixel, next to its pixel-grid scores
 	$(BIN)/python -m pipelines.check_pixels --run $(or $(NAME),$(notdir $(DATA)),faces300w)-$(or $(PRESET),default)
 
-notebook: setup  ## Execute notebooks/walkthrough.ipynb with the faces300w model and save its outputs
+notebook: setup  ## Execute notebooks/walkthrough.ipynb from the shipped models and save it with its outputs (committed, so it reads on a code host)
 	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)
 
 bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
@@ -111,9 +111,15 @@ handdrawn: setup  ## Leave-people-out scores on hand-drawn masks (docs/handdrawn
 	$(BIN)/python -m pipelines.handdrawn cv --data $(HANDDRAWN_DATA)
 
 # Only what the build made and git ignores: the tracked results (reports/runs/RUN/*.json,
-# figures, tables) and the shipped model stay (tests/test_makefile.py checks this).
-clean:  ## Remove generated intermediate files (windows, labels, trained models, stage stamps, caches); keep results and downloads
-	rm -rf data/windows data/labels data/aligned models/*/ reports/runs/*/stamps reports/uci/quick \
+# figures, tables) and the shipped model stay. Models and labels only where the build
+# puts its own: models/RUN for each run under reports/runs, and the labels it makes for
+# downloaded LFW; never a folder a user made there, such as models/demo or
+# data/labels/photos (tests/test_makefile.py checks all of this).
+RUNS := $(notdir $(wildcard reports/runs/*))
+BUILT_LABELS := data/labels/lfw data/labels/lfw-gray
+clean:  ## Remove generated intermediate files (windows, LFW labels, the runs' trained models, stage stamps, caches); keep results, downloads and your own models and labels
+	rm -rf data/windows data/aligned data/landmarks data/bench $(BUILT_LABELS) \
+		$(addprefix models/,$(RUNS)) reports/runs/*/stamps reports/uci/quick \
 		reports/nongreedy/runs reports/nongreedy/runs-grid1 reports/nongreedy/logs \
 		reports/cascade/cache .pytest_cache build dask-worker-space
 

@@ -19,9 +19,10 @@ else)::
 
 __version__ = "0.2.0"
 
-#: Public names loaded on first use: ``facesegment.segment`` (callable: the
-#: one-call API), ``facesegment.load_model``, ``Face``, ``DecisionRule``, ``choose_rule``.
-_LAZY = {"load_model": ("facesegment.api", "load_model"), "Face": ("facesegment.api", "Face"),
+#: Public names loaded on first use: ``facesegment.segment`` (the one-call API, a
+#: function), ``facesegment.load_model``, ``Face``, ``DecisionRule``, ``choose_rule``.
+_LAZY = {"segment": ("facesegment.api", "segment"),
+         "load_model": ("facesegment.api", "load_model"), "Face": ("facesegment.api", "Face"),
          "DecisionRule": ("facesegment.rule", "DecisionRule"),
          "choose_rule": ("facesegment.evaluation.calibrate", "choose_rule")}
 
@@ -29,8 +30,6 @@ _LAZY = {"load_model": ("facesegment.api", "load_model"), "Face": ("facesegment.
 def __getattr__(name):
     import importlib
 
-    if name == "segment":     # the submodule, which is callable (facesegment.api.segment)
-        return importlib.import_module("facesegment.faces.segment")
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
@@ -38,4 +37,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | {"segment"})
+    return sorted(set(globals()) | set(_LAZY))

@@ -5,13 +5,14 @@
     for face in faces:
         face.box, face.landmarks, face.labels, face.proba, face.path
 
-Each face is found (dlib's detector and 68 landmarks), cut out as the model's
+Each face is found (MediaPipe's face mesh under the default model; dlib's
+detector and 68 landmarks under the faces300w models), cut out as the model's
 training faces were cropped, segmented with every pixel predicted, and
 mapped back onto the photo; its decision rule (:mod:`facesegment.rule`) is the
-model's own.  An image that already is a 250x250 face crop is segmented as it
-is (``path == "crop"``).  :func:`facesegment.dense.predict_image` segments one
-crop; :func:`facesegment.faces.folder.segment_folder` (``facesegment segment``)
-writes label maps, overlays and a CSV for many photos.
+model's own.  The faces are those of ``facesegment segment`` (both call
+:func:`facesegment.faces.segment.photo_faces`), so the API and the CLI agree
+on every face of every image.  :func:`facesegment.faces.folder.segment_folder`
+(``facesegment segment``) writes label maps, overlays and a CSV for many photos.
 """
 
 from dataclasses import dataclass
@@ -71,19 +72,19 @@ def check_photo_dependencies():
                             "face crops already") from None
 
 
-@dataclass
+@dataclass(repr=False)
 class Face:
     """One segmented face of a photo.
 
     Attributes
     ----------
     box : tuple (x0, y0, side)
-        The square crop cut around the face, in the photo's pixels (the whole
-        image for ``path == "crop"``).
+        The square crop cut around the face, in the photo's pixels (``(0, 0,
+        max(H, W))`` for an image taken as one face crop).
     landmarks : float64 (N, 2) or None
         The face's landmarks (x, y) in the photo's pixels: the face mesh's 478
-        points under a mesh model, dlib's 68 under a landmark model (None when no
-        landmarks were predicted).
+        points under a mesh model, dlib's 68 under the faces300w models (None
+        when no landmarks were found).
     labels : uint8 (H, W)
         The photo's classes from this face: class ids inside its crop,
         background (0) elsewhere.
@@ -94,15 +95,16 @@ class Face:
         The crop itself (``crop_labels`` = ``proba.argmax(-1)``).
     crop_labels : uint8 (S, S)
     path : str
-        How the face was found and segmented: "mesh" (MediaPipe's face mesh and
-        the mesh model's forests), "landmarks" (dlib box and 68 landmarks),
-        "dlib" (the calibrated dlib box) or "crop" (the image taken as one face
-        crop).
+        The segmentation path (the CSV's ``paths`` column): "mesh" (the mesh
+        model's forests), "landmarks" (dlib's landmarks placed the parts) or
+        "landmark-free" (the forest alone).
     pan : float
         The head's turn in degrees (+ = toward the image's left; 0 = frontal),
         estimated from the face mesh; NaN under models without a pan estimate.
     detection : str
-        The detection pass that found the face ("" when none ran).
+        The detector pass that found the face (the CSV's ``detection`` column:
+        the face mesh's "default", "padded", ...; dlib's "default", "upsampled",
+        "low-threshold"; "" when no detector ran).
     """
 
     box: tuple
@@ -119,8 +121,9 @@ class Face:
         h, w = self.labels.shape[:2]
         pan = "" if self.pan != self.pan else f", pan={self.pan:+.0f}"
         box = ", ".join(f"{v:.1f}" for v in self.box)
-        return (f"Face(box=({box}), path={self.path!r}{pan}, labels={w}x{h}, "
-                f"crop={self.crop.shape[1]}x{self.crop.shape[0]})")
+        marks = "none" if self.landmarks is None else len(self.landmarks)
+        return (f"Face(box=({box}), path={self.path!r}, detection={self.detection!r}{pan}, "
+                f"landmarks={marks}, labels={w}x{h})")
 
 
 def _read(image):
@@ -141,34 +144,55 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
 
     Parameters
     ----------
-    image : path or uint8 (H, W, 3) RGB array
-        A photo of any size (files are turned upright by their EXIF orientation).
-    model : Model, folder, shipped name or None
-        None: the shipped default model (:data:`facesegment.models.DEFAULT`).
-    detect : {"auto", "always", "never"}
-        "auto" takes a 250x250 image as a face crop already; "never" takes any
-        image as one crop.
-    detector : {"landmarks", "dlib"}
-        How crops are found (see :func:`facesegment.faces.crops.find_crops`).
+    image : str, Path or uint8 ndarray (H, W, 3)
+        A photo of any size, as a file (turned upright by its EXIF orientation)
+        or an RGB array.
+    model : Model, str, Path or None, optional
+        A loaded model (:func:`load_model`), a model folder or a shipped
+        model's name; None (default): the shipped default model
+        (:data:`facesegment.models.DEFAULT`, loaded once per process).
+    detect : {"auto", "always", "never"}, optional
+        Under the faces300w models: "auto" (default) takes an exactly-250x250
+        image as a face crop already, "always" detects in every image, "never"
+        takes any image as one crop.  A mesh model searches every image for
+        its face mesh.
+    detector : {"landmarks", "dlib"}, optional
+        How the faces300w models find crops: dlib's box and 68 landmarks
+        (default) or dlib's calibrated box (see
+        :func:`facesegment.faces.crops.find_crops`).
     detect_size : int, optional
-        Faces are detected on a copy shrunk to this longer side (default 2000).
+        Faces are detected on a copy shrunk to this longer side (default 2000;
+        0: full resolution).
     alpha, beta, sigma : float, optional
-        Terms of the decision rule (default: the model's).
+        Terms of the decision rule (default: the model's; :mod:`facesegment.rule`).
 
     Returns
     -------
-    list of :class:`Face`, largest first; empty when no face is found.
+    list of Face
+        One :class:`Face` per face found, largest first; empty when none is.
 
     Raises
     ------
     DataError
         An unreadable file, an unknown model, or dlib missing (to find faces).
+    ValueError
+        An unknown ``detect`` or ``detector``, or an array that is not RGB uint8.
+
+    See Also
+    --------
+    load_model : a shipped model by name, or a model folder.
+    facesegment.faces.folder.segment_folder : many photos to files (the CLI).
+
+    Examples
+    --------
+    >>> import facesegment
+    >>> faces = facesegment.segment("group.jpg")              # doctest: +SKIP
+    >>> [(f.box, f.path, f.detection) for f in faces]          # doctest: +SKIP
+    >>> labels = faces[0].labels        # uint8 (H, W): class ids, see facesegment.classes
+    >>> facesegment.segment("crop.png", "faces300w-landmarks")   # doctest: +SKIP
     """
-    from .faces.crops import (CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS, box_region, crop_face,
-                        find_crops, find_landmarks, landmark_box, model_crop_rule,
-                        uncrop_proba)
-    from .faces.landmark_model import LandmarkModel
-    from .rule import decision_rule
+    from .faces.crops import CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
+    from .faces.segment import photo_faces, photo_labels
 
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
@@ -176,67 +200,16 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
     img = _read(image)
     h, w = img.shape[:2]
-    as_crop = detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP))
     model = _model(model)
-    if getattr(model, "kind", None) == "mesh-forest":   # the face mesh finds every face
-        return _segment_mesh(model, img)
-    if not as_crop:
+    mesh = getattr(model, "kind", None) == "mesh-forest"
+    if not mesh and not (detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP))):
         check_photo_dependencies()
-    terms = {}
-    if not isinstance(model, LandmarkModel):
-        rule = decision_rule(model, alpha, beta, sigma)
-        terms = dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
-    if as_crop:
-        proba, labels = _crop_maps(model, img, terms)
-        return [Face((0.0, 0.0, float(max(h, w))), None, labels, proba, img, labels, "crop")]
     size = DETECT_MAX_SIDE if detect_size is None else int(detect_size)
-    rule_crop = model_crop_rule(model)
-    if detector == "landmarks":
-        points = find_landmarks(img, size)
-        boxes = [landmark_box(p, rule_crop) for p in points]
-    else:
-        boxes = find_crops(img, detector, max_side=size, crop_rule=rule_crop)
-        points = [None] * len(boxes)
-    faces = []
-    for box, pts in zip(boxes, points):
-        crop = crop_face(img, box)
-        proba, crop_labels = _crop_maps(model, crop, terms)
-        labels = np.zeros((h, w), dtype=np.uint8)
-        r0, r1, c0, c1 = box_region(box, img.shape)
-        if r1 > r0 and c1 > c0:
-            part = uncrop_proba(proba, box, (r1 - r0, c1 - c0), origin=(r0, c0))
-            covered = part.sum(axis=-1) > 0
-            lab = np.argmax(part, axis=-1).astype(np.uint8)
-            lab[~covered] = 0
-            labels[r0:r1, c0:c1] = lab
-        faces.append(Face(tuple(float(v) for v in box), pts, labels, proba, crop, crop_labels,
-                          detector))
-    return faces
-
-
-def _segment_mesh(model, img):
-    """:func:`segment` under a mesh-forest model (photos and crops alike: the face
-    mesh is searched for in either)."""
-    from .faces.mesh_model import MESH_PATH
-    from .faces.mesh_segment import face_labels, mesh_faces
-
-    faces, _ = mesh_faces(model, img)
+    faces = photo_faces(model, img, detect, detector, size, alpha, beta, sigma)
     out = []
     for f in faces:
+        labels = photo_labels(model, img.shape, [f])[0]
         crop_labels = np.argmax(f.proba, axis=-1).astype(np.uint8)
-        out.append(Face(tuple(float(v) for v in f.box), f.mesh[:, :2].copy(),
-                        face_labels(img.shape, f), f.proba, f.crop, crop_labels, MESH_PATH,
-                        pan=f.pan, detection=f.detection))
+        out.append(Face(tuple(float(v) for v in f.box), f.landmarks, labels, f.proba, f.crop,
+                        crop_labels, f.path, pan=f.pan, detection=f.detection))
     return out
-
-
-def _crop_maps(model, crop, terms):
-    """Class probabilities and labels of one face crop under ``model``."""
-    from .faces.crops import model_image
-    from .dense import predict_image
-    from .faces.landmark_model import LandmarkModel
-
-    if isinstance(model, LandmarkModel):
-        proba = model.predict_crop(crop)[0]
-        return proba, np.argmax(proba, axis=-1).astype(np.uint8)
-    return predict_image(model, model_image(model, crop), mode="full", **terms)

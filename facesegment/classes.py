@@ -6,6 +6,11 @@ recorded in every windows file and model.  ``WINDOW``, ``HALF``,
 (:data:`facesegment.layout.DEFAULT_LAYOUT`, 31x31 RGB) kept for backward
 compatibility; no kernel uses them, and new code should read the layout of
 its model or windows file.
+
+The class key (each class's id, name and colour) as text (:func:`class_table`,
+``facesegment classes``) and as an image (:func:`legend_image`, drawn on the
+overlays by :func:`add_legend`) uses :data:`CLASS_COLORS`, the palette of the
+label PNGs (:func:`facesegment.data.imageio.label_palette`), so all are one.
 """
 
 import numpy as np
@@ -59,3 +64,68 @@ def feature_offsets(width, channels=N_CHANNELS, window=WINDOW):
     from .layout import feature_offsets as _offsets
 
     return _offsets(width, channels, window)
+
+
+# ------------------------------------------------------------------ the class key
+
+_FONT = 0  # cv2.FONT_HERSHEY_SIMPLEX (cv2 is imported when a key is drawn)
+#: The key is left off an image where it would cover more than this share of its
+#: width or height at the smallest legible size.
+MAX_SHARE = 0.5
+_MIN_SCALE, _MAX_SCALE = 0.35, 1.2
+
+
+def class_table(names=CLASS_NAMES, colors=CLASS_COLORS):
+    """Rows ``(id, name, "#rrggbb", (r, g, b))`` of the classes, by id."""
+    return [(i, name, "#{:02x}{:02x}{:02x}".format(*(int(v) for v in colors[i])),
+             tuple(int(v) for v in colors[i])) for i, name in enumerate(names)]
+
+
+def _key(scale, names, colors, ids):
+    """The key at text ``scale``: uint8 (h, w, 3) RGB on a dark panel."""
+    import cv2
+
+    thick = 1 if scale < 0.8 else 2
+    rows = [f"{i} {names[i]}" for i in ids]
+    sizes = [cv2.getTextSize(t, _FONT, scale, thick)[0] for t in rows]
+    th = max(s[1] for s in sizes)
+    pad, gap = max(2, int(round(6 * scale))), max(2, int(round(5 * scale)))
+    sw = th + gap                                   # the colour swatch's side
+    w = pad * 3 + sw + max(s[0] for s in sizes)
+    h = pad * 2 + len(rows) * sw + (len(rows) - 1) * gap
+    key = np.full((h, w, 3), 32, np.uint8)
+    for k, (i, text) in enumerate(zip(ids, rows)):
+        y = pad + k * (sw + gap)
+        cv2.rectangle(key, (pad, y), (pad + sw - 1, y + sw - 1),
+                      tuple(int(v) for v in colors[i]), -1)
+        cv2.rectangle(key, (pad, y), (pad + sw - 1, y + sw - 1), (200, 200, 200), 1)
+        cv2.putText(key, text, (2 * pad + sw, y + (sw + th) // 2), _FONT, scale,
+                    (255, 255, 255), thick, cv2.LINE_AA)
+    return key
+
+
+def legend_image(names=CLASS_NAMES, colors=CLASS_COLORS, scale=0.6, background=False):
+    """The class key as an image: uint8 (h, w, 3) RGB, one row per class (id, colour
+    swatch, name), background (class 0) included only with ``background``."""
+    ids = list(range(0 if background else 1, len(names)))
+    return _key(float(scale), names, colors, ids)
+
+
+def add_legend(image, names=CLASS_NAMES, colors=CLASS_COLORS):
+    """A copy of ``image`` (uint8 (H, W, 3) RGB) with the class key (the face
+    classes, not background) in its bottom-right corner, sized to the image;
+    ``image`` itself when the key would cover more than :data:`MAX_SHARE` of its
+    width or height even at the smallest legible size."""
+    out = np.array(image, dtype=np.uint8, copy=True)
+    h, w = out.shape[:2]
+    scale = float(np.clip(min(h, w) / 1000.0, _MIN_SCALE, _MAX_SCALE))
+    key = legend_image(names, colors, scale)
+    while (key.shape[0] > MAX_SHARE * h or key.shape[1] > MAX_SHARE * w) and scale > _MIN_SCALE:
+        scale = max(_MIN_SCALE, scale * 0.8)
+        key = legend_image(names, colors, scale)
+    kh, kw = key.shape[:2]
+    if kh > MAX_SHARE * h or kw > MAX_SHARE * w:
+        return out
+    m = max(2, min(h, w) // 100)
+    out[h - kh - m:h - m, w - kw - m:w - m] = key     # opaque: the swatches are the palette
+    return out

@@ -28,13 +28,39 @@ def test_importing_the_package_loads_no_api_and_the_names_resolve_lazily():
     assert out[1] == "True facesegment.api facesegment.rule"
 
 
-def test_segment_module_is_the_callable_api_even_after_a_submodule_import():
-    import facesegment
-    from facesegment.faces.segment import segment_image  # noqa: F401  (binds the submodule)
+def test_segment_is_a_plain_function_with_its_parameters_documented():
+    import inspect
+    import pydoc
+    import types
 
-    assert callable(facesegment.segment) and facesegment.segment.segment_image
+    import facesegment
+    from facesegment.faces.segment import segment_image  # noqa: F401  (the module stays)
+
+    assert isinstance(facesegment.segment, types.FunctionType)
+    assert facesegment.segment.__module__ == "facesegment.api"
+    params = inspect.signature(facesegment.segment).parameters
+    assert {"image", "model", "detect", "detector", "detect_size", "alpha", "beta",
+            "sigma"} <= set(params)
+    text = pydoc.render_doc(facesegment.segment, renderer=pydoc.plaintext)
+    for words in ("Parameters", "Returns", "Examples", "detect_size", "list of Face"):
+        assert words in text, words
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         facesegment.nothing
+
+
+def test_models_and_faces_have_short_reprs():
+    from facesegment import models
+    from facesegment.api import Face, load_model
+
+    for name in models.shipped():
+        text = repr(load_model(name))
+        assert len(text) <= 200 and "\n" not in text, (name, len(text))
+    labels = np.zeros((2000, 3000), np.uint8)
+    face = Face((1.0, 2.0, 300.0), np.zeros((478, 2)), labels, np.zeros((128, 128, 8)),
+                np.zeros((128, 128, 3), np.uint8), np.zeros((128, 128), np.uint8), "mesh",
+                pan=-12.3, detection="default")
+    text = repr(face)
+    assert len(text) <= 200 and "landmarks=478" in text and "pan=-12" in text
 
 
 def test_unknown_model_name_lists_the_shipped_ones():
@@ -85,7 +111,8 @@ def test_a_crop_without_a_face_takes_the_shipped_forest():
     rng = np.random.default_rng(0)
     crop = rng.integers(0, 256, (250, 250, 3), dtype=np.uint8)
     faces = facesegment.segment(crop, models.LANDMARKS)
-    assert len(faces) == 1 and faces[0].path == "crop" and faces[0].landmarks is None
+    assert len(faces) == 1 and faces[0].path == "landmark-free" and faces[0].landmarks is None
+    assert faces[0].detection == "" and faces[0].box == (0.0, 0.0, 250.0)
     want = predict_image(load_model(models.FOREST), crop)[1]   # the forest's rule
     np.testing.assert_array_equal(faces[0].labels, want)
     assert faces[0].proba.shape == (250, 250, 8)
@@ -101,7 +128,8 @@ def test_a_face_crop_is_segmented_by_the_votes(faces300w):
     conf = 0
     for path in sorted((faces300w / "test").glob("*.jpg"))[:4]:
         faces = facesegment.segment(path, "faces300w-landmarks")
-        assert len(faces) == 1 and faces[0].path == "crop"
+        assert len(faces) == 1 and faces[0].path == "landmarks" and faces[0].detection
+        assert faces[0].landmarks.shape == (68, 2)
         conf = conf + confusion_matrix(read_label(str(path)[:-4] + "_label.png"), faces[0].labels)
     assert class_average(jaccard(conf)) > 70
     assert set(np.unique(faces[0].proba * 54).round(3)) <= set(np.arange(55.0))   # 54 votes

@@ -68,7 +68,7 @@ def test_the_public_api_of_the_root_is_unchanged():
     import facesegment
 
     assert callable(facesegment.segment)
-    assert facesegment.segment.__name__ == "facesegment.faces.segment"
+    assert facesegment.segment.__module__ == "facesegment.api"
     assert facesegment.load_model.__module__ == "facesegment.api"
     assert facesegment.Face.__module__ == "facesegment.api"
     assert facesegment.DecisionRule.__module__ == "facesegment.rule"

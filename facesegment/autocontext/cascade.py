@@ -47,6 +47,9 @@ class Cascade:
         self.spec = spec
         self.provenance = dict(provenance or {})
 
+    def __repr__(self):
+        return f"Cascade(stages={len(self.stages)}, kinds={self.stage_kinds})"
+
     # ------------------------------------------------ the model-like face
     @property
     def final(self):

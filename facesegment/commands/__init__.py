@@ -6,4 +6,4 @@ Each module defines ``HELP`` (one line), ``DESCRIPTION`` (longer text),
 
 #: Subcommands in the order ``facesegment --help`` lists them.
 COMMANDS = ("data", "label", "extract", "train", "evaluate", "segment", "figures",
-            "warmup", "models")
+            "warmup", "models", "classes")

@@ -1,5 +1,8 @@
 """``facesegment segment``: segment the face photos of folders, files or patterns."""
 
+import contextlib
+import os
+
 from ._common import (add_parallel_arguments, alpha_value, beta_value, nonneg_int,
                       sigma_value)
 
@@ -17,7 +20,9 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
   NAME_label.png    class ids 0-7 on the original image's pixels, as a paletted
                     PNG: viewers show the class colours, `read_label` (or
                     PIL's np.asarray(Image.open(...))) gives the ids
-  NAME_overlay.png  the classes' colours blended over the photo
+  NAME_overlay.png  the classes' colours blended over the photo, with the
+                    class key in the corner (--no-legend: without;
+                    `facesegment classes` lists ids, names and colours)
   NAME_proba.npz    with --save-proba: compressed numpy arrays `proba`
                     (H, W, 8) float16, the reweighted class probabilities of
                     every pixel (sum 1; outside every face: background 1;
@@ -48,7 +53,9 @@ research use (their training data's terms; see each MODEL_CARD.md).
 
 Under the faces300w models (--model faces300w-landmarks or
 faces300w-two-probe), images that are exactly 250x250 are taken to be
-LFW-style face crops already (--detect auto); in others faces are found with
+LFW-style face crops already (--detect auto: no face is searched for; the
+crop's own landmarks are, where the model reads them, and the detection
+column names the pass that found them); in others faces are found with
 dlib's HOG detector (on a
 copy shrunk to --detect-size pixels, so big photos need little memory; the
 passes of `facesegment label`: as given, then upsampled, then upsampled with a
@@ -73,8 +80,18 @@ Without --model the model shipped with facesegment is used (its
 MODEL_CARD.md: facesegment/models/); its decision rule (alpha, beta, sigma,
 chosen on validation images) applies unless --alpha/--beta/--sigma are given.
 
+Machine-readable output: --json writes one JSON record per face to stdout
+(file, name, face, width, height, box [x0, y0, side], landmarks [[x, y], ...]
+or null, pan or null, detection, path, class_pixels {class name: pixels of
+that face's labels on the photo}, seconds of its photo), one line each; the
+progress and the closing summary then go to stderr. INPUT '-' reads one image
+from stdin (named "stdin"); OUTPUT_DIR '-' writes the one input's label PNG to
+stdout (nothing else; an image without a face writes nothing, exit status 1).
+
 examples:
   facesegment segment photos/ out/
+  facesegment segment photos/ out/ --json > faces.jsonl
+  cat face.jpg | facesegment segment - - > labels.png
   facesegment segment photo.jpg out/ --save-proba
   facesegment segment 'holiday/*.jpg' out/holiday --model models/co2-16
 """
@@ -83,8 +100,11 @@ examples:
 def add_arguments(p):
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="folder of photos (searched recursively), image file or quoted "
-                        "pattern such as 'photos/*.jpg'; several may be given")
-    p.add_argument("output_dir", metavar="OUTPUT_DIR", help="folder for the outputs (created)")
+                        "pattern such as 'photos/*.jpg'; several may be given; '-': one "
+                        "image read from stdin")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR",
+                   help="folder for the outputs (created); '-': write the label PNG of the "
+                        "one input to stdout")
     p.add_argument("--model", "-m", default=None, metavar="MODEL",
                    help="model folder (written by `facesegment train` or `make all`) or the "
                         "name of a model shipped with facesegment (default: the shipped "
@@ -114,6 +134,11 @@ def add_arguments(p):
                    help="also write NAME_proba.npz: the class-probability maps, float16 "
                         "(H, W, 8), compressed, written atomically (16 bytes per pixel "
                         "before compression)")
+    p.add_argument("--json", action="store_true",
+                   help="write one JSON record per face to stdout (progress and the summary "
+                        "line go to stderr)")
+    p.add_argument("--no-legend", dest="legend", action="store_false",
+                   help="leave the class key (ids, names, colours) off the overlays")
     add_parallel_arguments(p)
 
 
@@ -139,6 +164,7 @@ def run(args):
     from ..faces.folder import segment_folder
     from ..warmup import prepare
 
+    _check_stdio(args)
     if args.detect != "never" and not _names_mesh_model(args.model):
         from ..api import check_photo_dependencies   # dlib: one line, exit 2, before any work
 
@@ -151,11 +177,17 @@ def run(args):
     sigma = default_sigma(model) if args.sigma is None else args.sigma
     # kernels compiled (or loaded from the cache) now, with progress if that takes a while
     prepare(model, alpha=alpha, beta=beta, sigma=sigma, progress=not args.quiet)
-    results = segment_folder(model, args.inputs, args.output_dir, alpha=alpha, beta=beta,
-                             detect=args.detect, detector=args.detector,
-                             scheduler=args.scheduler, n_workers=args.workers,
-                             progress=not args.quiet, save_proba=args.save_proba,
-                             detect_size=args.detect_size, sigma=sigma)
+    with _stdio(args) as (inputs, out_dir):
+        results = segment_folder(model, inputs, out_dir, alpha=alpha, beta=beta,
+                                 detect=args.detect, detector=args.detector,
+                                 scheduler=args.scheduler, n_workers=args.workers,
+                                 progress=not args.quiet, save_proba=args.save_proba,
+                                 detect_size=args.detect_size, sigma=sigma,
+                                 legend=args.legend, records=args.json)
+        if args.output_dir == "-":
+            _label_to_stdout(results, out_dir)
+    if args.json:
+        _print_records(results, stdin=args.inputs == ["-"])
     skipped = [r for r in results if r.status != "ok"]
     for r in skipped:
         print(f"skipped {r.name}: {r.status}: {r.message}", file=sys.stderr)
@@ -163,7 +195,92 @@ def run(args):
     faces = sum(r.faces for r in results)
     secs = sum(r.seconds for r in results)
     prior = (f", beta={beta:g}" if beta else "") + (f", sigma={sigma:g}" if sigma else "")
+    where = ("stdout" if args.output_dir == "-" else
+             f"{args.output_dir.rstrip('/')}/summary.csv")
     print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
-          f"alpha={alpha:g}{prior}); skipped {len(skipped)}; summary in "
-          f"{args.output_dir.rstrip('/')}/summary.csv")
+          f"alpha={alpha:g}{prior}); skipped {len(skipped)}; "
+          f"{'labels on' if args.output_dir == '-' else 'summary in'} {where}",
+          file=sys.stderr if (args.json or args.output_dir == "-") else sys.stdout)
     return 1 if skipped else 0
+
+
+def _check_stdio(args):
+    """One line for the uses of '-' that cannot work, before any work."""
+    from ..errors import DataError
+
+    if "-" in args.inputs and len(args.inputs) > 1:
+        raise DataError("-", "stdin is one image and cannot be mixed with other inputs",
+                        "give '-' alone, or files and folders")
+    if args.output_dir == "-":
+        if args.json:
+            raise DataError("-", "--json and the label PNG cannot both go to stdout",
+                            "give an OUTPUT_DIR folder with --json")
+        if args.inputs != ["-"]:
+            from ..faces.folder import collect_inputs
+
+            if len(collect_inputs(args.inputs)[1]) != 1:
+                raise DataError("-", "writes the label PNG of one image to stdout, and the "
+                                "inputs hold several", "give one image, or an OUTPUT_DIR")
+    if args.inputs == ["-"] and sys_stdin_is_terminal():
+        raise DataError("-", "reads an image from stdin, but nothing is piped in",
+                        "cat face.jpg | facesegment segment - out/")
+
+
+def sys_stdin_is_terminal():
+    import sys
+
+    try:
+        return sys.stdin is None or sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _stdio(args):
+    """``(inputs, output folder)`` for segment_folder: stdin's image saved to a
+    temporary file (named "stdin"), and a temporary output folder for '-'."""
+    import sys
+    import tempfile
+
+    from ..errors import DataError
+
+    if args.inputs != ["-"] and args.output_dir != "-":
+        yield args.inputs, args.output_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="facesegment-") as tmp:
+        inputs = args.inputs
+        if inputs == ["-"]:
+            data = sys.stdin.buffer.read()
+            if not data:
+                raise DataError("-", "stdin is empty", "pipe an image in: "
+                                "cat face.jpg | facesegment segment - out/")
+            os.makedirs(os.path.join(tmp, "in"))
+            inputs = [os.path.join(tmp, "in", "stdin")]
+            with open(inputs[0], "wb") as f:
+                f.write(data)
+        out = os.path.join(tmp, "out") if args.output_dir == "-" else args.output_dir
+        yield inputs, out
+
+
+def _label_to_stdout(results, out_dir):
+    """The one result's label PNG, as bytes on stdout (nothing without a face)."""
+    import sys
+
+    from ..faces.folder import LABEL_SUFFIX
+
+    (r,) = results
+    if r.status == "ok":
+        with open(os.path.join(out_dir, *r.output.split("/")) + LABEL_SUFFIX, "rb") as f:
+            sys.stdout.buffer.write(f.read())
+        sys.stdout.buffer.flush()
+
+
+def _print_records(results, stdin=False):
+    """One JSON line per face on stdout (``--json``)."""
+    import json
+
+    for r in results:
+        for rec in r.records or ():
+            if stdin:
+                rec = dict(rec, file="-")
+            print(json.dumps(rec, separators=(",", ":")))

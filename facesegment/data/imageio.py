@@ -139,8 +139,12 @@ def read_image(path, orient=True):
     data = _file_bytes(path, "image file", "check the path", "re-copy or delete it")
     img = _decode(path, data, cv2.IMREAD_UNCHANGED)
     if img is None or img.size == 0:
+        if _is_video(data):
+            raise DataError(path, "is a video, not an image",
+                            "segment its frames: extract them first (e.g. ffmpeg -i CLIP "
+                            "frames/%05d.png), then give the frames' folder")
         raise DataError(path, "not a readable image (corrupt, truncated or not an image)",
-                        "re-download or delete the file")
+                        "check that it is a .jpg, .png or .bmp image, or copy it again")
     img = _to_uint8(img)
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
@@ -156,6 +160,15 @@ def read_image(path, orient=True):
     if orient:
         img = apply_orientation(img, exif_orientation(data))
     return np.ascontiguousarray(img)
+
+
+def _is_video(data):
+    """True for the first bytes of a common video container (MP4/MOV, AVI, Matroska/WebM,
+    MPEG program or transport stream)."""
+    head = bytes(data[:16])
+    return (head[4:8] == b"ftyp" or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
+            or head[:4] in (b"\x1aE\xdf\xa3", b"\x00\x00\x01\xba")
+            or (len(data) > 376 and data[0] == data[188] == data[376] == 0x47))
 
 
 def to_grey(image):

@@ -3,7 +3,7 @@
 Modules
 -------
 ``crops``           face detection, LFW-style crop boxes, crops and mapping back
-``segment``         segmenting one face photo (``facesegment.segment`` is this module, callable)
+``segment``         segmenting one face photo: its faces (``photo_faces``), labels and overlay
 ``folder``          segmenting folders of photos: output files and the summary CSV
 ``aligned``         detector-aligned test faces: labelled faces re-cropped the way ``segment`` does
 ``label``           labelling unlabelled faces with dlib's 68 landmarks
@@ -21,7 +21,7 @@ The names below are loaded on first use (importing the package loads none of its
 from .._lazy import lazy_exports
 
 #: Public names and the module of each, imported on first use.
-_LAZY = {"segment_image": "segment", "segment_folder": "folder", "SegmentResult": "folder",
+_LAZY = {"segment_image": "segment", "photo_faces": "segment", "segment_folder": "folder", "SegmentResult": "folder",
          "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
          "label_folder": "label", "read_pts": "landmarks", "write_pts": "landmarks",
          "render_labels": "landmarks", "LandmarkModel": "landmark_model",

@@ -54,6 +54,7 @@ class SegmentResult:
     detection: str = ""  # the detection pass that found the faces (facesegment.faces.crops.PASSES)
     paths: str = ""      # per face, ";"-joined: "mesh", "landmarks" or "landmark-free"
     pan: str = ""        # per face, ";"-joined: the head's turn in degrees (mesh models)
+    records: list = None  # with ``records``: one dict per face (face_record; not in the CSV)
 
 
 def write_proba_npz(path, proba, class_names, alpha):
@@ -69,13 +70,16 @@ def write_proba_npz(path, proba, class_names, alpha):
 
 
 def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
-                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True,
+                 records=False):
     """Task: segment one file and write its outputs (top level, picklable).
 
     ``name`` names the input in the summary (relative path with extension);
     the outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
     class colours), ``<output>_overlay.png`` and, with ``save_proba``,
-    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension).
+    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension);
+    the overlay carries the class key unless ``legend`` is False.  With
+    ``records`` the result's ``records`` holds one :func:`face_record` per face.
 
     Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
     An output that cannot be written (full disk) is reported with ``fatal``
@@ -117,7 +121,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     try:
         for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
                               (OVERLAY_SUFFIX, lambda p: write_png_atomic(
-                                  p, overlay(image, labels, info.get("pan_marks")))),
+                                  p, overlay(image, labels, info.get("pan_marks"), legend=legend))),
                               (PROBA_SUFFIX, lambda p: write_proba_npz(
                                   p, proba, model.class_names, alpha))):
             if suffix == PROBA_SUFFIX and not save_proba:
@@ -132,10 +136,34 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                 pass
         return SegmentResult(name, "error", faces, w, h, time.perf_counter() - t0,
                              str(exc), fatal=str(exc))
-    return SegmentResult(name, "ok", faces, w, h, time.perf_counter() - t0, output=output,
+    seconds = time.perf_counter() - t0
+    rows = ([face_record(model, path, name, image.shape, f, k, seconds)
+             for k, f in enumerate(info["faces"])] if records else None)
+    return SegmentResult(name, "ok", faces, w, h, seconds, output=output,
                          detection=info.get("detection", ""),
                          paths=";".join(info.get("paths") or ()),
-                         pan=";".join(f"{p:+.0f}" for p in info.get("pans") or ()))
+                         pan=";".join(f"{p:+.0f}" for p in info.get("pans") or ()),
+                         records=rows)
+
+
+def face_record(model, path, name, shape, face, index, seconds):
+    """One face as a JSON-ready dict (``facesegment segment --json``): the file, the
+    face's index, the photo's size, its box, landmarks (or None), pan (or None),
+    detector pass, segmentation path, the pixels of each class it labels on the
+    photo, and the seconds its photo took (reading, segmenting, writing)."""
+    from .segment import photo_labels
+
+    labels = photo_labels(model, shape, [face])[0]
+    counts = np.bincount(labels.ravel(), minlength=len(model.class_names))
+    marks = face.landmarks
+    return {"file": os.fspath(path), "name": name, "face": index,
+            "width": int(shape[1]), "height": int(shape[0]),
+            "box": [round(float(v), 2) for v in face.box],
+            "landmarks": None if marks is None else np.round(np.asarray(marks, float), 2).tolist(),
+            "pan": None if face.pan != face.pan else round(float(face.pan), 1),
+            "detection": face.detection, "path": face.path,
+            "class_pixels": {str(c): int(n) for c, n in zip(model.class_names, counts)},
+            "seconds": round(seconds, 4)}
 
 
 def write_summary_csv(path, results):
@@ -283,7 +311,8 @@ def output_names(names):
 
 def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
-                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                   save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None,
+                   legend=True, records=False):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
     ``input_dir`` is a folder (searched recursively), an image file, a glob
@@ -299,6 +328,8 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
 
     ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
     class maps, pixels of the crop) default to the model's decision rule.
+    ``legend``: draw the class key on the overlays; ``records``: fill each
+    result's ``records`` (one :func:`face_record` per face).
 
     Returns
     -------
@@ -330,7 +361,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     stop, why = None, ""
     tasks = map_tasks(_segment_item, items,
                       args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
-                            beta, sigma),
+                            beta, sigma, legend, records),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
@@ -415,7 +446,8 @@ def _make_output_folders(out, subfolders):
 
 
 def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
-                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None):
+                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True,
+                  records=False):
     return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
                         save_proba=save_proba, output=item.output, detect_size=detect_size,
-                        beta=beta, sigma=sigma)
+                        beta=beta, sigma=sigma, legend=legend, records=records)

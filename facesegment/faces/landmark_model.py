@@ -60,6 +60,11 @@ class LandmarkModel:
     def n_classes(self):
         return N_CLASSES
 
+    def __repr__(self):
+        fallback = self.fallback_name or ("none" if self.fallback is None else
+                                          getattr(self.fallback, "kind", "model"))
+        return f"LandmarkModel(votes={self.votes.n_sets} sets, fallback={fallback!r})"
+
     def predict_crop(self, image):
         """Class probabilities of a face crop (RGB uint8 (H, W, 3)).
 
@@ -67,10 +72,19 @@ class LandmarkModel:
         :data:`LANDMARK_PATH` when dlib found the face in the crop, else
         :data:`FREE_PATH` (the fallback model's maps; all background without
         one); ``detection`` is the dlib pass that found it ("" when none)."""
-        votes, _, how = face_votes(image, self.votes)
+        return self.predict_face(image)[:3]
+
+    def predict_face(self, image):
+        """:meth:`predict_crop` and the face's landmarks: ``(proba, path, detection,
+        points float64 (68, 2) or None)`` (the median of the landmark sets, in
+        ``image``'s pixels; None on the landmark-free path)."""
+        votes, sets, how = face_votes(image, self.votes)
         if votes is None:
-            return self._fallback(image), FREE_PATH, ""
-        return votes, LANDMARK_PATH, how
+            return self._fallback(image), FREE_PATH, "", None
+        sets = np.asarray(sets, np.float64)
+        ok = np.isfinite(sets).all(axis=(1, 2))
+        points = np.median(sets[ok], axis=0) if ok.any() else None
+        return votes, LANDMARK_PATH, how, points
 
     def _fallback(self, image):
         h, w = image.shape[:2]

@@ -2,8 +2,8 @@
 
 :func:`mesh_faces` finds every face of a photo with the face mesh, segments
 each from its crop and maps it back onto the photo; ``facesegment.segment`` and
-:func:`facesegment.faces.segment.segment_image` (``facesegment segment``) both
-use it.  An image taken as one face crop (``detect="never"``, or a 250x250
+``facesegment segment`` both use it through
+:func:`facesegment.faces.segment.photo_faces`.  An image taken as one face crop (``detect="never"``, or a 250x250
 image with ``detect="auto"``) is searched for its mesh the same way, since the
 mesh places the parts; when none is found the image is all background.
 """
@@ -14,7 +14,6 @@ import cv2
 import numpy as np
 
 from .mesh_features import box_affine
-from .mesh_model import MESH_PATH
 
 
 @dataclass
@@ -92,23 +91,4 @@ def photo_maps(shape, faces, return_proba=False):
     return labels, proba
 
 
-def face_labels(shape, face):
-    """The photo's labels from one face: its classes inside its crop, 0 elsewhere."""
-    return photo_maps(shape, [face])[0]
-
-
-def segment_image_mesh(model, image, return_proba, info):
-    """:func:`facesegment.faces.segment.segment_image` for a mesh model."""
-    faces, how = mesh_faces(model, image)
-    info.update(detection=how, paths=[MESH_PATH] * len(faces),
-                pans=[f.pan for f in faces],
-                pan_marks=[(f.box[0] + 0.05 * f.box[2], f.box[1] + 0.08 * f.box[2],
-                            f"pan {f.pan:+.0f}") for f in faces if f.pan == f.pan])
-    if not faces:
-        return (None, 0, None) if return_proba else (None, 0)
-    labels, proba = photo_maps(image.shape, faces, return_proba)
-    return (labels, len(faces), proba) if return_proba else (labels, len(faces))
-
-
-__all__ = ["MeshFace", "mesh_faces", "face_region", "paste_proba", "photo_maps", "face_labels",
-           "segment_image_mesh"]
+__all__ = ["MeshFace", "mesh_faces", "face_region", "paste_proba", "photo_maps"]

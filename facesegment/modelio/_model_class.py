@@ -14,7 +14,7 @@ from ._model_doc import kinds
 from ..layout import DEFAULT_LAYOUT, WindowLayout
 
 
-@dataclass
+@dataclass(repr=False)
 class Model:
     """A fitted forest with its metadata.
 
@@ -90,6 +90,13 @@ class Model:
     @property
     def n_features(self):
         return self.arrays.n_features
+
+    def __repr__(self):
+        lay = self.layout
+        window = "none" if lay is None else f"{lay.window}x{lay.window}x{lay.channels}"
+        rule = "" if self.rule is None else f", rule={self.rule}"
+        return (f"Model(kind={self.kind!r}, trees={self.arrays.n_trees}, "
+                f"classes={len(self.class_names)}, window={window}{rule})")
 
     @classmethod
     def from_estimator(cls, estimator, kind=None, windows_meta=None, provenance=None,

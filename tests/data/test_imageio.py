@@ -49,8 +49,24 @@ def test_truncated_jpeg(tmp_path):
     ok, buf = cv2.imencode(".jpg", _rgb(64, 64))
     p = tmp_path / "t.jpg"
     p.write_bytes(buf.tobytes()[:40])
-    with pytest.raises(DataError, match=r"t\.jpg: not a readable image .*re-download or delete"):
+    with pytest.raises(DataError, match=r"t\.jpg: not a readable image .*check that it is a "
+                                        r"\.jpg, \.png or \.bmp image") as err:
         read_image(p)
+    assert "delete" not in str(err.value)
+
+
+@pytest.mark.parametrize("name, fourcc", [("clip.mp4", "mp4v"), ("clip.avi", "MJPG")])
+def test_a_video_is_named_as_one_and_never_to_be_deleted(tmp_path, name, fourcc):
+    path = tmp_path / name
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 10, (64, 48))
+    if not writer.isOpened():
+        pytest.skip(f"this OpenCV cannot write {fourcc}")
+    for k in range(5):
+        writer.write(np.full((48, 64, 3), 40 * k, np.uint8))
+    writer.release()
+    with pytest.raises(DataError, match=rf"{name}: is a video, not an image.*extract them") as err:
+        read_image(path)
+    assert "delete" not in str(err.value)
 
 
 def test_zero_byte_file(tmp_path):

@@ -1,0 +1,41 @@
+"""``facesegment classes``: the class ids, names and colours (the overlays' key)."""
+
+HELP = "list the class ids, names and colours (the palette of the label and overlay PNGs)"
+DESCRIPTION = """\
+List the classes every model segments into: id (the value in NAME_label.png),
+name ("left"/"right" are the image's left and right) and colour, as hex and
+RGB. The colours are the palette of the paletted label PNGs and the colours
+of the overlays and of the key drawn on them. --legend FILE.png also writes
+that key as an image (the README's legend is made this way).
+
+examples:
+  facesegment classes
+  facesegment classes --legend docs/legend.png
+"""
+
+
+def add_arguments(p):
+    p.add_argument("--legend", metavar="FILE.png", default=None,
+                   help="also write the class key as a PNG (written atomically)")
+    p.add_argument("--scale", type=float, default=0.6, metavar="S",
+                   help="text scale of the --legend image (default 0.6)")
+
+
+def run(args):
+    from ..classes import CLASS_COLORS, CLASS_NAMES
+    from ..errors import DataError
+    from ..classes import class_table
+
+    print(f"{'id':>2}  {'name':<14} {'colour':<8} rgb")
+    for i, name, hexa, rgb in class_table(CLASS_NAMES, CLASS_COLORS):
+        print(f"{i:>2}  {name:<14} {hexa:<8} {rgb[0]},{rgb[1]},{rgb[2]}")
+    if args.legend:
+        if not 0.2 <= args.scale <= 4:
+            raise DataError(None, f"--scale {args.scale:g} is outside 0.2..4",
+                            "give a scale such as 0.6")
+        from ..data.imageio import write_png_atomic
+        from ..classes import legend_image
+
+        write_png_atomic(args.legend, legend_image(scale=args.scale))
+        print(f"class key written to {args.legend}")
+    return 0
