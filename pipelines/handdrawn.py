@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.handdrawn_common import (CLASSES, DEFAULT_METHODS, DILATE_GRID, DOC,
-                                        FOREST_METHODS, GAIN_GRID, REPORT, ROOT, SEED,
-                                        log, make_forest, prepare)
+                                        FACES300W, FOREST_METHODS, GAIN_GRID, REPORT, ROOT,
+                                        SEED, log, make_forest, prepare, prepare_faces300w)
 
 
 def counts_of(faces, labels_of):
@@ -139,14 +139,15 @@ def gain_candidates():
         yield (1.0, 1.0, n, m, e, e)
 
 
-def forest_counts(faces, kind, n_stages, n_trees, n_pixels):
+def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
-    person's class gains chosen on the other people's held-out predictions."""
+    person's class gains chosen on the other people's held-out predictions
+    (``extra``: faces of another dataset trained in every fold)."""
     from facesegment.faces.mesh_train import cross_validate, photo_labels
 
     t0 = time.perf_counter()
     raw = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log)
+                         progress=log, extra=extra, mirror=mirror)
     seconds = time.perf_counter() - t0
     from pipelines.handdrawn_gains import GainSearch
 
@@ -192,8 +193,8 @@ def _mean_jac(counts, names):
     return float(np.mean([_jac(counts, names, i) for i in range(len(CLASSES))]))
 
 
-def run_cv(data, methods, with_shipped=True):
-    faces = prepare(data)
+def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
+    faces = prepare(data, mirror=any(FOREST_METHODS[m].mirror for m in methods))
     out = {"data": str(data), "n_photos": len(faces),
            "n_people": len({f.group for f in faces}),
            "mesh_found": sum(f.mesh is not None for f in faces),
@@ -212,12 +213,18 @@ def run_cv(data, methods, with_shipped=True):
     rows["mesh-drawn"] = (mesh_drawn_counts(faces)[0], {})
     counts, chosen = mesh_drawn_counts(faces, dilate=True)
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
+    crops = {}
     for m in methods:
-        kind, n_stages, n_trees, n_pixels = FOREST_METHODS[m]
+        kind, n_stages, n_trees, n_pixels, weight, mirror = FOREST_METHODS[m]
         log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
-            "face, leave-people-out")
-        counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels)
-        rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels})
+            "face" + (f", faces300w's crops at weight {weight}" if weight else "")
+            + (", mirror-averaged" if mirror else "") + ", leave-people-out")
+        if weight and weight not in crops:
+            crops[weight] = prepare_faces300w(faces300w, weight)
+        counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
+                                      crops.get(weight, ()), mirror)
+        rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
+                            "faces300w_weight": weight, "mirror": mirror})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)
@@ -279,12 +286,16 @@ def main(argv=None):
     cv.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
                     choices=list(FOREST_METHODS))
     cv.add_argument("--no-shipped", action="store_true", help="skip the shipped models' rows")
+    cv.add_argument("--faces300w", default=str(FACES300W),
+                    help="faces300w (its train/ crops) for the methods that add them")
     cv.add_argument("--out", default=str(REPORT))
     md = sub.add_parser("model", help="train the best method on every photo and ship it")
     md.add_argument("--data", default="../shared/data/fasseg-v3-train")
     md.add_argument("--name", default="faces-handdrawn")
     md.add_argument("--cv", default=str(REPORT))
     md.add_argument("--dest", default=None, help="models folder (default: the package's)")
+    md.add_argument("--faces300w", default=str(FACES300W),
+                    help="faces300w (its train/ crops) when the chosen method adds them")
     sub.add_parser("doc", help="write docs/handdrawn.md and the README's table from the "
                               "cv report")
     cd = sub.add_parser("card", help="write the shipped model's card again (after "
@@ -297,7 +308,7 @@ def main(argv=None):
     from facesegment.atomic import write_json_atomic
 
     if args.cmd == "cv":
-        res = run_cv(args.data, args.methods, not args.no_shipped)
+        res = run_cv(args.data, args.methods, not args.no_shipped, args.faces300w)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out, res, indent=2, sort_keys=True)
         log(f"wrote {args.out}")
@@ -319,7 +330,7 @@ def main(argv=None):
         return 0
     from pipelines.handdrawn_ship import ship
 
-    ship(args.data, args.name, json.loads(Path(args.cv).read_text()), args.dest)
+    ship(args.data, args.name, json.loads(Path(args.cv).read_text()), args.dest, args.faces300w)
     return 0
 
 

@@ -3,17 +3,37 @@ the choice of the shipped method (:mod:`pipelines.handdrawn`)."""
 
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "reports" / "handdrawn" / "cv.json"
 DOC = ROOT / "docs" / "handdrawn.md"
 CLASSES = (0, 2, 3, 4, 5)
-#: Forest stage methods: name -> (kind, stages, trees per stage, pixels per face).
-#: mesh-co2 is not in the default run: one CO2 stage takes hours here.
-FOREST_METHODS = {"mesh-axis": ("axis", 1, 32, 4000), "mesh-axis-2": ("axis", 2, 16, 2000),
-                  "mesh-two-probe": ("two-probe", 1, 16, 2000),
-                  "mesh-co2": ("co2", 1, 16, 2000)}
-DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe")
+
+
+class Method(NamedTuple):
+    """A forest-stage method: its forest kind, stages, trees per stage, trained
+    pixels per hand-drawn face, the weight of faces300w's training crops (their
+    pixels per face as a share of ``pixels``; 0: hand-drawn faces only), and
+    whether each crop's probabilities are averaged with its mirror image's."""
+
+    kind: str
+    stages: int
+    trees: int
+    pixels: int
+    faces300w: float = 0.0
+    mirror: bool = False
+
+
+#: Forest stage methods by name.  mesh-co2 is not in the default run: one CO2
+#: stage takes hours here.
+FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000),
+                  "mesh-axis-2": Method("axis", 2, 16, 2000),
+                  "mesh-two-probe": Method("two-probe", 1, 16, 2000),
+                  "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25),
+                  "mesh-co2": Method("co2", 1, 16, 2000)}
+DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe", "mesh-axis-faces300w")
+FACES300W = ROOT.parent / "shared" / "data" / "faces300w"
 SEED = 0
 #: Candidate gains of the parts (nose, mouth, eyes); background and OTHER keep 1.
 GAIN_GRID = {"nose": (1.0, 1.2, 1.5), "mouth": (1.0, 1.25, 1.5, 2.0),
@@ -40,8 +60,9 @@ def log(msg):
     print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
 
 
-def prepare(data, finder=None):
-    """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records."""
+def prepare(data, finder=None, mirror=False):
+    """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records
+    (with ``mirror``, the planes of each crop's mirror image too)."""
     import cv2
 
     from facesegment.data.handdrawn import read_handdrawn
@@ -60,11 +81,43 @@ def prepare(data, finder=None):
         info = {}
         meshes = finder.find(image, info)
         face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
-                            p.pan, info.get("detection", ""))
+                            p.pan, info.get("detection", ""), mirror=mirror)
         face.extra["image"] = image
         faces.append(face)
         bar.update()
     bar.close()
+    return faces
+
+
+def prepare_faces300w(data, weight, finder=None):
+    """faces300w's training crops as extra PreparedFace records (group
+    ``"faces300w"``, never held out) of pixel weight ``weight``: their polygon
+    labels with lower face and brows (1, 6, 7) as 254, face without a scored part,
+    as the hand-drawn masks mark them."""
+    import numpy as np
+
+    from facesegment.data.imageio import read_image, read_label
+    from facesegment.faces.mesh import MeshFinder
+    from facesegment.faces.mesh_train import prepare_face
+    from facesegment.progress import Progress
+
+    finder = finder or MeshFinder()
+    paths = sorted((Path(data) / "train").glob("*.jpg"))
+    if not paths:
+        raise SystemExit(f"handdrawn: no faces300w training crops in {Path(data) / 'train'}; "
+                         "pass --faces300w")
+    faces = []
+    with Progress(len(paths), "faces300w mesh", "crops") as bar:
+        for p in paths:
+            image = read_image(p)
+            labels = read_label(str(p)[:-4] + "_label.png").astype(np.uint8)
+            labels = np.where(np.isin(labels, (1, 6, 7)), 254, labels).astype(np.uint8)
+            meshes = finder.find(image)
+            if meshes:
+                face = prepare_face(image, labels, meshes[0], p.stem, "faces300w")
+                face.weight = float(weight)
+                faces.append(face)
+            bar.update()
     return faces
 
 

@@ -12,6 +12,7 @@ LABELS = {
     "mesh-axis": "mesh + axis-aligned forest, 1 stage",
     "mesh-axis-2": "mesh + axis-aligned forest, 2 auto-context stages",
     "mesh-two-probe": "mesh + two-probe forest, 1 stage",
+    "mesh-axis-faces300w": "mesh + axis-aligned forest, 1 stage, faces300w's crops added",
     "mesh-co2": "mesh + CO2 forest (two-probe start), 1 stage",
 }
 CLASS_COLS = (("0", "bg"), ("2", "nose"), ("3", "mouth"), ("4", "eye L"), ("5", "eye R"))
@@ -80,7 +81,10 @@ def render(cv, bench=None):
                   "stage's class probabilities, as they are and smoothed (auto-context; "
                   "trained on the first stage's predictions for people it was not trained "
                   "on). Pixels are drawn uniformly (the classes keep their real shares) "
-                  "plus as many again near the mesh's parts.", "",
+                  "plus as many again near the mesh's parts. With faces300w's crops added, "
+                  "each of its 1207 training crops gives a share (its weight) of a hand-drawn "
+                  "face's pixels, its lower face and brows counted as face without a scored "
+                  "part; it is trained in every fold and never scored.", "",
                   f"Best forest on the photos the previous default finds: **{LABELS.get(best, best)}** "
                   f"({_f(forests[best][key]['mean'])}; {_trees(forests[best])}). "
                   + "".join("Beside it, on the same folds: " + "; ".join(

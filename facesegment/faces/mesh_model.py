@@ -13,6 +13,8 @@ The folder::
                       package_version, kind ("mesh-forest"), crop (size),
                       finder (max_faces, min_confidence), stages (folder names),
                       gains (the decision rule: a factor per training class),
+                      mirror (optional, default false: average each crop's
+                      probabilities with its mirror image's),
                       pan (PanModel.to_dict()), provenance, metrics
     stage-1/ ...      one model folder per stage (model.json + forest.h5)
     MODEL_CARD.md     optional
@@ -27,7 +29,7 @@ from ..errors import DataError
 from ..rule import DecisionRule
 from .mesh import MeshFinder, draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, face_crop
-from .mesh_stages import apply_gains, check_gains, predict_stages, to_face_classes
+from .mesh_stages import apply_gains, check_gains, crop_proba, mirrored_planes, to_face_classes
 
 MESH_FORMAT = "facesegment-mesh-model"
 MESH_FORMAT_VERSION = 1
@@ -52,12 +54,15 @@ class MeshModel:
     gains : list of 6 floats or None
         The decision rule: each training class's probability is multiplied by its
         gain before the argmax (:func:`facesegment.faces.mesh_stages.apply_gains`).
+    mirror : bool
+        Average each crop's probabilities with those of its mirror image
+        (:func:`facesegment.faces.mesh_stages.crop_proba`).
     """
 
     kind = "mesh-forest"
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
-                 provenance=None, metrics=None, gains=None):
+                 provenance=None, metrics=None, gains=None, mirror=False):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -68,6 +73,9 @@ class MeshModel:
         self.finder_params = dict(finder or {"max_faces": 4, "min_confidence": 0.6})
         self.gains = None if gains is None else [float(g) for g in gains]
         check_gains(self.gains)
+        if not isinstance(mirror, bool):
+            raise ValueError(f"mirror must be true or false, got {mirror!r}")
+        self.mirror = mirror
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
@@ -82,7 +90,7 @@ class MeshModel:
 
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
-                f"pan={'yes' if self.pan_model is not None else 'no'})")
+                f"mirror={self.mirror}, pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
     def finder(self):
@@ -97,7 +105,9 @@ class MeshModel:
     def face_proba(self, image, mesh):
         """One face's crop: ``(box, proba float32 (S, S, 8), crop uint8 (S, S, 3))``."""
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
-        proba = apply_gains(predict_stages(self.forests, crop_planes(crop, mesh_c)), self.gains)
+        mirror = mirrored_planes(crop, mesh_c) if self.mirror else None
+        proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror),
+                            self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
@@ -144,7 +154,7 @@ def save_mesh_model(model, path):
             "format": MESH_FORMAT, "format_version": MESH_FORMAT_VERSION,
             "package_version": __version__, "kind": model.kind,
             "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
-            "stages": names, "gains": model.gains,
+            "stages": names, "gains": model.gains, "mirror": model.mirror,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
             indent=2, sort_keys=True)
@@ -182,7 +192,7 @@ def load_mesh_model(path, verify=True):
     stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
     try:
         return MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
-                         doc.get("gains"))
+                         doc.get("gains"), doc.get("mirror", False))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
 

@@ -73,6 +73,34 @@ def predict_stages(forests, planes, sigma=0.0):
     return smooth_proba(proba, sigma)
 
 
+def mirrored_planes(crop, mesh_c):
+    """The feature planes of the mirror image of a crop (its mesh flipped and
+    renamed by the points' twins, :mod:`facesegment.faces.mesh_twins`)."""
+    from .mesh import _unmirror
+    from .mesh_features import crop_planes
+
+    return crop_planes(np.ascontiguousarray(crop[:, ::-1]), _unmirror(mesh_c, crop.shape[1]))
+
+
+def unmirror_proba(proba):
+    """Stage probabilities of a mirrored crop as the crop's: flipped back, the
+    image-left and image-right eyes (classes 4 and 5) swapped."""
+    out = np.ascontiguousarray(proba[:, ::-1])
+    i, j = TRAIN_CLASSES.index(4), TRAIN_CLASSES.index(5)
+    out[..., [i, j]] = out[..., [j, i]]
+    return out
+
+
+def crop_proba(forests, planes, mirror=None):
+    """The stages' probabilities over a crop's planes; with ``mirror`` (the planes
+    of its mirror image, :func:`mirrored_planes`), averaged with the mirror
+    image's, mapped back (:func:`unmirror_proba`)."""
+    proba = predict_stages(forests, planes)
+    if mirror is not None:
+        proba = 0.5 * (proba + unmirror_proba(predict_stages(forests, mirror)))
+    return proba
+
+
 def check_gains(gains):
     """The gains as float32 (None as is); ValueError unless they are one positive,
     finite number per training class."""

@@ -16,8 +16,8 @@ import numpy as np
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
-from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stages,
-                          sample_pixels, stage_input, to_face_classes)
+from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes, near_parts,
+                          predict_stages, sample_pixels, stage_input, to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1
@@ -37,18 +37,22 @@ class PreparedFace:
     planes: np.ndarray = None
     crop_labels: np.ndarray = None
     drawn: np.ndarray = None    # the mesh drawn on the crop
+    mirror: np.ndarray = None   # the planes of the crop's mirror image (when asked for)
     weight: float = 1.0         # its trained pixels, as a share of ``n_pixels``
     extra: dict = field(default_factory=dict)
 
 
 def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), detection="",
-                 size=CROP_SIZE):
-    """A :class:`PreparedFace` of one photo and its (largest) mesh (None: not found)."""
+                 size=CROP_SIZE, mirror=False):
+    """A :class:`PreparedFace` of one photo and its (largest) mesh (None: not found);
+    with ``mirror``, also the planes of the crop's mirror image."""
     face = PreparedFace(name, group, pan, np.asarray(labels), mesh, detection)
     if mesh is None:
         return face
     face.box, crop, mesh_c = face_crop(image, mesh, size)
     face.planes = crop_planes(crop, mesh_c)
+    if mirror:
+        face.mirror = mirrored_planes(crop, mesh_c)
     face.crop_labels = cut(face.labels, face.box, size, interpolation=cv2.INTER_NEAREST,
                            border=IGNORE)
     face.drawn = draw_mesh_parts(mesh_c, (size, size))
@@ -111,10 +115,14 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed):
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=()):
+                   extra=(), mirror=False):
     """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
     for a face without a mesh (:func:`photo_labels` turns them into labels).
-    The ``extra`` faces (another dataset) are trained in every fold, never held out."""
+    The ``extra`` faces (another dataset) are trained in every fold, never held out;
+    with ``mirror`` each face's probabilities are averaged with its mirror image's
+    (the faces prepared with ``mirror=True``)."""
+    if mirror and any(f.planes is not None and f.mirror is None for f in faces):
+        raise ValueError("mirror=True needs faces prepared with mirror=True")
     groups = sorted({f.group for f in faces}, key=str)
     out = {}
     for k, g in enumerate(groups):
@@ -124,7 +132,8 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
                             n_stages, n_pixels, seed)
         for f in faces:
             if f.group == g:
-                out[f.name] = None if f.planes is None else predict_stages(stages, f.planes)
+                out[f.name] = None if f.planes is None else crop_proba(
+                    stages, f.planes, f.mirror if mirror else None)
     return out
 
 
