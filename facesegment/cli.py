@@ -124,8 +124,11 @@ def _run(argv):
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_ERROR
+    from .atomic import overwriting
+
     try:
-        return int(args._run(args) or 0)
+        with overwriting(bool(getattr(args, "overwrite", False))):
+            return int(args._run(args) or 0)
     except FaceSegmentError as exc:
         # one line, whatever a library put in the message (HDF5's have newlines)
         print(f"facesegment: error: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -120,6 +120,31 @@ def check_output_folder(path, option):
                           f"choose a writable folder with {option}")
 
 
+def add_overwrite_argument(p, what="the outputs"):
+    """Add ``--overwrite``: let the command replace files facesegment did not write."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"let {what} replace files that facesegment did not write (folders, "
+                        "links, pipes and devices are never replaced)")
+
+
+def check_outputs(paths, what="output", option=None):
+    """Apply the output-path rule (:func:`facesegment.atomic.check_output_path`) to
+    every path in ``paths`` before any work starts.
+
+    Raises
+    ------
+    DataError
+        One line naming the first path that may not be written and the fix
+        (``option``: the command-line option that names it).
+    """
+    from ..atomic import OVERWRITE_FIX, check_output_path
+
+    fix = OVERWRITE_FIX if option is None else \
+        f"give {option} another path, move the file away, or pass --overwrite to replace it"
+    for path in paths:
+        check_output_path(path, what, fix)
+
+
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",
                            quiet_help="no progress line"):
     """Add ``--workers N``, ``--scheduler ADDRESS`` and ``--quiet/-q``."""

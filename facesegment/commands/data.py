@@ -76,6 +76,8 @@ def add_arguments(p):
     q.add_argument("--person-pattern", type=_regex, default=None, metavar="REGEX",
                    help=r"regex whose first group on the file name is the person, e.g. '^(.+)_\d{4}$'")
     q.add_argument("--out", default=None, metavar="FILE.json", help="write the lists of image names as JSON")
+    q.add_argument("--overwrite", action="store_true",
+                   help="let --out replace a file that facesegment did not write")
 
 
 def _regex(text):
@@ -149,15 +151,16 @@ def _render(args):
 
     root, out = Path(args.dir), Path(args.out)
     images = find_images(root)
-    n_ok, bad, kept, warned = 0, [], [], []
+    n_ok, n_pts, present, bad, kept, warned = 0, 0, 0, [], [], []
     for img in images:
         pts = pts_path_for(img)
         if not os.path.exists(pts):
             continue
+        n_pts += 1
         rel = img.relative_to(root).with_suffix("")
         target = out / (rel.as_posix() + LABEL_SUFFIX)
         if os.path.lexists(target) and not args.overwrite:
-            n_ok += 1
+            present += 1  # kept as it is: rendered before, or made by hand
             continue
         if os.path.lexists(target) and not rendered_by_us(target):
             kept.append(str(target))  # a label map this command did not write: never replaced
@@ -187,8 +190,10 @@ def _render(args):
               "(made by hand or by another tool), so --overwrite leaves it as it is "
               "(move it away to render it again)", file=sys.stderr)
     print(f"rendered {n_ok} label maps into {out}; {len(bad)} skipped"
-          + (f"; {len(kept)} kept" if kept else ""))
-    if n_ok + len(bad) == 0:
+          + (f"; {present} already there, kept (--overwrite renders the ones `data render` "
+             "wrote again)" if present else "")
+          + (f"; {len(kept)} kept (not written by `data render`)" if kept else ""))
+    if n_pts == 0:
         raise DataError(root, "has no images with a NAME.pts beside them",
                         "point at a folder with 68-point .pts files")
     return 1 if bad else 0
@@ -232,8 +237,11 @@ def rendered_by_us(path):
 def _splits(args):
     from ..data.splits import split_dataset
 
+    from ..atomic import check_output_path
     from ..errors import FaceSegmentError
 
+    if args.out:  # before any work
+        check_output_path(args.out, "split lists")
     try:
         s = split_dataset(args.dir, args.labels, test_fraction=args.test_fraction,
                           n_validation=args.validation, seed=args.seed,

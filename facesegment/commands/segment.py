@@ -1,6 +1,6 @@
 """``facesegment segment``: segment the face photos of folders, files or patterns."""
 
-from ._common import (add_parallel_arguments, alpha_value, beta_value, nonneg_int,
+from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value, nonneg_int,
                       sigma_value)
 
 #: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
@@ -110,6 +110,7 @@ def add_arguments(p):
                    help="detect faces on a copy of each photo shrunk to this longer side "
                         "(landmarks and segmentation at full resolution; bounds memory and "
                         f"time on big photos; 0 = full resolution; default {DETECT_MAX_SIDE})")
+    add_overwrite_argument(p, "the outputs in OUTPUT_DIR")
     p.add_argument("--save-proba", action="store_true",
                    help="also write NAME_proba.npz: the class-probability maps, float16 "
                         "(H, W, 8), compressed, written atomically (16 bytes per pixel "
