@@ -263,7 +263,7 @@ def _record(path, size, digest):
     folder, name = os.path.split(os.path.abspath(path))
     line = (json.dumps([name, size, digest]) + "\n").encode("utf-8", "surrogateescape")
     try:
-        fd = os.open(os.path.join(folder, MANIFEST), os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = os.open(os.path.join(folder, MANIFEST), os.O_RDWR | os.O_APPEND | os.O_CREAT
                      | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
     except OSError:
         return
@@ -272,8 +272,11 @@ def _record(path, size, digest):
         if not stat.S_ISREG(st.st_mode):
             return
         _flock(fd)
-        if st.st_size + len(line) > MAX_MANIFEST_BYTES // 2:
+        size = os.fstat(fd).st_size
+        if size + len(line) > MAX_MANIFEST_BYTES // 2:
             _compact(fd)
+        elif size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # after a torn line (a process killed mid-write)
         os.write(fd, line)
     except OSError:
         pass
@@ -313,7 +316,7 @@ def written_by_facesegment(path):
         return False
 
 
-def check_output_path(path, what="output", fix=OVERWRITE_FIX, overwrite=None):
+def check_output_path(path, what="output", fix=OVERWRITE_FIX, overwrite=None, ours=None):
     """Apply the output-path rule to ``path`` before anything is written to it.
 
     Parameters
@@ -326,6 +329,9 @@ def check_output_path(path, what="output", fix=OVERWRITE_FIX, overwrite=None):
         The fix named when a regular file that facesegment did not write is there.
     overwrite : bool, optional
         Whether such a file may be replaced; None: only inside :func:`overwriting`.
+    ours : callable, optional
+        ``ours(path)`` tells whether a regular file is one facesegment wrote by
+        its content (a known header), besides the manifest.
 
     Raises
     ------
@@ -346,13 +352,15 @@ def check_output_path(path, what="output", fix=OVERWRITE_FIX, overwrite=None):
     if not stat.S_ISREG(st.st_mode):  # pragma: no cover - every kind is named above
         raise DataError(path, "is not a regular file; it is not written over", fix)
     allowed = _OVERWRITE["depth"] > 0 if overwrite is None else overwrite
-    if not allowed and not written_by_facesegment(path):
-        raise DataError(path, f"exists and was not written by facesegment; the {what} "
-                        "would replace it", fix)
+    if allowed or written_by_facesegment(path) or (ours is not None and ours(path)):
+        return
+    raise DataError(path, f"exists and was not written by facesegment, so it is not "
+                    f"replaced ({what})", fix)
 
 
 @contextmanager
-def atomic_path(path, suffix="", what="output", fix="choose a writable output folder"):
+def atomic_path(path, suffix="", what="output", fix="choose a writable output folder",
+                ours=None):
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.
 
     The output-path rule (:func:`check_output_path`) is applied first and again
@@ -365,13 +373,13 @@ def atomic_path(path, suffix="", what="output", fix="choose a writable output fo
     """
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}{suffix}"
-    check_output_path(path, what)
+    check_output_path(path, what, ours=ours)
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         if os.path.islink(tmp):  # a link planted under the temporary name is not followed
             os.remove(tmp)
         yield tmp
-        check_output_path(path, what)
+        check_output_path(path, what, ours=ours)
         digest = _sha256_file(tmp)
         size = os.lstat(tmp).st_size
         os.replace(tmp, path)
@@ -382,6 +390,48 @@ def atomic_path(path, suffix="", what="output", fix="choose a writable output fo
     finally:
         if os.path.isfile(tmp):
             os.remove(tmp)
+
+
+def replace_into(tmp, path, what="output", ours=None):
+    """Rename the finished temporary file or folder ``tmp`` to ``path``.
+
+    For a file the output-path rule (:func:`check_output_path`) is applied and
+    the file is recorded in its folder's :data:`MANIFEST`.  A folder is only
+    moved to a path that does not exist or that the caller has just moved away
+    or removed after its own check (model folders, extracted archives).
+    """
+    tmp, path = os.fspath(tmp), os.fspath(path)
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        if os.path.lexists(path):
+            raise DataError(path, f"is in the way of the {what}; it is not replaced",
+                            "move it away and run the command again")
+        os.replace(tmp, path)
+        return
+    check_output_path(path, what, ours=ours)
+    digest, size = _sha256_file(tmp), os.lstat(tmp).st_size
+    os.replace(tmp, path)
+    if digest is not None:
+        _record(path, size, digest)
+
+
+def swap_folder(tmp, path):
+    """Rename the finished folder ``tmp`` to ``path``, replacing a folder the caller
+    checked may be replaced (a model this package wrote): the old one is moved
+    aside first and put back if the rename fails, then removed."""
+    tmp, path = os.fspath(tmp), os.fspath(path)
+    old = None
+    if os.path.lexists(path):
+        head, name = os.path.split(path)
+        old = os.path.join(head, f".{name}.old-{os.getpid()}")
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:  # put the previous one back
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_bytes_atomic(path, data, **kw):
@@ -419,7 +469,7 @@ def write_json_atomic(path, obj, *, indent=1, sort_keys=False, **kw):
     """Write ``obj`` as indented JSON to ``path`` atomically.
 
     ``obj`` goes through :func:`to_jsonable` first (NaN is written as null);
-    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``).
+    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``, ``ours``).
     """
     text = json.dumps(to_jsonable(obj), indent=indent, sort_keys=sort_keys)
     write_text_atomic(path, text + "\n", **kw)

@@ -125,8 +125,10 @@ def _run(argv):
         parser.print_help()
         return EXIT_ERROR
     from .atomic import overwriting
+    from .limits import max_image_pixels
 
     try:
+        max_image_pixels()  # a bad setting is one error line before any work
         with overwriting(bool(getattr(args, "overwrite", False))):
             return int(args._run(args) or 0)
     except FaceSegmentError as exc:

@@ -147,11 +147,9 @@ def load_cascade(path, verify=True):
     from ..modelio._model_files import load_model_folder
 
     path = Path(path)
-    try:
-        text = (path / CASCADE_FILE).read_text()
-    except (OSError, ValueError) as exc:
-        raise DataError(path / CASCADE_FILE, f"cannot be read ({exc})", _FIX) from None
-    doc = parse(text, path / CASCADE_FILE)
+    from ..modelio._model_doc import read_json_text
+
+    doc = parse(read_json_text(path / CASCADE_FILE, _FIX), path / CASCADE_FILE)
     if not isinstance(doc, dict) or doc.get("format") != CASCADE_FORMAT:
         raise DataError(path / CASCADE_FILE, "is not a facesegment cascade file", _FIX)
     if doc.get("format_version") != CASCADE_FORMAT_VERSION:

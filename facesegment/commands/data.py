@@ -4,6 +4,7 @@ import os
 import sys
 import time
 from ..atomic import write_json_atomic
+from ..bounds import arg_type
 from ._common import MAX_WORKERS, int_in, nonneg_int, seed_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
@@ -43,7 +44,7 @@ def add_arguments(p):
                    help="use this tarball (downloaded by hand) instead of downloading; it is checksummed")
     q.add_argument("--sha256", default=None, metavar="HEX",
                    help="expected SHA-256 (default: the published one of the chosen archive)")
-    q.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    q.add_argument("--timeout", type=arg_type("timeout"), default=30.0, metavar="S",
                    help="seconds to wait for the server (default 30)")
     q.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -71,7 +72,7 @@ def add_arguments(p):
     q.add_argument("--seed", type=seed_int, default=0, help="split seed (default 0)")
     q.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="training images held out for model selection (default 100, as in the paper)")
-    q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+    q.add_argument("--test-fraction", type=arg_type("test_fraction"), default=0.2, metavar="F",
                    help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
     q.add_argument("--person-pattern", type=_regex, default=None, metavar="REGEX",
                    help=r"regex whose first group on the file name is the person, e.g. '^(.+)_\d{4}$'")

@@ -1,6 +1,7 @@
 """``facesegment segment``: segment the face photos of folders, files or patterns."""
 
-from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value, nonneg_int,
+from ..bounds import arg_type
+from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value,
                       sigma_value)
 
 #: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
@@ -106,7 +107,7 @@ def add_arguments(p):
                    help="how the face crop is found: landmarks = dlib face box + 68 landmarks, "
                         "cropped by the dataset's rule (default; crop IoU 0.97 on faces300w); "
                         "dlib = calibrated dlib box only (faster, IoU 0.83)")
-    p.add_argument("--detect-size", type=nonneg_int, default=DETECT_MAX_SIDE, metavar="PX",
+    p.add_argument("--detect-size", type=arg_type("detect_size", "--detect-size"), default=DETECT_MAX_SIDE, metavar="PX",
                    help="detect faces on a copy of each photo shrunk to this longer side "
                         "(landmarks and segmentation at full resolution; bounds memory and "
                         f"time on big photos; 0 = full resolution; default {DETECT_MAX_SIDE})")
