@@ -244,5 +244,39 @@ def markdown_table():
     return "\n".join(rows) + "\n"
 
 
+#: The output-path rule, as docs/reliability.md states it.
+OUTPUT_RULE = """\
+Every command and API function that writes goes through `facesegment.atomic`
+(`check_output_path`, applied by every `atomic_*` writer and checked by each
+command for all its outputs before any work starts). A path is written only
+when:
+
+- nothing is there; or
+- a regular file that facesegment wrote is there: every write is recorded, with
+  its size and SHA-256, in the hidden manifest `.facesegment-outputs` of its
+  folder (some outputs are also recognised by their header: windows files,
+  `aligned.json`), so a rerun into the same folder replaces its own outputs;
+- or the user passed `--overwrite` (`facesegment.atomic.overwriting()` in Python).
+
+A folder, a symbolic link, a named pipe (FIFO), a device or a socket is never
+written over, even with `--overwrite`. A refusal is one line naming the path
+and the fix (exit status 2). `tests/test_output_rule.py` walks every output
+option of every command and every name written inside an output folder, and
+fails when a module other than `facesegment/atomic.py` renames or opens a file
+for writing outside the rule.
+"""
+
+
+def reliability_section():
+    """The generated part of docs/reliability.md: the output-path rule and the
+    bounds table (``python -c "from facesegment.bounds import reliability_section;
+    print(reliability_section())"``)."""
+    return ("### The output-path rule\n\n" + OUTPUT_RULE + "\n### Bounds of every number\n\n"
+            "Checked once, where the number enters (`facesegment/bounds.py`); a value "
+            "outside is one line naming the number and its bounds (exit status 2). "
+            "The estimators' parameters have their own table in "
+            "`facesegment/forest/params.py`.\n\n" + markdown_table())
+
+
 __all__ = ["Bound", "BOUNDS", "MAX_SIGMA", "MAX_EXPONENT", "check", "arg_type", "env_number",
-           "markdown_table"]
+           "markdown_table", "reliability_section", "OUTPUT_RULE"]
