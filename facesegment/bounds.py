@@ -12,6 +12,7 @@ estimators' own parameters are bounded in :mod:`facesegment.forest.params`.
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 #: Largest seed (the command line's ``--seed``, ``random_state``).
@@ -29,8 +30,9 @@ MAX_JSON_BYTES = 8 << 20
 #: Largest smoothing sigma (pixels): the Gaussian's kernel spans about 6 sigma,
 #: so beyond a face crop's side (about 250 px) the blur is flat and only slower.
 MAX_SIGMA = 256.0
-#: Largest prior-reweighting and position-prior exponent.
-MAX_EXPONENT = 1e6
+#: Largest prior-reweighting and position-prior exponent: any finite one (the
+#: reweighting computes huge exponents without overflow).
+MAX_EXPONENT = sys.float_info.max
 #: Sampling factors (class share among windows / among pixels) a model may record.
 MIN_FACTOR, MAX_FACTOR = 1e-12, 1e12
 
@@ -132,9 +134,9 @@ BOUNDS = {b.name: b for b in (
           "four times the side of the largest image allowed"),
     Bound("alpha", 0, MAX_EXPONENT, False,
           "--alpha, --sweep-alphas; alpha=; model.json rule.alpha, metrics.alpha",
-          "any larger exponent already decides by the rarest class alone"),
+          "any finite exponent: the reweighting computes it without overflow"),
     Bound("beta", 0, MAX_EXPONENT, False, "--beta; beta=; model.json rule.beta, metrics.beta",
-          "any larger exponent already decides by the position prior alone"),
+          "any finite exponent"),
     Bound("sigma", 0, MAX_SIGMA, False,
           "--sigma, train --sigmas; sigma=, sigmas=; model.json rule.sigma, metrics.sigma",
           "the blur spans 6 sigma: beyond a face crop's side it is flat and only slower"),

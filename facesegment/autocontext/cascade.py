@@ -23,7 +23,7 @@ The folder::
 
 from pathlib import Path
 
-from ..atomic import write_json_atomic
+from ..atomic import MANIFEST, write_json_atomic
 from .context import ContextSpec, as_u8, context_maps, context_planes
 from ..errors import DataError
 
@@ -133,7 +133,7 @@ def save_cascade(cascade, path):
 
 def _check_own_files(path):
     """Refuse to replace a cascade folder that holds someone else's files."""
-    own = {CASCADE_FILE} | {f"stage-{i}" for i in range(1, MAX_STAGES + 1)}
+    own = {CASCADE_FILE, MANIFEST} | {f"stage-{i}" for i in range(1, MAX_STAGES + 1)}
     other = sorted(p.name for p in path.iterdir() if p.name not in own)
     if other:
         raise DataError(path, f"holds files that are not the cascade's ({', '.join(other)})",
