@@ -5,15 +5,25 @@ failure to write is reported as one :class:`~facesegment.errors.DataError` line
 naming the path.  :func:`write_json_atomic` is the project's one JSON writer
 (NaN written as null, numpy values as Python values) and
 :func:`check_writable_folder` its one write probe.
+
+The output-path rule (:func:`check_output_path`, applied by every writer here):
+a path is written only when nothing is there, or a regular file that
+facesegment wrote is there (recorded with its size and SHA-256 in the hidden
+manifest :data:`MANIFEST` of its folder, so reruns replace their own outputs),
+or the user allowed it (``--overwrite``, :func:`overwriting`).  A folder, a
+symbolic link, a named pipe, a device or a socket is never written over.
 """
 
 import errno
+import hashlib
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import sys
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -153,27 +163,275 @@ def _remove(path):
     except OSError:
         pass
 
+# --------------------------------------------------------------- output-path rule
+
+#: The hidden file, one per output folder, that records the outputs facesegment
+#: wrote there: one JSON line ``[name, size, sha256]`` per write (the last wins).
+MANIFEST = ".facesegment-outputs"
+#: Bytes of a manifest read at most; a longer one is compacted when written.
+MAX_MANIFEST_BYTES = 32 << 20
+#: The fix named when a user's file is in the way.
+OVERWRITE_FIX = "choose another path, move the file away, or pass --overwrite to replace it"
+
+_OVERWRITE = {"depth": 0}
+_LOCK = threading.Lock()
+_KIND_NAMES = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+               (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
 
 @contextmanager
-def atomic_path(path, suffix="", what="output", fix="choose a writable output folder"):
+def overwriting(allow=True):
+    """Within the block (all threads of the process) the writers may replace
+    regular files that facesegment did not write (``--overwrite``).
+
+    Folders, symbolic links, pipes, devices and sockets are never replaced.
+    """
+    with _LOCK:
+        _OVERWRITE["depth"] += 1 if allow else 0
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _OVERWRITE["depth"] -= 1 if allow else 0
+
+
+def _sha256_file(path):
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+    finally:
+        os.close(fd)
+
+
+def _read_manifest(folder):
+    """``{name: (size, sha256)}`` recorded in ``folder``'s manifest ({} if none)."""
+    path = os.path.join(folder, MANIFEST)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        _flock(fd, shared=True)
+        data = b""
+        while len(data) <= MAX_MANIFEST_BYTES:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    return _parse_manifest(data[:MAX_MANIFEST_BYTES])
+
+
+def _parse_manifest(data):
+    entries = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            name, size, digest = json.loads(line)
+        except (ValueError, TypeError):
+            continue  # a torn or foreign line: it records nothing
+        if isinstance(name, str) and isinstance(size, int) and isinstance(digest, str):
+            entries[name] = (size, digest)
+    return entries
+
+
+def _flock(fd, shared=False):
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+
+
+def _record(path, size, digest):
+    """Add ``path`` (written by facesegment, ``size`` bytes, ``digest``) to its
+    folder's manifest; best effort (an unwritable manifest only means that a
+    rerun asks for ``--overwrite``)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    line = (json.dumps([name, size, digest]) + "\n").encode("utf-8", "surrogateescape")
+    try:
+        fd = os.open(os.path.join(folder, MANIFEST), os.O_RDWR | os.O_APPEND | os.O_CREAT
+                     | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        _flock(fd)
+        size = os.fstat(fd).st_size
+        if size + len(line) > MAX_MANIFEST_BYTES // 2:
+            _compact(fd)
+        elif size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # after a torn line (a process killed mid-write)
+        os.write(fd, line)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _compact(fd):
+    """Rewrite a long manifest (held under an exclusive lock) with one line per name."""
+    data = b""
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(os.dup(fd), "rb") as fh:
+        data = fh.read(MAX_MANIFEST_BYTES)
+    entries = _parse_manifest(data)
+    text = "".join(json.dumps([n, s, d]) + "\n" for n, (s, d) in entries.items())
+    os.ftruncate(fd, 0)
+    os.write(fd, text.encode("utf-8", "surrogateescape"))
+
+
+def written_by_facesegment(path):
+    """Whether ``path`` is a regular file whose size and SHA-256 are those that
+    facesegment recorded when it wrote it (in its folder's :data:`MANIFEST`)."""
+    path = os.fspath(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    folder, name = os.path.split(os.path.abspath(path))
+    entry = _read_manifest(folder).get(name)
+    if entry is None or entry[0] != st.st_size:
+        return False
+    try:
+        return _sha256_file(path) == entry[1]
+    except OSError:
+        return False
+
+
+def check_output_path(path, what="output", fix=OVERWRITE_FIX, overwrite=None, ours=None):
+    """Apply the output-path rule to ``path`` before anything is written to it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file about to be written.
+    what : str
+        What the file is, for the message.
+    fix : str
+        The fix named when a regular file that facesegment did not write is there.
+    overwrite : bool, optional
+        Whether such a file may be replaced; None: only inside :func:`overwriting`.
+    ours : callable, optional
+        ``ours(path)`` tells whether a regular file is one facesegment wrote by
+        its content (a known header), besides the manifest.
+
+    Raises
+    ------
+    DataError
+        One line naming ``path``: it is a folder, a symbolic link, a named pipe, a
+        device or a socket (never written over), or a regular file facesegment
+        did not write (without ``overwrite``).
+    """
+    path = os.fspath(path)
+    try:
+        st = os.lstat(path)
+    except OSError:  # nothing there (or no way there: the write reports it)
+        return
+    for test, kind in _KIND_NAMES:
+        if test(st.st_mode):
+            raise DataError(path, f"is {kind}; facesegment never writes its {what} over one",
+                            "give the path of a new file or of a file facesegment wrote")
+    if not stat.S_ISREG(st.st_mode):  # pragma: no cover - every kind is named above
+        raise DataError(path, "is not a regular file; it is not written over", fix)
+    allowed = _OVERWRITE["depth"] > 0 if overwrite is None else overwrite
+    if allowed or written_by_facesegment(path) or (ours is not None and ours(path)):
+        return
+    raise DataError(path, f"exists and was not written by facesegment, so it is not "
+                    f"replaced ({what})", fix)
+
+
+@contextmanager
+def atomic_path(path, suffix="", what="output", fix="choose a writable output folder",
+                ours=None):
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.
 
-    The temporary file is removed if the block raises.  ``OSError`` (from the
-    block or the rename) becomes ``DataError(path, "cannot write <what>: ...", fix)``.
-    ``suffix`` is appended to the temporary name (e.g. ``".png"`` for writers
-    that pick the format from the extension).
+    The output-path rule (:func:`check_output_path`) is applied first and again
+    just before the rename; the file written is then recorded in its folder's
+    :data:`MANIFEST`, so that a rerun may replace it.  The temporary file is
+    removed if the block raises.  ``OSError`` (from the block or the rename)
+    becomes ``DataError(path, "cannot write <what>: ...", fix)``.  ``suffix`` is
+    appended to the temporary name (e.g. ``".png"`` for writers that pick the
+    format from the extension).
     """
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}{suffix}"
+    check_output_path(path, what, ours=ours)
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if os.path.islink(tmp):  # a link planted under the temporary name is not followed
+            os.remove(tmp)
         yield tmp
+        check_output_path(path, what, ours=ours)
+        digest = _sha256_file(tmp)
+        size = os.lstat(tmp).st_size
         os.replace(tmp, path)
+        if digest is not None:
+            _record(path, size, digest)
     except OSError as exc:
         raise DataError(path, f"cannot write {what}: {exc.strerror or exc}", fix) from exc
     finally:
         if os.path.isfile(tmp):
             os.remove(tmp)
+
+
+def replace_into(tmp, path, what="output", ours=None):
+    """Rename the finished temporary file or folder ``tmp`` to ``path``.
+
+    For a file the output-path rule (:func:`check_output_path`) is applied and
+    the file is recorded in its folder's :data:`MANIFEST`.  A folder is only
+    moved to a path that does not exist or that the caller has just moved away
+    or removed after its own check (model folders, extracted archives).
+    """
+    tmp, path = os.fspath(tmp), os.fspath(path)
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        if os.path.lexists(path):
+            raise DataError(path, f"is in the way of the {what}; it is not replaced",
+                            "move it away and run the command again")
+        os.replace(tmp, path)
+        return
+    check_output_path(path, what, ours=ours)
+    digest, size = _sha256_file(tmp), os.lstat(tmp).st_size
+    os.replace(tmp, path)
+    if digest is not None:
+        _record(path, size, digest)
+
+
+def swap_folder(tmp, path):
+    """Rename the finished folder ``tmp`` to ``path``, replacing a folder the caller
+    checked may be replaced (a model this package wrote): the old one is moved
+    aside first and put back if the rename fails, then removed."""
+    tmp, path = os.fspath(tmp), os.fspath(path)
+    old = None
+    if os.path.lexists(path):
+        head, name = os.path.split(path)
+        old = os.path.join(head, f".{name}.old-{os.getpid()}")
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:  # put the previous one back
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_bytes_atomic(path, data, **kw):
@@ -211,7 +469,7 @@ def write_json_atomic(path, obj, *, indent=1, sort_keys=False, **kw):
     """Write ``obj`` as indented JSON to ``path`` atomically.
 
     ``obj`` goes through :func:`to_jsonable` first (NaN is written as null);
-    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``).
+    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``, ``ours``).
     """
     text = json.dumps(to_jsonable(obj), indent=indent, sort_keys=sort_keys)
     write_text_atomic(path, text + "\n", **kw)

@@ -124,8 +124,13 @@ def _run(argv):
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_ERROR
+    from .atomic import overwriting
+    from .limits import max_image_pixels
+
     try:
-        return int(args._run(args) or 0)
+        max_image_pixels()  # a bad setting is one error line before any work
+        with overwriting(bool(getattr(args, "overwrite", False))):
+            return int(args._run(args) or 0)
     except FaceSegmentError as exc:
         # one line, whatever a library put in the message (HDF5's have newlines)
         print(f"facesegment: error: {' '.join(str(exc).split())}", file=sys.stderr)

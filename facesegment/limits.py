@@ -29,15 +29,8 @@ MAX_IMAGE_PIXELS = 1 << 28
 MAX_IMAGE_BYTES = 1 << 30
 #: Bytes read from one text file (``.pts`` landmarks, lists of names) at most (64 MiB).
 MAX_TEXT_BYTES = 64 << 20
-#: Largest seed (the command line's ``--seed``, ``random_state``).
-MAX_SEED = 2 ** 32 - 1
-#: Upper bounds of counts that are not estimator parameters (those are in
-#: ``facesegment.forest.params``): beyond them a run would need more memory or
-#: time than any machine has, so they are one error line instead.
-MAX_WORKERS = 4096           # --workers
-MAX_WINDOWS = 100_000_000    # extract --windows (about 290 GB of 31x31 RGB windows)
-MAX_PIXEL_STRIDE = 1000      # --pixel-stride, the pipeline's pixel_stride
-MAX_WINDOW_SIDE = 255        # extract --window
+from .bounds import (MAX_JSON_BYTES, MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOW_SIDE,  # noqa: F401
+                     MAX_WINDOWS, MAX_WORKERS)
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -45,9 +38,17 @@ _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character de
 
 
 def max_image_pixels():
-    """:data:`MAX_IMAGE_PIXELS`, or ``FACESEGMENT_MAX_IMAGE_PIXELS`` when set to an integer."""
-    text = os.environ.get("FACESEGMENT_MAX_IMAGE_PIXELS", "").strip().replace("_", "")
-    return int(text) if text.isdigit() and int(text) > 0 else MAX_IMAGE_PIXELS
+    """:data:`MAX_IMAGE_PIXELS`, or ``FACESEGMENT_MAX_IMAGE_PIXELS`` when set.
+
+    Raises
+    ------
+    DataError
+        Naming the variable when it is set to anything but an integer within
+        its bounds (:data:`facesegment.bounds.BOUNDS`).
+    """
+    from .bounds import env_number
+
+    return env_number("FACESEGMENT_MAX_IMAGE_PIXELS", MAX_IMAGE_PIXELS)
 
 
 def not_regular(mode):

@@ -43,6 +43,12 @@ def _term(value, name):
         raise TypeError(f"decision rule: {name} must be a number, got {value!r}") from None
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"decision rule: {name}={value!r} must be finite and >= 0")
+    from .bounds import BOUNDS
+
+    bound = BOUNDS[name]
+    if v > bound.high:
+        raise ValueError(f"decision rule: {name}={value!r} is out of bounds: expected "
+                         f"{bound.describe()} ({bound.reason})")
     return v
 
 

@@ -156,7 +156,12 @@ def run_target(ctx, target, force=(), dry_run=False):
 
 
 def _run_all(ctx, stages, forced, dry_run):
-    outcomes = run_stages(stages, StageLog(ctx.log), force=forced, dry_run=dry_run)
+    from facesegment.atomic import overwriting
+
+    # a stage's outputs are the pipeline's own (its stamps record them): a rerun
+    # replaces them even when they were changed by hand
+    with overwriting():
+        outcomes = run_stages(stages, StageLog(ctx.log), force=forced, dry_run=dry_run)
     ctx.cache.setdefault("status", {}).update({k: o.status for k, o in outcomes.items()})
     return outcomes
 

@@ -15,7 +15,7 @@ def test_write_text_and_json(tmp_path):
     assert (tmp_path / "a" / "b.txt").read_text() == "hello"
     write_json_atomic(tmp_path / "c.json", {"x": 1})
     assert (tmp_path / "c.json").read_text() == '{\n "x": 1\n}\n'
-    assert sorted(os.listdir(tmp_path)) == ["a", "c.json"]
+    assert sorted(os.listdir(tmp_path)) == [".facesegment-outputs", "a", "c.json"]
 
 
 def test_failure_in_block_leaves_nothing(tmp_path):

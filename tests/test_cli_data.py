@@ -137,8 +137,10 @@ def test_label_empty_and_unwritable(tmp_path, capsys):
     (tmp_path / "blocker").write_text("x")
     assert main(["label", str(tmp_path / "in"), str(tmp_path / "blocker" / "out")]) == 2
     assert "output folder cannot be written" in _one_error_line(capsys.readouterr().err)
-    assert main(["label", str(tmp_path / "in"), str(tmp_path / "o2"), "--threshold", "0.5"]) == 2
-    assert "--threshold <= 0" in _one_error_line(capsys.readouterr().err)
+    with pytest.raises(SystemExit) as exc:  # out of its bounds: a usage error
+        main(["label", str(tmp_path / "in"), str(tmp_path / "o2"), "--threshold", "0.5"])
+    assert exc.value.code == 2
+    assert "argument --threshold: expected a number in -10..0" in capsys.readouterr().err
 
 
 @pytest.mark.shared

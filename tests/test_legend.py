@@ -26,8 +26,10 @@ def test_classes_lists_ids_names_and_the_palette(tmp_path, capsys):
         assert name in row and f"#{r:02x}{g:02x}{b:02x}" in row and f"{r},{g},{b}" in row
     key = read_image(tmp_path / "key.png")
     assert all(_has_colour(key, CLASS_COLORS[i]) for i in range(1, len(CLASS_NAMES)))
-    assert main(["classes", "--legend", str(tmp_path / "k.png"), "--scale", "9"]) == 2
-    assert "--scale 9 is outside" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["classes", "--legend", str(tmp_path / "k.png"), "--scale", "9"])
+    assert exc.value.code == 2
+    assert "expected a number in 0.2..4" in capsys.readouterr().err
 
 
 def test_the_readme_legend_is_the_one_the_command_writes(tmp_path):

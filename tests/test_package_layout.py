@@ -19,7 +19,8 @@ PACKAGE = ROOT / "facesegment"
 #: modules every layer uses (errors, atomic writes, limits, progress, threads,
 #: Numba options, lazy exports, classes, the window layout, the decision rule and its
 #: position prior).
-ROOT_MODULES = {"__init__", "__main__", "_jit", "_lazy", "api", "atomic", "classes", "cli", "errors",
+ROOT_MODULES = {"__init__", "__main__", "_jit", "_lazy", "api", "atomic", "bounds", "classes",
+                "cli", "errors",
                 "layout", "limits", "parallel", "position", "progress", "rule", "warmup"}
 SUBPACKAGES = {"autocontext", "commands", "data", "dense", "evaluation", "faces", "forest",
                "modelio", "models"}

@@ -815,7 +815,9 @@ def test_a_rerun_changes_only_the_timings(tmp_path, monkeypatch, capsys):
     assert "[train:axis] running" in err and "[figures] running" in err, err[-2000:]
     second = _run_folder_bytes(tmp_path, rdir)
     assert set(first) == set(second)
-    changed = sorted(f for f in first if first[f] != second[f])
+    # the output manifests record every write (with the timings' hashes): left out
+    changed = sorted(f for f in first if first[f] != second[f]
+                     and not f.endswith(".facesegment-outputs"))
     assert set(changed) <= TIMING_FILES | {"docs/timings.md"}, changed
     # the times are all in timings.json (and were measured again)
     from pipelines.config import KINDS

@@ -97,7 +97,8 @@ def test_two_runs_give_identical_results_except_times(data, tmp_path):
     assert run(data, b, "--workers", "1") == 0
     fa, fb = outputs(a), outputs(b)
     assert fa.keys() == fb.keys()
-    differ = sorted(k for k in fa if fa[k] != fb[k])
+    # the output manifest records the timings' hashes, so it differs with them
+    differ = sorted(k for k in fa if fa[k] != fb[k] and not k.endswith(".facesegment-outputs"))
     assert differ == ["timings.json", "timings.md"]
 
 

@@ -23,7 +23,7 @@ The folder::
 
 from pathlib import Path
 
-from ..atomic import write_json_atomic
+from ..atomic import MANIFEST, write_json_atomic
 from .context import ContextSpec, as_u8, context_maps, context_planes
 from ..errors import DataError
 
@@ -136,7 +136,7 @@ def save_cascade(cascade, path):
 
 def _check_own_files(path):
     """Refuse to replace a cascade folder that holds someone else's files."""
-    own = {CASCADE_FILE} | {f"stage-{i}" for i in range(1, MAX_STAGES + 1)}
+    own = {CASCADE_FILE, MANIFEST} | {f"stage-{i}" for i in range(1, MAX_STAGES + 1)}
     other = sorted(p.name for p in path.iterdir() if p.name not in own)
     if other:
         raise DataError(path, f"holds files that are not the cascade's ({', '.join(other)})",
@@ -150,11 +150,9 @@ def load_cascade(path, verify=True):
     from ..modelio._model_files import load_model_folder
 
     path = Path(path)
-    try:
-        text = (path / CASCADE_FILE).read_text()
-    except (OSError, ValueError) as exc:
-        raise DataError(path / CASCADE_FILE, f"cannot be read ({exc})", _FIX) from None
-    doc = parse(text, path / CASCADE_FILE)
+    from ..modelio._model_doc import read_json_text
+
+    doc = parse(read_json_text(path / CASCADE_FILE, _FIX), path / CASCADE_FILE)
     if not isinstance(doc, dict) or doc.get("format") != CASCADE_FORMAT:
         raise DataError(path / CASCADE_FILE, "is not a facesegment cascade file", _FIX)
     if doc.get("format_version") != CASCADE_FORMAT_VERSION:

@@ -42,40 +42,51 @@ def seed_int(text):
 
 
 def positive_int(text):
-    """argparse type: a positive integer (``_`` and ``,`` separators allowed)."""
-    return _int_at_least(text, 1, "a positive integer")
+    """argparse type: a positive integer (``_`` and ``,`` separators allowed), at most
+    the upper bound of ``BOUNDS["count"]``."""
+    from ..bounds import BOUNDS
+
+    return _int_at_least(text, 1, "a positive integer", BOUNDS["count"].high)
 
 
 def nonneg_int(text):
-    """argparse type: an integer >= 0."""
-    return _int_at_least(text, 0, "a non-negative integer")
+    """argparse type: an integer >= 0, at most the upper bound of ``BOUNDS["count"]``."""
+    from ..bounds import BOUNDS
+
+    return _int_at_least(text, 0, "a non-negative integer", BOUNDS["count"].high)
 
 
-def _nonneg_number(text, meaning):
+def _nonneg_number(text, meaning, name):
+    from ..bounds import BOUNDS
+
     try:
         v = float(text)
     except ValueError:
         v = math.nan
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0 ({meaning}), got {text!r}")
+    bound = BOUNDS[name]
+    if v > bound.high:
+        raise argparse.ArgumentTypeError(f"expected {bound.describe()} ({meaning}; "
+                                         f"{bound.reason}), got {text!r}")
     return v
 
 
 def alpha_value(text):
-    """argparse type: a prior-reweighting exponent, a finite number >= 0."""
-    return _nonneg_number(text, "1 = the paper's prior reweighting, 0 = none")
+    """argparse type: a prior-reweighting exponent, a number within ``BOUNDS["alpha"]``."""
+    return _nonneg_number(text, "1 = the paper's prior reweighting, 0 = none", "alpha")
 
 
 def beta_value(text):
-    """argparse type: the position prior's exponent beta, a finite number >= 0."""
+    """argparse type: the position prior's exponent beta, within ``BOUNDS["beta"]``."""
     return _nonneg_number(text, "beta, the exponent of the position prior (pos/pi)^beta; "
-                                "0 = no position prior")
+                                "0 = no position prior", "beta")
 
 
 def sigma_value(text):
-    """argparse type: the smoothing sigma in pixels, a finite number >= 0."""
+    """argparse type: the smoothing sigma in pixels, within ``BOUNDS["sigma"]``."""
     return _nonneg_number(text, "sigma, the Gaussian blur of the class maps in pixels; "
-                                "0 = none")
+                                "0 = none", "sigma")
 
 
 def model_names(paths):
@@ -118,6 +129,31 @@ def check_output_folder(path, option):
 
     check_writable_folder(path, "cannot write to the output folder",
                           f"choose a writable folder with {option}")
+
+
+def add_overwrite_argument(p, what="the outputs"):
+    """Add ``--overwrite``: let the command replace files facesegment did not write."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"let {what} replace files that facesegment did not write (folders, "
+                        "links, pipes and devices are never replaced)")
+
+
+def check_outputs(paths, what="output", option=None):
+    """Apply the output-path rule (:func:`facesegment.atomic.check_output_path`) to
+    every path in ``paths`` before any work starts.
+
+    Raises
+    ------
+    DataError
+        One line naming the first path that may not be written and the fix
+        (``option``: the command-line option that names it).
+    """
+    from ..atomic import OVERWRITE_FIX, check_output_path
+
+    fix = OVERWRITE_FIX if option is None else \
+        f"give {option} another path, move the file away, or pass --overwrite to replace it"
+    for path in paths:
+        check_output_path(path, what, fix)
 
 
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",

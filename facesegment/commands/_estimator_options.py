@@ -11,7 +11,18 @@ kind takes those of its own class that its row does not fix.
 
 import argparse
 
-from ._common import nonneg_int, positive_int
+from ._common import _int_at_least
+
+
+def positive_int(text):
+    """argparse type: a positive integer (its upper bound is the estimator's, checked
+    by ``facesegment.forest.params``)."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def nonneg_int(text):
+    """argparse type: an integer >= 0 (upper bound: ``facesegment.forest.params``)."""
+    return _int_at_least(text, 0, "a non-negative integer")
 
 
 def class_options(cls):

@@ -15,24 +15,25 @@ examples:
 
 
 def add_arguments(p):
+    from ..bounds import arg_type
+
     p.add_argument("--legend", metavar="FILE.png", default=None,
                    help="also write the class key as a PNG (written atomically)")
-    p.add_argument("--scale", type=float, default=0.6, metavar="S",
-                   help="text scale of the --legend image (default 0.6)")
+    p.add_argument("--scale", type=arg_type("legend_scale", "--scale"), default=0.6,
+                   metavar="S", help="text scale of the --legend image (0.2..4, default 0.6)")
 
 
 def run(args):
-    from ..classes import CLASS_COLORS, CLASS_NAMES
-    from ..errors import DataError
-    from ..classes import class_table
+    from ..classes import CLASS_COLORS, CLASS_NAMES, class_table
 
+    if args.legend:
+        from ..atomic import check_output_path
+
+        check_output_path(args.legend, "class key")
     print(f"{'id':>2}  {'name':<14} {'colour':<8} rgb")
     for i, name, hexa, rgb in class_table(CLASS_NAMES, CLASS_COLORS):
         print(f"{i:>2}  {name:<14} {hexa:<8} {rgb[0]},{rgb[1]},{rgb[2]}")
     if args.legend:
-        if not 0.2 <= args.scale <= 4:
-            raise DataError(None, f"--scale {args.scale:g} is outside 0.2..4",
-                            "give a scale such as 0.6")
         from ..data.imageio import write_png_atomic
         from ..classes import legend_image
 

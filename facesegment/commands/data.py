@@ -4,6 +4,7 @@ import os
 import sys
 import time
 from ..atomic import write_json_atomic
+from ..bounds import arg_type
 from ._common import MAX_WORKERS, int_in, nonneg_int, seed_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
@@ -43,7 +44,7 @@ def add_arguments(p):
                    help="use this tarball (downloaded by hand) instead of downloading; it is checksummed")
     q.add_argument("--sha256", default=None, metavar="HEX",
                    help="expected SHA-256 (default: the published one of the chosen archive)")
-    q.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    q.add_argument("--timeout", type=arg_type("timeout"), default=30.0, metavar="S",
                    help="seconds to wait for the server (default 30)")
     q.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -71,11 +72,13 @@ def add_arguments(p):
     q.add_argument("--seed", type=seed_int, default=0, help="split seed (default 0)")
     q.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="training images held out for model selection (default 100, as in the paper)")
-    q.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+    q.add_argument("--test-fraction", type=arg_type("test_fraction"), default=0.2, metavar="F",
                    help="minimum share of images in the test split when there are no train/test folders (default 0.2)")
     q.add_argument("--person-pattern", type=_regex, default=None, metavar="REGEX",
                    help=r"regex whose first group on the file name is the person, e.g. '^(.+)_\d{4}$'")
     q.add_argument("--out", default=None, metavar="FILE.json", help="write the lists of image names as JSON")
+    q.add_argument("--overwrite", action="store_true",
+                   help="let --out replace a file that facesegment did not write")
 
 
 def _regex(text):
@@ -149,15 +152,16 @@ def _render(args):
 
     root, out = Path(args.dir), Path(args.out)
     images = find_images(root)
-    n_ok, bad, kept, warned = 0, [], [], []
+    n_ok, n_pts, present, bad, kept, warned = 0, 0, 0, [], [], []
     for img in images:
         pts = pts_path_for(img)
         if not os.path.exists(pts):
             continue
+        n_pts += 1
         rel = img.relative_to(root).with_suffix("")
         target = out / (rel.as_posix() + LABEL_SUFFIX)
         if os.path.lexists(target) and not args.overwrite:
-            n_ok += 1
+            present += 1  # kept as it is: rendered before, or made by hand
             continue
         if os.path.lexists(target) and not rendered_by_us(target):
             kept.append(str(target))  # a label map this command did not write: never replaced
@@ -187,8 +191,10 @@ def _render(args):
               "(made by hand or by another tool), so --overwrite leaves it as it is "
               "(move it away to render it again)", file=sys.stderr)
     print(f"rendered {n_ok} label maps into {out}; {len(bad)} skipped"
-          + (f"; {len(kept)} kept" if kept else ""))
-    if n_ok + len(bad) == 0:
+          + (f"; {present} already there, kept (--overwrite renders the ones `data render` "
+             "wrote again)" if present else "")
+          + (f"; {len(kept)} kept (not written by `data render`)" if kept else ""))
+    if n_pts == 0:
         raise DataError(root, "has no images with a NAME.pts beside them",
                         "point at a folder with 68-point .pts files")
     return 1 if bad else 0
@@ -232,8 +238,11 @@ def rendered_by_us(path):
 def _splits(args):
     from ..data.splits import split_dataset
 
+    from ..atomic import check_output_path
     from ..errors import FaceSegmentError
 
+    if args.out:  # before any work
+        check_output_path(args.out, "split lists")
     try:
         s = split_dataset(args.dir, args.labels, test_fraction=args.test_fraction,
                           n_validation=args.validation, seed=args.seed,

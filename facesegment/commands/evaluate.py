@@ -4,8 +4,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
-                      alpha_value, beta_value, check_output_folder, model_names, nonneg_int,
+from ._common import (add_overwrite_argument, add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
+                      alpha_value, beta_value, check_output_folder, check_outputs, model_names, nonneg_int,
                       positive_int, sigma_value)
 
 PROTOCOLS = ("crops", "detector")
@@ -118,6 +118,7 @@ def add_arguments(p):
                    help="score only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/eval", metavar="DIR",
                    help="folder for NAME.json / NAME.md / summary.md (default reports/eval)")
+    add_overwrite_argument(p, "--out and --landmarks-cache")
     add_parallel_arguments(p)
 
 
@@ -192,6 +193,11 @@ def run(args):
     args.model = args.model or []
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")  # before hours of scoring
+    names = model_names(args.model) + list(getattr(args, "method", None) or ())
+    check_outputs([Path(args.out) / f"{n}{ext}" for n in names for ext in (".json", ".md")]
+                  + [Path(args.out) / "summary.md"], "report", "--out")
+    if getattr(args, "landmarks_cache", None):
+        check_outputs([args.landmarks_cache], "landmarks cache", "--landmarks-cache")
     models = [load_image_model(path) for path in args.model]  # every model checked first
     betas = [model_beta(m, path, args.beta) for path, m in zip(args.model, models)]
     for path, m in zip(args.model, models):

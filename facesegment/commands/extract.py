@@ -4,6 +4,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..bounds import arg_type
 from ._common import (MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS, int_in, nonneg_int,
                       positive_int, seed_int)
 
@@ -87,7 +88,7 @@ def add_arguments(p):
                         "the validation images; default: all images of DATA_DIR or DATA_DIR/train)")
     p.add_argument("--validation", type=nonneg_int, default=100, metavar="N",
                    help="with --split: training images held out for validation (default 100)")
-    p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+    p.add_argument("--test-fraction", type=arg_type("test_fraction"), default=0.2, metavar="F",
                    help="with --split, when DATA_DIR has no train/ and test/: share of images (by person) "
                         "in the test split (default 0.2)")
     p.add_argument("--split-seed", type=seed_int, default=0, metavar="S",

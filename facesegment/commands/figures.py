@@ -1,7 +1,8 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
-from ._common import (add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
-                      alpha_value, check_output_folder, model_names, nonneg_int, positive_int)
+from ._common import (add_overwrite_argument, add_parallel_arguments, add_scoring_arguments,
+                      add_test_face_arguments, alpha_value, check_output_folder, check_outputs,
+                      model_names, nonneg_int, positive_int)
 
 HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
@@ -47,6 +48,7 @@ def add_arguments(p):
                    help="use only the first N test faces (quick checks)")
     p.add_argument("--out", "-o", default="reports/figures", metavar="DIR",
                    help="output folder (default reports/figures)")
+    add_overwrite_argument(p, "--out")
     add_parallel_arguments(p)
 
 
@@ -57,6 +59,12 @@ def run(args):
 
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")
+    from pathlib import Path
+
+    names = model_names(args.model)
+    check_outputs([Path(args.out) / n for n in
+                   ["figure3.png", "figure4.png", "figures.json"]
+                   + [f"confusion_{name}.png" for name in names]], "figure", "--out")
     models = {name: load_image_model(path)
               for path, name in zip(args.model, model_names(args.model))}
     res = make_figures(models, records, args.out, alpha=args.alpha, mode=args.mode,

@@ -3,7 +3,8 @@
 import sys
 import time
 
-from ._common import nonneg_int, positive_int
+from ..bounds import arg_type
+from ._common import positive_int
 
 #: = facesegment.faces.label.DETECT_MAX_SIDE (not imported: the CLI starts without cv2/dlib)
 DETECT_MAX_SIDE = 2000
@@ -38,18 +39,18 @@ example:
 def add_arguments(p):
     p.add_argument("in_dir", metavar="IN_DIR", help="folder of face images (searched recursively; read-only)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="output folder for NAME.pts and NAME_label.png (mirrors IN_DIR)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
+    p.add_argument("--workers", type=arg_type("workers"), default=1, metavar="N",
                    help="local worker processes (dlib holds the GIL, so processes, not threads; default 1)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="address of a Dask distributed scheduler (e.g. tcp://host:8786) to spread the work over a cluster")
-    p.add_argument("--upsample", type=int, default=1, metavar="K",
+    p.add_argument("--upsample", type=arg_type("upsample"), default=1, metavar="K",
                    help="when no face is found, detect again on the image upsampled K times (0 disables; default 1)")
-    p.add_argument("--threshold", type=float, default=-0.5, metavar="T",
+    p.add_argument("--threshold", type=arg_type("threshold"), default=-0.5, metavar="T",
                    help="when the first passes find no face, a last pass runs the detector with its "
                         "threshold adjusted by T (T <= 0; default -0.5)")
     p.add_argument("--no-low-threshold", action="store_true",
                    help="skip that last low-threshold pass (fewer, but only confident, detections)")
-    p.add_argument("--detect-size", type=nonneg_int, default=DETECT_MAX_SIDE, metavar="PX",
+    p.add_argument("--detect-size", type=arg_type("detect_size", "--detect-size"), default=DETECT_MAX_SIDE, metavar="PX",
                    help="detect faces on a copy of each photo shrunk to this longer side "
                         "(landmarks are then found at full resolution; bounds memory on big "
                         f"photos; 0 = full resolution; default {DETECT_MAX_SIDE})")

@@ -3,7 +3,8 @@
 import contextlib
 import os
 
-from ._common import (add_parallel_arguments, alpha_value, beta_value, nonneg_int,
+from ..bounds import arg_type
+from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value,
                       sigma_value)
 
 #: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
@@ -126,10 +127,11 @@ def add_arguments(p):
                    help="how the face crop is found: landmarks = dlib face box + 68 landmarks, "
                         "cropped by the dataset's rule (default; crop IoU 0.97 on faces300w); "
                         "dlib = calibrated dlib box only (faster, IoU 0.83)")
-    p.add_argument("--detect-size", type=nonneg_int, default=DETECT_MAX_SIDE, metavar="PX",
+    p.add_argument("--detect-size", type=arg_type("detect_size", "--detect-size"), default=DETECT_MAX_SIDE, metavar="PX",
                    help="detect faces on a copy of each photo shrunk to this longer side "
                         "(landmarks and segmentation at full resolution; bounds memory and "
                         f"time on big photos; 0 = full resolution; default {DETECT_MAX_SIDE})")
+    add_overwrite_argument(p, "the outputs in OUTPUT_DIR")
     p.add_argument("--save-proba", action="store_true",
                    help="also write NAME_proba.npz: the class-probability maps, float16 "
                         "(H, W, 8), compressed, written atomically (16 bytes per pixel "
@@ -254,10 +256,11 @@ def _stdio(args):
             if not data:
                 raise DataError("-", "stdin is empty", "pipe an image in: "
                                 "cat face.jpg | facesegment segment - out/")
+            from ..atomic import write_bytes_atomic
+
             os.makedirs(os.path.join(tmp, "in"))
             inputs = [os.path.join(tmp, "in", "stdin")]
-            with open(inputs[0], "wb") as f:
-                f.write(data)
+            write_bytes_atomic(inputs[0], data)
         out = os.path.join(tmp, "out") if args.output_dir == "-" else args.output_dir
         yield inputs, out
 

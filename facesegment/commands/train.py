@@ -4,6 +4,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..bounds import arg_type
 from ._common import add_parallel_arguments, nonneg_int, positive_int, seed_int
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
@@ -111,7 +112,7 @@ def add_arguments(p):
                         "default 20, as the pipeline)")
     p.add_argument("--calibrate-stride", type=positive_int, default=3, metavar="S",
                    help="score an S x S grid of their pixels (default 3, as the pipeline)")
-    p.add_argument("--sigmas", type=float, nargs="+", default=None, metavar="PX",
+    p.add_argument("--sigmas", type=arg_type("sigma", "--sigmas"), nargs="+", default=None, metavar="PX",
                    help="smoothing sigmas tried for the rule besides 0 (none), e.g. 1 2 "
                         "(default: no smoothing)")
     p.add_argument("--seed", type=seed_int, default=0,

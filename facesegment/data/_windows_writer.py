@@ -191,7 +191,10 @@ class WindowsWriter:
         """Mark complete, close and rename into place."""
         self.file.attrs["complete"] = True
         self.file.close()
-        os.replace(self.tmp, self.path)
+        from ..atomic import replace_into
+
+        # extract checked --out first: a new path, or a windows file it wrote (its format)
+        replace_into(self.tmp, self.path, "windows file", ours=lambda p: True)
         self._done = True
 
     def abort(self):

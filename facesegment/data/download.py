@@ -18,6 +18,7 @@ import socket
 import tarfile
 import urllib.error
 import urllib.request
+from ..atomic import replace_into, write_text_atomic
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def download(url, path, *, sha256=None, progress=True, timeout=30.0, chunk=CHUNK
             os.remove(part)
             raise DownloadError(f"{exc} (the bad download {part} was removed; "
                                 "run the command again)") from None
-    os.replace(part, path)
+    replace_into(part, path)  # the archive's own name in --dest, checked by the rule
     return path
 
 
@@ -171,12 +172,14 @@ def _check_member(member, dest):
     return None
 
 
-def safe_extract(archive, dest, progress=True):
+def safe_extract(archive, dest, progress=True, expect=None):
     """Extract a tar archive into ``dest``, refusing anything that escapes it.
 
     Members are extracted into a temporary folder inside ``dest`` and the
     top-level entries are then renamed into place, so an interrupted
-    extraction leaves no half-written folder under its final name.
+    extraction leaves no half-written folder under its final name.  An archive
+    whose top-level entries do not include ``expect`` is refused before
+    anything is extracted (nothing is left in ``dest``).
 
     Returns
     -------
@@ -194,8 +197,12 @@ def safe_extract(archive, dest, progress=True):
                 if problem:
                     raise DownloadError(f"{archive}: unsafe archive: {problem}; "
                                         "it is not the LFW archive, delete it")
-            _check_tops({os.path.normpath(m.name).split(os.sep, 1)[0] for m in members}
-                        - {"", "."}, dest, archive)
+            names = {os.path.normpath(m.name).split(os.sep, 1)[0] for m in members} - {"", "."}
+            if expect is not None and expect not in names:
+                raise DownloadError(f"{archive}: archive holds {sorted(names)[:5]}, not the "
+                                    f"folder {expect!r}; nothing was extracted into {dest} "
+                                    "(check that it is the LFW archive)")
+            _check_tops(names, dest, archive)
             os.makedirs(tmp)
             bar = Progress(len(members), desc=f"extract {os.path.basename(archive)}",
                            unit="files", enabled=progress)
@@ -214,9 +221,8 @@ def safe_extract(archive, dest, progress=True):
                 shutil.rmtree(final)  # an earlier extraction of ours (_check_tops)
             elif os.path.lexists(final):
                 os.remove(final)
-            os.replace(os.path.join(tmp, top), final)
-            with open(_extracted_mark(dest, top), "w", encoding="utf-8") as fh:
-                fh.write(os.path.basename(archive) + "\n")
+            replace_into(os.path.join(tmp, top), final)  # _check_tops: new, or ours
+            write_text_atomic(_extracted_mark(dest, top), os.path.basename(archive) + "\n")
         return tops
     except (tarfile.TarError, EOFError) as exc:
         raise DownloadError(f"{archive}: not a readable tar archive ({exc}); "
@@ -290,11 +296,9 @@ def fetch_lfw(dest="data/lfw", *, unfunneled=False, url=None, archive=None, sha2
     else:
         tar_path = Path(download(url or src.url, dest / src.filename, sha256=expected,
                                  progress=progress, timeout=timeout))
-    tops = safe_extract(tar_path, dest, progress=progress)
+    tops = safe_extract(tar_path, dest, progress=progress, expect=src.folder)
     if src.folder not in tops:
         raise DownloadError(f"{tar_path}: archive holds {tops[:5]}, not the folder "
                             f"{src.folder!r}; check that it is {src.filename}")
-    tmp = marker.with_name(marker.name + ".tmp")
-    tmp.write_text(expected + "\n")
-    os.replace(tmp, marker)
+    write_text_atomic(marker, expected + "\n")
     return folder

@@ -98,6 +98,11 @@ def check_output(path, inputs=(), allow_inside=False):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
+    from ..atomic import check_output_path
+
+    # never a link, a pipe or a device (opening a FIFO to look inside would hang)
+    check_output_path(path, "windows file", "give a new --out file name, e.g. "
+                      "data/windows/train.h5", ours=_is_windows_file)
     if os.path.exists(path) and not _is_windows_file(path):
         raise DataError(path, "exists and is not a windows file written by `facesegment extract`; "
                         "it would be replaced", "give a new --out file name, e.g. data/windows/train.h5")
@@ -120,6 +125,8 @@ def _inside(path, root):
 
 
 def _is_windows_file(path):
+    if not os.path.isfile(path) or os.path.islink(path):
+        return False
     try:
         import h5py
 

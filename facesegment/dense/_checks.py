@@ -24,7 +24,18 @@ def check_alpha(alpha, name="alpha"):
     if not np.isfinite(a) or a < 0:
         raise ValueError(f"{name}={alpha!r} must be finite and >= 0 "
                          "(1 = the paper's full prior reweighting, 0 = none)")
-    return a
+    return _upper(name, a)
+
+
+def _upper(name, value):
+    """``value`` within the upper bound of ``BOUNDS`` for alpha, beta or sigma."""
+    from ..bounds import BOUNDS
+
+    bound = BOUNDS.get(name.rstrip("s")) or BOUNDS["alpha"]
+    if value > bound.high:
+        raise ValueError(f"{name}={value!r} is out of bounds: expected {bound.describe()} "
+                         f"({bound.reason})")
+    return value
 
 
 def check_limit(value, name, upper):
@@ -53,6 +64,12 @@ def check_factors(sampling_factors, n_classes):
                          f"({n_classes},) (one factor per class)")
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
+    from ..bounds import BOUNDS
+
+    bound = BOUNDS["sampling_factors"]
+    if np.any(s < bound.low) or np.any(s > bound.high):
+        raise ValueError(f"sampling_factors={s.tolist()} are out of bounds: expected each "
+                         f"{bound.describe()} ({bound.reason})")
     return s
 
 

@@ -287,6 +287,11 @@ def _read_info(out_dir):
     return info if ok else None
 
 
+def _info_file(path):
+    """Whether ``path`` is an ``aligned.json`` this module wrote (its format)."""
+    return _read_info(os.path.dirname(os.fspath(path))) is not None
+
+
 def _cache_hit_info(info):
     return info if info is not None and isinstance(info.get("faces"), list) else None
 
@@ -399,7 +404,7 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
     written = sorted(set(names) | _ours(info))
     write_json_atomic(info_path, {"format": "facesegment-aligned", "version": VERSION,
                                   "key": None, "written": written},
-                      what="the aligned faces' record",
+                      what="the aligned faces' record", ours=_info_file,
                       fix="choose a writable folder, e.g. with --aligned-dir")
     boxes, sources = [None] * len(records), [None] * len(records)
     for i, (_, box, source) in map_tasks(
@@ -414,7 +419,7 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
             "n_found": n_found, "n_missed": len(records) - n_found,
             "faces": [{"name": n, "found": b is not None, "box": b, "labels": src}
                       for n, b, src in zip(names, boxes, sources)]}
-    write_json_atomic(info_path, info, what="the aligned faces' record",
+    write_json_atomic(info_path, info, what="the aligned faces' record", ours=_info_file,
                       fix="choose a writable folder, e.g. with --aligned-dir")
     return _scored(records, out_dir, info)
 

@@ -356,6 +356,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
         raise DataError(out, f"is a file, not a folder{hint}",
                         "give the output folder last")
     _refuse_label_maps_of_others(out, items)
+    _check_outputs(out, items, save_proba)
     _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
     results = [None] * len(items)
     stop, why = None, ""
@@ -418,6 +419,22 @@ def _refuse_label_maps_of_others(out, items):
             raise DataError(out, f"holds label maps that `segment` did not write (e.g. "
                             f"{it.output}{LABEL_SUFFIX}, ground truth?); they would be "
                             "replaced", "write the outputs to a new or empty OUTPUT_DIR")
+
+
+def _check_outputs(out, items, save_proba):
+    """The output-path rule (:func:`facesegment.atomic.check_output_path`) on every
+    file this run would write, before any work: a user's ``summary.csv`` or
+    ``NAME_overlay.png`` in OUTPUT_DIR is refused, not replaced."""
+    from ..atomic import OVERWRITE_FIX, check_output_path
+
+    if not out.is_dir():
+        return
+    check_output_path(out / "summary.csv", "summary", OVERWRITE_FIX)
+    suffixes = (LABEL_SUFFIX, OVERLAY_SUFFIX) + ((PROBA_SUFFIX,) if save_proba else ())
+    for it in items:
+        base = os.path.join(out, *it.output.split("/"))
+        for suffix in suffixes:
+            check_output_path(base + suffix, "segmentation", OVERWRITE_FIX)
 
 
 def _image_extensions():

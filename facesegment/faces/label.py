@@ -344,6 +344,9 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         raise DataError(out_dir, "is inside the input folder, which is treated as read-only",
                         "choose an output folder outside the input tree")
     check_writable_folder(out_dir)
+    from ..atomic import check_output_path
+
+    check_output_path(out_dir / REPORT_NAME, "report")  # before any work
     _import_dlib()
     earlier = read_report(out_dir / REPORT_NAME)
     previous = {} if overwrite else earlier

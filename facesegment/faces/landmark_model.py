@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_json_atomic
+from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
 from ..rule import DecisionRule
@@ -113,7 +113,7 @@ def save_landmark_model(model, path):
 
     path = Path(path)
     if is_landmark_folder(path):
-        own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md")
+        own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md", MANIFEST)
         other = sorted(p.name for p in path.iterdir() if p.name not in own)
         if other:
             raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",

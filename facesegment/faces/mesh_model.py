@@ -23,7 +23,7 @@ The folder::
 from pathlib import Path
 
 
-from ..atomic import write_json_atomic
+from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
 from ..rule import DecisionRule
@@ -134,7 +134,7 @@ def save_mesh_model(model, path):
     path = Path(path)
     names = [f"stage-{k + 1}" for k in range(len(model.forests))]
     if is_mesh_folder(path):
-        own = {MESH_FILE, "MODEL_CARD.md", *names}
+        own = {MESH_FILE, "MODEL_CARD.md", MANIFEST, *names}
         other = sorted(p.name for p in path.iterdir()
                        if p.name not in own and not p.name.startswith("stage-"))
         if other:

@@ -130,10 +130,12 @@ def verified_arrays(arrays, h5, n_classes, mean, std, signed=False):
     return arrays
 
 
-def write_forest(model, path):
+def write_forest(model, tmp_path):
+    """Write the forest of ``model`` to ``tmp_path``, a file of the temporary model
+    folder that :func:`facesegment.atomic.swap_folder` later renames into place."""
     import h5py
 
-    with h5py.File(path, "w", libver="v110", track_order=False) as f:
+    with h5py.File(tmp_path, "w", libver="v110", track_order=False) as f:
         f.attrs["format"] = FOREST_FORMAT
         f.attrs["format_version"] = MODEL_FORMAT_VERSION
         g = f.create_group("forest", track_order=False)

@@ -50,12 +50,29 @@ def parse(text, js):
         raise DataError(js, what, _FIX) from None
 
 
+def read_json_text(js, fix=_FIX):
+    """The text of the model JSON file ``js``: a regular file of at most
+    :data:`facesegment.limits.MAX_JSON_BYTES` bytes, UTF-8 (DataError naming ``js``
+    otherwise: a 1 GB model.json is refused before it is read)."""
+    from ..limits import MAX_JSON_BYTES, read_regular_file
+
+    data = read_regular_file(js, "model file", MAX_JSON_BYTES,
+                             f"{fix}; a model's JSON file is a few kB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(js, f"is not valid JSON ({exc.__class__.__name__}: {exc})",
+                        fix) from None
+
+
 def read_format_doc(js, fmt, versions, what, fix):
     """The JSON object of the file ``js`` whose ``format`` is ``fmt`` and whose
     ``format_version`` is one of ``versions`` (a landmark or mesh model's own file);
     DataError naming ``js`` and ``fix`` otherwise."""
     try:
-        doc = parse(js.read_text(), js)
+        doc = parse(read_json_text(js, fix), js)
+    except DataError:
+        raise
     except (OSError, ValueError) as exc:
         raise DataError(js, f"cannot be read ({exc})", fix) from None
     if not isinstance(doc, dict) or doc.get("format") != fmt:
@@ -90,6 +107,11 @@ def check_document(doc, js):
     factors = doc["sampling_factors"]
     if len(factors) != len(names) or not all(_is_number(s) and s > 0 for s in factors):
         _bad(js, "sampling_factors", f"must be {len(names)} finite numbers > 0 (one per class)")
+    from ..bounds import BOUNDS
+
+    fb = BOUNDS["sampling_factors"]
+    if not all(fb.low <= s <= fb.high for s in factors):
+        _bad(js, "sampling_factors", f"must each be {fb.describe()} ({fb.reason})")
     rec = doc["files"].get("forest.h5", {})
     if not isinstance(rec, dict) or ("bytes" in rec and not _is_int(rec["bytes"])) or \
             ("sha256" in rec and not isinstance(rec["sha256"], str)):
@@ -98,6 +120,10 @@ def check_document(doc, js):
         value = (doc.get(section) or {}).get(key)
         if value is not None and not (_is_number(value) and value >= 0):
             _bad(js, f"{section}.{key}", f"is {value!r}; expected a finite number >= 0")
+        bound = BOUNDS["alpha" if key.startswith("alpha") else key]
+        if value is not None and value > bound.high:
+            _bad(js, f"{section}.{key}", f"is {value!r}; expected {bound.describe()} "
+                 f"({bound.reason})")
     sel = (doc.get("metrics") or {}).get("selection")
     if sel is not None and not isinstance(sel, dict):
         _bad(js, "metrics.selection", f"is {_type(sel)}, expected a JSON object")

@@ -29,7 +29,7 @@ from ._forest_h5 import check_leaf_arrays, read_forest, verified_arrays, write_f
 from ._model_doc import MODEL_FORMAT, MODEL_FORMAT_VERSION, check_document, kinds, parse
 
 #: The files a model folder consists of (replacing a model replaces only these).
-MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz")
+MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz", ".facesegment-outputs")
 #: The landmark-conditioned shape prior of a model that has one
 #: (:mod:`facesegment.faces.shape_prior`), plain arrays.
 SHAPE_PRIOR_FILE = "shape-prior.npz"
@@ -306,18 +306,9 @@ def relative_provenance(prov, folder):
 
 def _replace_folder(tmp, path):
     """Rename ``tmp`` to ``path``, replacing (then removing) an existing model at ``path``."""
-    old = None
-    if path.exists():
-        old = path.parent / f".{path.name}.old-{os.getpid()}"
-        os.replace(path, old)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None:  # put the previous model back
-            os.replace(old, path)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    from ..atomic import swap_folder
+
+    swap_folder(tmp, path)
 
 
 def _sha256(path):
@@ -389,14 +380,9 @@ def _read_document(path):
         raise DataError(path, "is not a model folder (no such folder)", _FIX)
     if not js.is_file():
         raise DataError(path, "is not a model: it has no model.json", _FIX)
-    try:
-        text = js.read_text()
-    except UnicodeDecodeError as exc:
-        raise DataError(js, f"is not valid JSON ({exc.__class__.__name__}: {exc})",
-                        _FIX) from None
-    except OSError as exc:
-        raise DataError(js, f"cannot be read ({exc.strerror or exc})", _FIX) from None
-    doc = parse(text, js)
+    from ._model_doc import read_json_text
+
+    doc = parse(read_json_text(js), js)
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
         raise DataError(js, f"is not a facesegment model (format is "
                         f"{doc.get('format') if isinstance(doc, dict) else None!r})", _FIX)

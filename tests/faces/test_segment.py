@@ -285,7 +285,7 @@ def test_save_proba_writes_float16_maps(tmp_path):
     lab = read_label(out / "f_label.png")
     assert (np.argmax(proba, -1) == lab).mean() > 0.99
     assert sorted(p.name for p in out.iterdir()) == [
-        "f_label.png", "f_overlay.png", "f_proba.npz", "g_label.png", "g_overlay.png",
+        ".facesegment-outputs", "f_label.png", "f_overlay.png", "f_proba.npz", "g_label.png", "g_overlay.png",
         "g_proba.npz", "summary.csv"]
     segment_folder(model, tmp_path / "in", tmp_path / "out2", progress=False, n_workers=1)
     assert not list((tmp_path / "out2").glob("*.npz"))
