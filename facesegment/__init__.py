@@ -27,14 +27,22 @@ _LAZY = {"segment": ("facesegment.api", "segment"),
          "choose_rule": ("facesegment.evaluation.calibrate", "choose_rule")}
 
 
+#: Subpackages reachable as attributes without their own import
+#: (``facesegment.dense.predict_image(...)``), imported on first use.
+_SUBPACKAGES = ("api", "autocontext", "classes", "data", "dense", "evaluation", "faces",
+                "forest", "modelio", "rule")
+
+
 def __getattr__(name):
     import importlib
 
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'facesegment' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))

@@ -81,7 +81,10 @@ def render(cv, bench=None):
                   "stage's class probabilities, as they are and smoothed (auto-context; "
                   "trained on the first stage's predictions for people it was not trained "
                   "on). Pixels are drawn uniformly (the classes keep their real shares) "
-                  "plus as many again near the mesh's parts. With faces300w's crops added, "
+                  "plus as many again near the mesh's parts. Each crop's probabilities are "
+                  "averaged with those of its mirror image (the mesh mirrored with it, its "
+                  "points renamed by their left/right twins; the eyes' classes swapped back). "
+                  "With faces300w's crops added, "
                   "each of its 1207 training crops gives a share (its weight) of a hand-drawn "
                   "face's pixels, its lower face and brows counted as face without a scored "
                   "part; it is trained in every fold and never scored.", "",

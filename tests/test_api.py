@@ -321,3 +321,22 @@ def test_models_command_lists_every_shipped_model_with_its_terms(capsys):
         assert f"{name}  [" in out
     assert out.count("terms: research use") == len(models.shipped())
     assert "leave-people-out" in out and "faces300w's test crops" in out
+
+
+def test_the_readme_predict_image_line_needs_no_import_and_names_the_fix():
+    import subprocess
+    import sys
+
+    code = ("import facesegment; f = facesegment.dense.predict_image; "
+            "print(f.__module__, 'dense' in dir(facesegment))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["facesegment.dense.predict", "True"]
+    import facesegment
+    from facesegment.faces.landmark_model import LandmarkModel
+
+    model = object.__new__(LandmarkModel)
+    with pytest.raises(TypeError, match="facesegment.segment"):
+        facesegment.dense.predict_image(model, np.zeros((250, 250, 3), np.uint8))
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        facesegment.nothing

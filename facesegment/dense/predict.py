@@ -252,7 +252,15 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
         When the image's channels (plus planes) do not make up the model's
         layout, e.g. "model expects 31x31 windows of 3 channels (R, G, B);
         image has 1 channel: ...", or for a bad mode, alpha or limit.
+    TypeError
+        When ``model`` is not a forest model (the landmark and face-mesh models
+        segment photos: use :func:`facesegment.segment`).
     """
+    if not hasattr(model, "arrays"):
+        raise TypeError(f"predict_image needs a forest model (e.g. "
+                        f"load_model('faces300w-two-probe')), not a {model.kind!r} model; "
+                        "use facesegment.segment(image, model) for it" if hasattr(model, "kind")
+                        else f"predict_image needs a forest model, got {type(model).__name__}")
     check_mode(mode)
     rule = decision_rule(model, alpha=None if alpha is None else check_alpha(alpha),
                          beta=None if beta is None else check_beta(model, beta),
