@@ -9,8 +9,12 @@ from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_valu
 
 #: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
 DETECT_MAX_SIDE = 2000
+#: = facesegment.faces.video.VIDEO_EXTENSIONS and DEFAULT_SMOOTH (not imported, as above)
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")
+DEFAULT_SMOOTH = 2
 
-HELP = "segment face photos (folders, files or patterns) into NAME_label.png / NAME_overlay.png"
+HELP = ("segment face photos (folders, files or patterns) into NAME_label.png / "
+        "NAME_overlay.png, and videos into NAME_labels.mp4 / NAME_overlay.mp4")
 DESCRIPTION = """\
 Segment face photos with a trained model. INPUT is a folder (searched
 recursively), an image file, or a quoted pattern ('photos/*.jpg',
@@ -38,6 +42,28 @@ grey, RGB or RGBA. Written under OUTPUT_DIR, mirroring the input tree:
                     under the faces300w models), pan (per face, ';'-joined: the
                     head's turn in degrees, + = toward the image's left; mesh
                     models only)
+
+Videos (INPUT files ending .mp4 .avi .mov .mkv .webm .m4v; folders are
+searched for images only) are read with OpenCV and segmented frame by frame
+(--every N: frames 0, N, 2N, ...), into the same OUTPUT_DIR:
+
+  NAME_labels.mp4   each processed frame's labels in the class colours (lossy
+                    MP4: for viewing; exact counts are in --json)
+  NAME_overlay.mp4  the classes blended over the frames, with the class key
+  NAME_frames.csv   one row per processed frame: frame (index in the video),
+                    time (s), faces, tracks (per face, ';'-joined track ids),
+                    pan (per face), detection, seconds (segmenting it)
+
+Both videos hold one frame per processed frame, at the input's frame rate
+divided by N. Each face is tracked from frame to frame by the overlap of its
+crop box; its class probabilities are averaged with those of the same face in
+the --smooth frames before and after it (default 2; 0: each frame alone),
+which steadies the labels (benchmarks/bench_video.py measures it). The
+throughput in frames/s is printed at the end; summary.csv gets a row per video
+(faces: the number of tracks). --save-proba and --workers do not apply to
+videos; with --json each face of each frame is a record, with frame, time and
+track added. A video that cannot be read is reported and skipped, like an
+unreadable image.
 
 NAME is the input's relative path without extension (sub/a.jpg -> sub/a);
 when two inputs of one folder differ only in extension (a.jpg, a.png) both
@@ -94,6 +120,7 @@ examples:
   facesegment segment photos/ out/ --json > faces.jsonl
   cat face.jpg | facesegment segment - - > labels.png
   facesegment segment photo.jpg out/ --save-proba
+  facesegment segment clip.mp4 out/ --every 2
   facesegment segment 'holiday/*.jpg' out/holiday --model models/co2-16
 """
 
@@ -139,6 +166,14 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true",
                    help="write one JSON record per face to stdout (progress and the summary "
                         "line go to stderr)")
+    p.add_argument("--every", type=arg_type("every", "--every"), default=1, metavar="N",
+                   help="videos: segment every N-th frame (frames 0, N, 2N, ...; the videos "
+                        "written hold those frames; default 1: all)")
+    p.add_argument("--smooth", type=arg_type("smooth", "--smooth"), default=DEFAULT_SMOOTH,
+                   metavar="K",
+                   help="videos: average each tracked face's class probabilities over K "
+                        f"processed frames before and after it (default {DEFAULT_SMOOTH}; "
+                        "0 = none)")
     p.add_argument("--no-legend", dest="legend", action="store_false",
                    help="leave the class key (ids, names, colours) off the overlays")
     add_parallel_arguments(p)
@@ -179,37 +214,69 @@ def run(args):
     sigma = default_sigma(model) if args.sigma is None else args.sigma
     # kernels compiled (or loaded from the cache) now, with progress if that takes a while
     prepare(model, alpha=alpha, beta=beta, sigma=sigma, progress=not args.quiet)
-    with _stdio(args) as (inputs, out_dir):
-        results = segment_folder(model, inputs, out_dir, alpha=alpha, beta=beta,
-                                 detect=args.detect, detector=args.detector,
-                                 scheduler=args.scheduler, n_workers=args.workers,
-                                 progress=not args.quiet, save_proba=args.save_proba,
-                                 detect_size=args.detect_size, sigma=sigma,
-                                 legend=args.legend, records=args.json)
+    videos, photos = _split_videos(args.inputs)
+    if videos:
+        from ._video import check_video_outputs
+
+        check_video_outputs(videos, args.output_dir)   # before any work
+    results = []
+    with _stdio(args, photos) as (inputs, out_dir):
+        if inputs:
+            results = segment_folder(model, inputs, out_dir, alpha=alpha, beta=beta,
+                                     detect=args.detect, detector=args.detector,
+                                     scheduler=args.scheduler, n_workers=args.workers,
+                                     progress=not args.quiet, save_proba=args.save_proba,
+                                     detect_size=args.detect_size, sigma=sigma,
+                                     legend=args.legend, records=args.json)
         if args.output_dir == "-":
             _label_to_stdout(results, out_dir)
     if args.json:
         _print_records(results, stdin=args.inputs == ["-"])
-    skipped = [r for r in results if r.status != "ok"]
+    video_results = []
+    if videos:
+        from ._video import segment_videos
+
+        video_results = segment_videos(model, videos, args, results,
+                                       dict(alpha=alpha, beta=beta, sigma=sigma,
+                                            detect=args.detect, detector=args.detector,
+                                            detect_size=args.detect_size))
+    skipped = [r for r in results + video_results if r.status != "ok"]
     for r in skipped:
         print(f"skipped {r.name}: {r.status}: {r.message}", file=sys.stderr)
-    ok = len(results) - len(skipped)
-    faces = sum(r.faces for r in results)
-    secs = sum(r.seconds for r in results)
+    stream = sys.stderr if (args.json or args.output_dir == "-") else sys.stdout
     prior = (f", beta={beta:g}" if beta else "") + (f", sigma={sigma:g}" if sigma else "")
     where = ("stdout" if args.output_dir == "-" else
              f"{args.output_dir.rstrip('/')}/summary.csv")
-    print(f"segmented {ok}/{len(results)} images ({faces} faces, {secs:.1f} s of work, "
-          f"alpha={alpha:g}{prior}); skipped {len(skipped)}; "
-          f"{'labels on' if args.output_dir == '-' else 'summary in'} {where}",
-          file=sys.stderr if (args.json or args.output_dir == "-") else sys.stdout)
+    if results or not videos:
+        bad = sum(r.status != "ok" for r in results)
+        faces = sum(r.faces for r in results)
+        secs = sum(r.seconds for r in results)
+        print(f"segmented {len(results) - bad}/{len(results)} images ({faces} faces, "
+              f"{secs:.1f} s of work, alpha={alpha:g}{prior}); skipped {bad}; "
+              f"{'labels on' if args.output_dir == '-' else 'summary in'} {where}",
+              file=stream)
+    if videos:
+        bad = sum(r.status != "ok" for r in video_results)
+        print(f"segmented {len(video_results) - bad}/{len(video_results)} videos "
+              f"(alpha={alpha:g}{prior}); skipped {bad}; summary in {where}", file=stream)
     return 1 if skipped else 0
+
+
+def _split_videos(inputs):
+    """``(videos, other inputs)``: the INPUTs that are video files (by extension)."""
+    videos = [x for x in inputs if x != "-" and os.fspath(x).lower().endswith(VIDEO_EXTENSIONS)
+              and os.path.isfile(x)]
+    return videos, [x for x in inputs if x not in videos]
 
 
 def _check_stdio(args):
     """One line for the uses of '-' that cannot work, before any work."""
     from ..errors import DataError
 
+    videos = _split_videos(args.inputs)[0]
+    if videos and args.output_dir == "-":
+        raise DataError("-", "writes one label PNG to stdout, and a video makes videos",
+                        "give an OUTPUT_DIR folder for videos")
     if "-" in args.inputs and len(args.inputs) > 1:
         raise DataError("-", "stdin is one image and cannot be mixed with other inputs",
                         "give '-' alone, or files and folders")
@@ -238,19 +305,19 @@ def sys_stdin_is_terminal():
 
 
 @contextlib.contextmanager
-def _stdio(args):
-    """``(inputs, output folder)`` for segment_folder: stdin's image saved to a
-    temporary file (named "stdin"), and a temporary output folder for '-'."""
+def _stdio(args, inputs):
+    """``(inputs, output folder)`` for segment_folder (``inputs``: the INPUTs that are
+    not videos): stdin's image saved to a temporary file (named "stdin"), and a
+    temporary output folder for '-'."""
     import sys
     import tempfile
 
     from ..errors import DataError
 
     if args.inputs != ["-"] and args.output_dir != "-":
-        yield args.inputs, args.output_dir
+        yield inputs, args.output_dir
         return
     with tempfile.TemporaryDirectory(prefix="facesegment-") as tmp:
-        inputs = args.inputs
         if inputs == ["-"]:
             data = sys.stdin.buffer.read()
             if not data:

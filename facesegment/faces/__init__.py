@@ -5,6 +5,7 @@ Modules
 ``crops``           face detection, LFW-style crop boxes, crops and mapping back
 ``segment``         segmenting one face photo: its faces (``photo_faces``), labels and overlay
 ``folder``          segmenting folders of photos: output files and the summary CSV
+``video``           segmenting videos frame by frame: faces tracked and smoothed
 ``aligned``         detector-aligned test faces: labelled faces re-cropped the way ``segment`` does
 ``label``           labelling unlabelled faces with dlib's 68 landmarks
 ``landmarks``       ``.pts`` I/O and 8-class label maps drawn from 68 landmarks
@@ -22,6 +23,7 @@ from .._lazy import lazy_exports
 
 #: Public names and the module of each, imported on first use.
 _LAZY = {"segment_image": "segment", "photo_faces": "segment", "segment_folder": "folder", "SegmentResult": "folder",
+         "segment_video": "video", "segment_frames": "video",
          "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
          "label_folder": "label", "read_pts": "landmarks", "write_pts": "landmarks",
          "render_labels": "landmarks", "LandmarkModel": "landmark_model",
