@@ -14,10 +14,10 @@ Tracking and smoothing (:func:`segment_frames`): each face is matched to the
 face of the previous frame processed whose crop box overlaps it most
 (intersection over union at least :data:`MATCH_IOU`, one face to one face),
 and keeps that face's track id.  Each face's class probabilities (in its
-crop) are then averaged with those of the same track in the ``smooth`` frames
-before and after it, each warped into the face's own crop first (crop boxes are
-squares, so the warp is a scale and a shift), and the frame's labels are the
-argmax of the averages.  ``benchmarks/bench_video.py`` measures what it does to
+crop, which follows the face) are then averaged with those of the same track
+in the ``smooth`` frames before and after it, pixel by pixel of the crops
+(:func:`smooth_proba`), and the frame's labels are the argmax of the averages
+pasted back through the frame's own crop boxes.  ``benchmarks/bench_video.py`` measures what it does to
 the label flicker of a jittered clip.  Output frames lag the input by
 ``smooth`` frames, held in memory.
 """
@@ -190,45 +190,26 @@ def match_tracks(previous, boxes, next_id, min_iou=MATCH_IOU):
     return ids, next_id
 
 
-def _crop_map(model, box, size):
-    """3x3 map from the photo's pixels to the pixels of the ``size`` crop of ``box``
-    (the convention of the model's own crops)."""
-    if getattr(model, "kind", None) == "mesh-forest":
-        from .mesh_features import box_affine
-
-        m = box_affine(box, size)
-    else:
-        from .crops import _crop_matrix
-
-        m = _crop_matrix(box, size)
-    return np.vstack([m, (0.0, 0.0, 1.0)])
-
-
-def smooth_proba(model, face, others):
+def smooth_proba(face, others):
     """``face``'s crop probabilities averaged with those of ``others`` (faces of
-    the same track in neighbouring frames), each warped into ``face``'s crop.
+    the same track in neighbouring frames), pixel by pixel of their crops.
 
-    Returns float32 ``(S, S, C)``, summing to 1 per pixel.  A face that is a
-    whole frame (``detect="never"``; its probabilities cover the frame) is
-    averaged with the others' as they are.
+    Each face's crop box follows the face (its mesh or landmarks), so a crop
+    pixel is the same point of the face in every frame: the average is taken
+    in the face's own frame, and a face that moved is not blurred by its
+    motion.  (Averaging the same *photo* pixels instead, i.e. warping each crop
+    by the boxes' offset, blurs by the motion: ``benchmarks/bench_video.py``
+    measured twice the flicker of no smoothing that way.)  Faces whose crop
+    has another size are left out.
+
+    Returns float32 ``(S, S, C)``, summing to 1 per pixel.
     """
-    size = face.proba.shape[0]
     total = face.proba.astype(np.float32, copy=True)
-    back = np.linalg.inv(_crop_map(model, face.box, size))
     n = 1
     for g in others:
-        if g.proba.shape != face.proba.shape:
-            continue
-        n += 1
-        if getattr(face, "whole", False) or getattr(g, "whole", False):
+        if g.proba.shape == face.proba.shape:
             total += g.proba
-            continue
-        m = (_crop_map(model, g.box, size) @ back)[:2]   # face's crop -> g's crop
-        for c in range(0, total.shape[2], 4):
-            part = np.ascontiguousarray(g.proba[:, :, c:c + 4], dtype=np.float32)
-            total[:, :, c:c + 4] += cv2.warpAffine(
-                part, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                borderMode=cv2.BORDER_REPLICATE).reshape(size, size, -1)
+            n += 1
     total /= n
     return total / np.maximum(total.sum(axis=-1, keepdims=True), 1e-12)
 
@@ -265,7 +246,7 @@ def segment_frames(model, frames, smooth=DEFAULT_SMOOTH, **photo_kw):
         index, when, image, faces, tracks, secs = window[k]
         t0 = time.perf_counter()
         if smooth and faces:
-            faces = [replace(f, proba=smooth_proba(model, f, [
+            faces = [replace(f, proba=smooth_proba(f, [
                 g for j, (_, _, _, fs, ts, _) in enumerate(window) if j != k
                 for g, t in zip(fs, ts) if t == track])) for f, track in zip(faces, tracks)]
         if faces:
