@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.summarize            # prints Markdown, writes reports/bench/summary.md
 
 The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
-``bench_forests.py``, ``bench_inference.py``, ``bench_cascade.py`` and ``bench_first_use.py``; this
+``bench_forests.py``, ``bench_inference.py``, ``bench_cascade.py``, ``bench_first_use.py`` and
+``bench_video.py``; this
 script only reads them,
 so every number it prints comes from one of those commands.
 """
@@ -109,7 +110,41 @@ def rows():
     out += _cascade_rows()
     out += _votes_rows()
     out += _first_use_rows()
+    out += _video_rows()
     return out
+
+
+def _video_rows():
+    """``bench_video.py``: frames/s of a 640x480 clip, and label flicker with and
+    without smoothing."""
+    v = _load("video")
+    if not v:
+        return []
+    t, sm = v["throughput"], v["smoothing"]
+    w, h = v["size"]
+    note = _load_note(v.get("load_average_before"), v.get("cpu_count"))
+    rows = [("video", f"{t['frames_in']} frames ({t['frames_in'] / v['fps']:.0f} s at "
+             f"{v['fps']:.0f} frames/s), {w}×{h}, one face (a FASSEG photo, jittered), "
+             "the default model",
+             f"{t['frames_per_s']:.1f} frames/s ({t['seconds']:.1f} s, reading and writing "
+             f"both videos included; {t['median_segment_ms']:.0f} ms median per frame); "
+             f"videos of {t['frames_labels_video']} and {t['frames_overlay_video']} frames"
+             f"{note}", "10 s of 640×480 video; frame counts equal",
+             "bench_video.py")]
+    by = sm["by_window"]
+    base = by.get("0")
+    if base:
+        parts = "; ".join(f"--smooth {k}: {d['mean_flicker']:.2%}, {d['mean_parts_jaccard']:.3f}"
+                          for k, d in by.items() if k != "0")
+        rows.append(("video smoothing", f"{len(sm['photos'])} held-out FASSEG photos × "
+                     f"{sm['frames_per_photo']} frames, shifted up to ±{v['jitter_px']:g} px "
+                     "and scaled ±1% per frame",
+                     f"flicker (part pixels whose label changes between frames) and parts "
+                     f"Jaccard: none {base['mean_flicker']:.2%}, {base['mean_parts_jaccard']:.3f}; "
+                     f"{parts}" + (f" (the pixel grid alone: {sm['floor']['mean_flicker']:.2%})"
+                                   if sm.get("floor") else ""),
+                     "less flicker, Jaccard not lower", "bench_video.py"))
+    return rows
 
 
 def _first_use_rows():
