@@ -68,7 +68,7 @@ _num = list(NUMBERS)
 COMMAND_SPECS = {
     "segment": (lambda w, o: ["segment", str(w / "photos"), o, "--model", str(w / "model"),
                               "-q", "--workers", "1"],
-                ("--alpha", "--beta", "--sigma", "--detect-size")),
+                ("--alpha", "--beta", "--sigma", "--detect-size", "--every", "--smooth")),
     "evaluate": (lambda w, o: ["evaluate", "--model", str(w / "model"), "--data",
                                str(w / "data"), "--out", o, "-q", "--workers", "1"],
                  ("--alpha", "--sigma", "--pixel-stride", "--limit", "--sweep-trees",
