@@ -257,10 +257,10 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
         segment photos: use :func:`facesegment.segment`).
     """
     if not hasattr(model, "arrays"):
-        raise TypeError(f"predict_image needs a forest model (e.g. "
+        raise TypeError(f"predict_image needs a forest Model (e.g. "
                         f"load_model('faces300w-two-probe')), not a {model.kind!r} model; "
                         "use facesegment.segment(image, model) for it" if hasattr(model, "kind")
-                        else f"predict_image needs a forest model, got {type(model).__name__}")
+                        else f"predict_image needs a forest Model, got {type(model).__name__}")
     check_mode(mode)
     rule = decision_rule(model, alpha=None if alpha is None else check_alpha(alpha),
                          beta=None if beta is None else check_beta(model, beta),
