@@ -135,4 +135,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository's own reports and models are regenerated
+        main()

@@ -114,4 +114,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository\'s own reports and models are regenerated
+        sys.exit(main())

@@ -381,4 +381,7 @@ def _main(args, argv, log):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository's own reports and models are regenerated
+        sys.exit(main())

@@ -274,4 +274,7 @@ def _run_big(todo, budget_s, get, cfg, args, timings, log):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository\'s own reports and models are regenerated
+        sys.exit(main())
