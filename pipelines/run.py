@@ -202,4 +202,7 @@ def _run(args, log):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository\'s own reports and models are regenerated
+        sys.exit(main())
