@@ -189,8 +189,8 @@ class MeshFinder:
                                             min_detection_confidence=self.min_confidence)
                 self._landmarks = _landmark_graph()
             res = self._boxes.process(np.ascontiguousarray(rgb))
-            found = [landmarks_in_box(self._landmarks, rgb, d)
-                     for d in (res.detections or ())[:self.max_faces]]
+            boxes = [d for d in res.detections or () if d.score[0] >= DETECTED_MIN_SCORE]
+            found = [landmarks_in_box(self._landmarks, rgb, d) for d in boxes[:self.max_faces]]
         return [m for m in found if m is not None]
 
 
@@ -237,6 +237,10 @@ node {
   output_stream: "NORM_LANDMARKS:landmarks"
 }
 """
+#: BlazeFace's least score for the "detected" pass, which has no landmark gate
+#: (benchmarks/bench_mesh.py: a face-free crop of hair scores 0.51, the
+#: edge-cut full profile this pass exists for 0.81).
+DETECTED_MIN_SCORE = 0.7
 #: The landmark network's region: the detector's box scaled by this, squared.
 ROI_SCALE = 1.5
 
