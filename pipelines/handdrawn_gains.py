@@ -24,7 +24,7 @@ PARTS = (2, 3, 4, 5)
 def _pasted(face, proba_crop):
     """The region's mapped-back maps: train classes (h, w, 6), the OTHER mass per
     face class 0/1/6/7 (h, w, 4), and the uncovered share (h, w)."""
-    from facesegment.faces.mesh_segment import MeshFace
+    from facesegment.faces.mesh_segment import MeshFace, warp_back
 
     n = len(TRAIN_CLASSES)
     maps = np.zeros(proba_crop.shape[:2] + (8 + n,), np.float32)
@@ -32,7 +32,7 @@ def _pasted(face, proba_crop):
     maps[..., 8:] = proba_crop
     mf = MeshFace(face.box, face.mesh, maps, None, face.pan, face.detection)
     region = face_region(face.labels.shape, [mf])
-    pasted = _paste_raw(face.labels.shape, mf, region)
+    pasted = warp_back(face.labels.shape, [mf], region)   # uncovered share: background
     return pasted[..., 8:], pasted[..., [0, 1, 6, 7]], region
 
 
@@ -40,24 +40,6 @@ def _other_only(n):
     w = np.zeros(n, np.float32)
     w[TRAIN_CLASSES.index(OTHER)] = 1.0
     return w
-
-
-def _paste_raw(shape, face, region):
-    import cv2
-
-    from facesegment.faces.mesh_features import box_affine
-
-    r0, r1, c0, c1 = region
-    h, w = r1 - r0, c1 - c0
-    size = face.proba.shape[0]
-    inv = cv2.invertAffineTransform(box_affine(face.box, size))
-    inv[:, 2] -= (c0, r0)
-    warp = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
-    out = np.stack([cv2.warpAffine(np.ascontiguousarray(face.proba[..., c]), inv, (w, h), **warp)
-                    for c in range(face.proba.shape[2])], axis=-1)
-    cover = cv2.warpAffine(np.ones((size, size), np.float32), inv, (w, h), **warp)
-    out[..., 0] += np.clip(1.0 - cover, 0.0, None)   # background outside the crop
-    return out
 
 
 class GainSearch:

@@ -52,13 +52,14 @@ def face_region(shape, faces):
     return r0, max(r1, r0), c0, max(c1, c0)
 
 
-def paste_proba(shape, faces, region=None):
-    """The class probabilities (rows, cols, 8) of ``region`` of the photo (default:
-    :func:`face_region`) from its faces' crops: each crop mapped back (bilinear),
-    the faces' maps summed where they overlap, background 1 outside every face."""
+def warp_back(shape, faces, region=None):
+    """The faces' crop maps (any number of channels) mapped back (bilinear) onto
+    ``region`` of the photo (default: :func:`face_region`) and summed where they
+    overlap, plus the share no crop covers added to channel 0 (background);
+    not renormalised."""
     r0, r1, c0, c1 = face_region(shape, faces) if region is None else region
     h, w = r1 - r0, c1 - c0
-    out = np.zeros((h, w, 8), np.float32)
+    out = np.zeros((h, w, faces[0].proba.shape[2]), np.float32)
     cover = np.zeros((h, w), np.float32)
     for f in faces:
         size = f.proba.shape[0]
@@ -66,10 +67,18 @@ def paste_proba(shape, faces, region=None):
         inv[:, 2] -= (c0, r0)          # into the region's pixels
         warp = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
         cover += cv2.warpAffine(np.ones((size, size), np.float32), inv, (w, h), **warp)
-        for c in range(8):
+        for c in range(out.shape[2]):
             out[..., c] += cv2.warpAffine(np.ascontiguousarray(f.proba[..., c]), inv, (w, h),
                                           **warp)
     out[..., 0] += np.clip(1.0 - cover, 0.0, None)
+    return out
+
+
+def paste_proba(shape, faces, region=None):
+    """The class probabilities (rows, cols, 8) of ``region`` of the photo (default:
+    :func:`face_region`) from its faces' crops: each crop mapped back (bilinear),
+    the faces' maps summed where they overlap, background 1 outside every face."""
+    out = warp_back(shape, faces, region)
     return out / np.maximum(out.sum(axis=-1, keepdims=True), 1e-12)
 
 
@@ -91,4 +100,4 @@ def photo_maps(shape, faces, return_proba=False):
     return labels, proba
 
 
-__all__ = ["MeshFace", "mesh_faces", "face_region", "paste_proba", "photo_maps"]
+__all__ = ["MeshFace", "mesh_faces", "face_region", "warp_back", "paste_proba", "photo_maps"]
