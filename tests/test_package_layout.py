@@ -21,7 +21,7 @@ PACKAGE = ROOT / "facesegment"
 #: position prior).
 ROOT_MODULES = {"__init__", "__main__", "_jit", "_lazy", "api", "atomic", "bounds", "classes",
                 "cli", "errors",
-                "layout", "limits", "parallel", "position", "progress", "rule", "warmup"}
+                "layout", "limits", "parallel", "position", "progress", "rule", "warmup", "extras"}
 SUBPACKAGES = {"autocontext", "commands", "data", "dense", "evaluation", "faces", "forest",
                "modelio", "models"}
 #: Subpackages whose ``__init__`` re-exports public names on first use.

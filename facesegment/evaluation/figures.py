@@ -27,6 +27,9 @@ IGNORE_COLOR = (128, 128, 128)
 def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
     """``(figure, axes)`` like ``pyplot.subplots``, on a figure of its own
     (Agg canvas) that no backend or pyplot state knows of."""
+    from ..extras import require
+
+    require("matplotlib", "drawing figures")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -371,7 +371,9 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
               "(kept; --overwrite recomputes them)", file=sys.stderr)
     cluster = None
     if todo and scheduler is None and n_workers > 1 and len(todo) > 1:
-        from distributed import LocalCluster
+        from ..extras import require
+
+        LocalCluster = require("distributed", "labelling with worker processes").LocalCluster
 
         cluster = LocalCluster(n_workers=min(n_workers, len(todo)), threads_per_worker=1,
                                processes=True, dashboard_address=":0",
