@@ -39,6 +39,9 @@ CROP_SIZE = 128
 #: then each part class.
 DIST_CLASSES = (2, 3, 4, 5, 6, 7)
 _OFFSETS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+#: Probes: (name, Lab channel, step in pixels at size 128); each reads the
+#: channel at the eight offsets of that step around the pixel.
+PROBES = (("L", 0, 6), ("L3", 0, 3), ("a", 1, 6))
 #: Part frames: (name, point set, corner indices); an eye's set and corners are
 #: those of the subject's eye, assigned to the image's side as the drawing does.
 FRAMES = (("nose", NOSE, (64, 294)), ("mouth", LIPS, (61, 291)),
@@ -46,9 +49,7 @@ FRAMES = (("nose", NOSE, (64, 294)), ("mouth", LIPS, (61, 291)),
 PLANE_NAMES = (("L", "a", "b", "L_smooth", "a_smooth", "b_smooth", "grad", "d_oval")
                + tuple(f"d_{c}" for c in DIST_CLASSES)
                + ("dx_nose", "dy_nose", "turn", "depth_eye4", "depth_eye5")
-               + tuple(f"L_{dy}{dx}" for dy, dx in _OFFSETS)
-               + tuple(f"L3_{dy}{dx}" for dy, dx in _OFFSETS)
-               + tuple(f"a_{dy}{dx}" for dy, dx in _OFFSETS)
+               + tuple(f"{name}_{dy}{dx}" for name, _, _ in PROBES for dy, dx in _OFFSETS)
                + tuple(f"{a}_{name}" for name in ("nose", "mouth", "eye4", "eye5")
                        for a in ("u", "v")))
 N_PLANES = len(PLANE_NAMES)
@@ -143,7 +144,7 @@ def crop_planes(crop, mesh_c):
     planes.append(_to_u8((yy - ny) / unit * 2)[..., None])
     for value in turn_features(mesh_c):
         planes.append(np.full((size, size, 1), _to_u8(value * 127), np.uint8))
-    for channel, px in ((0, 6), (0, 3), (1, 6)):
+    for _, channel, px in PROBES:
         planes.extend(_probes(lab[..., channel], int(round(px * size / CROP_SIZE))))
     planes.extend(_frame_planes(mesh_c, xx, yy))
     return np.ascontiguousarray(np.concatenate(planes, axis=2))
