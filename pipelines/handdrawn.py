@@ -139,7 +139,8 @@ def gain_candidates():
         yield (1.0, 1.0, n, m, e, e)
 
 
-def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False):
+def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False,
+                  margin=None):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
     person's class gains chosen on the other people's held-out predictions
     (``extra``: faces of another dataset trained in every fold)."""
@@ -147,7 +148,7 @@ def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=Fal
 
     t0 = time.perf_counter()
     raw = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log, extra=extra, mirror=mirror)
+                         progress=log, extra=extra, mirror=mirror, margin=margin)
     seconds = time.perf_counter() - t0
     from pipelines.handdrawn_gains import GainSearch
 
@@ -215,16 +216,17 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
     crops = {}
     for m in methods:
-        kind, n_stages, n_trees, n_pixels, weight, mirror = FOREST_METHODS[m]
+        kind, n_stages, n_trees, n_pixels, weight, mirror, margin = FOREST_METHODS[m]
         log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
             "face" + (f", faces300w's crops at weight {weight}" if weight else "")
-            + (", mirror-averaged" if mirror else "") + ", leave-people-out")
+            + (", mirror-averaged" if mirror else "")
+            + ("" if margin is None else f", {margin:g} outside the oval") + ", leave-people-out")
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
         counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
-                                      crops.get(weight, ()), mirror)
+                                      crops.get(weight, ()), mirror, margin)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
-                            "faces300w_weight": weight, "mirror": mirror})
+                            "faces300w_weight": weight, "mirror": mirror, "margin": margin})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

@@ -14,8 +14,10 @@ CLASSES = (0, 2, 3, 4, 5)
 class Method(NamedTuple):
     """A forest-stage method: its forest kind, stages, trees per stage, trained
     pixels per hand-drawn face, the weight of faces300w's training crops (their
-    pixels per face as a share of ``pixels``; 0: hand-drawn faces only), and
-    whether each crop's probabilities are averaged with its mirror image's."""
+    pixels per face as a share of ``pixels``; 0: hand-drawn faces only),
+    whether each crop's probabilities are averaged with its mirror image's, and
+    how far outside the face oval the forests read (1/64 of the crop; None:
+    every pixel, :func:`facesegment.faces.mesh_stages.read_region`)."""
 
     kind: str
     stages: int
@@ -23,6 +25,7 @@ class Method(NamedTuple):
     pixels: int
     faces300w: float = 0.0
     mirror: bool = False
+    margin: float | None = None
 
 
 #: Forest stage methods by name, each crop averaged with its mirror image.

@@ -24,14 +24,14 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     from facesegment.faces.pose import fit_pan_model
 
     method = best_method(cv)
-    kind, n_stages, n_trees, n_pixels, weight, mirror = FOREST_METHODS[method]
+    kind, n_stages, n_trees, n_pixels, weight, mirror, margin = FOREST_METHODS[method]
     faces = prepare(data)
     extra = prepare_faces300w(faces300w, weight) if weight else []
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
         f"{sum(f.planes is not None for f in faces)} faces"
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
     forests = fit_stages(faces + extra, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
-                         SEED, progress=log)
+                         SEED, progress=log, margin=margin)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
@@ -42,7 +42,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "n_people": len({f.group for f in faces}), "trained_by": "make model",
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
-        gains=row["gains"], mirror=mirror)
+        gains=row["gains"], mirror=mirror, margin=margin)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name

@@ -15,6 +15,9 @@ The folder::
                       gains (the decision rule: a factor per training class),
                       mirror (optional, default false: average each crop's
                       probabilities with its mirror image's),
+                      margin (optional, default null: the forests read the
+                      pixels at most this far outside the face oval, in 1/64
+                      of the crop; background beyond),
                       pan (PanModel.to_dict()), provenance, metrics
     stage-1/ ...      one model folder per stage (model.json + forest.h5)
     MODEL_CARD.md     optional
@@ -57,12 +60,16 @@ class MeshModel:
     mirror : bool
         Average each crop's probabilities with those of its mirror image
         (:func:`facesegment.faces.mesh_stages.crop_proba`).
+    margin : float or None
+        The forests read only the crop pixels at most this far (1/64 of the crop)
+        outside the mesh's face oval; background beyond
+        (:func:`facesegment.faces.mesh_stages.read_region`; None: every pixel).
     """
 
     kind = "mesh-forest"
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
-                 provenance=None, metrics=None, gains=None, mirror=False):
+                 provenance=None, metrics=None, gains=None, mirror=False, margin=None):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -76,6 +83,10 @@ class MeshModel:
         if not isinstance(mirror, bool):
             raise ValueError(f"mirror must be true or false, got {mirror!r}")
         self.mirror = mirror
+        if margin is not None and not (isinstance(margin, (int, float))
+                                       and not isinstance(margin, bool) and 0 <= margin <= 64):
+            raise ValueError(f"margin must be null or a number in 0..64, got {margin!r}")
+        self.margin = None if margin is None else float(margin)
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
@@ -90,7 +101,7 @@ class MeshModel:
 
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
-                f"mirror={self.mirror}, pan={'yes' if self.pan_model is not None else 'no'})")
+                f"mirror={self.mirror}, margin={self.margin}, pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
     def finder(self):
@@ -106,8 +117,8 @@ class MeshModel:
         """One face's crop: ``(box, proba float32 (S, S, 8), crop uint8 (S, S, 3))``."""
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
         mirror = mirrored_planes(crop, mesh_c) if self.mirror else None
-        proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror),
-                            self.gains)
+        proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
+                                       self.margin), self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
@@ -155,6 +166,7 @@ def save_mesh_model(model, path):
             "package_version": __version__, "kind": model.kind,
             "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
             "stages": names, "gains": model.gains, "mirror": model.mirror,
+            "margin": model.margin,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
             indent=2, sort_keys=True)
@@ -192,7 +204,7 @@ def load_mesh_model(path, verify=True):
     stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
     try:
         return MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
-                         doc.get("gains"), doc.get("mirror", False))
+                         doc.get("gains"), doc.get("mirror", False), doc.get("margin"))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
 

@@ -53,23 +53,47 @@ def stage_input(planes, previous):
     return np.concatenate([planes, context_planes(previous)], axis=2)
 
 
-def predict_stage(forest, planes):
+def read_region(planes, margin):
+    """bool (S, S): the pixels the forests read, those at most ``margin`` (1/64 of
+    the crop) outside the mesh's face oval (from the planes' signed distance: a
+    feature, never a label); None for ``margin`` None (every pixel)."""
+    if margin is None:
+        return None
+    from .mesh_features import PLANE_NAMES
+
+    d = planes[..., PLANE_NAMES.index("d_oval")].astype(np.int16) - 128
+    return d <= float(margin)
+
+
+def predict_stage(forest, planes, region=None):
     """A stage's class probabilities (S, S, len(TRAIN_CLASSES)) over a crop's planes,
-    with a zero column for a training class the forest never saw."""
+    with a zero column for a training class the forest never saw.  Outside
+    ``region`` (bool (S, S), :func:`read_region`; None: everywhere) the forest is
+    not asked: background has probability 1 there."""
     s = planes.shape[0]
-    proba = forest.predict_proba(planes.reshape(s * s, planes.shape[2]))
+    flat = planes.reshape(s * s, planes.shape[2])
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
+    if region is None:
+        rows, proba = slice(None), forest.predict_proba(flat)
+    else:
+        rows = np.flatnonzero(region.ravel())
+        out[:, TRAIN_CLASSES.index(0)] = 1.0
+        out[rows, TRAIN_CLASSES.index(0)] = 0.0
+        proba = forest.predict_proba(flat[rows])
     for j, c in enumerate(np.asarray(forest.classes_).tolist()):
-        out[:, TRAIN_CLASSES.index(int(c))] = proba[:, j]
+        out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
     return out.reshape(s, s, -1)
 
 
-def predict_stages(forests, planes, sigma=0.0):
+def predict_stages(forests, planes, sigma=0.0, margin=None):
     """The last stage's probabilities over a crop (each stage reading the one
-    before), smoothed by a Gaussian of ``sigma`` crop pixels (0: not smoothed)."""
+    before), smoothed by a Gaussian of ``sigma`` crop pixels (0: not smoothed);
+    pixels farther than ``margin`` outside the face oval are background
+    (:func:`read_region`; None: the forests read every pixel)."""
     proba = None
+    region = read_region(planes, margin)
     for forest in forests:
-        proba = predict_stage(forest, stage_input(planes, proba))
+        proba = predict_stage(forest, stage_input(planes, proba), region)
     return smooth_proba(proba, sigma)
 
 
@@ -91,13 +115,14 @@ def unmirror_proba(proba):
     return out
 
 
-def crop_proba(forests, planes, mirror=None):
-    """The stages' probabilities over a crop's planes; with ``mirror`` (the planes
-    of its mirror image, :func:`mirrored_planes`), averaged with the mirror
-    image's, mapped back (:func:`unmirror_proba`)."""
-    proba = predict_stages(forests, planes)
+def crop_proba(forests, planes, mirror=None, margin=None):
+    """The stages' probabilities over a crop's planes (``margin``: see
+    :func:`predict_stages`); with ``mirror`` (the planes of its mirror image,
+    :func:`mirrored_planes`), averaged with the mirror image's, mapped back
+    (:func:`unmirror_proba`)."""
+    proba = predict_stages(forests, planes, margin=margin)
     if mirror is not None:
-        proba = 0.5 * (proba + unmirror_proba(predict_stages(forests, mirror)))
+        proba = 0.5 * (proba + unmirror_proba(predict_stages(forests, mirror, margin=margin)))
     return proba
 
 
@@ -147,18 +172,20 @@ def to_face_classes(proba, drawn):
     return out
 
 
-def sample_pixels(labels, n, seed, near=None, n_near=0):
+def sample_pixels(labels, n, seed, near=None, n_near=0, within=None):
     """Indices (into the flattened crop) of trained pixels and their classes.
 
-    Up to ``n`` are drawn uniformly over the crop and up to ``n_near`` more
-    uniformly among the pixels where ``near`` (bool (S, S)) holds.  ``near``
-    must depend on the features only (e.g. the pixels near the mesh's parts),
-    never on the labels: the forest then learns each class's real share given
-    the features, with more samples where the boundaries are decided.
+    Up to ``n`` are drawn uniformly over the crop (over ``within``, bool (S, S),
+    when given: the pixels the forests are asked about, :func:`read_region`) and
+    up to ``n_near`` more uniformly among the pixels where ``near`` (bool
+    (S, S)) holds.  ``near`` and ``within`` must depend on the features only
+    (e.g. the pixels near the mesh's parts), never on the labels: the forest then
+    learns each class's real share given the features, with more samples where
+    the boundaries are decided.
     """
     y = train_labels(labels).ravel()
     rng = np.random.default_rng(seed)
-    have = np.flatnonzero(y >= 0)
+    have = np.flatnonzero((y >= 0) if within is None else (y >= 0) & within.ravel())
     idx = rng.choice(have, min(int(n), len(have)), replace=False)
     if near is not None and n_near > 0:
         band = np.flatnonzero((y >= 0) & np.asarray(near).ravel())

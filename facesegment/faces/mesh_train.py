@@ -16,8 +16,9 @@ import numpy as np
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
-from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes, near_parts,
-                          predict_stages, sample_pixels, stage_input, to_face_classes)
+from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes,
+                          near_parts, predict_stages, read_region, sample_pixels, stage_input,
+                          to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1
@@ -59,18 +60,20 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
     return face
 
 
-def _stage_samples(faces, previous, n_pixels, seed):
+def _stage_samples(faces, previous, n_pixels, seed, margin=None):
     xs, ys = [], []
     for i, f in enumerate(faces):
         n = int(round(n_pixels * f.weight))
-        idx, y = sample_pixels(f.crop_labels, n, seed + i, near_parts(f.planes), N_NEAR * n)
+        idx, y = sample_pixels(f.crop_labels, n, seed + i, near_parts(f.planes), N_NEAR * n,
+                               read_region(f.planes, margin))
         planes = stage_input(f.planes, None if previous is None else previous[i])
         xs.append(planes.reshape(-1, planes.shape[2])[idx])
         ys.append(y)
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None):
+def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
+               margin=None):
     """Train ``n_stages`` auto-context stages on prepared faces (those with a mesh).
 
     Parameters
@@ -84,6 +87,10 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     seed : int
         Seed of the pixel draws (face ``i`` uses ``seed + i``).
     progress : callable (str) or None
+    margin : float or None
+        Train and predict only the pixels at most this far (1/64 of the crop)
+        outside the mesh's face oval (:func:`facesegment.faces.mesh_stages.read_region`;
+        None: every pixel).
 
     Returns
     -------
@@ -93,34 +100,34 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     forests, previous = [], None
     for k in range(n_stages):
         if k > 0:   # the earlier stages' out-of-fold predictions, by group
-            previous = out_of_fold(faces, make_forest, k, n_pixels, seed)
-        X, y = _stage_samples(faces, previous, n_pixels, seed)
+            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin)
+        X, y = _stage_samples(faces, previous, n_pixels, seed, margin)
         if progress:
             progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
         forests.append(make_forest().fit(X, y))
     return forests
 
 
-def out_of_fold(faces, make_forest, n_stages, n_pixels, seed):
+def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
     """Each face's probabilities after ``n_stages`` stages trained without its group."""
     groups = sorted({f.group for f in faces}, key=str)
     out = [None] * len(faces)
     for g in groups:
         train = [f for f in faces if f.group != g]
-        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed)
+        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, margin=margin)
         for i, f in enumerate(faces):
             if f.group == g:
-                out[i] = predict_stages(stages, f.planes)
+                out[i] = predict_stages(stages, f.planes, margin=margin)
     return out
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False):
+                   extra=(), mirror=False, margin=None):
     """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
     for a face without a mesh (:func:`photo_labels` turns them into labels).
     The ``extra`` faces (another dataset) are trained in every fold, never held out;
     with ``mirror`` each face's probabilities are averaged with its mirror image's
-    (the faces prepared with ``mirror=True``)."""
+    (the faces prepared with ``mirror=True``); ``margin``: see :func:`fit_stages`."""
     if mirror and any(f.planes is not None and f.mirror is None for f in faces):
         raise ValueError("mirror=True needs faces prepared with mirror=True")
     groups = sorted({f.group for f in faces}, key=str)
@@ -129,11 +136,11 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         if progress:
             progress(f"fold {k + 1}/{len(groups)} (without {g})")
         stages = fit_stages([f for f in faces if f.group != g] + list(extra), make_forest,
-                            n_stages, n_pixels, seed)
+                            n_stages, n_pixels, seed, margin=margin)
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else crop_proba(
-                    stages, f.planes, f.mirror if mirror else None)
+                    stages, f.planes, f.mirror if mirror else None, margin)
     return out
 
 

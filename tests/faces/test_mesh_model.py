@@ -196,6 +196,49 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
     np.testing.assert_array_equal(unmirror_proba(p)[:, 0, 4], p[:, -1, 5])
 
 
+def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
+    """With a margin, pixels farther outside the mesh's face oval are background
+    without asking the forests (and never trained); inside, stage 1 gives what
+    it gives on every pixel; mirror averaging stays exactly mirror-equivariant;
+    the margin round-trips in the model folder."""
+    from facesegment.faces.mesh import _unmirror
+    from facesegment.faces.mesh_features import crop_planes, face_crop
+    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.faces.mesh_stages import (crop_proba, mirrored_planes, predict_stages,
+                                               read_region, unmirror_proba)
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.modelio.model import load_model
+
+    faces = _faces(mesh)
+    forests = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=3), 2, 400, 0,
+                         margin=4)
+    f = faces[0]
+    region = read_region(f.planes, 4)
+    assert read_region(f.planes, None) is None
+    assert 0.2 < region.mean() < 0.9 and read_region(f.planes, 8).sum() > region.sum()
+    parts = np.isin(f.crop_labels, (2, 3, 4, 5))
+    assert parts.any() and region[parts].all()          # the margin covers the parts
+    p = predict_stages(forests, f.planes, margin=4)
+    assert np.all(p[~region][:, 0] == 1) and np.all(p[~region][:, 1:] == 0)
+    np.testing.assert_array_equal(predict_stages(forests[:1], f.planes, margin=4)[region],
+                                  predict_stages(forests[:1], f.planes)[region])
+    idx, _ = sample_pixels(f.crop_labels, 500, 0, within=region)
+    assert len(idx) == 500 and region.ravel()[idx].all()
+    image, _ = synthetic(mesh)
+    _, crop, mesh_c = face_crop(image, mesh)
+    flip, mesh_f = np.ascontiguousarray(crop[:, ::-1]), _unmirror(mesh_c, crop.shape[1])
+    a = crop_proba(forests, crop_planes(crop, mesh_c), mirrored_planes(crop, mesh_c), 4)
+    b = crop_proba(forests, crop_planes(flip, mesh_f), mirrored_planes(flip, mesh_f), 4)
+    np.testing.assert_allclose(unmirror_proba(b), a, atol=1e-6)
+    save_mesh_model(MeshModel(forests, margin=4), tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.margin == 4.0 and "margin=4.0" in repr(back)
+    assert MeshModel(forests).margin is None
+    for bad in (-1, 65, "4", True, float("nan")):
+        with pytest.raises(ValueError, match="margin"):
+            MeshModel(forests, margin=bad)
+
+
 def test_faces_are_pasted_back_inside_their_region_only():
     from facesegment.faces.mesh_segment import MeshFace, face_region, photo_maps
 
