@@ -163,6 +163,10 @@ def add_arguments(p):
                    help="also write NAME_proba.npz: the class-probability maps, float16 "
                         "(H, W, 8), compressed, written atomically (16 bytes per pixel "
                         "before compression)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the photos an earlier run into OUTPUT_DIR finished (its "
+                        "summary.csv says ok or no face and their outputs are unchanged); "
+                        "their rows are kept in the summary (same model and options assumed)")
     p.add_argument("--json", action="store_true",
                    help="write one JSON record per face to stdout (progress and the summary "
                         "line go to stderr)")
@@ -227,7 +231,8 @@ def run(args):
                                      scheduler=args.scheduler, n_workers=args.workers,
                                      progress=not args.quiet, save_proba=args.save_proba,
                                      detect_size=args.detect_size, sigma=sigma,
-                                     legend=args.legend, records=args.json)
+                                     legend=args.legend, records=args.json,
+                                     resume=args.resume)
         if args.output_dir == "-":
             _label_to_stdout(results, out_dir)
     if args.json:

@@ -24,9 +24,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..atomic import check_writable_folder
+from ..atomic import check_writable_folder, written_by_facesegment
 from .crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
 from ..errors import DataError, SchedulerLostError
+from .resume import previous_rows
 from .segment import overlay, segment_image
 
 #: Summary CSV columns.
@@ -55,6 +56,14 @@ class SegmentResult:
     paths: str = ""      # per face, ";"-joined: "mesh", "landmarks" or "landmark-free"
     pan: str = ""        # per face, ";"-joined: the head's turn in degrees (mesh models)
     records: list = None  # with ``records``: one dict per face (face_record; not in the CSV)
+
+    @classmethod
+    def from_row(cls, row):
+        """The result of a summary CSV row (strings, as :func:`write_summary_csv` wrote it)."""
+        return cls(row["name"], row["status"], int(row["faces"] or 0), int(row["width"] or 0),
+                   int(row["height"] or 0), float(row["seconds"] or 0), row["message"],
+                   row["output"], detection=row["detection"], paths=row["paths"],
+                   pan=row["pan"])
 
 
 def write_proba_npz(path, proba, class_names, alpha):
@@ -312,7 +321,7 @@ def output_names(names):
 def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
                    detector="landmarks", scheduler=None, n_workers=None, progress=True,
                    save_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None,
-                   legend=True, records=False):
+                   legend=True, records=False, resume=False):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
     ``input_dir`` is a folder (searched recursively), an image file, a glob
@@ -329,7 +338,10 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
     class maps, pixels of the crop) default to the model's decision rule.
     ``legend``: draw the class key on the overlays; ``records``: fill each
-    result's ``records`` (one :func:`face_record` per face).
+    result's ``records`` (one :func:`face_record` per face).  ``resume``: skip
+    the images an earlier run into ``output_dir`` finished
+    (:mod:`facesegment.faces.resume`; their summary rows are kept, they get no
+    ``records``).
 
     Returns
     -------
@@ -359,15 +371,20 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     _check_outputs(out, items, save_proba)
     _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
     results = [None] * len(items)
+    if resume:
+        suffixes = (LABEL_SUFFIX, OVERLAY_SUFFIX) + ((PROBA_SUFFIX,) if save_proba else ())
+        for i, row in previous_rows(out, items, suffixes).items():
+            results[i] = SegmentResult.from_row(row)
+    todo = [i for i, r in enumerate(results) if r is None]
     stop, why = None, ""
-    tasks = map_tasks(_segment_item, items,
+    tasks = map_tasks(_segment_item, [items[i] for i in todo],
                       args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
                             beta, sigma, legend, records),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
-        for i, res in tasks:
-            results[i] = res
+        for j, res in tasks:
+            results[todo[j]] = res
             if res.fatal:
                 stop = DataError(None, f"{res.fatal}; stopped: {out / 'summary.csv'} lists the "
                                  "images finished")
@@ -410,12 +427,14 @@ def _refuse_label_maps_of_others(out, items):
     """Refuse an OUTPUT_DIR holding a ``NAME_label.png`` this command would replace
     but did not write (ground truth: a label tree or a labelled-face folder).
     segment writes ``NAME_label.png`` and ``NAME_overlay.png`` together, so a
-    label map without its overlay is someone else's."""
+    label map without its overlay is someone else's, unless the folder's record
+    says facesegment wrote it (:func:`facesegment.atomic.written_by_facesegment`)."""
     if not out.is_dir():
         return
     for it in items:
         base = os.path.join(out, *it.output.split("/"))
-        if os.path.lexists(base + LABEL_SUFFIX) and not os.path.lexists(base + OVERLAY_SUFFIX):
+        if (os.path.lexists(base + LABEL_SUFFIX) and not os.path.lexists(base + OVERLAY_SUFFIX)
+                and not written_by_facesegment(base + LABEL_SUFFIX)):
             raise DataError(out, f"holds label maps that `segment` did not write (e.g. "
                             f"{it.output}{LABEL_SUFFIX}, ground truth?); they would be "
                             "replaced", "write the outputs to a new or empty OUTPUT_DIR")
