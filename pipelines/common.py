@@ -1,6 +1,7 @@
-"""What the main job's stages and its pages share; it imports no other pipeline module.
+"""What the main job's stages and its pages share; it imports no other pipeline module
+but the design (:mod:`pipelines.design`).
 
-* the run's methods: the registry's pipeline kinds (:data:`KINDS`), then the
+* the run's methods: the kinds of the pipeline's design (:data:`KINDS`), then the
   config's auto-context cascades (``[cascade] chains``: "axis>axis" is the
   method ``ac-axis_axis``), and their display names (:func:`label`);
 * reading a run folder's files (:func:`load_json`, :func:`finished_runs`) and
@@ -23,9 +24,11 @@ import numpy as np
 
 from facesegment.forest import registry
 
-#: The forest kinds the pipeline trains: the rows of the one table
-#: (facesegment.forest.registry) marked ``pipeline``.
-KINDS = registry.kind_names(pipeline=True)
+from .design import DESIGN
+
+#: The forest kinds the pipeline trains, in selection order: the rows of its design
+#: (pipelines/design.py), each a row of the one table (facesegment.forest.registry).
+KINDS = tuple(DESIGN)
 #: Display names of the kinds on the pages: the registry's labels, capitalised.
 KIND_LABELS = {k: registry.KINDS[k].label[:1].upper() + registry.KINDS[k].label[1:]
                for k in KINDS}

@@ -25,6 +25,7 @@ from facesegment.forest.params import MAX_TREES
 from facesegment.limits import MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOWS
 
 from .common import KINDS, check_chain
+from .design import design_of
 
 N_FEATURES = DEFAULT_LAYOUT.n_features
 #: Display names of the kinds (tables, figures).
@@ -242,13 +243,13 @@ SCHEMA = {
 }
 
 SCHEMA.update({f"forest.{k}": ({"q": _q} if has_q(k) else {})
-               | ({"pool": _POOL} if "pool" in registry.KINDS[k].grid else {})
+               | ({"pool": _POOL} if "pool" in design_of(k).grid else {})
                for k in KINDS})
 
 
 def _grid_keys():
-    """[select] keys named by the registry's selection grids (and their full_ twins)."""
-    keys = {v for k in KINDS for v in registry.KINDS[k].grid.values()}
+    """[select] keys named by the design's selection grids (and their full_ twins)."""
+    keys = {v for k in KINDS for v in design_of(k).grid.values()}
     return keys | {f"full_{k}" for k in keys}
 
 
@@ -414,7 +415,7 @@ def _check_grids(cfg, classes, where):
     from facesegment.forest.params import resolve_max_features, validate_params
 
     for kind, cls in classes.items():
-        for param, key in registry.KINDS[kind].grid.items():
+        for param, key in design_of(kind).grid.items():
             if param == "pool":
                 continue
             name = "max_features" if param == "q" else param

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from facesegment.forest import registry
 
+from .design import DESIGN
+
 START, END = "<!-- kinds:start -->", "<!-- kinds:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -24,7 +26,7 @@ def kinds_table():
         fixed = ", ".join(f"{k}={v!r}" for k, v in kind.fixed.items())
         estimator = f"`{kind.estimator}({fixed})`"
         rows.append(f"| `{kind.name}` | {estimator} | {kind.task} | {kind.description} | "
-                    f"{'yes' if kind.pipeline else ''} |")
+                    f"{'yes' if kind.name in DESIGN else ''} |")
     return "\n".join(rows)
 
 

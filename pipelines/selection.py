@@ -6,8 +6,8 @@ each, the prior-reweighting exponent alpha (``p * s**-alpha``; 1 is the
 paper's full reweighting).  Our CO2 variant ``co2-best`` (each node starts
 from the better of the best univariate and the best two-probe split) reuses
 q, nu and eta chosen for ``co2`` (one setting; its alpha is selected).  What is
-searched comes from the table of kinds (``facesegment.forest.registry``): each
-row's ``grid`` names the [select] lists of its parameters and ``inherit`` the
+searched comes from the pipeline's design (``pipelines/design.py``): each
+kind's ``grid`` names the [select] lists of its parameters and ``inherit`` the
 parameters copied from a kind chosen before.  Every setting trains a small forest
 (``[select] n_trees`` trees of ``max_samples`` windows each, from the same
 training windows as the final forests) and is scored on the validation images
@@ -28,19 +28,20 @@ import time
 from facesegment.forest.registry import get_kind
 
 from . import backend, scoring
+from .design import design_of
 from .config import KINDS, as_values, has_q, is_co2, q_features
 
 
 def grids(cfg, full=False):
     """The settings tried per kind (before inherited parameters are added):
-    lists of dicts of parameters, from the registry's grids and the [select] lists.
+    lists of dicts of parameters, from the design's grids and the [select] lists.
     A grid list missing from the config is not searched."""
     s = cfg["select"]
     pre = "full_" if full else ""
     out = {}
     for kind in KINDS:
         grid = {p: as_values("select", pre + key, s[pre + key])
-                for p, key in get_kind(kind).grid.items() if s.get(pre + key) is not None}
+                for p, key in design_of(kind).grid.items() if s.get(pre + key) is not None}
         out[kind] = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
     return out
 
@@ -123,7 +124,7 @@ def run_selection(cfg, ws, records, full=False, log=print):
     rows, chosen, timings = [], {}, []
     for kind in KINDS:
         best = None
-        inherited = get_kind(kind).inherited(chosen)
+        inherited = design_of(kind).inherited(chosen)
         settings = [{**inherited, **s} for s in grid[kind]]
         for setting in settings:
             params = selection_params(cfg, kind, setting, len(ws.y), ws.meta.layout)
@@ -166,7 +167,7 @@ def chosen_from_config(cfg):
     out = {}
     for kind in KINDS:
         sec = cfg[f"forest.{kind}"]
-        row = get_kind(kind)
+        row = design_of(kind)
         c = {"alpha": float(cfg["evaluate"]["alpha"])}
         for name in list(row.inherit) + [p for p in row.grid if p not in row.inherit]:
             if name == "q" and has_q(kind):

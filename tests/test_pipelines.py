@@ -174,11 +174,11 @@ def test_selection_settings_and_params():
     assert selection.kind_layout(cfg, "co2-pooled", {}, DEFAULT_LAYOUT).pool == 3  # config's
     assert selection.kind_layout(cfg, "co2", {}, DEFAULT_LAYOUT) is DEFAULT_LAYOUT
     assert off["co2-pooled"]["pool"] == 3
-    # co2-nongreedy's greedy levels take CO2's nu and eta (registry "co2:nu")
-    from facesegment.forest.registry import get_kind
+    # co2-nongreedy's greedy levels take CO2's nu and eta (design "co2:nu")
+    from pipelines.design import design_of
 
     chosen = {"co2": {"q": "p^0.6", "nu": 10.0, "eta": 1e-3}}
-    assert get_kind("co2-nongreedy").inherited(chosen) == {
+    assert design_of("co2-nongreedy").inherited(chosen) == {
         "q": "p^0.6", "init_nu": 10.0, "init_eta": 1e-3}
 
 

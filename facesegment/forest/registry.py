@@ -4,17 +4,12 @@ Every forest the project knows is one row of :data:`KINDS`: a name (what the
 CLI's ``--kind``, the model folder's ``model.json``, the pipeline's config
 sections and the report call it), the estimator class, the parameters that
 make the variant (``co2-best`` is ``CO2Forest(init="best")``), a display
-label, its task (classifier, regressor or density estimator) and how model
-selection treats it.  The CLI, the model format, the pipeline's config,
-selection, figures and report all read this table; adding a kind is one
-estimator module plus one row here, or a row registered at run time with
-:func:`register_kind` (docs/forests.md, "Adding a family").
-
-Selection (``pipelines/selection.py``) tries, for each kind in table order,
-the product of the lists named in ``grid`` (``{estimator parameter: [select]
-config key}``), after copying the parameters named in ``inherit`` from the
-settings chosen for an earlier kind (``{parameter: kind}``).  The pipeline's
-``q`` stands for ``max_features`` (an int or ``"p^E"``).
+label and its task (classifier, regressor or density estimator).  The CLI,
+the model format, the pipeline and its pages read this table; adding a kind
+is one estimator module plus one row here, or a row registered at run time
+with :func:`register_kind` (docs/forests.md, "Adding a family").  The table
+describes estimators only: which kinds the face pipeline trains and how it
+selects their parameters is the pipeline's own design (``pipelines/design.py``).
 """
 
 from dataclasses import dataclass, field
@@ -46,13 +41,6 @@ class ForestKind:
     oblique : bool
         Grows oblique (dense-weight) splits: fitted with the windows file's
         normalisation statistics; inference groups pixels by node.
-    grid : mapping
-        Selection grid: ``{parameter: [select] key holding its candidates}``.
-    inherit : mapping
-        Parameters copied from the settings chosen for another kind:
-        ``{parameter: kind}``, or ``{parameter: "kind:name"}`` to copy that
-        kind's parameter ``name`` (``co2-nongreedy`` takes CO2's ``nu`` as its
-        ``init_nu``).
     requires : tuple of str
         Parameters an estimator of this kind sets (not None): ``co2-sparse``
         is a CO2Forest with ``max_nonzero`` set (used by :func:`kind_of`).
@@ -62,12 +50,7 @@ class ForestKind:
     pool : int
         The window layout's pooling (``WindowLayout.pool``): 1 reads the
         window's values, ``s > 1`` the means of its ``s x s`` boxes at stride
-        ``s`` (``co2-pooled``; a layout choice, not an estimator parameter:
-        its selection grid key ``pool`` is handled by the pipeline).
-    pipeline : bool
-        Trained and reported by the face pipeline (``make all``); the other
-        kinds are available to the CLI and the library (and to the pipeline
-        once a row sets it and the config gives its section and grids).
+        ``s`` (``co2-pooled``; a layout choice, not an estimator parameter).
     task : str
         ``"classify"`` (a classifier: the CLI's ``train``, the pipeline, the
         UCI harness), ``"regress"`` (a regressor) or ``"density"`` (an
@@ -82,12 +65,9 @@ class ForestKind:
     description: str = ""
     paper: bool = False
     oblique: bool = False
-    grid: dict = field(default_factory=dict)
-    inherit: dict = field(default_factory=dict)
     requires: tuple = ()
     defaults: dict = field(default_factory=dict)
     pool: int = 1
-    pipeline: bool = True
     task: str = "classify"
 
     def __post_init__(self):
@@ -97,7 +77,7 @@ class ForestKind:
         if self.task not in TASKS:
             raise ValueError(f"kind {self.name!r}: task {self.task!r} is not one of "
                              f"{', '.join(TASKS)}")
-        for name in ("fixed", "grid", "inherit", "defaults"):
+        for name in ("fixed", "defaults"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if not self.label:
             object.__setattr__(self, "label", self.name)
@@ -111,15 +91,6 @@ class ForestKind:
 
             cls = getattr(forest, self.estimator)
         return cls
-
-    def inherit_sources(self):
-        """``{parameter: (kind, name)}``: where each inherited parameter comes from."""
-        return {p: tuple(src.split(":", 1)) if ":" in src else (src, p)
-                for p, src in self.inherit.items()}
-
-    def inherited(self, chosen):
-        """The inherited parameters, from ``chosen`` (``{kind: {name: value}}``)."""
-        return {p: chosen[k][n] for p, (k, n) in self.inherit_sources().items()}
 
     def make(self, **params):
         """An unfitted estimator of this kind: ``fixed`` parameters plus ``params``.
@@ -143,84 +114,74 @@ class ForestKind:
         return cls(**{**self.defaults, **params, **self.fixed})
 
 
-#: The rows, in selection order (a kind may inherit only from kinds above it);
-#: :func:`register_kind` appends to it, :func:`unregister_kind` removes.
+#: The rows; :func:`register_kind` appends to it, :func:`unregister_kind` removes.
 _ROWS = {k.name: k for k in (
     ForestKind("axis", "AxisAlignedForest",
                label="random forest (axis-aligned)",
                description="random forest: best x[f] <= t among q random features per node",
-               paper=True, grid={"q": "axis_q"}),
+               paper=True),
     ForestKind("two-probe", "TwoProbeForest",
                label="two-probe forest",
                description="best x[a] - x[b] <= t among n_pairs random feature pairs per node",
-               paper=True, grid={"n_pairs": "two_probe_pairs"}),
+               paper=True),
     ForestKind("co2", "CO2Forest", fixed={"init": "axis"},
                label="CO2 forest (paper's univariate init)",
                description="CO2 oblique splits w.x <= t optimised from the best univariate "
                            "split (the paper)",
-               paper=True, oblique=True, grid={"nu": "co2_nu", "eta": "co2_eta"},
-               inherit={"q": "axis"}),
+               paper=True, oblique=True),
     ForestKind("co2-best", "CO2Forest", fixed={"init": "best"},
                label="CO2 + two-probe init (ours)",
                description="CO2 started from the better of the best univariate and the best "
                            "two-probe split (our variant)",
-               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"}),
+               oblique=True),
     ForestKind("co2-sparse", "CO2Forest", fixed={"init": "best"},
                label="sparse CO2 + two-probe init (ours)",
                description="co2-best with sparse splits of at most k features learned by "
                            "hard thresholding, stored as indices and int8/float16 weights",
-               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
-               grid={"max_nonzero": "co2_sparse_k", "weight_dtype": "co2_sparse_dtype"},
-               requires=("max_nonzero",),
+               oblique=True, requires=("max_nonzero",),
                defaults={"max_nonzero": 32, "weight_dtype": "int8"}),
     ForestKind("co2-pooled", "CO2Forest", fixed={"init": "best"},
                label="pooled CO2 + two-probe init (ours)",
                description="co2-best over the s x s box means of the window at stride s "
                            "(structured sparsity: s^2 fewer values per split)",
-               oblique=True, inherit={"q": "co2", "nu": "co2", "eta": "co2"},
-               grid={"pool": "co2_pool", "weight_dtype": "co2_pooled_dtype"}, pool=3),
+               oblique=True, pool=3),
     ForestKind("extra", "ExtraTreesForest",
                label="extremely randomized trees",
                description="extra-trees: best of q random cuts x[f] <= t (uniform between "
-                           "the node's min and max), no bootstrap",
-               grid={"q": "extra_q"}),
+                           "the node's min and max), no bootstrap"),
     ForestKind("ferns", "RandomFernsForest",
                label="random ferns",
                description="random ferns: one random test per level shared by the level, "
-                           "regularised leaf posteriors",
-               grid={"depth": "ferns_depth", "test": "ferns_test"}),
+                           "regularised leaf posteriors"),
     ForestKind("rotation", "RotationForest",
                label="rotation forest",
                description="rotation forest: trees on per-tree PCA rotations of feature "
-                           "subsets (stored as sparse oblique rows of M features)",
-               inherit={"q": "axis"}, grid={"max_rotated_features": "rotation_features"}),
+                           "subsets (stored as sparse oblique rows of M features)"),
     ForestKind("nongreedy", "NonGreedyForest",
                label="non-greedy trees",
                description="non-greedy oblique trees: every split and leaf of a greedy "
                            "tree optimised jointly by SGD on a surrogate (Norouzi 2015)",
-               oblique=True, pipeline=False),
+               oblique=True),
     ForestKind("co2-nongreedy", "NonGreedyForest", fixed={"init": "co2"},
                label="CO2, top levels non-greedy (ours)",
                description="CO2 trees whose top refine_depth levels are optimised jointly "
                            "(Norouzi 2015), greedy CO2 below on what each refined leaf receives",
-               oblique=True, grid={"eta": "nongreedy_eta"},
-               inherit={"q": "co2", "init_nu": "co2:nu", "init_eta": "co2:eta"},
-               requires=("refine_depth",), defaults={"refine_depth": 6}),
+               oblique=True, requires=("refine_depth",), defaults={"refine_depth": 6}),
     ForestKind("density", "DensityForest",
                label="density forest",
                description="density forest: splits minimise the children's Gaussian "
                            "log-determinants; a tree's density is piecewise truncated Gaussian",
-               pipeline=False, task="density"),
+               task="density"),
     ForestKind("axis-regressor", "AxisAlignedForestRegressor",
                label="random forest regressor (axis-aligned)",
                description="random forest for regression: best x[f] <= t (squared error) "
                            "among q random features per node, leaves hold the mean",
-               pipeline=False, task="regress"),
+               task="regress"),
     ForestKind("extra-regressor", "ExtraTreesForestRegressor",
                label="extremely randomized trees regressor",
                description="extra-trees for regression: best of q random cuts (squared "
                            "error), no bootstrap, leaves hold the mean",
-               pipeline=False, task="regress"),
+               task="regress"),
 )}
 
 #: The table: name -> :class:`ForestKind` (read-only; every task: select rows
@@ -230,20 +191,17 @@ KINDS = MappingProxyType(_ROWS)
 
 def register_kind(kind):
     """Add the row ``kind`` (a :class:`ForestKind`) at the end of the table, so
-    ``make_estimator``, ``facesegment train --kind``, model folders and (for
-    pipeline modules imported afterwards) the pipeline's config know it.
-    Returns ``kind``; :func:`unregister_kind` undoes it.
+    ``make_estimator``, ``facesegment train --kind`` and model folders know it
+    (the face pipeline trains it once ``pipelines.design.register_design`` adds
+    it there too).  Returns ``kind``; :func:`unregister_kind` undoes it.
 
     Raises
     ------
     ValueError
-        When the name is taken or an inherited parameter comes from an unknown kind.
+        When the name is taken.
     """
     if kind.name in _ROWS:
         raise ValueError(f"forest kind {kind.name!r} exists already; choose another name")
-    unknown = sorted({k for k, _ in kind.inherit_sources().values()} - set(_ROWS))
-    if unknown:
-        raise ValueError(f"kind {kind.name!r} inherits from unknown kinds {unknown}")
     _ROWS[kind.name] = kind
     return kind
 
@@ -255,11 +213,10 @@ def unregister_kind(name):
     del _ROWS[name]
 
 
-def kind_names(pipeline=None, task=None):
-    """The kinds' names, in table order (``pipeline=True``: only those the face
-    pipeline trains; ``task="classify"``: only the classifiers; see :data:`TASKS`)."""
-    return tuple(k for k, v in KINDS.items() if (pipeline is None or v.pipeline == pipeline)
-                 and (task is None or v.task == task))
+def kind_names(task=None):
+    """The kinds' names, in table order (``task="classify"``: only the classifiers;
+    see :data:`TASKS`)."""
+    return tuple(k for k, v in KINDS.items() if task is None or v.task == task)
 
 
 def get_kind(name):

@@ -69,10 +69,17 @@ class MedianForest(BaseForest):
 
 
 def register():
-    """Register the row ``median`` (selection grid: ``[select] median_gain``)."""
+    """Register the row ``median``."""
     return register_kind(ForestKind(
-        NAME, MedianForest, label="median cuts", grid={"min_gain": "median_gain"},
+        NAME, MedianForest, label="median cuts",
         description="median cuts: x[f] <= its median on the node, one random feature"))
+
+
+def register_in_pipeline():
+    """Make the face pipeline train it too (selection grid: ``[select] median_gain``)."""
+    from pipelines.design import KindDesign, register_design
+
+    return register_design(NAME, KindDesign(grid={"min_gain": "median_gain"}))
 
 
 def unregister():

@@ -1,7 +1,8 @@
 """Adding a family: a forest class defined outside the library, with its own split
 family and constraints table, and one registry row registered at run time,
-reaches make_estimator, `facesegment train`, model folders, the pipeline's
-config and selection.  The fixture removes the row again."""
+reaches make_estimator, `facesegment train` and model folders; with one design
+row more (pipelines/design.py), the pipeline's config and selection.  The
+fixture removes the row again."""
 
 import subprocess
 import sys
@@ -105,6 +106,7 @@ def test_pipeline_config_and_selection_take_the_kind(tmp_path):
         import numpy as np
         from tests.forest import median_family
         median_family.register()
+        median_family.register_in_pipeline()
         from pipelines import backend, config, selection
         assert "median" in config.KINDS and "forest.median" in config.SCHEMA
         toml = open({str(ROOT / 'pipelines/config.toml')!r}).read()
