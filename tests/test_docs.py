@@ -21,7 +21,7 @@ FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 
 
 def _rel(path):
-    return str(path.relative_to(ROOT))
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _prose(text):
@@ -172,54 +172,56 @@ def _formats():
     }
 
 
-#: "format version 2", "`format_version` (2)", "format_version = 2", "format_version: 2"
-VERSION = re.compile(r"format[ _]version`?\s*(?:[=:(]\s*)?`?(\d+)|format (\d+)\b", re.I)
+#: "format version 2", "`format_version` (2)", "format_version = 2", "versions 1 and 2"
+VERSION = re.compile(r"(?:format[ _]version`?\s*(?:[=:(]\s*)?`?|\bversions?\s+|\bformat\s+)"
+                     r"(\d+)(?:\s*(?:and|,|or)\s*(\d+))?", re.I)
 #: A version a reader still accepts is named as such ("version 1 still loads",
 #: "version 1 files ... are still read", "reads versions 1 and 2").
-STILL = re.compile(r"\bstill\b|\bolder\b|\breads? (versions?|too)\b|\bis read too\b", re.I)
+STILL = re.compile(r"\bstill\b|\bolder\b|\breads?\b|\bis read too\b", re.I)
 
 
-def version_mentions(text, formats):
-    """``(n, file pattern, written, accepted, said as still read)`` for every format
-    version named in ``text``, with the file named last before it in its paragraph."""
-    out = []
+def version_problems(text, formats):
+    """``(problems, formats named)``: one line per format version named in ``text``
+    that is not the code's, i.e. not the version the file named last before it (in
+    its paragraph) is written with, nor, said as still read, one its reader accepts."""
+    bad, seen = [], set()
     for para in re.split(r"\n\s*\n", text):
         for m in VERSION.finditer(para):
-            n = int(m.group(1) or m.group(2))
-            before = para[:m.start()]
             named = [(mm.start(), key) for key in formats
-                     for mm in re.finditer(key, before, re.I)]
-            key = max(named)[1] if named else None
-            written, accepted = formats[key] if key else (None, set())
-            around = para[max(0, m.start() - 40):m.end() + 80]
-            out.append((n, key, written, accepted, bool(STILL.search(around))))
-    return out
+                     for mm in re.finditer(key, para[:m.start()], re.I)]
+            if not named:
+                bad.append(f"format version {m.group(1)} of which file? {m.group(0)!r}")
+                continue
+            key = max(named)[1]
+            written, accepted = formats[key]
+            still = STILL.search(para[max(0, m.start() - 40):m.end() + 60])
+            for n in filter(None, m.groups()):
+                if int(n) != written and not (still and int(n) in accepted):
+                    bad.append(f"{key.split('|')[0]} format version {n}: the code writes "
+                               f"{written}" + (f" and reads {sorted(accepted)}" if still else ""))
+            seen.add(key)
+    return bad, seen
 
 
 def test_every_format_version_named_is_the_codes():
     formats, bad, seen = _formats(), [], set()
     for path in [ROOT / "README.md", *PAGES]:
-        for n, key, written, accepted, still in version_mentions(
-                _prose(path.read_text(encoding="utf-8")), formats):
-            if key is None:
-                bad.append(f"{_rel(path)}: format version {n} of which file?")
-            elif n != written and not (still and n in accepted):
-                bad.append(f"{_rel(path)}: {key.split('|')[0]} format version {n}: the code "
-                           f"writes {written}" + (f" and reads {sorted(accepted)}"
-                                                  if still else ""))
-            else:
-                seen.add(key)
+        found, named = version_problems(_prose(path.read_text(encoding="utf-8")), formats)
+        bad += [f"{_rel(path)}: {b}" for b in found]
+        seen |= named
     assert not bad, "\n".join(bad)
-    assert len(seen) == len(formats), f"formats no page names: {set(formats) - seen}"
+    assert seen == set(formats), f"formats no page names: {set(formats) - seen}"
 
 
 def test_the_version_check_finds_a_stale_version():
     formats = _formats()
-    stale = version_mentions("`model.json`: `format_version` (1), `kind`", formats)
-    assert [(n, w) for n, _, w, _, _ in stale] == [(1, 2)]
-    old = version_mentions("`model.json` (format version 2; version 1 files still load)",
-                           formats)
-    assert [(n, s) for n, _, _, _, s in old] == [(2, False), (1, True)]
+    assert version_problems("`model.json`: `format_version` (1), `kind`", formats)[0]
+    assert version_problems("a windows file of format version 3", formats)[0]
+    assert version_problems("format version 2 of something", formats)[0]
+    assert not version_problems("`model.json` (format version 2; version 1 files still "
+                                "load), `cascade.json` format version 1", formats)[0]
+    assert not version_problems("`landmark-model.json` format version 2 (version 1 is read "
+                                "too); a windows file, `format_version = 2`", formats)[0]
 
 
 # ------------------------------------------------------------------ (d) generated pages
