@@ -61,7 +61,7 @@ def test_no_page_holds_notebook_remarks(what):
     assert not bad, f"{what} in docs/ (history goes to CHANGELOG.md):\n" + "\n".join(bad[:20])
 
 
-def test_the_wording_check_finds_each_remark(tmp_path):
+def test_the_wording_check_finds_each_remark():
     said = ["timed on the quiet machine", "the target met at last", "run on 2026-11-27",
             "measured in November 2026", "a " + "sess" + "ion of work", "fixes #12",
             "see issue 7"]
