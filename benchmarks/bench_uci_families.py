@@ -7,7 +7,7 @@ RotationForest and AxisAlignedForest beside scikit-learn's RandomForest and
 ExtraTrees (entropy criterion) in the same run; mean and standard deviation
 of the test error over seeds 0-2, median fit time.  Writes
 reports/bench/uci-families-NAME.json.  (The full Table I harness is
-`make uci`; this is the quick comparison docs/forests.md quotes.)
+`make uci`; this is the quick comparison docs/forests-families.md quotes.)
 """
 import json
 import sys

@@ -53,6 +53,8 @@ from facesegment.data.windows import read_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "faces300w"
+#: The page this benchmark writes (its part under the first heading).
+DOC = ROOT / "docs" / "peers.md"
 THREADS = 2
 
 
@@ -320,7 +322,7 @@ def parse(argv):
     p.add_argument("--peers", nargs="+", default=list(PEERS) + ["exported"], metavar="PEER")
     p.add_argument("--quick", action="store_true", help="16,000 / 4,000 windows, 8 trees, 2 faces")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "peers.json")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "peers.md")
+    p.add_argument("--doc", type=Path, default=DOC)
     args = p.parse_args(argv)
     if args.quick:
         args.train, args.test, args.trees, args.faces = 16000, 4000, 8, 2

@@ -24,8 +24,8 @@ digest is recorded). Fit and accuracy of each row, fit time as a multiple of
 LightGBM's baseline in the same run, and which of our variants match LightGBM
 (accuracy within 1 point at most half its fit time) go to
 ``reports/bench/peers_ablation.json`` (``--quick``: ``peers_ablation_quick.json``)
-and to ``docs/peers.md``, under a heading naming the command (a rerun replaces
-its own part).
+and to ``docs/studies/peers-ablation.md``, under a heading naming the command (a
+rerun replaces its own part).
 
 ::
 
@@ -50,6 +50,8 @@ from facesegment.atomic import write_json_atomic
 from facesegment.forest import AxisAlignedForest
 from facesegment.data.windows import read_windows
 
+#: The study page this script writes (its part under a heading naming the command).
+DOC = ROOT / "docs" / "studies" / "peers-ablation.md"
 #: A variant of ours matches LightGBM within this many accuracy points...
 MATCH_POINTS = 1.0
 #: ...at no more than this fraction of LightGBM's fit time.
@@ -192,11 +194,10 @@ def markdown(doc):
     s = doc["settings"]
     lines = [
         f"### `{doc['command']}`", "",
-        f"On {doc['machine']}, {THREADS} threads (load average "
-        f"{doc['load_average'][0]:.1f} at the start). {s['train']:,} training and "
-        f"{s['test']:,} test windows of the table above, the same uint8 matrix for "
-        f"every library (digest `{doc['digest']}`). Each row changes one thing from its "
-        "library's baseline (the setting it replaces in parentheses).", "",
+        f"On {doc['machine']}, {THREADS} threads. {s['train']:,} training and "
+        f"{s['test']:,} test windows (those of `python -m benchmarks.peers --quick`), the "
+        f"same uint8 matrix for every library (digest `{doc['digest']}`). Each row changes "
+        "one thing from its library's baseline (the setting it replaces in parentheses).", "",
         "| library | factor | setting | trees grown | accuracy (%) | vs its baseline | "
         "vs LightGBM | fit (s) | × LightGBM's fit |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -239,7 +240,7 @@ def parse(argv):
     p.add_argument("--out", type=Path, default=None,
                    help="default: reports/bench/peers_ablation.json (--quick: "
                         "peers_ablation_quick.json)")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "peers.md")
+    p.add_argument("--doc", type=Path, default=DOC)
     args = p.parse_args(argv)
     if args.quick:
         args.use_train, args.use_test, args.trees = 4000, 2000, 4

@@ -20,7 +20,7 @@ the stage ``train:<name>`` after ``train:<first kind>``:
 Its evaluate and time stages are the forests' own (they load any model
 folder); the report, the timings page and the figures list cascades after the
 forests.  The chains' names and labels: :mod:`pipelines.common`.
-docs/pipeline.md, "Auto-context cascades".
+docs/pipeline-config.md, "[cascade]: auto-context".
 """
 
 from facesegment.autocontext.context import ContextSpec

@@ -3,7 +3,7 @@
 The file has fixed sections (``run``, ``data``, ``extract``, ``forest``,
 ``forest.axis``, ``forest.two-probe``, ``forest.co2``, ``forest.co2-best``, ``select``,
 ``evaluate``, ``figures``) and named presets under ``[presets.NAME]`` whose
-tables override those sections.  Every key is documented in docs/pipeline.md.
+tables override those sections.  Every key is documented in docs/pipeline-config.md.
 
 Keys of the ``forest`` tables other than the pipeline's own (``n_trees``,
 ``eval_trees``, ``q``) are keyword parameters of the estimators

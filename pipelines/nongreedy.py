@@ -25,7 +25,8 @@ settings and the dataset's sha256; a rerun skips the units whose file has the
 same key (resumable).  One progress line per unit (done/total, elapsed, ETA).
 A dataset that fails is one error line (exit status 2 at the end) while the
 others run.  Then ``OUT/results.json``, ``OUT/tables.md`` and
-``OUT/nongreedy.png`` are rendered from the files.  ``--quick``: tiny grids
+``OUT/nongreedy.png`` are rendered from the files, and, for the default
+output folder, docs/studies/nongreedy-tables.md.  ``--quick``: tiny grids
 (tests, smoke runs).
 """
 
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from facesegment.atomic import write_json_atomic
+from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.errors import DataError
 
 from .runner import Counter, Stage, exit_code, guarded, keyed_result, run_stages
@@ -311,7 +312,8 @@ def get_parser():
         prog="python -m pipelines.nongreedy",
         description="Non-greedy trees (Norouzi et al. 2015) against greedy axis-aligned, "
                     "CO2 and scikit-learn trees across depths, and forests of them; "
-                    "finished units are skipped (docs/nongreedy.md).")
+                    "finished units are skipped (docs/nongreedy.md; tables in "
+                    "docs/studies/nongreedy-tables.md).")
     p.add_argument("--root", default=DEFAULT_ROOT, help="folder of NAME/train.npz + test.npz")
     p.add_argument("--out", default=None,
                    help="output folder (default reports/nongreedy, reports/nongreedy/quick "
@@ -377,6 +379,9 @@ def _main(args, argv, log):
                             sys.argv[1:] if argv is None else list(argv))
     log(f"[nongreedy] wrote {out / 'tables.md'}, {out / 'results.json'}, "
         f"{out / 'nongreedy.png'}")
+    if args.out is None and not args.quick:   # the default folder: the docs' tables too
+        write_text_atomic(nongreedy_report.DOC, nongreedy_report.docs_page(trees, forest_res))
+        log(f"[nongreedy] wrote {nongreedy_report.DOC}")
     return exit_code(outcomes)
 
 

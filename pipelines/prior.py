@@ -13,7 +13,7 @@ exponent ``beta`` together with ``alpha`` on the validation images
 (:mod:`pipelines.calibration`); the evaluate stage scores each forest with
 the prior (:func:`prior_rules`: in the same pass over the test faces as the
 forest alone) and on the detector-aligned faces (:func:`detector_scores`).  Its section of results.md:
-:mod:`pipelines.prior_report`.  docs/pipeline.md, "Position prior".
+:mod:`pipelines.prior_report`.  docs/pipeline-config.md, "[position]".
 """
 
 import os

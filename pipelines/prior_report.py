@@ -31,10 +31,10 @@ def markdown(prior_res, evals, kinds, sizes, labels, class_names, h="##"):
          f"crops' label maps (Gaussian σ = {prior_res['prior']['sigma']:g} px, shrunk toward "
          f"the class shares by {prior_res['prior']['pseudo']:g} image), combined with a "
          "forest as `p · s^−α · (pos/π)^β`, α and β chosen together on the validation "
-         "images (`[position]`, docs/pipeline.md). The test crops are cut around the human "
+         "images (`[position]`, docs/pipeline-config.md). The test crops are cut around the human "
          "landmarks, which gives a position prior the alignment for free; the "
          "**detector-aligned** columns score the same test faces re-cropped the way "
-         "`segment` crops a photo, around dlib's predicted landmarks (docs/inference.md)"
+         "`segment` crops a photo, around dlib's predicted landmarks (docs/evaluation.md)"
          + (f": dlib finds {det['n_found']} of the {det['n_found'] + det['n_missed']} faces; "
             "a face it misses is scored as all background." if det else "."), "",
          "| method | α | β | " + " | ".join(f"{m} trees" for m in sizes)

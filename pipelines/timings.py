@@ -103,8 +103,9 @@ def collect_timings(run_dir):
     return out
 
 
-def render_timings(run_dir, timings=None, heading="##"):
-    """Markdown of one run's measured times (``timings.json``, else :func:`collect_timings`)."""
+def render_timings(run_dir, timings=None, heading="##", dates=True):
+    """Markdown of one run's measured times (``timings.json``, else :func:`collect_timings`);
+    ``dates=False`` leaves out when each stage finished (the docs page)."""
     run_dir = Path(run_dir)
     T = timings if timings is not None else collect_timings(run_dir)
     train, times = T.get("train") or {}, T.get("time") or {}
@@ -121,7 +122,7 @@ def render_timings(run_dir, timings=None, heading="##"):
     if kinds:
         L += _time_table(train, times, kinds, sizes, h)
     L += _select_times(T.get("select"), h)
-    L += _stage_table(T.get("stages") or {}, h)
+    L += _stage_table(T.get("stages") or {}, h, dates)
     return "\n".join(L) + "\n"
 
 
@@ -137,17 +138,13 @@ def _time_table(train, times, kinds, sizes, h):
              "times those trees' share of the per-tree times. Inference is the median "
              "wall time of dense per-pixel prediction of one 250×250 test image "
              "(all pixels, windows read from the image; `facesegment.dense."
-             "predict_image`). In brackets: CPU time of the process (all threads), "
-             "which other jobs on the machine inflate much less than wall time.")
+             "predict_image`). In brackets: CPU time of the process (all threads).")
     loads = [x for k in kinds for x in ((train.get(k) or {}).get("load_average") or [])
              + ((times.get(k) or {}).get("load_average") or [])]
     if loads:
         L.append("")
         L.append(f"Load average (1 min) while training and timing: {min(loads):.1f}–"
-                 f"{max(loads):.1f} on {cores} cores"
-                 + (" — more runnable threads than cores (the run's own threads count too), "
-                    "so these times may be pessimistic."
-                    if max(loads) > 1.5 * (cores or 1) else "."))
+                 f"{max(loads):.1f} on {cores} cores (the run's own threads count).")
     L += ["", "| method | trees | training (CPU) | inference / image (CPU) |",
           "| --- | ---: | ---: | ---: |"]
     for k in kinds:
@@ -226,7 +223,7 @@ def _select_times(sel, h):
     return L + [""]
 
 
-def _stage_table(stages, h):
+def _stage_table(stages, h, dates=True):
     if not stages:
         return []
     total = sum(st["seconds"] for st in stages.values())
@@ -237,15 +234,15 @@ def _stage_table(stages, h):
          "once, with its last time; the report stage, under a second, is not listed)"
          + ("; times read back from an earlier results.md, rounded" if rounded else "")
          + ".", "",
-         "| stage | time | CPU | load (start → end) | finished (UTC) |",
-         "| --- | ---: | ---: | ---: | --- |"]
+         "| stage | time | CPU | load (start → end) |" + (" finished (UTC) |" if dates else ""),
+         "| --- | ---: | ---: | ---: |" + (" --- |" if dates else "")]
     order = sorted(stages.items(), key=lambda kv: (kv[1].get("finished", ""), kv[0]))
-    L += [f"| {name} | {secs(st['seconds'])} | {_cpu(st)} | {_load(st)} | "
-          f"{st.get('finished', '')} |" for name, st in order]
+    L += [f"| {name} | {secs(st['seconds'])} | {_cpu(st)} | {_load(st)} |"
+          + (f" {st.get('finished', '')} |" if dates else "") for name, st in order]
     if any("cpu_seconds" in st for st in stages.values()):
         L += ["", "CPU: seconds of the process, all threads (2 busy cores give about twice "
               "the wall time); load: the 1-minute load average when the stage started and "
-              "ended (the run's own threads count; more than the cores means other work)."]
+              "ended (the run's own threads count)."]
     return L + [""]
 
 
@@ -269,13 +266,14 @@ def render_all_timings(runs_dir, docs_dir):
          "Every measured time of the runs under `reports/runs/` (their `timings.json`, "
          "written by `python -m pipelines.run report`, part of `make all`; do not edit by "
          "hand): training, inference, model selection and stage wall times, with the "
-         "load of the machine. These change on every run, unlike the scores of "
-         "[results.md](results.md). How they were measured: [pipeline.md](pipeline.md).", ""]
+         "load average and the stage order of each run. These change on every run, unlike "
+         "the scores of [results.md](results.md). How they were measured: "
+         "[pipeline.md](pipeline.md).", ""]
     runs = finished_runs(runs_dir)
     if not runs:
         L.append("No finished runs yet: `make all DATA=../shared/data/faces300w`.")
     for p in runs:
-        L.append(render_timings(p, load_json(p, "timings.json"), heading="##"))
+        L.append(render_timings(p, load_json(p, "timings.json"), heading="##", dates=False))
         L.append(f"Files: `{os.path.relpath(p, Path(docs_dir).parent)}/timings.json`.")
         L.append("")
     return "\n".join(L) + "\n"

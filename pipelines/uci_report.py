@@ -25,6 +25,8 @@ from facesegment.atomic import write_text_atomic
 
 from .uci_config import CART_KINDS, known_kinds, label
 
+#: The page whose results section :func:`write_reports` rewrites by default.
+DOC = Path(__file__).resolve().parent.parent / "docs" / "uci.md"
 BEGIN = "<!-- uci-results: begin (written by python -m pipelines.uci) -->"
 END = "<!-- uci-results: end -->"
 

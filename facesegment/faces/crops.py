@@ -28,7 +28,7 @@ DETECTORS = ("landmarks", "dlib")
 DETECT_MODES = ("auto", "always", "never")
 #: detector -> (k, ox, oy): crop side = k * box side; centre offset in box sides.
 #: Medians over the faces300w test crops (``benchmarks/bench_inference.py
-#: --detectors``; docs/inference.md, "Choosing the detector").
+#: --detectors``; docs/evaluation.md, "Choosing the detector").
 CALIBRATION = {"dlib": (2.0, -0.02, 0.087)}
 #: Longer side of the copy faces are detected on (= facesegment.faces.label.DETECT_MAX_SIDE).
 DETECT_MAX_SIDE = 2000

@@ -23,7 +23,7 @@ refresh from the samples of the round just finished (sides under the moving
 ``w``), which is the minimiser over theta of the empirical loss, Eq. (2).
 
 Candidates: the final ``w`` and, with ``keep_best`` (off by default: it did
-not help on real windows, docs/co2.md), the ``w_old`` whose round had the best
+not help on real windows, docs/studies/co2.md), the ``w_old`` whose round had the best
 information gain estimated on the round's samples.  Each is
 evaluated exactly on all the node's samples in float32 raw-feature arithmetic
 (``w_raw @ x``, as inference does it); with ``refine_threshold`` its offset is
@@ -60,7 +60,7 @@ __all__ = ["CO2_DEFAULTS", "MIN_STEPS", "MAX_STEPS", "MAX_PASSES", "LR_PATIENCE"
            "n_sgd_steps", "new_co2_stats"]
 
 #: Defaults of the six hyper-parameters of the contract (CO2Forest uses them).
-#: Evidence for the choice: docs/co2.md.
+#: Evidence for the choice: docs/studies/co2.md.
 CO2_DEFAULTS = {
     "nu": 1.0,
     "eta": 1e-3,

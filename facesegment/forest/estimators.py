@@ -62,7 +62,7 @@ class AxisAlignedForest(BaseForest):
     ``max_features`` features in random order (more while all were constant
     on it), and keeps the largest decrease of the Gini index (or entropy), NaN values
     sent to the side that gains most (scikit-learn's CART rules; see
-    docs/forests.md, "CART options").
+    docs/forests-cart.md, "CART options").
 
     Parameters
     ----------

@@ -39,7 +39,7 @@ bootstrap : bool, default False
     False: each tree sees the whole pool (the original algorithm); True:
     each tree draws its samples with replacement.
 oob_score, warm_start
-    As for :class:`AxisAlignedForest` (docs/forests.md, "CART options"):
+    As for :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"):
     out-of-bag estimates (they need ``bootstrap=True``) and warm starts.
     (No ``class_weight``: class weights are draw probabilities here, and
     extra-trees grow on every row by default.)

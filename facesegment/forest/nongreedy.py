@@ -342,7 +342,7 @@ class NonGreedyForest(BaseForest):
     ssgd_refresh : int, default 0
         Epochs between refreshes of the fixed leaf assignments (SSGD); 0: plain
         SGD (the defaults are the settings chosen most often on validation
-        splits in docs/nongreedy.md).
+        splits in docs/studies/nongreedy.md).
     leaf_refit : bool, default True
         Refit Theta to the smoothed leaf frequencies at each refresh and at the end.
     std_floor : float in [0, 1], default 0.1

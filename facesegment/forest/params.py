@@ -298,7 +298,7 @@ COMMON_CONSTRAINTS = MappingProxyType({
     "verbose": Integer(0, bool_ok=True),
 })
 
-#: scikit-learn's forest options of the axis-aligned family (docs/forests.md, "CART options").
+#: scikit-learn's forest options of the axis-aligned family (docs/forests-cart.md, "CART options").
 CART_CONSTRAINTS = MappingProxyType({
     "criterion": Options("gini", "entropy").cli(
         "split quality: information gain (entropy, the paper) or Gini impurity decrease"),

@@ -8,7 +8,7 @@ e.g. ``studies/co2/forest_compare.py win48k.npz test16k.npz 4 16 '[{"kind":"axis
 TRAIN/TEST.npz come from ``sample_windows.py`` (bare file names are read from
 ``data/bench/``). CONFIGS_JSON is a list of dicts: ``{"kind":"axis"}`` for an
 AxisAlignedForest, anything else is passed to ``CO2Forest``. Prints window
-accuracy, class-average window Jaccard and the CO2 splits kept. Used by docs/co2.md.
+accuracy, class-average window Jaccard and the CO2 splits kept. Used by docs/studies/co2.md.
 """
 import sys, time, json
 

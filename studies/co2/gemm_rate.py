@@ -6,7 +6,7 @@ Usage (from the repository root)::
 
 Prints GFLOP/s per wall second and per CPU second (5 products after a warm-up).
 The "1 thread" in the output is only true with OPENBLAS_NUM_THREADS=1 (or the
-equivalent for your BLAS). Used by docs/co2.md.
+equivalent for your BLAS). Used by docs/studies/co2.md.
 """
 import time
 

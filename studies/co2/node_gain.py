@@ -8,7 +8,7 @@ e.g. ``studies/co2/node_gain.py win48k.npz 40 200 '[{}, {"n_passes":1}, {"tau":3
 WINDOWS.npz comes from ``sample_windows.py`` (a bare file name is read from
 ``data/bench/``); SETTINGS_JSON is a list of keyword dicts for ``co2_split``.
 Prints, per setting, the fraction of nodes where CO2 beats the univariate
-initialisation, the mean gain and the relative gain. Used by docs/co2.md.
+initialisation, the mean gain and the relative gain. Used by docs/studies/co2.md.
 """
 import sys, json, time
 

@@ -8,7 +8,7 @@ e.g. ``studies/co2/one_tree.py win256k.npz 16``. WINDOWS.npz comes from
 ``sample_windows.py`` (a bare file name is read from ``data/bench/``); the
 optional JSON dict is passed to ``CO2Forest``. Prints fit wall/CPU time, the
 split of time between univariate initialisation and CO2, the SGD GFLOP per
-CPU-second and the oblique weights in MB. Used by docs/co2.md.
+CPU-second and the oblique weights in MB. Used by docs/studies/co2.md.
 """
 import sys, time, json
 

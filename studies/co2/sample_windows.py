@@ -7,7 +7,7 @@ Usage (from the repository root)::
 e.g. ``studies/co2/sample_windows.py ../shared/data/faces300w/train 600 6000 win48k.npz 0``.
 Picks N_IMAGES random images, up to PER_CLASS windows per class, and saves
 ``X`` (uint8 windows), ``y``, ``mean`` and ``std`` to OUT.npz; a bare file name
-is written under ``data/bench/``. Used by docs/co2.md.
+is written under ``data/bench/``. Used by docs/studies/co2.md.
 """
 import sys
 

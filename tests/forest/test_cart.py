@@ -394,10 +394,10 @@ def test_docs_cart_example_runs():
     import re
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "forests.md"
+    path = Path(__file__).resolve().parents[2] / "docs" / "forests-cart.md"
     blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
               if "warm_start=True" in b]
-    assert blocks, "docs/forests.md has no example of the CART options"
+    assert blocks, "docs/forests-cart.md has no example of the CART options"
     ns = {}
     exec(compile(blocks[0], str(path), "exec"), ns)
     clf = ns["clf"]

@@ -210,10 +210,10 @@ def test_docs_example_of_the_three_families_runs(capsys):
     import re
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "forests.md"
+    path = Path(__file__).resolve().parents[2] / "docs" / "forests-families.md"
     blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
               if "ExtraTreesForest(" in b]
-    assert blocks, "docs/forests.md has no example of the three families"
+    assert blocks, "docs/forests-families.md has no example of the three families"
     exec(compile(blocks[0], str(path), "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out == ["ExtraTreesForest True", "RandomFernsForest True", "RotationForest True"]
