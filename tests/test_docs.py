@@ -323,6 +323,13 @@ def test_handdrawn_and_reliability_pages_are_their_reports():
     assert reliability_section() in (DOCS / "reliability.md").read_text()
 
 
+def test_the_install_page_is_its_report():
+    from benchmarks.install_size import DOC, OUT, render
+
+    assert DOC.read_text() == render(json.loads(OUT.read_text())), \
+        "docs/install.md is stale: python -m benchmarks.install_size"
+
+
 def test_a_changed_report_number_fails_the_comparison(tmp_path):
     """The comparison sees one digit: a run folder copied with one score changed
     renders another page."""
