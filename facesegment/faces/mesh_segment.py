@@ -15,6 +15,9 @@ import numpy as np
 
 from .mesh_features import box_affine
 
+#: The path a face found by the mesh takes (``PhotoFace.path``, the CSV's ``paths``).
+MESH_PATH = "mesh"
+
 
 @dataclass
 class MeshFace:
@@ -38,6 +41,27 @@ def mesh_faces(model, image):
         box, proba, crop = model.face_proba(image, mesh)
         faces.append(MeshFace(box, mesh, proba, crop, model.pan(mesh), info["detection"]))
     return faces, info.get("detection", "")
+
+
+def mesh_photo_faces(model, image):
+    """:func:`mesh_faces` as :class:`facesegment.faces.photo.PhotoFace` (the mesh's
+    (x, y) as the face's landmarks): ``model.photo_faces``."""
+    from .photo import PhotoFace
+
+    return [PhotoFace(f.box, f.mesh[:, :2].copy(), f.proba, f.crop, MESH_PATH, f.detection,
+                      f.pan) for f in mesh_faces(model, image)[0]]
+
+
+def mesh_crop_proba(model, crop):
+    """One face crop's class probabilities float32 (H, W, 8) under a mesh model: its
+    faces mapped back onto it (:func:`photo_maps`), background where the mesh
+    finds none (``model.predict_face``)."""
+    faces = mesh_photo_faces(model, crop)
+    if not faces:
+        proba = np.zeros(crop.shape[:2] + (8,), np.float32)
+        proba[..., 0] = 1.0
+        return proba
+    return photo_maps(crop.shape, faces, return_proba=True)[1]
 
 
 def face_region(shape, faces):
@@ -100,4 +124,4 @@ def photo_maps(shape, faces, return_proba=False):
     return labels, proba
 
 
-__all__ = ["MeshFace", "mesh_faces", "face_region", "warp_back", "paste_proba", "photo_maps"]
+__all__ = ["MeshFace", "mesh_faces", "mesh_photo_faces", "mesh_crop_proba", "face_region", "warp_back", "paste_proba", "photo_maps"]
