@@ -2,10 +2,12 @@
 
 :func:`mesh_faces` finds every face of a photo with the face mesh, segments
 each from its crop and maps it back onto the photo; ``facesegment.segment`` and
-``facesegment segment`` both use it through
-:func:`facesegment.faces.segment.photo_faces`.  An image taken as one face crop (``detect="never"``, or a 250x250
-image with ``detect="auto"``) is searched for its mesh the same way, since the
-mesh places the parts; when none is found the image is all background.
+``facesegment segment`` both use it through the model's ``photo_faces``
+(:func:`mesh_photo_faces`) and ``photo_labels`` (:func:`photo_maps`).  An image
+taken as one face crop (``detect="never"``, or a 250x250 image with
+``detect="auto"``) is searched for its mesh the same way, since the mesh places
+the parts; when none is found the image is all background
+(:func:`mesh_crop_proba`, the model's ``predict_face``).
 """
 
 from dataclasses import dataclass
@@ -124,4 +126,5 @@ def photo_maps(shape, faces, return_proba=False):
     return labels, proba
 
 
-__all__ = ["MeshFace", "mesh_faces", "mesh_photo_faces", "mesh_crop_proba", "face_region", "warp_back", "paste_proba", "photo_maps"]
+__all__ = ["MESH_PATH", "MeshFace", "mesh_faces", "mesh_photo_faces", "mesh_crop_proba",
+           "face_region", "warp_back", "paste_proba", "photo_maps"]
