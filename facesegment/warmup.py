@@ -231,12 +231,11 @@ def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None)
     ``segment`` reads its first image: silent when they are cached (however
     long loading takes), a progress line as soon as one compiles (a fresh
     install's first run; ``facesegment warmup`` does it ahead of time).  A
-    landmark model (:mod:`facesegment.faces.landmark_model`) needs none before its
-    first face: its fallback's kernels compile if a crop without a face comes; a
-    mesh model's stage forests compile with its first face."""
-    from .faces.landmark_model import LandmarkModel
-
-    if isinstance(model, LandmarkModel) or getattr(model, "kind", None) == "mesh-forest":
+    model that is not a forest over windows (``model.dense`` false,
+    :mod:`facesegment.modelio.protocol`) needs none before its first face: a
+    landmark model's fallback compiles if a crop without a face comes, a mesh
+    model's stage forests with its first face."""
+    if not model.dense:
         return []
     with compiling() as flag:
         return warm([model_step(model, alpha, beta, sigma)], progress=progress,

@@ -28,14 +28,14 @@ MACHINE_METRICS = ("fit_seconds", "fit_seconds_sum", "tree_seconds", "fit_second
 
 def _clean(model, run, kind):
     """The model as shipped: machine measurements dropped, provenance portable."""
-    for stage in getattr(model, "stages", None) or [model]:
+    for stage in model.stages:   # a cascade's forests, or the forest itself
         for key in MACHINE_METRICS:
             stage.metrics.pop(key, None)
         stage.provenance = {"run": run, "kind": kind, "trained_by": "make model",
                             "config": "pipelines/shipped.toml",
                             **{k: v for k, v in stage.provenance.items()
                                if k in ("preset", "n_windows", "selected", "seed")}}
-    if hasattr(model, "stages"):
+    if len(model.stages) > 1:   # a cascade's own provenance
         model.provenance = {"run": run, "kind": kind, "trained_by": "make model"}
     return model
 
@@ -153,8 +153,7 @@ run's files `reports/runs/{run_dir.name}/eval-{kind}.json`.
 def ship(cfg, kind, name, models_root=None, reports_root=None, dest=None, log=print):
     """Write ``facesegment/models/NAME`` (or ``dest/NAME``) from the run of the
     loaded configuration ``cfg`` (:func:`pipelines.config.load_config`)."""
-    from facesegment.modelio.model import load_model, save_model
-    from facesegment.autocontext.cascade import save_cascade
+    from facesegment.modelio.model import load_model
 
     from .config import run_name
 
@@ -166,7 +165,7 @@ def ship(cfg, kind, name, models_root=None, reports_root=None, dest=None, log=pr
     out = Path(dest or DEST) / name
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         folder = Path(tmp) / "model"
-        (save_cascade if hasattr(model, "stages") else save_model)(model, folder)
+        model.save(folder)
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         card = model_card(name, load_model(folder), run_dir, kind, n, size, cfg)
         (folder / "MODEL_CARD.md").write_text(card)

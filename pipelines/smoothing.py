@@ -48,12 +48,12 @@ def for_forests(cfg):
 def applies(cfg, model):
     """Does the pipeline choose a sigma for ``model`` (``[smoothing]``)?"""
     sm = cfg.get("smoothing") or {}
-    stages = getattr(model, "stages", None)
-    if not sm.get("sigmas") or (stages is None and not for_forests(cfg)):
+    stages = model.stages   # a cascade's forests, or the forest itself
+    if not sm.get("sigmas") or (len(stages) == 1 and not for_forests(cfg)):
         return False
     oblique = any(st.arrays.weights.shape[0] > 0
                   or (st.arrays.sparse_ptr is not None and len(st.arrays.sparse_ptr) > 1)
-                  for st in (stages or [model]))
+                  for st in stages)
     return sm.get("models") == "all" or not oblique
 
 

@@ -333,10 +333,8 @@ def test_the_readme_predict_image_line_needs_no_import_and_names_the_fix():
                          timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["facesegment.dense.predict", "True"]
     import facesegment
-    from facesegment.faces.landmark_model import LandmarkModel
 
-    model = object.__new__(LandmarkModel)
-    with pytest.raises(TypeError, match="facesegment.segment"):
-        facesegment.dense.predict_image(model, np.zeros((250, 250, 3), np.uint8))
+    with pytest.raises(TypeError, match="load one with facesegment.load_model"):
+        facesegment.dense.predict_image(object(), np.zeros((250, 250, 3), np.uint8))
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         facesegment.nothing

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..atomic import MANIFEST, write_json_atomic
 from .context import ContextSpec, as_u8, context_maps, context_planes
 from ..errors import DataError
+from ..modelio._forest_faces import ForestFaces
 
 CASCADE_FORMAT = "facesegment-cascade"
 CASCADE_FORMAT_VERSION = 1
@@ -35,8 +36,10 @@ MAX_STAGES = 63
 _FIX = "train the cascade again (or point at another model folder)"
 
 
-class Cascade:
-    """Stages of an auto-context cascade (a list of Models) and their context spec."""
+class Cascade(ForestFaces):
+    """Stages of an auto-context cascade (a list of Models) and their context spec:
+    a :class:`facesegment.modelio.protocol.FaceModel` (its face methods are the
+    forests', :class:`facesegment.modelio._forest_faces.ForestFaces`)."""
 
     def __init__(self, stages, spec, provenance=None):
         if len(stages) < 2:
@@ -95,6 +98,20 @@ class Cascade:
                                 self.position)
             planes = context_planes(maps, self.spec, self.position)
         return planes
+
+    def save(self, folder):
+        """Write the cascade as the folder ``folder`` (:func:`save_cascade`).
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        Path
+            ``folder``.
+        """
+        return save_cascade(self, folder)
 
     def stage_model(self, k):
         """A cascade of the first ``k`` stages (k >= 2), or stage 1's model (k = 1)."""
@@ -182,7 +199,9 @@ def load_cascade(path, verify=True):
     if spec.needs_prior and stages[-1].position is None:
         raise DataError(path / f"stage-{n}", "has no position prior, but the cascade's context "
                         "reads one (its prior planes or stage 1's decision maps)", _FIX)
-    return Cascade(stages, spec, doc.get("provenance"))
+    cascade = Cascade(stages, spec, doc.get("provenance"))
+    cascade.folder = path   # its model card is read from there when asked
+    return cascade
 
 
 __all__ = ["Cascade", "save_cascade", "load_cascade", "is_cascade_folder",

@@ -207,15 +207,9 @@ def load_image_model(path):
     from ..modelio.model import load_model
     from ..models import resolve
 
-    from ..faces.landmark_model import LandmarkModel
-
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
-    if isinstance(model, LandmarkModel):  # its stage and fallback were checked on loading
-        return model
-    if getattr(model, "kind", None) == "mesh-forest":   # its stages were checked on loading
-        from ..faces.mesh import require_mesh
-
-        require_mesh()
+    if not model.dense:   # landmark votes, the face mesh: their forests were checked on loading
+        model.require(detect=False)       # what reading any face needs (the face mesh)
         return model
     fix = "give a model trained by `facesegment train` on a windows file of face images"
     try:

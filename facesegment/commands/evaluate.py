@@ -185,7 +185,6 @@ def run(args):
     from ._common import load_image_model, model_beta, note_missing_rule
 
     from ..errors import FaceSegmentError
-    from ..faces.landmark_model import LandmarkModel
 
     if not args.model and not getattr(args, "method", None):
         raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
@@ -213,8 +212,8 @@ def run(args):
         if name != Path(os.path.abspath(path)).name:
             print(f"evaluate: {path} is named {name!r} in the outputs (another model "
                   "has the same folder name)", file=sys.stderr)
-        if isinstance(model, LandmarkModel):
-            rows.update(_score_landmark_model(model, path, name, records, detector, args))
+        if not model.dense:   # landmark votes, the face mesh: the model reads each crop
+            rows.update(_score_face_model(model, path, name, records, detector, args))
             continue
         alpha = default_alpha(model) if args.alpha is None else args.alpha
         t0 = time.perf_counter()
@@ -259,9 +258,10 @@ def run(args):
     return 0
 
 
-def _score_landmark_model(model, path, name, records, detector, args):
-    """Score a landmark model (:mod:`facesegment.faces.landmark_model`): writes
-    OUT/NAME.json and .md and returns its summary-table row."""
+def _score_face_model(model, path, name, records, detector, args):
+    """Score a model that reads each crop itself (``model.dense`` false: landmark
+    votes, the face mesh; :func:`facesegment.faces.landmark_fit.evaluate_landmark_model`):
+    writes OUT/NAME.json and .md and returns its summary-table row."""
     from ..atomic import write_json_atomic, write_text_atomic
     from ..faces.landmark_fit import evaluate_landmark_model
     from ..evaluation.metrics import markdown_table, summarize

@@ -9,13 +9,16 @@ Modules
 -------
 ``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
                :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
-               the ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
+               ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
 ``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`;
                smoothing the maps: :func:`smooth` (a model's stored terms,
                :func:`default_alpha`, :func:`default_beta`, :func:`default_sigma`,
                are :mod:`facesegment.rule`'s, re-exported here)
 ``image``      :func:`pad_image`, :func:`strict_region`, :func:`fft_responses`
-``_checks``    argument validation, the model's layout, image + planes stacking
+``_checks``    argument validation, the model's layout, image + planes stacking,
+               the ``kernels=`` choices
+``_face``      :func:`predict_image` of the models that read a crop themselves
+               (``model.dense`` false: ``model.predict_face``)
 ``_packing``   node records of the kernels, cached per forest, width and layout
 ``_numba``     the Numba options of every kernel; compilation per window layout
 ``_general``   per-pixel kernels (any forest; FFT top levels)

@@ -7,6 +7,27 @@ from ..layout import DEFAULT_LAYOUT
 
 MODES = ("full", "strict")
 
+#: The ``kernels`` argument of :func:`predict_image`, :func:`predict_proba_raw`
+#: and :func:`confusion_sweep`: which kernel families may run a forest (every
+#: choice gives the same results; tests and benchmarks compare them):
+#: ``"auto"`` the fastest that can (the integer record kernels for forests
+#: without dense oblique nodes, the level kernels for oblique forests, the
+#: general per-pixel kernels otherwise), ``"no-fast"`` never the integer record
+#: kernels, ``"no-levels"`` never the level kernels, ``"general"`` only the
+#: general per-pixel kernels.
+KERNELS = {"auto": (True, True), "no-fast": (False, True), "no-levels": (True, False),
+           "general": (False, False)}
+
+
+def check_kernels(kernels):
+    """``(fast, levels)``: whether the integer record and the level kernels may
+    run, for a ``kernels`` choice of :data:`KERNELS`."""
+    try:
+        return KERNELS[kernels]
+    except (KeyError, TypeError):
+        raise ValueError(f"kernels must be one of {', '.join(map(repr, KERNELS))}, "
+                         f"got {kernels!r}") from None
+
 
 def check_mode(mode):
     if mode not in MODES:
@@ -86,14 +107,23 @@ def forest_arrays(model):
     return verified(arrays)
 
 
+def forest_stages(model):
+    """The forests ``model`` runs one after the other (``model.stages``: a cascade's
+    stages, a forest Model itself); a bare forest object without ``stages`` is
+    its own one stage."""
+    stages = getattr(model, "stages", None)
+    return [model] if stages is None else list(stages)
+
+
 def model_layout(model):
     """The model's window layout (the paper's 31x31 RGB one when it records none).
 
     Raises ValueError when the layout does not match the forest's features
     (e.g. a model trained on tabular data, which dense inference cannot use).
     """
-    if hasattr(model, "stages"):   # a cascade: its stages are checked, the image's layout
-        for stage in model.stages:
+    stages = forest_stages(model)
+    if len(stages) > 1:   # a cascade: its stages are checked, the image's layout
+        for stage in stages:
             model_layout(stage)
         return model.layout
     arrays = forest_arrays(model)

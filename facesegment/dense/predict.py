@@ -43,8 +43,10 @@ import numpy as np
 
 from ..classes import IGNORE
 from . import _fast, _general, _levels, _pooled, _visits
-from ._checks import (MODES, check_fft_levels, check_limit, check_mode,
-                      check_alpha, forest_arrays, image_and_planes, model_layout)
+from ._face import face_prediction
+from ._checks import (KERNELS, MODES, check_fft_levels, check_kernels, check_limit,  # noqa: F401
+                      check_mode, check_alpha, forest_arrays, forest_stages, image_and_planes,
+                      model_layout)
 from ._numba import layout_kernels
 from ..forest._arrays import n_sparse
 from ._packing import cached, pack_fast, pack_nodes, pack_sparse
@@ -61,17 +63,6 @@ SWEEP_SCALE_BYTES = 1 << 27  # per-pixel class scales one sweep pass holds (more
 FAST_BLOCK_ROWS = None  # rows per block of the fast dense kernel (None: one block per thread)
 SPLIT_BLOCK_ROWS = 4  # ... on a context stage's split buffer (measured: 4 rows 53 ms, one
                       # block per thread 88 ms: its context copies then outgrow the cache)
-#: The ``kernels`` argument of :func:`predict_image`, :func:`predict_proba_raw`
-#: and :func:`confusion_sweep`: which kernel families may run a forest (every
-#: choice gives the same results; tests and benchmarks compare them):
-#: ``"auto"`` the fastest that can (the integer record kernels for forests
-#: without dense oblique nodes, the level kernels for oblique forests, the
-#: general per-pixel kernels otherwise), ``"no-fast"`` never the integer record
-#: kernels, ``"no-levels"`` never the level kernels, ``"general"`` only the
-#: general per-pixel kernels.
-KERNELS = {"auto": (True, True), "no-fast": (False, True), "no-levels": (True, False),
-           "general": (False, False)}
-
 _NO_LIMIT = 2 ** 30
 
 #: Kernel-ready inputs of one image: the layout, the padded image flattened
@@ -79,16 +70,6 @@ _NO_LIMIT = 2 ** 30
 #: records (``nodes``, ``thr``, ``value``, ``weights``, FFT ``resp``).
 _Prepared = namedtuple("_Prepared", "layout arrays shape img rowstride roots steps nodes thr "
                                     "value weights sp_off sp_w resp")
-
-
-def check_kernels(kernels):
-    """``(fast, levels)``: whether the integer record and the level kernels may
-    run, for a ``kernels`` choice of :data:`KERNELS`."""
-    try:
-        return KERNELS[kernels]
-    except (KeyError, TypeError):
-        raise ValueError(f"kernels must be one of {', '.join(map(repr, KERNELS))}, "
-                         f"got {kernels!r}") from None
 
 
 def _kernels(module, layout, variant=None):
@@ -118,10 +99,11 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=Fals
     """Validate the arguments once and build the kernels' inputs: a ``_Prepared``,
     or with ``split_ok`` a ``_Split`` when the fast kernels can read the image
     and the context planes from a split buffer."""
-    if hasattr(model, "stages"):  # a cascade: its last stage, on the earlier stages' planes
+    stages = forest_stages(model)
+    if len(stages) > 1:  # a cascade: its last stage, on the earlier stages' planes
         if planes is None:
             planes = model.context(image)
-        model = model.final
+        model = stages[-1]
     arrays = forest_arrays(model)
     layout = model_layout(model)
     image, planes = image_and_planes(image, planes, layout)
@@ -203,9 +185,15 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
 
     Parameters
     ----------
-    model : facesegment.modelio.model.Model
-        Uses ``model.arrays``, ``model.layout``, ``model.sampling_factors`` and
-        its decision rule (:mod:`facesegment.rule`).
+    model : a face model (:class:`facesegment.modelio.protocol.FaceModel`)
+        A forest (:class:`facesegment.modelio.model.Model`) or a cascade runs
+        here over every pixel's window: it uses ``model.arrays``,
+        ``model.layout``, ``model.sampling_factors`` and its decision rule
+        (:mod:`facesegment.rule`).  Any other model (``model.dense`` false: the
+        landmark votes, the face mesh) reads the crop itself
+        (``model.predict_face``: RGB crops only; ``max_depth``, ``n_trees``,
+        ``fft_levels`` and ``planes`` are for forests; ``alpha``, ``beta``,
+        ``sigma`` go to the model, which may keep its own rule).
     image : uint8 (H, W, 3), or (H, W) / (H, W, 1) for a grey model
         The image (any size); its channels are the first of the layout's.
     mode : {"full", "strict"}
@@ -253,14 +241,16 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
         layout, e.g. "model expects 31x31 windows of 3 channels (R, G, B);
         image has 1 channel: ...", or for a bad mode, alpha or limit.
     TypeError
-        When ``model`` is not a forest model (the landmark and face-mesh models
-        segment photos: use :func:`facesegment.segment`).
+        When ``model`` is not a model (no forest arrays, no ``predict_face``).
     """
-    if not hasattr(model, "arrays"):
-        raise TypeError(f"predict_image needs a forest Model (e.g. "
-                        f"load_model('faces300w-two-probe')), not a {model.kind!r} model; "
-                        "use facesegment.segment(image, model) for it" if hasattr(model, "kind")
-                        else f"predict_image needs a forest Model, got {type(model).__name__}")
+    if getattr(model, "dense", True) is False:   # the model reads the crop itself
+        check_kernels(kernels)
+        return face_prediction(model, image, mode, alpha, beta, sigma, dict(
+            max_depth=max_depth, n_trees=n_trees, fft_levels=fft_levels, planes=planes))
+    if getattr(model, "arrays", None) is None:
+        raise TypeError(f"predict_image needs a model (a forest Model, a Cascade, or one "
+                        f"with predict_face: load one with facesegment.load_model), got "
+                        f"{type(model).__name__}")
     check_mode(mode)
     rule = decision_rule(model, alpha=None if alpha is None else check_alpha(alpha),
                          beta=None if beta is None else check_beta(model, beta),

@@ -45,7 +45,7 @@ def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, b
                 record, model, *smoothed, stride, mode)
         return name, conf, d_out, t_out
     image, label = load_face(record)
-    planes = model.context(image) if hasattr(model, "stages") else None
+    planes = model.context(image)   # a cascade's earlier stages, once (None: a forest)
     conf, d_out, t_out = confusion_sweep(model, image, grid_label(label, stride),
                                          n_trees_list=trees, max_depth_list=depths,
                                          alphas=alphas, mode=mode, fft_levels=fft_levels,

@@ -4,6 +4,8 @@ Modules
 -------
 ``crops``           face detection, LFW-style crop boxes, crops and mapping back
 ``segment``         segmenting one face photo: its faces (``photo_faces``), labels and overlay
+``photo``           ``PhotoFace``; dlib's faces cropped and pasted back (the models' shared parts)
+``forest_face``     a crop and a photo under a forest or a cascade (their ``predict_face``)
 ``folder``          segmenting folders of photos: output files and the summary CSV
 ``video``           segmenting videos frame by frame: faces tracked and smoothed
 ``aligned``         detector-aligned test faces: labelled faces re-cropped the way ``segment`` does

@@ -120,9 +120,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
                              f"{path}: not enough memory to segment a {w}x{h} image")
     if labels is None:
-        how = ("the face mesh (passes: as given, with a border, mirrored, turned)"
-               if getattr(model, "kind", None) == "mesh-forest" else
-               f"the {detector} detector (passes: as given, upsampled, lowered threshold)")
+        how = model.face_finder(detector)
         return SegmentResult(name, "no face", 0, w, h, time.perf_counter() - t0,
                              f"{path}: no face found by {how}")
     base = os.path.join(out_dir, *output.split("/"))

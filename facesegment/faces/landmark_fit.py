@@ -5,10 +5,11 @@
   keyed by the images' SHA-256 and the vote spec;
 * :func:`fit_votes`: the vote spec with its offset fitted on faces with human
   landmarks (``NAME.pts`` beside each image, as faces300w has them);
-* :func:`evaluate_landmark_model`: a landmark model's scores with
-  :func:`facesegment.evaluation.scoring.evaluate`'s protocol (strict mode, every
-  pixel, one confusion matrix), in the dictionary shape of
-  :func:`facesegment.faces.renderer.evaluate_renderer`.
+* :func:`evaluate_landmark_model`: the scores of a landmark model (or of any
+  model that reads faces itself, such as a mesh model: the face-model
+  protocol's ``photo_faces``) with :func:`facesegment.evaluation.scoring.evaluate`'s
+  protocol (strict mode, every pixel, one confusion matrix), in the dictionary
+  shape of :func:`facesegment.faces.renderer.evaluate_renderer`.
 """
 
 import json
@@ -108,12 +109,12 @@ def _confusion_one(model, record, mode, stride):
 
     image, label = load_face(record)
     label = scored_label(label, stride, mode, DEFAULT_LAYOUT)
-    if getattr(record, "missed", False):
-        proba, path = None, "missed"
+    faces = [] if getattr(record, "missed", False) else model.photo_faces(image, detect="never")
+    if faces:   # the image taken as one crop
+        pred, path = model.photo_labels(image.shape, faces)[0], faces[0].path
     else:
-        proba, path, _ = model.predict_crop(image)
-    pred = (np.zeros(label.shape, np.uint8) if proba is None
-            else np.argmax(proba, axis=-1).astype(np.uint8))
+        pred = np.zeros(label.shape, np.uint8)
+        path = "missed" if getattr(record, "missed", False) else "no face"
     return confusion_matrix(label, pred, N_CLASSES), path
 
 
@@ -123,8 +124,16 @@ def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
     evaluation.evaluate` scores with the same mode and stride).  A ``missed``
     record (the detector-aligned protocol) is all background.
 
+    ``model`` is a landmark model, or any model that reads a face crop itself
+    (``model.photo_faces(image, detect="never")``, e.g. a mesh model, whose
+    crop without a mesh is all background).
+
     Returns ``{"summary": {...}, "confusion", "n_images", "n_found",
-    "n_pixels", "per_image", "paths"}``."""
+    "n_pixels", "per_image", "paths"}``: ``n_found`` counts the faces whose
+    landmarks or mesh placed the parts, ``paths`` the images per path.
+    """
+    from .landmark_model import LANDMARK_PATH
+    from .mesh_segment import MESH_PATH
     from ..evaluation.scoring import _check_common, _summary
     from ..evaluation.metrics import class_average, jaccard
     from ..progress import Progress
@@ -144,7 +153,8 @@ def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
             paths[path] = paths.get(path, 0) + 1
             bar.update(1)
     out = _summary(total)
-    out.update(n_images=len(records), n_found=paths.get("landmarks", 0),
+    out.update(n_images=len(records),
+               n_found=paths.get(LANDMARK_PATH, 0) + paths.get(MESH_PATH, 0),
                n_pixels=int(total.sum()), per_image=per_image, paths=paths)
     return out
 

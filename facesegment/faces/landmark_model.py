@@ -39,7 +39,8 @@ _FIX = "build the landmark model again (or point at another model folder)"
 
 
 class LandmarkModel:
-    """The vote renderer and a landmark-free fallback."""
+    """The vote renderer and a landmark-free fallback: a
+    :class:`facesegment.modelio.protocol.FaceModel`."""
 
     kind = "landmark-votes"
 
@@ -65,6 +66,18 @@ class LandmarkModel:
                                           getattr(self.fallback, "kind", "model"))
         return f"LandmarkModel(votes={self.votes.n_sets} sets, fallback={fallback!r})"
 
+    #: Reads faces from dlib's landmarks, not window by window (:mod:`facesegment.dense`).
+    dense = False
+    #: The folder the model was loaded from (None: built in memory).
+    folder = None
+
+    @property
+    def card(self):
+        """The text of the ``MODEL_CARD.md`` of the folder it was loaded from, or None."""
+        from ..modelio.protocol import read_card
+
+        return read_card(self.folder)
+
     def predict_crop(self, image):
         """Class probabilities of a face crop (RGB uint8 (H, W, 3)).
 
@@ -72,9 +85,9 @@ class LandmarkModel:
         :data:`LANDMARK_PATH` when dlib found the face in the crop, else
         :data:`FREE_PATH` (the fallback model's maps; all background without
         one); ``detection`` is the dlib pass that found it ("" when none)."""
-        return self.predict_face(image)[:3]
+        return self.read_face(image)[:3]
 
-    def predict_face(self, image):
+    def read_face(self, image):
         """:meth:`predict_crop` and the face's landmarks: ``(proba, path, detection,
         points float64 (68, 2) or None)`` (the median of the landmark sets, in
         ``image``'s pixels; None on the landmark-free path)."""
@@ -85,6 +98,93 @@ class LandmarkModel:
         ok = np.isfinite(sets).all(axis=(1, 2))
         points = np.median(sets[ok], axis=0) if ok.any() else None
         return votes, LANDMARK_PATH, how, points
+
+    def predict_face(self, crop, alpha=None, beta=None, sigma=None):
+        """Class probabilities of one face crop: the landmark votes of the face dlib
+        finds in it, else the fallback's maps (all background without one).
+
+        Parameters
+        ----------
+        crop : uint8 (H, W, 3)
+            An RGB face crop.
+        alpha, beta, sigma : float, optional
+            Taken for the protocol and not used: the votes are decisions
+            already (the model's rule is alpha 0), and the fallback applies its
+            own rule (as :meth:`photo_faces` does).
+
+        Returns
+        -------
+        float32 (H, W, 8)
+            Each pixel's share of the votes for each class (sums to 1).
+        """
+        return self.read_face(crop)[0]
+
+    def photo_faces(self, image, detect="auto", detector="landmarks", detect_size=None,
+                    alpha=None, beta=None, sigma=None):
+        """Every face of a photo, largest first: dlib's faces, each crop cut as the
+        training faces were and segmented by :meth:`read_face`.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        detect : {"auto", "always", "never"}
+            "auto" takes an exactly-250x250 image as one face crop, "never" any
+            image, "always" none.
+        detector : {"landmarks", "dlib"}
+            How dlib's faces are cut (:func:`facesegment.faces.crops.find_crops`).
+        detect_size : int, optional
+            Faces are detected on a copy of this longer side (None: 2000; 0: full size).
+        alpha, beta, sigma : float, optional
+            Not used (see :meth:`predict_face`).
+
+        Returns
+        -------
+        list of facesegment.faces.photo.PhotoFace
+            A face's ``landmarks`` are the detector's (its crop's own landmark
+            sets for an image taken as one crop).
+        """
+        from .photo import OWN_LANDMARKS, crop_faces
+
+        def one(crop, points):
+            proba, path, how, own = self.read_face(crop)
+            return proba, path, how, (own if points is OWN_LANDMARKS else points)
+
+        return crop_faces(self, image, one, detect, detector, detect_size)
+
+    def photo_labels(self, shape, faces, return_proba=False):
+        """The photo's labels uint8 (H, W) and probabilities (or None) from
+        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
+        from .photo import paste_faces
+
+        return paste_faces(shape, faces, return_proba)
+
+    def require(self, detect=True):
+        """Raise a one-line DataError when dlib (to detect faces) is not installed;
+        nothing when ``detect`` is false (images taken as face crops)."""
+        from .photo import require_detector
+
+        require_detector(detect)
+
+    def face_finder(self, detector="landmarks"):
+        """What searches a photo for faces, in words (dlib's ``detector``)."""
+        from .photo import detector_words
+
+        return detector_words(detector)
+
+    def save(self, folder):
+        """Write the model as the folder ``folder`` (:func:`save_landmark_model`).
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        Path
+            ``folder``.
+        """
+        return save_landmark_model(self, folder)
 
     def _fallback(self, image):
         h, w = image.shape[:2]
@@ -108,8 +208,7 @@ def save_landmark_model(model, path):
     """Write the folder atomically; an existing landmark model, model or cascade
     folder at ``path`` is replaced, anything else is refused."""
     from .. import __version__
-    from ..modelio._model_files import check_model_output, jsonable, save_model_folder, write_folder
-    from ..autocontext.cascade import save_cascade
+    from ..modelio._model_files import check_model_output, jsonable, write_folder
 
     path = Path(path)
     if is_landmark_folder(path):
@@ -123,8 +222,7 @@ def save_landmark_model(model, path):
 
     def fill(tmp):
         if model.fallback is not None and model.fallback_name is None:
-            save = save_cascade if hasattr(model.fallback, "stages") else save_model_folder
-            save(model.fallback, tmp / "fallback")
+            model.fallback.save(tmp / "fallback")
         write_json_atomic(tmp / LANDMARK_FILE, {
             "format": LANDMARK_FORMAT, "format_version": LANDMARK_FORMAT_VERSION,
             "package_version": __version__, "kind": model.kind,
@@ -157,9 +255,11 @@ def load_landmark_model(path, verify=True):
         raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
     fallback, name = _load_fallback(path, doc.get("fallback"), verify)
     try:
-        return LandmarkModel(votes, fallback, doc.get("provenance"), doc.get("metrics"), name)
+        model = LandmarkModel(votes, fallback, doc.get("provenance"), doc.get("metrics"), name)
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
+    model.folder = path   # its model card is read from there when asked
+    return model
 
 
 def _load_fallback(path, ref, verify):

@@ -32,18 +32,18 @@ from ..errors import DataError
 from ..rule import DecisionRule
 from .mesh import MeshFinder, draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, face_crop
+from .mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from .mesh_stages import apply_gains, check_gains, crop_proba, mirrored_planes, to_face_classes
 
 MESH_FORMAT = "facesegment-mesh-model"
 MESH_FORMAT_VERSION = 1
 MESH_FILE = "mesh-model.json"
-#: The path a face found by the mesh takes (``Face.path``, the CSV's ``paths``).
-MESH_PATH = "mesh"
 _FIX = "build the mesh model again (or point at another model folder)"
 
 
 class MeshModel:
-    """Face mesh + forest stages + pan estimate (see the module's docstring).
+    """Face mesh + forest stages + pan estimate (see the module's docstring): a
+    :class:`facesegment.modelio.protocol.FaceModel`.
 
     Parameters
     ----------
@@ -101,7 +101,8 @@ class MeshModel:
 
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
-                f"mirror={self.mirror}, margin={self.margin}, pan={'yes' if self.pan_model is not None else 'no'})")
+                f"mirror={self.mirror}, margin={self.margin}, "
+                f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
     def finder(self):
@@ -126,6 +127,90 @@ class MeshModel:
         if self.pan_model is None:
             return float("nan")
         return float(self.pan_model.predict(mesh))
+
+    # ------------------------------------------------ the face-model protocol
+    #: Reads faces from their mesh, not window by window (:mod:`facesegment.dense`).
+    dense = False
+    #: The folder the model was loaded from (None: built in memory).
+    folder = None
+
+    @property
+    def card(self):
+        """The text of the ``MODEL_CARD.md`` of the folder it was loaded from, or None."""
+        from ..modelio.protocol import read_card
+
+        return read_card(self.folder)
+
+    def predict_face(self, crop, alpha=None, beta=None, sigma=None):
+        """Class probabilities of one face crop: the faces the mesh finds in it,
+        segmented and mapped back onto the crop's pixels (all background where
+        none is); what ``facesegment.segment`` gives for the crop as a photo.
+
+        Parameters
+        ----------
+        crop : uint8 (H, W, 3)
+            An RGB face crop (any size).
+        alpha, beta, sigma : float, optional
+            Taken for the protocol and not used: the stages' gains are the
+            model's decision rule (as in :meth:`photo_faces`).
+
+        Returns
+        -------
+        float32 (H, W, 8)
+            Sums to 1 per pixel.
+        """
+        return mesh_crop_proba(self, crop)
+
+    def photo_faces(self, image, detect="auto", detector="landmarks", detect_size=None,
+                    alpha=None, beta=None, sigma=None):
+        """Every face of a photo the face mesh finds, largest first (every image is
+        searched, whatever ``detect``, since the mesh places the parts).
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        detect, detector, detect_size, alpha, beta, sigma
+            Taken for the protocol and not used (the mesh finder has its own
+            passes and copy size; the gains are the rule).
+
+        Returns
+        -------
+        list of facesegment.faces.photo.PhotoFace
+            ``landmarks``: the mesh's points (x, y) in the photo's pixels;
+            ``pan``: the head's pan in degrees.
+        """
+        return mesh_photo_faces(self, image)
+
+    def photo_labels(self, shape, faces, return_proba=False):
+        """The photo's labels uint8 (H, W) and probabilities (or None) from
+        :meth:`photo_faces`'s faces (:func:`facesegment.faces.mesh_segment.photo_maps`)."""
+        return photo_maps(shape, faces, return_proba)
+
+    def require(self, detect=True):
+        """Raise a one-line DataError when MediaPipe's face mesh is not installed
+        (needed for every image, ``detect`` or not)."""
+        from .mesh import require_mesh
+
+        require_mesh()
+
+    def face_finder(self, detector="landmarks"):
+        """What searches a photo for faces, in words (the face mesh, whatever ``detector``)."""
+        return "the face mesh (passes: as given, with a border, mirrored, turned)"
+
+    def save(self, folder):
+        """Write the model as the folder ``folder`` (:func:`save_mesh_model`).
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        Path
+            ``folder``.
+        """
+        return save_mesh_model(self, folder)
 
 
 # ------------------------------------------------------------------ files
@@ -203,10 +288,12 @@ def load_mesh_model(path, verify=True):
         raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
     stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
     try:
-        return MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
-                         doc.get("gains"), doc.get("mirror", False), doc.get("margin"))
+        model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
+                          doc.get("gains"), doc.get("mirror", False), doc.get("margin"))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
+    model.folder = path   # its model card is read from there when asked
+    return model
 
 
 __all__ = ["MeshModel", "MESH_PATH", "is_mesh_folder", "save_mesh_model", "load_mesh_model"]

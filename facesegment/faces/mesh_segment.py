@@ -2,10 +2,12 @@
 
 :func:`mesh_faces` finds every face of a photo with the face mesh, segments
 each from its crop and maps it back onto the photo; ``facesegment.segment`` and
-``facesegment segment`` both use it through
-:func:`facesegment.faces.segment.photo_faces`.  An image taken as one face crop (``detect="never"``, or a 250x250
-image with ``detect="auto"``) is searched for its mesh the same way, since the
-mesh places the parts; when none is found the image is all background.
+``facesegment segment`` both use it through the model's ``photo_faces``
+(:func:`mesh_photo_faces`) and ``photo_labels`` (:func:`photo_maps`).  An image
+taken as one face crop (``detect="never"``, or a 250x250 image with
+``detect="auto"``) is searched for its mesh the same way, since the mesh places
+the parts; when none is found the image is all background
+(:func:`mesh_crop_proba`, the model's ``predict_face``).
 """
 
 from dataclasses import dataclass
@@ -14,6 +16,9 @@ import cv2
 import numpy as np
 
 from .mesh_features import box_affine
+
+#: The path a face found by the mesh takes (``PhotoFace.path``, the CSV's ``paths``).
+MESH_PATH = "mesh"
 
 
 @dataclass
@@ -38,6 +43,27 @@ def mesh_faces(model, image):
         box, proba, crop = model.face_proba(image, mesh)
         faces.append(MeshFace(box, mesh, proba, crop, model.pan(mesh), info["detection"]))
     return faces, info.get("detection", "")
+
+
+def mesh_photo_faces(model, image):
+    """:func:`mesh_faces` as :class:`facesegment.faces.photo.PhotoFace` (the mesh's
+    (x, y) as the face's landmarks): ``model.photo_faces``."""
+    from .photo import PhotoFace
+
+    return [PhotoFace(f.box, f.mesh[:, :2].copy(), f.proba, f.crop, MESH_PATH, f.detection,
+                      f.pan) for f in mesh_faces(model, image)[0]]
+
+
+def mesh_crop_proba(model, crop):
+    """One face crop's class probabilities float32 (H, W, 8) under a mesh model: its
+    faces mapped back onto it (:func:`photo_maps`), background where the mesh
+    finds none (``model.predict_face``)."""
+    faces = mesh_photo_faces(model, crop)
+    if not faces:
+        proba = np.zeros(crop.shape[:2] + (8,), np.float32)
+        proba[..., 0] = 1.0
+        return proba
+    return photo_maps(crop.shape, faces, return_proba=True)[1]
 
 
 def face_region(shape, faces):
@@ -100,4 +126,5 @@ def photo_maps(shape, faces, return_proba=False):
     return labels, proba
 
 
-__all__ = ["MeshFace", "mesh_faces", "face_region", "warp_back", "paste_proba", "photo_maps"]
+__all__ = ["MESH_PATH", "MeshFace", "mesh_faces", "mesh_photo_faces", "mesh_crop_proba",
+           "face_region", "warp_back", "paste_proba", "photo_maps"]

@@ -9,17 +9,20 @@ the probabilities, then argmax; pixels outside every face's crop are
 background).  Folders of photos, their output files and the summary CSV:
 :mod:`facesegment.faces.folder`.
 
+Each model finds and segments its own faces (``model.photo_faces`` and
+``model.photo_labels`` of the face-model protocol,
+:mod:`facesegment.modelio.protocol`; the shared parts:
+:mod:`facesegment.faces.photo`); this module's functions call them.
+
 Memory and crop calibration: :mod:`facesegment.faces.crops`.
 """
-
-from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 from ..classes import CLASS_COLORS, N_CLASSES
-from .crops import (CROP, DETECT_MAX_SIDE, _group_regions, box_region, crop_face, find_crops,
-                    model_crop_rule, model_image, uncrop_proba)
+from .crops import DETECT_MAX_SIDE, model_image  # noqa: F401  (model_image: named here too)
+from .photo import PhotoFace, crop_points  # noqa: F401  (named here too)
 
 
 def overlay(image, labels, marks=None, opacity=0.5, legend=False):
@@ -51,108 +54,27 @@ def overlay(image, labels, marks=None, opacity=0.5, legend=False):
     return out
 
 
-@dataclass
-class PhotoFace:
-    """One face of a photo as every entry point sees it (:func:`photo_faces`)."""
-
-    box: tuple              # (x0, y0, side) of its crop in the photo's pixels
-    landmarks: object       # float64 (N, 2) in the photo's pixels, or None
-    proba: np.ndarray       # float32 (S, S, C): the crop's class probabilities
-    crop: np.ndarray        # uint8 (S, S, 3)
-    path: str               # the segmentation path: "mesh", "landmarks", "landmark-free"
-    detection: str          # the detector pass that found it ("" when none ran)
-    pan: float = float("nan")
-    whole: bool = False     # the image taken as one crop (its proba covers the image)
-
-
 def photo_faces(model, image, detect="auto", detector="landmarks", detect_size=DETECT_MAX_SIDE,
                 alpha=None, beta=None, sigma=None):
     """Every face of ``image`` (RGB uint8) under ``model``, largest first: a list
-    of :class:`PhotoFace`.  ``facesegment.segment`` and :func:`segment_image`
-    (``facesegment segment``) both call it, so they agree on every face.
+    of :class:`PhotoFace` (``model.photo_faces``, the face-model protocol of
+    :mod:`facesegment.modelio.protocol`).  ``facesegment.segment`` and
+    :func:`segment_image` (``facesegment segment``) both call it, so they agree
+    on every face.
 
     ``detect="auto"`` takes an exactly-250x250 image as one face crop under the
     forests and landmark models (a mesh model searches every image for its
     mesh); "never" takes any image as one crop; "always" detects in every image.
     """
-    from .landmark_model import LandmarkModel
-    from ..rule import decision_rule
-
-    if getattr(model, "kind", None) == "mesh-forest":   # the face mesh finds every face
-        from .mesh_model import MESH_PATH
-        from .mesh_segment import mesh_faces
-
-        return [PhotoFace(f.box, f.mesh[:, :2].copy(), f.proba, f.crop, MESH_PATH, f.detection,
-                          f.pan) for f in mesh_faces(model, image)[0]]
-    h, w = image.shape[:2]
-    if isinstance(model, LandmarkModel):
-        one = _landmark_face
-    else:
-        rule = decision_rule(model, alpha, beta, sigma)
-        terms = dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
-        one = lambda m, crop, pts: _forest_face(m, crop, pts, terms)   # noqa: E731
-    if detect == "never" or (detect == "auto" and (h, w) == (CROP, CROP)):
-        proba, path, how, points = one(model, image, _OWN_LANDMARKS)
-        return [PhotoFace((0.0, 0.0, float(max(h, w))), points, proba, image, path, how,
-                          whole=True)]
-    found = {}
-    boxes = find_crops(image, detector, max_side=detect_size, crop_rule=model_crop_rule(model),
-                       info=found)
-    how = found.get("detection", "")
-    faces = []
-    for box, pts in zip(boxes, found.get("points") or [None] * len(boxes)):
-        crop = crop_face(image, box)
-        proba, path, _, _ = one(model, crop, None if pts is None else crop_points(pts, box))
-        faces.append(PhotoFace(tuple(float(v) for v in box), pts, proba, crop, path, how))
-    return faces
-
-
-#: A crop's landmarks are to be found in the crop itself.
-_OWN_LANDMARKS = "own"
-
-
-def _landmark_face(model, crop, points):
-    """``(proba, path, detection, points)`` of one crop under a landmark model (its own
-    dlib passes; the detection pass is reported for an image taken as a crop)."""
-    proba, path, how, own = model.predict_face(crop)
-    if points is _OWN_LANDMARKS:
-        return proba, path, how, own
-    return proba, path, how, points
-
-
-def _forest_face(model, crop, points, terms):
-    """``(proba, path, detection, points)`` of one crop under a forest: its shape prior
-    (if any) applied through ``points`` (the crop's own landmarks, found by
-    ``facesegment label``'s passes, for an image taken as a crop)."""
-    from ..dense import predict_image
-    from .shape_prior import apply_model_prior, model_gamma
-
-    proba = predict_image(model, model_image(model, crop), mode="full", **terms)[0]
-    how = ""
-    if points is _OWN_LANDMARKS:
-        points = None
-        if model_gamma(model) > 0:
-            from .renderer import predict_landmarks
-
-            points, how = predict_landmarks(crop)
-    proba, path = apply_model_prior(model, proba, points)
-    return proba, path, how, points
+    return model.photo_faces(image, detect=detect, detector=detector, detect_size=detect_size,
+                             alpha=alpha, beta=beta, sigma=sigma)
 
 
 def photo_labels(model, shape, faces, return_proba=False):
     """The photo's labels uint8 (H, W) from ``faces`` (:func:`photo_faces`; 0 outside
-    their crops) and, with ``return_proba``, its probabilities (H, W, C) (else None)."""
-    if getattr(model, "kind", None) == "mesh-forest":
-        from .mesh_segment import photo_maps
-
-        return photo_maps(shape, faces, return_proba)
-    if len(faces) == 1 and faces[0].whole:
-        proba = faces[0].proba
-        return np.argmax(proba, axis=-1).astype(np.uint8), (proba if return_proba else None)
-    n_classes = faces[0].proba.shape[-1]
-    out = _paste_crops(shape, [f.box for f in faces], [f.proba for f in faces], n_classes,
-                       return_proba)
-    return out[0], (out[2] if return_proba else None)
+    their crops) and, with ``return_proba``, its probabilities (H, W, C) (else None):
+    ``model.photo_labels``."""
+    return model.photo_labels(shape, faces, return_proba)
 
 
 def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
@@ -193,40 +115,5 @@ def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
     return (labels, len(faces), proba) if return_proba else (labels, len(faces))
 
 
-def _paste_crops(shape, boxes, crops, n_classes, return_proba):
-    """The photo's labels (and probabilities) from its crops' class maps."""
-    h, w = shape[:2]
-    labels = np.zeros((h, w), dtype=np.uint8)
-    proba = None
-    if return_proba:
-        proba = np.zeros((h, w, n_classes), dtype=np.float32)
-        proba[:, :, 0] = 1.0
-    regions = [box_region(box, shape) for box in boxes]
-    for (r0, r1, c0, c1), members in _group_regions(regions):
-        if r1 <= r0 or c1 <= c0:
-            continue
-        total = np.zeros((r1 - r0, c1 - c0, n_classes), dtype=np.float32)
-        for k in members:
-            b0, b1, d0, d1 = regions[k]
-            if b1 <= b0 or d1 <= d0:
-                continue
-            total[b0 - r0:b1 - r0, d0 - c0:d1 - c0] += uncrop_proba(
-                crops[k], boxes[k], (b1 - b0, d1 - d0), origin=(b0, d0))
-        sums = total.sum(axis=-1)
-        covered = sums > 0
-        lab = np.argmax(total, axis=-1).astype(np.uint8)
-        lab[~covered] = 0
-        labels[r0:r1, c0:c1] = lab
-        if proba is not None:
-            part = proba[r0:r1, c0:c1]
-            part[covered] = total[covered] / sums[covered][:, None]
-    return (labels, len(boxes), proba) if return_proba else (labels, len(boxes))
-
-
-def crop_points(points, box, size=CROP):
-    """Landmarks ``(x, y)`` in an image's pixels, in the pixels of its crop ``box``
-    (the map :func:`facesegment.faces.crops.crop_face` cuts by)."""
-    from .crops import _crop_matrix
-
-    m = _crop_matrix(box, size)
-    return np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
+__all__ = ["overlay", "PhotoFace", "photo_faces", "photo_labels", "segment_image",
+           "crop_points"]

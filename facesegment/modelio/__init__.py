@@ -5,7 +5,10 @@
 Modules
 -------
 ``model``          public API: :class:`Model`, :func:`save_model`, :func:`load_model`
+``protocol``       :class:`FaceModel`, the interface of every face model (forests,
+                   cascades, landmark votes, the face mesh)
 ``_model_class``   the :class:`Model` dataclass
+``_forest_faces``  the face-model methods of the forests and cascades
 ``_model_doc``     types and values of a ``model.json`` document, checked before use
 ``_model_files``   building, writing and validating a model folder
 ``_forest_h5``     the folder's ``forest.h5``: the forest arrays written, and read back verified
@@ -17,7 +20,7 @@ from .._lazy import lazy_exports
 
 #: Public names and the module of each, imported on first use.
 _LAZY = {"Model": "model", "save_model": "model", "load_model": "model",
-         "check_model_output": "model"}
+         "check_model_output": "model", "FaceModel": "protocol"}
 
 __all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._forest_faces import ForestFaces
 from ._model_doc import kinds
 from ..layout import DEFAULT_LAYOUT, WindowLayout
 
 
 @dataclass(repr=False)
-class Model:
-    """A fitted forest with its metadata.
+class Model(ForestFaces):
+    """A fitted forest with its metadata: a :class:`facesegment.modelio.protocol.FaceModel`.
 
     Attributes
     ----------
@@ -63,6 +64,9 @@ class Model:
         its predicted landmarks and applied with the exponent
         ``metrics["gamma"]`` (:mod:`facesegment.faces.shape_prior`); saved as
         ``shape-prior.npz`` in the model folder.
+    folder : Path or None
+        The folder the model was loaded from (None: built in memory); its
+        ``MODEL_CARD.md`` is the model's ``card``.  Not saved, not compared.
     """
 
     kind: str
@@ -80,6 +84,7 @@ class Model:
     rule: object = None
     leaves: dict = None
     shape_prior: object = None
+    folder: object = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.classes is None:
@@ -90,6 +95,38 @@ class Model:
     @property
     def n_features(self):
         return self.arrays.n_features
+
+    # ------------------------------------------- a forest chain of one stage
+    @property
+    def stages(self):
+        """The forests run one after the other: this one (a cascade has several)."""
+        return [self]
+
+    @property
+    def final(self):
+        """The forest that gives the probabilities: this one."""
+        return self
+
+    def context(self, image, n_stages=None):
+        """The context planes the forest reads besides the image: none (a cascade's
+        later stages read the earlier stages' maps)."""
+        return None
+
+    def save(self, folder):
+        """Write the model as the folder ``folder`` (:func:`facesegment.modelio.model.save_model`).
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        Path
+            ``folder``.
+        """
+        from ._model_files import save_model
+
+        return save_model(self, folder)
 
     def __repr__(self):
         lay = self.layout

@@ -185,6 +185,24 @@ def check_model_output(path):
                         "choose a writable --out folder, e.g. models/co2-16") from exc
 
 
+def save_model(model, path):
+    """:func:`save_model_folder` after a check of the free space and the removal of
+    killed runs' leftovers (:func:`facesegment.modelio.model.save_model`)."""
+    from ..atomic import check_free_space, full_disk_is_one_line, remove_stale_temporaries
+
+    path = Path(path)
+    fix = "free disk space or choose another --out folder"
+    if path.parent.is_dir():
+        remove_stale_temporaries(path.parent)  # leftovers of killed runs
+        # uncompressed size, an upper bound: HDF5 does not fail cleanly on a full disk
+        arrays = [a for a in model.arrays if isinstance(a, np.ndarray)]
+        check_free_space(path.parent, sum(a.nbytes for a in arrays) + (1 << 20), path,
+                         "the model", fix)
+    with full_disk_is_one_line(path, "the model", fix,
+                               cleanup=[path.parent / f".{path.name}.tmp-{os.getpid()}"]):
+        return save_model_folder(model, path)
+
+
 def save_model_folder(model, path):
     path = Path(path)
     _kinds_check(model.kind, path)
@@ -348,6 +366,7 @@ def load_model_folder(cls, path, verify=True):
                 position=position, rule=_read_rule(doc, path), leaves=leaves)
     if doc.get("shape_prior") is not None:
         model.shape_prior = _read_shape_prior(path, doc, arrays.n_classes, verify)
+    model.folder = path   # its model card is read from there when asked
     return model
 
 

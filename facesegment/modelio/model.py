@@ -27,10 +27,6 @@ still load.  The :class:`Model` dataclass is defined in
 (:mod:`facesegment.autocontext.cascade`) too.
 """
 
-import os
-
-import numpy as np
-
 from ._model_class import Model
 from ._model_doc import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, kinds  # noqa: F401
 
@@ -48,22 +44,9 @@ def save_model(model, path):
     DataError
         When ``path`` cannot be written; nothing is left behind then.
     """
-    from pathlib import Path
+    from ._model_files import save_model as _save
 
-    from ._model_files import save_model_folder
-    from ..atomic import check_free_space, full_disk_is_one_line, remove_stale_temporaries
-
-    path = Path(path)
-    fix = "free disk space or choose another --out folder"
-    if path.parent.is_dir():
-        remove_stale_temporaries(path.parent)  # leftovers of killed runs
-        # uncompressed size, an upper bound: HDF5 does not fail cleanly on a full disk
-        arrays = [a for a in model.arrays if isinstance(a, np.ndarray)]
-        check_free_space(path.parent, sum(a.nbytes for a in arrays) + (1 << 20), path,
-                         "the model", fix)
-    with full_disk_is_one_line(path, "the model", fix,
-                               cleanup=[path.parent / f".{path.name}.tmp-{os.getpid()}"]):
-        return save_model_folder(model, path)
+    return _save(model, path)
 
 
 def load_model(path, verify=True):

@@ -337,6 +337,7 @@ def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
     import h5py
 
     from facesegment.faces import crops
+    from facesegment.faces import photo
     from facesegment.faces import segment as seg
     from facesegment.cli import main
     from facesegment.errors import DataError
@@ -357,8 +358,8 @@ def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
         == [1.2, 0.01, -0.08]
     # segment cuts the faces of a photo by the model's rule
     seen = []
-    real = seg.find_crops
-    monkeypatch.setattr(seg, "find_crops", lambda *a, **k: seen.append(k["crop_rule"])
+    real = photo.find_crops
+    monkeypatch.setattr(photo, "find_crops", lambda *a, **k: seen.append(k["crop_rule"])
                         or real(*a, **k))
     image = load_face(real_records[0])[0]
     seg.segment_image(back, np.pad(image, ((5, 5), (5, 5), (0, 0))))

@@ -367,13 +367,13 @@ def _reference_segment(model, image, boxes, alpha):
 def test_mapping_back_by_regions_equals_whole_image(monkeypatch):
     """Overlapping faces, a face apart and a face over the border: the same
     labels and probabilities as accumulating over the whole image."""
-    import facesegment.faces.segment as seg
+    import facesegment.faces.photo as photo
 
     model = random_model(5, n_trees=2, max_depth=4, kinds=("axis", "two-probe"))
     image = np.random.default_rng(5).integers(0, 256, (300, 420, 3), dtype=np.uint8)
     boxes = [(30.3, 20.7, 120.0), (100.2, 60.5, 90.0), (300.0, 180.0, 60.0),
              (380.5, -30.0, 100.0), (10.0, 250.0, 31.0)]
-    monkeypatch.setattr(seg, "find_crops", lambda *a, **k: boxes)
+    monkeypatch.setattr(photo, "find_crops", lambda *a, **k: boxes)
     labels, faces, proba = segment_image(model, image, alpha=0.7, detect="always",
                                          return_proba=True)
     ref, total = _reference_segment(model, image, boxes, 0.7)
@@ -390,11 +390,11 @@ def test_big_photo_memory_is_bounded(monkeypatch):
     multiple of the photo, not H x W x 8 float maps (~1.5 GB before)."""
     import tracemalloc
 
-    import facesegment.faces.segment as seg
+    import facesegment.faces.photo as photo
 
     model = random_model(1, n_trees=1, max_depth=3, kinds=("axis",))
     image = np.full((4000, 6000, 3), 127, np.uint8)
-    monkeypatch.setattr(seg, "find_crops", lambda *a, **k: [(2000.0, 1000.0, 1500.0)])
+    monkeypatch.setattr(photo, "find_crops", lambda *a, **k: [(2000.0, 1000.0, 1500.0)])
     tracemalloc.start()
     try:
         labels, faces = segment_image(model, image, detect="always")

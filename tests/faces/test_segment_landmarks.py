@@ -8,6 +8,7 @@ import pytest
 
 import facesegment.faces.crops as crops
 import facesegment.faces.folder as folder
+import facesegment.faces.photo as photo
 import facesegment.faces.segment as seg
 from facesegment.faces import shape_prior as sp
 from facesegment.data.imageio import write_png_atomic
@@ -90,7 +91,7 @@ def test_each_face_takes_the_landmark_path_or_the_fallback(monkeypatch):
         info.update(detection="upsampled", points=[good, None, bad])
         return boxes
 
-    monkeypatch.setattr(seg, "find_crops", fake)
+    monkeypatch.setattr(photo, "find_crops", fake)
     info = {}
     labels, faces, proba = seg.segment_image(model, image, detect="always", return_proba=True,
                                              info=info)
@@ -123,7 +124,7 @@ def test_summary_csv_says_which_pass_and_which_path(tmp_path, monkeypatch):
         info.update(detection="low-threshold", points=[face, None])
         return [crops.landmark_box(face), (200.0, 100.0, 90.0)]
 
-    monkeypatch.setattr(seg, "find_crops", fake)
+    monkeypatch.setattr(photo, "find_crops", fake)
     folder.segment_folder(model, tmp_path / "in", tmp_path / "out", detect="always",
                        n_workers=1, progress=False)
     with open(tmp_path / "out" / "summary.csv", newline="") as fh:

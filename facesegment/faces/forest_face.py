@@ -1,0 +1,60 @@
+"""Faces under a forest or a cascade: the face methods of those models.
+
+:class:`facesegment.modelio.model.Model` and
+:class:`facesegment.autocontext.cascade.Cascade` call these for their
+``predict_face`` and ``photo_faces`` (:class:`facesegment.modelio.protocol.FaceModel`):
+a crop is segmented densely in full mode (:func:`facesegment.dense.predict_image`,
+every pixel predicted) under the model's decision rule, in the channels the
+model's windows were cut from, and a model with a landmark-conditioned shape
+prior applies it through the face's landmarks
+(:func:`facesegment.faces.shape_prior.apply_model_prior`).
+"""
+
+from .crops import model_image
+from .photo import OWN_LANDMARKS, crop_faces
+
+
+def rule_terms(model, alpha=None, beta=None, sigma=None):
+    """The decision rule's terms for ``model`` (None: the model's own): a dict of
+    ``alpha``, ``beta``, ``sigma`` (:func:`facesegment.rule.decision_rule`)."""
+    from ..rule import decision_rule
+
+    rule = decision_rule(model, alpha, beta, sigma)
+    return dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
+
+
+def forest_face(model, crop, points, terms):
+    """``(proba, path, detection, points)`` of one crop under a forest: its shape prior
+    (if any) applied through ``points`` (the crop's own landmarks, found by
+    ``facesegment label``'s passes, for :data:`OWN_LANDMARKS`)."""
+    from ..dense import predict_image
+    from .shape_prior import apply_model_prior, model_gamma
+
+    proba = predict_image(model, model_image(model, crop), mode="full", **terms)[0]
+    how = ""
+    if points is OWN_LANDMARKS:
+        points = None
+        if model_gamma(model) > 0:
+            from .renderer import predict_landmarks
+
+            points, how = predict_landmarks(crop)
+    proba, path = apply_model_prior(model, proba, points)
+    return proba, path, how, points
+
+
+def forest_predict_face(model, crop, alpha=None, beta=None, sigma=None):
+    """One face crop's class probabilities float32 (H, W, C) under a forest or a
+    cascade (the ``predict_face`` of both; see the module's docstring)."""
+    return forest_face(model, crop, OWN_LANDMARKS, rule_terms(model, alpha, beta, sigma))[0]
+
+
+def forest_photo_faces(model, image, detect="auto", detector="landmarks", detect_size=None,
+                       alpha=None, beta=None, sigma=None):
+    """Every face of a photo under a forest or a cascade: a list of
+    :class:`facesegment.faces.photo.PhotoFace` (the ``photo_faces`` of both)."""
+    terms = rule_terms(model, alpha, beta, sigma)
+    return crop_faces(model, image, lambda crop, pts: forest_face(model, crop, pts, terms),
+                      detect, detector, detect_size)
+
+
+__all__ = ["rule_terms", "forest_face", "forest_predict_face", "forest_photo_faces"]
