@@ -28,13 +28,19 @@ class Method(NamedTuple):
     margin: float | None = None
 
 
+#: The forests read the pixels at most MARGIN (1/64 of the crop) outside the mesh's
+#: face oval, background beyond (MeshModel.margin): wider than the farthest any
+#: hand-drawn part of fasseg-v3-train lies outside it.
+MARGIN = 6.0
 #: Forest stage methods by name, each crop averaged with its mirror image.
 #: mesh-co2 is not in the default run: one CO2 stage takes hours here.
-FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, mirror=True),
-                  "mesh-axis-2": Method("axis", 2, 16, 2000, mirror=True),
-                  "mesh-two-probe": Method("two-probe", 1, 16, 2000, mirror=True),
-                  "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25, mirror=True),
-                  "mesh-co2": Method("co2", 1, 16, 2000, mirror=True)}
+FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, mirror=True, margin=MARGIN),
+                  "mesh-axis-2": Method("axis", 2, 16, 2000, mirror=True, margin=MARGIN),
+                  "mesh-two-probe": Method("two-probe", 1, 16, 2000, mirror=True,
+                                           margin=MARGIN),
+                  "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25, mirror=True,
+                                                margin=MARGIN),
+                  "mesh-co2": Method("co2", 1, 16, 2000, mirror=True, margin=MARGIN)}
 DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe")
 FACES300W = ROOT.parent / "shared" / "data" / "faces300w"
 SEED = 0

@@ -73,7 +73,11 @@ def model_card(name, model, cv, method):
              "the mesh's parts, the pixel's place in each part's frame, the head's turn) and "
              "draw the parts' edges as people draw them"
              + (", each crop read as it is and mirrored, the two averaged" if model.mirror
-                else "") + ". The head's pan is estimated from the mesh.", "",
+                else "")
+             + ("" if model.margin is None else
+                f"; pixels more than {model.margin:g}/64 of the crop outside the mesh's face "
+                "oval are background without asking the forests")
+             + ". The head's pan is estimated from the mesh.", "",
              "## Data and terms", "",
              f"- Trained on `{model.provenance['data']}`: {model.provenance['n_photos']} "
              f"photos of {model.provenance['n_people']} people at 13 head turns (FASSEG V3, "

@@ -172,20 +172,18 @@ def to_face_classes(proba, drawn):
     return out
 
 
-def sample_pixels(labels, n, seed, near=None, n_near=0, within=None):
+def sample_pixels(labels, n, seed, near=None, n_near=0):
     """Indices (into the flattened crop) of trained pixels and their classes.
 
-    Up to ``n`` are drawn uniformly over the crop (over ``within``, bool (S, S),
-    when given: the pixels the forests are asked about, :func:`read_region`) and
-    up to ``n_near`` more uniformly among the pixels where ``near`` (bool
-    (S, S)) holds.  ``near`` and ``within`` must depend on the features only
-    (e.g. the pixels near the mesh's parts), never on the labels: the forest then
-    learns each class's real share given the features, with more samples where
-    the boundaries are decided.
+    Up to ``n`` are drawn uniformly over the crop and up to ``n_near`` more
+    uniformly among the pixels where ``near`` (bool (S, S)) holds.  ``near``
+    must depend on the features only (e.g. the pixels near the mesh's parts),
+    never on the labels: the forest then learns each class's real share given
+    the features, with more samples where the boundaries are decided.
     """
     y = train_labels(labels).ravel()
     rng = np.random.default_rng(seed)
-    have = np.flatnonzero((y >= 0) if within is None else (y >= 0) & within.ravel())
+    have = np.flatnonzero(y >= 0)
     idx = rng.choice(have, min(int(n), len(have)), replace=False)
     if near is not None and n_near > 0:
         band = np.flatnonzero((y >= 0) & np.asarray(near).ravel())

@@ -17,7 +17,7 @@ from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
 from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes,
-                          near_parts, predict_stages, read_region, sample_pixels, stage_input,
+                          near_parts, predict_stages, sample_pixels, stage_input,
                           to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
@@ -60,12 +60,11 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
     return face
 
 
-def _stage_samples(faces, previous, n_pixels, seed, margin=None):
+def _stage_samples(faces, previous, n_pixels, seed):
     xs, ys = [], []
     for i, f in enumerate(faces):
         n = int(round(n_pixels * f.weight))
-        idx, y = sample_pixels(f.crop_labels, n, seed + i, near_parts(f.planes), N_NEAR * n,
-                               read_region(f.planes, margin))
+        idx, y = sample_pixels(f.crop_labels, n, seed + i, near_parts(f.planes), N_NEAR * n)
         planes = stage_input(f.planes, None if previous is None else previous[i])
         xs.append(planes.reshape(-1, planes.shape[2])[idx])
         ys.append(y)
@@ -88,9 +87,11 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
         Seed of the pixel draws (face ``i`` uses ``seed + i``).
     progress : callable (str) or None
     margin : float or None
-        Train and predict only the pixels at most this far (1/64 of the crop)
-        outside the mesh's face oval (:func:`facesegment.faces.mesh_stages.read_region`;
-        None: every pixel).
+        The earlier stages' predictions that later stages read as context are
+        made as the model will make them: the forests read only the pixels at
+        most this far (1/64 of the crop) outside the mesh's face oval, background
+        beyond (:func:`facesegment.faces.mesh_stages.read_region`; None: every
+        pixel).  Training pixels are drawn over the whole crop either way.
 
     Returns
     -------
@@ -101,7 +102,7 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     for k in range(n_stages):
         if k > 0:   # the earlier stages' out-of-fold predictions, by group
             previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin)
-        X, y = _stage_samples(faces, previous, n_pixels, seed, margin)
+        X, y = _stage_samples(faces, previous, n_pixels, seed)
         if progress:
             progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
         forests.append(make_forest().fit(X, y))
