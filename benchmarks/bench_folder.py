@@ -19,6 +19,8 @@ The label maps of the first ``--check`` images are compared with
 ``facesegment.segment`` run image by image (they must be identical).
 
     nice python -m benchmarks.bench_folder [--n 500] [--workers 2] [--check 20]
+    nice python -m benchmarks.bench_folder --n 0 --no-cluster --no-label \
+        --out reports/bench/folder-lfw.json        # all of lfw-gray, threads only
 """
 
 import argparse
@@ -105,7 +107,8 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=500, help="images (0: all of lfw-gray)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--check", type=int, default=20)
-    p.add_argument("--no-cluster", action="store_true")
+    p.add_argument("--no-cluster", action="store_true", help="skip the local Dask cluster run")
+    p.add_argument("--no-label", action="store_true", help="skip facesegment label")
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args(argv)
     from facesegment.api import load_model, segment
@@ -134,9 +137,10 @@ def main(argv=None):
                                                           scheduler=cluster.scheduler_address)
             result["cluster_speedup"] = round(result["segment_cluster"]["images_per_s"]
                                               / result["segment"]["images_per_s"], 2)
-        result["label"] = timed_label(paths, tmp, args.workers)
-    result["segment_vs_label"] = round(result["segment"]["images_per_s"]
-                                       / result["label"]["images_per_s"], 2)
+        if not args.no_label:
+            result["label"] = timed_label(paths, tmp, args.workers)
+            result["segment_vs_label"] = round(result["segment"]["images_per_s"]
+                                               / result["label"]["images_per_s"], 2)
     if args.n <= 0 or args.n >= 13233:
         result["all_lfw_minutes"] = round(result["segment"]["seconds"] / 60, 1)
     for k in ("segment", "segment_cluster", "label"):
