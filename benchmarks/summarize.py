@@ -7,7 +7,7 @@ Usage::
 
 The JSON files are written by ``bench_extract.py``, ``bench_label.py``,
 ``bench_forests.py``, ``bench_inference.py``, ``bench_cascade.py``, ``bench_votes.py``,
-``bench_first_use.py`` and ``bench_video.py``; this script only reads them, so
+``bench_first_use.py``, ``bench_video.py`` and ``bench_folder.py``; this script only reads them, so
 every number it prints comes from one of those commands.  The table goes into
 :data:`DOC` between :data:`BEGIN` and :data:`END` (``tests/test_docs.py``
 checks that the page holds what this script renders from the committed files).
@@ -104,6 +104,36 @@ def rows():
     out += _votes_rows()
     out += _first_use_rows()
     out += _video_rows()
+    out += _folder_rows()
+    return out
+
+
+def _folder_rows():
+    """``bench_folder.py``: whole-folder throughput of the default model on lfw-gray,
+    beside ``facesegment label`` in the same run."""
+    out = []
+    for name in ("folder", "folder-lfw"):
+        f = _load(name)
+        if not f:
+            continue
+        s = f["segment"]
+        parts = [f"{s['images_per_s']:.1f} images/s with {f['workers']} threads "
+                 f"({s['seconds']:.0f} s)"]
+        if f.get("segment_cluster"):
+            parts.append(f"a local Dask cluster of {f['workers']} processes "
+                         f"{f['segment_cluster']['images_per_s']:.1f} images/s "
+                         f"({f['cluster_speedup']:.2f}× threads)")
+        if f.get("label"):
+            parts.append(f"`facesegment label` {f['label']['images_per_s']:.1f} images/s "
+                         f"(segment: {f['segment_vs_label']:.2f}× its rate)")
+        ident = f.get("identical_to_single")
+        if ident:
+            parts.append(f"outputs of the first {ident[1]} identical to image-at-a-time: "
+                         f"{ident[0]}")
+        out.append(("folder of photos", f"`facesegment segment` on the first {s['images']:,} "
+                    f"lfw-gray images ({f['model']})", "; ".join(parts),
+                    "bench_folder.py" + (" --n 0 --no-cluster --no-label"
+                                         if name == "folder-lfw" else "")))
     return out
 
 
