@@ -217,7 +217,7 @@ def test_face_pipeline_runs_its_stages_through_the_runner(tmp_path, monkeypatch,
 REPORTS = ("report", "results_page", "prior_report", "timings", "investigate_report", "uci_report",
            "nongreedy_report")
 #: What the pages may read besides each other: names, labels and file helpers.
-CONFIG = ("common", "config", "uci_config", "uci_data")
+CONFIG = ("common", "config", "design", "uci_config", "uci_data")
 
 
 def test_the_report_modules_import_no_stage_code():
