@@ -215,16 +215,20 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_classes_ = len(classes)
         if params.get("oob_score") and (seeds.shape[0] or not hasattr(self, "oob_score_")):
-            self._set_oob(X, y_enc, spec)
+            self._set_oob(X, y_enc, spec, params["oob_score"])
         return self
 
-    def _set_oob(self, X, y_enc, spec):
-        """``oob_decision_function_`` and ``oob_score_`` (accuracy of its argmax)."""
+    def _set_oob(self, X, y_enc, spec, score=True):
+        """``oob_decision_function_`` and ``oob_score_``: the accuracy of its argmax,
+        or ``score(y_enc, argmax)`` when ``score`` is callable (class indices, as
+        scikit-learn's forests call it)."""
         fa = self.forest_
         proba, _ = oob_decision(fa, X, y_enc, self.tree_seeds_, spec,
                                 lambda rows: self._apply_array(rows, -1))
         self.oob_decision_function_ = proba
-        self.oob_score_ = float(np.mean(np.argmax(proba, axis=1) == y_enc))
+        pred = np.argmax(proba, axis=1)
+        self.oob_score_ = (score(y_enc, pred) if callable(score)
+                           else float(np.mean(pred == y_enc)))
 
     def _grow_trees(self, X, y_enc, n_classes, spec, params, seeds=None):
         if seeds is None:

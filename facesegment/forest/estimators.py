@@ -24,6 +24,21 @@ scheduler : str, distributed.Client or None
     Address of a Dask ``distributed`` scheduler to grow trees on a cluster.
 verbose : int, default 0
     > 0 prints one progress line per tree (nodes, depth, seconds, ETA) on stderr.
+oob_score : bool or callable, default False
+    Estimate the accuracy from the out-of-bag rows of each tree
+    (``oob_score_``, ``oob_decision_function_``); a callable
+    ``score(y_true, y_pred)`` (class indices) replaces the accuracy.  Needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class, multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``; "balanced_subsample" draws each tree's
+    sample with equal class shares.
+warm_start : bool, default False
+    ``fit`` again with a larger ``n_estimators`` grows only the new trees
+    and keeps the old ones bit-identical.
+
+(Every classifier of the registry has the last three:
+docs/forests-cart.md, "CART options".)
 
 Leaves (and every node) hold the plain class frequencies of the training
 samples reaching them; no smoothing.
@@ -43,9 +58,10 @@ import numpy as np
 from .base import BaseForest, check_X
 from .families import AxisSplit, CO2Split, TwoProbeSplit
 from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
-from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS, MAX_COUNT,
-                     MAX_SAMPLES, Integer, InvalidParameterError, MaxFeatures, Options,
-                     resolve_max_features, validate_params)
+from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS,
+                     FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, MAX_SAMPLES, Integer,
+                     InvalidParameterError, MaxFeatures, Options, resolve_max_features,
+                     validate_params)
 
 #: ``n_pairs`` of the two-probe and CO2 forests.
 N_PAIRS = Integer(1, MAX_COUNT).cli(
@@ -68,9 +84,11 @@ class AxisAlignedForest(BaseForest):
     ----------
     criterion : {"entropy", "gini"}, default "entropy"
         Split quality: information gain (the paper) or Gini impurity decrease.
-    oob_score : bool, default False
+    oob_score : bool or callable, default False
         Estimate the accuracy from the out-of-bag rows of each tree
-        (``oob_score_``, ``oob_decision_function_``); needs ``bootstrap=True``.
+        (``oob_score_``, ``oob_decision_function_``); a callable
+        ``score(y_true, y_pred)`` (class indices) replaces the accuracy; needs
+        ``bootstrap=True``.
     class_weight : None, "balanced", "balanced_subsample" or dict, default None
         Weights per class, multiplying ``sample_weight`` (draw probabilities);
         "balanced_subsample" draws each tree's sample with equal class shares.
@@ -139,19 +157,30 @@ class TwoProbeForest(BaseForest):
         Random feature pairs ``(a, b)`` sampled at each node; for each the exact
         best threshold is found (511-bin histogram of differences for uint8),
         and the pair and threshold with the best information gain are kept.
+    oob_score : bool or callable, default False
+        Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``); needs
+        ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class, multiplying ``sample_weight`` (draw probabilities).
+    warm_start : bool, default False
+        A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (see the module docstring for the common parameters)
     """
 
     _split_family = TwoProbeSplit()
 
-    _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS}
+    _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS,
+                              **FOREST_OPTIONS_CONSTRAINTS}
 
     def __init__(self, n_estimators=16, *, n_pairs=500, max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
-                 bootstrap=True, random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+                 bootstrap=True, oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.n_pairs = n_pairs
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
@@ -251,6 +280,14 @@ class CO2Forest(BaseForest):
         split when the optimised one does not beat it).
     n_pairs : int, default 400
         Pairs sampled per node when ``init="best"``.
+    oob_score : bool or callable, default False
+        Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``); needs
+        ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class, multiplying ``sample_weight`` (draw probabilities;
+        the normalisation statistics are weighted by them too).
+    warm_start : bool, default False
+        A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (see the module docstring for the common parameters)
 
     ``fit(X, y, feature_mean=None, feature_std=None)``: the normalisation
@@ -279,6 +316,7 @@ class CO2Forest(BaseForest):
         "sparsity": Options("learned", "prune").cli(
             "how sparse splits find their K features: hard thresholding in every SGD step "
             "(learned) or top K of the dense split (prune)"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
@@ -286,9 +324,12 @@ class CO2Forest(BaseForest):
                  bootstrap=True, nu=None, eta=None, tau=None, n_passes=None,
                  batch_size=None, momentum=None, oblique_min_samples=100,
                  weight_dtype="float32", init="axis", n_pairs=400, max_nonzero=None,
-                 sparsity="learned", random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+                 sparsity="learned", oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.max_features = max_features
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split

@@ -55,6 +55,15 @@ max_samples : int, float or None, default None
     Samples per fern (a count, a fraction of the pool, None: the pool).
 bootstrap : bool, default False
     False: every fern counts the whole pool (Özuysal); True: with replacement.
+oob_score : bool or callable, default False
+    Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``), as for
+    :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"); needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``.
+warm_start : bool, default False
+    A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
 random_state, n_jobs, scheduler, verbose
     As for the other forests; the same seed gives the same ferns whatever
     ``n_jobs`` or ``scheduler``.
@@ -65,11 +74,11 @@ import time
 import numpy as np
 
 from ._fern_kernels import fern_counts, fern_test_values, quantile_cut
-from ._grow import draw_tree_samples
+from ._grow import tree_sample_indices
 from .base import BaseForest
 from .families import SplitFamily
-from .params import (COMMON_CONSTRAINTS, MAX_FERN_DEPTH, Integer, InvalidParameterError,
-                     Options, Real, validate_params)
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_FERN_DEPTH,
+                     Integer, InvalidParameterError, Options, Real, validate_params)
 from .twoprobe import sample_pairs
 
 #: Largest accepted ``depth`` (2^21 - 1 nodes, 143 MB per fern with 8 classes).
@@ -140,8 +149,7 @@ def grow_fern(X, y, n_classes, spec, seed):
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                            spec.get("pool"), spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
     d = spec["depth"]
     fa = np.empty(d, dtype=np.int64)
     fb = np.empty(d, dtype=np.int64)
@@ -198,12 +206,17 @@ class RandomFernsForest(BaseForest):
         "test": Options("axis", "two-probe").cli(
             "the test shared by a level: x[f] <= t (axis) or x[a] - x[b] <= t (two-probe)"),
         "prior": Real(0).cli("Dirichlet prior added to every leaf's class counts"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, depth=10, test="axis", prior=1.0,
-                 max_samples=None, bootstrap=False, random_state=None, n_jobs=None,
-                 scheduler=None, verbose=0):
+                 max_samples=None, bootstrap=False, oob_score=False, class_weight=None,
+                 warm_start=False, random_state=None, n_jobs=None, scheduler=None,
+                 verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.depth = depth
         self.test = test
         self.prior = prior

@@ -61,6 +61,15 @@ max_depth, min_samples_split, min_samples_leaf, max_samples
     The base tree's growing rules and samples per tree, as for the other forests.
 bootstrap : bool, default False
     Each tree's samples drawn with replacement (True) or the whole pool (False).
+oob_score : bool or callable, default False
+    Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``), as for
+    :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"); needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``.
+warm_start : bool, default False
+    A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
 random_state, n_jobs, scheduler, verbose
     As for the other forests (identical trees whatever ``n_jobs``).
 
@@ -72,12 +81,12 @@ import time
 
 import numpy as np
 
-from ._grow import draw_tree_samples, grow_tree
+from ._grow import grow_tree, tree_sample_indices
 from ._rotation_kernels import rotate_rows, subset_covariance
 from .base import BaseForest
 from .families import AxisSplit, SplitFamily
-from .params import (COMMON_CONSTRAINTS, MAX_COUNT, Integer, MaxFeatures, Options, Real,
-                     resolve_max_features)
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, Integer,
+                     MaxFeatures, Options, Real, resolve_max_features)
 
 
 def draw_subsets(rng, p, r, size, mode):
@@ -208,13 +217,12 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                            spec.get("pool"), spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
     feats, w = tree_rotation(X, y, idx, n_classes, spec, rng)
     Z = rotate_rows(X, idx, feats, w)
     t_rot = time.perf_counter() - t0
     base = {**spec, "split_family": AxisSplit(), "n_samples": idx.shape[0], "bootstrap": False,
-            "pool": None, "cdf": None}
+            "pool": None, "cdf": None, "strata": None}
     tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
                      int(rng.integers(0, 2**31 - 1)))
     del Z
@@ -272,14 +280,19 @@ class RotationForest(BaseForest):
             "fraction of the tree's samples each subset's PCA is fitted on", metavar="F"),
         "max_features": MaxFeatures().cli(
             "rotated features tried per node (as --max-features of --kind axis)", metavar="Q"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, n_features_per_subset=3,
                  max_rotated_features=None, subsets="random", pca_sample_fraction=0.75,
                  max_features="all", max_depth=None, min_samples_split=2,
-                 min_samples_leaf=1, max_samples=None, bootstrap=False, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 min_samples_leaf=1, max_samples=None, bootstrap=False, oob_score=False,
+                 class_weight=None, warm_start=False, random_state=None, n_jobs=None,
+                 scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.n_features_per_subset = n_features_per_subset
         self.max_rotated_features = max_rotated_features
         self.subsets = subsets

@@ -3,7 +3,7 @@ class weights, warm starts and single-tree views, against tests/naive.py."""
 
 import numpy as np
 import pytest
-from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.class_weight import compute_class_weight, compute_sample_weight
 
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
 from facesegment.forest._cart import append_forests, tree_slice
@@ -371,7 +371,7 @@ def test_estimators_are_one_tree_views_that_average_to_the_forest():
     assert est.forest_.n_trees == 5  # views do not change the forest
 
 
-def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
+def test_extra_trees_have_oob_warm_start_and_class_weight_but_no_criterion():
     from facesegment.forest import ExtraTreesForest
 
     rng = np.random.default_rng(18)
@@ -386,8 +386,12 @@ def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
         ExtraTreesForest(2, oob_score=True).fit(X, y)
     with pytest.raises(TypeError, match="criterion"):
         ExtraTreesForest(criterion="gini")
-    with pytest.raises(TypeError, match="class_weight"):
-        ExtraTreesForest(class_weight="balanced")
+    with pytest.raises(InvalidParameterError, match="needs bootstrap=True"):
+        ExtraTreesForest(2, class_weight="balanced").fit(X, y)
+    weighted = ExtraTreesForest(3, bootstrap=True, class_weight="balanced", random_state=1)
+    _arrays_equal(weighted.fit(X, y).forest_, ExtraTreesForest(3, bootstrap=True,
+                  random_state=1).fit(X, y, sample_weight=compute_sample_weight(
+                      "balanced", y)).forest_)
 
 
 def test_docs_cart_example_runs():
