@@ -64,16 +64,19 @@ def _flatten(X):
     return X, (None if X.dtype == np.uint8 else np.float32)
 
 
-def check_X(X, name="X"):
+def check_X(X, name="X", allow_nan=False):
     """Validate features without an estimator: a C-contiguous 2-D uint8 or float32 array.
 
     uint8 input, ``(n, p)`` or windows ``(n, 31, 31, 3)`` (any ``(n, ...)``), is
     used as it is (a reshape, no copy, when C-contiguous).  Other numeric input
-    is converted once to float32.  NaN/inf, sparse matrices, 1-D input, empty
-    input raise scikit-learn's errors.
+    is converted once to float32.  NaN (unless ``allow_nan``), inf, sparse
+    matrices, 1-D input, empty input raise scikit-learn's errors.
     """
     X, dtype = _flatten(X)
-    return check_array(X, dtype=dtype, input_name=name, **_CHECK_KW)
+    kw = dict(_CHECK_KW)
+    if allow_nan:
+        kw["ensure_all_finite"] = "allow-nan"
+    return check_array(X, dtype=dtype, input_name=name, **kw)
 
 
 def seeds_from(random_state, n):
@@ -127,7 +130,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
 
     #: The split family (an object; the grower calls it, see :mod:`.families`).
     _split_family = None
-    #: Whether X may hold NaN (missing values; axis-aligned splits only).
+    #: Whether X may hold NaN (missing values: each split learns their side;
+    #: docs/forests-cart.md, "Missing values").
     _missing_values = False
 
     def __sklearn_tags__(self):

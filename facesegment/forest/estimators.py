@@ -55,6 +55,7 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 
 import numpy as np
 
+from ._missing import has_nan
 from .base import BaseForest, check_X
 from .families import AxisSplit, CO2Split, TwoProbeSplit
 from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
@@ -165,9 +166,13 @@ class TwoProbeForest(BaseForest):
     warm_start : bool, default False
         A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (see the module docstring for the common parameters)
+
+    NaN in float ``X``: ``x[a] - x[b]`` is missing when either value is, and
+    each split keeps the side for missing values that gains most.
     """
 
     _split_family = TwoProbeSplit()
+    _missing_values = True
 
     _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS,
                               **FOREST_OPTIONS_CONSTRAINTS}
@@ -204,23 +209,30 @@ def feature_stats(X, chunk=1024, sample_weight=None):
 
     Only ``chunk`` rows at a time are converted to float64, so uint8 windows are
     never copied to float as a whole.  With ``sample_weight`` (n,) the mean and
-    variance are weighted (the distribution the trees draw from).
+    variance are weighted (the distribution the trees draw from).  Missing
+    values (NaN) are left out of their feature's statistics (a feature with no
+    present value gets mean 0 and standard deviation 0).
     """
-    X = check_X(X)
+    X = check_X(X, allow_nan=True)
     n, p = X.shape
     s = np.zeros(p, dtype=np.float64)
     s2 = np.zeros(p, dtype=np.float64)
+    cnt = np.zeros(p, dtype=np.float64) if has_nan(X) else None
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     for start in range(0, n, chunk):
         block = X[start:start + chunk].astype(np.float64)
+        wb = np.ones(block.shape[0]) if w is None else w[start:start + chunk]
+        if cnt is not None:
+            present = ~np.isnan(block)
+            block = np.where(present, block, 0.0)
+            cnt += wb @ present
         if w is None:
             s += block.sum(axis=0)
             s2 += np.square(block).sum(axis=0)
         else:
-            wb = w[start:start + chunk]
             s += wb @ block
             s2 += wb @ np.square(block)
-    total = n if w is None else w.sum()
+    total = (n if w is None else w.sum()) if cnt is None else np.maximum(cnt, 1e-300)
     mean = s / total
     var = np.maximum(s2 / total - mean * mean, 0.0)
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
@@ -293,9 +305,17 @@ class CO2Forest(BaseForest):
     ``fit(X, y, feature_mean=None, feature_std=None)``: the normalisation
     statistics, computed from X in chunks when not given (the windows file
     stores them).
+
+    NaN in float ``X``: the univariate and two-probe starts learn a side for
+    missing values as :class:`AxisAlignedForest` and :class:`TwoProbeForest`
+    do; an oblique row is optimised on the node's rows with missing values
+    replaced by the feature means, then its threshold and side are refit on
+    the true values, where the row's value is missing when a feature it reads
+    is (all of them for a dense row, its k for a sparse one).
     """
 
     _split_family = CO2Split()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,

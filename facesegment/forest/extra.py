@@ -18,6 +18,11 @@ stored as ``c + 0.5`` (the midpoint convention of the axis kernels, e.g.
 ``x[f] <= 100.5``); for float data ``min + u (max - min)`` in float32.  Every
 cut separates the node (``min <= t < max``).
 
+Missing values (NaN in float ``X``): the cut lies between the minimum and
+maximum of the node's *present* values (a feature whose present values are
+constant is not a candidate), and the node's missing values take the side
+that gains more.
+
 Parameters
 ----------
 n_estimators : int, default 16
@@ -82,6 +87,7 @@ class ExtraTreesForest(BaseForest):
     """
 
     _split_family = ExtraSplit()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,

@@ -75,6 +75,13 @@ random_state, n_jobs, scheduler, verbose
 
 Features of very different scales should be standardised first (e.g. a
 ``StandardScaler`` in a ``Pipeline``): the PCA works on raw covariances.
+
+Missing values (NaN in float ``X``): each subset's PCA is fitted on the
+sampled rows that have all of its features (the identity rotation when none
+has); a rotated value is missing when a feature of its subset is, and the
+tree on the rotated features learns a side for missing values at each split
+(scikit-learn's CART rules, :func:`facesegment.forest._cart_kernels.grow_cart`),
+so a sample missing a feature that a split's row reads takes that side.
 """
 
 import time
@@ -82,6 +89,7 @@ import time
 import numpy as np
 
 from ._grow import grow_tree, tree_sample_indices
+from ._missing import has_nan
 from ._rotation_kernels import rotate_rows, subset_covariance
 from .base import BaseForest
 from .families import AxisSplit, SplitFamily
@@ -127,7 +135,8 @@ def _class_rows(y_tree, n_classes):
 
 def _pca_sample(rng, X, idx, by_class, feats, fraction):
     """Rows of one subset's PCA: a bootstrap sample of ``fraction`` of the tree's
-    samples of a non-empty random subset of the classes present.
+    samples of a non-empty random subset of the classes present (an empty array
+    when none of them has all of ``feats``: rows missing one of them are left out).
 
     The candidates are ordered by class, then by their values of ``feats``
     before the draw, so the sample (hence the rotation) does not depend on the
@@ -143,8 +152,13 @@ def _pca_sample(rng, X, idx, by_class, feats, fraction):
         if k:
             r = idx[by_class[c]]
             vals = X[r[:, None], feats[None, :]]
+            if vals.dtype.kind == "f":
+                complete = ~np.isnan(vals).any(axis=1)
+                r, vals = r[complete], vals[complete]
             rows.append(r[np.lexsort(vals.T[::-1])])
     rows = np.concatenate(rows)
+    if rows.shape[0] == 0:
+        return rows
     size = max(1, int(round(fraction * rows.shape[0])))
     return rows[rng.integers(0, rows.shape[0], size=size)]
 
@@ -160,7 +174,8 @@ def tree_rotation(X, y, idx, n_classes, spec, rng):
     for g in groups:
         g = g[g >= 0]
         rows = _pca_sample(rng, X, idx, by_class, g, spec["pca_fraction"])
-        comp = pca_components(subset_covariance(X, rows, g))
+        comp = (pca_components(subset_covariance(X, rows, g)) if rows.shape[0]
+                else np.eye(g.shape[0]))
         for j in range(g.shape[0]):
             f = np.full(size, -1, dtype=np.int64)
             w = np.zeros(size, dtype=np.float32)
@@ -222,9 +237,10 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
     Z = rotate_rows(X, idx, feats, w)
     t_rot = time.perf_counter() - t0
     base = {**spec, "split_family": AxisSplit(), "n_samples": idx.shape[0], "bootstrap": False,
-            "pool": None, "cdf": None, "strata": None}
-    tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
-                     int(rng.integers(0, 2**31 - 1)))
+            "pool": None, "cdf": None, "strata": None, "missing": has_nan(Z)}
+    grow = base["split_family"].grow if base["missing"] else grow_tree  # NaN: CART rules
+    tree = grow(Z, np.ascontiguousarray(y[idx]), n_classes, base,
+                int(rng.integers(0, 2**31 - 1)))
     del Z
     n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
     tree = to_raw_features(tree, feats, w, p)
@@ -265,6 +281,7 @@ class RotationForest(BaseForest):
     """
 
     _split_family = RotationSplit()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,

@@ -194,23 +194,33 @@ def test_model_folders_without_missing_left_still_load(tmp_path):
 
 
 def test_nan_is_refused_by_kinds_without_missing_values_and_inf_by_all():
+    from facesegment.forest import NonGreedyForest
+
     X = np.ones((6, 3), np.float32)
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        TwoProbeForest(2).fit(X, [0, 1] * 3)
+        NonGreedyForest(2).fit(X, [0, 1] * 3)
     X[0, 0] = np.inf
-    with pytest.raises(ValueError, match="infinity"):
-        AxisAlignedForest(2).fit(X, [0, 1] * 3)
+    for cls in (AxisAlignedForest, TwoProbeForest):
+        with pytest.raises(ValueError, match="infinity"):
+            cls(2).fit(X, [0, 1] * 3)
 
 
-def test_nan_with_oblique_splits_is_refused():
+def test_nan_follows_the_missing_sides_of_two_probe_splits():
+    """A difference is missing when either probe is; it takes the node's side."""
     rng = np.random.default_rng(0)
     X, y = _data(rng, 100, 4, 2, np.float32)
-    est = TwoProbeForest(2, n_pairs=4, random_state=0).fit(X, y)
-    X[0, 0] = np.nan
-    with pytest.raises(ValueError, match="two-probe or oblique splits, which cannot read "
-                                         "missing values"):
-        apply_missing(est.forest_, X)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    fa = TwoProbeForest(2, n_pairs=4, random_state=0).fit(X, y).forest_
+    leaves = apply_missing(fa, X)
+    for i in range(X.shape[0]):
+        for t in range(fa.n_trees):
+            node = fa.roots[t]
+            while fa.left[node] >= 0:
+                v = X[i, fa.feature[node]] - X[i, fa.feature2[node]]
+                go = fa.missing_left[node] == 1 if np.isnan(v) else v <= fa.threshold[node]
+                node = fa.left[node] if go else fa.right[node]
+            assert leaves[i, t] == node
 
 
 # ------------------------------------------------------------------ out of bag
@@ -407,3 +417,9 @@ def test_docs_cart_example_runs():
     clf = ns["clf"]
     assert clf.forest_.n_trees == 60 and len(clf.estimators_) == 60
     assert 0.5 < clf.oob_score_ <= 1.0
+    assert len(blocks) == 2, "the options on another kind: the second example"
+    ns = {}
+    exec(compile(blocks[1], str(path), "exec"), ns)
+    clf = ns["clf"]
+    assert type(clf).__name__ == "TwoProbeForest" and clf.forest_.n_trees == 60
+    assert 0.5 < clf.oob_score_ <= 1.0 and clf.forest_.missing_left is not None
