@@ -188,9 +188,18 @@ def random_axis_split(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
 
 @njit(**NJIT)
 def _cut_gain(left, tot, miss, m, min_leaf, flog, parent, miss_left):
-    """Information gain of a cut whose present values leave ``left`` class counts
-    on the left (``tot``: present counts, ``miss``: missing counts, sent left when
-    ``miss_left``); -1.0 when a side has fewer than ``min_leaf`` samples."""
+    """Information gain of a cut of a node of ``m`` samples; -1.0 when a side has
+    fewer than ``min_leaf`` samples.
+
+    Parameters
+    ----------
+    left, tot, miss : int64 (n_classes,)
+        Class counts of the present values on the cut's left, of all the present
+        values, and of the missing ones.
+    m, min_leaf : int
+    flog : float64 (m + 1,) the ``k log k`` table; parent : the node's ``n H``
+    miss_left : bool, the missing values go left
+    """
     nl = 0
     s_l = 0.0
     s_r = 0.0

@@ -122,7 +122,16 @@ def pair_split_missing(X, y, idx, fa, fb, n_classes, min_leaf):
 @njit(**NJIT)
 def node_split_values(X, idx, f, f2, ob, sp, weights, sp_ptr, sp_index, sp_w):
     """float32 (m,) values of one split for the rows ``X[idx]`` (NaN: missing),
-    as :func:`facesegment.forest._missing.split_value` computes them."""
+    as :func:`facesegment.forest._missing.split_value` computes them.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p); idx : int64 (m,) the rows
+    f, f2, ob, sp : int
+        The split's feature, second feature, dense row and sparse row (-1: none).
+    weights : float32 (n_rows, p) the dense rows ``ob`` indexes
+    sp_ptr, sp_index, sp_w : the sparse rows ``sp`` indexes
+    """
     out = np.empty(idx.shape[0], np.float32)
     for i in range(idx.shape[0]):
         out[i] = split_value(X[idx[i]], f, f2, ob, sp, weights, sp_ptr, sp_index, sp_w)
