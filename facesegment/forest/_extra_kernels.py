@@ -186,4 +186,117 @@ def random_axis_split(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
     return int(best_f), float(best_t), float(best_gain)
 
 
-__all__ = ["random_axis_split", "extra_candidates", "random_cut"]
+@njit(**NJIT)
+def _cut_gain(left, tot, miss, m, min_leaf, flog, parent, miss_left):
+    """Information gain of a cut of a node of ``m`` samples; -1.0 when a side has
+    fewer than ``min_leaf`` samples.
+
+    Parameters
+    ----------
+    left, tot, miss : int64 (n_classes,)
+        Class counts of the present values on the cut's left, of all the present
+        values, and of the missing ones.
+    m, min_leaf : int
+    flog : float64 (m + 1,) the ``k log k`` table; parent : the node's ``n H``
+    miss_left : bool, the missing values go left
+    """
+    nl = 0
+    s_l = 0.0
+    s_r = 0.0
+    for c in range(tot.shape[0]):
+        cl = left[c] + (miss[c] if miss_left else 0)
+        cr = tot[c] - left[c] + (0 if miss_left else miss[c])
+        nl += cl
+        s_l += flog[cl]
+        s_r += flog[cr]
+    nr = m - nl
+    if nl < min_leaf or nr < min_leaf:
+        return -1.0
+    return (parent - (flog[nl] - s_l) - (flog[nr] - s_r)) / m
+
+
+@njit(**NJIT)
+def extra_candidates_missing(X, y, idx, feats, u_thr, integer, n_classes, min_leaf, best):
+    """:func:`extra_candidates` when X holds NaN: each candidate's cut is drawn
+    between the minimum and maximum of its *present* values (a feature whose
+    present values are constant is not a candidate), and is scored with the
+    node's missing values on the right, then on the left (kept when strictly
+    better).
+
+    Parameters
+    ----------
+    X : float32 (n, p) (NaN: missing); y : int32 (n,); idx : int64 (m,)
+    feats : int64 (k,) candidate features; u_thr : float64 (k,) their uniforms
+    integer : bool (always False for data holding NaN)
+    n_classes, min_leaf : int
+    best : float64 (4,) the best so far, updated in place: gain, feature,
+        threshold, missing side (1 left, 0 right, -1 none missing)
+
+    Returns
+    -------
+    The number of candidates whose present values were not constant.
+    """
+    m = idx.shape[0]
+    flog = xlogx_table(m)
+    n_ok = 0
+    for j in range(feats.shape[0]):
+        f = feats[j]
+        lo = np.inf
+        hi = -np.inf
+        for i in range(m):
+            v = np.float64(X[idx[i], f])
+            if v == v:
+                lo = min(lo, v)
+                hi = max(hi, v)
+        if not lo < hi:
+            continue
+        n_ok += 1
+        t = random_cut(lo, hi, u_thr[j], integer)
+        left = np.zeros(n_classes, np.int64)
+        tot = np.zeros(n_classes, np.int64)
+        miss = np.zeros(n_classes, np.int64)
+        for i in range(m):
+            c = y[idx[i]]
+            v = np.float32(X[idx[i], f])
+            if v != v:
+                miss[c] += 1
+            else:
+                tot[c] += 1
+                if v <= t:
+                    left[c] += 1
+        s_all = 0.0
+        n_miss = 0
+        for c in range(n_classes):
+            s_all += flog[tot[c] + miss[c]]
+            n_miss += miss[c]
+        parent = flog[m] - s_all
+        for side in range(2 if n_miss > 0 else 1):
+            g = _cut_gain(left, tot, miss, m, min_leaf, flog, parent, side == 1)
+            if g > best[0]:
+                best[0] = g
+                best[1] = f
+                best[2] = t
+                best[3] = side if n_miss > 0 else -1
+    return n_ok
+
+
+def random_axis_split_missing(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
+    """:func:`random_axis_split` when X holds NaN (:func:`extra_candidates_missing`),
+    with the same draws from ``rng``: ``(feature, threshold, gain, missing_left)``."""
+    p = perm.shape[0]
+    best = np.array([-1.0, -1.0, 0.0, -1.0])
+    found = start = 0
+    while found < q and start < p:
+        k = min(q - found, p - start)
+        u = rng.random(2 * k)
+        feats = _draw_batch(perm, start, u[:k])
+        found += extra_candidates_missing(X, y, idx, feats, u[k:], X.dtype == np.uint8,
+                                          n_classes, min_samples_leaf, best)
+        start += k
+    if best[1] < 0:
+        return -1, 0.0, -1.0, -1
+    return int(best[1]), float(np.float32(best[2])), float(best[0]), int(best[3])
+
+
+__all__ = ["random_axis_split", "random_axis_split_missing", "extra_candidates",
+           "extra_candidates_missing", "random_cut"]

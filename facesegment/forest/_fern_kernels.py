@@ -81,4 +81,32 @@ def fern_counts(X, y, idx, fa, fb, thr, n_classes):
     return counts
 
 
-__all__ = ["fern_test_values", "quantile_cut", "fern_counts"]
+@njit(**NJIT)
+def fern_counts_missing(X, y, idx, fa, fb, thr, miss_left, n_classes):
+    """:func:`fern_counts` when X holds NaN: a sample whose test value of level
+    ``l`` is missing goes left when ``miss_left[l]`` (int8 (d,)) is 1, right when 0.
+
+    Parameters
+    ----------
+    X : float32 (n, p); y : int32 (n,); idx : int64 (m,) the fern's samples
+    fa, fb : int64 (d,); thr : float32 (d,); miss_left : int8 (d,)
+    n_classes : int
+    """
+    d = fa.shape[0]
+    counts = np.zeros((2 ** (d + 1) - 1, n_classes), dtype=np.int64)
+    for i in range(idx.shape[0]):
+        row = X[idx[i]]
+        c = y[idx[i]]
+        node = 0
+        counts[0, c] += 1
+        for lev in range(d):
+            v = np.float32(row[fa[lev]])
+            if fb[lev] >= 0:
+                v = v - np.float32(row[fb[lev]])
+            go = miss_left[lev] != 0 if v != v else v <= thr[lev]
+            node = 2 * node + 1 if go else 2 * node + 2
+            counts[node, c] += 1
+    return counts
+
+
+__all__ = ["fern_test_values", "quantile_cut", "fern_counts", "fern_counts_missing"]

@@ -174,7 +174,7 @@ class TreeGrowth:
         self.empty_w = np.zeros((1, self.p), dtype=np.float32)
         self.stats = {"t_split": 0.0, "t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0,
                       "n_oblique": 0}
-        self.missing = False
+        self.missing = bool(spec.get("missing", False))
 
 
 class _Nodes:

@@ -1,19 +1,28 @@
-"""Missing values (NaN) in axis-aligned forests: partitioning and traversal.
+"""Missing values (NaN) in forests: traversal.
 
 A fitted forest stores, per node, the side missing values take:
 ``ForestArrays.missing_left`` (int8, 1 = left, 0 = right; learned where the
-node's training samples missed the split's feature, otherwise the child with
+node's training samples missed the split's value, otherwise the child with
 more training samples, as scikit-learn does).  A forest without that array
 (a model written before it existed) sends a missing value to the larger
-child everywhere (:func:`default_missing_left`).  Present values follow ``x[f] <= threshold``
-as everywhere; the fast kernels of :mod:`facesegment.forest._predict` and of
-dense inference are used whenever the input holds no NaN (images never do).
+child everywhere (:func:`default_missing_left`).
+
+A split's value is *missing* when it is NaN, computed as training and the
+other kernels compute it (:func:`split_value`): ``x[f]`` for an axis split,
+``x[a] - x[b]`` for a two-probe split (missing when either is), ``w @ x`` for
+a dense oblique row (missing when any feature is: the row reads them all) and
+the sparse rows' sums (missing when a feature of the row is).  Present values
+follow ``value <= threshold`` as everywhere; the fast kernels of
+:mod:`facesegment.forest._predict` and of dense inference are used whenever
+the input holds no NaN (images never do).
 """
 
 import numpy as np
 from numba import prange
 
-from .._jit import PARALLEL, njit
+from .._jit import NJIT, PARALLEL, njit
+from ._predict import axis_only, kernel_sparse, kernel_weights, oblique_value
+from ._sparse import sparse_value
 
 
 def default_missing_left(fa):
@@ -53,23 +62,76 @@ def apply_missing_kernel(X, roots, left, right, feature, threshold, missing_left
             out[i, t] = node
 
 
-def check_axis_only(fa):
-    """Raise ``ValueError`` unless every split of ``fa`` is axis-aligned (the only
-    splits that read missing values)."""
-    inner = fa.left >= 0
-    other = inner & ((fa.feature2 >= 0) | (fa.oblique >= 0) | (fa.feature < 0)
-                     | (fa.sparse >= 0 if fa.sparse is not None else False))
-    if other.any():
-        raise ValueError("X holds NaN, but this forest has two-probe or oblique splits, "
-                         "which cannot read missing values; impute them first")
+@njit(**NJIT)
+def split_value(x, f, f2, ob, sp, weights, sp_ptr, sp_index, sp_w):
+    """The float32 value a node's split compares with its threshold, for one row
+    ``x``: the sparse row ``sp`` (>= 0), the dense row ``ob`` (>= 0), ``x[f] -
+    x[f2]`` (``f2 >= 0``) or ``x[f]``; NaN when a value it reads is missing.
+
+    Parameters
+    ----------
+    x : uint8 or float32 (p,)
+    f, f2, ob, sp : int
+        The node's ``feature``, ``feature2``, ``oblique`` and ``sparse`` entries.
+    weights : float32 (n_oblique, p)
+        Dense rows (:func:`facesegment.forest._predict.kernel_weights`).
+    sp_ptr, sp_index, sp_w : the sparse rows (:func:`~facesegment.forest._predict.kernel_sparse`)
+    """
+    if sp >= 0:
+        return sparse_value(sp_index, sp_w, sp_ptr[sp], sp_ptr[sp + 1], x)
+    if ob >= 0:
+        return oblique_value(weights[ob], x)
+    if f2 >= 0:
+        return np.float32(x[f]) - np.float32(x[f2])
+    return np.float32(x[f])
+
+
+@njit(**PARALLEL)
+def apply_missing_any_kernel(X, roots, left, right, feature, feature2, oblique, sparse,
+                             threshold, missing_left, depth, weights, sp_ptr, sp_index, sp_w,
+                             max_depth, out):
+    """:func:`apply_missing_kernel` for forests of any splits (:func:`split_value`).
+
+    Parameters
+    ----------
+    X : float32 (n, p), may hold NaN
+    roots, left, right, feature, feature2, oblique, sparse, threshold, depth :
+        The forest's node arrays (``sparse``: -1 where a node has no sparse row).
+    missing_left : int8 (n_nodes,)
+    weights, sp_ptr, sp_index, sp_w : the dense and sparse oblique rows
+    max_depth : int, -1 for none
+    out : int32 (n, n_trees), the nodes reached
+    """
+    for i in prange(X.shape[0]):
+        x = X[i]
+        for t in range(roots.shape[0]):
+            node = roots[t]
+            while left[node] >= 0 and (max_depth < 0 or depth[node] < max_depth):
+                v = split_value(x, feature[node], feature2[node], oblique[node], sparse[node],
+                                weights, sp_ptr, sp_index, sp_w)
+                if v != v:
+                    go = missing_left[node] != 0
+                else:
+                    go = v <= threshold[node]
+                node = left[node] if go else right[node]
+            out[i, t] = node
 
 
 def apply_missing(fa, X, max_depth=-1):
-    """:func:`apply_missing_kernel` on a forest (int32 (n, n_trees))."""
-    check_axis_only(fa)
+    """The node reached in each tree (int32 (n, n_trees)) by rows that may hold
+    NaN: :func:`apply_missing_kernel` for axis-aligned forests, else
+    :func:`apply_missing_any_kernel`."""
+    from ._arrays import complete
+
     out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
-    apply_missing_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.threshold,
-                         missing_directions(fa), fa.depth, max_depth, out)
+    if axis_only(fa):
+        apply_missing_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.threshold,
+                             missing_directions(fa), fa.depth, max_depth, out)
+        return out
+    fc = complete(fa)
+    apply_missing_any_kernel(X, fc.roots, fc.left, fc.right, fc.feature, fc.feature2,
+                             fc.oblique, fc.sparse, fc.threshold, missing_directions(fc),
+                             fc.depth, kernel_weights(fc), *kernel_sparse(fc), max_depth, out)
     return out
 
 

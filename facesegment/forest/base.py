@@ -64,16 +64,19 @@ def _flatten(X):
     return X, (None if X.dtype == np.uint8 else np.float32)
 
 
-def check_X(X, name="X"):
+def check_X(X, name="X", allow_nan=False):
     """Validate features without an estimator: a C-contiguous 2-D uint8 or float32 array.
 
     uint8 input, ``(n, p)`` or windows ``(n, 31, 31, 3)`` (any ``(n, ...)``), is
     used as it is (a reshape, no copy, when C-contiguous).  Other numeric input
-    is converted once to float32.  NaN/inf, sparse matrices, 1-D input, empty
-    input raise scikit-learn's errors.
+    is converted once to float32.  NaN (unless ``allow_nan``), inf, sparse
+    matrices, 1-D input, empty input raise scikit-learn's errors.
     """
     X, dtype = _flatten(X)
-    return check_array(X, dtype=dtype, input_name=name, **_CHECK_KW)
+    kw = dict(_CHECK_KW)
+    if allow_nan:
+        kw["ensure_all_finite"] = "allow-nan"
+    return check_array(X, dtype=dtype, input_name=name, **kw)
 
 
 def seeds_from(random_state, n):
@@ -127,7 +130,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
 
     #: The split family (an object; the grower calls it, see :mod:`.families`).
     _split_family = None
-    #: Whether X may hold NaN (missing values; axis-aligned splits only).
+    #: Whether X may hold NaN (missing values: each split learns their side;
+    #: docs/forests-cart.md, "Missing values").
     _missing_values = False
 
     def __sklearn_tags__(self):
@@ -215,16 +219,20 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_classes_ = len(classes)
         if params.get("oob_score") and (seeds.shape[0] or not hasattr(self, "oob_score_")):
-            self._set_oob(X, y_enc, spec)
+            self._set_oob(X, y_enc, spec, params["oob_score"])
         return self
 
-    def _set_oob(self, X, y_enc, spec):
-        """``oob_decision_function_`` and ``oob_score_`` (accuracy of its argmax)."""
+    def _set_oob(self, X, y_enc, spec, score=True):
+        """``oob_decision_function_`` and ``oob_score_``: the accuracy of its argmax,
+        or ``score(y_enc, argmax)`` when ``score`` is callable (class indices, as
+        scikit-learn's forests call it)."""
         fa = self.forest_
         proba, _ = oob_decision(fa, X, y_enc, self.tree_seeds_, spec,
                                 lambda rows: self._apply_array(rows, -1))
         self.oob_decision_function_ = proba
-        self.oob_score_ = float(np.mean(np.argmax(proba, axis=1) == y_enc))
+        pred = np.argmax(proba, axis=1)
+        self.oob_score_ = (score(y_enc, pred) if callable(score)
+                           else float(np.mean(pred == y_enc)))
 
     def _grow_trees(self, X, y_enc, n_classes, spec, params, seeds=None):
         if seeds is None:

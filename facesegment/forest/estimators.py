@@ -24,6 +24,21 @@ scheduler : str, distributed.Client or None
     Address of a Dask ``distributed`` scheduler to grow trees on a cluster.
 verbose : int, default 0
     > 0 prints one progress line per tree (nodes, depth, seconds, ETA) on stderr.
+oob_score : bool or callable, default False
+    Estimate the accuracy from the out-of-bag rows of each tree
+    (``oob_score_``, ``oob_decision_function_``); a callable
+    ``score(y_true, y_pred)`` (class indices) replaces the accuracy.  Needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class, multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``; "balanced_subsample" draws each tree's
+    sample with equal class shares.
+warm_start : bool, default False
+    ``fit`` again with a larger ``n_estimators`` grows only the new trees
+    and keeps the old ones bit-identical.
+
+(Every classifier of the registry has the last three:
+docs/forests-cart.md, "CART options".)
 
 Leaves (and every node) hold the plain class frequencies of the training
 samples reaching them; no smoothing.
@@ -40,12 +55,14 @@ Learned attributes: ``classes_`` (the labels, their dtype kept),
 
 import numpy as np
 
+from ._missing import has_nan
 from .base import BaseForest, check_X
 from .families import AxisSplit, CO2Split, TwoProbeSplit
 from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
-from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS, MAX_COUNT,
-                     MAX_SAMPLES, Integer, InvalidParameterError, MaxFeatures, Options,
-                     resolve_max_features, validate_params)
+from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS,
+                     FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, MAX_SAMPLES, Integer,
+                     InvalidParameterError, MaxFeatures, Options, resolve_max_features,
+                     validate_params)
 
 #: ``n_pairs`` of the two-probe and CO2 forests.
 N_PAIRS = Integer(1, MAX_COUNT).cli(
@@ -68,9 +85,11 @@ class AxisAlignedForest(BaseForest):
     ----------
     criterion : {"entropy", "gini"}, default "entropy"
         Split quality: information gain (the paper) or Gini impurity decrease.
-    oob_score : bool, default False
+    oob_score : bool or callable, default False
         Estimate the accuracy from the out-of-bag rows of each tree
-        (``oob_score_``, ``oob_decision_function_``); needs ``bootstrap=True``.
+        (``oob_score_``, ``oob_decision_function_``); a callable
+        ``score(y_true, y_pred)`` (class indices) replaces the accuracy; needs
+        ``bootstrap=True``.
     class_weight : None, "balanced", "balanced_subsample" or dict, default None
         Weights per class, multiplying ``sample_weight`` (draw probabilities);
         "balanced_subsample" draws each tree's sample with equal class shares.
@@ -139,19 +158,34 @@ class TwoProbeForest(BaseForest):
         Random feature pairs ``(a, b)`` sampled at each node; for each the exact
         best threshold is found (511-bin histogram of differences for uint8),
         and the pair and threshold with the best information gain are kept.
+    oob_score : bool or callable, default False
+        Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``); needs
+        ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class, multiplying ``sample_weight`` (draw probabilities).
+    warm_start : bool, default False
+        A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (see the module docstring for the common parameters)
+
+    NaN in float ``X``: ``x[a] - x[b]`` is missing when either value is, and
+    each split keeps the side for missing values that gains most.
     """
 
     _split_family = TwoProbeSplit()
+    _missing_values = True
 
-    _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS}
+    _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS,
+                              **FOREST_OPTIONS_CONSTRAINTS}
 
     def __init__(self, n_estimators=16, *, n_pairs=500, max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
-                 bootstrap=True, random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+                 bootstrap=True, oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.n_pairs = n_pairs
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
         self.min_samples_leaf = min_samples_leaf
@@ -175,23 +209,30 @@ def feature_stats(X, chunk=1024, sample_weight=None):
 
     Only ``chunk`` rows at a time are converted to float64, so uint8 windows are
     never copied to float as a whole.  With ``sample_weight`` (n,) the mean and
-    variance are weighted (the distribution the trees draw from).
+    variance are weighted (the distribution the trees draw from).  Missing
+    values (NaN) are left out of their feature's statistics (a feature with no
+    present value gets mean 0 and standard deviation 0).
     """
-    X = check_X(X)
+    X = check_X(X, allow_nan=True)
     n, p = X.shape
     s = np.zeros(p, dtype=np.float64)
     s2 = np.zeros(p, dtype=np.float64)
+    cnt = np.zeros(p, dtype=np.float64) if has_nan(X) else None
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     for start in range(0, n, chunk):
         block = X[start:start + chunk].astype(np.float64)
+        wb = np.ones(block.shape[0]) if w is None else w[start:start + chunk]
+        if cnt is not None:
+            present = ~np.isnan(block)
+            block = np.where(present, block, 0.0)
+            cnt += wb @ present
         if w is None:
             s += block.sum(axis=0)
             s2 += np.square(block).sum(axis=0)
         else:
-            wb = w[start:start + chunk]
             s += wb @ block
             s2 += wb @ np.square(block)
-    total = n if w is None else w.sum()
+    total = (n if w is None else w.sum()) if cnt is None else np.maximum(cnt, 1e-300)
     mean = s / total
     var = np.maximum(s2 / total - mean * mean, 0.0)
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
@@ -251,14 +292,30 @@ class CO2Forest(BaseForest):
         split when the optimised one does not beat it).
     n_pairs : int, default 400
         Pairs sampled per node when ``init="best"``.
+    oob_score : bool or callable, default False
+        Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``); needs
+        ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class, multiplying ``sample_weight`` (draw probabilities;
+        the normalisation statistics are weighted by them too).
+    warm_start : bool, default False
+        A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (see the module docstring for the common parameters)
 
     ``fit(X, y, feature_mean=None, feature_std=None)``: the normalisation
     statistics, computed from X in chunks when not given (the windows file
     stores them).
+
+    NaN in float ``X``: the univariate and two-probe starts learn a side for
+    missing values as :class:`AxisAlignedForest` and :class:`TwoProbeForest`
+    do; an oblique row is optimised on the node's rows with missing values
+    replaced by the feature means, then its threshold and side are refit on
+    the true values, where the row's value is missing when a feature it reads
+    is (all of them for a dense row, its k for a sparse one).
     """
 
     _split_family = CO2Split()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
@@ -279,6 +336,7 @@ class CO2Forest(BaseForest):
         "sparsity": Options("learned", "prune").cli(
             "how sparse splits find their K features: hard thresholding in every SGD step "
             "(learned) or top K of the dense split (prune)"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
@@ -286,9 +344,12 @@ class CO2Forest(BaseForest):
                  bootstrap=True, nu=None, eta=None, tau=None, n_passes=None,
                  batch_size=None, momentum=None, oblique_min_samples=100,
                  weight_dtype="float32", init="axis", n_pairs=400, max_nonzero=None,
-                 sparsity="learned", random_state=None, n_jobs=None, scheduler=None,
-                 verbose=0):
+                 sparsity="learned", oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.max_features = max_features
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split

@@ -18,6 +18,11 @@ stored as ``c + 0.5`` (the midpoint convention of the axis kernels, e.g.
 ``x[f] <= 100.5``); for float data ``min + u (max - min)`` in float32.  Every
 cut separates the node (``min <= t < max``).
 
+Missing values (NaN in float ``X``): the cut lies between the minimum and
+maximum of the node's *present* values (a feature whose present values are
+constant is not a candidate), and the node's missing values take the side
+that gains more.
+
 Parameters
 ----------
 n_estimators : int, default 16
@@ -38,11 +43,15 @@ max_samples : int, float or None, default None
 bootstrap : bool, default False
     False: each tree sees the whole pool (the original algorithm); True:
     each tree draws its samples with replacement.
-oob_score, warm_start
-    As for :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"):
-    out-of-bag estimates (they need ``bootstrap=True``) and warm starts.
-    (No ``class_weight``: class weights are draw probabilities here, and
-    extra-trees grow on every row by default.)
+oob_score : bool or callable, default False
+    Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``), as for
+    :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"); needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True`` (extra-trees grow on every row by default).
+warm_start : bool, default False
+    A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
 random_state, n_jobs, scheduler, verbose
     As for the other forests (one seed per tree up front; trees on local
     threads or a Dask cluster; identical forests whatever ``n_jobs``).
@@ -53,7 +62,8 @@ samples; ``predict_proba`` is the mean over trees.
 
 from .base import BaseForest
 from .families import ExtraSplit
-from .params import CART_CONSTRAINTS, COMMON_CONSTRAINTS, MaxFeatures, resolve_max_features
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MaxFeatures,
+                     resolve_max_features)
 
 
 class ExtraTreesForest(BaseForest):
@@ -77,21 +87,23 @@ class ExtraTreesForest(BaseForest):
     """
 
     _split_family = ExtraSplit()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "max_features": MaxFeatures().cli(
             "random cuts tried per node: sqrt, log2, all, p^E, a count or a fraction",
             metavar="Q"),
-        **{k: CART_CONSTRAINTS[k] for k in ("oob_score", "warm_start")},
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, max_samples=None,
-                 bootstrap=False, oob_score=False, warm_start=False, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 bootstrap=False, oob_score=False, class_weight=None, warm_start=False,
+                 random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.oob_score = oob_score
+        self.class_weight = class_weight
         self.warm_start = warm_start
         self.max_features = max_features
         self.max_depth = max_depth

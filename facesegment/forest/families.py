@@ -29,11 +29,13 @@ import numpy as np
 
 from ._cart_kernels import grow_cart
 from ._criteria import sorted_gain_of_values
-from ._extra_kernels import random_axis_split
-from ._grow import _dense_dtype, _kernel_float, draw_features, grow_tree, partial_shuffle
+from ._extra_kernels import random_axis_split, random_axis_split_missing
+from ._grow import _dense_dtype, _kernel_float, draw_features, grow_tree
+from ._missing_splits import (best_values_split, imputed_node, pair_split_missing,
+                              partition_missing, split_values)
 from ._predict import oblique_values, partition, partition_sparse
 from ._sparse import quantise
-from .axis import best_axis_split
+from .axis import best_axis_split, best_axis_split_cart
 from .co2 import co2_split, new_co2_stats
 from .twoprobe import best_pair_split, sample_pairs
 
@@ -76,7 +78,11 @@ class SplitFamily:
 
     def partition(self, tree, seg, buf, split):
         """Partition ``seg`` in place (left first, stably; ``buf`` is scratch):
-        ``(number going left, missing_left)``."""
+        ``(number going left, missing_left)``; with NaN in X the missing values
+        go to ``split.missing_left`` (:func:`~facesegment.forest._missing_splits.
+        partition_missing`)."""
+        if tree.missing:
+            return partition_missing(tree, seg, buf, split)
         thr = np.float32(split.threshold)
         if split.sparse is not None:
             nl = partition_sparse(tree.X, seg, buf, split.sparse[0],
@@ -116,17 +122,35 @@ class AxisSplit(SplitFamily):
         return grow_tree(X, y, n_classes, spec, seed)
 
     def find(self, tree, seg):
-        f, thr, gain = _best_univariate(tree, seg)
+        f, thr, gain, _ = _best_univariate(tree, seg)
         return Split(f, -1, thr, gain)
 
 
 def _best_univariate(tree, seg):
-    """The best ``x[f] <= t`` among ``max_features`` features drawn from ``tree.rng``."""
+    """The best ``x[f] <= t`` among ``max_features`` features drawn from ``tree.rng``:
+    ``(feature, threshold, gain, missing_left)`` (with NaN in X by the CART search
+    with the entropy, :func:`facesegment.forest.axis.best_axis_split_cart`)."""
     feats = draw_features(tree.rng, tree.perm, tree.spec["max_features"])
     t0 = time.perf_counter()
-    f, thr, gain = best_axis_split(tree.X, tree.y, seg, feats, tree.n_classes, tree.min_leaf)
+    if tree.missing:
+        out = best_axis_split_cart(tree.X, tree.y, seg, feats, tree.n_classes, tree.min_leaf,
+                                   "entropy")
+    else:
+        out = best_axis_split(tree.X, tree.y, seg, feats, tree.n_classes, tree.min_leaf) + (-1,)
     tree.stats["t_init"] += time.perf_counter() - t0
-    return f, thr, gain
+    return out
+
+
+def _best_pair(tree, seg):
+    """The best ``x[a] - x[b] <= t`` among ``n_pairs`` pairs drawn from ``tree.rng``:
+    ``(a, b, threshold, gain, missing_left)``."""
+    fa, fb = sample_pairs(tree.rng, tree.p, tree.spec["n_pairs"])
+    if tree.missing:
+        k, t, g, ml = pair_split_missing(tree.X, tree.y, seg, fa, fb, tree.n_classes,
+                                         max(tree.min_leaf, 1))
+        return ((int(fa[k]), int(fb[k]), float(t), float(g), int(ml)) if k >= 0
+                else (-1, -1, 0.0, -1.0, -1))
+    return best_pair_split(tree.X, tree.y, seg, fa, fb, tree.n_classes, tree.min_leaf) + (-1,)
 
 
 class TwoProbeSplit(SplitFamily):
@@ -135,10 +159,8 @@ class TwoProbeSplit(SplitFamily):
     name = "two-probe"
 
     def find(self, tree, seg):
-        fa, fb = sample_pairs(tree.rng, tree.p, tree.spec["n_pairs"])
-        f, f2, thr, gain = best_pair_split(tree.X, tree.y, seg, fa, fb, tree.n_classes,
-                                           tree.min_leaf)
-        return Split(f, f2, thr, gain)
+        f, f2, thr, gain, ml = _best_pair(tree, seg)
+        return Split(f, f2, thr, gain, missing_left=ml)
 
 
 class ExtraSplit(SplitFamily):
@@ -148,9 +170,12 @@ class ExtraSplit(SplitFamily):
     name = "extra"
 
     def find(self, tree, seg):
-        f, thr, gain = random_axis_split(tree.X, tree.y, seg, tree.perm, tree.rng,
-                                         tree.spec["max_features"], tree.n_classes,
-                                         tree.min_leaf)
+        args = (tree.X, tree.y, seg, tree.perm, tree.rng, tree.spec["max_features"],
+                tree.n_classes, tree.min_leaf)
+        if tree.missing:
+            f, thr, gain, ml = random_axis_split_missing(*args)
+            return Split(f, -1, thr, gain, missing_left=ml)
+        f, thr, gain = random_axis_split(*args)
         return Split(f, -1, thr, gain)
 
 
@@ -168,24 +193,47 @@ class CO2Split(SplitFamily):
 
     def find(self, tree, seg):
         spec = tree.spec
-        f, thr, gain = _best_univariate(tree, seg)
+        f, thr, gain, ml = _best_univariate(tree, seg)
         f2 = -1
         if spec.get("co2_init") == "best" and tree.p >= 2:
             t0 = time.perf_counter()
             # start from the better of the univariate and the two-probe split
-            fa, fb = sample_pairs(tree.rng, tree.p, spec["n_pairs"])
-            pa, pb, pthr, pgain = best_pair_split(tree.X, tree.y, seg, fa, fb, tree.n_classes,
-                                                  tree.min_leaf)
+            pa, pb, pthr, pgain, pml = _best_pair(tree, seg)
             if pa >= 0 and pgain > gain:
-                f, f2, thr, gain = pa, pb, pthr, pgain
+                f, f2, thr, gain, ml = pa, pb, pthr, pgain, pml
             tree.stats["t_init"] += time.perf_counter() - t0
         node_seed = int(tree.rng.integers(0, 2**31 - 1))
         if f < 0 or seg.shape[0] < spec["oblique_min_samples"]:
-            return Split(f, f2, thr, gain)
+            return Split(f, f2, thr, gain, missing_left=ml)
         t0 = time.perf_counter()
-        split = self._optimise(tree, seg, f, f2, thr, gain, node_seed)
+        if tree.missing:
+            split = self._optimise_missing(tree, seg, Split(f, f2, thr, gain, missing_left=ml),
+                                           node_seed)
+        else:
+            split = self._optimise(tree, seg, f, f2, thr, gain, node_seed)
         tree.stats["t_oblique"] += time.perf_counter() - t0
         return split
+
+    def _optimise_missing(self, tree, seg, start, node_seed):
+        """:meth:`_optimise` with NaN in X: optimised on the node's rows with their
+        missing values imputed by the means (:func:`~facesegment.forest.
+        _missing_splits.imputed_node`), then the threshold and the missing side
+        refit on the true values (missing where a feature the row reads is) and
+        the split kept when it still gains more than ``start``."""
+        imputed = imputed_node(tree, seg)
+        view, rows = imputed if imputed is not None else (tree, seg)
+        split = self._optimise(view, rows, start.feature, start.feature2, start.threshold,
+                               start.gain, node_seed)
+        if split.oblique < 0 and split.sparse is None:
+            return start
+        thr, gain, ml = best_values_split(split_values(tree, seg, split), tree.y, seg,
+                                          tree.n_classes, tree.min_leaf)
+        if gain > start.gain:
+            return split._replace(threshold=thr, gain=gain, missing_left=ml)
+        if split.oblique >= 0:  # the row just added is not used
+            tree.weights.pop()
+        tree.stats["n_oblique"] -= 1
+        return start
 
     def _optimise(self, tree, seg, f, f2, thr, gain, node_seed):
         spec, co2 = tree.spec, tree.spec["co2"]

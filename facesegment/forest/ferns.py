@@ -27,6 +27,11 @@ splits the fern's samples.  A test constant on the fern's samples is redrawn
 (up to :data:`MAX_TEST_DRAWS` times).  Nothing is optimised: ferns are
 trained by counting.
 
+Missing values (NaN in float ``X``): a level's threshold is a quantile of
+the *present* values, and the side missing values take at that level is
+drawn at random (one draw per level from the fern's generator, like its test:
+nothing is learned); the leaves count the samples where they arrive.
+
 Leaves (and every node: truncating a fern at depth k gives the fern of depth
 k) hold the class posteriors of the fern's training samples reaching them,
 regularised by a symmetric Dirichlet prior: ``(counts + prior) / (n +
@@ -55,6 +60,15 @@ max_samples : int, float or None, default None
     Samples per fern (a count, a fraction of the pool, None: the pool).
 bootstrap : bool, default False
     False: every fern counts the whole pool (Özuysal); True: with replacement.
+oob_score : bool or callable, default False
+    Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``), as for
+    :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"); needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``.
+warm_start : bool, default False
+    A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
 random_state, n_jobs, scheduler, verbose
     As for the other forests; the same seed gives the same ferns whatever
     ``n_jobs`` or ``scheduler``.
@@ -64,12 +78,12 @@ import time
 
 import numpy as np
 
-from ._fern_kernels import fern_counts, fern_test_values, quantile_cut
-from ._grow import draw_tree_samples
+from ._fern_kernels import fern_counts, fern_counts_missing, fern_test_values, quantile_cut
+from ._grow import tree_sample_indices
 from .base import BaseForest
 from .families import SplitFamily
-from .params import (COMMON_CONSTRAINTS, MAX_FERN_DEPTH, Integer, InvalidParameterError,
-                     Options, Real, validate_params)
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_FERN_DEPTH,
+                     Integer, InvalidParameterError, Options, Real, validate_params)
 from .twoprobe import sample_pairs
 
 #: Largest accepted ``depth`` (2^21 - 1 nodes, 143 MB per fern with 8 classes).
@@ -82,13 +96,14 @@ PRODUCT_BLOCK = 4096
 _TINY = 1e-300
 
 
-def draw_test(X, idx, rng, test):
+def draw_test(X, idx, rng, test, missing=False):
     """One level's test ``(a, b, threshold)`` (``b = -1`` for an axis test).
 
     Draws a feature (axis) or a pair (two-probe) and a uniform for the
     quantile; redraws while the test is constant on the samples ``idx``, at
     most :data:`MAX_TEST_DRAWS` times (then the last one is kept, all samples
-    going left).
+    going left).  With ``missing`` (NaN in X) the quantile is one of the
+    present values (a test missing on every sample is redrawn).
     """
     p = X.shape[1]
     for _ in range(MAX_TEST_DRAWS):
@@ -97,15 +112,23 @@ def draw_test(X, idx, rng, test):
             a, b = int(fa[0]), int(fb[0])
         else:
             a, b = int(rng.integers(0, p)), -1
-        ok, t = quantile_cut(fern_test_values(X, idx, a, b), rng.random())
+        values = fern_test_values(X, idx, a, b)
+        if missing:
+            values = values[~np.isnan(values)]
+            if values.shape[0] == 0:
+                ok, t = False, np.float32(0.0)
+                continue
+        ok, t = quantile_cut(values, rng.random())
         if ok:
             break
     return a, b, np.float32(t)
 
 
-def fern_arrays(fa, fb, thr, counts, prior):
+def fern_arrays(fa, fb, thr, counts, prior, miss_left=None):
     """The fern's node arrays (complete binary tree, breadth-first) from its
-    tests and node counts (see :func:`facesegment.forest._fern_kernels.fern_counts`)."""
+    tests and node counts (see :func:`facesegment.forest._fern_kernels.fern_counts`);
+    with ``miss_left`` (int8 (d,), the side of missing values per level) also
+    ``missing_left`` per node."""
     d = fa.shape[0]
     n_nodes, n_classes = counts.shape
     node = np.arange(n_nodes)
@@ -116,7 +139,7 @@ def fern_arrays(fa, fb, thr, counts, prior):
     num = counts + prior
     den = (n + n_classes * prior)[:, None].astype(np.float64)
     value = np.where(den > 0, num / np.where(den > 0, den, 1.0), 1.0 / n_classes)
-    return {
+    out = {
         "left": np.where(internal, 2 * node + 1, -1).astype(np.int32),
         "right": np.where(internal, 2 * node + 2, -1).astype(np.int32),
         "feature": np.where(internal, fa[lev_in], -1).astype(np.int32),
@@ -127,6 +150,9 @@ def fern_arrays(fa, fb, thr, counts, prior):
         "depth": level,
         "n_samples": n.astype(np.int32),
     }
+    if miss_left is not None:
+        out["missing_left"] = np.where(internal, miss_left[lev_in], 0).astype(np.int8)
+    return out
 
 
 def grow_fern(X, y, n_classes, spec, seed):
@@ -140,16 +166,22 @@ def grow_fern(X, y, n_classes, spec, seed):
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                            spec.get("pool"), spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
     d = spec["depth"]
+    missing = bool(spec.get("missing", False))
     fa = np.empty(d, dtype=np.int64)
     fb = np.empty(d, dtype=np.int64)
     thr = np.empty(d, dtype=np.float32)
+    ml = np.zeros(d, dtype=np.int8)
     for lev in range(d):
-        fa[lev], fb[lev], thr[lev] = draw_test(X, idx, rng, spec["test"])
-    counts = fern_counts(X, y, idx, fa, fb, thr, n_classes)
-    out = fern_arrays(fa, fb, thr, counts, spec["prior"])
+        fa[lev], fb[lev], thr[lev] = draw_test(X, idx, rng, spec["test"], missing)
+        if missing:  # the level's side for missing values: drawn, like its test
+            ml[lev] = rng.random() < 0.5
+    if missing:
+        counts = fern_counts_missing(X, y, idx, fa, fb, thr, ml, n_classes)
+    else:
+        counts = fern_counts(X, y, idx, fa, fb, thr, n_classes)
+    out = fern_arrays(fa, fb, thr, counts, spec["prior"], ml if missing else None)
     out["weights"] = np.zeros((0, p), dtype=np.float32)
     leaves = counts[2 ** d - 1:]
     out["stats"] = {"seconds": time.perf_counter() - t0, "n_nodes": int(counts.shape[0]),
@@ -188,6 +220,7 @@ class RandomFernsForest(BaseForest):
     """
 
     _split_family = FernSplit()
+    _missing_values = True
 
     _parameter_constraints = {
         **{k: COMMON_CONSTRAINTS[k] for k in ("n_estimators", "max_samples", "bootstrap",
@@ -198,12 +231,17 @@ class RandomFernsForest(BaseForest):
         "test": Options("axis", "two-probe").cli(
             "the test shared by a level: x[f] <= t (axis) or x[a] - x[b] <= t (two-probe)"),
         "prior": Real(0).cli("Dirichlet prior added to every leaf's class counts"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, depth=10, test="axis", prior=1.0,
-                 max_samples=None, bootstrap=False, random_state=None, n_jobs=None,
-                 scheduler=None, verbose=0):
+                 max_samples=None, bootstrap=False, oob_score=False, class_weight=None,
+                 warm_start=False, random_state=None, n_jobs=None, scheduler=None,
+                 verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.depth = depth
         self.test = test
         self.prior = prior

@@ -6,7 +6,8 @@ grown on the same samples: axis-aligned, ``init="axis"``, or CO2,
 ``||w||^2 <= nu``) and leaf log-probabilities ``Theta`` are optimised jointly
 by SGD on the paper's convex-concave upper bound of the tree's log loss,
 with the fast loss-augmented inference (Hamming ball of radius 1, Eq. 13),
-mini-batches and momentum (kernels: :mod:`facesegment.forest._nongreedy_kernels`).
+mini-batches and momentum (kernels: :mod:`facesegment.forest._nongreedy_kernels`;
+the training loop: :mod:`facesegment.forest._nongreedy_train`).
 
 Splits act on normalised features ``z = (x - mean) / max(std, std_floor *
 max(std))`` (the floor keeps nearly constant features, e.g. MNIST's border
@@ -27,172 +28,27 @@ Leaves hold ``softmax(Theta)``; internal nodes the smoothed class frequencies
 of the training samples under them.
 """
 
-import math
 import time
 
 import numpy as np
 
 from ._graft import greedy_spec, grow_below, trunk_depth
-from ._grow import draw_tree_samples, grow_tree
-from ._nongreedy_kernels import (leaf_counts, row_keys, sgd_pass, standardise,
-                                 surrogate_values)
+from ._grow import grow_tree, tree_sample_indices
+from ._nongreedy_kernels import row_keys, standardise
+from ._nongreedy_train import (LEAF_ALPHA, _refit, evaluate, initial_parameters,
+                               smoothed_log_frequencies, train_tree, tree_tables)
 from .base import BaseForest
-from .co2 import initial_weights
 from .estimators import AxisAlignedForest, CO2Forest, feature_stats
 from .families import SplitFamily
-from .params import (COMMON_CONSTRAINTS, MAX_COUNT, MAX_DEPTH, MAX_SAMPLES, Boolean, Integer,
-                     MaxFeatures, Options, Real, resolve_max_features)
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, MAX_DEPTH,
+                     MAX_SAMPLES, Boolean, Integer, MaxFeatures, Options, Real,
+                     resolve_max_features)
 
-#: Laplace smoothing of leaf frequencies (initial Theta, refits, node values).
-LEAF_ALPHA = 1.0
 #: Default of ``oblique_min_samples``: nodes of the greedy CO2 trees with fewer
 #: samples keep their univariate split (CO2Forest's default).
 OBLIQUE_MIN_SAMPLES = 100
 #: Seed of the fixed projection giving samples their canonical order.
 _KEY_SEED = 20151112
-
-
-# ------------------------------------------------------------- tree tables
-
-def tree_tables(left, right):
-    """Kernel tables of a tree given by its children (breadth first, root 0).
-
-    Returns ``dict(left, right, row, leaf, path_node, path_dir, path_len)``
-    (see :mod:`facesegment.forest._nongreedy_kernels`).
-    """
-    left = np.ascontiguousarray(left, np.int32)
-    right = np.ascontiguousarray(right, np.int32)
-    n = left.shape[0]
-    internal = left >= 0
-    row = np.full(n, -1, np.int32)
-    row[internal] = np.arange(int(internal.sum()), dtype=np.int32)
-    leaf = np.full(n, -1, np.int32)
-    leaf[~internal] = np.arange(int((~internal).sum()), dtype=np.int32)
-    paths = [None] * n
-    paths[0] = []
-    for node in range(n):  # parents come first
-        if internal[node]:
-            paths[left[node]] = paths[node] + [(node, -1)]
-            paths[right[node]] = paths[node] + [(node, 1)]
-    leaves = np.flatnonzero(~internal)
-    D = max(1, max(len(paths[i]) for i in leaves))
-    path_node = np.zeros((leaves.shape[0], D), np.int32)
-    path_dir = np.zeros((leaves.shape[0], D), np.int8)
-    path_len = np.zeros(leaves.shape[0], np.int32)
-    for k, node in enumerate(leaves):
-        path = paths[node]
-        path_len[k] = len(path)
-        for j, (a, s) in enumerate(path):
-            path_node[k, j] = a
-            path_dir[k, j] = s
-    return dict(left=left, right=right, row=row, leaf=leaf, path_node=path_node,
-                path_dir=path_dir, path_len=path_len)
-
-
-def _tables_args(tb):
-    return (tb["left"], tb["right"], tb["row"], tb["leaf"], tb["path_node"], tb["path_dir"],
-            tb["path_len"])
-
-
-def smoothed_log_frequencies(counts, alpha=LEAF_ALPHA):
-    """``log((counts + alpha) / (n + C alpha))`` per row, float32."""
-    c = np.asarray(counts, np.float64) + alpha
-    return np.log(c / c.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-def initial_parameters(tree, mean, inv_std, nu, n_classes):
-    """``(W, Theta)`` reproducing a greedy tree (``grow_tree``'s dict).
-
-    Each split becomes a row ``w`` with ``w[:p] @ z - w[p] <= 0`` iff the
-    greedy split sends x left, scaled onto the sphere ``||w||^2 = nu``; each
-    leaf's ``Theta`` is the smoothed log-frequency of its training samples.
-    """
-    p = mean.shape[0]
-    internal = np.flatnonzero(tree["left"] >= 0)
-    W = np.zeros((internal.shape[0], p + 1), np.float32)
-    std = np.where(inv_std > 0, 1.0 / np.where(inv_std > 0, inv_std, 1.0), 0.0)
-    for r, node in enumerate(internal):
-        ob, f, f2 = tree["oblique"][node], tree["feature"][node], tree["feature2"][node]
-        t = float(tree["threshold"][node])
-        if ob >= 0:
-            u = tree["weights"][ob].astype(np.float64)
-            w = np.concatenate([u * std, [t - float(u @ mean)]])
-        else:
-            w = initial_weights(mean, inv_std, nu, int(f), t, int(f2))
-            w = np.zeros(p + 1) if w is None else w.astype(np.float64)
-        norm = float(np.sqrt(w @ w))
-        W[r] = w * (math.sqrt(nu) / norm) if norm > 0 else w
-    leaves = np.flatnonzero(tree["left"] < 0)
-    counts = tree["value"][leaves].astype(np.float64) * tree["n_samples"][leaves, None]
-    return W, smoothed_log_frequencies(counts.reshape(-1, n_classes))
-
-
-# ---------------------------------------------------------------- training
-
-def evaluate(Z, y, assign, W, Theta, tb):
-    """``(surrogate, loss, reached)`` per sample (see ``surrogate_values``)."""
-    n = Z.shape[0]
-    sur, loss = np.empty(n), np.empty(n)
-    reached = np.empty(n, np.int32)
-    surrogate_values(Z, y, assign, W, Theta, *_tables_args(tb), sur, loss, reached)
-    return sur, loss, reached
-
-
-def _refit(y, reached, n_leaves, n_classes):
-    counts = np.zeros((n_leaves, n_classes), np.int64)
-    leaf_counts(y, reached, counts)
-    return counts
-
-
-def train_tree(Z, y, n_classes, tb, W, Theta, opt, rng):
-    """Optimise ``W`` and ``Theta`` in place (``opt``: nu, eta, momentum,
-    batch_size, n_epochs, ssgd_refresh, leaf_refit).  Returns per-epoch stats
-    (full-data surrogate and loss before each epoch, seconds, counters)."""
-    n = Z.shape[0]
-    n_leaves = Theta.shape[0]
-    V = np.zeros_like(W)
-    VT = np.zeros_like(Theta)
-    G = np.zeros_like(W)
-    GT = np.zeros_like(Theta)
-    flag = np.zeros(W.shape[0], np.bool_)
-    last = np.full(W.shape[0], -1, np.int64)
-    assign = np.full(n, -1, np.int32)
-    no_assign = assign
-    counters = np.zeros(4, np.int64)
-    t = 0
-    epochs = []
-    for e in range(opt["n_epochs"]):
-        t0 = time.perf_counter()
-        refresh = opt["ssgd_refresh"] == 0 or e % opt["ssgd_refresh"] == 0
-        if refresh:
-            sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
-            epochs.append({"epoch": e, "surrogate": float(sur.mean()),
-                           "loss": float(loss.mean()),
-                           "active_leaves": int(np.unique(reached).shape[0])})
-            if opt["ssgd_refresh"] > 0:
-                assign = reached
-            if opt["leaf_refit"]:
-                Theta[:] = smoothed_log_frequencies(_refit(y, reached, n_leaves, n_classes))
-                VT[:] = 0.0
-        t1 = time.perf_counter()
-        order = rng.permutation(n).astype(np.int64)
-        c0 = counters.copy()
-        t, _ = sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, *_tables_args(tb),
-                        np.float32(opt["eta"]), float(opt["momentum"]), float(opt["nu"]),
-                        int(opt["batch_size"]), t, G, GT, flag, counters)
-        t2 = time.perf_counter()
-        dc = counters - c0
-        epochs.append({"epoch": e, "sgd_seconds": t2 - t1, "eval_seconds": t1 - t0,
-                       "path_dots": int(dc[0]), "descents": int(dc[1]),
-                       "samples": int(dc[2]), "steps": int(dc[3])})
-    sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
-    if opt["leaf_refit"] and opt["n_epochs"] > 0:
-        Theta[:] = smoothed_log_frequencies(_refit(y, reached, n_leaves, n_classes))
-        sur, loss, reached = evaluate(Z, y, no_assign, W, Theta, tb)
-    epochs.append({"epoch": opt["n_epochs"], "surrogate": float(sur.mean()),
-                   "loss": float(loss.mean()),
-                   "active_leaves": int(np.unique(reached).shape[0])})
-    return epochs, reached
 
 
 # ------------------------------------------------------------------ output
@@ -245,8 +101,7 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"], spec.get("pool"),
-                            spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
     idx = canonical_order(X, idx, y)
     Xs, ys = np.ascontiguousarray(X[idx]), np.ascontiguousarray(y[idx], dtype=np.int32)
     mean, inv_std = spec["mean"], spec["inv_std"]
@@ -358,6 +213,14 @@ class NonGreedyForest(BaseForest):
         CO2's nu and eta for the greedy trees' oblique splits (``init="co2"``).
     oblique_min_samples : int, default 100
         Nodes of the greedy CO2 trees with fewer samples keep their univariate split.
+    oob_score : bool or callable, default False
+        Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``); needs
+        ``bootstrap=True``.
+    class_weight : None, "balanced", "balanced_subsample" or dict, default None
+        Weights per class multiplying ``sample_weight`` (draw probabilities;
+        the normalisation statistics are weighted by them too).
+    warm_start : bool, default False
+        A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
     (min_samples_split, min_samples_leaf, max_samples, bootstrap, random_state,
     n_jobs, scheduler, verbose: as for the other forests.)
 
@@ -408,6 +271,7 @@ class NonGreedyForest(BaseForest):
         "oblique_min_samples": Integer(2, MAX_SAMPLES).cli(
             "nodes of the greedy CO2 trees with fewer windows keep their univariate split",
             metavar="N"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, init="axis", max_features="sqrt", max_depth=10,
@@ -415,6 +279,7 @@ class NonGreedyForest(BaseForest):
                  nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
                  ssgd_refresh=0, leaf_refit=True, std_floor=0.1, refine_depth=None,
                  init_nu=1.0, init_eta=1e-3, oblique_min_samples=OBLIQUE_MIN_SAMPLES,
+                 oob_score=False, class_weight=None, warm_start=False,
                  random_state=None, n_jobs=None, scheduler=None, verbose=0):
         self.n_estimators = n_estimators
         self.init = init
@@ -436,6 +301,9 @@ class NonGreedyForest(BaseForest):
         self.init_nu = init_nu
         self.init_eta = init_eta
         self.oblique_min_samples = oblique_min_samples
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.scheduler = scheduler
@@ -476,6 +344,7 @@ class NonGreedyTree(NonGreedyForest):
                  nu=100.0, eta=0.1, momentum=0.9, batch_size=128, n_epochs=20,
                  ssgd_refresh=0, leaf_refit=True, std_floor=0.1, refine_depth=None,
                  init_nu=1.0, init_eta=1e-3, oblique_min_samples=OBLIQUE_MIN_SAMPLES,
+                 oob_score=False, class_weight=None, warm_start=False,
                  random_state=None, n_jobs=None, scheduler=None, verbose=0):
         super().__init__(
             n_estimators, init=init, max_features=max_features, max_depth=max_depth,
@@ -484,6 +353,7 @@ class NonGreedyTree(NonGreedyForest):
             batch_size=batch_size, n_epochs=n_epochs, ssgd_refresh=ssgd_refresh,
             leaf_refit=leaf_refit, std_floor=std_floor, refine_depth=refine_depth,
             init_nu=init_nu, init_eta=init_eta, oblique_min_samples=oblique_min_samples,
+            oob_score=oob_score, class_weight=class_weight, warm_start=warm_start,
             random_state=random_state,
             n_jobs=n_jobs, scheduler=scheduler, verbose=verbose)
 

@@ -39,8 +39,9 @@ import numpy as np
 from ..limits import MAX_SEED
 
 __all__ = ["InvalidParameterError", "Constraint", "Integer", "Real", "Options", "Boolean",
-           "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "ClassWeight", "Anything",
-           "COMMON_CONSTRAINTS", "CART_CONSTRAINTS", "CO2_CONSTRAINTS", "constraints_of",
+           "MaxFeatures", "MaxSamples", "NJobs", "RandomState", "ClassWeight", "OOBScore",
+           "Anything", "COMMON_CONSTRAINTS", "FOREST_OPTIONS_CONSTRAINTS", "CART_CONSTRAINTS",
+           "CO2_CONSTRAINTS", "constraints_of",
            "validate_params", "resolve_max_features",
            "resolve_max_samples", "check_sample_weight"]
 
@@ -258,6 +259,20 @@ class ClassWeight(Constraint):
         return dict(value)
 
 
+class OOBScore(Constraint):
+    """True, False, or a callable ``score(y_true, y_pred)`` giving ``oob_score_``
+    (scikit-learn's forests: it is called with the class indices)."""
+
+    description = "True, False or a callable score(y_true, y_pred)"
+
+    def normalise(self, value):
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if callable(value):
+            return value
+        raise ValueError(self.description)
+
+
 class Anything(Constraint):
     """No check (e.g. ``scheduler``: an address or a ``distributed.Client``)."""
 
@@ -298,13 +313,19 @@ COMMON_CONSTRAINTS = MappingProxyType({
     "verbose": Integer(0, bool_ok=True),
 })
 
-#: scikit-learn's forest options of the axis-aligned family (docs/forests-cart.md, "CART options").
+#: scikit-learn's forest options every classifier has (docs/forests-cart.md, "CART
+#: options"): out-of-bag estimates, class weights, warm starts.
+FOREST_OPTIONS_CONSTRAINTS = MappingProxyType({
+    "oob_score": OOBScore(),
+    "class_weight": ClassWeight(),
+    "warm_start": Boolean(),
+})
+
+#: The axis-aligned family's options: the criterion and the forest options.
 CART_CONSTRAINTS = MappingProxyType({
     "criterion": Options("gini", "entropy").cli(
         "split quality: information gain (entropy, the paper) or Gini impurity decrease"),
-    "oob_score": Boolean(),
-    "class_weight": ClassWeight(),
-    "warm_start": Boolean(),
+    **FOREST_OPTIONS_CONSTRAINTS,
 })
 
 #: The CO2 optimiser's hyper-parameters (None: :data:`facesegment.forest.co2.CO2_DEFAULTS`).

@@ -61,23 +61,40 @@ max_depth, min_samples_split, min_samples_leaf, max_samples
     The base tree's growing rules and samples per tree, as for the other forests.
 bootstrap : bool, default False
     Each tree's samples drawn with replacement (True) or the whole pool (False).
+oob_score : bool or callable, default False
+    Out-of-bag estimate (``oob_score_``, ``oob_decision_function_``), as for
+    :class:`AxisAlignedForest` (docs/forests-cart.md, "CART options"); needs
+    ``bootstrap=True``.
+class_weight : None, "balanced", "balanced_subsample" or dict, default None
+    Weights per class multiplying ``sample_weight``: draw probabilities, so
+    they need ``bootstrap=True``.
+warm_start : bool, default False
+    A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
 random_state, n_jobs, scheduler, verbose
     As for the other forests (identical trees whatever ``n_jobs``).
 
 Features of very different scales should be standardised first (e.g. a
 ``StandardScaler`` in a ``Pipeline``): the PCA works on raw covariances.
+
+Missing values (NaN in float ``X``): each subset's PCA is fitted on the
+sampled rows that have all of its features (the identity rotation when none
+has); a rotated value is missing when a feature of its subset is, and the
+tree on the rotated features learns a side for missing values at each split
+(scikit-learn's CART rules, :func:`facesegment.forest._cart_kernels.grow_cart`),
+so a sample missing a feature that a split's row reads takes that side.
 """
 
 import time
 
 import numpy as np
 
-from ._grow import draw_tree_samples, grow_tree
+from ._grow import grow_tree, tree_sample_indices
+from ._missing import has_nan
 from ._rotation_kernels import rotate_rows, subset_covariance
 from .base import BaseForest
 from .families import AxisSplit, SplitFamily
-from .params import (COMMON_CONSTRAINTS, MAX_COUNT, Integer, MaxFeatures, Options, Real,
-                     resolve_max_features)
+from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, Integer,
+                     MaxFeatures, Options, Real, resolve_max_features)
 
 
 def draw_subsets(rng, p, r, size, mode):
@@ -118,7 +135,8 @@ def _class_rows(y_tree, n_classes):
 
 def _pca_sample(rng, X, idx, by_class, feats, fraction):
     """Rows of one subset's PCA: a bootstrap sample of ``fraction`` of the tree's
-    samples of a non-empty random subset of the classes present.
+    samples of a non-empty random subset of the classes present (an empty array
+    when none of them has all of ``feats``: rows missing one of them are left out).
 
     The candidates are ordered by class, then by their values of ``feats``
     before the draw, so the sample (hence the rotation) does not depend on the
@@ -134,8 +152,13 @@ def _pca_sample(rng, X, idx, by_class, feats, fraction):
         if k:
             r = idx[by_class[c]]
             vals = X[r[:, None], feats[None, :]]
+            if vals.dtype.kind == "f":
+                complete = ~np.isnan(vals).any(axis=1)
+                r, vals = r[complete], vals[complete]
             rows.append(r[np.lexsort(vals.T[::-1])])
     rows = np.concatenate(rows)
+    if rows.shape[0] == 0:
+        return rows
     size = max(1, int(round(fraction * rows.shape[0])))
     return rows[rng.integers(0, rows.shape[0], size=size)]
 
@@ -151,7 +174,8 @@ def tree_rotation(X, y, idx, n_classes, spec, rng):
     for g in groups:
         g = g[g >= 0]
         rows = _pca_sample(rng, X, idx, by_class, g, spec["pca_fraction"])
-        comp = pca_components(subset_covariance(X, rows, g))
+        comp = (pca_components(subset_covariance(X, rows, g)) if rows.shape[0]
+                else np.eye(g.shape[0]))
         for j in range(g.shape[0]):
             f = np.full(size, -1, dtype=np.int64)
             w = np.zeros(size, dtype=np.float32)
@@ -208,15 +232,15 @@ def grow_rotation_tree(X, y, n_classes, spec, seed):
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                            spec.get("pool"), spec.get("cdf"))
+    idx = tree_sample_indices(rng, n, spec)
     feats, w = tree_rotation(X, y, idx, n_classes, spec, rng)
     Z = rotate_rows(X, idx, feats, w)
     t_rot = time.perf_counter() - t0
     base = {**spec, "split_family": AxisSplit(), "n_samples": idx.shape[0], "bootstrap": False,
-            "pool": None, "cdf": None}
-    tree = grow_tree(Z, np.ascontiguousarray(y[idx]), n_classes, base,
-                     int(rng.integers(0, 2**31 - 1)))
+            "pool": None, "cdf": None, "strata": None, "missing": has_nan(Z)}
+    grow = base["split_family"].grow if base["missing"] else grow_tree  # NaN: CART rules
+    tree = grow(Z, np.ascontiguousarray(y[idx]), n_classes, base,
+                int(rng.integers(0, 2**31 - 1)))
     del Z
     n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
     tree = to_raw_features(tree, feats, w, p)
@@ -257,6 +281,7 @@ class RotationForest(BaseForest):
     """
 
     _split_family = RotationSplit()
+    _missing_values = True
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
@@ -272,14 +297,19 @@ class RotationForest(BaseForest):
             "fraction of the tree's samples each subset's PCA is fitted on", metavar="F"),
         "max_features": MaxFeatures().cli(
             "rotated features tried per node (as --max-features of --kind axis)", metavar="Q"),
+        **FOREST_OPTIONS_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=16, *, n_features_per_subset=3,
                  max_rotated_features=None, subsets="random", pca_sample_fraction=0.75,
                  max_features="all", max_depth=None, min_samples_split=2,
-                 min_samples_leaf=1, max_samples=None, bootstrap=False, random_state=None,
-                 n_jobs=None, scheduler=None, verbose=0):
+                 min_samples_leaf=1, max_samples=None, bootstrap=False, oob_score=False,
+                 class_weight=None, warm_start=False, random_state=None, n_jobs=None,
+                 scheduler=None, verbose=0):
         self.n_estimators = n_estimators
+        self.oob_score = oob_score
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.n_features_per_subset = n_features_per_subset
         self.max_rotated_features = max_rotated_features
         self.subsets = subsets

@@ -3,7 +3,7 @@ class weights, warm starts and single-tree views, against tests/naive.py."""
 
 import numpy as np
 import pytest
-from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.class_weight import compute_class_weight, compute_sample_weight
 
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
 from facesegment.forest._cart import append_forests, tree_slice
@@ -194,23 +194,33 @@ def test_model_folders_without_missing_left_still_load(tmp_path):
 
 
 def test_nan_is_refused_by_kinds_without_missing_values_and_inf_by_all():
+    from facesegment.forest import NonGreedyForest
+
     X = np.ones((6, 3), np.float32)
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        TwoProbeForest(2).fit(X, [0, 1] * 3)
+        NonGreedyForest(2).fit(X, [0, 1] * 3)
     X[0, 0] = np.inf
-    with pytest.raises(ValueError, match="infinity"):
-        AxisAlignedForest(2).fit(X, [0, 1] * 3)
+    for cls in (AxisAlignedForest, TwoProbeForest):
+        with pytest.raises(ValueError, match="infinity"):
+            cls(2).fit(X, [0, 1] * 3)
 
 
-def test_nan_with_oblique_splits_is_refused():
+def test_nan_follows_the_missing_sides_of_two_probe_splits():
+    """A difference is missing when either probe is; it takes the node's side."""
     rng = np.random.default_rng(0)
     X, y = _data(rng, 100, 4, 2, np.float32)
-    est = TwoProbeForest(2, n_pairs=4, random_state=0).fit(X, y)
-    X[0, 0] = np.nan
-    with pytest.raises(ValueError, match="two-probe or oblique splits, which cannot read "
-                                         "missing values"):
-        apply_missing(est.forest_, X)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    fa = TwoProbeForest(2, n_pairs=4, random_state=0).fit(X, y).forest_
+    leaves = apply_missing(fa, X)
+    for i in range(X.shape[0]):
+        for t in range(fa.n_trees):
+            node = fa.roots[t]
+            while fa.left[node] >= 0:
+                v = X[i, fa.feature[node]] - X[i, fa.feature2[node]]
+                go = fa.missing_left[node] == 1 if np.isnan(v) else v <= fa.threshold[node]
+                node = fa.left[node] if go else fa.right[node]
+            assert leaves[i, t] == node
 
 
 # ------------------------------------------------------------------ out of bag
@@ -371,7 +381,7 @@ def test_estimators_are_one_tree_views_that_average_to_the_forest():
     assert est.forest_.n_trees == 5  # views do not change the forest
 
 
-def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
+def test_extra_trees_have_oob_warm_start_and_class_weight_but_no_criterion():
     from facesegment.forest import ExtraTreesForest
 
     rng = np.random.default_rng(18)
@@ -386,8 +396,12 @@ def test_extra_trees_have_oob_and_warm_start_but_no_criterion_or_class_weight():
         ExtraTreesForest(2, oob_score=True).fit(X, y)
     with pytest.raises(TypeError, match="criterion"):
         ExtraTreesForest(criterion="gini")
-    with pytest.raises(TypeError, match="class_weight"):
-        ExtraTreesForest(class_weight="balanced")
+    with pytest.raises(InvalidParameterError, match="needs bootstrap=True"):
+        ExtraTreesForest(2, class_weight="balanced").fit(X, y)
+    weighted = ExtraTreesForest(3, bootstrap=True, class_weight="balanced", random_state=1)
+    _arrays_equal(weighted.fit(X, y).forest_, ExtraTreesForest(3, bootstrap=True,
+                  random_state=1).fit(X, y, sample_weight=compute_sample_weight(
+                      "balanced", y)).forest_)
 
 
 def test_docs_cart_example_runs():
@@ -403,3 +417,9 @@ def test_docs_cart_example_runs():
     clf = ns["clf"]
     assert clf.forest_.n_trees == 60 and len(clf.estimators_) == 60
     assert 0.5 < clf.oob_score_ <= 1.0
+    assert len(blocks) == 2, "the options on another kind: the second example"
+    ns = {}
+    exec(compile(blocks[1], str(path), "exec"), ns)
+    clf = ns["clf"]
+    assert type(clf).__name__ == "TwoProbeForest" and clf.forest_.n_trees == 60
+    assert 0.5 < clf.oob_score_ <= 1.0 and clf.forest_.missing_left is not None

@@ -23,6 +23,8 @@ from tests import naive
 #: Fails under bootstrap=True for every forest (weighted draws are equivalent in
 #: distribution only); see tests/forest/test_sklearn_api.py.
 BOOTSTRAP_XFAIL = {"check_sample_weight_equivalence_on_dense_data": "bootstrap draws"}
+#: With bootstrap=False class weights are refused (they are draw probabilities).
+NO_BOOTSTRAP_XFAIL = {"check_class_weight_classifiers": "class weights need bootstrap=True"}
 
 
 def same_forest(a, b):
@@ -192,7 +194,8 @@ def test_dense_inference_equals_predict_proba():
 def test_check_estimator():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_estimator(ExtraTreesForest(n_estimators=3, random_state=0))
+        check_estimator(ExtraTreesForest(n_estimators=3, random_state=0),
+                        expected_failed_checks=NO_BOOTSTRAP_XFAIL)
         check_estimator(ExtraTreesForest(n_estimators=3, bootstrap=True, random_state=0),
                         expected_failed_checks=BOOTSTRAP_XFAIL)
 

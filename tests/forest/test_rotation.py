@@ -19,7 +19,8 @@ from facesegment.layout import WindowLayout
 from facesegment.modelio.model import Model
 from facesegment.forest.rotation import draw_subsets, pca_components
 from tests import naive
-from tests.forest.test_extra import BOOTSTRAP_XFAIL, dense_matches_predict, same_forest
+from tests.forest.test_extra import (BOOTSTRAP_XFAIL, NO_BOOTSTRAP_XFAIL, dense_matches_predict,
+                                     same_forest)
 
 
 def _oblique_data(n=1500, seed=0):
@@ -205,7 +206,8 @@ def test_dense_inference_of_shared_sparse_rows():
 def test_check_estimator():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_estimator(RotationForest(n_estimators=3, random_state=0))
+        check_estimator(RotationForest(n_estimators=3, random_state=0),
+                        expected_failed_checks=NO_BOOTSTRAP_XFAIL)
         check_estimator(RotationForest(n_estimators=3, bootstrap=True, random_state=0),
                         expected_failed_checks=BOOTSTRAP_XFAIL)
 

@@ -36,6 +36,17 @@ EXPECTED_FAILED = {
 }
 
 
+def expected_failed(est):
+    """The expected failures of ``est``: :data:`EXPECTED_FAILED`, and without
+    bootstrap the class-weight check (class weights are draw probabilities, refused
+    with ``bootstrap=False``, the default of extra-trees, ferns and rotation forests)."""
+    out = dict(EXPECTED_FAILED)
+    if not est.get_params()["bootstrap"]:
+        out["check_class_weight_classifiers"] = ("class weights are draw probabilities; "
+                                                 "bootstrap=False refuses them")
+    return out
+
+
 #: Kinds whose depth parameter is not ``max_depth`` (ferns have a fixed depth).
 DEPTH = {"ferns": "depth"}
 
@@ -79,17 +90,15 @@ def _same_forest(a, b):
 def test_check_estimator_passes(kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SkipTestWarning for pandas / array API checks
-        check_estimator(small(kind), expected_failed_checks=EXPECTED_FAILED)
+        check_estimator(small(kind), expected_failed_checks=expected_failed(small(kind)))
 
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
 def test_check_estimator_passes_without_bootstrap_including_weights(kind):
     """bootstrap=False: integer weights repeat rows exactly, so every check passes
     (but class weights, which are draw probabilities: refused without bootstrap)."""
-    expected = {}
-    if "class_weight" in small(kind).get_params():
-        expected["check_class_weight_classifiers"] = (
-            "class weights are draw probabilities; bootstrap=False refuses them")
+    expected = {"check_class_weight_classifiers":
+                "class weights are draw probabilities; bootstrap=False refuses them"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(small(kind, bootstrap=False), expected_failed_checks=expected)
