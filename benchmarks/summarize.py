@@ -122,7 +122,8 @@ def _folder_rows():
         if f.get("segment_cluster"):
             parts.append(f"a local Dask cluster of {f['workers']} processes "
                          f"{f['segment_cluster']['images_per_s']:.1f} images/s "
-                         f"({f['cluster_speedup']:.2f}× threads)")
+                         f"({f['cluster_speedup']:.2f}× threads; the workers' start-up, model "
+                         "transfer and kernel loading included)")
         if f.get("label"):
             parts.append(f"`facesegment label` {f['label']['images_per_s']:.1f} images/s "
                          f"(segment: {f['segment_vs_label']:.2f}× its rate)")
