@@ -119,6 +119,8 @@ def _folder_rows():
         s = f["segment"]
         parts = [f"{s['images_per_s']:.1f} images/s with {f['workers']} threads "
                  f"({s['seconds']:.0f} s)"]
+        if f.get("all_lfw_minutes"):
+            parts[0] += f": all of lfw-gray in {f['all_lfw_minutes']:.1f} min"
         if f.get("segment_cluster"):
             parts.append(f"a local Dask cluster of {f['workers']} processes "
                          f"{f['segment_cluster']['images_per_s']:.1f} images/s "
@@ -128,7 +130,7 @@ def _folder_rows():
             parts.append(f"`facesegment label` {f['label']['images_per_s']:.1f} images/s "
                          f"(segment: {f['segment_vs_label']:.2f}× its rate)")
         ident = f.get("identical_to_single")
-        if ident:
+        if ident and ident[1]:
             parts.append(f"outputs of the first {ident[1]} identical to image-at-a-time: "
                          f"{ident[0]}")
         out.append(("folder of photos", f"`facesegment segment` on the first {s['images']:,} "

@@ -21,6 +21,9 @@ def test_a_small_folder_run_is_reported_and_matches_single_images(tmp_path, monk
     assert res["segment"]["images"] == 4 and res["segment"]["images_per_s"] > 0
     assert res["identical_to_single"] == [4, 4]
     assert res["model"] == "faces-handdrawn" and "label" not in res
+    assert B.main(["--n", "2", "--check", "0", "--no-cluster", "--no-label",
+                   "--out", str(out)]) == 0
+    assert "identical_to_single" not in json.loads(out.read_text())
 
 
 def test_the_images_are_the_first_ones_sorted():
