@@ -24,6 +24,7 @@ import numpy as np
 from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
+from ..modelio._forest_faces import DlibFaces
 from ..rule import DecisionRule
 from .votes import VoteSpec, face_votes
 
@@ -38,7 +39,7 @@ LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
 _FIX = "build the landmark model again (or point at another model folder)"
 
 
-class LandmarkModel:
+class LandmarkModel(DlibFaces):
     """The vote renderer and a landmark-free fallback: a
     :class:`facesegment.modelio.protocol.FaceModel`."""
 
@@ -151,26 +152,6 @@ class LandmarkModel:
             return proba, path, how, (own if points is OWN_LANDMARKS else points)
 
         return crop_faces(self, image, one, detect, detector, detect_size)
-
-    def photo_labels(self, shape, faces, return_proba=False):
-        """The photo's labels uint8 (H, W) and probabilities (or None) from
-        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
-        from .photo import paste_faces
-
-        return paste_faces(shape, faces, return_proba)
-
-    def require(self, detect=True):
-        """Raise a one-line DataError when dlib (to detect faces) is not installed;
-        nothing when ``detect`` is false (images taken as face crops)."""
-        from .photo import require_detector
-
-        require_detector(detect)
-
-    def face_finder(self, detector="landmarks"):
-        """What searches a photo for faces, in words (dlib's ``detector``)."""
-        from .photo import detector_words
-
-        return detector_words(detector)
 
     def save(self, folder):
         """Write the model as the folder ``folder`` (:func:`save_landmark_model`).

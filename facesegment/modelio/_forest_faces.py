@@ -8,7 +8,33 @@ saves itself its own way); they segment a face crop densely with
 """
 
 
-class ForestFaces:
+class DlibFaces:
+    """The protocol's methods of the models whose faces dlib finds (forests,
+    cascades, landmark votes): pasting faces back, the install check, the finder's
+    name (:mod:`facesegment.faces.photo`, imported when first used)."""
+
+    def photo_labels(self, shape, faces, return_proba=False):
+        """The photo's labels uint8 (H, W) and probabilities (or None) from
+        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
+        from ..faces.photo import paste_faces
+
+        return paste_faces(shape, faces, return_proba)
+
+    def require(self, detect=True):
+        """Raise a one-line DataError when dlib (to detect faces) is not installed;
+        nothing when ``detect`` is false (images taken as face crops)."""
+        from ..faces.photo import require_detector
+
+        require_detector(detect)
+
+    def face_finder(self, detector="landmarks"):
+        """What searches a photo for faces, in words (dlib's ``detector``)."""
+        from ..faces.photo import detector_words
+
+        return detector_words(detector)
+
+
+class ForestFaces(DlibFaces):
     """:class:`facesegment.modelio.protocol.FaceModel` for the forests and cascades
     (everything but ``kind``, ``rule``, ``class_names`` and ``save``)."""
 
@@ -72,23 +98,3 @@ class ForestFaces:
         from ..faces.forest_face import forest_photo_faces
 
         return forest_photo_faces(self, image, detect, detector, detect_size, alpha, beta, sigma)
-
-    def photo_labels(self, shape, faces, return_proba=False):
-        """The photo's labels uint8 (H, W) and probabilities (or None) from
-        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
-        from ..faces.photo import paste_faces
-
-        return paste_faces(shape, faces, return_proba)
-
-    def require(self, detect=True):
-        """Raise a one-line DataError when dlib (to detect faces) is not installed;
-        nothing when ``detect`` is false (images taken as face crops)."""
-        from ..faces.photo import require_detector
-
-        require_detector(detect)
-
-    def face_finder(self, detector="landmarks"):
-        """What searches a photo for faces, in words (dlib's ``detector``)."""
-        from ..faces.photo import detector_words
-
-        return detector_words(detector)
