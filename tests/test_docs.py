@@ -252,9 +252,11 @@ def _timings():
 
 
 def _peers():
-    from benchmarks.peers import DOC, markdown
+    """docs/peers.md: benchmarks.peers's table, then benchmarks.peers_oblique's part."""
+    from benchmarks.peers import DOC
+    from benchmarks.peers_oblique import page
 
-    return DOC, markdown(_json("reports/bench/peers.json"))
+    return DOC, page(_json("reports/bench/peers.json"), _json("reports/bench/peers_oblique.json"))
 
 
 def _peers_ablation():
@@ -295,7 +297,8 @@ def test_results_and_timings_pages_are_their_reports():
 def test_peer_and_nongreedy_pages_are_their_reports():
     doc, text = _peers()
     assert doc == DOCS / "peers.md" and doc.read_text() == text, \
-        "docs/peers.md is stale: python -m benchmarks.peers --quick"
+        "docs/peers.md is stale: python -m benchmarks.peers --quick, then " \
+        ".venv-treeple/bin/python -m benchmarks.peers_oblique --quick"
     doc, text = _peers_ablation()
     assert doc.parent == DOCS / "studies" and text.rstrip("\n") in doc.read_text(), \
         f"{_rel(doc)} is stale: python -m benchmarks.peers_ablation"
