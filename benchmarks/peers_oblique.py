@@ -55,8 +55,11 @@ DOC = ROOT / "docs" / "peers.md"
 #: The heading of that part.
 HEADING = "## Oblique forests: treeple's SPORF and MORF"
 OUT = ROOT / "reports" / "bench" / "peers_oblique.json"
-#: Our forests every other row is compared with (their row names).
-OURS = {"two-probe": "facesegment two-probe forest", "CO2": "facesegment CO2 forest"}
+#: Our forests every other row is compared with (their row names); the table's ratio
+#: columns are the oblique ones, the verdicts name all three.
+OURS = {"two-probe": "facesegment two-probe forest", "CO2": "facesegment CO2 forest",
+        "axis": "facesegment axis forest"}
+COLUMNS = ("two-probe", "CO2")
 #: Windows and trees of the untimed warm-up fit.
 WARM_ROWS, WARM_TREES = 500, 2
 
@@ -147,7 +150,7 @@ def morf_name(patch):
 
 def forests(cfg):
     """Every forest of the run, by row name: ours, SPORF, one MORF per patch side."""
-    out = {"facesegment axis forest": ours("axis"), OURS["two-probe"]: ours("two-probe"),
+    out = {OURS["axis"]: ours("axis"), OURS["two-probe"]: ours("two-probe"),
            OURS["CO2"]: ours("co2"), SPORF: treeple_forest("sporf")}
     out.update({morf_name(p): treeple_forest("morf", p) for p in cfg.patch})
     return out
@@ -184,9 +187,9 @@ def sig3(x):
 
 def compare(rows):
     """Each row's fit and per-face times as multiples of each of ours (``fit_x``,
-    ``face_x``: {"two-probe": ..., "CO2": ...}) and its accuracy minus theirs
+    ``face_x``: {"two-probe": ..., "CO2": ..., "axis": ...}) and its accuracy minus theirs
     (``accuracy_vs``); ours that failed are left out."""
-    base = {k: r for r in rows for k, name in OURS.items()
+    base = {k: r for k, name in OURS.items() for r in rows
             if r["peer"] == name and "error" not in r}
     for row in rows:
         if "error" in row:
@@ -214,6 +217,19 @@ def verdict(row):
     return f"{row['peer'].split(' (')[0]}: " + "; ".join(parts) + "."
 
 
+def summary(rows):
+    """One sentence: treeple's most accurate row against each of ours (None without both)."""
+    ran = [r for r in rows if "error" not in r]
+    theirs = [r for r in ran if r["peer"].startswith("treeple")]
+    mine = [(k, r) for k, name in OURS.items() for r in ran if r["peer"] == name]
+    if not theirs or not mine:
+        return None
+    best = max(theirs, key=lambda r: r["accuracy"])
+    return (f"treeple's most accurate forest here, {best['peer'].split(' (')[0]}, labels "
+            f"{best['accuracy']:.2f}% of the test windows right; ours: "
+            + ", ".join(f"{k} {r['accuracy']:.2f}%" for k, r in mine) + ".")
+
+
 def _x(d, k, fmt):
     return format(d[k], fmt) if k in d else ""
 
@@ -223,7 +239,7 @@ def markdown(doc):
     cfg, v = doc["settings"], doc["versions"]
     dims = cfg["morf_patches"][0][0]
     sides = ", ".join(str(hi[0]) for _, _, hi in cfg["morf_patches"])
-    ks = list(OURS)
+    ks = COLUMNS
     about = (
         f"in `.venv-treeple` (treeple {v['treeple']}, scikit-learn {v['scikit-learn']}), on "
         f"{doc['machine']}, {THREADS} threads for every forest. The windows of the table above, "
@@ -258,7 +274,8 @@ def markdown(doc):
             f"{_x(r['fit_x'], ks[1], 'g')} | {r['accuracy']:.2f} | "
             f"{_x(r['accuracy_vs'], ks[0], '+.2f')} | {_x(r['accuracy_vs'], ks[1], '+.2f')} | "
             f"{r['face_ms']:.0f} | {_x(r['face_x'], ks[0], 'g')} | {_x(r['face_x'], ks[1], 'g')} |")
-    lines += ["", "Where treeple wins and where it does not:", ""]
+    said = summary(doc["rows"])
+    lines += ["", *([said, ""] if said else []), "Where treeple wins and where it does not:", ""]
     lines += [f"- {verdict(r)}" for r in doc["rows"] if r["peer"].startswith("treeple")]
     return "\n".join(lines) + "\n"
 

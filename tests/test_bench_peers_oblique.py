@@ -79,16 +79,18 @@ def _rows():
 def test_compare_gives_ratios_against_two_probe_and_co2():
     rows = _rows()
     sporf = rows[3]
-    assert sporf["fit_x"] == {"two-probe": 0.5, "CO2": 0.25}
-    assert sporf["face_x"] == {"two-probe": 40.0, "CO2": 2.0}
-    assert sporf["accuracy_vs"] == {"two-probe": -0.5, "CO2": 0.5}
+    assert sporf["fit_x"] == {"two-probe": 0.5, "CO2": 0.25, "axis": 2.0}
+    assert sporf["face_x"] == {"two-probe": 40.0, "CO2": 2.0, "axis": 80.0}
+    assert sporf["accuracy_vs"] == {"two-probe": -0.5, "CO2": 0.5, "axis": 5.5}
+    assert compare([{"peer": "x", "fit_s": 1.0, "face_ms": 1.0, "accuracy": 1.0}])[0][
+        "fit_x"] == {}
     assert rows[1]["fit_x"]["two-probe"] == 1.0 and rows[2]["accuracy_vs"]["CO2"] == 0.0
     assert rows[4] == ROWS[4]   # a failed forest stays, without ratios
 
 
 def test_compare_leaves_out_a_forest_of_ours_that_failed():
     rows = compare([dict(ROWS[0]), {"peer": TP, "error": "x"}, dict(ROWS[2]), dict(ROWS[3])])
-    assert set(rows[3]["fit_x"]) == {"CO2"} and rows[3]["fit_x"]["CO2"] == 0.25
+    assert set(rows[3]["fit_x"]) == {"CO2", "axis"} and rows[3]["fit_x"]["CO2"] == 0.25
 
 
 def test_verdict_names_what_wins_and_what_loses():
@@ -99,7 +101,16 @@ def test_verdict_names_what_wins_and_what_loses():
             "(-0.50 points), time per face (40×)") in said
     assert ("against our CO2 forest it wins on accuracy (+0.50 points), fit time (0.25×) "
             "and loses on time per face (2×)") in said
+    assert said.endswith("against our axis forest it wins on accuracy (+5.50 points) and loses "
+                         "on fit time (2×), time per face (80×).")
     assert verdict(rows[4]).startswith("treeple MORF, patches to 4×4 did not run (MemoryError")
+
+
+def test_summary_names_treeples_most_accurate_row_and_ours():
+    assert peers_oblique.summary(_rows()) == (
+        "treeple's most accurate forest here, treeple SPORF, labels 55.50% of the test windows "
+        "right; ours: two-probe 56.00%, CO2 55.00%, axis 50.00%.")
+    assert peers_oblique.summary(_rows()[:3]) is None
 
 
 def _doc(rows):
