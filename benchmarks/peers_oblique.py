@@ -9,13 +9,14 @@ of our two-probe and CO2 forests:
 - MORF (``PatchObliqueRandomForestClassifier``): each projection is the sum of
   one random patch of the window, of 1 to P rows and columns by 1 to 3 channels
   (``data_dims`` is the window's rows × columns × channels, the order of its
-  features); one MORF row per largest side P of ``--patch`` (2, 4 and 8: the
-  patch size matters, larger is not better here).
+  features); one MORF row per largest side P of ``--patch`` (default: 2, 4
+  and 8).
 
 They are fitted beside our axis-aligned, two-probe and CO2 (the paper's,
 ``init="axis"``) forests on the windows of ``benchmarks/peers.py``
 (:func:`benchmarks.peers.bench_windows`), with its trees, depth, windows per
-tree (drawn with replacement), leaf size, entropy criterion and ``q``: treeple's
+tree (drawn with replacement), leaf size and ``q`` (treeple's criterion is the
+entropy, as the axis forest's and scikit-learn's forest there): treeple's
 ``max_features`` is ``q`` projections per node, CO2 starts from the best of
 ``q`` features, two-probe tries ``--pairs`` pairs. Its protocol is this one's:
 ``fit``; accuracy and time of ``predict_proba`` on the test windows; the median
@@ -95,7 +96,7 @@ def ours_params(cfg, kind):
         return dict(base, max_features=cfg.q)
     if kind == "two-probe":
         return dict(base, n_pairs=cfg.pairs)
-    if kind == "co2":   # the paper's CO2 and pipelines/config.toml's nu, eta and oblique_min_samples
+    if kind == "co2":   # the paper's CO2; nu, eta, oblique_min_samples: pipelines/config.toml
         return dict(base, max_features=cfg.q, nu=1.0, eta=1e-3, oblique_min_samples=200)
     raise ValueError(kind)
 
