@@ -30,9 +30,6 @@ from dataclasses import dataclass, fields
 
 from .bounds import BOUNDS
 from .classes import IGNORE
-from .dense._checks import check_factors, check_mode, model_layout
-from .dense.image import strict_region
-from .dense.reweight import class_scale, reweight_labels, smooth
 from .position import position_scales
 
 __all__ = ["DecisionRule", "PAPER_RULE", "NoRuleWarning", "rule_of", "decision_rule",
@@ -160,6 +157,11 @@ class DecisionRule:
         """
         import numpy as np
 
+        # lazy: facesegment.dense's package imports this module (predict_image applies the rule)
+        from .dense._checks import check_factors, check_mode, model_layout  # lazy: as above
+        from .dense.image import strict_region  # lazy: as above
+        from .dense.reweight import reweight_labels, smooth  # lazy: as above
+
         check_mode(mode)
         self.check(model)
         s = check_factors(model.sampling_factors, raw.shape[-1])
@@ -187,6 +189,8 @@ PAPER_RULE = DecisionRule()
 def _reweight_position(raw, position, s, alpha, beta):
     """``raw * s**-alpha * (pos/pi)**beta`` renormalised per pixel, and its argmax."""
     import numpy as np
+
+    from .dense.reweight import class_scale  # lazy: facesegment.dense's package imports rule
 
     h, w, c = raw.shape
     ys, xs = np.divmod(np.arange(h * w), w)
