@@ -20,6 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .data.imageio import read_image
+from .faces.crops import DETECTORS, DETECT_MAX_SIDE, DETECT_MODES
+from .faces.photo import check_photo_dependencies as check, taken_whole
+from .faces.segment import photo_faces, photo_labels
+from .modelio.model import load_model as _load
+from .models import resolve
+
 __all__ = ["Face", "segment", "load_model", "check_photo_dependencies"]
 
 _DEFAULT = {}
@@ -36,9 +43,6 @@ def load_model(name_or_path=None):
         When it is neither (the message lists the shipped names), or the folder
         is not a valid model.
     """
-    from .modelio.model import load_model as _load
-    from .models import resolve
-
     return _load(resolve(name_or_path))
 
 
@@ -56,8 +60,6 @@ def check_photo_dependencies():
     """Raise a one-line DataError when dlib or its landmark model (needed to find
     faces in photos) is not installed, naming what to install
     (:func:`facesegment.faces.photo.check_photo_dependencies`)."""
-    from .faces.photo import check_photo_dependencies as check
-
     check()
 
 
@@ -122,8 +124,6 @@ class Face:
 
 
 def _read(image):
-    from .data.imageio import read_image
-
     if isinstance(image, (str, Path)):
         return read_image(image, orient=True)
     arr = np.asarray(image)
@@ -186,10 +186,6 @@ def segment(image, model=None, *, detect="auto", detector="landmarks", detect_si
     >>> labels = faces[0].labels        # uint8 (H, W): class ids, see facesegment.classes
     >>> facesegment.segment("crop.png", "faces300w-landmarks")   # doctest: +SKIP
     """
-    from .faces.crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
-    from .faces.photo import taken_whole
-    from .faces.segment import photo_faces, photo_labels
-
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
     if detector not in DETECTORS:

@@ -15,6 +15,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from .errors import DataError
+
 #: Largest seed (the command line's ``--seed``, ``random_state``).
 MAX_SEED = 2 ** 32 - 1
 #: Upper bounds of counts that are not estimator parameters (those are in
@@ -196,7 +198,6 @@ def check(name, value, where=None, fix=None):
     except ValueError as exc:
         if where is None:
             raise
-        from .errors import DataError
 
         raise DataError(where, str(exc), fix) from None
 
@@ -236,8 +237,6 @@ def env_number(var, default):
     try:
         return bound.parse(text)
     except ValueError:
-        from .errors import DataError
-
         raise DataError(f"environment variable {var}", f"is set to {_show(text)}, not "
                         f"{bound.describe()} ({bound.reason})",
                         f"set {var} to {bound.describe()}, or unset it") from None

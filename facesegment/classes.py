@@ -15,7 +15,7 @@ label PNGs (:func:`facesegment.data.imageio.label_palette`), so all are one.
 
 import numpy as np
 
-from .layout import DEFAULT_LAYOUT
+from .layout import DEFAULT_LAYOUT, feature_offsets as _offsets
 
 #: Class names by id.  "left"/"right" are the image's left and right.
 CLASS_NAMES = (
@@ -61,8 +61,6 @@ CLASS_COLORS = np.array(
 def feature_offsets(width, channels=N_CHANNELS, window=WINDOW):
     """Byte offsets of a window's features (default: the paper's layout); see
     :func:`facesegment.layout.feature_offsets` and ``WindowLayout.feature_offsets``."""
-    from .layout import feature_offsets as _offsets
-
     return _offsets(width, channels, window)
 
 

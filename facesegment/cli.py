@@ -9,8 +9,10 @@ import sys
 import threading
 
 from . import __version__
+from .atomic import overwriting
 from .commands import COMMANDS
 from .errors import FaceSegmentError, Terminated
+from .limits import max_image_pixels
 
 #: Exit statuses of every command (also in ``facesegment --help``).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR = 0, 1, 2
@@ -30,15 +32,26 @@ On 130 and 143 finished outputs are kept and partial ones removed, as on errors.
 """
 
 
-def _command_modules():
+def _command_modules(command=None):
+    """``{name: module}`` of the subcommands (``command``: that one only)."""
     mods = {}
     for name in COMMANDS:
-        mods[name] = importlib.import_module(f"facesegment.commands.{name}")
+        if command is None or name == command:
+            # lazy: CLI start-up, a command's module imports the library it runs
+            mods[name] = importlib.import_module(f"facesegment.commands.{name}")
     return mods
 
 
-def get_parser():
-    """Build the argument parser with one sub-parser per subcommand."""
+def _command_of(argv):
+    """The subcommand ``argv`` runs when it is its first word, else None (no command,
+    or options first: the whole parser is needed, e.g. for ``--help``)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    return words[0] if words and words[0] in COMMANDS else None
+
+
+def get_parser(command=None):
+    """Build the argument parser with one sub-parser per subcommand (``command``:
+    the arguments of that one only, the others named, for running it)."""
     parser = argparse.ArgumentParser(
         prog="facesegment",
         description=(
@@ -54,7 +67,12 @@ def get_parser():
     )
     parser.add_argument("--version", action="version", version=f"facesegment {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, mod in _command_modules().items():
+    mods = _command_modules(command)
+    for name in COMMANDS:
+        if name not in mods:
+            sub.add_parser(name)
+            continue
+        mod = mods[name]
         p = sub.add_parser(
             name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,13 +137,11 @@ def _ending(argv):
 
 
 def _run(argv):
-    parser = get_parser()
+    parser = get_parser(_command_of(argv))
     args = parser.parse_args(argv)  # SystemExit for --help, --version and usage errors
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_ERROR
-    from .atomic import overwriting
-    from .limits import max_image_pixels
 
     try:
         max_image_pixels()  # a bad setting is one error line before any work

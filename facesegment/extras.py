@@ -15,6 +15,8 @@ naming the extra.
 
 import importlib
 
+from .errors import DataError
+
 #: The extra that installs each optional top-level module.
 EXTRAS = {"distributed": "pipeline", "matplotlib": "pipeline"}
 
@@ -46,7 +48,5 @@ def require(module, purpose):
     try:
         return importlib.import_module(module)
     except ImportError:
-        from .errors import DataError
-
         raise DataError(module, f"is not installed, and {purpose} needs it",
                         f"pip install 'facesegment[{EXTRAS[module]}]'") from None

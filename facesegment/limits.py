@@ -30,7 +30,8 @@ MAX_IMAGE_BYTES = 1 << 30
 #: Bytes read from one text file (``.pts`` landmarks, lists of names) at most (64 MiB).
 MAX_TEXT_BYTES = 64 << 20
 from .bounds import (MAX_JSON_BYTES, MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOW_SIDE,  # noqa: F401
-                     MAX_WINDOWS, MAX_WORKERS)
+                     MAX_WINDOWS, MAX_WORKERS, env_number)
+from .errors import DataError
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -46,8 +47,6 @@ def max_image_pixels():
         Naming the variable when it is set to anything but an integer within
         its bounds (:data:`facesegment.bounds.BOUNDS`).
     """
-    from .bounds import env_number
-
     return env_number("FACESEGMENT_MAX_IMAGE_PIXELS", MAX_IMAGE_PIXELS)
 
 
@@ -73,8 +72,6 @@ def read_regular_file(path, what, max_bytes, fix="give a regular file"):
         device, a socket, a folder), unreadable, or larger than ``max_bytes``.
     FileNotFoundError is reported as a DataError too ("does not exist").
     """
-    from .errors import DataError
-
     path = os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -166,8 +163,6 @@ def _jpeg_size(buf):
 def check_image_pixels(path, data, what="image"):
     """Refuse an encoded image whose header declares more than
     :func:`max_image_pixels` pixels, before it is decoded (DataError naming it)."""
-    from .errors import DataError
-
     size = image_size(data)
     if size is None:
         return

@@ -36,6 +36,7 @@ import os
 from contextlib import contextmanager
 
 from .errors import FaceSegmentError, SchedulerLostError, WorkersLostError
+from .extras import require
 from .progress import Progress
 
 #: Seconds between checks of the client's state while waiting for results.
@@ -89,8 +90,6 @@ def get_client(scheduler):
     accepts the connection but does not answer within :data:`CONNECT_TIMEOUT`
     seconds are each one FaceSegmentError line.
     """
-    from .extras import require
-
     Client = require("distributed", "a Dask cluster (--scheduler)").Client
     if isinstance(scheduler, Client):
         return scheduler, False
@@ -328,8 +327,6 @@ def _quiet_distributed_logs():
 
 
 def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
-    from .extras import require
-
     require("distributed", "a Dask cluster (--scheduler)")
     from distributed import wait
     from distributed.client import FuturesCancelledError

@@ -28,6 +28,10 @@ import math
 import warnings
 from dataclasses import dataclass, fields
 
+from .bounds import BOUNDS
+from .classes import IGNORE
+from .position import position_scales
+
 __all__ = ["DecisionRule", "PAPER_RULE", "NoRuleWarning", "rule_of", "decision_rule",
            "missing_rule_note", "default_alpha", "default_beta", "default_sigma"]
 
@@ -43,7 +47,6 @@ def _term(value, name):
         raise TypeError(f"decision rule: {name} must be a number, got {value!r}") from None
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"decision rule: {name}={value!r} must be finite and >= 0")
-    from .bounds import BOUNDS
 
     bound = BOUNDS[name]
     if v > bound.high:
@@ -154,10 +157,10 @@ class DecisionRule:
         """
         import numpy as np
 
-        from .classes import IGNORE
-        from .dense._checks import check_factors, check_mode, model_layout
-        from .dense.image import strict_region
-        from .dense.reweight import reweight_labels, smooth
+        # lazy: facesegment.dense's package imports this module (predict_image applies the rule)
+        from .dense._checks import check_factors, check_mode, model_layout  # lazy: as above
+        from .dense.image import strict_region  # lazy: as above
+        from .dense.reweight import reweight_labels, smooth  # lazy: as above
 
         check_mode(mode)
         self.check(model)
@@ -187,8 +190,7 @@ def _reweight_position(raw, position, s, alpha, beta):
     """``raw * s**-alpha * (pos/pi)**beta`` renormalised per pixel, and its argmax."""
     import numpy as np
 
-    from .dense.reweight import class_scale
-    from .position import position_scales
+    from .dense.reweight import class_scale  # lazy: facesegment.dense's package imports rule
 
     h, w, c = raw.shape
     ys, xs = np.divmod(np.arange(h * w), w)

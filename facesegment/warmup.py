@@ -28,7 +28,12 @@ from contextlib import contextmanager
 import numpy as np
 
 from .classes import CLASS_NAMES
+from .dense import predict_image
+from .faces.segment import segment_image
+from .forest._arrays import ForestArrays
 from .layout import DEFAULT_LAYOUT, WindowLayout
+from .modelio.model import Model
+from .progress import Progress
 
 #: Side of the image each synthetic step predicts (more than one window).
 IMAGE_SIDE = 40
@@ -42,9 +47,6 @@ REDRAW_SECONDS = 2.0
 def _tiny_model(kind, family, layout, weights_dtype=np.float32, seed=0):
     """A 2-tree forest of one node family (``axis``, ``two-probe``, ``oblique``,
     ``sparse``) on ``layout``, as a :class:`facesegment.modelio.model.Model`."""
-    from .forest._arrays import ForestArrays
-    from .modelio.model import Model
-
     rng = np.random.default_rng(seed)
     p = layout.n_features
     n_classes = len(CLASS_NAMES)
@@ -103,8 +105,6 @@ def _tiny_model(kind, family, layout, weights_dtype=np.float32, seed=0):
 
 
 def _predict_step(model):
-    from .dense import predict_image
-
     channels = 3 if model.layout is None else min(3, model.layout.channels)
     image = np.random.default_rng(1).integers(0, 256, (IMAGE_SIDE, IMAGE_SIDE, channels),
                                               dtype=np.uint8)
@@ -137,8 +137,6 @@ def default_steps():
 def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kernels"):
     """``(label, callable)``: what ``segment`` runs for one face crop of ``model``
     (a :func:`facesegment.faces.segment.segment_image` of a blank crop)."""
-    from .faces.segment import segment_image
-
     channels = 3 if model.layout is None or model.layout.channels >= 3 else 1
     crop = np.zeros((CROP_SIDE, CROP_SIDE, channels) if channels == 3
                     else (CROP_SIDE, CROP_SIDE), np.uint8)
@@ -157,8 +155,6 @@ def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stre
     take longer than that (kernels already cached load in well under a
     second), or until ``speak_up`` (a :class:`threading.Event`, e.g.
     :func:`compiling`'s) is set.  Returns ``[(label, seconds)]``."""
-    from .progress import Progress
-
     bar = Progress(len(steps), desc=desc, unit="steps", enabled=progress, stream=stream,
                    min_interval=0.0, log_interval=0.0)
     done = threading.Event()

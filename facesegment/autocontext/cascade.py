@@ -23,7 +23,12 @@ The folder::
 
 from pathlib import Path
 
+from .. import __version__, dense
 from ..atomic import MANIFEST, write_json_atomic
+from ..modelio._model_class import Model
+from ..modelio._model_doc import parse, read_json_text
+from ..modelio._model_files import (check_model_output, jsonable, load_model_folder,
+                                    save_model_folder, write_folder)
 from .context import ContextSpec, as_u8, context_maps, context_planes
 from ..errors import DataError
 from ..modelio._forest_faces import ForestFaces
@@ -88,12 +93,10 @@ class Cascade(ForestFaces):
     def context(self, image, n_stages=None):
         """The context planes the stage ``n_stages`` (default: the last) reads:
         uint8 (H, W, spec.n_planes), from running the stages before it."""
-        from ..dense import predict_proba_raw
-
         n = len(self.stages) if n_stages is None else int(n_stages)
         planes = None
         for k, stage in enumerate(self.stages[:n - 1], 1):
-            raw = predict_proba_raw(stage, image, mode="full", planes=planes)
+            raw = dense.predict_proba_raw(stage, image, mode="full", planes=planes)
             maps = context_maps(as_u8(raw), self.spec, k, stage.sampling_factors,
                                 self.position)
             planes = context_planes(maps, self.spec, self.position)
@@ -129,9 +132,6 @@ def save_cascade(cascade, path):
     """Write the cascade folder atomically (a temporary folder renamed into place);
     an existing cascade or model folder at ``path`` is replaced, anything else is
     refused (as :func:`facesegment.modelio.model.save_model`)."""
-    from .. import __version__
-    from ..modelio._model_files import check_model_output, jsonable, save_model_folder, write_folder
-
     path = Path(path)
     if is_cascade_folder(path):
         _check_own_files(path)
@@ -162,12 +162,7 @@ def _check_own_files(path):
 
 def load_cascade(path, verify=True):
     """Load a cascade folder written by :func:`save_cascade`."""
-    from ..modelio._model_class import Model
-    from ..modelio._model_doc import parse
-    from ..modelio._model_files import load_model_folder
-
     path = Path(path)
-    from ..modelio._model_doc import read_json_text
 
     doc = parse(read_json_text(path / CASCADE_FILE, _FIX), path / CASCADE_FILE)
     if not isinstance(doc, dict) or doc.get("format") != CASCADE_FORMAT:

@@ -25,6 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import dense
+from ..modelio.model import Model
 from .cascade import Cascade
 from .context import ContextSpec, as_u8, context_maps, context_planes, to_context_layout
 from ..progress import Progress
@@ -58,8 +60,6 @@ def stage_model(est, kind, meta, stage, spec):
     """The :class:`~facesegment.modelio.model.Model` of a fitted cascade stage: stage 1 on
     the windows' layout, a later stage remapped from ``[window | context]``
     columns onto the window layout with ``spec``'s context planes."""
-    from ..modelio.model import Model
-
     if stage == 1:
         return Model.from_estimator(est, kind, meta)
     tab = Model.from_estimator(est, kind, replace(meta, layout=None, mean=None, std=None))
@@ -171,8 +171,6 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
                       seed, log, progress, times, planes_of):
     """``{image: uint8 (H, W, C)}``: stage ``s``'s maps of every training image,
     each from the fold forest that did not see it."""
-    from ..dense import predict_proba_raw
-
     n_folds = int(fold.max()) + 1
     img_fold = {i: int(fold[r[0]]) for i, r in rows_of_images(ws.image_index).items()}
     maps = {}
@@ -189,7 +187,7 @@ def _out_of_fold_maps(ws, load_image, rows, y, fold, images, kind, make, s, spec
             for img in (i for i in images if img_fold[int(i)] == f):
                 image = load_image(ws.meta.sources[int(img)])
                 planes = None if prev_maps is None else planes_of(prev_maps, img, s - 1)
-                raw = predict_proba_raw(model, image, mode="full", planes=planes)
+                raw = dense.predict_proba_raw(model, image, mode="full", planes=planes)
                 maps[int(img)] = as_u8(raw)
                 bar.update(1)
     times[f"stage{s}_out_of_fold"] = time.perf_counter() - t0

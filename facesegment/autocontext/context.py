@@ -43,6 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dense._packing import cached
+from ..dense.reweight import class_scale
+from ..position import position_factor
 from ._context_kernels import shifted_planes
 from ..layout import WindowLayout
 
@@ -152,7 +155,6 @@ def context_maps(q, spec, stage, sampling_factors, prior=None):
     p = np.asarray(q, np.float32) / np.float32(255.0)
     if stage != 1 or spec.stage1_alpha is None:
         return p
-    from ..dense.reweight import class_scale
 
     scale = class_scale(np.asarray(sampling_factors, np.float64), spec.stage1_alpha)
     scale = (scale / scale.max()).astype(np.float32)   # renormalised below: any common factor
@@ -169,9 +171,6 @@ def context_maps(q, spec, stage, sampling_factors, prior=None):
 def _position_power(prior, shape, beta):
     """``(pos/pi)**beta`` on an image of ``shape``, float32 (H, W, C), scaled to a
     maximum of 1 per pixel (cached per prior, shape and beta: the same for every crop)."""
-    from ..dense._packing import cached
-    from ..position import position_factor
-
     def build():
         f = position_factor(prior, shape).astype(np.float64) ** float(beta)
         return (f / np.maximum(f.max(axis=-1, keepdims=True), 1e-300)).astype(np.float32)
@@ -226,9 +225,6 @@ def context_planes(proba, spec, prior=None):
 def prior_planes(prior, shape):
     """The position prior's class frequencies on an image of ``shape``, x 255:
     uint8 (H, W, C) (resized as :func:`facesegment.position.position_factor`)."""
-    from ..dense._packing import cached
-    from ..position import position_factor
-
     def build():
         freq = position_factor(prior, shape) * np.maximum(prior.class_prior, 1e-12).astype(
             np.float32)

@@ -4,7 +4,16 @@ import argparse
 import math
 
 
-from ..limits import MAX_PIXEL_STRIDE, MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS  # noqa: F401
+from ..atomic import OVERWRITE_FIX, check_output_path, check_writable_folder
+from ..bounds import BOUNDS
+from ..dense import default_beta, model_layout
+from ..dense._checks import check_factors
+from ..errors import DataError
+from ..limits import (MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOW_SIDE, MAX_WINDOWS,  # noqa: F401
+                      MAX_WORKERS)
+from ..modelio.model import load_model
+from ..models import resolve
+from ..rule import missing_rule_note, rule_of
 
 
 def _int_at_least(text, low, expected, high=None):
@@ -36,29 +45,21 @@ def int_in(low, high, expected=None):
 
 def seed_int(text):
     """argparse type: a seed, an integer in 0..2**32-1 (``facesegment.limits.MAX_SEED``)."""
-    from ..limits import MAX_SEED
-
     return _int_at_least(text, 0, "a seed, an integer >= 0", MAX_SEED)
 
 
 def positive_int(text):
     """argparse type: a positive integer (``_`` and ``,`` separators allowed), at most
     the upper bound of ``BOUNDS["count"]``."""
-    from ..bounds import BOUNDS
-
     return _int_at_least(text, 1, "a positive integer", BOUNDS["count"].high)
 
 
 def nonneg_int(text):
     """argparse type: an integer >= 0, at most the upper bound of ``BOUNDS["count"]``."""
-    from ..bounds import BOUNDS
-
     return _int_at_least(text, 0, "a non-negative integer", BOUNDS["count"].high)
 
 
 def _nonneg_number(text, meaning, name):
-    from ..bounds import BOUNDS
-
     try:
         v = float(text)
     except ValueError:
@@ -125,8 +126,6 @@ def check_output_folder(path, option):
     DataError
         Naming the folder and ``option`` when it cannot be created or written.
     """
-    from ..atomic import check_writable_folder
-
     check_writable_folder(path, "cannot write to the output folder",
                           f"choose a writable folder with {option}")
 
@@ -148,8 +147,6 @@ def check_outputs(paths, what="output", option=None):
         One line naming the first path that may not be written and the fix
         (``option``: the command-line option that names it).
     """
-    from ..atomic import OVERWRITE_FIX, check_output_path
-
     fix = OVERWRITE_FIX if option is None else \
         f"give {option} another path, move the file away, or pass --overwrite to replace it"
     for path in paths:
@@ -202,11 +199,6 @@ def load_image_model(path):
     segment), checking up front that it is a model of image windows those
     images can give: a tabular model, or one whose layout needs extra planes,
     is one DataError naming the folder (exit 2) instead of a failure per image."""
-    from ..dense import model_layout
-    from ..errors import DataError
-    from ..modelio.model import load_model
-    from ..models import resolve
-
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
     if not model.dense:   # landmark votes, the face mesh: their forests were checked on loading
         model.require(detect=False)       # what reading any face needs (the face mesh)
@@ -220,7 +212,6 @@ def load_image_model(path):
         raise DataError(path, f"needs {layout.describe()}, more planes than an image has "
                         "(extra planes such as probability maps are given with "
                         "facesegment.dense.predict_image(..., planes=))", fix)
-    from ..dense._checks import check_factors
 
     try:  # the model's fault, said once, rather than every image 'skipped'
         check_factors(model.sampling_factors, model.arrays.n_classes)
@@ -235,8 +226,6 @@ def note_missing_rule(model, path, alpha):
     unless ``alpha`` was given; return whether it was printed."""
     import sys
 
-    from ..rule import missing_rule_note, rule_of
-
     if rule_of(model) is not None or alpha is not None:
         return False
     print(f"note: {path}: {missing_rule_note(model)}", file=sys.stderr)
@@ -246,9 +235,6 @@ def note_missing_rule(model, path, alpha):
 def model_beta(model, path, beta):
     """``--beta`` (None: the model's selected one); a beta > 0 for a model without a
     position prior is one error line naming the model."""
-    from ..dense import default_beta
-    from ..errors import DataError
-
     if beta is None:
         return default_beta(model)
     if beta > 0 and getattr(model, "position", None) is None:

@@ -11,6 +11,8 @@ kind takes those of its own class that its row does not fix.
 
 import argparse
 
+from ..forest import params as P
+from ..forest.params import COMMON_CONSTRAINTS, constraints_of, resolve_max_features
 from ._common import _int_at_least
 
 
@@ -27,8 +29,6 @@ def nonneg_int(text):
 
 def class_options(cls):
     """``{parameter: (flag, constraint)}``: the options of an estimator class."""
-    from ..forest.params import constraints_of
-
     return {name: ("--" + (c.flag or name.replace("_", "-")), c)
             for name, c in constraints_of(cls).items() if c.help}
 
@@ -43,8 +43,6 @@ def kind_options(kind):
 def _argument_kw(constraint):
     """argparse keywords for a constraint: its type (bounds beyond the type's
     are checked against the chosen kind's table before training)."""
-    from ..forest import params as P
-
     if isinstance(constraint, P.Boolean):
         return {"action": argparse.BooleanOptionalAction}
     if isinstance(constraint, P.Options):
@@ -76,8 +74,6 @@ def samples_arg(text):
 def max_features_arg(text):
     """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction (checked by the
     estimators' own ``resolve_max_features``)."""
-    from ..forest.params import resolve_max_features
-
     t = text.strip().lower()
     try:
         value = t if (t in ("sqrt", "log2", "all") or t.startswith("p^")) else samples_arg(t)
@@ -124,8 +120,6 @@ def add_estimator_options(parser, kinds):
     ValueError
         When two classes give one flag to different parameters.
     """
-    from ..forest.params import COMMON_CONSTRAINTS
-
     options = {}   # flag -> (param, constraint, cls)
     takers = {}    # flag -> [kinds]
     for kind in kinds:

@@ -6,13 +6,16 @@ import os
 import posixpath
 import sys
 
+from ..atomic import OVERWRITE_FIX, check_output_path, check_writable_folder
+from ..errors import DataError
+from ..faces.folder import SegmentResult, _stop_reason, output_names, write_summary_csv
+from ..faces.video import segment_video, video_outputs
+
 
 def video_items(videos):
     """``[(path, name, output)]``: each video named by its file name, outputs named as
     photos' are (:func:`facesegment.faces.folder.output_names`: a clash keeps the
     extension, then ``-2``...)."""
-    from ..faces.folder import output_names
-
     names = [os.path.basename(os.fspath(v)) for v in videos]
     return list(zip(videos, names, output_names(names)))
 
@@ -20,9 +23,6 @@ def video_items(videos):
 def check_video_outputs(videos, out_dir):
     """The output-path rule on every file the videos would write (and summary.csv),
     and a writable OUTPUT_DIR, before any work."""
-    from ..atomic import OVERWRITE_FIX, check_output_path, check_writable_folder
-    from ..faces.video import video_outputs
-
     check_writable_folder(out_dir, "cannot write the outputs here", "choose a writable OUTPUT_DIR")
     check_output_path(os.path.join(out_dir, "summary.csv"), "summary", OVERWRITE_FIX)
     for _, _, output in video_items(videos):
@@ -39,10 +39,6 @@ def segment_videos(model, videos, args, image_results, photo_kw):
     list of SegmentResult, one per video.
     """
     import json
-
-    from ..errors import DataError
-    from ..faces.folder import SegmentResult, write_summary_csv
-    from ..faces.video import segment_video
 
     out = args.output_dir
     stream = sys.stderr if args.json else sys.stdout
@@ -66,8 +62,6 @@ def segment_videos(model, videos, args, image_results, photo_kw):
                 print(f"{name}: {n} frames in {secs:.1f} s ({n / max(secs, 1e-9):.2f} "
                       f"frames/s); {files}", file=stream)
     except BaseException as exc:
-        from ..faces.folder import _stop_reason
-
         why = (f"not segmented: {exc}" if isinstance(exc, DataError)
                else _stop_reason(exc))
         raise

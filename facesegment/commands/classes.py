@@ -1,5 +1,10 @@
 """``facesegment classes``: the class ids, names and colours (the overlays' key)."""
 
+from ..atomic import check_output_path
+from ..bounds import arg_type
+from ..classes import CLASS_COLORS, CLASS_NAMES, class_table, legend_image
+from ..data.imageio import write_png_atomic
+
 HELP = "list the class ids, names and colours (the palette of the label and overlay PNGs)"
 DESCRIPTION = """\
 List the classes every model segments into: id (the value in NAME_label.png),
@@ -15,8 +20,6 @@ examples:
 
 
 def add_arguments(p):
-    from ..bounds import arg_type
-
     p.add_argument("--legend", metavar="FILE.png", default=None,
                    help="also write the class key as a PNG (written atomically)")
     p.add_argument("--scale", type=arg_type("legend_scale", "--scale"), default=0.6,
@@ -24,19 +27,12 @@ def add_arguments(p):
 
 
 def run(args):
-    from ..classes import CLASS_COLORS, CLASS_NAMES, class_table
-
     if args.legend:
-        from ..atomic import check_output_path
-
         check_output_path(args.legend, "class key")
     print(f"{'id':>2}  {'name':<14} {'colour':<8} rgb")
     for i, name, hexa, rgb in class_table(CLASS_NAMES, CLASS_COLORS):
         print(f"{i:>2}  {name:<14} {hexa:<8} {rgb[0]},{rgb[1]},{rgb[2]}")
     if args.legend:
-        from ..data.imageio import write_png_atomic
-        from ..classes import legend_image
-
         write_png_atomic(args.legend, legend_image(scale=args.scale))
         print(f"class key written to {args.legend}")
     return 0

@@ -3,8 +3,17 @@
 import os
 import sys
 import time
-from ..atomic import write_json_atomic
+from ..atomic import check_output_path, write_bytes_atomic, write_json_atomic
 from ..bounds import arg_type
+from ..classes import CLASS_NAMES
+from ..data.datasets import (LABEL_REPORT, LABEL_SUFFIX, check_face, find_faces, find_images,
+                             skipped_by_labeller)
+from ..data.download import fetch_lfw
+from ..data.imageio import read_image
+from ..data.splits import split_dataset
+from ..errors import DataError, FaceSegmentError
+from ..faces.landmarks import pts_path_for, read_pts, render_labels
+from ..parallel import map_tasks
 from ._common import MAX_WORKERS, int_in, nonneg_int, seed_int
 
 HELP = "get and check face data: download LFW, validate a labelled folder, render .pts, show splits"
@@ -99,8 +108,6 @@ def run(args):
 
 
 def _lfw(args):
-    from ..data.download import fetch_lfw
-
     t0 = time.perf_counter()
     folder = fetch_lfw(args.dest, unfunneled=args.unfunneled, url=args.url, archive=args.archive,
                        sha256=args.sha256, progress=not args.quiet, timeout=args.timeout)
@@ -110,10 +117,6 @@ def _lfw(args):
 
 
 def _check(args):
-    from ..classes import CLASS_NAMES
-    from ..data.datasets import LABEL_REPORT, check_face, find_faces, skipped_by_labeller
-    from ..parallel import map_tasks
-
     recs = find_faces(args.dir, args.labels, require_labels=False)
     label_root = args.labels if args.labels is not None else args.dir
     skipped = skipped_by_labeller(label_root)
@@ -144,10 +147,6 @@ def _check(args):
 
 
 def _render(args):
-    from ..data.datasets import LABEL_SUFFIX, find_images
-    from ..errors import DataError
-    from ..faces.landmarks import pts_path_for, read_pts, render_labels
-
     from pathlib import Path
 
     root, out = Path(args.dir), Path(args.out)
@@ -167,8 +166,6 @@ def _render(args):
             kept.append(str(target))  # a label map this command did not write: never replaced
             continue
         try:
-            from ..data.imageio import read_image
-
             # the size as every reader sees it (EXIF orientation applied)
             shape = read_image(img).shape[:2]
             labels = render_labels(read_pts(pts), shape)
@@ -213,8 +210,6 @@ def write_rendered_label(path, labels):
     import numpy as np
     from PIL.PngImagePlugin import PngInfo
 
-    from ..atomic import write_bytes_atomic
-
     info = PngInfo()
     info.add_text(*RENDER_MARK)
     buf = io.BytesIO()
@@ -236,11 +231,6 @@ def rendered_by_us(path):
 
 
 def _splits(args):
-    from ..data.splits import split_dataset
-
-    from ..atomic import check_output_path
-    from ..errors import FaceSegmentError
-
     if args.out:  # before any work
         check_output_path(args.out, "split lists")
     try:

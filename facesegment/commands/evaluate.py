@@ -4,9 +4,23 @@ import os
 import sys
 import time
 from pathlib import Path
-from ._common import (add_overwrite_argument, add_parallel_arguments, add_scoring_arguments, add_test_face_arguments,
-                      alpha_value, beta_value, check_output_folder, check_outputs, model_names, nonneg_int,
-                      positive_int, sigma_value)
+from ..atomic import write_json_atomic, write_text_atomic
+from ..classes import CLASS_NAMES
+from ..data.datasets import find_faces
+from ..data.splits import split_dataset
+from ..dense import default_alpha, default_sigma
+from ..errors import DataError, FaceSegmentError
+from ..evaluation.maps import evaluate_smoothed
+from ..evaluation.metrics import markdown_table, summarize
+from ..evaluation.scoring import evaluate, full_summary
+from ..faces.aligned import PAD_FRACTION, aligned_counts, realign_records
+from ..faces.crops import model_crop_rule
+from ..faces.landmark_fit import evaluate_landmark_model
+from ..faces.renderer import evaluate_renderer, landmark_table
+from ._common import (add_overwrite_argument, add_parallel_arguments, add_scoring_arguments,
+                      add_test_face_arguments, alpha_value, beta_value, check_output_folder,
+                      check_outputs, load_image_model, model_beta, model_names, nonneg_int,
+                      note_missing_rule, positive_int, sigma_value)
 
 PROTOCOLS = ("crops", "detector")
 #: Methods scored without a model (``--method``).
@@ -132,9 +146,6 @@ def test_records(data, labels=None, split="auto", seed=0, limit=None):
     FaceSegmentError
         When ``limit`` is not a positive integer.
     """
-    from ..data.datasets import find_faces
-    from ..errors import DataError, FaceSegmentError
-
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise FaceSegmentError(f"--limit {limit!r} must be a positive integer "
                                "(or leave it out to score every test face)")
@@ -160,9 +171,6 @@ def _test_split(data, labels, seed):
     The test split does not depend on the number of validation images, so none
     are asked for: a folder with few training images still has a test split.
     """
-    from ..errors import DataError, FaceSegmentError
-    from ..data.splits import split_dataset
-
     try:
         return split_dataset(data, labels, seed=seed, n_validation=0).test
     except ValueError as exc:
@@ -177,15 +185,6 @@ def _beta_text(beta):
 
 
 def run(args):
-    from ..atomic import write_json_atomic, write_text_atomic
-    from ..evaluation.scoring import evaluate, full_summary
-    from ..dense import default_alpha, default_sigma
-    from ..evaluation.metrics import markdown_table
-    from ..faces.crops import model_crop_rule
-    from ._common import load_image_model, model_beta, note_missing_rule
-
-    from ..errors import FaceSegmentError
-
     if not args.model and not getattr(args, "method", None):
         raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
                                "and/or --method landmarks")
@@ -262,10 +261,6 @@ def _score_face_model(model, path, name, records, detector, args):
     """Score a model that reads each crop itself (``model.dense`` false: landmark
     votes, the face mesh; :func:`facesegment.faces.landmark_fit.evaluate_landmark_model`):
     writes OUT/NAME.json and .md and returns its summary-table row."""
-    from ..atomic import write_json_atomic, write_text_atomic
-    from ..faces.landmark_fit import evaluate_landmark_model
-    from ..evaluation.metrics import markdown_table, summarize
-
     t0 = time.perf_counter()
     res = evaluate_landmark_model(model, records, mode=args.mode, pixel_stride=args.pixel_stride,
                                   progress=not args.quiet, desc=f"evaluate {name}")
@@ -291,11 +286,6 @@ def _score_face_model(model, path, name, records, detector, args):
 def _score_method(method, records, detector, args):
     """Score a method without a model (``--method``): writes OUT/METHOD.json and
     .md and returns its summary-table rows."""
-    from ..atomic import write_json_atomic, write_text_atomic
-    from ..classes import CLASS_NAMES
-    from ..evaluation.metrics import markdown_table, summarize
-    from ..faces.renderer import evaluate_renderer, landmark_table
-
     cache = args.landmarks_cache or default_landmarks_cache(args.data, records, detector)
     t0 = time.perf_counter()
     table = landmark_table(records, cache, progress=not args.quiet,
@@ -337,9 +327,6 @@ def default_landmarks_cache(data, records, detector=None):
 
 def _smoothed(model, records, alpha, beta, sigma, args, name):
     """The scores of the maps smoothed with ``sigma`` (evaluate's protocol)."""
-    from ..evaluation.maps import evaluate_smoothed
-    from ..evaluation.metrics import summarize
-
     r = evaluate_smoothed(model, records, alpha=alpha, beta=beta, sigmas=[sigma],
                           mode=args.mode, pixel_stride=args.pixel_stride,
                           scheduler=args.scheduler, workers=args.workers,
@@ -369,8 +356,6 @@ def default_aligned_dir(data, records):
 def _detector_records(records, args, crop_rule=None):
     """The detector-aligned records to score and the JSON's ``detector`` entry, the
     faces cut by ``crop_rule`` (a model's, :func:`facesegment.faces.segment.model_crop_rule`)."""
-    from ..faces.aligned import PAD_FRACTION, aligned_counts, realign_records
-
     folder = Path(args.aligned_dir) if args.aligned_dir else default_aligned_dir(
         args.data, records)
     labels = getattr(args, "aligned_labels", "landmarks")

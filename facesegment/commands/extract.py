@@ -5,7 +5,13 @@ import sys
 from pathlib import Path
 
 from ..bounds import arg_type
-from ._common import (MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS, int_in, nonneg_int,
+from ..classes import CLASS_NAMES
+from ..data.datasets import find_faces, skipped_by_labeller
+from ..data.extract import check_output, extract_windows
+from ..data.splits import split_dataset
+from ..errors import DataError, FaceSegmentError
+from ..limits import read_text_file
+from ._common import (MAX_WINDOW_SIDE, MAX_WINDOWS, MAX_WORKERS, _int_at_least, int_in, nonneg_int,
                       positive_int, seed_int)
 
 HELP = "sample class-balanced windows (31x31 RGB by default) from labelled faces into an HDF5 windows file"
@@ -51,8 +57,6 @@ RGB photos grey the same way).
 
 def _windows_count(text):
     """argparse type: at least one window per class (8)."""
-    from ._common import _int_at_least
-
     return _int_at_least(text, 8, "an integer >= 8 (at least one window per class)",
                          MAX_WINDOWS)
 
@@ -113,8 +117,6 @@ def add_arguments(p):
 
 def resolve_data_dir(data_dir):
     """A dataset root with ``train/`` means its ``train/``; otherwise the folder itself."""
-    from ..errors import DataError
-
     p = Path(data_dir)
     if not p.exists():
         raise DataError(p, "does not exist", "give a folder of labelled faces or a dataset root with train/")
@@ -125,8 +127,6 @@ def resolve_data_dir(data_dir):
 
 def read_name_list(path):
     """Image names (one per line, ``#`` comments) from a text file."""
-    from ..limits import read_text_file
-
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
     lines = read_text_file(path, "--exclude name list",
                            "give a text file with one image name per line").splitlines()
@@ -152,8 +152,6 @@ def filter_records(records, exclude=(), labels_root=None):
         skipped (no face found); those without a label map are left out
         silently, since the report already records them.
     """
-    from ..data.datasets import skipped_by_labeller
-
     exclude = set(exclude)
     unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
     return [r for r in records
@@ -173,9 +171,6 @@ def find_training_faces(data_dir, labels=None, exclude=()):
     (root, records) : the folder used (``data_dir/train`` for a dataset root)
         and a list of FaceRecord.
     """
-    from ..data.datasets import find_faces
-    from ..errors import DataError
-
     root = resolve_data_dir(data_dir)
     if labels is not None and root != Path(data_dir) and (Path(labels) / "train").is_dir():
         labels = Path(labels) / "train"  # a label tree mirroring the dataset root
@@ -190,7 +185,6 @@ def _records(args):
     exclude = read_name_list(args.exclude) if args.exclude else set()
     if args.split is None:
         return find_training_faces(args.data_dir, labels=args.labels, exclude=exclude)
-    from ..data.splits import split_dataset
 
     root = args.data_dir
     if not os.path.isdir(root):
@@ -199,23 +193,16 @@ def _records(args):
         sp = split_dataset(root, args.labels, test_fraction=args.test_fraction,
                            n_validation=args.validation, seed=args.split_seed, require_labels=False)
     except ValueError as exc:
-        from ..errors import FaceSegmentError
-
         if isinstance(exc, FaceSegmentError):
             raise
         raise FaceSegmentError(f"cannot split {root}: {exc}") from exc
     recs = filter_records(getattr(sp, args.split), exclude, args.labels if args.labels else root)
     if not recs:
-        from ..errors import DataError
-
         raise DataError(root, f"split {args.split!r} has no images", "lower --validation or check --exclude")
     return root, recs
 
 
 def run(args):
-    from ..classes import CLASS_NAMES
-    from ..data.extract import check_output, extract_windows
-
     # before any work: never replace a file that is not a windows file, never
     # write into the labelled data unless asked
     check_output(args.out, (args.data_dir, args.labels), args.out_inside_data)

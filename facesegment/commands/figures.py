@@ -1,8 +1,10 @@
 """``facesegment figures``: the paper's Figures 3 and 4 and confusion matrices."""
 
+from ..evaluation.figures import make_figures
 from ._common import (add_overwrite_argument, add_parallel_arguments, add_scoring_arguments,
                       add_test_face_arguments, alpha_value, check_output_folder, check_outputs,
-                      model_names, nonneg_int, positive_int)
+                      load_image_model, model_names, nonneg_int, positive_int)
+from .evaluate import test_records
 
 HELP = "draw Figure 3 (examples), Figure 4 (Jaccard vs trees/depth), confusion matrices"
 DESCRIPTION = """\
@@ -53,10 +55,6 @@ def add_arguments(p):
 
 
 def run(args):
-    from ..evaluation.figures import make_figures
-    from ._common import load_image_model
-    from .evaluate import test_records
-
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")
     from pathlib import Path

@@ -4,10 +4,9 @@ import sys
 import time
 
 from ..bounds import arg_type
+from ..errors import FaceSegmentError
+from ..faces.label import DETECT_MAX_SIDE, REPORT_NAME, label_folder, summarize
 from ._common import positive_int
-
-#: = facesegment.faces.label.DETECT_MAX_SIDE (not imported: the CLI starts without cv2/dlib)
-DETECT_MAX_SIDE = 2000
 
 HELP = "detect faces and 68 landmarks with dlib and write label maps for a folder of faces"
 DESCRIPTION = """\
@@ -63,10 +62,6 @@ def add_arguments(p):
 
 
 def run(args):
-    from ..faces.label import REPORT_NAME, label_folder, summarize
-
-    from ..errors import FaceSegmentError
-
     if args.workers < 1 or args.upsample < 0 or args.threshold > 0:
         raise FaceSegmentError(f"--workers must be >= 1, --upsample >= 0 and --threshold <= 0, got "
                                f"{args.workers}, {args.upsample} and {args.threshold}")

@@ -1,5 +1,8 @@
 """``facesegment models``: the shipped models, their terms and headline scores."""
 
+from ..faces import mesh
+from ..models import DEFAULT, LANDMARKS, model_path, shipped
+
 HELP = "list the shipped models: what each is, its terms of use and its headline score"
 DESCRIPTION = """\
 List the models shipped with facesegment (give one to --model by name): its
@@ -46,18 +49,15 @@ def _score(name, path):
 
 
 def run(args):
-    from ..faces.mesh import mesh_available
-    from ..models import DEFAULT, LANDMARKS, model_path, shipped
-
     for name in shipped():
         path = model_path(name)
         kind = ("mesh-forest" if (path / "mesh-model.json").is_file() else "landmark-votes"
                 if (path / "landmark-model.json").is_file() else "forest")
         marks = []
         if name == DEFAULT:
-            marks.append("the default" + ("" if mesh_available() else
+            marks.append("the default" + ("" if mesh.mesh_available() else
                                           f" (needs MediaPipe's face mesh; now {LANDMARKS})"))
-        elif name == LANDMARKS and not mesh_available():
+        elif name == LANDMARKS and not mesh.mesh_available():
             marks.append("the default now (MediaPipe's face mesh is not installed)")
         print(f"{name}  [{kind}{'; ' + '; '.join(marks) if marks else ''}]")
         print(f"    terms: {TERMS.get(name, 'see MODEL_CARD.md')}")

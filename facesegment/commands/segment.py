@@ -3,15 +3,20 @@
 import contextlib
 import os
 
+from ..api import check_photo_dependencies
+from ..atomic import write_bytes_atomic
 from ..bounds import arg_type
+from ..dense import default_alpha, default_sigma
+from ..errors import DataError
+from ..faces.crops import DETECT_MAX_SIDE
+from ..faces.folder import LABEL_SUFFIX, collect_inputs, segment_folder
+from ..faces.mesh_model import is_mesh_folder
+from ..faces.video import DEFAULT_SMOOTH, VIDEO_EXTENSIONS
+from ..models import resolve
+from ..warmup import prepare
 from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value,
-                      sigma_value)
-
-#: = facesegment.faces.crops.DETECT_MAX_SIDE (not imported: the CLI starts without cv2)
-DETECT_MAX_SIDE = 2000
-#: = facesegment.faces.video.VIDEO_EXTENSIONS and DEFAULT_SMOOTH (not imported, as above)
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")
-DEFAULT_SMOOTH = 2
+                      load_image_model, model_beta, note_missing_rule, sigma_value)
+from ._video import check_video_outputs, segment_videos
 
 HELP = ("segment face photos (folders, files or patterns) into NAME_label.png / "
         "NAME_overlay.png, and videos into NAME_labels.mp4 / NAME_overlay.mp4")
@@ -186,10 +191,6 @@ def add_arguments(p):
 def _names_mesh_model(name):
     """True when ``--model`` (None: the default) is a mesh-model folder, which finds
     faces with the face mesh rather than dlib."""
-    from ..errors import DataError
-    from ..faces.mesh_model import is_mesh_folder
-    from ..models import resolve
-
     try:
         return is_mesh_folder(resolve(name))
     except DataError:
@@ -199,17 +200,9 @@ def _names_mesh_model(name):
 def run(args):
     import sys
 
-    from ..dense import default_alpha, default_sigma
-    from ..models import resolve
-    from ._common import load_image_model, model_beta, note_missing_rule
-    from ..faces.folder import segment_folder
-    from ..warmup import prepare
-
     _check_stdio(args)
     if args.detect != "never" and not _names_mesh_model(args.model):
-        from ..api import check_photo_dependencies   # dlib: one line, exit 2, before any work
-
-        check_photo_dependencies()
+        check_photo_dependencies()   # dlib: one line, exit 2, before any work
     path = resolve(args.model)
     model = load_image_model(path)   # a mesh model checks for the face mesh here
     note_missing_rule(model, path, args.alpha)
@@ -220,8 +213,6 @@ def run(args):
     prepare(model, alpha=alpha, beta=beta, sigma=sigma, progress=not args.quiet)
     videos, photos = _split_videos(args.inputs)
     if videos:
-        from ._video import check_video_outputs
-
         check_video_outputs(videos, args.output_dir)   # before any work
     results = []
     with _stdio(args, photos) as (inputs, out_dir):
@@ -239,8 +230,6 @@ def run(args):
         _print_records(results, stdin=args.inputs == ["-"])
     video_results = []
     if videos:
-        from ._video import segment_videos
-
         video_results = segment_videos(model, videos, args, results,
                                        dict(alpha=alpha, beta=beta, sigma=sigma,
                                             detect=args.detect, detector=args.detector,
@@ -276,8 +265,6 @@ def _split_videos(inputs):
 
 def _check_stdio(args):
     """One line for the uses of '-' that cannot work, before any work."""
-    from ..errors import DataError
-
     videos = _split_videos(args.inputs)[0]
     if videos and args.output_dir == "-":
         raise DataError("-", "writes one label PNG to stdout, and a video makes videos",
@@ -290,8 +277,6 @@ def _check_stdio(args):
             raise DataError("-", "--json and the label PNG cannot both go to stdout",
                             "give an OUTPUT_DIR folder with --json")
         if args.inputs != ["-"]:
-            from ..faces.folder import collect_inputs
-
             if len(collect_inputs(args.inputs)[1]) != 1:
                 raise DataError("-", "writes the label PNG of one image to stdout, and the "
                                 "inputs hold several", "give one image, or an OUTPUT_DIR")
@@ -317,8 +302,6 @@ def _stdio(args, inputs):
     import sys
     import tempfile
 
-    from ..errors import DataError
-
     if args.inputs != ["-"] and args.output_dir != "-":
         yield inputs, args.output_dir
         return
@@ -328,7 +311,6 @@ def _stdio(args, inputs):
             if not data:
                 raise DataError("-", "stdin is empty", "pipe an image in: "
                                 "cat face.jpg | facesegment segment - out/")
-            from ..atomic import write_bytes_atomic
 
             os.makedirs(os.path.join(tmp, "in"))
             inputs = [os.path.join(tmp, "in", "stdin")]
@@ -340,8 +322,6 @@ def _stdio(args, inputs):
 def _label_to_stdout(results, out_dir):
     """The one result's label PNG, as bytes on stdout (nothing without a face)."""
     import sys
-
-    from ..faces.folder import LABEL_SUFFIX
 
     (r,) = results
     if r.status == "ok":

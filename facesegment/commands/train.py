@@ -5,7 +5,19 @@ import time
 from pathlib import Path
 
 from ..bounds import arg_type
+from ..data.imageio import IMAGE_EXTENSIONS
+from ..data.windows import read_windows
+from ..errors import DataError, FaceSegmentError
+from ..evaluation.calibrate import choose_rule, held_out_records
+from ..forest.params import COMMON_CONSTRAINTS, InvalidParameterError, constraints_of
+from ..forest import registry
+from ..forest.registry import get_kind
+from ..limits import read_text_file
+from ..modelio.model import Model, check_model_output, save_model
+from ..parallel import default_workers
 from ._common import add_parallel_arguments, nonneg_int, positive_int, seed_int
+from ._estimator_options import add_estimator_options, kind_options
+from .extract import resolve_data_dir
 
 HELP = "train a forest of any registered kind on a windows file and save the model"
 _DESCRIPTION = """\
@@ -55,16 +67,11 @@ examples:
 
 
 def _classify_kinds():
-    from ..forest.registry import KINDS
-
-    return [k for k in KINDS.values() if k.task == "classify"]
+    return [k for k in registry.KINDS.values() if k.task == "classify"]
 
 
 def _kinds_text():
     """One line per classifier kind, then its own (non-common) options."""
-    from ..forest.params import COMMON_CONSTRAINTS
-    from ._estimator_options import kind_options
-
     lines = []
     for k in _classify_kinds():
         lines.append(f"  {k.name:<13} {k.description}")
@@ -82,8 +89,6 @@ def __getattr__(name):
 
 
 def add_arguments(p):
-    from ._estimator_options import add_estimator_options
-
     names = [k.name for k in _classify_kinds()]
     p.add_argument("--kind", required=True, choices=names,
                    help="forest kind (see above): " + ", ".join(names))
@@ -125,9 +130,6 @@ def read_names(path):
     """Image names from a text file: one per line, '#' comments, extensions dropped."""
     import os
 
-    from ..data.imageio import IMAGE_EXTENSIONS
-    from ..limits import read_text_file
-
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
     lines = read_text_file(path, "list of image names",
                            "give a text file with one image name per line").splitlines()
@@ -148,11 +150,6 @@ def build_estimator(args):
     the estimator's defaults; an option the kind does not take is a
     FaceSegmentError naming it, a value out of the table's range too.
     """
-    from ..errors import FaceSegmentError
-    from ..forest.registry import get_kind
-    from ..parallel import default_workers
-    from ._estimator_options import kind_options
-
     kind = get_kind(args.kind)
     mine = {flag: name for name, (flag, _) in kind_options(kind).items()}
     params, flags = {}, {"random_state": "--seed"}
@@ -174,9 +171,6 @@ def build_estimator(args):
 def _check_bounds(kind, params, flags):
     """The estimator's constraints table (ranges and resource limits) checked before
     any work; a value out of range is one error line naming the option."""
-    from ..errors import FaceSegmentError
-    from ..forest.params import InvalidParameterError, constraints_of
-
     table = constraints_of(kind.estimator_class)
     for name, value in params.items():
         try:
@@ -191,8 +185,6 @@ def check_windows(path, ws):
     label ids outside the file's class names, and classes with no windows or
     a sampling factor of 0 (a model trained on them would fail every image)."""
     import numpy as np
-
-    from ..errors import DataError
 
     y = ws.y
     names = list(ws.meta.class_names)
@@ -211,9 +203,6 @@ def check_windows(path, ws):
 
 
 def _read_windows(path):
-    from ..errors import DataError
-    from ..data.windows import read_windows
-
     try:
         return read_windows(path, load=True)
     except OSError as exc:  # e.g. a damaged compressed chunk: "filter returned failure"
@@ -244,9 +233,6 @@ def _layout(args, ws):
     """The windows' layout, pooled by ``--pool`` (default: the kind's)."""
     import dataclasses
 
-    from ..errors import FaceSegmentError
-    from ..forest.registry import get_kind
-
     pool = args.pool or get_kind(args.kind).pool
     base = ws.meta.layout
     if pool > base.window:
@@ -259,8 +245,6 @@ def check_calibrate(args):
     """Refuse a bad --calibrate folder before training (a DataError, exit 2)."""
     if args.calibrate in ("auto", "none"):
         return
-    from ..errors import DataError
-    from .extract import resolve_data_dir
 
     if resolve_data_dir(args.calibrate) != Path(args.calibrate):   # (or: no such folder)
         raise DataError(args.calibrate, "is a dataset root (it has train/): its test faces "
@@ -273,8 +257,6 @@ def calibrate(model, meta, args):
     """Choose ``model``'s decision rule on faces held out of its windows
     (``--calibrate``) and store it (``model.rule``; the scores in
     ``model.metrics["rule_selection"]``); without such faces, say so."""
-    from ..evaluation.calibrate import choose_rule, held_out_records
-
     if args.calibrate == "none":
         return
     data = None if args.calibrate == "auto" else args.calibrate
@@ -300,10 +282,6 @@ def calibrate(model, meta, args):
 
 
 def run(args):
-    from ..errors import DataError
-    from ..forest.registry import get_kind
-    from ..modelio.model import Model, check_model_output, save_model
-
     check_model_output(args.out)  # before any training: --out must be writable
     check_calibrate(args)
     est = build_estimator(args)
@@ -334,7 +312,6 @@ def run(args):
     except ValueError as exc:
         if isinstance(exc, DataError):
             raise
-        from ..errors import FaceSegmentError
 
         raise FaceSegmentError(f"cannot train: {exc}") from exc
     fit_s = time.perf_counter() - t0

@@ -1,5 +1,9 @@
 """``facesegment warmup``: compile and cache the kernels ``segment`` uses, ahead of time."""
 
+from .. import _jit, warmup
+from ..warmup import default_steps, model_step
+from ._common import load_image_model
+
 HELP = "compile and cache the dense-inference kernels ahead of the first `segment`"
 DESCRIPTION = """\
 Compile the Numba kernels that `facesegment segment` (and `evaluate`,
@@ -37,16 +41,12 @@ def add_arguments(p):
 def run(args):
     import time
 
-    from .. import _jit
-    from ..warmup import default_steps, model_step, warm
-    from ._common import load_image_model
-
     t0 = time.perf_counter()
     if args.model:
         steps = [model_step(load_image_model(path), label=str(path)) for path in args.model]
     else:
         steps = default_steps()
-    done = warm(steps, progress=not args.quiet)
+    done = warmup.warm(steps, progress=not args.quiet)
     pruned = 0
     if args.prune:
         for path in _jit.stale_cache_files():

@@ -14,6 +14,7 @@ import zlib
 import h5py
 import numpy as np
 
+from ..atomic import replace_into
 from ..errors import DataError
 from ..layout import DEFAULT_LAYOUT
 
@@ -191,7 +192,6 @@ class WindowsWriter:
         """Mark complete, close and rename into place."""
         self.file.attrs["complete"] = True
         self.file.close()
-        from ..atomic import replace_into
 
         # extract checked --out first: a new path, or a windows file it wrote (its format)
         replace_into(self.tmp, self.path, "windows file", ours=lambda p: True)

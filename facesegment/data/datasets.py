@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..classes import IGNORE, N_CLASSES
 from ..errors import DataError
-from .imageio import IMAGE_EXTENSIONS, read_image, read_label
+from .imageio import IMAGE_EXTENSIONS, read_image, read_label, to_grey
 
 LABEL_SUFFIX = "_label.png"
 #: Report written by `facesegment label` into its output folder.
@@ -153,8 +154,6 @@ def load_face(record, grey=False):
     (``grey=True``: the image as grey ``(H, W)``, see ``imageio.to_grey``)."""
     image = read_image(record.image)
     if grey:
-        from .imageio import to_grey
-
         image = to_grey(image)
     if record.label is None:
         raise DataError(record.image, "has no label map",
@@ -173,8 +172,6 @@ def check_face(record):
         problem when the image or its label map is bad.
     """
     import numpy as np
-
-    from ..classes import IGNORE, N_CLASSES
 
     try:
         _, label = load_face(record)

@@ -31,7 +31,7 @@ import numpy as np
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
 from ..layout import DEFAULT_LAYOUT, WindowLayout
-from ..atomic import check_writable_folder
+from ..atomic import check_output_path, check_writable_folder
 from ..parallel import default_workers, map_tasks
 from ..progress import Progress
 from .windows import (CHUNK_ROWS, FORMAT, BackgroundSink, OrderedSink, WindowsWriter,
@@ -98,7 +98,6 @@ def check_output(path, inputs=(), allow_inside=False):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise DataError(path, "output is an existing folder", "give a file name such as data/windows/train.h5")
-    from ..atomic import check_output_path
 
     # never a link, a pipe or a device (opening a FIFO to look inside would hang)
     check_output_path(path, "windows file", "give a new --out file name, e.g. "

@@ -23,6 +23,7 @@ import numpy as np
 from ..classes import CLASS_COLORS, IGNORE, N_CLASSES
 from ..atomic import write_bytes_atomic
 from ..errors import DataError
+from ..limits import MAX_IMAGE_BYTES, check_image_pixels, max_image_pixels, read_regular_file
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 
@@ -45,8 +46,6 @@ def _file_bytes(path, what, missing_fix, empty_fix):
     header declares more than :func:`facesegment.limits.max_image_pixels`
     pixels is refused before it is decoded.
     """
-    from ..limits import MAX_IMAGE_BYTES, check_image_pixels, read_regular_file
-
     if not os.path.lexists(path):
         raise DataError(path, f"{what} does not exist", missing_fix)
     raw = read_regular_file(path, what, MAX_IMAGE_BYTES,
@@ -61,8 +60,6 @@ def _file_bytes(path, what, missing_fix, empty_fix):
 def _decode(path, data, flags):
     """``cv2.imdecode`` with its failures (and a decoded size over the pixel
     limit) as None or a DataError naming ``path``."""
-    from ..limits import max_image_pixels
-
     try:
         img = cv2.imdecode(data, flags)
     except cv2.error:

@@ -3,6 +3,9 @@ ValueError/TypeError naming the parameter, the value and the fix."""
 
 import numpy as np
 
+from ..bounds import BOUNDS
+from ..data.imageio import to_grey
+from ..forest._verify import verified
 from ..layout import DEFAULT_LAYOUT
 
 MODES = ("full", "strict")
@@ -50,8 +53,6 @@ def check_alpha(alpha, name="alpha"):
 
 def _upper(name, value):
     """``value`` within the upper bound of ``BOUNDS`` for alpha, beta or sigma."""
-    from ..bounds import BOUNDS
-
     bound = BOUNDS.get(name.rstrip("s")) or BOUNDS["alpha"]
     if value > bound.high:
         raise ValueError(f"{name}={value!r} is out of bounds: expected {bound.describe()} "
@@ -85,7 +86,6 @@ def check_factors(sampling_factors, n_classes):
                          f"({n_classes},) (one factor per class)")
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
-    from ..bounds import BOUNDS
 
     bound = BOUNDS["sampling_factors"]
     if np.any(s < bound.low) or np.any(s > bound.high):
@@ -98,8 +98,6 @@ def forest_arrays(model):
     """``model.arrays`` proved safe for the kernels (TypeError when ``model`` is not
     a Model; :class:`facesegment.forest._verify.ForestProblem`, a ValueError,
     when its arrays are inconsistent)."""
-    from ..forest._verify import verified
-
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "roots"):
         raise TypeError(f"model must be a facesegment.modelio.model.Model (with .arrays), got "
@@ -184,7 +182,6 @@ def image_and_planes(image, planes, layout, name="image"):
                                                else -1)
     if image.ndim == 3 and image.shape[2] == 3 and layout.channels - n_planes_given == 1:
         # a grey model given an RGB image: grey it as grey windows files were made
-        from ..data.imageio import to_grey
 
         image = to_grey(image)
     stack = [image[:, :, None] if image.ndim == 2 else image]

@@ -6,6 +6,16 @@ import it."""
 
 import numpy as np
 
+from ..classes import IGNORE
+from ..data.datasets import load_face
+from ..dense import model_layout
+from ..dense._checks import check_alpha
+from ..dense.image import strict_region
+from ..dense.reweight import check_beta
+from ..limits import MAX_PIXEL_STRIDE
+from ..rule import default_beta
+from .metrics import summarize
+
 MODES = ("strict", "full")
 
 
@@ -22,8 +32,6 @@ def _int(value, name, low, upper=None, what=""):
 
 
 def _alpha(value, name="alphas"):
-    from ..dense._checks import check_alpha
-
     return check_alpha(value, name)
 
 
@@ -63,9 +71,6 @@ def _arrays(model):
 
 
 def _beta(model, beta):
-    from ..dense.reweight import check_beta
-    from ..rule import default_beta
-
     return default_beta(model) if beta is None else check_beta(model, beta)
 
 
@@ -73,7 +78,6 @@ def _check_common(mode, pixel_stride, fft_levels, workers):
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {', '.join(map(repr, MODES))} "
                          "('strict': the paper's protocol, 15-px border not scored)")
-    from ..limits import MAX_PIXEL_STRIDE
 
     _int(pixel_stride, "pixel_stride", 1, what=" (1 = every pixel)")
     if pixel_stride > MAX_PIXEL_STRIDE:
@@ -101,8 +105,6 @@ def scored_label(label, stride, mode, layout):
     """``label`` with 255 ("not scored") outside the pixels the driver scores: the
     ``stride`` grid (:func:`grid_label`) and, in "strict" mode, the pixels at least
     ``layout.half`` px from the border."""
-    from ..dense.image import strict_region
-
     label = grid_label(label, stride)
     if mode != "strict":
         return label
@@ -118,10 +120,6 @@ def _score_missed(record, model, alphas, trees, depths, stride, mode):
     background (class 0), over the pixels ``mode`` and ``stride`` score, in the
     shape and with the settings :func:`facesegment.dense.confusion_sweep`
     returns (alphas x depths x trees x C x C; depths and trees sorted)."""
-    from ..classes import IGNORE
-    from ..data.datasets import load_face
-    from ..dense import model_layout
-
     label = scored_label(load_face(record)[1], stride, mode, model_layout(model))
     elig = label != IGNORE
     n_c = int(_arrays(model).n_classes)
@@ -136,8 +134,6 @@ def _score_missed(record, model, alphas, trees, depths, stride, mode):
 
 
 def _summary(conf):
-    from .metrics import summarize
-
     s = summarize(conf)
     return {"mean_jaccard": s["class_average_jaccard"], "pixel_accuracy": s["pixel_accuracy"],
             "jaccard": list(s["jaccard"].values()), "confusion": s["confusion"]}

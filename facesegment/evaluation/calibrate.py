@@ -20,7 +20,12 @@ pipeline (``make all``), ``facesegment train`` and ``facesegment calibrate``
 all choose rules with this function.  A new term of the rule adds its step here.
 """
 
+from ..data.datasets import find_faces
+from ..data.splits import split_dataset
+from ..dense._checks import check_alpha
 from ..rule import DecisionRule
+from .maps import evaluate_smoothed
+from .scoring import choose_alpha
 
 #: The alphas tried by default (the pipeline's ``[select] alphas``).
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -29,8 +34,6 @@ __all__ = ["choose_rule", "held_out_records", "DEFAULT_ALPHAS"]
 
 
 def _sorted_with_zero(values, name):
-    from ..dense._checks import check_alpha
-
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise TypeError(f"{name} must be a list of numbers, got {values!r}")
     return [0.0] + sorted({check_alpha(v, name) for v in values} - {0.0})
@@ -70,9 +73,6 @@ def choose_rule(model, records, *, alphas=DEFAULT_ALPHAS, betas=None, sigmas=Non
         ``sigma_selection`` (``{alpha, beta, n_images, validation_jaccard:
         {repr(sigma): Jaccard}}``).
     """
-    from .maps import evaluate_smoothed
-    from .scoring import choose_alpha
-
     records = list(records)
     if not records:
         raise ValueError("records is empty: give at least one labelled validation face")
@@ -140,15 +140,11 @@ named in ``excluded``.  Either way faces whose
     """
     import numpy as np
 
-    from ..data.datasets import find_faces
-
     used = {str(s) for s in meta.sources} - set(excluded)
     if data is not None:
         recs = [r for r in find_faces(data, labels=labels) if r.label is not None]
         where = str(data)
     else:
-        from ..data.splits import split_dataset
-
         root = (meta.attrs or {}).get("data_root") or ""
         lab = (meta.attrs or {}).get("labels_root") or None
         if not root:

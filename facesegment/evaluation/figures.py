@@ -20,6 +20,10 @@ import numpy as np
 
 from ..atomic import atomic_path, write_json_atomic
 from ..classes import CLASS_COLORS, CLASS_NAMES, N_CLASSES
+from ..data.datasets import load_face
+from ..dense import default_alpha, predict_image
+from ..extras import require
+from .scoring import evaluate
 
 IGNORE_COLOR = (128, 128, 128)
 
@@ -27,8 +31,6 @@ IGNORE_COLOR = (128, 128, 128)
 def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
     """``(figure, axes)`` like ``pyplot.subplots``, on a figure of its own
     (Agg canvas) that no backend or pyplot state knows of."""
-    from ..extras import require
-
     require("matplotlib", "drawing figures")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -221,9 +223,6 @@ def _check_figure_args(models, evaluations, n_random, depth_trees):
 
 def _evaluation(name, model, records, alpha, kw):
     """``evaluate`` result of one model: every forest size and every depth."""
-    from .scoring import evaluate
-    from ..dense import default_alpha
-
     a = default_alpha(model) if alpha is None else alpha
     n = model.arrays.n_trees
     dmax = int(model.arrays.depth.max()) if model.arrays.n_nodes else 0
@@ -233,9 +232,6 @@ def _evaluation(name, model, records, alpha, kw):
 
 def _example_rows(models, records, per_image, alphas, betas, n_random, seed, mode):
     """Rows of Figure 3: each model's median face, then ``n_random`` random ones."""
-    from ..data.datasets import load_face
-    from ..dense import predict_image
-
     by_name = {r.name: r for r in records}
     per_image = {k: {n: v for n, v in p.items() if n in by_name} for k, p in per_image.items()}
     rows = []

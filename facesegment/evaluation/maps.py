@@ -4,16 +4,20 @@ on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores."""
 
 import numpy as np
 
+from ..data.datasets import load_face
+from ..data.imageio import read_label
+from ..dense import model_layout, predict_image, smooth
+from ..layout import DEFAULT_LAYOUT
+from ..parallel import map_tasks
+from ..position import constant_labels
+from ..progress import Progress
 from ._common import (_alpha, _beta, _check_common, _score_missed, _summary,
                       scored_label)
+from .metrics import confusion_matrix
 
 
 def _position_one(record, prior, gammas, stride, mode, layout):
     """Task: confusion matrices of the position-only maps of one face."""
-    from ..data.imageio import read_label
-    from .metrics import confusion_matrix
-    from ..position import constant_labels
-
     label = scored_label(read_label(record.label), stride, mode, layout)
     missed = bool(getattr(record, "missed", False))   # no face found: all background
     return np.stack([confusion_matrix(
@@ -33,9 +37,6 @@ def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixe
     Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
     confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
     """
-    from ..layout import DEFAULT_LAYOUT
-    from ..progress import Progress
-
     records = list(records)
     if not records:
         raise ValueError("records is empty: give at least one labelled face to score")
@@ -60,10 +61,6 @@ def smoothed_confusions(record, model, alpha, beta, sigmas, stride, mode, *, ima
     on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores.  ``image``
     and ``label`` (the face, loaded) and ``planes`` (a cascade's context planes)
     spare loading and predicting them again."""
-    from ..data.datasets import load_face
-    from ..dense import model_layout, predict_image, smooth
-    from .metrics import confusion_matrix
-
     if getattr(record, "missed", False):   # no face found: all background, every sigma
         conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
         return np.repeat(conf[0, 0], len(sigmas), axis=0)
@@ -102,8 +99,6 @@ def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="s
     Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
     confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
     """
-    from ..parallel import map_tasks
-
     records = list(records)
     if not records:
         raise ValueError("records is empty: give at least one labelled face to score")

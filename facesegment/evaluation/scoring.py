@@ -20,9 +20,14 @@ images; :mod:`facesegment.evaluation.timing` times ``predict_image`` per image.
 import numpy as np
 
 # the shared checks and label helpers (re-exported: other modules import them from here)
+from ..data.datasets import load_face
+from ..dense import confusion_sweep
+from ..parallel import map_tasks
 from ._common import (MODES, _alpha, _alphas, _arrays, _beta, _check_common,  # noqa: F401
                       _depth_list, _int, _num, _score_missed, _summary, _tree_list,
                       grid_label, scored_label)
+from .maps import smoothed_confusions, smoothed_summary
+from .metrics import class_average, jaccard, pixel_accuracy, summarize
 
 
 def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, beta=0.0,
@@ -32,10 +37,6 @@ def _score_one(record, model, alphas, trees, depths, stride, fft_levels, mode, b
     ``smoothed`` ``(alpha, beta, sigmas)``, also the confusion matrices of the
     face's whole map smoothed with each sigma (:func:`maps.smoothed_confusions`),
     the earlier stages of a cascade run once for both."""
-    from ..data.datasets import load_face
-    from ..dense import confusion_sweep
-    from .maps import smoothed_confusions
-
     if getattr(record, "missed", False):
         name, conf, d_out, t_out = _score_missed(record, model, alphas, trees, depths,
                                                  stride, mode)
@@ -125,9 +126,6 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
         Naming the parameter and the value (e.g. a forest size above the
         model's number of trees), before any work.
     """
-    from .metrics import class_average, jaccard, pixel_accuracy
-    from ..parallel import map_tasks
-
     arrays = _arrays(model)
     records = list(records)
     if not records:
@@ -176,7 +174,6 @@ def evaluate(model, records, *, alphas, tree_counts=None, depths=None, mode="str
              "n_pixels": out["n_pixels"]}
             for r, ((a, b), row) in enumerate(zip(extras, rows[1:]), start=1)]
     if smooth_args is not None:
-        from .maps import smoothed_summary
         out["smoothed"] = smoothed_summary(smooth_total, *smooth_args, len(records))
     return out
 
@@ -205,8 +202,6 @@ def _tree_table(total, counts, t_out, alphas, rows):
 def full_summary(result, class_names, n_trees=None, alpha=None):
     """:func:`facesegment.evaluation.metrics.summarize` of one forest size and alpha of an
     :func:`evaluate` result (default: its largest size and ``per_image_alpha``)."""
-    from .metrics import summarize
-
     n = max(map(int, result["trees"])) if n_trees is None else int(n_trees)
     a = result["per_image_alpha"] if alpha is None else float(alpha)
     return summarize(result["trees"][str(n)]["alpha"][repr(float(a))]["confusion"],
@@ -281,8 +276,6 @@ def evaluate_betas(model, records, *, alphas, betas, n_trees=None, mode="strict"
     {"alpha": {repr(alpha): {mean_jaccard, pixel_accuracy, jaccard,
     confusion}}}}, "n_images", "beta", "per_image_alpha"}``.
     """
-    from ..parallel import map_tasks
-
     arrays = _arrays(model)
     records = list(records)
     if not records:

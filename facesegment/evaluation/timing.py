@@ -4,6 +4,9 @@ import time
 
 import numpy as np
 
+from ..data.datasets import load_face
+from ..dense import count_oblique_visits, predict_image
+from ..progress import Progress
 from .scoring import _arrays, _check_common, _tree_list
 
 __all__ = ["time_inference"]
@@ -17,10 +20,6 @@ def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progr
     int8/int16 rows, whose multiply-adds are integer ops) for forests with
     oblique nodes]}}``.
     """
-    from ..data.datasets import load_face
-    from ..dense import count_oblique_visits, predict_image
-    from ..progress import Progress
-
     arrays = _arrays(model)
     records = list(records)
     if not records:

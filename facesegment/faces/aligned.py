@@ -56,9 +56,18 @@ import os
 import cv2
 import numpy as np
 
+from ..atomic import check_writable_folder, write_json_atomic
 from ..classes import IGNORE
+from ..data.datasets import load_face
+from ..data.download import sha256_file
+from ..data.imageio import write_label_png, write_png_atomic
+from ..errors import DataError
+from ..limits import read_text_file
+from ..parallel import map_tasks
 from ..position import crop_rule_of
 from .crops import CROP, _crop_matrix, crop_face, find_landmarks, landmark_box
+from .label import pick_central
+from .landmarks import pts_path_for, read_pts, render_labels
 
 #: Version of the re-cropping rule; part of the cache key of an aligned folder
 #: (3: `segment`'s detection passes are those of `facesegment label`;
@@ -119,8 +128,6 @@ def detect_landmarks(image, pad_fraction=PAD_FRACTION, choose="central"):
 
 def _central_face(image, pad_fraction, choose, crop_rule):
     """``(landmarks, box)`` of the face kept (see :func:`detect_box`), or None."""
-    from .label import pick_central
-
     _check(pad_fraction, choose)
     pad = int(round(pad_fraction * max(image.shape[:2])))
     padded = (cv2.copyMakeBorder(np.ascontiguousarray(image), pad, pad, pad, pad,
@@ -150,8 +157,6 @@ def draw_label(points, label, box, size=CROP):
     :func:`facesegment.faces.segment.crop_face` cuts by, rendered with
     :func:`facesegment.faces.landmarks.render_labels`; 255 wherever
     :func:`warp_label` gives 255 (source outside ``label``, or 255 in it)."""
-    from .landmarks import render_labels
-
     m = _crop_matrix(box, size)
     mapped = np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
     out = render_labels(mapped, (size, size))
@@ -194,16 +199,12 @@ def realign_face(image, label, pad_fraction=PAD_FRACTION, choose="central", crop
 # ---------------------------------------------------------------- folders
 
 def _sha256(path):
-    from ..data.download import sha256_file
-
     return sha256_file(path)
 
 
 def _pts_of(record, labels):
     """The ``.pts`` beside ``record``'s image when ``labels="landmarks"`` and it
     exists, else None (the label map is warped)."""
-    from .landmarks import pts_path_for
-
     path = pts_path_for(record.image)
     return path if labels == "landmarks" and os.path.isfile(path) else None
 
@@ -211,8 +212,6 @@ def _pts_of(record, labels):
 def _key(records, pad_fraction, choose, crop_rule, labels="warp"):
     """The cache key: the re-cropping rule, how labels are made, dlib's version and
     every input's SHA-256 (the ``.pts`` too when the labels are drawn from it)."""
-    from ..errors import DataError
-
     try:
         import dlib
         dlib_version = dlib.__version__
@@ -251,10 +250,6 @@ def _realign_task(record, out_dir, pad_fraction, choose, crop_rule, labels="warp
     Returns ``(name, box or None, label source)``; a missed face's files from
     an earlier run are removed.
     """
-    from ..data.datasets import load_face
-    from ..data.imageio import write_label_png, write_png_atomic
-    from .landmarks import read_pts
-
     image, label = load_face(record)
     pts = _pts_of(record, labels)
     points = None if pts is None else read_pts(pts)
@@ -274,8 +269,6 @@ def _realign_task(record, out_dir, pad_fraction, choose, crop_rule, labels="warp
 
 def _read_info(out_dir):
     """The folder's ``aligned.json`` (a dict of format "facesegment-aligned"), or None."""
-    from ..limits import read_text_file
-
     path = os.path.join(os.fspath(out_dir), INFO_NAME)
     if not os.path.isfile(path):
         return None
@@ -309,8 +302,6 @@ def _check_only_ours(out_dir, names, info):
     """Refuse (DataError, before any write) a folder holding a ``NAME.png`` or
     ``NAME_label.png`` the re-cropping did not write: the cache never replaces
     or removes a user's file (e.g. ``--aligned-dir`` pointed into the data)."""
-    from ..errors import DataError
-
     ours = _ours(info)
     theirs = [p for n in names if n not in ours for p in _outputs(out_dir, n)
               if os.path.lexists(p)]
@@ -376,9 +367,6 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
         Faces found: the new files; faces missed: the original files with
         ``missed=True`` (scored as all background).
     """
-    from ..atomic import check_writable_folder, write_json_atomic
-    from ..parallel import map_tasks
-
     _check(pad_fraction, choose, labels)
     crop_rule = None if crop_rule is None else list(crop_rule_of(crop_rule))
     records = list(records)
@@ -426,8 +414,6 @@ def realign_records(records, out_dir, workers=None, progress=True, *,
 
 def _box_task(record, pad_fraction):
     """Task: ``(landmark box or None, (width, height))`` of one face (top level, picklable)."""
-    from ..data.datasets import load_face
-
     image = load_face(record)[0]
     return detect_box(image, pad_fraction), image.shape[1::-1]
 
@@ -459,8 +445,6 @@ def measure_crop_rule(records, max_faces=200, seed=0, workers=None, progress=Tru
         ``n_faces`` tried, ``n_found``, and the spread ``iqr`` (interquartile
         ranges of k, ox, oy).
     """
-    from ..parallel import map_tasks
-
     if not isinstance(max_faces, int) or max_faces < 1:
         raise ValueError(f"max_faces={max_faces!r} must be an integer >= 1")
     records = list(records)

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from ..errors import FaceSegmentError
+from .label import DLIB_LOCK, detection_copy, get_models
 
 CROP = 250
 DETECTORS = ("landmarks", "dlib")
@@ -41,14 +42,10 @@ IDENTITY_RULE = (1.0, 0.0, 0.0)
 
 def _dlib_models():
     """dlib's face detector and 68-point predictor (loaded once per process)."""
-    from .label import get_models
-
     return get_models()
 
 
 def _dlib_lock():
-    from .label import DLIB_LOCK
-
     return DLIB_LOCK
 
 
@@ -92,8 +89,6 @@ def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE, passes=None):
     passes : list, optional
         Gets the name of the pass that found the faces appended ("" for none).
     """
-    from .label import detection_copy
-
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
     small, (sy, sx) = detection_copy(image, max_side)

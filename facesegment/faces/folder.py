@@ -24,11 +24,17 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..atomic import check_writable_folder, written_by_facesegment
+from .. import parallel
+from ..atomic import (OVERWRITE_FIX, atomic_path, check_output_path, check_writable_folder,
+                      write_bytes_atomic, written_by_facesegment)
+from ..data.datasets import LABEL_SUFFIX as _LAB, find_images
+from ..data import imageio
+from ..data.imageio import IMAGE_EXTENSIONS, read_image, write_label_png
+from ..rule import decision_rule
 from .crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
-from ..errors import DataError, SchedulerLostError
+from ..errors import DataError, SchedulerLostError, Terminated
 from .resume import previous_rows
-from .segment import overlay, segment_image
+from .segment import overlay, photo_labels, segment_image
 
 #: Summary CSV columns.
 SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
@@ -69,8 +75,6 @@ class SegmentResult:
 def write_proba_npz(path, proba, class_names, alpha):
     """Write ``NAME_proba.npz`` atomically: ``proba`` float16 (H, W, C),
     ``class_names`` (C,) str, ``alpha`` (the reweighting exponent used)."""
-    from ..atomic import atomic_path
-
     with atomic_path(path, suffix=".npz", what="probability maps",
                      fix="free disk space or choose another OUTPUT_DIR") as tmp:
         np.savez_compressed(tmp, proba=proba.astype(np.float16),
@@ -94,9 +98,6 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     An output that cannot be written (full disk) is reported with ``fatal``
     set; the outputs of that image written before it are removed.
     """
-    from ..data.imageio import read_image, write_label_png, write_png_atomic
-    from ..rule import decision_rule
-
     alpha = decision_rule(model, alpha, beta, sigma).alpha  # None: the model's (for the npz)
     output = output if output is not None else posixpath.splitext(name)[0]
     t0 = time.perf_counter()
@@ -127,7 +128,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     written = []
     try:
         for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
-                              (OVERLAY_SUFFIX, lambda p: write_png_atomic(
+                              (OVERLAY_SUFFIX, lambda p: imageio.write_png_atomic(
                                   p, overlay(image, labels, info.get("pan_marks"), legend=legend))),
                               (PROBA_SUFFIX, lambda p: write_proba_npz(
                                   p, proba, model.class_names, alpha))):
@@ -158,8 +159,6 @@ def face_record(model, path, name, shape, face, index, seconds):
     face's index, the photo's size, its box, landmarks (or None), pan (or None),
     detector pass, segmentation path, the pixels of each class it labels on the
     photo, and the seconds its photo took (reading, segmenting, writing)."""
-    from .segment import photo_labels
-
     labels = photo_labels(model, shape, [face])[0]
     counts = np.bincount(labels.ravel(), minlength=len(model.class_names))
     marks = face.landmarks
@@ -177,8 +176,6 @@ def write_summary_csv(path, results):
     """The summary CSV (one row per input image), written atomically."""
     import csv
     import io
-
-    from ..atomic import write_bytes_atomic
 
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
@@ -229,9 +226,6 @@ def collect_inputs(inputs):
         For an input that does not exist, a pattern that matches no image, or
         no image at all.
     """
-    from ..data.datasets import LABEL_SUFFIX as _LAB, find_images
-    from ..data.imageio import IMAGE_EXTENSIONS
-
     specs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not specs:
         raise DataError(None, "no input given", "give a folder, an image or a quoted pattern")
@@ -345,9 +339,6 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     -------
     list of SegmentResult, in input order.
     """
-    from ..parallel import map_tasks
-    from ..rule import decision_rule
-
     rule = decision_rule(model, alpha, beta, sigma)
     alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
     if detect not in DETECT_MODES:
@@ -375,7 +366,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
             results[i] = SegmentResult.from_row(row)
     todo = [i for i, r in enumerate(results) if r is None]
     stop, why = None, ""
-    tasks = map_tasks(_segment_item, [items[i] for i in todo],
+    tasks = parallel.map_tasks(_segment_item, [items[i] for i in todo],
                       args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
                             beta, sigma, legend, records),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
@@ -408,8 +399,6 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
 
 def _stop_reason(exc):
     """The summary's message for the images a stopped run did not segment."""
-    from ..errors import Terminated
-
     if isinstance(exc, SchedulerLostError):
         return "not segmented: the Dask scheduler was lost"
     if type(exc).__name__ == "WorkersLostError":
@@ -442,8 +431,6 @@ def _check_outputs(out, items, save_proba):
     """The output-path rule (:func:`facesegment.atomic.check_output_path`) on every
     file this run would write, before any work: a user's ``summary.csv`` or
     ``NAME_overlay.png`` in OUTPUT_DIR is refused, not replaced."""
-    from ..atomic import OVERWRITE_FIX, check_output_path
-
     if not out.is_dir():
         return
     check_output_path(out / "summary.csv", "summary", OVERWRITE_FIX)
@@ -455,8 +442,6 @@ def _check_outputs(out, items, save_proba):
 
 
 def _image_extensions():
-    from ..data.imageio import IMAGE_EXTENSIONS
-
     return IMAGE_EXTENSIONS
 
 

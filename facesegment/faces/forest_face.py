@@ -10,15 +10,17 @@ prior applies it through the face's landmarks
 (:func:`facesegment.faces.shape_prior.apply_model_prior`).
 """
 
+from ..dense import predict_image
+from ..rule import decision_rule
+from . import renderer
 from .crops import model_image
 from .photo import OWN_LANDMARKS, crop_faces
+from .shape_prior import apply_model_prior, model_gamma
 
 
 def rule_terms(model, alpha=None, beta=None, sigma=None):
     """The decision rule's terms for ``model`` (None: the model's own): a dict of
     ``alpha``, ``beta``, ``sigma`` (:func:`facesegment.rule.decision_rule`)."""
-    from ..rule import decision_rule
-
     rule = decision_rule(model, alpha, beta, sigma)
     return dict(alpha=rule.alpha, beta=rule.beta, sigma=rule.sigma)
 
@@ -27,17 +29,12 @@ def forest_face(model, crop, points, terms):
     """``(proba, path, detection, points)`` of one crop under a forest: its shape prior
     (if any) applied through ``points`` (the crop's own landmarks, found by
     ``facesegment label``'s passes, for :data:`OWN_LANDMARKS`)."""
-    from ..dense import predict_image
-    from .shape_prior import apply_model_prior, model_gamma
-
     proba = predict_image(model, model_image(model, crop), mode="full", **terms)[0]
     how = ""
     if points is OWN_LANDMARKS:
         points = None
         if model_gamma(model) > 0:
-            from .renderer import predict_landmarks
-
-            points, how = predict_landmarks(crop)
+            points, how = renderer.predict_landmarks(crop)
     proba, path = apply_model_prior(model, proba, points)
     return proba, path, how, points
 

@@ -26,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import check_writable_folder, write_text_atomic
+from ..atomic import check_output_path, check_writable_folder, write_text_atomic
 from ..data.datasets import LABEL_REPORT, LABEL_SUFFIX, find_images
 from ..errors import DataError, FaceSegmentError
 from ..data.imageio import read_image, write_png_atomic
+from ..extras import require
+from ..parallel import map_tasks
 from .landmarks import N_LANDMARKS, render_labels, write_pts
 
 REPORT_NAME = LABEL_REPORT
@@ -324,8 +326,6 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         outputs exist, its row from the previous report is kept (status "ok")
         when there is one, else it gets status "exists".
     """
-    from ..parallel import map_tasks
-
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     if not isinstance(n_workers, int) or n_workers < 1:
         raise ValueError(f"n_workers must be a positive integer, got {n_workers!r}")
@@ -344,7 +344,6 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
         raise DataError(out_dir, "is inside the input folder, which is treated as read-only",
                         "choose an output folder outside the input tree")
     check_writable_folder(out_dir)
-    from ..atomic import check_output_path
 
     check_output_path(out_dir / REPORT_NAME, "report")  # before any work
     _import_dlib()
@@ -371,8 +370,6 @@ def label_folder(in_dir, out_dir, *, overwrite=False, upsample=1, threshold=-0.5
               "(kept; --overwrite recomputes them)", file=sys.stderr)
     cluster = None
     if todo and scheduler is None and n_workers > 1 and len(todo) > 1:
-        from ..extras import require
-
         LocalCluster = require("distributed", "labelling with worker processes").LocalCluster
 
         cluster = LocalCluster(n_workers=min(n_workers, len(todo)), threads_per_worker=1,

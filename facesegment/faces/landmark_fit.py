@@ -18,16 +18,26 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..atomic import atomic_path
 from ..classes import N_CLASSES
-from .votes import VoteSpec, detect_box, landmark_sets
+from ..data.datasets import load_face
+from ..data.imageio import read_image
+from ..errors import DataError
+from ..evaluation.metrics import class_average, confusion_matrix, jaccard
+from ..evaluation.scoring import _check_common, _summary, scored_label
+from ..layout import DEFAULT_LAYOUT
+from ..progress import Progress
+from .landmark_model import LANDMARK_PATH
+from .landmarks import pts_path_for, read_pts
+from .mesh_segment import MESH_PATH
+from .renderer import _table_key
+from .votes import VoteSpec, detect_box, fit_offset, landmark_sets
 
 SET_TABLE_FORMAT = "facesegment-landmark-sets"
 SET_TABLE_VERSION = 1
 
 
 def _key(records, spec):
-    from .renderer import _table_key
-
     base = replace(spec, offset=(0.0, 0.0)).to_dict()
     return json.dumps({"faces": _table_key(records), "spec": base}, sort_keys=True)
 
@@ -37,10 +47,6 @@ def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark 
     ``records``' images, made with ``spec`` but no offset (NaN for a face where
     dlib finds none).  ``cache`` (a ``.npz`` path): read when it holds these
     faces with this spec, else written atomically."""
-    from ..atomic import atomic_path
-    from ..data.imageio import read_image
-    from ..progress import Progress
-
     records = list(records)
     key = _key(records, spec)
     if cache is not None and os.path.isfile(cache):
@@ -73,8 +79,6 @@ def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark 
 def human_landmarks(records):
     """The human landmarks of ``records`` (``NAME.pts`` beside each image):
     float64 (n, 68, 2), NaN where a face has no ``.pts`` file."""
-    from .landmarks import pts_path_for, read_pts
-
     out = np.full((len(records), 68, 2), np.nan)
     for i, rec in enumerate(records):
         path = pts_path_for(rec.image)
@@ -87,9 +91,6 @@ def fit_votes(records, spec=None, cache=None, progress=True):
     """``spec`` (default :class:`VoteSpec`) with the offset fitted on
     ``records`` (:func:`facesegment.faces.votes.fit_offset`; faces with a ``.pts``
     file and a face found by dlib)."""
-    from ..errors import DataError
-    from .votes import fit_offset
-
     spec = VoteSpec() if spec is None else spec
     records = list(records)
     human = human_landmarks(records)
@@ -102,11 +103,6 @@ def fit_votes(records, spec=None, cache=None, progress=True):
 
 
 def _confusion_one(model, record, mode, stride):
-    from ..data.datasets import load_face
-    from ..evaluation.scoring import scored_label
-    from ..layout import DEFAULT_LAYOUT
-    from ..evaluation.metrics import confusion_matrix
-
     image, label = load_face(record)
     label = scored_label(label, stride, mode, DEFAULT_LAYOUT)
     faces = [] if getattr(record, "missed", False) else model.photo_faces(image, detect="never")
@@ -132,12 +128,6 @@ def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
     "n_pixels", "per_image", "paths"}``: ``n_found`` counts the faces whose
     landmarks or mesh placed the parts, ``paths`` the images per path.
     """
-    from .landmark_model import LANDMARK_PATH
-    from .mesh_segment import MESH_PATH
-    from ..evaluation.scoring import _check_common, _summary
-    from ..evaluation.metrics import class_average, jaccard
-    from ..progress import Progress
-
     records = list(records)
     if not records:
         raise ValueError("records is empty: give at least one labelled face to score")

@@ -21,11 +21,21 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import __version__
 from ..atomic import MANIFEST, write_json_atomic
+from ..autocontext.cascade import is_cascade_folder, load_cascade
 from ..classes import CLASS_NAMES, N_CLASSES
+from ..dense import predict_image
 from ..errors import DataError
 from ..modelio._forest_faces import DlibFaces
+from ..modelio._model_class import Model
+from ..modelio._model_doc import read_format_doc
+from ..modelio._model_files import check_model_output, jsonable, load_model_folder, write_folder
+from ..modelio.protocol import read_card
+from ..models import model_path
 from ..rule import DecisionRule
+from .crops import model_image
+from .photo import OWN_LANDMARKS, crop_faces
 from .votes import VoteSpec, face_votes
 
 LANDMARK_FORMAT = "facesegment-landmark-model"
@@ -75,8 +85,6 @@ class LandmarkModel(DlibFaces):
     @property
     def card(self):
         """The text of the ``MODEL_CARD.md`` of the folder it was loaded from, or None."""
-        from ..modelio.protocol import read_card
-
         return read_card(self.folder)
 
     def predict_crop(self, image):
@@ -145,8 +153,6 @@ class LandmarkModel(DlibFaces):
             A face's ``landmarks`` are the detector's (its crop's own landmark
             sets for an image taken as one crop).
         """
-        from .photo import OWN_LANDMARKS, crop_faces
-
         def one(crop, points):
             proba, path, how, own = self.read_face(crop)
             return proba, path, how, (own if points is OWN_LANDMARKS else points)
@@ -173,8 +179,6 @@ class LandmarkModel(DlibFaces):
             out = np.zeros((h, w, N_CLASSES), np.float32)
             out[..., 0] = 1.0
             return out
-        from ..dense import predict_image
-        from .crops import model_image
 
         return predict_image(self.fallback, model_image(self.fallback, image), mode="full")[0]
 
@@ -188,9 +192,6 @@ def is_landmark_folder(path):
 def save_landmark_model(model, path):
     """Write the folder atomically; an existing landmark model, model or cascade
     folder at ``path`` is replaced, anything else is refused."""
-    from .. import __version__
-    from ..modelio._model_files import check_model_output, jsonable, write_folder
-
     path = Path(path)
     if is_landmark_folder(path):
         own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md", MANIFEST)
@@ -219,8 +220,6 @@ def save_landmark_model(model, path):
 def load_landmark_model(path, verify=True):
     """Load a folder written by :func:`save_landmark_model` (DataError naming
     the file when it is not one)."""
-    from ..modelio._model_doc import read_format_doc
-
     path = Path(path)
     js = path / LANDMARK_FILE
     doc = read_format_doc(js, LANDMARK_FORMAT, READ_VERSIONS, "landmark-model", _FIX)
@@ -245,12 +244,7 @@ def load_landmark_model(path, verify=True):
 
 def _load_fallback(path, ref, verify):
     """The fallback model and, for a shipped one, its name."""
-    from ..models import model_path
-
     def load_model(folder, verify):   # a model or cascade folder (never a landmark model)
-        from ..modelio._model_class import Model
-        from ..modelio._model_files import load_model_folder
-        from ..autocontext.cascade import is_cascade_folder, load_cascade
 
         if is_cascade_folder(folder):
             return load_cascade(folder, verify)

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..atomic import write_text_atomic
 from ..errors import DataError
+from ..limits import read_text_file
 
 N_LANDMARKS = 68
 
@@ -78,7 +79,6 @@ def read_pts(path):
     """
     path = os.fspath(path)
     fix = "a .pts file needs 'version: 1', 'n_points: 68', '{', 68 'x y' lines, '}'"
-    from ..limits import read_text_file
 
     text = read_text_file(path, "landmark file", fix)  # a regular file, of bounded size
     if not text.strip():

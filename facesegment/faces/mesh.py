@@ -29,6 +29,9 @@ import threading
 
 import numpy as np
 
+from ..errors import DataError
+from .mesh_twins import TWINS
+
 N_POINTS = 478
 #: Point indices of the mesh's parts (MediaPipe's face_mesh_connections, as sets).
 NOSE = (1, 2, 4, 5, 6, 19, 45, 48, 64, 94, 97, 98, 115, 168, 195, 197, 220, 275, 278, 294,
@@ -66,8 +69,6 @@ def require_mesh():
     """Raise a one-line DataError naming the install commands when MediaPipe's
     face mesh cannot be imported."""
     if not mesh_available():
-        from ..errors import DataError
-
         raise DataError("mediapipe", "is not installed, and this model finds faces with "
                         "MediaPipe's face mesh",
                         "pip install 'facesegment[mesh]' && pip install --no-deps "
@@ -333,8 +334,6 @@ def _mirror_x(mesh, width):
 def _unmirror(mesh, width):
     """A mesh found on the mirrored photo as a mesh of the photo: x flipped back,
     each point renamed by its left/right twin."""
-    from .mesh_twins import TWINS
-
     return _mirror_x(mesh, width)[list(TWINS)]
 
 

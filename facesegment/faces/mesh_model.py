@@ -26,14 +26,21 @@ The folder::
 from pathlib import Path
 
 
+from .. import __version__
 from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
+from ..modelio._model_class import Model
+from ..modelio._model_doc import read_format_doc
+from ..modelio._model_files import (check_model_output, jsonable, load_model_folder,
+                                    save_model_folder, write_folder)
+from ..modelio.protocol import read_card
 from ..rule import DecisionRule
-from .mesh import MeshFinder, draw_mesh_parts
+from .mesh import MeshFinder, draw_mesh_parts, require_mesh
 from .mesh_features import CROP_SIZE, crop_planes, face_crop
 from .mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from .mesh_stages import apply_gains, check_gains, crop_proba, mirrored_planes, to_face_classes
+from .pose import PanModel
 
 MESH_FORMAT = "facesegment-mesh-model"
 MESH_FORMAT_VERSION = 1
@@ -137,8 +144,6 @@ class MeshModel:
     @property
     def card(self):
         """The text of the ``MODEL_CARD.md`` of the folder it was loaded from, or None."""
-        from ..modelio.protocol import read_card
-
         return read_card(self.folder)
 
     def predict_face(self, crop, alpha=None, beta=None, sigma=None):
@@ -190,8 +195,6 @@ class MeshModel:
     def require(self, detect=True):
         """Raise a one-line DataError when MediaPipe's face mesh is not installed
         (needed for every image, ``detect`` or not)."""
-        from .mesh import require_mesh
-
         require_mesh()
 
     def face_finder(self, detector="landmarks"):
@@ -222,11 +225,6 @@ def is_mesh_folder(path):
 def save_mesh_model(model, path):
     """Write the folder atomically; an existing mesh-model folder at ``path`` is
     replaced, anything else is refused."""
-    from .. import __version__
-    from ..modelio._model_class import Model
-    from ..modelio._model_files import (check_model_output, jsonable, save_model_folder,
-                                        write_folder)
-
     path = Path(path)
     names = [f"stage-{k + 1}" for k in range(len(model.forests))]
     if is_mesh_folder(path):
@@ -262,11 +260,6 @@ def save_mesh_model(model, path):
 def load_mesh_model(path, verify=True):
     """Load a folder written by :func:`save_mesh_model` (DataError naming the
     file when it is not one)."""
-    from ..modelio._model_class import Model
-    from ..modelio._model_doc import read_format_doc
-    from ..modelio._model_files import load_model_folder
-    from .pose import PanModel
-
     path = Path(path)
     js = path / MESH_FILE
     doc = read_format_doc(js, MESH_FORMAT, (MESH_FORMAT_VERSION,), "mesh-model", _FIX)

@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from .mesh_features import box_affine
+from .photo import PhotoFace
 
 #: The path a face found by the mesh takes (``PhotoFace.path``, the CSV's ``paths``).
 MESH_PATH = "mesh"
@@ -48,8 +49,6 @@ def mesh_faces(model, image):
 def mesh_photo_faces(model, image):
     """:func:`mesh_faces` as :class:`facesegment.faces.photo.PhotoFace` (the mesh's
     (x, y) as the face's landmarks): ``model.photo_faces``."""
-    from .photo import PhotoFace
-
     return [PhotoFace(f.box, f.mesh[:, :2].copy(), f.proba, f.crop, MESH_PATH, f.detection,
                       f.pan) for f in mesh_faces(model, image)[0]]
 

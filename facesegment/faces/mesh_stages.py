@@ -16,6 +16,9 @@ the probability of ``OTHER`` goes to what the mesh draws there among lower face
 import cv2
 import numpy as np
 
+from .mesh import _unmirror
+from .mesh_features import PLANE_NAMES, crop_planes
+
 OTHER = 1
 TRAIN_CLASSES = (0, 1, 2, 3, 4, 5)
 #: Hand-drawn label -> training class (255: not trained).
@@ -59,7 +62,6 @@ def read_region(planes, margin):
     feature, never a label); None for ``margin`` None (every pixel)."""
     if margin is None:
         return None
-    from .mesh_features import PLANE_NAMES
 
     d = planes[..., PLANE_NAMES.index("d_oval")].astype(np.int16) - 128
     return d <= float(margin)
@@ -100,9 +102,6 @@ def predict_stages(forests, planes, sigma=0.0, margin=None):
 def mirrored_planes(crop, mesh_c):
     """The feature planes of the mirror image of a crop (its mesh flipped and
     renamed by the points' twins, :mod:`facesegment.faces.mesh_twins`)."""
-    from .mesh import _unmirror
-    from .mesh_features import crop_planes
-
     return crop_planes(np.ascontiguousarray(crop[:, ::-1]), _unmirror(mesh_c, crop.shape[1]))
 
 
@@ -196,8 +195,6 @@ def sample_pixels(labels, n, seed, near=None, n_near=0):
 def near_parts(planes, distance=8.0):
     """Pixels within ``distance`` (1/64 of the crop) of a drawn nose, mouth or eye
     (from the planes' signed distances: features, not labels)."""
-    from .mesh_features import PLANE_NAMES
-
     out = np.zeros(planes.shape[:2], bool)
     for c in (2, 3, 4, 5):
         d = planes[..., PLANE_NAMES.index(f"d_{c}")].astype(np.int16) - 128

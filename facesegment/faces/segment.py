@@ -20,7 +20,7 @@ Memory and crop calibration: :mod:`facesegment.faces.crops`.
 import cv2
 import numpy as np
 
-from ..classes import CLASS_COLORS, N_CLASSES
+from ..classes import CLASS_COLORS, N_CLASSES, add_legend
 from .crops import DETECT_MAX_SIDE, model_image  # noqa: F401  (model_image: named here too)
 from .photo import PhotoFace, crop_points  # noqa: F401  (named here too)
 
@@ -48,8 +48,6 @@ def overlay(image, labels, marks=None, opacity=0.5, legend=False):
             cv2.putText(out, text, org, cv2.FONT_HERSHEY_SIMPLEX, scale, colour, thick,
                         cv2.LINE_AA)
     if legend:
-        from ..classes import add_legend
-
         out = add_legend(out)
     return out
 

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..position import _nonneg
+from ..progress import Progress
 from .shape_frame import (DEFAULT_SIZE, RING_POINTS, RINGS, _check_points, _similarity,
                           mean_shape_of, warp_from_frame, warp_to_frame)
 
@@ -101,10 +103,6 @@ def fit_shape_prior(labels, point_sets, n_classes, size=DEFAULT_SIZE, sigma=DEFA
         pixels); shrinkage toward the class shares (images).
     """
     import cv2
-
-    from ..progress import Progress
-
-    from ..position import _nonneg
 
     sigma, pseudo = _nonneg(sigma, "sigma"), _nonneg(pseudo, "pseudo")
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 16:

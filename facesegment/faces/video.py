@@ -31,7 +31,13 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
+from ..atomic import atomic_path, write_bytes_atomic
+from ..bounds import check
+from ..classes import CLASS_COLORS
 from ..errors import DataError
+from ..progress import Progress
+from .folder import SegmentResult, face_record
+from .segment import overlay, photo_faces, photo_labels
 
 #: The file extensions ``facesegment segment`` reads as videos.
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")
@@ -234,10 +240,6 @@ def segment_frames(model, frames, smooth=DEFAULT_SMOOTH, **photo_kw):
     VideoFrame
         In order, ``smooth`` frames behind the input.
     """
-    from .segment import photo_faces, photo_labels
-
-    from ..bounds import check
-
     smooth = check("smooth", smooth)
     window = deque()           # (index, seconds, image, faces, tracks, seconds of work)
     previous, next_id = [], 0
@@ -275,8 +277,6 @@ def segment_frames(model, frames, smooth=DEFAULT_SMOOTH, **photo_kw):
 
 def label_colours(labels):
     """RGB uint8 ``(H, W, 3)``: each label in its class colour."""
-    from ..classes import CLASS_COLORS
-
     return np.asarray(CLASS_COLORS, np.uint8)[np.minimum(labels, len(CLASS_COLORS) - 1)]
 
 
@@ -293,8 +293,6 @@ def write_frames_csv(path, rows):
     """The per-frame CSV (:data:`FRAME_FIELDS`), written atomically."""
     import csv
     import io
-
-    from ..atomic import write_bytes_atomic
 
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
@@ -353,13 +351,6 @@ def segment_video(model, path, out_dir, name, output, every=1, smooth=DEFAULT_SM
     seconds : float
         Wall time, reading and writing included.
     """
-    from ..atomic import atomic_path
-    from ..progress import Progress
-    from .folder import SegmentResult, face_record
-    from .segment import overlay
-
-    from ..bounds import check
-
     every, smooth = check("every", every), check("smooth", smooth)
     t_start = time.perf_counter()
     try:

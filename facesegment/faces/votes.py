@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..classes import N_CLASSES
+from .label import DLIB_LOCK, get_models, pick_central
+from .landmarks import render_labels
 
 #: Mirror of the 68-point (iBUG 300-W) markup: ``FLIP[i]`` is the landmark
 #: that point ``i`` becomes in the mirrored face.
@@ -121,10 +123,6 @@ def landmark_sets(image, box, spec):
     ``(spec.n_sets, 68, 2)``, ``spec.offset`` added."""
     import cv2
 
-    from .label import get_models
-
-    from .label import DLIB_LOCK
-
     _, predictor = get_models()
     image = np.ascontiguousarray(image)
     big = image if spec.zoom == 1 else cv2.resize(image, None, fx=spec.zoom, fy=spec.zoom,
@@ -144,8 +142,6 @@ def landmark_sets(image, box, spec):
 def vote_maps(sets, shape):
     """The class votes of landmark ``sets`` ((n, 68, 2)) on an image of
     ``shape``: float32 ``(H, W, C)``, each pixel's shares summing to 1."""
-    from .landmarks import render_labels
-
     h, w = int(shape[0]), int(shape[1])
     sets = np.asarray(sets, dtype=np.float64)
     if sets.ndim != 3 or len(sets) == 0:
@@ -159,10 +155,6 @@ def vote_maps(sets, shape):
 def detect_box(image):
     """The most central face's detector box in ``image`` (the passes of
     ``facesegment label``) and the pass that found it, or ``(None, "")``."""
-    from .label import get_models, pick_central
-
-    from .label import DLIB_LOCK
-
     detector, _ = get_models()
     image = np.ascontiguousarray(image)
     for (up, threshold), how in zip(((0, 0.0), (1, 0.0), (1, -0.5)),

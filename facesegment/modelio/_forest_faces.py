@@ -4,33 +4,31 @@
 :class:`facesegment.autocontext.cascade.Cascade` both inherit them (each
 saves itself its own way); they segment a face crop densely with
 :mod:`facesegment.dense` and find a photo's faces with dlib
-(:mod:`facesegment.faces.forest_face`, imported when first used).
+(:mod:`facesegment.faces.forest_face`).
 """
+
+from ..faces.forest_face import forest_photo_faces, forest_predict_face
+from ..faces.photo import detector_words, paste_faces, require_detector
+from .protocol import read_card
 
 
 class DlibFaces:
     """The protocol's methods of the models whose faces dlib finds (forests,
     cascades, landmark votes): pasting faces back, the install check, the finder's
-    name (:mod:`facesegment.faces.photo`, imported when first used)."""
+    name (:mod:`facesegment.faces.photo`)."""
 
     def photo_labels(self, shape, faces, return_proba=False):
         """The photo's labels uint8 (H, W) and probabilities (or None) from
         :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
-        from ..faces.photo import paste_faces
-
         return paste_faces(shape, faces, return_proba)
 
     def require(self, detect=True):
         """Raise a one-line DataError when dlib (to detect faces) is not installed;
         nothing when ``detect`` is false (images taken as face crops)."""
-        from ..faces.photo import require_detector
-
         require_detector(detect)
 
     def face_finder(self, detector="landmarks"):
         """What searches a photo for faces, in words (dlib's ``detector``)."""
-        from ..faces.photo import detector_words
-
         return detector_words(detector)
 
 
@@ -47,8 +45,6 @@ class ForestFaces(DlibFaces):
     @property
     def card(self):
         """The text of the ``MODEL_CARD.md`` of the folder it was loaded from, or None."""
-        from .protocol import read_card
-
         return read_card(self.folder)
 
     def predict_face(self, crop, alpha=None, beta=None, sigma=None):
@@ -69,8 +65,6 @@ class ForestFaces(DlibFaces):
             :func:`facesegment.dense.predict_image` in full mode, with the model's
             shape prior (if any) applied through the landmarks dlib finds in the crop.
         """
-        from ..faces.forest_face import forest_predict_face
-
         return forest_predict_face(self, crop, alpha, beta, sigma)
 
     def photo_faces(self, image, detect="auto", detector="landmarks", detect_size=None,
@@ -95,6 +89,4 @@ class ForestFaces(DlibFaces):
         -------
         list of facesegment.faces.photo.PhotoFace
         """
-        from ..faces.forest_face import forest_photo_faces
-
         return forest_photo_faces(self, image, detect, detector, detect_size, alpha, beta, sigma)

@@ -19,6 +19,8 @@ from ..errors import DataError
 from ..forest._arrays import (FOREST_ARRAY_NAMES, MISSING_ARRAY_NAME, SPARSE_ARRAY_NAMES,
                               ForestArrays, n_sparse)
 from ..forest._verify import ForestProblem, verified
+from ..forest.density import LEAF_ARRAY_NAMES, DensityLeaves, check_leaves
+from ..position import PositionPrior, crop_rule_of
 from ._model_doc import FOREST_FORMAT, MODEL_FORMAT_VERSION
 
 #: Compression of the forest arrays: byte-shuffle + gzip level 4 (node arrays
@@ -93,8 +95,6 @@ def _dataset(g, name, h5):
 
 
 def _read_position(f, h5, n_classes):
-    from ..position import PositionPrior, crop_rule_of
-
     g = f["position"]
     freq, prior = _dataset(g, "freq", h5)[()], _dataset(g, "class_prior", h5)[()]
     sigma, pseudo = float(g.attrs["sigma"]), float(g.attrs["pseudo"])
@@ -174,8 +174,6 @@ def write_forest(model, tmp_path):
 
 def check_leaf_arrays(arrays, leaves, h5):
     """The ``leaves`` group of a density forest: every array, consistent with the trees."""
-    from ..forest.density import LEAF_ARRAY_NAMES, DensityLeaves, check_leaves
-
     missing = sorted(set(LEAF_ARRAY_NAMES) - set(leaves))
     problem = (f"leaf arrays {', '.join(missing)} are missing" if missing
                else check_leaves(arrays, DensityLeaves(**{n: leaves[n]

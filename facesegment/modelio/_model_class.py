@@ -13,6 +13,7 @@ import numpy as np
 from ._forest_faces import ForestFaces
 from ._model_doc import kinds
 from ..layout import DEFAULT_LAYOUT, WindowLayout
+from ._model_files import model_from_estimator, save_model
 
 
 @dataclass(repr=False)
@@ -124,8 +125,6 @@ class Model(ForestFaces):
         Path
             ``folder``.
         """
-        from ._model_files import save_model
-
         return save_model(self, folder)
 
     def __repr__(self):
@@ -162,8 +161,6 @@ class Model(ForestFaces):
             The window layout (default: the windows file's, else the paper's
             31x31 RGB layout when the number of features matches, else none).
         """
-        from ._model_files import model_from_estimator
-
         return model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout)
 
     def to_estimator(self):

@@ -14,7 +14,10 @@ import math
 
 import numpy as np
 
+from ..bounds import BOUNDS
 from ..errors import DataError
+from ..forest import registry
+from ..limits import MAX_JSON_BYTES, read_regular_file
 
 #: ``model.json``'s ``format``; ``forest.h5``'s ``format`` attribute.
 MODEL_FORMAT = "facesegment-model"
@@ -34,9 +37,7 @@ _FIX = "re-copy the model folder or retrain it with `facesegment train`"
 def kinds():
     """The registry's kinds (``{name: ForestKind}``): the values ``model.json``'s
     ``kind`` may take."""
-    from ..forest.registry import KINDS
-
-    return KINDS
+    return registry.KINDS
 
 
 def parse(text, js):
@@ -54,8 +55,6 @@ def read_json_text(js, fix=_FIX):
     """The text of the model JSON file ``js``: a regular file of at most
     :data:`facesegment.limits.MAX_JSON_BYTES` bytes, UTF-8 (DataError naming ``js``
     otherwise: a 1 GB model.json is refused before it is read)."""
-    from ..limits import MAX_JSON_BYTES, read_regular_file
-
     data = read_regular_file(js, "model file", MAX_JSON_BYTES,
                              f"{fix}; a model's JSON file is a few kB")
     try:
@@ -107,7 +106,6 @@ def check_document(doc, js):
     factors = doc["sampling_factors"]
     if len(factors) != len(names) or not all(_is_number(s) and s > 0 for s in factors):
         _bad(js, "sampling_factors", f"must be {len(names)} finite numbers > 0 (one per class)")
-    from ..bounds import BOUNDS
 
     fb = BOUNDS["sampling_factors"]
     if not all(fb.low <= s <= fb.high for s in factors):

@@ -20,13 +20,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import check_writable_folder, write_json_atomic
+from .. import __version__
+from ..atomic import (check_free_space, check_writable_folder, full_disk_is_one_line,
+                      remove_stale_temporaries, swap_folder, write_json_atomic)
+from ..data.download import sha256_file
 from ..errors import DataError
+from ..faces.shape_prior import from_arrays, save_arrays
 from ..forest._arrays import n_sparse
+from ..forest import registry
+from ..forest.registry import get_kind, kind_of
 from ..layout import DEFAULT_LAYOUT, WindowLayout
+from ..rule import DecisionRule, rule_of
 from ._forest_h5 import FIX as _FIX
 from ._forest_h5 import check_leaf_arrays, read_forest, verified_arrays, write_forest
-from ._model_doc import MODEL_FORMAT, MODEL_FORMAT_VERSION, check_document, kinds, parse
+from ._model_doc import (MODEL_FORMAT, MODEL_FORMAT_VERSION, check_document, kinds, parse,
+                         read_json_text)
 
 #: The files a model folder consists of (replacing a model replaces only these).
 MODEL_FILES = ("model.json", "forest.h5", "shape-prior.npz", ".facesegment-outputs")
@@ -69,14 +77,12 @@ def effective_params(estimator):
 def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout):
     from sklearn.base import is_regressor
 
-    from ..forest.registry import KINDS, get_kind, kind_of
-
     if not hasattr(estimator, "forest_"):
         raise ValueError("the estimator is not fitted; call fit(X, y) before saving it")
     kind = kind_of(estimator) if kind is None else get_kind(kind).name
     if kind is None:
         name = type(estimator).__name__
-        kinds = ", ".join(k.name for k in KINDS.values() if k.estimator == name)
+        kinds = ", ".join(k.name for k in registry.KINDS.values() if k.estimator == name)
         raise ValueError(f"{name} was not made by make_estimator and does not have the "
                          f"parameters of its class's own kind; pass kind= (one of: "
                          f"{kinds or 'none, not a registry class'})")
@@ -188,8 +194,6 @@ def check_model_output(path):
 def save_model(model, path):
     """:func:`save_model_folder` after a check of the free space and the removal of
     killed runs' leftovers (:func:`facesegment.modelio.model.save_model`)."""
-    from ..atomic import check_free_space, full_disk_is_one_line, remove_stale_temporaries
-
     path = Path(path)
     fix = "free disk space or choose another --out folder"
     if path.parent.is_dir():
@@ -211,8 +215,6 @@ def save_model_folder(model, path):
     def fill(tmp):
         write_forest(model, tmp / "forest.h5")
         if getattr(model, "shape_prior", None) is not None:
-            from ..faces.shape_prior import save_arrays
-
             np.savez_compressed(tmp / SHAPE_PRIOR_FILE, **save_arrays(model.shape_prior))
         write_json_atomic(tmp / "model.json", model_document(model, path, tmp / "forest.h5"),
                           indent=2, sort_keys=True)
@@ -249,8 +251,6 @@ def _kinds_check(kind, path):
 
 def model_document(model, path, h5):
     """The ``model.json`` document of ``model`` saved at ``path``."""
-    from .. import __version__
-
     a = model.arrays
     classes = np.asarray(model.classes)
     return {
@@ -287,8 +287,6 @@ def model_document(model, path, h5):
 def _rule_entry(model):
     """``{"rule": {...}}`` for a model with a decision rule (stored, or recorded in
     its metrics by an older facesegment), else ``{}`` (no key: older readers)."""
-    from ..rule import rule_of
-
     rule = rule_of(model)
     return {} if rule is None else {"rule": rule.to_dict()}
 
@@ -296,8 +294,6 @@ def _rule_entry(model):
 def _read_rule(doc, path):
     """The decision rule of a ``model.json`` document (its ``"rule"``, else the
     alpha, beta and sigma older models record in ``metrics``), or None."""
-    from ..rule import DecisionRule
-
     try:
         if doc.get("rule") is not None:
             return DecisionRule.from_dict(doc["rule"])
@@ -324,14 +320,10 @@ def relative_provenance(prov, folder):
 
 def _replace_folder(tmp, path):
     """Rename ``tmp`` to ``path``, replacing (then removing) an existing model at ``path``."""
-    from ..atomic import swap_folder
-
     swap_folder(tmp, path)
 
 
 def _sha256(path):
-    from ..data.download import sha256_file
-
     return sha256_file(path)
 
 
@@ -372,8 +364,6 @@ def load_model_folder(cls, path, verify=True):
 
 def _read_shape_prior(path, doc, n_classes, verify):
     """The model's :class:`facesegment.faces.shape_prior.ShapePrior` (model.json records one)."""
-    from ..faces.shape_prior import from_arrays
-
     f = path / SHAPE_PRIOR_FILE
     if not f.is_file():
         raise DataError(path, f"is missing {SHAPE_PRIOR_FILE}, which model.json records "
@@ -399,7 +389,6 @@ def _read_document(path):
         raise DataError(path, "is not a model folder (no such folder)", _FIX)
     if not js.is_file():
         raise DataError(path, "is not a model: it has no model.json", _FIX)
-    from ._model_doc import read_json_text
 
     doc = parse(read_json_text(js), js)
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:

@@ -27,8 +27,12 @@ still load.  The :class:`Model` dataclass is defined in
 (:mod:`facesegment.autocontext.cascade`) too.
 """
 
+from ..autocontext.cascade import is_cascade_folder, load_cascade
+from ..faces.landmark_model import is_landmark_folder, load_landmark_model
+from ..faces.mesh_model import is_mesh_folder, load_mesh_model
 from ._model_class import Model
 from ._model_doc import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, kinds  # noqa: F401
+from ._model_files import check_model_output as _check, load_model_folder, save_model as _save
 
 
 def save_model(model, path):
@@ -44,8 +48,6 @@ def save_model(model, path):
     DataError
         When ``path`` cannot be written; nothing is left behind then.
     """
-    from ._model_files import save_model as _save
-
     return _save(model, path)
 
 
@@ -65,11 +67,6 @@ def load_model(path, verify=True):
         When the folder is not a model, is truncated or corrupt, or has another
         format version.
     """
-    from ._model_files import load_model_folder
-    from ..autocontext.cascade import is_cascade_folder, load_cascade
-    from ..faces.landmark_model import is_landmark_folder, load_landmark_model
-    from ..faces.mesh_model import is_mesh_folder, load_mesh_model
-
     if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
         return load_cascade(path, verify)
     if is_landmark_folder(path):  # a landmark model: its vote spec and a fallback model
@@ -86,8 +83,6 @@ def check_model_output(path):
     :func:`save_model` replaces); any other file or folder is kept, never
     replaced.  The parent folder is created and must be writable.
     """
-    from ._model_files import check_model_output as _check
-
     return _check(path)
 
 

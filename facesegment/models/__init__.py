@@ -9,6 +9,9 @@ given.  Nothing is loaded at import.
 
 from pathlib import Path
 
+from ..errors import DataError
+from ..faces import mesh
+
 #: The default model: MediaPipe's face mesh and forest stages trained on hand-drawn masks
 #: (:mod:`facesegment.faces.mesh_model`; ``make model``).  It needs the face mesh
 #: (README, Install); without it :func:`default_name` gives :data:`LANDMARKS`.
@@ -39,9 +42,7 @@ def default_name():
     """:data:`DEFAULT`, or :data:`LANDMARKS` when MediaPipe's face mesh (which the
     default needs) is not installed; that fallback is said once per process on
     stderr, with the command that installs the face mesh."""
-    from ..faces.mesh import mesh_available
-
-    if mesh_available():
+    if mesh.mesh_available():
         return DEFAULT
     if not _SAID:
         import sys
@@ -64,8 +65,6 @@ def model_path(name=None):
     DataError
         When no shipped model has that name (the message lists those that do).
     """
-    from ..errors import DataError
-
     name = default_name() if name is None else str(name)
     path = HERE / name
     if name not in shipped():
