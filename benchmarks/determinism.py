@@ -67,7 +67,7 @@ PRESET = "smoke"
 MODEL_RECORDS = "model records (model.json, train-*.json)"
 
 _OCV = "SSE4.1,SSE4.2,POPCNT,AVX,FP16,FMA3,AVX2,AVX_VNNI,AVX512F,AVX512-SKX,AVX512-CLX"
-_GENERIC = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": "{work}/numba-generic"}
+_GENERIC = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": "{work}/numba-cache"}
 #: ``{name: (workers, environment)}``; ``{work}`` is the temporary folder.
 VARIANTS = {
     "base": (2, {}),
@@ -242,8 +242,8 @@ def cell(s):
         return "same values"
     bits = []
     if "test_points" in s or "detector_points" in s:
-        bits.append(f"test ±{s.get('test_points', 0):.2f}, detector-aligned "
-                    f"±{s.get('detector_points', 0):.2f} points")
+        bits.append(f"test ±{s.get('test_points', 0):.4f}, detector-aligned "
+                    f"±{s.get('detector_points', 0):.4f} points")
     elif s.get("shape_differs"):
         bits.append("other trees")
     elif "share" in s:
@@ -263,7 +263,8 @@ def markdown(doc):
              "each in its own folder and process, and compares every file with the "
              f"`base` run's (host CPU `{doc['host']['cpu']}`, 2 threads): by its bytes, "
              "then by its content (HDF5 datasets, JSON leaves without measured times, "
-             "PNG pixels). Result: `reports/determinism.json`.", "",
+             f"PNG pixels). Result: `reports/determinism.json`; the {len(doc['variants'])} "
+             f"runs and the comparison took {doc['seconds'] / 60:.0f} min.", "",
              "| artefact | " + " | ".join(heads[c] for c in comps) + " |",
              "| --- |" + " --- |" * len(comps)]
     for g in groups:
@@ -282,8 +283,48 @@ def markdown(doc):
             lines.append(f"- **{heads[c]}**: {len(moved)} of {len(summ)} artefacts move: "
                          + ", ".join(moved) + "; the rest are identical.")
     lines.append("")
-    lines += doc.get("notes", [])
+    lines += _why(doc)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _why(doc):
+    """The paragraphs that say where each move comes from (from the JSON's numbers)."""
+    out = []
+    cpu = {g for c in ("numba-generic", "no-simd-dispatch") if c in doc["summary"]
+           for g, s in doc["summary"][c].items() if s["status"] == "differs"}
+    forests = sorted(g.split(" ", 1)[1] for g in cpu if g.startswith("forest "))
+    scores = sorted(g.split(" ", 1)[1] for g in cpu if g.startswith("scores "))
+    if forests or scores:
+        out.append(
+            "On another CPU target (Numba compiling without AVX, AVX2 or AVX-512, "
+            "another vector width) the training kernels in IEEE program order "
+            "(`facesegment/_jit.py`) give the same windows and the same forests, except "
+            + (", ".join(f"`{k}`" for k in forests) or "none")
+            + ": the non-greedy trees' kernels may reassociate sums (`REASSOC`), so "
+            "their forests follow the vector width. Scores that move: "
+            + (", ".join(f"`{k}`" for k in scores) or "none")
+            + "; a score moves when its forest does or when dense inference's "
+            "fast-math float32 dots (`FASTMATH`, the CO2 kinds' oblique splits) "
+            "send a pixel within float32 rounding of a threshold the other way.")
+        out.append("")
+    ocv = doc.get("opencv")
+    if ocv:
+        a, b = ocv["versions"]
+        out.append(
+            "The detector-aligned crops are cut with OpenCV's bilinear warp "
+            "(`cv2.warpAffine`, `facesegment.faces.crops.crop_face`), whose output "
+            f"depends on OpenCV's version, not on the CPU: the first {ocv['faces']} "
+            f"test faces cut around their human landmarks with OpenCV {a} and {b} "
+            f"give {ocv['crops_differing']} different crops, "
+            f"{100 * ocv['share']:.1f}% of their pixels differing by up to "
+            f"{ocv['max_grey']} grey levels (`--opencv DIR`). The test crops are read "
+            "as stored, so only the detector-aligned scores (forests, cascades, the "
+            "landmark renderer) follow OpenCV's version; `pyproject.toml` asks for "
+            "`opencv-python-headless>=4.8`, so results committed with one version "
+            "are reproduced to the byte only with that version. Versions of this "
+            "measurement: " + ", ".join(f"{k} {v}" for k, v in
+                                       doc["host"]["versions"].items()) + ".")
+    return out
 
 
 def _bytes(summ):
@@ -359,13 +400,15 @@ def main(argv=None):
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    doc["seconds"] = round(time.perf_counter() - t0)
+    # the variants' own run times (also when --reuse read them) and the comparison's
+    doc["seconds"] = round(sum(v["seconds"] for v in doc["variants"].values())
+                           + time.perf_counter() - t0 - doc.pop("_ran"))
     return report(doc, args.write)
 
 
 def measure(work, args):
     """Run (or with ``--reuse`` read) the variants in ``work``; the JSON document."""
-    runs = {}
+    runs, t0 = {}, time.perf_counter()
     for name in args.variants:
         info = Path(work) / f"{name}.json"
         if args.reuse and info.is_file():
@@ -375,7 +418,8 @@ def measure(work, args):
             write_json_atomic(info, runs[name])
     doc = {"command": "python -m benchmarks.determinism --write", "preset": PRESET,
            "data": os.path.relpath(args.data, ROOT), "test_images": args.test_images,
-           "host": host_cpu(), "variants": runs, "files": {}, "summary": {}}
+           "host": host_cpu(), "variants": runs, "files": {}, "summary": {},
+           "_ran": time.perf_counter() - t0}
     for name, _ in COMPARISONS:
         if name in runs:
             files = compare_trees(Path(work) / "base", Path(work) / name)
@@ -413,4 +457,7 @@ def report(doc, write):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository's own report and page are regenerated
+        sys.exit(main())

@@ -31,7 +31,7 @@ import numpy as np
 
 #: Files that hold measured times or what is rendered from them (never compared).
 SKIP = re.compile(r"(^|/)(stamps|__pycache__)/|(^|/)timings\.(json|md)$|"
-                  r"(^|/)\.facesegment-outputs$|\.log$")
+                  r"(^|/)\.facesegment-outputs$|\.log$|\.nb[ic]$")
 #: JSON keys holding a measured time, a rate or the machine's state (not results).
 TIMING_KEY = re.compile(r"(^|_)(seconds|secs|s|ms|time|times|elapsed|duration|rate|load|"
                         r"load_average|cpu|cpu_seconds|per_s|per_second|images_per_s|"
