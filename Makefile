@@ -20,7 +20,7 @@ PIPE := $(BIN)/python -m pipelines.run --config $(CONFIG) $(if $(DATA),--data $(
 	$(if $(PRESET),--preset $(PRESET),) $(PIPE_ARGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-fast readme all data label extract select train evaluate figures report investigate check-pixels notebook bench bench-peers uci nongreedy model handdrawn clean distclean
+.PHONY: help setup test test-fast readme all data label extract select train evaluate figures report investigate check-pixels notebook check-determinism bench bench-peers uci nongreedy model handdrawn clean distclean
 
 help:  ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -96,6 +96,9 @@ check-pixels: setup  ## Score a finished run's models on every test pixel, next 
 
 notebook: setup  ## Execute notebooks/walkthrough.ipynb from the shipped models and save it with its outputs (committed, so it reads on a code host)
 	$(BIN)/python -m pipelines.notebook $(if $(NAME),--run $(NAME)-$(or $(PRESET),default),)
+
+check-determinism: setup  ## Run the smoke preset 5 ways (rerun, 1 thread, Numba's generic CPU, no SIMD dispatch) and compare every output with docs/reliability.md's statement (exit 1 if it is wrong; --write rewrites it)
+	$(BIN)/python -m benchmarks.determinism $(DETERMINISM_ARGS)
 
 bench: setup  ## Run the benchmarks under benchmarks/ (results in reports/bench/)
 	$(BIN)/python -m benchmarks.bench_extract

@@ -210,8 +210,11 @@ def _pts_of(record, labels):
 
 
 def _key(records, pad_fraction, choose, crop_rule, labels="warp"):
-    """The cache key: the re-cropping rule, how labels are made, dlib's version and
-    every input's SHA-256 (the ``.pts`` too when the labels are drawn from it)."""
+    """The cache key: the re-cropping rule, how labels are made, dlib's and OpenCV's
+    versions and every input's SHA-256 (the ``.pts`` too when the labels are drawn
+    from it).  OpenCV's version is part of it because its bilinear warp (the crop's
+    pixels) changed between versions: 4.10 and 5.1 differ by up to 3 grey levels on
+    about an eighth of the pixels (``python -m benchmarks.determinism``)."""
     try:
         import dlib
         dlib_version = dlib.__version__
@@ -231,7 +234,7 @@ def _key(records, pad_fraction, choose, crop_rule, labels="warp"):
                             "check the path and its permissions") from exc
     text = json.dumps({"version": VERSION, "crop": CROP, "pad_fraction": pad_fraction,
                        "choose": choose, "crop_rule": crop_rule, "labels": labels,
-                       "dlib": dlib_version, "faces": faces})
+                       "dlib": dlib_version, "opencv": cv2.__version__, "faces": faces})
     return hashlib.sha256(text.encode()).hexdigest()
 
 
