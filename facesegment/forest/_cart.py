@@ -10,7 +10,7 @@ estimates, warm starts and single-tree views.
   (:func:`facesegment.forest._grow.draw_stratified`), the counterpart of
   scikit-learn's per-bootstrap re-weighting for trees that count samples.
 * out-of-bag: each tree's rows are redrawn from its seed
-  (:func:`facesegment.forest._grow.tree_sample_indices`); a row's OOB
+  (:meth:`facesegment.forest._grow.RowDraw.indices`); a row's OOB
   distribution is the mean over the trees that did not draw it.
 * warm start: the new trees get the seeds a fresh forest of
   ``n_estimators`` trees would give them, and are appended
@@ -21,9 +21,8 @@ import warnings
 
 import numpy as np
 
-from ._arrays import n_sparse
-from ._grow import tree_sample_indices
-from ._missing import has_nan
+from ._arrays import complete, n_sparse
+from ._missing import has_nan, missing_directions
 from ._predict import axis_only, oob_axis_packed, packed_nodes
 from .params import InvalidParameterError
 
@@ -79,16 +78,16 @@ def class_weight_draws(class_weight, classes, y_enc, w, bootstrap):
     return out, None
 
 
-def oob_decision(fa, X, y_enc, seeds, spec, apply_rows):
+def oob_decision(fa, X, y_enc, seeds, draw, apply_rows):
     """Out-of-bag class distributions, float64 (n, n_classes), and per-row tree counts.
 
     ``apply_rows(X_chunk)`` gives the leaves (int32 (m, n_trees)) of rows;
-    ``seeds`` are the trees' seeds, ``spec`` the grower's spec of the draws.
+    ``seeds`` are the trees' seeds, ``draw`` their :class:`~facesegment.forest._grow.RowDraw`.
     """
     n = X.shape[0]
     inbag = np.zeros((len(seeds), n), dtype=bool)
     for t, seed in enumerate(seeds):
-        inbag[t, tree_sample_indices(np.random.default_rng(int(seed)), n, spec)] = True
+        inbag[t, draw.indices(np.random.default_rng(int(seed)), n)] = True
     proba = np.zeros((n, fa.n_classes), dtype=np.float64)
     count = np.zeros(n, dtype=np.int64)
     if axis_only(fa) and not has_nan(X):  # each row down the trees that did not draw it
@@ -135,8 +134,6 @@ def append_forests(a, b):
         depth=cat([a.depth, b.depth]), n_samples=cat([a.n_samples, b.n_samples]),
         weights=cat([a.weights, b.weights.astype(a.weights.dtype)]))
     if a.sparse is not None or b.sparse is not None:
-        from ._arrays import complete
-
         ca, cb = complete(a), complete(b)
         out.update(sparse=cat([ca.sparse, shift(cb.sparse, s_off)]),
                    sparse_ptr=cat([ca.sparse_ptr, cb.sparse_ptr[1:] + ca.sparse_ptr[-1]]),
@@ -145,8 +142,6 @@ def append_forests(a, b):
                    sparse_weight=cat([ca.sparse_weight, cb.sparse_weight.astype(
                        ca.sparse_weight.dtype)]))
     if a.missing_left is not None or b.missing_left is not None:
-        from ._missing import missing_directions
-
         out["missing_left"] = cat([missing_directions(a), missing_directions(b)])
     return type(a)(**out)
 

@@ -37,15 +37,12 @@ Random numbers: one SplitMix64 stream per tree
 tree's seed: the tree depends on its seed and data only, never on threads.
 """
 
-import time
-
 import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import midpoint_threshold, phi_table, set_cost
+from ._ranks import _LOW32, _S32, COUNTING_SPAN, MISSING_RANK, sort_keys
 from ._regression_kernels import _draw_feature
-
-from ._ranks import _LOW32, _S32, COUNTING_SPAN, MISSING_RANK, sort_inputs, sort_keys
 
 
 @njit(**NJIT)
@@ -416,40 +413,3 @@ def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_dept
         node += 1
     return (left[:n_nodes], right[:n_nodes], feature[:n_nodes], threshold[:n_nodes],
             value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes], miss_left[:n_nodes])
-
-
-def grow_cart(X, y, n_classes, spec, seed):
-    """One axis-aligned CART tree (``criterion`` of ``spec``, NaN allowed in float X):
-    the arrays of :func:`facesegment.forest._grow.grow_tree` (``missing_left``
-    when ``spec["missing"]``) and ``stats``.
-
-    The tree's generator (seeded with ``seed``) draws its rows first
-    (:func:`facesegment.forest._grow.tree_sample_indices`, so out-of-bag
-    estimates can redraw them), then the seed of the kernel's random stream.
-    """
-    from ._grow import tree_sample_indices
-
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    n, p = X.shape
-    idx = tree_sample_indices(rng, n, spec)
-    rows, counts = np.unique(idx, return_counts=True)
-    left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
-        X, *sort_inputs(X), y, rows.astype(np.int64), counts.astype(np.int64), n_classes,
-        spec["max_features"], spec["max_depth"], spec["min_samples_split"],
-        spec["min_samples_leaf"], spec.get("criterion", "entropy") == "gini",
-        X.dtype == np.uint8, int(rng.integers(0, 2**63 - 1)))
-    k = left.shape[0]
-    none = np.full(k, -1, np.int32)
-    freq = (value / np.maximum(value.sum(axis=1, keepdims=True), 1)).astype(np.float32)
-    out = {"left": left, "right": right, "feature": feature, "feature2": none,
-           "oblique": none.copy(), "threshold": thr, "value": freq, "depth": depth,
-           "n_samples": n_samples.astype(np.int32), "weights": np.zeros((0, p), np.float32),
-           "sparse": none.copy(), "sparse_ptr": np.zeros(1, np.int64),
-           "sparse_index": np.zeros(0, np.int32), "sparse_weight": np.zeros(0, np.float32)}
-    if spec.get("missing", False):
-        out["missing_left"] = ml
-    out["stats"] = {"t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0, "n_oblique": 0,
-                    "seconds": time.perf_counter() - t0, "n_nodes": int(k),
-                    "max_depth": int(depth.max())}
-    return out

@@ -15,8 +15,9 @@ import time
 
 import numpy as np
 
-from ._grow import grow_tree
+from ._grow import RowDraw, TreeParams, grow_tree
 from .co2 import CO2_DEFAULTS
+from .families import AxisSplitter, CO2Splitter
 
 #: Per-node arrays of a tree dict (``weights`` is per oblique row).
 NODE_KEYS = ("left", "right", "feature", "feature2", "oblique", "threshold", "value",
@@ -72,36 +73,61 @@ def graft(trunk, subtrees):
 
 # --------------------------------------- refined trunk + greedy subtrees
 
-def greedy_spec(spec, max_depth, n_samples):
-    """``grow_tree``'s spec of the greedy trees: the initial tree and the subtrees
-    grown under a refined trunk (all the rows given, CO2 with ``init_nu``,
-    ``init_eta`` and ``oblique_min_samples``)."""
-    return {"split_family": spec["init_family"], "max_depth": max_depth,
-            "min_samples_split": spec["min_samples_split"],
-            "min_samples_leaf": spec["min_samples_leaf"], "n_samples": n_samples,
-            "bootstrap": False, "pool": None, "cdf": None,
-            "max_features": spec["max_features"],
-            "co2": {**CO2_DEFAULTS, "nu": spec["init_nu"], "eta": spec["init_eta"]},
-            "oblique_min_samples": spec["oblique_min_samples"],
-            "weight_dtype": "float32", "mean": spec["mean"], "inv_std": spec["inv_std"],
-            "co2_init": "axis", "n_pairs": 1}
+def greedy_params(params, max_depth, n_samples):
+    """The :class:`~facesegment.forest._grow.TreeParams` of the greedy trees of a
+    non-greedy forest (``params.splitter``: its
+    :class:`~facesegment.forest.nongreedy.NonGreedySplitter`): the initial tree
+    and the subtrees grown under a refined trunk, on all the ``n_samples`` rows
+    given; an axis splitter, or CO2 with ``init_nu``, ``init_eta`` and
+    ``oblique_min_samples``."""
+    ng = params.splitter
+    if ng.init == "co2":
+        splitter = CO2Splitter(max_features=ng.max_features,
+                               co2={**CO2_DEFAULTS, "nu": ng.init_nu, "eta": ng.init_eta},
+                               oblique_min_samples=ng.oblique_min_samples,
+                               weight_dtype="float32", init="axis", n_pairs=1,
+                               mean=ng.mean, inv_std=ng.inv_std)
+    else:
+        splitter = AxisSplitter(max_features=ng.max_features)
+    return TreeParams(splitter=splitter, draw=RowDraw(n_samples, False), max_depth=max_depth,
+                      min_samples_split=params.min_samples_split,
+                      min_samples_leaf=params.min_samples_leaf)
 
 
-def trunk_depth(spec):
+def trunk_depth(params):
     """Depth of the non-greedy part: ``refine_depth`` when it is shallower than
     ``max_depth`` (-1: unlimited), else ``max_depth``; and whether to grow below."""
-    md, rd = spec["max_depth"], spec.get("refine_depth")
+    md, rd = params.max_depth, params.splitter.refine_depth
     if rd is None or (md >= 0 and rd >= md):
         return md, False
     return rd, True
 
 
-def grow_below(tree, Xs, ys, reached, n_classes, spec, rng):
-    """``tree`` with a greedy subtree grown under each refined leaf, on the samples
-    the refined trunk sends there (``reached``: leaf number of each row), down
-    to ``max_depth`` levels in all.  Returns ``(tree, seconds)``."""
+def graft_below(tree, Xs, ys, reached, n_classes, params, rng):
+    """``tree`` with a greedy subtree grown under each refined leaf: the builder
+    (:func:`~facesegment.forest._grow.grow_tree`) started at the leaf, on the
+    samples the refined trunk sends there (``reached``: leaf number of each row),
+    down to ``max_depth`` levels in all, then grafted (:func:`graft`).
+
+    Parameters
+    ----------
+    tree : dict
+        The refined trunk's local arrays.
+    Xs, ys : ndarray
+        The tree's rows and classes; ``reached`` (n,) the leaf number of each.
+    n_classes : int
+    params : TreeParams
+        The non-greedy forest's (``max_depth``, ``splitter.refine_depth``).
+    rng : numpy Generator
+        Draws one seed per leaf.
+
+    Returns
+    -------
+    (dict, float)
+        The grafted tree and the seconds it took.
+    """
     t0 = time.perf_counter()
-    md, rd = spec["max_depth"], spec["refine_depth"]
+    md, rd = params.max_depth, params.splitter.refine_depth
     leaves = np.flatnonzero(tree["left"] < 0)
     seeds = rng.integers(0, 2**31 - 1, size=leaves.shape[0])
     order = np.argsort(reached, kind="stable")
@@ -112,8 +138,8 @@ def grow_below(tree, Xs, ys, reached, n_classes, spec, rng):
         if rows.shape[0] == 0:
             continue
         sub = grow_tree(np.ascontiguousarray(Xs[rows]), np.ascontiguousarray(ys[rows]),
-                        n_classes, greedy_spec(spec, md - rd if md >= 0 else -1,
-                                                rows.shape[0]), int(seeds[k]))
+                        n_classes, greedy_params(params, md - rd if md >= 0 else -1,
+                                                 rows.shape[0]), int(seeds[k]))
         sub.pop("stats")
         subtrees[int(node)] = sub
     return graft(tree, subtrees), time.perf_counter() - t0

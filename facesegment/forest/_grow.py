@@ -6,17 +6,23 @@ numbered in breadth-first order and all random draws come from one generator
 per tree, consumed in that order, so truncating a tree at depth d gives exactly
 the tree grown with ``max_depth=d`` from the same seed.
 
-Each node's split comes from the spec's split family (an object, see
-:mod:`facesegment.forest.families`); families that build their trees another
-way (ferns, rotation and non-greedy trees) grow them in their own ``grow``,
-reusing :func:`draw_tree_samples` and, for rotation, :func:`grow_tree`.
+:func:`grow_tree` is the one greedy tree builder: it takes a
+:class:`TreeParams` (the frozen settings of a fit) whose ``splitter`` (a
+configured split family, :mod:`facesegment.forest.families`) finds, and
+partitions on, each node's split, or grows the nodes in one Numba kernel
+(CART, regression and density splitters).  Ferns and non-greedy trees are
+not grown node by node; their splitters' ``grow`` builds them
+(:func:`facesegment.forest.ferns.grow_fern`,
+:func:`facesegment.forest.nongreedy.grow_nongreedy_tree`).
 
 :func:`fit_tree_task` is the top-level (picklable) task that the estimators hand
 to :func:`facesegment.parallel.map_tasks`, locally or on a Dask cluster.
 """
 
+import dataclasses
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,16 +81,68 @@ def sampling_pool(sample_weight, bootstrap):
     return np.repeat(np.arange(w.shape[0], dtype=np.int64), w.astype(np.int64)), None
 
 
-def tree_sample_indices(rng, n, spec):
-    """The sorted int64 rows of one tree: its first use of ``rng`` (a fresh
-    ``default_rng(seed)`` of the tree's seed), so the draw of a fitted tree is
-    reproducible from its seed (out-of-bag estimates).  With ``spec["strata"]``
-    (``class_weight="balanced_subsample"``) every class gets an equal share of
-    the draws (:func:`draw_stratified`), else :func:`draw_tree_samples`."""
-    if spec.get("strata") is not None:
-        return draw_stratified(rng, spec["strata"], spec["n_samples"])
-    return draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"],
-                             spec.get("pool"), spec.get("cdf"))
+@dataclass(frozen=True, eq=False)
+class RowDraw:
+    """How every tree of a forest draws its rows (built once per ``fit``).
+
+    Attributes
+    ----------
+    n_samples : int
+        Rows drawn per tree.
+    bootstrap : bool
+        With replacement.
+    pool, cdf : ndarray or None
+        Weighted draws (:func:`sampling_pool`); None: uniform over all rows.
+    strata : tuple or None
+        ``class_weight="balanced_subsample"``: per-class ``(rows, cdf)``
+        (:func:`draw_stratified`).
+    """
+
+    n_samples: int
+    bootstrap: bool
+    pool: object = None
+    cdf: object = None
+    strata: object = None
+
+    def indices(self, rng, n):
+        """The sorted int64 rows of one tree: its first use of ``rng`` (a fresh
+        ``default_rng(seed)`` of the tree's seed), so the draw of a fitted tree
+        is reproducible from its seed (out-of-bag estimates)."""
+        if self.strata is not None:
+            return draw_stratified(rng, self.strata, self.n_samples)
+        return draw_tree_samples(rng, n, self.n_samples, self.bootstrap, self.pool, self.cdf)
+
+
+@dataclass(frozen=True, eq=False)
+class TreeParams:
+    """Everything a tree is grown with: one frozen object built once per ``fit``
+    from the estimator's validated parameters, handed to :func:`grow_tree` (or
+    to the splitter's own ``grow``) for every tree.
+
+    Attributes
+    ----------
+    splitter : Splitter
+        The split family, configured (:mod:`facesegment.forest.families`):
+        carries its own settings (``max_features``, ``n_pairs``, CO2's...).
+    draw : RowDraw
+        How each tree draws its rows.
+    max_depth : int
+        -1: no limit.
+    min_samples_split, min_samples_leaf : int
+    missing : bool
+        X holds NaN: splits learn a side for missing values.
+    """
+
+    splitter: object
+    draw: RowDraw
+    max_depth: int = -1
+    min_samples_split: int = 2
+    min_samples_leaf: int = 1
+    missing: bool = False
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
 
 
 def draw_stratified(rng, strata, n_samples):
@@ -157,24 +215,26 @@ def draw_features(rng, perm, q):
 
 
 class TreeGrowth:
-    """What a split family sees of the tree being grown (see
-    :mod:`facesegment.forest.families`): ``X``, ``y``, ``n_classes``, ``spec``,
-    ``rng`` (the tree's generator), ``p``, ``min_leaf``, ``perm`` (a feature
-    permutation reused by every draw), ``weights`` (the dense oblique rows so
-    far; a split's ``oblique`` indexes it), ``empty_w``, ``stats`` and
-    ``missing`` (NaN-aware partitions, ``missing_left`` stored).  A family
+    """What a splitter sees of the tree being grown (see
+    :mod:`facesegment.forest.families`): ``X``, ``y``, ``n_classes``,
+    ``params`` (the :class:`TreeParams`), ``splitter`` (the configured split
+    family), ``rng`` (the tree's generator), ``p``, ``min_leaf``, ``perm`` (a
+    feature permutation reused by every draw), ``weights`` (the dense oblique
+    rows so far; a split's ``oblique`` indexes it), ``empty_w``, ``stats`` and
+    ``missing`` (NaN-aware partitions, ``missing_left`` stored).  A splitter
     keeps its own per-tree state as further attributes."""
 
-    def __init__(self, X, y, n_classes, spec, rng):
-        self.X, self.y, self.n_classes, self.spec, self.rng = X, y, n_classes, spec, rng
+    def __init__(self, X, y, n_classes, params, rng):
+        self.X, self.y, self.n_classes, self.params, self.rng = X, y, n_classes, params, rng
+        self.splitter = params.splitter
         self.p = X.shape[1]
-        self.min_leaf = spec["min_samples_leaf"]
+        self.min_leaf = params.min_samples_leaf
         self.perm = np.arange(self.p, dtype=np.int64)
         self.weights = []
         self.empty_w = np.zeros((1, self.p), dtype=np.float32)
         self.stats = {"t_split": 0.0, "t_init": 0.0, "t_oblique": 0.0, "n_co2_calls": 0,
                       "n_oblique": 0}
-        self.missing = bool(spec.get("missing", False))
+        self.missing = bool(params.missing)
 
 
 class _Nodes:
@@ -207,41 +267,69 @@ class _Nodes:
         self.threshold[node] = split.threshold
 
 
-def grow_tree(X, y, n_classes, spec, seed):
-    """Grow one tree, breadth first, splitting each node with ``spec["split_family"]``.
+def grow_tree(X, y, n_classes, params, seed):
+    """Grow one tree: the one greedy builder of every split family but ferns and
+    non-greedy trees.
+
+    The tree's generator (``default_rng(seed)``) draws the rows first
+    (``params.draw``); then the splitter's hooks run in this order:
+
+    1. ``transform(X, y, n_classes, params, idx, rng)``: the data the nodes
+       are grown on (rotation trees: the rotated rows, a fresh generator and
+       an inner axis splitter); the identity by default;
+    2. ``start(tree)``: per-tree set-up (no random draws);
+    3. ``build_nodes(tree, idx)``: the nodes, breadth first.  By default the
+       Python loop :func:`split_nodes` asks the splitter for each node's
+       split (``find``) and partition (``partition``); splitters whose whole
+       node loop is one Numba kernel (CART, regression, density) override it;
+    4. ``finish(tree, out)``, then ``untransform(out, state)``.
 
     Parameters
     ----------
     X : ndarray uint8 or float32, shape (n, p), C-contiguous
-    y : ndarray int32, shape (n,)
+    y : ndarray, shape (n,)
+        int32 classes (float64 targets for the regression splitter).
     n_classes : int
-    spec : dict
-        ``split_family`` (a :class:`facesegment.forest.families.SplitFamily`),
-        ``max_depth`` (-1: none), ``min_samples_split``, ``min_samples_leaf``,
-        ``n_samples``, ``bootstrap``, optionally ``pool`` and ``cdf``
-        (weighted draws: :func:`sampling_pool`), ``strata`` (per-class draws:
-        :func:`draw_stratified`), and the family's own entries (the
-        estimator's ``_split_spec``: e.g. ``max_features``, ``n_pairs``,
-        ``criterion``, ``missing``, CO2's ``co2``, ``mean``, ``inv_std``).
+    params : TreeParams
     seed : int
         Seed of the tree's random generator.
 
     Returns
     -------
-    dict with the tree's arrays (node indices local to the tree: ``left``,
-    ``right``, ``feature``, ``feature2``, ``oblique``, ``threshold``, ``value``,
-    ``depth``, ``n_samples``, ``weights`` (n_oblique, p), the sparse rows
-    ``sparse``, ``sparse_ptr``, ``sparse_index``, ``sparse_weight``) and ``stats``.
+    dict
+        The tree's arrays (node indices local to the tree: ``left``,
+        ``right``, ``feature``, ``feature2``, ``oblique``, ``threshold``,
+        ``value``, ``depth``, ``n_samples``, ``weights`` (n_oblique, p), the
+        sparse rows ``sparse``, ``sparse_ptr``, ``sparse_index``,
+        ``sparse_weight``, ``missing_left`` with NaN in X; the splitter may
+        add its own) and ``stats``.
     """
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    family = spec["split_family"]
-    max_depth = spec["max_depth"]
-    min_split = spec["min_samples_split"]
-    min_leaf = spec["min_samples_leaf"]
-    idx = tree_sample_indices(rng, X.shape[0], spec)
-    tree = TreeGrowth(X, y, n_classes, spec, rng)
-    family.start(tree)
+    idx = params.draw.indices(rng, X.shape[0])
+    outer = params.splitter
+    X, y, idx, rng, params, state = outer.transform(X, y, n_classes, params, idx, rng)
+    tree = TreeGrowth(X, y, n_classes, params, rng)
+    splitter = params.splitter
+    splitter.start(tree)
+    out = splitter.build_nodes(tree, idx)
+    splitter.finish(tree, out)
+    out.setdefault("stats", tree.stats)
+    out = outer.untransform(out, state)
+    stats = out["stats"]
+    stats["seconds"] = time.perf_counter() - t_start
+    stats["n_nodes"] = int(out["left"].shape[0])
+    stats["max_depth"] = int(out["depth"].max())
+    return out
+
+
+def split_nodes(tree, idx):
+    """The Python node loop of :func:`grow_tree`: nodes split breadth first by
+    ``tree.splitter.find`` / ``partition`` on the rows ``idx`` (int64); returns
+    the tree's arrays (without ``stats``)."""
+    params, family, y, n_classes = tree.params, tree.splitter, tree.y, tree.n_classes
+    max_depth, min_split = params.max_depth, params.min_samples_split
+    min_leaf = params.min_samples_leaf
     buf = np.empty_like(idx)
     nodes = _Nodes(y, idx, n_classes)
     root, root_counts = nodes.new(0, idx.shape[0], 0)
@@ -271,18 +359,12 @@ def grow_tree(X, y, n_classes, spec, seed):
         nodes.right[node] = rnode
         queue.append((lnode, start, start + nl, d + 1, lcounts))
         queue.append((rnode, start + nl, end, d + 1, rcounts))
-    out = _tree_dict(nodes, tree, spec, n_classes)
-    family.finish(tree, out)
-    stats = out["stats"]
-    stats["seconds"] = time.perf_counter() - t_start
-    stats["n_nodes"] = len(nodes.left)
-    stats["max_depth"] = int(max(nodes.depth))
-    return out
+    return _tree_dict(nodes, tree, n_classes)
 
 
-def _tree_dict(nodes, tree, spec, n_classes):
+def _tree_dict(nodes, tree, n_classes):
     """The tree's arrays (see :func:`grow_tree`) from its node lists."""
-    w_store = np.dtype(_dense_dtype(spec))
+    w_store = np.dtype(tree.splitter.dense_dtype)
     weights, sp_index, sp_weight = tree.weights, nodes.sp_index, nodes.sp_weight
     out = {
         "left": np.asarray(nodes.left, dtype=np.int32),
@@ -301,19 +383,11 @@ def _tree_dict(nodes, tree, spec, n_classes):
         "sparse_index": (np.concatenate(sp_index).astype(np.int32) if sp_index
                          else np.zeros(0, np.int32)),
         "sparse_weight": (np.concatenate(sp_weight) if sp_weight else
-                          np.zeros(0, np.dtype(spec.get("sparse_dtype", "float32")))),
+                          np.zeros(0, np.dtype(tree.splitter.sparse_dtype))),
     }
     if tree.missing:
         out["missing_left"] = np.asarray(nodes.miss_left, dtype=np.int8)
-    out["stats"] = tree.stats
     return out
-
-
-def _dense_dtype(spec):
-    """Storage of dense oblique rows: ``weight_dtype``, but int8 in a sparse forest
-    (whose ``weight_dtype`` is the sparse rows') is float32."""
-    dt = spec.get("weight_dtype", "float32")
-    return "float32" if dt == "int8" and spec.get("max_nonzero") is not None else dt
 
 
 def _kernel_float(stored):
@@ -327,8 +401,8 @@ def _frequencies(counts, n_classes):
     return (c / np.maximum(c.sum(axis=1, keepdims=True), 1)).astype(np.float32)
 
 
-def fit_tree_task(item, X, y, n_classes, spec):
+def fit_tree_task(item, X, y, n_classes, params):
     """Top-level task: ``item = (tree_index, seed)``; returns the tree dict that
-    ``spec["split_family"].grow`` returns (:func:`grow_tree`'s, unless the
-    family grows its trees another way)."""
-    return spec["split_family"].grow(X, y, n_classes, spec, item[1])
+    ``params.splitter.grow`` returns (:func:`grow_tree`'s, unless the family
+    grows its trees another way: ferns, non-greedy trees)."""
+    return params.splitter.grow(X, y, n_classes, params, item[1])

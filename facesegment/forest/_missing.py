@@ -21,6 +21,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import NJIT, PARALLEL, njit
+from ._arrays import complete
 from ._predict import axis_only, kernel_sparse, kernel_weights, oblique_value
 from ._sparse import sparse_value
 
@@ -121,8 +122,6 @@ def apply_missing(fa, X, max_depth=-1):
     """The node reached in each tree (int32 (n, n_trees)) by rows that may hold
     NaN: :func:`apply_missing_kernel` for axis-aligned forests, else
     :func:`apply_missing_any_kernel`."""
-    from ._arrays import complete
-
     out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
     if axis_only(fa):
         apply_missing_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.threshold,

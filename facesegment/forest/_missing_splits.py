@@ -184,13 +184,13 @@ def best_values_split(vals, y, seg, n_classes, min_leaf):
 def imputed_node(tree, seg):
     """``(view, local)``: a shallow copy of ``tree`` whose ``X`` holds the rows
     ``seg`` with their missing values replaced by the feature means
-    (``spec["mean"]``: zeros after normalisation) and ``y`` their classes, and
+    (``tree.splitter.mean``: zeros after normalisation) and ``y`` their classes, and
     the local sample indices ``0..m-1``; None when those rows miss nothing."""
     Xn = np.array(tree.X[seg], dtype=np.float32)
     nan = np.isnan(Xn)
     if not nan.any():
         return None
-    Xn[nan] = np.broadcast_to(tree.spec["mean"], Xn.shape)[nan]
+    Xn[nan] = np.broadcast_to(tree.splitter.mean, Xn.shape)[nan]
     view = copy.copy(tree)
     view.X = Xn
     view.y = np.ascontiguousarray(tree.y[seg], np.int32)

@@ -7,6 +7,7 @@ distinct values as ranks (:func:`feature_ranks`, memoised per fit by
 import numpy as np
 
 from .._jit import NJIT, njit
+from ._predict import _cached
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 #: The rank of a missing value (NaN) in :func:`feature_ranks`.
@@ -110,6 +111,4 @@ def sort_inputs(X):
     lives (every tree of a fit shares it)."""
     if X.dtype == np.uint8:
         return X, np.zeros(1, np.float32), np.zeros(X.shape[1] + 1, np.int64)
-    from ._predict import _cached
-
     return _cached("cart-ranks", (X,), lambda: feature_ranks(X))

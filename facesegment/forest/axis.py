@@ -15,8 +15,10 @@ neighbouring values present in the node.
 import numpy as np
 
 from .._jit import NJIT, njit
+from ._cart_kernels import cart_scratch, cart_split_batch
 from ._criteria import (CRITERIA, class_counts, phi_table, scan_histogram, scan_sorted,
                         scan_values, xlogx_table)
+from ._ranks import sort_inputs
 from ._sort import sort_scratch
 
 #: Nodes with at least this many samples use 256-bin histograms (uint8 only).
@@ -201,9 +203,6 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     children's shares (:func:`facesegment.forest._cart_kernels.scan_cart_copies`,
     on the node's distinct rows with their multiplicities, as trees are grown).
     """
-    from ._cart_kernels import cart_scratch, cart_split_batch
-    from ._ranks import sort_inputs
-
     gini = CRITERIA[criterion] == 1
     features = np.asarray(features, dtype=np.int64)
     n_visit = min(features.shape[0], features.shape[0] if n_visit is None else int(n_visit))

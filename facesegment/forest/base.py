@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ..parallel import default_workers, map_tasks
 from ._arrays import complete
 from ._concat import concat_trees
-from ._grow import _dense_dtype, fit_tree_task, sampling_pool
+from ._grow import RowDraw, TreeParams, fit_tree_task, sampling_pool
 from ._importances import forest_feature_importances
 from ._cart import (append_forests, class_weight_draws, oob_decision, tree_slice,
                     warm_start_seeds)
@@ -123,12 +123,14 @@ def _check_predict_int(name, value, low, high=None, none_ok=True):
 
 class BaseForest(ClassifierMixin, BaseEstimator):
     """Common fit/predict machinery; subclasses define ``_split_family`` (a
-    :class:`facesegment.forest.families.SplitFamily`: how their trees split
-    nodes or grow), ``_parameter_constraints`` and ``_split_spec(params, X,
-    y_enc, sample_weight, **fit_kw)`` (the family's entries of the grower's
-    spec)."""
+    :class:`facesegment.forest.families.Splitter` subclass: how their trees
+    split nodes or grow), ``_parameter_constraints`` and, when the family's
+    :meth:`~facesegment.forest.families.Splitter.from_params` is not enough,
+    ``_splitter(params, X, y_enc, sample_weight, **fit_kw)`` (the configured
+    splitter of a fit)."""
 
-    #: The split family (an object; the grower calls it, see :mod:`.families`).
+    #: The split family (a Splitter class; its configured instance is the
+    #: builder's, see :mod:`.families`).
     _split_family = None
     #: Whether X may hold NaN (missing values: each split learns their side;
     #: docs/forests-cart.md, "Missing values").
@@ -180,31 +182,24 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         if pool is None:
             w = None  # the unweighted path, byte for byte
         n_pool = n if pool is None else pool.shape[0]
-        spec = {
-            "split_family": self._split_family,
-            "max_depth": -1 if params["max_depth"] is None else params["max_depth"],
-            "min_samples_split": params["min_samples_split"],
-            "min_samples_leaf": params["min_samples_leaf"],
-            "n_samples": resolve_max_samples(params["max_samples"], n_pool),
-            "bootstrap": params["bootstrap"],
-            "pool": pool,
-            "cdf": cdf,
-            "strata": strata,
-            "criterion": params.get("criterion", "entropy"),
-            "missing": has_nan(X),
-        }
-        if not params["bootstrap"] and spec["n_samples"] > n_pool:
+        draw = RowDraw(n_samples=resolve_max_samples(params["max_samples"], n_pool),
+                       bootstrap=params["bootstrap"], pool=pool, cdf=cdf, strata=strata)
+        if not params["bootstrap"] and draw.n_samples > n_pool:
             raise InvalidParameterError(
                 f"max_samples={self.max_samples!r} exceeds the {n_pool} samples (rows "
                 "times integer weights) to draw from; lower it or use bootstrap=True")
-        spec.update(self._split_spec(params, X, y_enc, w, **fit_kw))
+        tp = TreeParams(
+            splitter=self._splitter(params, X, y_enc, w, **fit_kw), draw=draw,
+            max_depth=-1 if params["max_depth"] is None else params["max_depth"],
+            min_samples_split=params["min_samples_split"],
+            min_samples_leaf=params["min_samples_leaf"], missing=has_nan(X))
         n_old = self.forest_.n_trees if warm else 0
         seeds = (warm_start_seeds(params, seeds_from, n_old) if warm
                  else seeds_from(params["random_state"], params["n_estimators"]))
         if seeds.shape[0]:
-            trees = self._grow_trees(X, y_enc, len(classes), spec, params, seeds)
+            trees = self._grow_trees(X, y_enc, len(classes), tp, params, seeds)
             stats = [t.pop("stats") for t in trees]
-            w_dtype = np.dtype(_dense_dtype(spec))
+            w_dtype = np.dtype(tp.splitter.dense_dtype)
             forest = concat_trees(trees, p, w_dtype)
             if warm:
                 forest = append_forests(self.forest_, forest)
@@ -219,22 +214,27 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_classes_ = len(classes)
         if params.get("oob_score") and (seeds.shape[0] or not hasattr(self, "oob_score_")):
-            self._set_oob(X, y_enc, spec, params["oob_score"])
+            self._set_oob(X, y_enc, draw, params["oob_score"])
         return self
 
-    def _set_oob(self, X, y_enc, spec, score=True):
+    def _splitter(self, params, X, y_enc, sample_weight, **fit_kw):
+        """The configured splitter of this fit (``params``: validated): by default
+        ``_split_family.from_params(params, X)``."""
+        return self._split_family.from_params(params, X)
+
+    def _set_oob(self, X, y_enc, draw, score=True):
         """``oob_decision_function_`` and ``oob_score_``: the accuracy of its argmax,
         or ``score(y_enc, argmax)`` when ``score`` is callable (class indices, as
         scikit-learn's forests call it)."""
         fa = self.forest_
-        proba, _ = oob_decision(fa, X, y_enc, self.tree_seeds_, spec,
+        proba, _ = oob_decision(fa, X, y_enc, self.tree_seeds_, draw,
                                 lambda rows: self._apply_array(rows, -1))
         self.oob_decision_function_ = proba
         pred = np.argmax(proba, axis=1)
         self.oob_score_ = (score(y_enc, pred) if callable(score)
                            else float(np.mean(pred == y_enc)))
 
-    def _grow_trees(self, X, y_enc, n_classes, spec, params, seeds=None):
+    def _grow_trees(self, X, y_enc, n_classes, tp, params, seeds=None):
         if seeds is None:
             seeds = seeds_from(params["random_state"], params["n_estimators"])
         n_jobs = params["n_jobs"] or 1
@@ -248,9 +248,9 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             return (f"{st['n_nodes']} nodes, depth {st['max_depth']}, "
                     f"{st['seconds']:.1f} s/tree")
 
-        for i, res in map_tasks(fit_tree_task, items, args=(X, y_enc, n_classes, spec),
+        for i, res in map_tasks(fit_tree_task, items, args=(X, y_enc, n_classes, tp),
                                 scheduler=params["scheduler"], n_workers=n_jobs,
-                                batch=max(n_jobs, 1), desc=f"{spec['split_family'].name} forest",
+                                batch=max(n_jobs, 1), desc=f"{tp.splitter.name} forest",
                                 unit="trees", progress=bool(params["verbose"]), info=info):
             trees[i] = res
         return trees

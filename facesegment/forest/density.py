@@ -46,7 +46,8 @@ tree's training weight); the leaf Gaussians and cells are the extra arrays
 forest.
 """
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin
@@ -56,7 +57,9 @@ from ..parallel import map_tasks
 from ._arrays import ForestArrays
 from ._density_kernels import (LOG_2PI, grow_density_tree, leaf_log_mass, sample_kernel,
                                score_kernel)
+from ._grow import TreeParams, fit_tree_task
 from .base import numba_threads, predict_threads, seeds_from
+from .families import Splitter
 from .params import (COMMON_CONSTRAINTS, Integer, MaxFeatures, Options, Real,
                      check_sample_weight, resolve_max_features, resolve_max_samples,
                      validate_params)
@@ -94,30 +97,66 @@ class DensityLeaves(NamedTuple):
         return self.log_weight - self.log_mass - 0.5 * d * LOG_2PI - logdet
 
 
-def _tree_task(item, X, w_all, rows_all, spec):
-    """Grow one tree (``item`` = (tree index, seed)); a dict of its arrays."""
-    _, seed = item
-    rng = np.random.default_rng(seed)
-    if spec["bootstrap"]:
-        pick = rng.choice(rows_all.shape[0], size=spec["n_draw"], replace=True,
-                          p=spec["p"])
-        counts = np.bincount(pick, minlength=rows_all.shape[0]).astype(np.float64)
-        rows = rows_all[counts > 0]
-        w = np.zeros(X.shape[0])
-        w[rows] = counts[counts > 0]
-    else:
-        rows, w = rows_all, w_all
-    grow_seed, mass_seed = (int(s) for s in rng.integers(0, 2**31 - 1, size=2))
-    (left, right, feature, threshold, depth, n_samples, weight, leaf, mean, chol, lower,
-     upper, leaf_weight) = grow_density_tree(
-        X, w, np.ascontiguousarray(rows, np.int64), grow_seed, spec["q"], spec["n_thresh"],
-        spec["min_leaf"], spec["max_depth"], spec["min_gain"], spec["reg"], spec["diag"])
-    log_mass = leaf_log_mass(mean, chol, lower, upper, spec["diag"], spec["n_mc"], mass_seed)
-    return {"left": left, "right": right, "feature": feature, "threshold": threshold,
-            "depth": depth, "n_samples": n_samples,
-            "value": (weight / weight[0]).astype(np.float32)[:, None],
-            "node_leaf": leaf, "mean": mean, "chol": chol, "lower": lower, "upper": upper,
-            "log_weight": np.log(leaf_weight / weight[0]), "log_mass": log_mass}
+@dataclass(frozen=True, eq=False)
+class DensityDraw:
+    """How a density tree draws its rows: all the rows of positive weight
+    (``rows``, sorted), or with ``bootstrap`` ``n_draw`` of them with
+    probabilities ``p``."""
+
+    rows: np.ndarray
+    p: np.ndarray
+    n_draw: int
+    bootstrap: bool
+
+    def indices(self, rng, n):
+        """The tree's rows, a row once per draw (sorted int64)."""
+        if not self.bootstrap:
+            return self.rows
+        pick = rng.choice(self.rows.shape[0], size=self.n_draw, replace=True, p=self.p)
+        counts = np.bincount(pick, minlength=self.rows.shape[0])
+        return np.repeat(self.rows, counts)
+
+
+@dataclass(frozen=True, eq=False)
+class DensitySplitter(Splitter):
+    """Density-tree splits ``x[f] <= t`` minimising the children's Gaussian
+    log-determinants (``q`` random features, ``n_thresh`` random cuts each or
+    every cut when 0, kept when the gain beats ``min_gain``; ``reg`` added to
+    the covariances, diagonal when ``diag``), then each leaf's Gaussian, cell
+    and log mass (``n_mc`` Monte-Carlo draws): the node loop in one Numba
+    kernel (:func:`facesegment.forest._density_kernels.grow_density_tree`).
+    ``weights``: the rows' sample weights (used without bootstrap; with it a
+    row weighs its number of draws)."""
+
+    name: ClassVar[str] = "density"
+    q: int = 1
+    n_thresh: int = 0
+    min_gain: float = 0.0
+    reg: float = 1e-6
+    diag: bool = False
+    n_mc: int = 4096
+    weights: np.ndarray = None
+
+    def build_nodes(self, tree, idx):
+        X, rng = tree.X, tree.rng
+        if tree.params.draw.bootstrap:
+            rows, counts = np.unique(idx, return_counts=True)
+            w = np.zeros(X.shape[0])
+            w[rows] = counts
+        else:
+            rows, w = idx, self.weights
+        grow_seed, mass_seed = (int(s) for s in rng.integers(0, 2**31 - 1, size=2))
+        (left, right, feature, threshold, depth, n_samples, weight, leaf, mean, chol, lower,
+         upper, leaf_weight) = grow_density_tree(
+            X, w, np.ascontiguousarray(rows, np.int64), grow_seed, self.q, self.n_thresh,
+            tree.min_leaf, tree.params.max_depth, self.min_gain, self.reg, self.diag)
+        log_mass = leaf_log_mass(mean, chol, lower, upper, self.diag, self.n_mc, mass_seed)
+        return {"left": left, "right": right, "feature": feature, "threshold": threshold,
+                "depth": depth, "n_samples": n_samples,
+                "value": (weight / weight[0]).astype(np.float32)[:, None],
+                "node_leaf": leaf, "mean": mean, "chol": chol, "lower": lower,
+                "upper": upper, "log_weight": np.log(leaf_weight / weight[0]),
+                "log_mass": log_mass, "stats": {}}
 
 
 def _concat(trees, d):
@@ -293,22 +332,21 @@ class DensityForest(DensityMixin, BaseEstimator):
         w = np.ones(n) if w is None else w
         rows = np.flatnonzero(w > 0).astype(np.int64)
         min_leaf = params["min_samples_leaf"] or 2 * (d + 1)
-        spec = {
-            "bootstrap": params["bootstrap"],
-            "n_draw": resolve_max_samples(params["max_samples"], rows.shape[0]),
-            "p": w[rows] / w[rows].sum(),
-            "q": resolve_max_features(params["max_features"], d),
-            "n_thresh": params["n_thresholds"] or 0,
-            "min_leaf": int(min_leaf),
-            "max_depth": -1 if params["max_depth"] is None else params["max_depth"],
-            "min_gain": params["min_gain"], "reg": params["reg_covar"],
-            "diag": params["covariance_type"] == "diag", "n_mc": params["n_mass_samples"],
-        }
+        draw = DensityDraw(rows, w[rows] / w[rows].sum(),
+                           resolve_max_samples(params["max_samples"], rows.shape[0]),
+                           params["bootstrap"])
+        splitter = DensitySplitter(
+            q=resolve_max_features(params["max_features"], d),
+            n_thresh=params["n_thresholds"] or 0, min_gain=params["min_gain"],
+            reg=params["reg_covar"], diag=params["covariance_type"] == "diag",
+            n_mc=params["n_mass_samples"], weights=w)
+        tp = TreeParams(splitter=splitter, draw=draw, min_samples_leaf=int(min_leaf),
+                        max_depth=-1 if params["max_depth"] is None else params["max_depth"])
         seeds = seeds_from(params["random_state"], params["n_estimators"])
         n_jobs = predict_threads(params["n_jobs"])
         trees = [None] * len(seeds)
         items = [(i, int(s)) for i, s in enumerate(seeds)]
-        for i, res in map_tasks(_tree_task, items, args=(X, w, rows, spec),
+        for i, res in map_tasks(fit_tree_task, items, args=(X, None, 1, tp),
                                 n_workers=n_jobs, batch=max(n_jobs, 1),
                                 desc="density forest", unit="trees",
                                 progress=bool(params["verbose"])):

@@ -57,7 +57,7 @@ import numpy as np
 
 from ._missing import has_nan
 from .base import BaseForest, check_X
-from .families import AxisSplit, CO2Split, TwoProbeSplit
+from .families import AxisSplitter, CartSplitter, CO2Splitter, TwoProbeSplitter
 from ._sparse import MAX_INT8_DENSE, MAX_INT8_NONZERO
 from .params import (CART_CONSTRAINTS, CO2_CONSTRAINTS, COMMON_CONSTRAINTS,
                      FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, MAX_SAMPLES, Integer,
@@ -114,7 +114,7 @@ class AxisAlignedForest(BaseForest):
     1.0
     """
 
-    _split_family = AxisSplit()
+    _split_family = AxisSplitter
     _missing_values = True
 
     _parameter_constraints = {
@@ -145,8 +145,14 @@ class AxisAlignedForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def _split_spec(self, params, X, y_enc, sample_weight):
-        return {"max_features": resolve_max_features(params["max_features"], X.shape[1])}
+    def _splitter(self, params, X, y_enc, sample_weight):
+        """The entropy histograms of :class:`AxisSplitter`; scikit-learn's CART rules
+        (:class:`CartSplitter`, one Numba kernel per tree) for the Gini index or
+        NaN in X."""
+        q = resolve_max_features(params["max_features"], X.shape[1])
+        if params["criterion"] != "entropy" or has_nan(X):
+            return CartSplitter(max_features=q, criterion=params["criterion"])
+        return AxisSplitter(max_features=q)
 
 
 class TwoProbeForest(BaseForest):
@@ -171,7 +177,7 @@ class TwoProbeForest(BaseForest):
     each split keeps the side for missing values that gains most.
     """
 
-    _split_family = TwoProbeSplit()
+    _split_family = TwoProbeSplitter
     _missing_values = True
 
     _parameter_constraints = {**COMMON_CONSTRAINTS, "n_pairs": N_PAIRS,
@@ -196,12 +202,12 @@ class TwoProbeForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def _split_spec(self, params, X, y_enc, sample_weight):
+    def _splitter(self, params, X, y_enc, sample_weight):
         if X.shape[1] < 2:
             raise ValueError(f"TwoProbeForest needs at least 2 features (its splits compare "
                              f"x[a] - x[b]); X has {X.shape[1]} feature(s) (shape="
                              f"{X.shape}): use AxisAlignedForest for a single feature")
-        return {"n_pairs": params["n_pairs"]}
+        return TwoProbeSplitter(n_pairs=params["n_pairs"])
 
 
 def feature_stats(X, chunk=1024, sample_weight=None):
@@ -314,7 +320,7 @@ class CO2Forest(BaseForest):
     is (all of them for a dense row, its k for a sparse one).
     """
 
-    _split_family = CO2Split()
+    _split_family = CO2Splitter
     _missing_values = True
 
     _parameter_constraints = {
@@ -388,7 +394,7 @@ class CO2Forest(BaseForest):
         return self._fit(X, y, sample_weight, feature_mean=feature_mean,
                          feature_std=feature_std)
 
-    def _split_spec(self, params, X, y_enc, sample_weight, feature_mean=None,
+    def _splitter(self, params, X, y_enc, sample_weight, feature_mean=None,
                     feature_std=None):
         p = X.shape[1]
         if feature_mean is None or feature_std is None:
@@ -426,12 +432,10 @@ class CO2Forest(BaseForest):
                 "weight_dtype='float16'")
         self.feature_mean_ = mean
         self.feature_std_ = std
-        return {"max_features": resolve_max_features(params["max_features"], p),
-                "co2": {k: params[k] for k in _CO2_PARAMS},
-                "oblique_min_samples": params["oblique_min_samples"],
-                "weight_dtype": params["weight_dtype"], "mean": mean,
-                "co2_init": params["init"], "n_pairs": params["n_pairs"],
-                "max_nonzero": params["max_nonzero"], "sparsity": params["sparsity"],
-                "sparse_dtype": (params["weight_dtype"] if params["max_nonzero"] is not None
-                                 else "float32"),
-                "inv_std": inv_std.astype(np.float32)}
+        return CO2Splitter(
+            max_features=resolve_max_features(params["max_features"], p),
+            co2={k: params[k] for k in _CO2_PARAMS},
+            oblique_min_samples=params["oblique_min_samples"],
+            weight_dtype=params["weight_dtype"], init=params["init"],
+            n_pairs=params["n_pairs"], max_nonzero=params["max_nonzero"],
+            sparsity=params["sparsity"], mean=mean, inv_std=inv_std.astype(np.float32))

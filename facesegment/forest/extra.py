@@ -8,7 +8,7 @@ sample (``bootstrap=False``): the randomness of the cuts is what
 decorrelates the trees.  The split kernel is
 :mod:`facesegment.forest._extra_kernels`; the trees are grown breadth first
 by :func:`facesegment.forest._grow.grow_tree` (split family
-:class:`~facesegment.forest.families.ExtraSplit`), so the
+:class:`~facesegment.forest.families.ExtraSplitter`), so the
 forest is ordinary axis-aligned :class:`~facesegment.forest._arrays.ForestArrays`
 (``x[f] <= t`` nodes): the model format, the CLI and the fast integer dense
 kernels serve it unchanged.
@@ -61,7 +61,7 @@ samples; ``predict_proba`` is the mean over trees.
 """
 
 from .base import BaseForest
-from .families import ExtraSplit
+from .families import ExtraSplitter
 from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MaxFeatures,
                      resolve_max_features)
 
@@ -86,7 +86,7 @@ class ExtraTreesForest(BaseForest):
     array([0.5, 0.5, 0.5], dtype=float32)
     """
 
-    _split_family = ExtraSplit()
+    _split_family = ExtraSplitter
     _missing_values = True
 
     _parameter_constraints = {
@@ -116,8 +116,6 @@ class ExtraTreesForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def _split_spec(self, params, X, y_enc, sample_weight):
-        return {"max_features": resolve_max_features(params["max_features"], X.shape[1])}
 
 
 __all__ = ["ExtraTreesForest"]

@@ -1,47 +1,61 @@
-"""Split families: how the nodes of a tree are split (scikit-learn's splitter style).
+"""Splitters: how the nodes of a tree are split (scikit-learn's splitter style).
 
-A split family is an object its estimator owns (the class attribute
-``_split_family``); the estimator puts it in the grower's spec
-(``spec["split_family"]``) and the grower calls it, never a family name.
-The breadth-first grower (:func:`facesegment.forest._grow.grow_tree`) asks
-the family for each node's split:
+A split family is a :class:`Splitter` subclass (a frozen dataclass whose
+fields are its settings); its estimator names it (the class attribute
+``_split_family``) and builds one configured instance per ``fit`` from its
+validated parameters (``_splitter(params, X, y_enc, sample_weight)``; by
+default :meth:`Splitter.from_params`), which travels in the fit's
+:class:`~facesegment.forest._grow.TreeParams`.  The one greedy builder,
+:func:`facesegment.forest._grow.grow_tree`, calls the splitter, never a
+family name:
 
-* :meth:`SplitFamily.start` sets up a tree (after its samples are drawn):
-  attributes of the :class:`~facesegment.forest._grow.TreeGrowth` it is
-  given (``X``, ``y``, ``n_classes``, ``spec``, ``rng``, ``perm``,
-  ``min_leaf``, ``weights``, ``stats``, ``missing``);
-* :meth:`SplitFamily.find` returns the node's best :class:`Split` (drawing
-  what it needs from ``tree.rng``, in node order: the draws decide the tree);
-* :meth:`SplitFamily.partition` sends the node's samples left or right;
-* :meth:`SplitFamily.finish` adds the family's entries to the tree's dict.
+* :meth:`Splitter.transform` / :meth:`Splitter.untransform`: the data the
+  nodes are grown on, and back (rotation trees; the identity by default);
+* :meth:`Splitter.start` sets up a tree: attributes of the
+  :class:`~facesegment.forest._grow.TreeGrowth` it is given (``X``, ``y``,
+  ``n_classes``, ``params``, ``splitter``, ``rng``, ``perm``, ``min_leaf``,
+  ``weights``, ``stats``, ``missing``);
+* :meth:`Splitter.build_nodes` grows the nodes: by default the Python loop
+  :func:`~facesegment.forest._grow.split_nodes`, which asks
+  :meth:`Splitter.find` for each node's best :class:`Split` (drawing what it
+  needs from ``tree.rng``, in node order: the draws decide the tree) and
+  :meth:`Splitter.partition` to send the node's samples left or right;
+  splitters whose node loop is one Numba kernel (:class:`CartSplitter`,
+  regression, density) override it;
+* :meth:`Splitter.finish` adds the splitter's entries to the tree's dict.
 
-A family that builds its trees another way (ferns, rotation trees,
-non-greedy trees) overrides :meth:`SplitFamily.grow` instead; every tree is
-then grown by ``spec["split_family"].grow(X, y, n_classes, spec, seed)``.
-The split kernels stay in their modules (:mod:`.axis`, :mod:`.twoprobe`,
-:mod:`._extra_kernels`, :mod:`.co2`); the families here only call them.
+A family whose trees are not grown node by node (ferns, non-greedy trees)
+overrides :meth:`Splitter.grow`.  Adding a family is one subclass plus one
+row of :mod:`facesegment.forest.registry` naming it (``splitter=``);
+docs/ARCHITECTURE.md has a worked example.  The split kernels stay in their
+modules (:mod:`.axis`, :mod:`.twoprobe`, :mod:`._extra_kernels`, :mod:`.co2`,
+:mod:`._cart_kernels`); the splitters here only call them.
 """
 
+import dataclasses
 import time
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from ._cart_kernels import grow_cart
+from ._cart_kernels import grow_cart_tree
 from ._criteria import sorted_gain_of_values
 from ._extra_kernels import random_axis_split, random_axis_split_missing
-from ._grow import _dense_dtype, _kernel_float, draw_features, grow_tree
+from ._grow import _kernel_float, draw_features, grow_tree, split_nodes
 from ._missing_splits import (best_values_split, imputed_node, pair_split_missing,
                               partition_missing, split_values)
 from ._predict import oblique_values, partition, partition_sparse
+from ._ranks import sort_inputs
 from ._sparse import quantise
 from .axis import best_axis_split, best_axis_split_cart
 from .co2 import co2_split, new_co2_stats
+from .params import resolve_max_features
 from .twoprobe import best_pair_split, sample_pairs
 
 
 class Split(NamedTuple):
-    """One node's split, as :meth:`SplitFamily.find` returns it.
+    """One node's split, as :meth:`Splitter.find` returns it.
 
     ``feature`` (and ``feature2`` for ``x[a] - x[b] <= t``) with ``threshold``;
     ``oblique``: a row of ``tree.weights`` (dense ``w . x <= t``; -1: none);
@@ -59,18 +73,57 @@ class Split(NamedTuple):
     missing_left: int = -1
 
 
-class SplitFamily:
-    """Base of the split families; subclasses define :meth:`find` (or :meth:`grow`)."""
+@dataclass(frozen=True, eq=False)
+class Splitter:
+    """Base of the split families; subclasses define :meth:`find` (or override
+    :meth:`build_nodes` or :meth:`grow`).  Fields of a subclass (a frozen
+    dataclass) are its settings."""
 
     #: Display name (progress lines: "axis forest").
-    name = "tree"
+    name: ClassVar[str] = "tree"
 
-    def grow(self, X, y, n_classes, spec, seed):
+    @classmethod
+    def from_params(cls, params, X):
+        """The splitter of a fit: each field taken from the validated estimator
+        parameters ``params`` of the same name (``max_features`` resolved to a
+        count of ``X``'s features)."""
+        kw = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "max_features":
+                kw[f.name] = resolve_max_features(params["max_features"], X.shape[1])
+            elif f.name in params:
+                kw[f.name] = params[f.name]
+        return cls(**kw)
+
+    @property
+    def dense_dtype(self):
+        """Storage of the dense oblique rows (``weights``)."""
+        return "float32"
+
+    @property
+    def sparse_dtype(self):
+        """Storage of the sparse rows' weights."""
+        return "float32"
+
+    def grow(self, X, y, n_classes, params, seed):
         """Grow one tree: the dict of :func:`facesegment.forest._grow.grow_tree`."""
-        return grow_tree(X, y, n_classes, spec, seed)
+        return grow_tree(X, y, n_classes, params, seed)
+
+    def transform(self, X, y, n_classes, params, idx, rng):
+        """``(X, y, idx, rng, params, state)`` the nodes are grown on (identity)."""
+        return X, y, idx, rng, params, None
+
+    def untransform(self, out, state):
+        """The grown tree's dict back on the original features (identity)."""
+        return out
 
     def start(self, tree):
         """Per-tree set-up (no random draws: the tree's generator is the nodes')."""
+
+    def build_nodes(self, tree, idx):
+        """The tree's nodes on the rows ``idx``: the Python loop
+        :func:`facesegment.forest._grow.split_nodes` over :meth:`find`."""
+        return split_nodes(tree, idx)
 
     def find(self, tree, seg):
         """The best :class:`Split` of the node holding the samples ``seg`` (int64)."""
@@ -95,42 +148,61 @@ class SplitFamily:
         return nl, split.missing_left
 
     def finish(self, tree, out):
-        """Add the family's entries to the tree's dict ``out`` (and ``out["stats"]``)."""
-
-    def __repr__(self):
-        return f"{type(self).__name__}()"
-
-    def __eq__(self, other):
-        return type(self) is type(other)
-
-    def __hash__(self):
-        return hash(type(self))
+        """Add the family's entries to the tree's dict ``out`` (and ``tree.stats``)."""
 
 
-class AxisSplit(SplitFamily):
-    """``x[f] <= t``: the best threshold of ``max_features`` random features
-    (256-bin histograms on uint8); with ``criterion="gini"`` or NaN in X, the
-    whole tree is grown by scikit-learn's CART rules in one kernel
-    (:func:`facesegment.forest._cart_kernels.grow_cart`: features in random
-    order, NaN sent to the side that gains most)."""
+@dataclass(frozen=True, eq=False)
+class AxisSplitter(Splitter):
+    """``x[f] <= t``: the best threshold (information gain) of ``max_features``
+    random features (256-bin histograms on uint8)."""
 
-    name = "axis"
-
-    def grow(self, X, y, n_classes, spec, seed):
-        if spec.get("criterion", "entropy") != "entropy" or spec.get("missing", False):
-            return grow_cart(X, y, n_classes, spec, seed)
-        return grow_tree(X, y, n_classes, spec, seed)
+    name: ClassVar[str] = "axis"
+    max_features: int = 1
 
     def find(self, tree, seg):
         f, thr, gain, _ = _best_univariate(tree, seg)
         return Split(f, -1, thr, gain)
 
 
+@dataclass(frozen=True, eq=False)
+class CartSplitter(Splitter):
+    """scikit-learn's CART rules (Gini index or entropy, NaN sent to the side that
+    gains most, features in random order): the whole node loop in one Numba
+    kernel (:func:`facesegment.forest._cart_kernels.grow_cart_tree`) on the
+    tree's distinct rows and their copies."""
+
+    name: ClassVar[str] = "axis"
+    max_features: int = 1
+    criterion: str = "gini"
+
+    def build_nodes(self, tree, idx):
+        """The kernel's tree; the tree's generator draws the kernel's seed."""
+        X, p = tree.X, tree.p
+        rows, counts = np.unique(idx, return_counts=True)
+        left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
+            X, *sort_inputs(X), tree.y, rows.astype(np.int64), counts.astype(np.int64),
+            tree.n_classes, self.max_features, tree.params.max_depth,
+            tree.params.min_samples_split, tree.min_leaf, self.criterion == "gini",
+            X.dtype == np.uint8, int(tree.rng.integers(0, 2**63 - 1)))
+        k = left.shape[0]
+        none = np.full(k, -1, np.int32)
+        freq = (value / np.maximum(value.sum(axis=1, keepdims=True), 1)).astype(np.float32)
+        out = {"left": left, "right": right, "feature": feature, "feature2": none,
+               "oblique": none.copy(), "threshold": thr, "value": freq, "depth": depth,
+               "n_samples": n_samples.astype(np.int32),
+               "weights": np.zeros((0, p), np.float32), "sparse": none.copy(),
+               "sparse_ptr": np.zeros(1, np.int64), "sparse_index": np.zeros(0, np.int32),
+               "sparse_weight": np.zeros(0, np.float32)}
+        if tree.missing:
+            out["missing_left"] = ml
+        return out
+
+
 def _best_univariate(tree, seg):
     """The best ``x[f] <= t`` among ``max_features`` features drawn from ``tree.rng``:
     ``(feature, threshold, gain, missing_left)`` (with NaN in X by the CART search
     with the entropy, :func:`facesegment.forest.axis.best_axis_split_cart`)."""
-    feats = draw_features(tree.rng, tree.perm, tree.spec["max_features"])
+    feats = draw_features(tree.rng, tree.perm, tree.splitter.max_features)
     t0 = time.perf_counter()
     if tree.missing:
         out = best_axis_split_cart(tree.X, tree.y, seg, feats, tree.n_classes, tree.min_leaf,
@@ -144,7 +216,7 @@ def _best_univariate(tree, seg):
 def _best_pair(tree, seg):
     """The best ``x[a] - x[b] <= t`` among ``n_pairs`` pairs drawn from ``tree.rng``:
     ``(a, b, threshold, gain, missing_left)``."""
-    fa, fb = sample_pairs(tree.rng, tree.p, tree.spec["n_pairs"])
+    fa, fb = sample_pairs(tree.rng, tree.p, tree.splitter.n_pairs)
     if tree.missing:
         k, t, g, ml = pair_split_missing(tree.X, tree.y, seg, fa, fb, tree.n_classes,
                                          max(tree.min_leaf, 1))
@@ -153,24 +225,28 @@ def _best_pair(tree, seg):
     return best_pair_split(tree.X, tree.y, seg, fa, fb, tree.n_classes, tree.min_leaf) + (-1,)
 
 
-class TwoProbeSplit(SplitFamily):
+@dataclass(frozen=True, eq=False)
+class TwoProbeSplitter(Splitter):
     """``x[a] - x[b] <= t``: the best of ``n_pairs`` random feature pairs."""
 
-    name = "two-probe"
+    name: ClassVar[str] = "two-probe"
+    n_pairs: int = 1
 
     def find(self, tree, seg):
         f, f2, thr, gain, ml = _best_pair(tree, seg)
         return Split(f, f2, thr, gain, missing_left=ml)
 
 
-class ExtraSplit(SplitFamily):
+@dataclass(frozen=True, eq=False)
+class ExtraSplitter(Splitter):
     """Extremely randomized cuts: the best of ``max_features`` random cuts
     (:func:`facesegment.forest._extra_kernels.random_axis_split`)."""
 
-    name = "extra"
+    name: ClassVar[str] = "extra"
+    max_features: int = 1
 
     def find(self, tree, seg):
-        args = (tree.X, tree.y, seg, tree.perm, tree.rng, tree.spec["max_features"],
+        args = (tree.X, tree.y, seg, tree.perm, tree.rng, self.max_features,
                 tree.n_classes, tree.min_leaf)
         if tree.missing:
             f, thr, gain, ml = random_axis_split_missing(*args)
@@ -179,23 +255,50 @@ class ExtraSplit(SplitFamily):
         return Split(f, -1, thr, gain)
 
 
-class CO2Split(SplitFamily):
+@dataclass(frozen=True, eq=False)
+class CO2Splitter(Splitter):
     """CO2 oblique splits ``w . x <= t`` (dense or sparse rows), optimised from
-    the best univariate split (or, with ``co2_init="best"``, the better of it
-    and the best two-probe split) by :func:`facesegment.forest.co2.co2_split`;
-    kept when they gain more."""
+    the best univariate split among ``max_features`` features (or, with
+    ``init="best"``, the better of it and the best two-probe split among
+    ``n_pairs`` pairs) by :func:`facesegment.forest.co2.co2_split` on features
+    normalised by ``mean`` and ``inv_std`` (nodes of at least
+    ``oblique_min_samples`` samples; ``co2``: the optimiser's settings, a dict
+    of ``nu``, ``eta``, ``tau``, ``n_passes``, ``batch_size``, ``momentum``);
+    kept when they gain more.  ``max_nonzero``: sparse rows of at most k
+    features (``sparsity``: "learned" or "prune"); ``weight_dtype``: storage of
+    the rows."""
 
-    name = "co2"
+    name: ClassVar[str] = "co2"
+    max_features: int = 1
+    co2: dict = None
+    oblique_min_samples: int = 100
+    weight_dtype: str = "float32"
+    init: str = "axis"
+    n_pairs: int = 1
+    max_nonzero: int = None
+    sparsity: str = "learned"
+    mean: np.ndarray = None
+    inv_std: np.ndarray = None
+
+    @property
+    def dense_dtype(self):
+        """``weight_dtype``, but float32 in a sparse forest whose rows are int8."""
+        if self.weight_dtype == "int8" and self.max_nonzero is not None:
+            return "float32"
+        return self.weight_dtype
+
+    @property
+    def sparse_dtype(self):
+        return self.weight_dtype if self.max_nonzero is not None else "float32"
 
     def start(self, tree):
         tree.co2_stats = new_co2_stats()
-        tree.w_dtype = np.dtype(_dense_dtype(tree.spec))
+        tree.w_dtype = np.dtype(self.dense_dtype)
 
     def find(self, tree, seg):
-        spec = tree.spec
         f, thr, gain, ml = _best_univariate(tree, seg)
         f2 = -1
-        if spec.get("co2_init") == "best" and tree.p >= 2:
+        if self.init == "best" and tree.p >= 2:
             t0 = time.perf_counter()
             # start from the better of the univariate and the two-probe split
             pa, pb, pthr, pgain, pml = _best_pair(tree, seg)
@@ -203,7 +306,7 @@ class CO2Split(SplitFamily):
                 f, f2, thr, gain, ml = pa, pb, pthr, pgain, pml
             tree.stats["t_init"] += time.perf_counter() - t0
         node_seed = int(tree.rng.integers(0, 2**31 - 1))
-        if f < 0 or seg.shape[0] < spec["oblique_min_samples"]:
+        if f < 0 or seg.shape[0] < self.oblique_min_samples:
             return Split(f, f2, thr, gain, missing_left=ml)
         t0 = time.perf_counter()
         if tree.missing:
@@ -236,14 +339,13 @@ class CO2Split(SplitFamily):
         return start
 
     def _optimise(self, tree, seg, f, f2, thr, gain, node_seed):
-        spec, co2 = tree.spec, tree.spec["co2"]
-        res = co2_split(tree.X, tree.y, seg, tree.n_classes, spec["mean"], spec["inv_std"],
+        co2 = self.co2
+        res = co2_split(tree.X, tree.y, seg, tree.n_classes, self.mean, self.inv_std,
                         f, thr, gain, co2["nu"], co2["eta"], co2["tau"], co2["n_passes"],
                         co2["batch_size"], co2["momentum"], node_seed,
                         min_samples_leaf=tree.min_leaf, init_feature2=f2,
-                        stats=tree.co2_stats, max_nonzero=spec.get("max_nonzero"),
-                        sparsity=spec.get("sparsity", "learned"),
-                        sparse_dtype=spec.get("sparse_dtype", "float32"))
+                        stats=tree.co2_stats, max_nonzero=self.max_nonzero,
+                        sparsity=self.sparsity, sparse_dtype=self.sparse_dtype)
         tree.stats["n_co2_calls"] += 1
         if res is None:
             return Split(f, f2, thr, gain)
@@ -266,7 +368,8 @@ class CO2Split(SplitFamily):
         return Split(f, f2, thr, gain)
 
     def finish(self, tree, out):
-        out["stats"]["co2"] = tree.co2_stats
+        tree.stats["co2"] = tree.co2_stats
 
 
-__all__ = ["Split", "SplitFamily", "AxisSplit", "TwoProbeSplit", "ExtraSplit", "CO2Split"]
+__all__ = ["Split", "Splitter", "AxisSplitter", "CartSplitter", "TwoProbeSplitter",
+           "ExtraSplitter", "CO2Splitter"]

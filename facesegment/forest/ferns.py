@@ -75,13 +75,14 @@ random_state, n_jobs, scheduler, verbose
 """
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ._fern_kernels import fern_counts, fern_counts_missing, fern_test_values, quantile_cut
-from ._grow import tree_sample_indices
 from .base import BaseForest
-from .families import SplitFamily
+from .families import Splitter
 from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_FERN_DEPTH,
                      Integer, InvalidParameterError, Options, Real, validate_params)
 from .twoprobe import sample_pairs
@@ -155,33 +156,49 @@ def fern_arrays(fa, fb, thr, counts, prior, miss_left=None):
     return out
 
 
-def grow_fern(X, y, n_classes, spec, seed):
-    """Grow one fern (:meth:`FernSplit.grow`).
+def grow_fern(X, y, n_classes, params, seed):
+    """Grow one fern (:meth:`FernSplitter.grow`).
 
     The fern's generator draws its samples (as every tree does), then the
     tests level by level, so the first k tests of a fern of depth d are those
     of the fern of depth k from the same seed.  Returns the dict of
     :func:`facesegment.forest._grow.grow_tree`.
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32 (n, p)
+    y : ndarray int32 (n,)
+    n_classes : int
+    params : TreeParams
+        ``params.splitter`` is the :class:`FernSplitter` (``depth``, ``test``,
+        ``prior``); ``params.draw`` the rows' draw; ``params.missing`` NaN in X.
+    seed : int
+
+    Returns
+    -------
+    dict
+        The fern's arrays (as :func:`facesegment.forest._grow.grow_tree`'s) and ``stats``.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = tree_sample_indices(rng, n, spec)
-    d = spec["depth"]
-    missing = bool(spec.get("missing", False))
+    idx = params.draw.indices(rng, n)
+    fern = params.splitter
+    d = fern.depth
+    missing = bool(params.missing)
     fa = np.empty(d, dtype=np.int64)
     fb = np.empty(d, dtype=np.int64)
     thr = np.empty(d, dtype=np.float32)
     ml = np.zeros(d, dtype=np.int8)
     for lev in range(d):
-        fa[lev], fb[lev], thr[lev] = draw_test(X, idx, rng, spec["test"], missing)
+        fa[lev], fb[lev], thr[lev] = draw_test(X, idx, rng, fern.test, missing)
         if missing:  # the level's side for missing values: drawn, like its test
             ml[lev] = rng.random() < 0.5
     if missing:
         counts = fern_counts_missing(X, y, idx, fa, fb, thr, ml, n_classes)
     else:
         counts = fern_counts(X, y, idx, fa, fb, thr, n_classes)
-    out = fern_arrays(fa, fb, thr, counts, spec["prior"], ml if missing else None)
+    out = fern_arrays(fa, fb, thr, counts, fern.prior, ml if missing else None)
     out["weights"] = np.zeros((0, p), dtype=np.float32)
     leaves = counts[2 ** d - 1:]
     out["stats"] = {"seconds": time.perf_counter() - t0, "n_nodes": int(counts.shape[0]),
@@ -189,13 +206,19 @@ def grow_fern(X, y, n_classes, spec, seed):
     return out
 
 
-class FernSplit(SplitFamily):
-    """Ferns: one random test per level, shared by the level (:func:`grow_fern`)."""
+@dataclass(frozen=True, eq=False)
+class FernSplitter(Splitter):
+    """Ferns: one random test per level, shared by the level (:func:`grow_fern`);
+    ``depth`` levels of ``test`` ("axis" or "two-probe"), leaves smoothed by
+    ``prior``."""
 
-    name = "ferns"
+    name: ClassVar[str] = "ferns"
+    depth: int = 10
+    test: str = "axis"
+    prior: float = 1.0
 
-    def grow(self, X, y, n_classes, spec, seed):
-        return grow_fern(X, y, n_classes, spec, seed)
+    def grow(self, X, y, n_classes, params, seed):
+        return grow_fern(X, y, n_classes, params, seed)
 
 
 class RandomFernsForest(BaseForest):
@@ -219,7 +242,7 @@ class RandomFernsForest(BaseForest):
     True
     """
 
-    _split_family = FernSplit()
+    _split_family = FernSplitter
     _missing_values = True
 
     _parameter_constraints = {
@@ -264,12 +287,12 @@ class RandomFernsForest(BaseForest):
         return {**params, "max_depth": params["depth"], "min_samples_split": 2,
                 "min_samples_leaf": 1}
 
-    def _split_spec(self, params, X, y_enc, sample_weight):
+    def _splitter(self, params, X, y_enc, sample_weight):
         if params["test"] == "two-probe" and X.shape[1] < 2:
             raise ValueError(f"RandomFernsForest(test='two-probe') needs at least 2 features "
                              f"(its tests compare x[a] - x[b]); X has {X.shape[1]} feature(s) "
                              f"(shape={X.shape}): use test='axis'")
-        return {"depth": params["depth"], "test": params["test"], "prior": params["prior"]}
+        return FernSplitter(depth=params["depth"], test=params["test"], prior=params["prior"])
 
     def predict_proba_product(self, X, max_depth=None, n_trees=None):
         """Class probabilities by the ferns' product rule (semi-naive Bayes).
@@ -305,5 +328,5 @@ class RandomFernsForest(BaseForest):
         return out
 
 
-__all__ = ["RandomFernsForest", "FernSplit", "grow_fern", "draw_test", "fern_arrays", "MAX_DEPTH",
+__all__ = ["RandomFernsForest", "FernSplitter", "grow_fern", "draw_test", "fern_arrays", "MAX_DEPTH",
            "MAX_TEST_DRAWS"]

@@ -29,17 +29,19 @@ of the training samples under them.
 """
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from ._graft import greedy_spec, grow_below, trunk_depth
-from ._grow import grow_tree, tree_sample_indices
+from ._graft import graft_below, greedy_params, trunk_depth
+from ._grow import grow_tree
 from ._nongreedy_kernels import row_keys, standardise
 from ._nongreedy_train import (LEAF_ALPHA, _refit, evaluate, initial_parameters,
                                smoothed_log_frequencies, train_tree, tree_tables)
 from .base import BaseForest
-from .estimators import AxisAlignedForest, CO2Forest, feature_stats
-from .families import SplitFamily
+from .estimators import feature_stats
+from .families import AxisSplitter, CO2Splitter, Splitter
 from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, MAX_DEPTH,
                      MAX_SAMPLES, Boolean, Integer, MaxFeatures, Options, Real,
                      resolve_max_features)
@@ -94,19 +96,35 @@ def canonical_order(X, idx, y):
     return idx[np.lexsort((keys, y[idx]))]
 
 
-def grow_nongreedy_tree(X, y, n_classes, spec, seed):
+def grow_nongreedy_tree(X, y, n_classes, params, seed):
     """One non-greedy tree (the task of :class:`NonGreedyForest`): draw the
     tree's samples, grow the greedy initial tree on them, optimise, convert
-    (and with ``refine_depth``, grow greedily below the refined levels)."""
+    (and with ``refine_depth``, grow greedily below the refined levels).
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32 (n, p)
+    y : ndarray int32 (n,)
+    n_classes : int
+    params : TreeParams
+        ``params.splitter`` is the :class:`NonGreedySplitter`.
+    seed : int
+
+    Returns
+    -------
+    dict
+        The tree's local arrays (every internal node oblique) and ``stats``.
+    """
     t_start = time.perf_counter()
     rng = np.random.default_rng(seed)
     n, p = X.shape
-    idx = tree_sample_indices(rng, n, spec)
+    idx = params.draw.indices(rng, n)
     idx = canonical_order(X, idx, y)
     Xs, ys = np.ascontiguousarray(X[idx]), np.ascontiguousarray(y[idx], dtype=np.int32)
-    mean, inv_std = spec["mean"], spec["inv_std"]
-    depth, below = trunk_depth(spec)
-    tree = grow_tree(Xs, ys, n_classes, greedy_spec(spec, depth, idx.shape[0]),
+    ng = params.splitter
+    mean, inv_std = ng.mean, ng.inv_std
+    depth, below = trunk_depth(params)
+    tree = grow_tree(Xs, ys, n_classes, greedy_params(params, depth, idx.shape[0]),
                      int(rng.integers(0, 2**31 - 1)))
     init_stats = tree.pop("stats")
     t_init = time.perf_counter() - t_start
@@ -115,8 +133,8 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     if not below:
         del Xs
     tb = tree_tables(tree["left"], tree["right"])
-    W, Theta = initial_parameters(tree, mean, inv_std, spec["nu"], n_classes)
-    opt = {k: spec[k] for k in ("nu", "eta", "momentum", "batch_size", "n_epochs",
+    W, Theta = initial_parameters(tree, mean, inv_std, ng.nu, n_classes)
+    opt = {k: getattr(ng, k) for k in ("nu", "eta", "momentum", "batch_size", "n_epochs",
                                 "ssgd_refresh", "leaf_refit")}
     t1 = time.perf_counter()
     epochs, reached = train_tree(Z, ys, n_classes, tb, W, Theta, opt, rng)
@@ -125,7 +143,7 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     out = to_forest_tree(tree, W, Theta, reached, ys, mean, inv_std, n_classes)
     t_below = 0.0
     if below:
-        out, t_below = grow_below(out, Xs, ys, reached, n_classes, spec, rng)
+        out, t_below = graft_below(out, Xs, ys, reached, n_classes, params, rng)
     sgd = [e for e in epochs if "sgd_seconds" in e]
     out["stats"] = {
         "seconds": time.perf_counter() - t_start, "t_init": t_init, "t_sgd": t_sgd,
@@ -141,14 +159,32 @@ def grow_nongreedy_tree(X, y, n_classes, spec, seed):
     return out
 
 
-class NonGreedySplit(SplitFamily):
+@dataclass(frozen=True, eq=False)
+class NonGreedySplitter(Splitter):
     """Non-greedy trees: a greedy tree's splits and leaves optimised jointly
-    (:func:`grow_nongreedy_tree`)."""
+    (:func:`grow_nongreedy_tree`).  Fields: the estimator's parameters of the
+    same names (``max_features`` resolved), and the normalisation ``mean`` and
+    ``inv_std`` of the features."""
 
-    name = "nongreedy"
+    name: ClassVar[str] = "nongreedy"
+    init: str = "axis"
+    nu: float = 100.0
+    eta: float = 0.1
+    momentum: float = 0.9
+    batch_size: int = 128
+    n_epochs: int = 20
+    ssgd_refresh: int = 0
+    leaf_refit: bool = True
+    refine_depth: int = None
+    init_nu: float = 1.0
+    init_eta: float = 1e-3
+    oblique_min_samples: int = 100
+    max_features: int = 1
+    mean: np.ndarray = None
+    inv_std: np.ndarray = None
 
-    def grow(self, X, y, n_classes, spec, seed):
-        return grow_nongreedy_tree(X, y, n_classes, spec, seed)
+    def grow(self, X, y, n_classes, params, seed):
+        return grow_nongreedy_tree(X, y, n_classes, params, seed)
 
 
 
@@ -236,10 +272,10 @@ class NonGreedyForest(BaseForest):
     True
     """
 
-    _split_family = NonGreedySplit()
-    #: The greedy trees' split family for each ``init``: the estimators' own.
-    _init_families = {"axis": AxisAlignedForest._split_family,
-                      "co2": CO2Forest._split_family}
+    _split_family = NonGreedySplitter
+    #: The greedy trees' split family for each ``init`` (see
+    #: :func:`facesegment.forest._graft.greedy_params`).
+    _init_families = {"axis": AxisSplitter, "co2": CO2Splitter}
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
@@ -316,7 +352,7 @@ class NonGreedyForest(BaseForest):
         return self._fit(X, y, sample_weight, feature_mean=feature_mean,
                          feature_std=feature_std)
 
-    def _split_spec(self, params, X, y_enc, sample_weight, feature_mean=None,
+    def _splitter(self, params, X, y_enc, sample_weight, feature_mean=None,
                     feature_std=None):
         if feature_mean is None or feature_std is None:
             mean, std = feature_stats(X, sample_weight=sample_weight)
@@ -327,11 +363,10 @@ class NonGreedyForest(BaseForest):
         inv_std = np.where(std > 1e-12, 1.0 / np.where(eff > 0, eff, 1.0), 0.0)
         self.feature_mean_ = mean
         self.feature_std_ = std
-        spec = {k: params[k] for k in _NG_PARAMS}
-        spec.update(init_family=self._init_families[params["init"]],
-                    max_features=resolve_max_features(params["max_features"], X.shape[1]),
-                    mean=mean.astype(np.float32), inv_std=inv_std.astype(np.float32))
-        return spec
+        return NonGreedySplitter(
+            **{k: params[k] for k in _NG_PARAMS},
+            max_features=resolve_max_features(params["max_features"], X.shape[1]),
+            mean=mean.astype(np.float32), inv_std=inv_std.astype(np.float32))
 
 
 class NonGreedyTree(NonGreedyForest):
@@ -358,6 +393,6 @@ class NonGreedyTree(NonGreedyForest):
             n_jobs=n_jobs, scheduler=scheduler, verbose=verbose)
 
 
-__all__ = ["NonGreedyForest", "NonGreedyTree", "NonGreedySplit", "grow_nongreedy_tree", "tree_tables",
+__all__ = ["NonGreedyForest", "NonGreedyTree", "NonGreedySplitter", "grow_nongreedy_tree", "tree_tables",
            "initial_parameters", "train_tree", "evaluate", "to_forest_tree",
            "canonical_order", "smoothed_log_frequencies", "LEAF_ALPHA"]

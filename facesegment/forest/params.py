@@ -285,6 +285,8 @@ class Anything(Constraint):
 def _co2_default(name):
     """A callable giving ``CO2_DEFAULTS[name]`` (imported when first needed)."""
     def default():
+        # lazy: co2 imports Numba and its kernels; the parameter tables are read
+        # by code (the CLI's options, config checks) that grows no forest
         from .co2 import CO2_DEFAULTS
 
         return CO2_DEFAULTS[name]

@@ -47,7 +47,9 @@ import numpy as np
 from .._jit import NJIT, njit
 
 from ._arrays import ForestArrays, complete
+from ._concat import concat_trees
 from ._predict import apply_kernel, kernel_sparse, kernel_weights
+from .base import check_X
 
 #: Branches whose effective alphas are within this of the step's alpha are cut together.
 TIE = 1e-12
@@ -177,8 +179,6 @@ def _span(fa, tree):
 
 def _resolve(forest, X, y):
     """``(ForestArrays, X or None, y as class indices or None)``."""
-    from .base import check_X
-
     if isinstance(forest, ForestArrays):
         fa, classes = forest, None
     elif hasattr(forest, "forest_") and hasattr(forest, "classes_"):
@@ -312,8 +312,6 @@ def prune(forest, alpha, X=None, y=None, *, tree=None, criterion="entropy"):
     that tree alone).  Node values, depths and sample counts are kept; a node
     made a leaf predicts its stored class distribution.
     """
-    from ._concat import concat_trees
-
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer,
                                                         np.floating)) \
             or not np.isfinite(alpha) or alpha < 0:

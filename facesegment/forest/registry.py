@@ -56,6 +56,13 @@ class ForestKind:
         UCI harness), ``"regress"`` (a regressor) or ``"density"`` (an
         unsupervised density estimator); the last two: library and model
         folders only.
+    splitter : type or None
+        A split family (a :class:`facesegment.forest.families.Splitter`
+        subclass) replacing the estimator's own: the row's estimator class is
+        then a subclass of ``estimator`` whose trees are grown by the
+        greedy builder with this splitter, configured from the estimator's
+        parameters by :meth:`~facesegment.forest.families.Splitter.from_params`
+        (adding a split family = one class + one row).
     """
 
     name: str
@@ -69,10 +76,11 @@ class ForestKind:
     defaults: dict = field(default_factory=dict)
     pool: int = 1
     task: str = "classify"
+    splitter: type = None
 
     def __post_init__(self):
         if isinstance(self.estimator, type):
-            object.__setattr__(self, "_class", self.estimator)
+            object.__setattr__(self, "_class", _with_splitter(self.estimator, self.splitter))
             object.__setattr__(self, "estimator", self.estimator.__name__)
         if self.task not in TASKS:
             raise ValueError(f"kind {self.name!r}: task {self.task!r} is not one of "
@@ -87,9 +95,10 @@ class ForestKind:
         """The estimator class (a name is looked up in :mod:`facesegment.forest`)."""
         cls = self.__dict__.get("_class")
         if cls is None:
+            # lazy: reading a model folder's row must not import every estimator
             import facesegment.forest as forest
 
-            cls = getattr(forest, self.estimator)
+            cls = _with_splitter(getattr(forest, self.estimator), self.splitter)
         return cls
 
     def make(self, **params):
@@ -112,6 +121,33 @@ class ForestKind:
                 raise ValueError(f"kind {self.name!r} fixes {key}={val!r}; got {key}="
                                  f"{params[key]!r} (use another kind or drop {key})")
         return cls(**{**self.defaults, **params, **self.fixed})
+
+
+def _default_splitter(self, params, X, y_enc, sample_weight, **fit_kw):
+    """The row's splitter configured from the validated parameters."""
+    return self._split_family.from_params(params, X)
+
+
+#: The estimator classes made for rows with a ``splitter``: (base, splitter) -> class.
+_SPLITTER_CLASSES = {}
+
+
+def _with_splitter(base, splitter):
+    """``base`` itself, or (``splitter`` given) its subclass growing its trees with
+    ``splitter`` (one class per pair, kept, so ``clone`` and ``kind_of`` see one
+    class; named ``<Splitter>_<Base>`` in this module, so it pickles)."""
+    if splitter is None:
+        return base
+    cls = _SPLITTER_CLASSES.get((base, splitter))
+    if cls is None:
+        name = f"{splitter.__name__}_{base.__name__}"
+        cls = type(name, (base,), {
+            "__module__": __name__, "__qualname__": name,
+            "__doc__": f"{base.__name__} whose trees split with {splitter.__name__}.",
+            "_split_family": splitter, "_splitter": _default_splitter})
+        _SPLITTER_CLASSES[(base, splitter)] = cls
+        globals()[name] = cls
+    return cls
 
 
 #: The rows; :func:`register_kind` appends to it, :func:`unregister_kind` removes.

@@ -40,7 +40,8 @@ random_state, n_jobs, scheduler, verbose
 row's draw probability, with ``bootstrap=False`` an integer number of copies.
 """
 
-import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -48,10 +49,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..parallel import default_workers, map_tasks
 from ._arrays import complete
-from ._grow import draw_tree_samples, sampling_pool
+from ._grow import RowDraw, TreeParams, fit_tree_task, sampling_pool
 from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
                        predict_proba_packed, predict_proba_packed_serial)
 from ._regression_kernels import grow_regression_tree
+from .families import Splitter
 from .base import (PARALLEL_CHUNK, PARALLEL_MIN_WORK, _CHECK_KW, _check_predict_int,
                    _flatten, numba_threads, predict_threads, seeds_from)
 from ._concat import concat_trees
@@ -64,7 +66,7 @@ from .params import (COMMON_CONSTRAINTS, InvalidParameterError, MaxFeatures,
 PRESORT_MAX_ENTRIES = 2**23
 
 
-def use_presort(spec, p, m, integer):
+def use_presort(splitter, p, m, integer):
     """Whether a tree sorts every feature once and keeps the nodes' segments sorted
     (best thresholds only, ``p m`` at most :data:`PRESORT_MAX_ENTRIES`).
 
@@ -76,43 +78,42 @@ def use_presort(spec, p, m, integer):
     presorting on uint8, 1.2x faster with it on float32, ``q = 0.05 p``
     3.3x faster without it on float32).
     """
-    if spec["extra"] or p * m > PRESORT_MAX_ENTRIES:
+    if splitter.extra or p * m > PRESORT_MAX_ENTRIES:
         return False
-    q = spec["max_features"]
+    q = splitter.max_features
     if integer:
         return q >= p
     return p <= q * max(1.0, np.log2(max(m, 2))) / 2
 
 
-def regression_tree_task(item, X, y, spec):
-    """Grow one regression tree: ``item = (tree_index, seed)``; returns the tree's
-    arrays (local node indices, the dict :func:`facesegment.forest._concat.concat_trees`
-    reads) and ``stats``.
+@dataclass(frozen=True, eq=False)
+class RegressionSplitter(Splitter):
+    """Squared-error splits ``x[f] <= t`` among ``max_features`` random features
+    (``extra``: one random cut per feature), leaves holding the mean: the whole
+    node loop in one Numba kernel
+    (:func:`facesegment.forest._regression_kernels.grow_regression_tree`) on the
+    tree's distinct rows and their copies; the tree's generator draws the
+    kernel's seed after the rows."""
 
-    The tree's generator (seeded with ``seed``) draws its rows
-    (:func:`facesegment.forest._grow.draw_tree_samples`), then the seed of the
-    kernel's random stream.
-    """
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(item[1])
-    n, p = X.shape
-    idx = draw_tree_samples(rng, n, spec["n_samples"], spec["bootstrap"], spec["pool"],
-                            spec["cdf"])
-    rows, counts = np.unique(idx, return_counts=True)
-    left, right, feature, thr, value, depth, n_samples = grow_regression_tree(
-        X, y, rows.astype(np.int64), counts.astype(np.float64), spec["max_features"],
-        spec["max_depth"], spec["min_samples_split"], spec["min_samples_leaf"],
-        spec["extra"], X.dtype == np.uint8,
-        use_presort(spec, p, rows.shape[0], X.dtype == np.uint8),
-        int(rng.integers(0, 2**63 - 1)))
-    k = left.shape[0]
-    none = np.full(k, -1, np.int32)
-    return {"left": left, "right": right, "feature": feature, "feature2": none,
-            "oblique": none, "threshold": thr, "value": value.astype(np.float32)[:, None],
-            "depth": depth, "n_samples": n_samples.astype(np.int32),
-            "weights": np.zeros((0, p), np.float32),
-            "stats": {"seconds": time.perf_counter() - t0, "n_nodes": int(k),
-                      "max_depth": int(depth.max())}}
+    name: ClassVar[str] = "regression"
+    max_features: int = 1
+    extra: bool = False
+
+    def build_nodes(self, tree, idx):
+        X, y, p = tree.X, tree.y, tree.p
+        rows, counts = np.unique(idx, return_counts=True)
+        left, right, feature, thr, value, depth, n_samples = grow_regression_tree(
+            X, y, rows.astype(np.int64), counts.astype(np.float64), self.max_features,
+            tree.params.max_depth, tree.params.min_samples_split, tree.min_leaf,
+            self.extra, X.dtype == np.uint8,
+            use_presort(self, p, rows.shape[0], X.dtype == np.uint8),
+            int(tree.rng.integers(0, 2**63 - 1)))
+        k = left.shape[0]
+        none = np.full(k, -1, np.int32)
+        return {"left": left, "right": right, "feature": feature, "feature2": none,
+                "oblique": none, "threshold": thr, "value": value.astype(np.float32)[:, None],
+                "depth": depth, "n_samples": n_samples.astype(np.int32),
+                "weights": np.zeros((0, p), np.float32), "stats": {}}
 
 
 def regression_importances(fa, n_features):
@@ -187,34 +188,33 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
         w = check_sample_weight(sample_weight, n)
         pool, cdf = sampling_pool(w, params["bootstrap"])
         n_pool = n if pool is None else pool.shape[0]
-        spec = {
-            "max_features": resolve_max_features(params["max_features"], p),
-            "max_depth": -1 if params["max_depth"] is None else params["max_depth"],
-            "min_samples_split": params["min_samples_split"],
-            "min_samples_leaf": params["min_samples_leaf"],
-            "n_samples": resolve_max_samples(params["max_samples"], n_pool),
-            "bootstrap": params["bootstrap"], "pool": pool, "cdf": cdf,
-            "extra": self._extra,
-        }
-        if not params["bootstrap"] and spec["n_samples"] > n_pool:
+        draw = RowDraw(resolve_max_samples(params["max_samples"], n_pool),
+                       params["bootstrap"], pool, cdf)
+        tp = TreeParams(
+            splitter=RegressionSplitter(resolve_max_features(params["max_features"], p),
+                                        self._extra), draw=draw,
+            max_depth=-1 if params["max_depth"] is None else params["max_depth"],
+            min_samples_split=params["min_samples_split"],
+            min_samples_leaf=params["min_samples_leaf"])
+        if not params["bootstrap"] and draw.n_samples > n_pool:
             raise InvalidParameterError(
                 f"max_samples={self.max_samples!r} exceeds the {n_pool} samples (rows "
                 "times integer weights) to draw from; lower it or use bootstrap=True")
-        trees = self._grow(X, y, spec, params)
+        trees = self._grow(X, y, tp, params)
         self.tree_stats_ = [t.pop("stats") for t in trees]
         self.forest_ = concat_trees(trees, p)
         return self
 
-    def _grow(self, X, y, spec, params):
+    def _grow(self, X, y, tp, params):
         seeds = seeds_from(params["random_state"], params["n_estimators"])
         items = [(i, int(s)) for i, s in enumerate(seeds)]
         n_jobs = params["n_jobs"] or 1
         if n_jobs == -1:
             n_jobs = default_workers()
         if n_jobs == 1 and params["scheduler"] is None and not params["verbose"]:
-            return [regression_tree_task(it, X, y, spec) for it in items]
+            return [fit_tree_task(it, X, y, 1, tp) for it in items]
         trees = [None] * len(items)
-        for i, res in map_tasks(regression_tree_task, items, args=(X, y, spec),
+        for i, res in map_tasks(fit_tree_task, items, args=(X, y, 1, tp),
                                 scheduler=params["scheduler"], n_workers=n_jobs,
                                 batch=max(n_jobs, 1), desc="regression forest",
                                 unit="trees", progress=bool(params["verbose"])):
@@ -337,4 +337,4 @@ class ExtraTreesForestRegressor(BaseForestRegressor):
 
 
 __all__ = ["AxisAlignedForestRegressor", "ExtraTreesForestRegressor", "BaseForestRegressor",
-           "regression_importances", "regression_tree_task"]
+           "regression_importances", "RegressionSplitter"]

@@ -2,7 +2,7 @@
 
 Each tree gets its own rotation of the feature space and is an ordinary
 axis-aligned tree (this package's grower with
-:class:`~facesegment.forest.families.AxisSplit`) grown on the rotated features:
+:class:`~facesegment.forest.families.AxisSplitter`) grown on the rotated features:
 
 1. the tree draws its samples (by default all of them, ``bootstrap=False``,
    as in the paper: the diversity comes from the rotations);
@@ -80,19 +80,21 @@ Missing values (NaN in float ``X``): each subset's PCA is fitted on the
 sampled rows that have all of its features (the identity rotation when none
 has); a rotated value is missing when a feature of its subset is, and the
 tree on the rotated features learns a side for missing values at each split
-(scikit-learn's CART rules, :func:`facesegment.forest._cart_kernels.grow_cart`),
+(scikit-learn's CART rules, :class:`facesegment.forest.families.CartSplitter`),
 so a sample missing a feature that a split's row reads takes that side.
 """
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from ._grow import grow_tree, tree_sample_indices
+from ._grow import RowDraw
 from ._missing import has_nan
 from ._rotation_kernels import rotate_rows, subset_covariance
 from .base import BaseForest
-from .families import AxisSplit, SplitFamily
+from .families import AxisSplitter, CartSplitter, Splitter
 from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, Integer,
                      MaxFeatures, Options, Real, resolve_max_features)
 
@@ -163,17 +165,17 @@ def _pca_sample(rng, X, idx, by_class, feats, fraction):
     return rows[rng.integers(0, rows.shape[0], size=size)]
 
 
-def tree_rotation(X, y, idx, n_classes, spec, rng):
+def tree_rotation(X, y, idx, n_classes, splitter, rng):
     """One tree's rotation: ``(feats int64 (r, M), w float32 (r, M))``, rotated
     feature k being ``sum_j w[k, j] x[feats[k, j]]`` (-1 pads feats)."""
     p = X.shape[1]
-    size = spec["subset_size"]
-    groups = draw_subsets(rng, p, spec["n_rotated"], size, spec["subsets"])
+    size = splitter.subset_size
+    groups = draw_subsets(rng, p, splitter.n_rotated, size, splitter.subsets)
     by_class = _class_rows(y[idx], n_classes)
     feats, weights = [], []
     for g in groups:
         g = g[g >= 0]
-        rows = _pca_sample(rng, X, idx, by_class, g, spec["pca_fraction"])
+        rows = _pca_sample(rng, X, idx, by_class, g, splitter.pca_fraction)
         comp = (pca_components(subset_covariance(X, rows, g)) if rows.shape[0]
                 else np.eye(g.shape[0]))
         for j in range(g.shape[0]):
@@ -221,44 +223,51 @@ def to_raw_features(tree, feats, w, p):
     return tree
 
 
-def grow_rotation_tree(X, y, n_classes, spec, seed):
-    """Grow one rotation tree (:meth:`RotationSplit.grow`).
+@dataclass(frozen=True, eq=False)
+class RotationSplitter(Splitter):
+    """Rotation trees: axis-aligned splits (:class:`AxisSplitter`, or
+    :class:`CartSplitter` with the entropy where the rotated rows hold NaN) on
+    a per-tree PCA rotation of ``n_rotated`` features in subsets of
+    ``subset_size`` (``subsets``: "random" or "consecutive"; each PCA fitted
+    on ``pca_fraction`` of the tree's samples), ``max_features`` rotated
+    features tried per node.
 
-    The tree's generator draws its samples, then the subsets and the PCA
-    samples, then the seed of the axis tree grown on the rotated samples.
-    Returns the dict of :func:`facesegment.forest._grow.grow_tree` with the
-    splits on raw features.
+    In :func:`facesegment.forest._grow.grow_tree` the tree's generator draws
+    its samples, then (:meth:`transform`) the subsets and the PCA samples,
+    then the seed of the generator the nodes are grown with; :meth:`untransform`
+    stores the splits on raw features (:func:`to_raw_features`).
     """
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    n, p = X.shape
-    idx = tree_sample_indices(rng, n, spec)
-    feats, w = tree_rotation(X, y, idx, n_classes, spec, rng)
-    Z = rotate_rows(X, idx, feats, w)
-    t_rot = time.perf_counter() - t0
-    base = {**spec, "split_family": AxisSplit(), "n_samples": idx.shape[0], "bootstrap": False,
-            "pool": None, "cdf": None, "strata": None, "missing": has_nan(Z)}
-    grow = base["split_family"].grow if base["missing"] else grow_tree  # NaN: CART rules
-    tree = grow(Z, np.ascontiguousarray(y[idx]), n_classes, base,
-                int(rng.integers(0, 2**31 - 1)))
-    del Z
-    n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
-    tree = to_raw_features(tree, feats, w, p)
-    st = tree["stats"]
-    st.update(seconds=time.perf_counter() - t0, t_rotation=t_rot,
-              n_oblique_nodes=int(np.count_nonzero(tree["sparse"] >= 0)),
-              n_rotated_used=n_used)
-    return tree
 
+    name: ClassVar[str] = "rotation"
+    n_rotated: int = 1
+    subset_size: int = 3
+    subsets: str = "random"
+    pca_fraction: float = 0.75
+    max_features: int = 1
 
-class RotationSplit(SplitFamily):
-    """Rotation trees: axis-aligned splits on a per-tree PCA rotation
-    (:func:`grow_rotation_tree`)."""
+    def transform(self, X, y, n_classes, params, idx, rng):
+        t0 = time.perf_counter()
+        feats, w = tree_rotation(X, y, idx, n_classes, self, rng)
+        Z = rotate_rows(X, idx, feats, w)
+        missing = has_nan(Z)
+        inner = (CartSplitter(max_features=self.max_features, criterion="entropy")
+                 if missing else AxisSplitter(max_features=self.max_features))
+        m = idx.shape[0]
+        inner_params = params.replace(splitter=inner, draw=RowDraw(m, False),
+                                      missing=missing)
+        rng = np.random.default_rng(int(rng.integers(0, 2**31 - 1)))
+        state = (feats, w, X.shape[1], time.perf_counter() - t0)
+        return (Z, np.ascontiguousarray(y[idx]), np.arange(m, dtype=np.int64), rng,
+                inner_params, state)
 
-    name = "rotation"
-
-    def grow(self, X, y, n_classes, spec, seed):
-        return grow_rotation_tree(X, y, n_classes, spec, seed)
+    def untransform(self, tree, state):
+        feats, w, p, t_rot = state
+        n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
+        tree = to_raw_features(tree, feats, w, p)
+        tree["stats"].update(t_rotation=t_rot,
+                             n_oblique_nodes=int(np.count_nonzero(tree["sparse"] >= 0)),
+                             n_rotated_used=n_used)
+        return tree
 
 
 class RotationForest(BaseForest):
@@ -280,7 +289,7 @@ class RotationForest(BaseForest):
     (True, 6)
     """
 
-    _split_family = RotationSplit()
+    _split_family = RotationSplitter
     _missing_values = True
 
     _parameter_constraints = {
@@ -325,16 +334,16 @@ class RotationForest(BaseForest):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def _split_spec(self, params, X, y_enc, sample_weight):
+    def _splitter(self, params, X, y_enc, sample_weight):
         p = X.shape[1]
         size = min(params["n_features_per_subset"], p)
         r = resolve_max_features(params["max_rotated_features"], p)
         if params["subsets"] == "consecutive":  # whole blocks: the features actually used
             r = min(p, -(-r // size) * size)
-        return {"n_rotated": r, "subset_size": size, "subsets": params["subsets"],
-                "pca_fraction": params["pca_sample_fraction"],
-                "max_features": resolve_max_features(params["max_features"], r)}
+        return RotationSplitter(n_rotated=r, subset_size=size, subsets=params["subsets"],
+                                pca_fraction=params["pca_sample_fraction"],
+                                max_features=resolve_max_features(params["max_features"], r))
 
 
-__all__ = ["RotationForest", "RotationSplit", "grow_rotation_tree", "tree_rotation", "draw_subsets",
+__all__ = ["RotationForest", "RotationSplitter", "tree_rotation", "draw_subsets",
            "pca_components", "to_raw_features"]

@@ -5,7 +5,10 @@ kept when the information gain beats ``min_gain``."""
 import numpy as np
 
 from facesegment.forest.base import BaseForest
-from facesegment.forest.families import Split, SplitFamily
+from dataclasses import dataclass
+from typing import ClassVar
+
+from facesegment.forest.families import Split, Splitter
 from facesegment.forest.params import COMMON_CONSTRAINTS, Real
 from facesegment.forest.registry import ForestKind, register_kind, unregister_kind
 
@@ -17,10 +20,12 @@ def _entropy(counts):
     return float(-(p * np.log(p)).sum())
 
 
-class MedianSplit(SplitFamily):
+@dataclass(frozen=True)
+class MedianSplit(Splitter):
     """One random feature per node, cut at its median on the node."""
 
-    name = "median"
+    name: ClassVar[str] = "median"
+    min_gain: float = 0.0
 
     def find(self, tree, seg):
         f = int(tree.rng.integers(0, tree.p))
@@ -34,7 +39,7 @@ class MedianSplit(SplitFamily):
         c = np.bincount(y, minlength=tree.n_classes).astype(np.float64)
         cl = np.bincount(y[left], minlength=tree.n_classes).astype(np.float64)
         gain = _entropy(c) - (nl * _entropy(cl) + (n - nl) * _entropy(c - cl)) / n
-        if gain <= tree.spec["min_gain"]:
+        if gain <= self.min_gain:
             return Split()
         return Split(f, -1, thr, gain)
 
@@ -42,7 +47,7 @@ class MedianSplit(SplitFamily):
 class MedianForest(BaseForest):
     """Forest of median cuts (:class:`MedianSplit`)."""
 
-    _split_family = MedianSplit()
+    _split_family = MedianSplit
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "min_gain": Real(0).cli("smallest information gain a median cut needs",
@@ -63,9 +68,6 @@ class MedianForest(BaseForest):
         self.n_jobs = n_jobs
         self.scheduler = scheduler
         self.verbose = verbose
-
-    def _split_spec(self, params, X, y_enc, sample_weight):
-        return {"min_gain": params["min_gain"]}
 
 
 def register():

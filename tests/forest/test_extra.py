@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from facesegment.forest import constraints_of, ExtraTreesForest, validate_params
 from facesegment.forest._extra_kernels import random_axis_split, random_cut
-from facesegment.forest._grow import grow_tree
+from facesegment.forest._grow import RowDraw, TreeParams, grow_tree
 from facesegment.dense import predict_proba_raw
 from facesegment.layout import WindowLayout
 from facesegment.modelio.model import Model
@@ -146,10 +146,9 @@ def test_same_seed_identical_any_n_jobs_and_grow_tree_family():
     same_forest(a, ExtraTreesForest(n_estimators=4, random_state=3, n_jobs=2).fit(X, y))
     other = ExtraTreesForest(n_estimators=4, random_state=4).fit(X, y)
     assert not np.array_equal(a.forest_.threshold, other.forest_.threshold)
-    spec = {"split_family": ExtraTreesForest._split_family, "max_depth": -1,
-            "min_samples_split": 2, "min_samples_leaf": 1,
-            "n_samples": len(y), "bootstrap": False, "max_features": 3}
-    tree = grow_tree(X, y.astype(np.int32), 3, spec, 5)
+    params = TreeParams(splitter=ExtraTreesForest._split_family(max_features=3),
+                        draw=RowDraw(len(y), False))
+    tree = grow_tree(X, y.astype(np.int32), 3, params, 5)
     assert tree["feature"][0] >= 0 and (tree["feature2"] == -1).all()
 
 

@@ -137,18 +137,15 @@ def test_integer_sample_weight_equals_repeated_rows_without_bootstrap(kind):
 def test_weighted_bootstrap_draws_rows_in_proportion_to_their_weight(kind):
     """bootstrap=True: integer weights equal repeated rows in distribution (the trees'
     row counts follow the weights), and max_samples counts the positive-weight rows."""
-    from facesegment.forest._grow import tree_sample_indices
+    from facesegment.forest._grow import RowDraw, sampling_pool
 
     X, y = data(120)
     w = np.where(np.arange(120) < 60, 3.0, 1.0)
     w[:10] = 0.0
     est = make(kind, n_estimators=40, bootstrap=True, max_samples=0.5).fit(X, y,
                                                                            sample_weight=w)
-    spec = {"n_samples": 55, "bootstrap": True}
-    from facesegment.forest._grow import sampling_pool
-
-    spec["pool"], spec["cdf"] = sampling_pool(w, True)
-    drawn = np.concatenate([tree_sample_indices(np.random.default_rng(int(s)), 120, spec)
+    draw = RowDraw(55, True, *sampling_pool(w, True))
+    drawn = np.concatenate([draw.indices(np.random.default_rng(int(s)), 120)
                             for s in est.tree_seeds_])
     counts = np.bincount(drawn, minlength=120)
     assert counts[:10].sum() == 0                          # zero weight: never drawn

@@ -60,7 +60,7 @@ def test_model_folder_round_trip(median_kind, tmp_path):
     model = load_model(save_model(Model.from_estimator(est), tmp_path / "m"))
     assert model.kind == "median" and model.params["min_gain"] == 0.01
     back = model.to_estimator()
-    assert isinstance(back, MedianForest) and back._split_family == MedianSplit()
+    assert isinstance(back, MedianForest) and back._split_family is MedianSplit
     assert back.predict_proba(X).tobytes() == est.predict_proba(X).tobytes()
 
 

@@ -173,18 +173,18 @@ def test_zero_epochs_reproduce_the_greedy_tree():
 def test_initial_parameters_keep_the_greedy_routes(family):
     """W from a greedy tree (axis or CO2 oblique splits on raw features) routes every
     training sample, in normalised space, to the same leaf as the greedy tree."""
-    from facesegment.forest._grow import grow_tree
+    from facesegment.forest._grow import RowDraw, TreeParams, grow_tree
     from facesegment.forest.co2 import CO2_DEFAULTS
 
     X, y = _toy(400, seed=2)
     mean, std = X.mean(0), X.std(0)
     inv_std = (1 / std).astype(np.float32)
-    spec = {"split_family": NonGreedyForest._init_families[family], "max_depth": 4,
-            "min_samples_split": 2, "min_samples_leaf": 1,
-            "n_samples": 400, "bootstrap": False, "max_features": 5, "co2": dict(CO2_DEFAULTS),
-            "oblique_min_samples": 50, "weight_dtype": "float32", "mean": mean,
-            "inv_std": inv_std, "co2_init": "axis", "n_pairs": 1}
-    tree = grow_tree(X, y.astype(np.int32), 3, spec, 0)
+    cls = NonGreedyForest._init_families[family]
+    splitter = (cls(max_features=5) if family == "axis" else
+                cls(max_features=5, co2=dict(CO2_DEFAULTS), oblique_min_samples=50,
+                    mean=mean, inv_std=inv_std, n_pairs=1))
+    params = TreeParams(splitter=splitter, draw=RowDraw(400, False), max_depth=4)
+    tree = grow_tree(X, y.astype(np.int32), 3, params, 0)
     if family == "co2":
         assert (tree["oblique"] >= 0).any()
     W, Theta = initial_parameters(tree, mean, inv_std, 4.0, 3)

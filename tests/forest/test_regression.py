@@ -217,11 +217,13 @@ def test_regressor_with_face_windows_metadata_is_refused():
 
 
 def test_presort_rule():
-    spec = {"extra": False, "max_features": 10}
-    assert reg_mod.use_presort(spec, 10, 1000, False)
-    assert reg_mod.use_presort(spec, 10, 1000, True)
-    assert not reg_mod.use_presort({**spec, "extra": True}, 10, 1000, False)
-    assert not reg_mod.use_presort({**spec, "max_features": 192}, 961, 1700, True)
-    assert not reg_mod.use_presort({**spec, "max_features": 48}, 961, 1700, False)
-    assert reg_mod.use_presort({**spec, "max_features": 300}, 961, 1700, False)
-    assert not reg_mod.use_presort({**spec, "max_features": 53}, 2883, 30000, False)
+    def splitter(q=10, extra=False):
+        return reg_mod.RegressionSplitter(max_features=q, extra=extra)
+
+    assert reg_mod.use_presort(splitter(), 10, 1000, False)
+    assert reg_mod.use_presort(splitter(), 10, 1000, True)
+    assert not reg_mod.use_presort(splitter(extra=True), 10, 1000, False)
+    assert not reg_mod.use_presort(splitter(192), 961, 1700, True)
+    assert not reg_mod.use_presort(splitter(48), 961, 1700, False)
+    assert reg_mod.use_presort(splitter(300), 961, 1700, False)
+    assert not reg_mod.use_presort(splitter(53), 2883, 30000, False)
