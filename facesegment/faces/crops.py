@@ -82,7 +82,7 @@ def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE, passes=None):
         ``facesegment label`` (:data:`PASSES`: as given, upsampled, upsampled
         with a lowered threshold; each only when the ones before found
         nothing), on the RGB image as ``label`` gives it.  OpenCV's Haar
-        cascade is not offered: the installed OpenCV 5 no longer ships it.
+        cascade is not offered: the installed OpenCV 5 does not ship it.
     max_side : int or None
         Detect on a copy whose longer side is at most this (boxes are scaled
         back to ``image``'s pixels); None or 0: full resolution.
