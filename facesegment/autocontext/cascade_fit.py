@@ -33,7 +33,29 @@ from ..progress import Progress
 
 
 def fold_of_images(image_index, n_folds, seed):
-    """Fold (0..n_folds-1) of every window, by image: int64 (n,)."""
+    """The fold of every window, by image (all windows of an image share a fold).
+
+    The images are permuted with ``seed`` and dealt round-robin into the folds.
+
+    Parameters
+    ----------
+    image_index : int (n,)
+        Each window's training image (non-negative).
+    n_folds : int
+        Folds, 2..number of images.
+    seed : int
+        Seeds the permutation.
+
+    Returns
+    -------
+    int64 (n,)
+        Folds 0..n_folds-1.
+
+    Raises
+    ------
+    ValueError
+        ``n_folds`` outside 2..number of images.
+    """
     images = np.unique(image_index)
     if n_folds < 2 or n_folds > len(images):
         raise ValueError(f"n_folds={n_folds} must be in 2..{len(images)} (the number of "
@@ -45,8 +67,27 @@ def fold_of_images(image_index, n_folds, seed):
 
 
 def fit_timed(est, X, y, meta=None):
-    """Fit ``est`` on ``(X, y)`` (with the windows' normalisation statistics
-    when it takes them and ``X`` has their width); returns the seconds taken."""
+    """Fit ``est`` on ``(X, y)`` and time it.
+
+    The windows' normalisation statistics are passed (``feature_mean``,
+    ``feature_std``) when ``est.fit`` takes them and ``X`` has their width.
+
+    Parameters
+    ----------
+    est : estimator
+        Unfitted; fitted in place.
+    X : array (n, F)
+        Training rows.
+    y : int array (n,)
+        Their classes.
+    meta : WindowMeta, optional
+        The windows' metadata (``mean``, ``std``).
+
+    Returns
+    -------
+    float
+        The seconds the fit took.
+    """
     kw = {}
     if meta is not None and "feature_mean" in inspect.signature(est.fit).parameters \
             and X.shape[1] == len(meta.mean):
@@ -57,9 +98,29 @@ def fit_timed(est, X, y, meta=None):
 
 
 def stage_model(est, kind, meta, stage, spec):
-    """The :class:`~facesegment.modelio.model.Model` of a fitted cascade stage: stage 1 on
-    the windows' layout, a later stage remapped from ``[window | context]``
-    columns onto the window layout with ``spec``'s context planes."""
+    """The :class:`~facesegment.modelio.model.Model` of a fitted cascade stage.
+
+    Stage 1 is on the windows' layout; a later stage is remapped from
+    ``[window | context]`` columns onto the window layout with ``spec``'s
+    context planes (:func:`facesegment.autocontext.context.to_context_layout`).
+
+    Parameters
+    ----------
+    est : estimator
+        The fitted stage.
+    kind : str
+        Its registry kind.
+    meta : WindowMeta
+        The training windows' metadata (layout, classes, normalisation).
+    stage : int
+        The stage's number (1 = first).
+    spec : ContextSpec
+        The context the stages after the first read.
+
+    Returns
+    -------
+    Model
+    """
     if stage == 1:
         return Model.from_estimator(est, kind, meta)
     tab = Model.from_estimator(est, kind, replace(meta, layout=None, mean=None, std=None))
@@ -110,6 +171,21 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
                          "differ from ws.meta's): give the stage-1 model of this windows file")
 
     def planes_of(maps, img, stage):   # stage `stage`'s uint8 maps -> the next one's planes
+        """Stage ``stage``'s uint8 maps of one image as the next stage's context planes.
+
+        Parameters
+        ----------
+        maps : dict of int to uint8 (H, W, C)
+            The stage's maps per image.
+        img : int
+            The image's index.
+        stage : int
+            The stage whose maps they are.
+
+        Returns
+        -------
+        uint8 (H, W, spec.n_planes)
+        """
         return context_planes(context_maps(maps[int(img)], spec, stage,
                                            ws.meta.sampling_factors, prior), spec, prior)
 
@@ -149,7 +225,18 @@ def fit_cascade(ws, load_image, stages, spec=None, n_folds=4, seed=0, log=print,
 
 
 def rows_of_images(image_index):
-    """``{image: indices of its windows}`` (one stable sort, not a scan per image)."""
+    """The windows of each image (one stable sort, not a scan per image).
+
+    Parameters
+    ----------
+    image_index : int (n,)
+        Each window's image.
+
+    Returns
+    -------
+    dict of int to int64 array
+        ``{image: indices of its windows}``, in window order.
+    """
     order = np.argsort(image_index, kind="stable")
     images, starts = np.unique(image_index[order], return_index=True)
     return dict(zip(images.tolist(), np.split(order, starts[1:])))

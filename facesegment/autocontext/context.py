@@ -132,6 +132,26 @@ class ContextSpec:
 
     @classmethod
     def from_dict(cls, d):
+        """The spec of :meth:`to_dict`'s dictionary.
+
+        Parameters
+        ----------
+        d : dict
+            ``n_classes``, ``directions``, ``radii``, ``boxes``, ``position`` and
+            optionally ``prior`` (default False), ``stage1_alpha`` (None) and
+            ``stage1_beta`` (0).
+
+        Returns
+        -------
+        ContextSpec
+
+        Raises
+        ------
+        KeyError
+            A required key is missing.
+        ValueError
+            A value out of range (see :class:`ContextSpec`).
+        """
         return cls(int(d["n_classes"]), int(d["directions"]), tuple(d["radii"]),
                    tuple(d["boxes"]), bool(d["position"]), bool(d.get("prior", False)),
                    d.get("stage1_alpha"), d.get("stage1_beta", 0.0))
@@ -142,16 +162,49 @@ def _as_u8(p):
 
 
 def as_u8(proba):
-    """Probabilities as the uint8 maps (x 255, rounded) the context is computed from."""
+    """Probabilities as the uint8 maps (x 255, rounded) the context is computed from.
+
+    Parameters
+    ----------
+    proba : float array
+        Probabilities in 0..1 (clipped).
+
+    Returns
+    -------
+    uint8 array of ``proba``'s shape
+    """
     return _as_u8(proba)
 
 
 def context_maps(q, spec, stage, sampling_factors, prior=None):
-    """The maps of stage ``stage`` (1-based) as the next stage's context reads them:
-    float32 (H, W, C) from its uint8 probabilities ``q`` (:func:`as_u8`; training
-    stores out-of-fold maps so, inference rounds the same way).  Stage 1 with
-    ``spec.stage1_alpha`` set: ``p * s**-alpha * (pos/pi)**beta`` renormalised
-    (``s`` = ``sampling_factors``, ``pos`` from ``prior``); otherwise ``p``."""
+    """The maps of one stage as the next stage's context reads them.
+
+    Training stores out-of-fold maps as uint8 (:func:`as_u8`), and inference
+    rounds the same way.  Stage 1 with ``spec.stage1_alpha`` set gives its
+    decisions: ``p * s**-alpha * (pos/pi)**beta`` renormalised; otherwise ``p``.
+
+    Parameters
+    ----------
+    q : uint8 (H, W, C)
+        The stage's probabilities x 255.
+    spec : ContextSpec
+    stage : int
+        The stage whose maps they are (1-based).
+    sampling_factors : float (C,)
+        The training windows' per-class sampling factors ``s``.
+    prior : facesegment.position.PositionPrior, optional
+        Gives ``pos`` (and ``pi``); needed when ``spec.stage1_beta`` > 0.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``p = q / 255``, or stage 1's decision maps (0 where every class is 0).
+
+    Raises
+    ------
+    ValueError
+        ``spec.stage1_beta`` > 0 for stage 1 without ``prior``.
+    """
     p = np.asarray(q, np.float32) / np.float32(255.0)
     if stage != 1 or spec.stage1_alpha is None:
         return p
@@ -223,8 +276,21 @@ def context_planes(proba, spec, prior=None):
 
 
 def prior_planes(prior, shape):
-    """The position prior's class frequencies on an image of ``shape``, x 255:
-    uint8 (H, W, C) (resized as :func:`facesegment.position.position_factor`)."""
+    """The position prior's class frequencies on an image, x 255.
+
+    Resized as :func:`facesegment.position.position_factor` resizes them, and
+    renormalised per pixel; cached per prior and shape.
+
+    Parameters
+    ----------
+    prior : facesegment.position.PositionPrior
+    shape : (H, W)
+        The image's size.
+
+    Returns
+    -------
+    uint8 (H, W, C)
+    """
     def build():
         freq = position_factor(prior, shape) * np.maximum(prior.class_prior, 1e-12).astype(
             np.float32)
@@ -236,9 +302,18 @@ def prior_planes(prior, shape):
 def stage_features(windows, planes, centers):
     """Training rows of a context stage: ``[window features | context values]``.
 
-    ``windows`` uint8 (n, w, w, ch) or (n, w*w*ch), ``planes`` the context planes
-    of their image (H, W, K), ``centers`` (n, 2) the windows' centre pixels.
-    Returns uint8 (n, w*w*ch + K).
+    Parameters
+    ----------
+    windows : uint8 (n, w, w, ch) or (n, w*w*ch)
+        The windows of one image.
+    planes : uint8 (H, W, K)
+        The context planes of their image (:func:`context_planes`).
+    centers : int (n, 2)
+        The windows' centre pixels ``(row, col)``.
+
+    Returns
+    -------
+    uint8 (n, w*w*ch + K)
     """
     windows = np.asarray(windows)
     flat = windows.reshape(windows.shape[0], -1)
@@ -248,14 +323,41 @@ def stage_features(windows, planes, centers):
 
 
 def context_layout(image_layout, spec):
-    """The window layout of a context stage: the image's planes, then the context
-    planes (only their values at the window's centre are features)."""
+    """The window layout of a context stage.
+
+    The image's planes, then the context planes (only their values at the
+    window's centre are features).
+
+    Parameters
+    ----------
+    image_layout : facesegment.layout.WindowLayout
+        The layout of the image's windows.
+    spec : ContextSpec
+
+    Returns
+    -------
+    facesegment.layout.WindowLayout
+        Same window, ``channels + spec.n_planes`` channels.
+    """
     return WindowLayout(image_layout.window, image_layout.channels + spec.n_planes,
                         tuple(image_layout.channel_names) + spec.plane_names())
 
 
 def feature_map(image_layout, spec):
-    """Layout feature index of every column of :func:`stage_features` rows (int64)."""
+    """Layout feature index of every column of :func:`stage_features` rows.
+
+    Parameters
+    ----------
+    image_layout : facesegment.layout.WindowLayout
+        The layout of the image's windows.
+    spec : ContextSpec
+
+    Returns
+    -------
+    int64 (image_layout.n_features + spec.n_planes,)
+        Indices into :func:`context_layout`'s features: the window's pixels,
+        then the context planes at the window's centre.
+    """
     lay = context_layout(image_layout, spec)
     w, c0, c = image_layout.window, image_layout.channels, lay.channels
     cell = np.arange(w * w)
@@ -266,10 +368,30 @@ def feature_map(image_layout, spec):
 
 
 def to_context_layout(model, image_layout, spec):
-    """A model trained on :func:`stage_features` rows as a model over
-    :func:`context_layout` (node feature indices remapped), for dense inference
-    with ``planes=context_planes(...)``.  Oblique (CO2) nodes are refused: their
-    dense weight rows would span the whole context layout."""
+    """A model trained on :func:`stage_features` rows as a model over :func:`context_layout`.
+
+    The nodes' feature indices are remapped (:func:`feature_map`), for dense
+    inference with ``planes=context_planes(...)``.  Oblique (CO2) nodes are
+    refused: their dense weight rows would span the whole context layout.
+
+    Parameters
+    ----------
+    model : facesegment.modelio.model.Model
+        Trained on ``[window | context]`` rows.
+    image_layout : facesegment.layout.WindowLayout
+        The layout of the image's windows.
+    spec : ContextSpec
+
+    Returns
+    -------
+    facesegment.modelio.model.Model
+        A copy with the new layout, mean 0 and std 1 (no normalisation).
+
+    Raises
+    ------
+    ValueError
+        The model's feature count does not match, or it has oblique nodes.
+    """
     from dataclasses import replace
 
     a = model.arrays
@@ -285,6 +407,17 @@ def to_context_layout(model, image_layout, spec):
     lay = context_layout(image_layout, spec)
 
     def remap(f):
+        """Node feature indices mapped to the context layout (negative ones kept).
+
+        Parameters
+        ----------
+        f : int array
+            Feature indices into :func:`stage_features` columns; < 0: no feature.
+
+        Returns
+        -------
+        array of ``f``'s shape and dtype
+        """
         return np.where(f >= 0, fmap[np.maximum(f, 0)], f).astype(a.feature.dtype)
 
     arrays = a._replace(feature=remap(a.feature), feature2=remap(a.feature2),

@@ -91,8 +91,22 @@ def _check_common(mode, pixel_stride, fft_levels, workers):
 # --------------------------------------------------------------- scoring
 
 def grid_label(label, stride, offset=0):
-    """``label`` with 255 ("not scored") everywhere except a ``stride`` x ``stride``
-    grid of pixels (rows and columns ``offset mod stride``); stride 1: unchanged."""
+    """``label`` with 255 ("not scored") everywhere except a ``stride`` x ``stride`` grid.
+
+    Parameters
+    ----------
+    label : uint8 (H, W)
+        Class ids, 255 = not scored.
+    stride : int
+        Grid step, in pixels; 1 (or less): ``label`` unchanged.
+    offset : int
+        The grid's rows and columns are those ``offset mod stride``.
+
+    Returns
+    -------
+    uint8 (H, W)
+        A new array, or ``label`` itself for stride 1.
+    """
     if stride <= 1:
         return label
     out = np.full_like(label, 255)
@@ -102,9 +116,27 @@ def grid_label(label, stride, offset=0):
 
 
 def scored_label(label, stride, mode, layout):
-    """``label`` with 255 ("not scored") outside the pixels the driver scores: the
-    ``stride`` grid (:func:`grid_label`) and, in "strict" mode, the pixels at least
-    ``layout.half`` px from the border."""
+    """``label`` with 255 ("not scored") outside the pixels the driver scores.
+
+    Those are the ``stride`` grid (:func:`grid_label`) and, in "strict" mode,
+    the pixels at least ``layout.half`` px from the border.
+
+    Parameters
+    ----------
+    label : uint8 (H, W)
+        Class ids, 255 = not scored.
+    stride : int
+        Grid step, in pixels (1: every pixel).
+    mode : str
+        "strict" keeps only the pixels whose whole window lies inside the image;
+        any other mode keeps the border.
+    layout : facesegment.layout.WindowLayout
+        Gives the window's half side.
+
+    Returns
+    -------
+    uint8 (H, W)
+    """
     label = grid_label(label, stride)
     if mode != "strict":
         return label

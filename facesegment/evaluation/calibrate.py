@@ -121,22 +121,39 @@ def choose_rule(model, records, *, alphas=DEFAULT_ALPHAS, betas=None, sigmas=Non
 
 
 def held_out_records(meta, data=None, labels=None, n_images=20, seed=0, excluded=()):
-    """Labelled faces to choose a rule for a model trained on the windows ``meta``
-    (:class:`facesegment.data.windows.WindowsMeta`), none of them a source of its windows.
+    """Labelled faces to choose a rule for a model trained on the windows ``meta``.
 
-    ``data`` given: the labelled faces under that folder.  Else the validation
-    split (:func:`facesegment.data.splits.split_dataset`, 100 images, seed 0: what
-    ``facesegment extract --split train`` leaves out) of the folder the windows
-    were extracted from (recorded in the windows file), and its training images
-named in ``excluded``.  Either way faces whose
-    names are among the windows' sources are dropped, then ``n_images`` are
-    drawn with ``seed`` (0: all).  ``excluded``: names of sources whose windows
-    were left out of training (``facesegment train --exclude-images``): they
-    count as held out.  Names are compared as the windows file records them
-    (relative to the folder it was extracted from, without extension).
+    None of them is a source of its windows.  With ``data``: the labelled faces
+    under that folder.  Otherwise every training image of the folder the
+    windows were extracted from (recorded in the windows file; the split of
+    :func:`facesegment.data.splits.split_dataset`, test images never).  Either
+    way faces whose names are among the windows' sources are dropped, then
+    ``n_images`` are drawn with ``seed``.  Names are compared as the windows
+    file records them (relative to the folder it was extracted from, without
+    extension).
 
-    Returns ``(records, note)``: ``note`` says where they came from, or why
-    there are none (an empty list: no faces held out).
+    Parameters
+    ----------
+    meta : facesegment.data.windows.WindowsMeta
+        The training windows' metadata (``sources``, ``attrs``).
+    data : path, optional
+        A folder of labelled faces to draw from.
+    labels : path, optional
+        Folder of their label maps (as for ``find_faces``), with ``data``.
+    n_images : int
+        Faces drawn; 0 (or at least as many as there are): all.
+    seed : int
+        Seeds the draw.
+    excluded : iterable of str
+        Names of sources whose windows were left out of training
+        (``facesegment train --exclude-images``): they count as held out.
+
+    Returns
+    -------
+    records : list of FaceRecord
+        Empty when no face is held out.
+    note : str
+        Where they came from, or why there are none.
     """
     import numpy as np
 

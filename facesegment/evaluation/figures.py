@@ -29,8 +29,29 @@ IGNORE_COLOR = (128, 128, 128)
 
 
 def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
-    """``(figure, axes)`` like ``pyplot.subplots``, on a figure of its own
-    (Agg canvas) that no backend or pyplot state knows of."""
+    """``(figure, axes)`` like ``pyplot.subplots``, on a figure of its own.
+
+    The figure has an Agg canvas that no backend or pyplot state knows of.
+
+    Parameters
+    ----------
+    nrows, ncols : int
+        The grid of axes.
+    figsize : (float, float), optional
+        Inches.
+    **kwargs
+        Passed to :meth:`matplotlib.figure.Figure.subplots` (e.g. ``squeeze``).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : Axes or array of Axes
+
+    Raises
+    ------
+    FaceSegmentError
+        matplotlib is not installed (:func:`facesegment.extras.require`).
+    """
     require("matplotlib", "drawing figures")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -41,7 +62,19 @@ def subplots(nrows=1, ncols=1, *, figsize=None, **kwargs):
 
 
 def save_figure(fig, path, dpi=100):
-    """Save a matplotlib figure as PNG atomically (temporary name, then rename)."""
+    """Save a matplotlib figure as PNG atomically (temporary name, then rename).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or path-like
+    dpi : int
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
     path = os.fspath(path)
     with atomic_path(path, suffix=".png", what="figure") as tmp:
         fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
@@ -49,7 +82,17 @@ def save_figure(fig, path, dpi=100):
 
 
 def colorize(labels):
-    """RGB uint8 image of a label map (255/ignore drawn grey)."""
+    """RGB image of a label map in the class colours.
+
+    Parameters
+    ----------
+    labels : int array (H, W)
+        Class ids; ids >= ``N_CLASSES`` (255: ignore) are drawn grey.
+
+    Returns
+    -------
+    uint8 (H, W, 3)
+    """
     labels = np.asarray(labels)
     out = np.empty(labels.shape + (3,), dtype=np.uint8)
     out[:] = IGNORE_COLOR
@@ -139,7 +182,23 @@ def figure4(tree_curves, depth_curves, path, depth_trees=16, labels=None):
 
 
 def confusion_figure(conf, path, title="", class_names=CLASS_NAMES):
-    """Row-normalised confusion matrix (% of each true class) with counts."""
+    """Draw a row-normalised confusion matrix (% of each true class).
+
+    Parameters
+    ----------
+    conf : (C, C) counts
+        Rows: true class; columns: predicted class.
+    path : str or path-like
+        The PNG written (:func:`save_figure`).
+    title : str
+    class_names : sequence of str
+        The C classes' names.
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
     conf = np.asarray(conf, dtype=np.float64)
     rows = conf.sum(axis=1, keepdims=True)
     pct = np.divide(100 * conf, rows, out=np.zeros_like(conf), where=rows > 0)
@@ -194,10 +253,24 @@ def pick_examples(per_image, n_random=3, seed=0):
 def curves(result, depth_trees=16):
     """The curves of Figure 4 from an :func:`facesegment.evaluation.scoring.evaluate` result.
 
-    Returns ``((trees, jaccard), (depths, jaccard), n)``: the class-average
-    Jaccard vs forest size at full depth, and vs depth at ``n`` trees
-    (``depth_trees``, or the largest size scored below it), both at the
-    result's ``per_image_alpha`` (the sweep's first alpha).
+    Both curves are at the result's first sweep alpha (``per_image_alpha``).
+
+    Parameters
+    ----------
+    result : dict
+        An ``evaluate`` result with a ``sweep`` over forest sizes and depths.
+    depth_trees : int
+        Forest size of the depth curve; when the sweep did not score it (or it is
+        larger than the largest size), the largest size scored.
+
+    Returns
+    -------
+    (trees, jaccard) : tuple of lists
+        Class-average Jaccard vs forest size, at full depth.
+    (depths, jaccard) : tuple of lists
+        Class-average Jaccard vs depth, at ``n`` trees.
+    n : int
+        The forest size of the depth curve.
     """
     sw = result["sweep"]
     cav = sw["class_average_jaccard"][0]           # (depths, trees) at alphas[0]

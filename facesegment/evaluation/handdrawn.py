@@ -48,8 +48,22 @@ def handdrawn_counts(pred, truth, classes=SCORED):
 
 
 def jaccard_of_counts(counts, classes=SCORED):
-    """``(class average, {class: Jaccard})`` in percent from summed counts
-    (a class with an empty union is left out of the average)."""
+    """Class-average and per-class Jaccard, in percent, from summed counts.
+
+    Parameters
+    ----------
+    counts : int (len(classes), 2)
+        Per class, intersection and union pixels (summed :func:`handdrawn_counts`).
+    classes : sequence of int
+        The classes of the rows.
+
+    Returns
+    -------
+    average : float
+        Mean over the classes with a non-empty union (NaN when none has one).
+    per_class : dict of int to float
+        ``{class: Jaccard}``, NaN for an empty union.
+    """
     counts = np.asarray(counts, np.float64)
     per = {c: (100.0 * counts[i, 0] / counts[i, 1] if counts[i, 1] else float("nan"))
            for i, c in enumerate(classes)}

@@ -27,15 +27,41 @@ def _position_one(record, prior, gammas, stride, mode, layout):
 
 def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixel_stride=1,
                            layout=None, desc="position only", progress=True):
-    """Scores of the map that uses the position prior alone (no image): for
-    each ``gamma``, ``argmax_c pos_c(x) * pi_c**-gamma``
-    (:func:`facesegment.position.constant_labels`) against the labels of
-    ``records``, with the pixels :func:`evaluate` scores (same ``mode`` and
-    ``pixel_stride``; ``layout``: the window layout whose border ``strict``
-    leaves out, default 31x31).
+    """Scores of the map that uses the position prior alone (no image).
 
-    Returns ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
+    For each ``gamma`` the map is ``argmax_c pos_c(x) * pi_c**-gamma``
+    (:func:`facesegment.position.constant_labels`), scored against the labels of
+    ``records`` on the pixels :func:`facesegment.evaluation.scoring.evaluate`
+    scores.  A ``missed`` record is all background.
+
+    Parameters
+    ----------
+    prior : facesegment.position.PositionPrior
+    records : list of FaceRecord
+        Labelled faces.
+    gammas : sequence of float
+        Exponents of the class shares, each >= 0.
+    mode : str
+        Which pixels are scored (as for ``evaluate``).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    layout : facesegment.layout.WindowLayout, optional
+        The window layout whose border "strict" leaves out; default 31x31.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    dict
+        ``{"gamma": {repr(g): {mean_jaccard, pixel_accuracy, jaccard,
+        confusion}}, "n_images", "n_pixels", "pixel_stride"}``.
+
+    Raises
+    ------
+    ValueError
+        ``records`` is empty, or an invalid ``mode``, ``pixel_stride`` or gamma.
     """
     records = list(records)
     if not records:
@@ -56,11 +82,38 @@ def evaluate_position_only(prior, records, gammas=(0.0,), *, mode="strict", pixe
 
 def smoothed_confusions(record, model, alpha, beta, sigmas, stride, mode, *, image=None,
                         label=None, planes=None):
-    """Confusion matrices (len(sigmas), C, C) of one face's maps smoothed with each
-    sigma: the labels ``predict_image(..., sigma=s)`` gives, from one prediction,
-    on the pixels :func:`facesegment.evaluation.scoring.evaluate` scores.  ``image``
-    and ``label`` (the face, loaded) and ``planes`` (a cascade's context planes)
-    spare loading and predicting them again."""
+    """Confusion matrices of one face's maps smoothed with each sigma.
+
+    The labels are those ``predict_image(..., sigma=s)`` gives, from one
+    prediction, on the pixels :func:`facesegment.evaluation.scoring.evaluate`
+    scores.  A ``missed`` record is all background for every sigma.
+
+    Parameters
+    ----------
+    record : FaceRecord
+        A labelled face.
+    model : Model or Cascade
+    alpha : float
+        Reweighting exponent.
+    beta : float
+        Position-prior exponent.
+    sigmas : sequence of float
+        Gaussian widths, in pixels (0: no smoothing).
+    stride : int
+        Score every ``stride``-th pixel.
+    mode : str
+        Which pixels are scored (as for ``evaluate``).
+    image : uint8 (H, W, 3), optional
+        The face, already loaded (with ``label``); spares loading it again.
+    label : uint8 (H, W), optional
+        Its label map, already loaded (with ``image``).
+    planes : uint8 (H, W, K), optional
+        A cascade's context planes for the image.
+
+    Returns
+    -------
+    int64 (len(sigmas), C, C)
+    """
     if getattr(record, "missed", False):   # no face found: all background, every sigma
         conf = _score_missed(record, model, [alpha], [1], [0], stride, mode)[1]
         return np.repeat(conf[0, 0], len(sigmas), axis=0)
@@ -82,7 +135,25 @@ def _smoothed_one(record, model, alpha, beta, sigmas, stride, mode):
 
 
 def smoothed_summary(total, alpha, beta, sigmas, n_images):
-    """:func:`evaluate_smoothed`'s result from the summed confusion matrices."""
+    """:func:`evaluate_smoothed`'s result from the summed confusion matrices.
+
+    Parameters
+    ----------
+    total : int (len(sigmas), C, C)
+        Confusion matrices summed over the faces.
+    alpha, beta : float
+        The decision rule's exponents used.
+    sigmas : sequence of float
+        The smoothing widths, in the order of ``total``.
+    n_images : int
+        Faces scored.
+
+    Returns
+    -------
+    dict
+        ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
+        confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
+    """
     return {"sigma": {repr(s): _summary(total[i]) for i, s in enumerate(sigmas)},
             "alpha": alpha, "beta": beta, "n_images": n_images,
             "n_pixels": int(total[0].sum())}
@@ -91,13 +162,48 @@ def smoothed_summary(total, alpha, beta, sigmas, n_images):
 def evaluate_smoothed(model, records, *, alpha, beta=0.0, sigmas=(0.0,), mode="strict",
                       pixel_stride=1, workers=None, scheduler=None, desc="smoothed",
                       progress=True):
-    """Scores of the model's maps smoothed before the argmax: for each ``sigma``,
-    every class's reweighted probability map (the whole image predicted in
-    "full" mode) blurred with a Gaussian of ``sigma`` pixels (0: none), then the
-    argmax, scored on the pixels :func:`evaluate` scores.
+    """Scores of the model's maps smoothed before the argmax.
 
-    Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
+    For each ``sigma``, every class's reweighted probability map (the whole image
+    predicted in "full" mode) is blurred with a Gaussian of ``sigma`` pixels (0:
+    none), then the argmax is scored on the pixels
+    :func:`facesegment.evaluation.scoring.evaluate` scores.
+
+    Parameters
+    ----------
+    model : Model or Cascade
+    records : list of FaceRecord
+        Labelled faces.
+    alpha : float
+        Reweighting exponent (required).
+    beta : float
+        Position-prior exponent.
+    sigmas : sequence of float
+        Gaussian widths, in pixels, each >= 0.
+    mode : str
+        Which pixels are scored (as for ``evaluate``).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    workers : int, optional
+        Local threads (default: all cores).
+    scheduler : None, str or distributed.Client
+        As for :func:`facesegment.parallel.map_tasks`.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    dict
+        ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
+        confusion}}, "alpha", "beta", "n_images", "n_pixels"}``.
+
+    Raises
+    ------
+    ValueError
+        ``records`` is empty, or an invalid ``mode``, ``pixel_stride``,
+        ``workers``, alpha, beta or sigma.
     """
     records = list(records)
     if not records:

@@ -54,7 +54,20 @@ def confusion_matrix(truth, pred, n_classes=N_CLASSES, mask=None):
 
 
 def border_mask(shape, border=15):
-    """True for pixels at least ``border`` px from every edge (the scored region)."""
+    """The pixels at least ``border`` px from every edge (the scored region).
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+    border : int
+        Margin, in pixels.
+
+    Returns
+    -------
+    bool (H, W)
+        All False when the image is not larger than ``2 * border`` both ways.
+    """
     m = np.zeros(shape[:2], dtype=bool)
     h, w = shape[:2]
     if h > 2 * border and w > 2 * border:
@@ -63,9 +76,19 @@ def border_mask(shape, border=15):
 
 
 def jaccard(conf):
-    """Per-class Jaccard ``100 tp / (tp + fp + fn)`` of a ``(..., C, C)`` confusion.
+    """Per-class Jaccard ``100 tp / (tp + fp + fn)`` of a confusion matrix.
 
     Classes with ``tp + fp + fn == 0`` are NaN (see the module docstring).
+
+    Parameters
+    ----------
+    conf : (..., C, C) counts
+        Rows: true class; columns: predicted class.
+
+    Returns
+    -------
+    float64 (..., C)
+        Percent.
     """
     conf = np.asarray(conf, dtype=np.float64)
     tp = np.diagonal(conf, axis1=-2, axis2=-1)
@@ -77,7 +100,16 @@ def jaccard(conf):
 def class_average(jac):
     """Mean Jaccard over the classes that occur (NaN entries excluded).
 
-    Returns NaN when no class occurs (no scored pixels).
+    Parameters
+    ----------
+    jac : float (..., C)
+        Per-class Jaccard (:func:`jaccard`).
+
+    Returns
+    -------
+    float64 array of shape (...)
+        NaN when no class occurs (no scored pixels); a 0-d array for one
+        confusion.
     """
     jac = np.asarray(jac, dtype=np.float64)
     n = np.sum(~np.isnan(jac), axis=-1)
@@ -87,7 +119,17 @@ def class_average(jac):
 
 
 def pixel_accuracy(conf):
-    """``100 * trace / total`` of a ``(..., C, C)`` confusion (NaN if empty)."""
+    """``100 * trace / total`` of a confusion matrix.
+
+    Parameters
+    ----------
+    conf : (..., C, C) counts
+
+    Returns
+    -------
+    float64 array of shape (...)
+        Percent; NaN when the matrix is empty.
+    """
     conf = np.asarray(conf, dtype=np.float64)
     tot = conf.sum(axis=(-2, -1))
     tr = np.trace(conf, axis1=-2, axis2=-1)
@@ -101,7 +143,22 @@ def _num(x):
 
 
 def summarize(conf, class_names=CLASS_NAMES):
-    """JSON-ready scores of one ``(C, C)`` confusion matrix."""
+    """JSON-ready scores of one confusion matrix.
+
+    Parameters
+    ----------
+    conf : (C, C) counts
+        Rows: true class; columns: predicted class.
+    class_names : sequence of str
+        The C classes' names.
+
+    Returns
+    -------
+    dict
+        ``class_average_jaccard``, ``pixel_accuracy``, ``jaccard`` (name ->
+        value), ``pixels`` and ``confusion`` (nested lists); scores rounded to 4
+        decimals, None where undefined.
+    """
     conf = np.asarray(conf, dtype=np.int64)
     jac = jaccard(conf)
     return {
@@ -116,7 +173,18 @@ def summarize(conf, class_names=CLASS_NAMES):
 def markdown_table(results, title=None):
     """A Markdown table of per-class Jaccard, class average and pixel accuracy.
 
-    ``results`` maps a row name (model) to a :func:`summarize` dict.
+    Parameters
+    ----------
+    results : dict of str to dict
+        Row name (model) -> :func:`summarize` dict; the columns are the first
+        row's classes.
+    title : str, optional
+        A ``###`` heading above the table.
+
+    Returns
+    -------
+    str
+        Ending in a newline; undefined scores read "n/a".
     """
     names = list(next(iter(results.values()))["jaccard"].keys()) if results else []
     fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731

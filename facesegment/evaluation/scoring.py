@@ -200,8 +200,29 @@ def _tree_table(total, counts, t_out, alphas, rows):
 
 
 def full_summary(result, class_names, n_trees=None, alpha=None):
-    """:func:`facesegment.evaluation.metrics.summarize` of one forest size and alpha of an
-    :func:`evaluate` result (default: its largest size and ``per_image_alpha``)."""
+    """:func:`facesegment.evaluation.metrics.summarize` of one forest size and alpha of a result.
+
+    Parameters
+    ----------
+    result : dict
+        An :func:`evaluate` result.
+    class_names : sequence of str
+        The classes' names.
+    n_trees : int, optional
+        Forest size; default: the largest the result scored.
+    alpha : float, optional
+        Reweighting exponent; default: the result's ``per_image_alpha``.
+
+    Returns
+    -------
+    dict
+        :func:`facesegment.evaluation.metrics.summarize`'s.
+
+    Raises
+    ------
+    KeyError
+        The result did not score that forest size or alpha.
+    """
     n = max(map(int, result["trees"])) if n_trees is None else int(n_trees)
     a = result["per_image_alpha"] if alpha is None else float(alpha)
     return summarize(result["trees"][str(n)]["alpha"][repr(float(a))]["confusion"],
@@ -211,11 +232,36 @@ def full_summary(result, class_names, n_trees=None, alpha=None):
 # ----------------------------------------------------------------- alpha
 
 def best_alpha(result, n_trees):
-    """The alpha key (``repr``) with the highest class-average Jaccard at
-    ``n_trees`` in an :func:`evaluate` result (ties: the smaller alpha)."""
+    """The alpha with the highest class-average Jaccard at ``n_trees`` in a result.
+
+    Ties go to the smaller alpha; an undefined score counts as -1.
+
+    Parameters
+    ----------
+    result : dict
+        An :func:`evaluate` (or :func:`evaluate_betas`) result.
+    n_trees : int
+        A forest size it scored.
+
+    Returns
+    -------
+    str
+        The alpha's key (``repr`` of the float).
+    """
     table = result["trees"][str(n_trees)]["alpha"]
 
     def key(a):
+        """Sort key of an alpha: its class-average Jaccard (None: -1), then minus alpha.
+
+        Parameters
+        ----------
+        a : str
+            An alpha key of the table.
+
+        Returns
+        -------
+        (float, float)
+        """
         v = table[a]["mean_jaccard"]
         return (-1.0 if v is None else v, -float(a))
     return max(table, key=key)
@@ -225,12 +271,35 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
                  pixel_stride=1, workers=None, scheduler=None, desc="alpha", progress=True):
     """The reweighting exponent(s) that score best on ``records`` (validation faces).
 
-    Scores the first ``n_trees`` trees (default: all) at every alpha and every
-    position-prior exponent of ``betas`` (default ``[0]``: no position prior;
-    other values need ``model.position``) from one pass per face
-    (:func:`evaluate_betas`: each beta's scores are :func:`evaluate`'s) and
-    keeps the best class-average Jaccard (ties: the smaller beta, then the
-    smaller alpha).
+    Scores the first ``n_trees`` trees at every alpha and every position-prior
+    exponent of ``betas`` from one pass per face (:func:`evaluate_betas`: each
+    beta's scores are :func:`evaluate`'s) and keeps the best class-average
+    Jaccard (ties: the smaller beta, then the smaller alpha).
+
+    Parameters
+    ----------
+    model : Model or Cascade
+    records : list of FaceRecord
+        Labelled validation faces.
+    alphas : sequence of float
+        Reweighting exponents tried.
+    betas : sequence of float, optional
+        Position-prior exponents tried; default ``[0]`` (no position prior;
+        other values need ``model.position``).
+    n_trees : int, optional
+        Forest size scored; default: all trees.
+    mode : str
+        Which pixels are scored (as for :func:`evaluate`).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    workers : int, optional
+        Local threads (default: all cores).
+    scheduler : None, str or distributed.Client
+        As for :func:`facesegment.parallel.map_tasks`.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
 
     Returns
     -------
@@ -239,6 +308,12 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
         "validation_jaccard": {repr(alpha): class-average Jaccard} (at the
         chosen beta)}``, plus ``"validation_jaccard_beta": {repr(beta):
         {repr(alpha): ...}}`` when several betas were tried.
+
+    Raises
+    ------
+    ValueError
+        ``betas`` is empty, or invalid records, alphas, betas or options (as
+        for :func:`evaluate_betas`).
     """
     n = _arrays(model).n_trees if n_trees is None else n_trees
     betas = [0.0] if betas is None else [_beta(model, b) for b in betas]
@@ -266,15 +341,49 @@ def choose_alpha(model, records, alphas, *, betas=None, n_trees=None, mode="stri
 
 def evaluate_betas(model, records, *, alphas, betas, n_trees=None, mode="strict",
                    pixel_stride=1, workers=None, scheduler=None, desc="betas", progress=True):
-    """:func:`evaluate`'s ``trees`` scores of the first ``n_trees`` trees (default:
-    all) at every alpha, for each position-prior exponent of ``betas``, from one
-    pass per image: the forest's sums are formed once and every (beta, alpha)
-    applied to them (``confusion_sweep(..., betas=...)``), so each beta's
-    scores equal ``evaluate(..., tree_counts=[n_trees], beta=beta)``'s.
+    """:func:`evaluate`'s ``trees`` scores for each position-prior exponent, in one pass.
 
-    Returns a list (one per beta, in order) of ``{"trees": {str(n_trees):
-    {"alpha": {repr(alpha): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}}}, "n_images", "beta", "per_image_alpha"}``.
+    The first ``n_trees`` trees are scored at every alpha for each beta: the
+    forest's sums are formed once per image and every (beta, alpha) applied to
+    them (``confusion_sweep(..., betas=...)``), so each beta's scores equal
+    ``evaluate(..., tree_counts=[n_trees], beta=beta)``'s.
+
+    Parameters
+    ----------
+    model : Model or Cascade
+    records : list of FaceRecord
+        Labelled faces.
+    alphas : sequence of float
+        Reweighting exponents.
+    betas : sequence of float
+        Position-prior exponents (values other than 0 need ``model.position``).
+    n_trees : int, optional
+        Forest size scored; default: all trees.
+    mode : str
+        Which pixels are scored (as for :func:`evaluate`).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    workers : int, optional
+        Local threads (default: all cores).
+    scheduler : None, str or distributed.Client
+        As for :func:`facesegment.parallel.map_tasks`.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    list of dict
+        One per beta, in order: ``{"trees": {str(n_trees): {"alpha":
+        {repr(alpha): {mean_jaccard, pixel_accuracy, jaccard, confusion}}}},
+        "n_images", "beta", "per_image_alpha"}``.
+
+    Raises
+    ------
+    ValueError
+        ``records`` or ``betas`` is empty, or an invalid alpha, beta, tree
+        count, ``mode``, ``pixel_stride`` or ``workers``.
     """
     arrays = _arrays(model)
     records = list(records)

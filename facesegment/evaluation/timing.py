@@ -15,10 +15,36 @@ __all__ = ["time_inference"]
 def time_inference(model, records, tree_counts, mode="full", fft_levels=0, progress=True):
     """Median and mean milliseconds of ``predict_image`` per image per forest size.
 
-    Returns ``{str(n): {"ms_per_image", "ms_per_image_mean", "cpu_ms_per_image",
-    "n_images", "mode", [oblique_* and dot_arithmetic ("float32", or "integer":
-    int8/int16 rows, whose multiply-adds are integer ops) for forests with
-    oblique nodes]}}``.
+    The images are loaded first and the kernels compiled outside the timing;
+    each image is predicted with alpha 1, no prior and no smoothing.
+
+    Parameters
+    ----------
+    model : Model
+    records : list of FaceRecord
+        The faces timed.
+    tree_counts : iterable of int
+        Forest sizes (the first ``n`` trees), each at most the model's.
+    mode : str
+        ``predict_image``'s mode.
+    fft_levels : int
+        Passed to ``predict_image``.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    dict
+        ``{str(n): {"ms_per_image", "ms_per_image_mean", "cpu_ms_per_image",
+        "n_images", "mode", [oblique_* and dot_arithmetic ("float32", or
+        "integer": int8/int16 rows, whose multiply-adds are integer ops) for
+        forests with oblique nodes]}}``.
+
+    Raises
+    ------
+    ValueError
+        ``records`` is empty, or an invalid ``mode``, ``fft_levels`` or tree
+        count.
     """
     arrays = _arrays(model)
     records = list(records)

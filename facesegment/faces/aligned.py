@@ -120,8 +120,27 @@ def detect_box(image, pad_fraction=PAD_FRACTION, choose="central", crop_rule=Non
 
 
 def detect_landmarks(image, pad_fraction=PAD_FRACTION, choose="central"):
-    """dlib's 68 predicted landmarks (float64 (68, 2), in ``image``'s pixels) of the
-    face :func:`detect_box` keeps, or None when no face is found."""
+    """dlib's 68 predicted landmarks of the face :func:`detect_box` keeps.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    pad_fraction : float
+        Border added on every side before detection, as a fraction of the
+        longer side (replicated border pixels).
+    choose : {"central", "largest"}
+        Which face is kept when several are found (see :func:`detect_box`).
+
+    Returns
+    -------
+    float64 (68, 2) or None
+        The landmarks ``(x, y)`` in ``image``'s pixels; None when no face is found.
+
+    Raises
+    ------
+    ValueError
+        ``pad_fraction`` outside 0..4 or ``choose`` not one of :data:`CHOICES`.
+    """
     found = _central_face(image, pad_fraction, choose, None)
     return None if found is None else found[0]
 
@@ -144,19 +163,52 @@ def _central_face(image, pad_fraction, choose, crop_rule):
 
 
 def warp_label(label, box, size=CROP):
-    """``label`` (H, W) uint8 cut by ``box`` like :func:`facesegment.faces.segment.crop_face`
-    cuts the image, with nearest-neighbour sampling; pixels outside ``label`` are 255."""
+    """Cut a label map by ``box`` like :func:`facesegment.faces.crops.crop_face` cuts the image.
+
+    Nearest-neighbour sampling keeps the values class ids.
+
+    Parameters
+    ----------
+    label : uint8 (H, W)
+        Class ids, 255 = not scored.
+    box : (x0, y0, side)
+        The square crop, in ``label``'s pixels.
+    size : int
+        Side of the output crop, in pixels (:data:`facesegment.faces.crops.CROP`).
+
+    Returns
+    -------
+    uint8 (size, size)
+        The cut label map; 255 where the crop reaches outside ``label``.
+    """
     return cv2.warpAffine(np.ascontiguousarray(label), _crop_matrix(box, size), (size, size),
                           flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
                           borderValue=IGNORE)
 
 
 def draw_label(points, label, box, size=CROP):
-    """The label map of the crop ``box`` drawn from 68 landmarks: ``points``
-    (float (68, 2), in ``label``'s pixels) mapped by the matrix
-    :func:`facesegment.faces.segment.crop_face` cuts by, rendered with
-    :func:`facesegment.faces.landmarks.render_labels`; 255 wherever
-    :func:`warp_label` gives 255 (source outside ``label``, or 255 in it)."""
+    """The label map of the crop ``box`` drawn from 68 landmarks.
+
+    ``points`` are mapped by the matrix :func:`facesegment.faces.crops.crop_face`
+    cuts by and rendered with :func:`facesegment.faces.landmarks.render_labels`.
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        The face's landmarks, in ``label``'s pixels.
+    label : uint8 (H, W)
+        The source label map; only its 255 pixels (and its extent) are used.
+    box : (x0, y0, side)
+        The square crop, in ``label``'s pixels.
+    size : int
+        Side of the output crop, in pixels.
+
+    Returns
+    -------
+    uint8 (size, size)
+        Class ids; 255 wherever :func:`warp_label` gives 255 (source outside
+        ``label``, or 255 in it).
+    """
     m = _crop_matrix(box, size)
     mapped = np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
     out = render_labels(mapped, (size, size))
@@ -473,7 +525,18 @@ def measure_crop_rule(records, max_faces=200, seed=0, workers=None, progress=Tru
 
 
 def aligned_counts(records):
-    """``(n_found, n_missed)`` of the records :func:`realign_records` returned."""
+    """Count the faces found and missed among re-cropped records.
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+        As :func:`realign_records` returned them; a record counts as missed when
+        its ``missed`` attribute is true.
+
+    Returns
+    -------
+    (n_found, n_missed) : tuple of int
+    """
     missed = sum(bool(getattr(r, "missed", False)) for r in records)
     return len(records) - missed, missed
 

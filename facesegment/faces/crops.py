@@ -82,7 +82,7 @@ def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE, passes=None):
         ``facesegment label`` (:data:`PASSES`: as given, upsampled, upsampled
         with a lowered threshold; each only when the ones before found
         nothing), on the RGB image as ``label`` gives it.  OpenCV's Haar
-        cascade is not offered: the installed OpenCV 5 no longer ships it.
+        cascade is not offered: the installed OpenCV 5 does not ship it.
     max_side : int or None
         Detect on a copy whose longer side is at most this (boxes are scaled
         back to ``image``'s pixels); None or 0: full resolution.
@@ -102,13 +102,25 @@ def detect_faces(image, detector="dlib", max_side=DETECT_MAX_SIDE, passes=None):
 
 
 def landmark_box(points, crop_rule=None):
-    """LFW-style crop ``(x0, y0, side)`` of 68 landmarks: centred on their bounding
-    box, side 2.2x its larger extent (how faces300w was cropped).
+    """LFW-style crop ``(x0, y0, side)`` of 68 landmarks.
 
-    ``crop_rule`` ``(k, ox, oy)`` maps that box to a dataset's own crops: the
-    centre moves by ``(ox, oy)`` times the box's side, then the side is scaled
-    by ``k`` (:func:`facesegment.faces.aligned.measure_crop_rule`; a model carries
-    its training data's rule with its position prior).  None: ``(1, 0, 0)``.
+    The box is centred on the landmarks' bounding box, with side 2.2x its larger
+    extent (:data:`LANDMARK_SCALE`; how faces300w was cropped).
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        Landmarks ``(x, y)`` in the image's pixels.
+    crop_rule : (k, ox, oy), optional
+        Maps that box to a dataset's own crops: the centre moves by ``(ox, oy)``
+        times the box's side, then the side is scaled by ``k``
+        (:func:`facesegment.faces.aligned.measure_crop_rule`; a model carries its
+        training data's rule with its position prior).  None: ``(1, 0, 0)``.
+
+    Returns
+    -------
+    (x0, y0, side) : tuple of float
+        The square crop, in the image's pixels.
     """
     lo, hi = points.min(axis=0), points.max(axis=0)
     side = LANDMARK_SCALE * float(max(hi - lo))
@@ -117,8 +129,20 @@ def landmark_box(points, crop_rule=None):
 
 
 def apply_crop_rule(box, crop_rule):
-    """``box`` ``(x0, y0, side)`` moved and scaled by ``crop_rule`` ``(k, ox, oy)``
-    (see :func:`landmark_box`); None leaves it as it is."""
+    """Move and scale a crop box by a crop rule (see :func:`landmark_box`).
+
+    Parameters
+    ----------
+    box : (x0, y0, side)
+        Square box in the image's pixels.
+    crop_rule : (k, ox, oy) or None
+        New centre = old centre + ``(ox, oy) * side``; new side = ``k * side``.
+        None or :data:`IDENTITY_RULE` leaves the box exactly as it is.
+
+    Returns
+    -------
+    (x0, y0, side) : tuple of float
+    """
     x0, y0, side = (float(v) for v in box)
     if crop_rule is None or tuple(float(v) for v in crop_rule) == IDENTITY_RULE:
         return x0, y0, side   # exactly as it is
@@ -128,18 +152,46 @@ def apply_crop_rule(box, crop_rule):
 
 
 def model_crop_rule(model):
-    """The crop rule ``(k, ox, oy)`` a model was trained with (its position
-    prior's), or None (the landmark rule as it is) for a model without one."""
+    """The crop rule a model was trained with (its position prior's).
+
+    Parameters
+    ----------
+    model : object
+        A trained model; its ``position`` attribute, when present, is a
+        :class:`facesegment.position.PositionPrior`.
+
+    Returns
+    -------
+    (k, ox, oy) : tuple of float, or None
+        None for a model without a position prior (the landmark rule as it is).
+    """
     pos = getattr(model, "position", None)
     return None if pos is None else tuple(pos.crop_rule)
 
 
 def model_image(model, image):
-    """``image`` (RGB uint8) in the channels the model's windows were cut from.
+    """``image`` in the channels the model's windows were cut from.
 
     Models over RGB windows get it as it is; models over greyscale windows get
     its luminance as ``(H, W, 1)``.  Models whose windows have other planes
     (e.g. a previous stage's probability maps) cannot segment plain photos.
+
+    Parameters
+    ----------
+    model : object
+        A trained model; ``model.layout.channels`` (3 when absent) is the number
+        of planes its windows read.
+    image : uint8 (H, W, 3) RGB
+
+    Returns
+    -------
+    uint8 (H, W, 3) or uint8 (H, W, 1)
+        ``image`` itself, or its grey luminance.
+
+    Raises
+    ------
+    FaceSegmentError
+        The model's windows have neither 3 nor 1 channels.
     """
     layout = getattr(model, "layout", None)
     channels = getattr(layout, "channels", 3)
@@ -161,12 +213,34 @@ def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MA
     :func:`landmark_box` (the faces300w rule).  "dlib": the detector box
     mapped by the measured ``CALIBRATION`` to that rule.  Either box is then
     mapped by ``crop_rule`` to the dataset's own crops (:func:`apply_crop_rule`).
-    Faces are detected on a copy shrunk to ``max_side`` (see :func:`detect_faces`); the landmarks are found
-    on ``image`` itself, in the box scaled back.
+    Faces are detected on a copy shrunk to ``max_side`` (see :func:`detect_faces`);
+    the landmarks are found on ``image`` itself, in the box scaled back.
 
-    ``info`` (a dict, optional) gets ``"detection"``: the pass that found the
-    faces (:data:`PASSES`), and ``"points"``: each face's 68 landmarks in
-    ``image``'s pixels ("landmarks"; None per face with "dlib").
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    detector : {"landmarks", "dlib"}
+        How a face's crop is placed (see above).
+    calibration : dict, optional
+        ``detector -> (k, ox, oy)`` for "dlib" boxes; None: :data:`CALIBRATION`.
+    max_side : int or None
+        Longer side of the copy faces are detected on; None or 0: full resolution.
+    crop_rule : (k, ox, oy), optional
+        The dataset's crop rule (:func:`model_crop_rule`); None: as it is.
+    info : dict, optional
+        Gets ``"detection"``: the pass that found the faces (:data:`PASSES`, ""
+        for none), and ``"points"``: each face's 68 landmarks in ``image``'s
+        pixels ("landmarks"; None per face with "dlib").
+
+    Returns
+    -------
+    list of (x0, y0, side)
+        One square box per face, in ``image``'s pixels, largest face first.
+
+    Raises
+    ------
+    ValueError
+        ``detector`` is not one of :data:`DETECTORS`.
     """
     passes = []
     if detector == "landmarks":
@@ -182,9 +256,25 @@ def find_crops(image, detector="landmarks", calibration=None, max_side=DETECT_MA
 
 
 def find_landmarks(image, max_side=DETECT_MAX_SIDE, passes=None):
-    """dlib's 68 predicted landmarks (float64 (68, 2), x then y) of every face
-    found, largest first (the faces of :func:`detect_faces` "landmarks";
-    ``passes`` as there)."""
+    """dlib's 68 predicted landmarks of every face found, largest first.
+
+    The faces are those of :func:`detect_faces` with detector "landmarks"; the
+    landmarks are predicted on ``image`` itself.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    max_side : int or None
+        Longer side of the copy faces are detected on; None or 0: full resolution.
+    passes : list, optional
+        Gets the name of the detection pass that found the faces appended
+        (:data:`PASSES`; "" for none).
+
+    Returns
+    -------
+    list of float64 (68, 2)
+        Per face, the landmarks ``(x, y)`` in ``image``'s pixels.
+    """
     import dlib
 
     predictor = _dlib_models()[1]
@@ -200,7 +290,22 @@ def find_landmarks(image, max_side=DETECT_MAX_SIDE, passes=None):
 
 
 def crop_box(face_box, detector="dlib", calibration=None):
-    """The LFW-style square crop ``(x0, y0, side)`` for a detector box."""
+    """The LFW-style square crop for a detector box.
+
+    Parameters
+    ----------
+    face_box : (x, y, w, h)
+        The detector's box, in the image's pixels.
+    detector : str
+        Key of ``calibration`` to use.
+    calibration : dict, optional
+        ``detector -> (k, ox, oy)``: crop side = ``k * max(w, h)``, centre
+        offset by ``(ox * w, oy * h)``; None: :data:`CALIBRATION`.
+
+    Returns
+    -------
+    (x0, y0, side) : tuple of float
+    """
     k, ox, oy = (calibration or CALIBRATION)[detector]
     x, y, w, h = (float(v) for v in face_box)
     side = k * max(w, h)
@@ -222,17 +327,44 @@ def crop_face(image, box, size=CROP):
     """Cut the square ``box`` and resize it to ``size x size`` bilinearly.
 
     Parts of the box outside the image are filled by replicating the border.
+
+    Parameters
+    ----------
+    image : array (H, W) or (H, W, C)
+        Typically uint8 RGB.
+    box : (x0, y0, side)
+        Square box in ``image``'s pixels.
+    size : int
+        Side of the crop, in pixels.
+
+    Returns
+    -------
+    array (size, size[, C])
+        Of ``image``'s dtype.
     """
     return cv2.warpAffine(image, _crop_matrix(box, size), (size, size),
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
 def uncrop_proba(proba, box, shape, origin=(0, 0)):
-    """Warp crop probabilities ``(size, size, C)`` back onto an image of ``shape``.
+    """Warp crop probabilities back onto an image of ``shape``.
 
-    Returns float32 ``(H, W, C)``; pixels outside the box are 0.  With
-    ``origin=(r0, c0)`` the result is the region of that shape whose top-left
-    pixel is ``(r0, c0)`` of the image (see :func:`box_region`).
+    Parameters
+    ----------
+    proba : float32 (size, size, C)
+        Per-class probabilities of the crop.
+    box : (x0, y0, side)
+        The crop's square box, in the image's pixels.
+    shape : tuple
+        ``(H, W, ...)`` of the output region.
+    origin : (r0, c0)
+        Image pixel of the output's top-left pixel; with the default ``(0, 0)``
+        the output is the whole image (see :func:`box_region`).
+
+    Returns
+    -------
+    float32 (H, W, C)
+        Bilinearly warped probabilities; pixels outside the box are 0.
     """
     h, w = shape[:2]
     m = _crop_matrix(box, proba.shape[0], origin)
@@ -246,9 +378,24 @@ def uncrop_proba(proba, box, shape, origin=(0, 0)):
 
 
 def box_region(box, shape, size=CROP):
-    """``(r0, r1, c0, c1)``: the pixels of an image of ``shape`` that
-    :func:`uncrop_proba` can give a non-zero value for ``box`` (the box, plus
-    the reach of the bilinear warp), clipped to the image."""
+    """The pixels of an image that :func:`uncrop_proba` can give a non-zero value.
+
+    That is the box plus the reach of the bilinear warp, clipped to the image.
+
+    Parameters
+    ----------
+    box : (x0, y0, side)
+        Square crop box, in the image's pixels.
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+    size : int
+        Side of the crop, in pixels.
+
+    Returns
+    -------
+    (r0, r1, c0, c1) : tuple of int
+        Rows ``r0:r1`` and columns ``c0:c1`` (possibly empty).
+    """
     x0, y0, side = box
     reach = 0.5 + 0.5 * side / size + 1.0
     h, w = shape[:2]

@@ -65,7 +65,19 @@ class SegmentResult:
 
     @classmethod
     def from_row(cls, row):
-        """The result of a summary CSV row (strings, as :func:`write_summary_csv` wrote it)."""
+        """The result of a summary CSV row.
+
+        Parameters
+        ----------
+        row : dict of str
+            One row of the summary CSV read back (e.g. by :class:`csv.DictReader`),
+            as :func:`write_summary_csv` wrote it; empty numbers read as 0.
+
+        Returns
+        -------
+        SegmentResult
+            Without ``fatal`` and ``records``.
+        """
         return cls(row["name"], row["status"], int(row["faces"] or 0), int(row["width"] or 0),
                    int(row["height"] or 0), float(row["seconds"] or 0), row["message"],
                    row["output"], detection=row["detection"], paths=row["paths"],
@@ -73,8 +85,24 @@ class SegmentResult:
 
 
 def write_proba_npz(path, proba, class_names, alpha):
-    """Write ``NAME_proba.npz`` atomically: ``proba`` float16 (H, W, C),
-    ``class_names`` (C,) str, ``alpha`` (the reweighting exponent used)."""
+    """Write ``NAME_proba.npz`` atomically.
+
+    Parameters
+    ----------
+    path : path
+        The ``.npz`` file to write.
+    proba : float array (H, W, C)
+        Class probabilities; stored as float16 under ``proba``.
+    class_names : sequence of str
+        The C class names; stored as ``class_names`` (C,) str.
+    alpha : float
+        The reweighting exponent used; stored as ``alpha``.
+
+    Raises
+    ------
+    DataError
+        The file cannot be written (e.g. a full disk).
+    """
     with atomic_path(path, suffix=".npz", what="probability maps",
                      fix="free disk space or choose another OUTPUT_DIR") as tmp:
         np.savez_compressed(tmp, proba=proba.astype(np.float16),
@@ -87,16 +115,47 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                  records=False):
     """Task: segment one file and write its outputs (top level, picklable).
 
-    ``name`` names the input in the summary (relative path with extension);
-    the outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
+    The outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
     class colours), ``<output>_overlay.png`` and, with ``save_proba``,
-    ``<output>_proba.npz`` (``output`` defaults to ``name`` without extension);
-    the overlay carries the class key unless ``legend`` is False.  With
-    ``records`` the result's ``records`` holds one :func:`face_record` per face.
+    ``<output>_proba.npz``.  Bad inputs are reported, never raised.  An output
+    that cannot be written (full disk) is reported with ``fatal`` set; the
+    outputs of that image written before it are removed.
 
-    Returns a :class:`SegmentResult`; bad inputs are reported, never raised.
-    An output that cannot be written (full disk) is reported with ``fatal``
-    set; the outputs of that image written before it are removed.
+    Parameters
+    ----------
+    path : path
+        The photo.
+    model : FaceModel
+        The model that segments it.
+    out_dir : path
+        The output folder (its subfolders already made).
+    name : str
+        Names the input in the summary (relative path with extension).
+    alpha : float or None
+        Reweighting exponent; None: the model's decision rule's.
+    detect : {"auto", "always", "never"}
+        When the photo is searched for faces
+        (:func:`facesegment.faces.segment.photo_faces`).
+    detector : {"landmarks", "dlib"}
+        How faces are found (:func:`facesegment.faces.crops.find_crops`).
+    save_proba : bool
+        Also write the probability maps (:func:`write_proba_npz`).
+    output : str, optional
+        Relative output name without suffix; None: ``name`` without extension.
+    detect_size : int
+        Longer side of the copy faces are detected on.
+    beta, sigma : float, optional
+        Position-prior exponent and smoothing (pixels of the crop); None: the
+        model's decision rule's.
+    legend : bool
+        Draw the class key on the overlay.
+    records : bool
+        Fill the result's ``records`` with one :func:`face_record` per face.
+
+    Returns
+    -------
+    SegmentResult
+        Status "ok", "no face", "unreadable" or "error".
     """
     alpha = decision_rule(model, alpha, beta, sigma).alpha  # None: the model's (for the npz)
     output = output if output is not None else posixpath.splitext(name)[0]
@@ -155,10 +214,33 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
 
 
 def face_record(model, path, name, shape, face, index, seconds):
-    """One face as a JSON-ready dict (``facesegment segment --json``): the file, the
-    face's index, the photo's size, its box, landmarks (or None), pan (or None),
-    detector pass, segmentation path, the pixels of each class it labels on the
-    photo, and the seconds its photo took (reading, segmenting, writing)."""
+    """One face as a JSON-ready dict (``facesegment segment --json``).
+
+    Parameters
+    ----------
+    model : FaceModel
+        The model that segmented the photo.
+    path : path
+        The photo's file.
+    name : str
+        The photo's name in the summary.
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    face : PhotoFace
+        The face (:func:`facesegment.faces.segment.photo_faces`).
+    index : int
+        The face's index in the photo (largest first).
+    seconds : float
+        The seconds its photo took (reading, segmenting, writing).
+
+    Returns
+    -------
+    dict
+        ``file``, ``name``, ``face``, ``width``, ``height``, ``box`` (rounded to
+        0.01 pixel), ``landmarks`` (or None), ``pan`` (degrees, or None),
+        ``detection``, ``path``, ``class_pixels`` (pixels of each class this face
+        labels on the photo) and ``seconds``.
+    """
     labels = photo_labels(model, shape, [face])[0]
     counts = np.bincount(labels.ravel(), minlength=len(model.class_names))
     marks = face.landmarks
@@ -173,7 +255,23 @@ def face_record(model, path, name, shape, face, index, seconds):
 
 
 def write_summary_csv(path, results):
-    """The summary CSV (one row per input image), written atomically."""
+    """Write the summary CSV (one row per input image) atomically.
+
+    A file name that is not UTF-8 is written as its own bytes
+    (surrogateescape): read the CSV back with ``errors="surrogateescape"``.
+
+    Parameters
+    ----------
+    path : path
+        The CSV file.
+    results : iterable of SegmentResult
+        One row each, with the columns :data:`SUMMARY_FIELDS`.
+
+    Raises
+    ------
+    DataError
+        The file cannot be written.
+    """
     import csv
     import io
 
@@ -294,6 +392,16 @@ def output_names(names):
     input of the same folder has the same one (compared ignoring case, as on
     case-insensitive file systems): then the name keeps its extension
     (``sub/a.jpg``, ``sub/a.png``).  Any remaining clash gets ``-2``, ``-3``...
+
+    Parameters
+    ----------
+    names : list of str
+        '/'-separated relative paths with extension.
+
+    Returns
+    -------
+    list of str
+        One unique (ignoring case) output name per input, in order.
     """
     stems = [posixpath.splitext(n)[0] for n in names]
     count = Counter(s.casefold() for s in stems)
@@ -316,9 +424,7 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
                    legend=True, records=False, resume=False):
     """Segment the photos of ``input_dir`` into ``output_dir``.
 
-    ``input_dir`` is a folder (searched recursively), an image file, a glob
-    pattern, or a list of them (see :func:`collect_inputs`).  The output tree
-    mirrors the input tree (``OUT/<rel>/NAME_label.png``,
+    The output tree mirrors the input tree (``OUT/<rel>/NAME_label.png``,
     ``OUT/<rel>/NAME_overlay.png``, with ``save_proba`` ``OUT/<rel>/NAME_proba.npz``;
     names as in :func:`output_names`) and ``OUT/summary.csv`` lists every input.
 
@@ -327,17 +433,58 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     images not finished are listed with status "not done", then the error is
     raised again.
 
-    ``alpha``, ``beta`` (the position prior) and ``sigma`` (smoothing of the
-    class maps, pixels of the crop) default to the model's decision rule.
-    ``legend``: draw the class key on the overlays; ``records``: fill each
-    result's ``records`` (one :func:`face_record` per face).  ``resume``: skip
-    the images an earlier run into ``output_dir`` finished
-    (:mod:`facesegment.faces.resume`; their summary rows are kept, they get no
-    ``records``).
+    Parameters
+    ----------
+    model : FaceModel
+        The model that segments the photos.
+    input_dir : path, str or list of them
+        A folder (searched recursively), an image file, a glob pattern, or a
+        list of them (see :func:`collect_inputs`).
+    output_dir : path
+        The output folder; created if needed.
+    alpha : float, optional
+        Reweighting exponent; None: the model's decision rule's.
+    detect : {"auto", "always", "never"}
+        When a photo is searched for faces
+        (:func:`facesegment.faces.segment.photo_faces`).
+    detector : {"landmarks", "dlib"}
+        How faces are found (:func:`facesegment.faces.crops.find_crops`).
+    scheduler : None, str or distributed.Client
+        None: local threads; otherwise a ``distributed`` scheduler
+        (:func:`facesegment.parallel.map_tasks`).
+    n_workers : int, optional
+        Local workers (default: all cores).
+    progress : bool
+        Progress line on stderr.
+    save_proba : bool
+        Also write each photo's probability maps (:func:`write_proba_npz`).
+    detect_size : int
+        Longer side of the copy faces are detected on.
+    beta, sigma : float, optional
+        The position prior's exponent and the smoothing of the class maps
+        (pixels of the crop); None: the model's decision rule's.
+    legend : bool
+        Draw the class key on the overlays.
+    records : bool
+        Fill each result's ``records`` (one :func:`face_record` per face).
+    resume : bool
+        Skip the images an earlier run into ``output_dir`` finished
+        (:mod:`facesegment.faces.resume`; their summary rows are kept, they get
+        no ``records``).
 
     Returns
     -------
-    list of SegmentResult, in input order.
+    list of SegmentResult
+        In input order.
+
+    Raises
+    ------
+    ValueError
+        ``detect`` or ``detector`` is not a known value.
+    DataError
+        No input; ``output_dir`` is an input folder or a file; it holds files
+        this run would replace but did not write; it cannot be written; or an
+        output could not be written (after the summary is written).
     """
     rule = decision_rule(model, alpha, beta, sigma)
     alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma

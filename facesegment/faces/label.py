@@ -129,11 +129,21 @@ def pick_central(boxes, shape):
 def detection_copy(image, max_side=DETECT_MAX_SIDE):
     """A copy of ``image`` to detect faces on, and the scale back to ``image``.
 
-    Returns ``(small, (sy, sx))``: ``image`` itself and ``(1.0, 1.0)`` when its
-    longer side is at most ``max_side`` (or ``max_side`` is 0/None), else the
-    image shrunk with area averaging so that its longer side is ``max_side``;
-    pixel ``(r, c)`` of ``small`` covers rows ``r*sy .. (r+1)*sy`` and columns
-    ``c*sx .. (c+1)*sx`` of ``image``.
+    Parameters
+    ----------
+    image : ndarray (H, W[, C])
+    max_side : int or None
+        Longest side of the copy; 0 or None: always ``image`` itself.
+
+    Returns
+    -------
+    small : ndarray
+        ``image`` itself when its longer side is at most ``max_side``, else the
+        image shrunk with area averaging so that its longer side is ``max_side``.
+    (sy, sx) : tuple of float
+        ``(1.0, 1.0)`` for ``image`` itself; pixel ``(r, c)`` of ``small``
+        covers rows ``r*sy .. (r+1)*sy`` and columns ``c*sx .. (c+1)*sx`` of
+        ``image``.
     """
     import cv2
 
@@ -147,7 +157,20 @@ def detection_copy(image, max_side=DETECT_MAX_SIDE):
 
 
 def scale_rect(rect, scale):
-    """A dlib rectangle found on a :func:`detection_copy`, in the original's pixels."""
+    """A dlib rectangle found on a :func:`detection_copy`, in the original's pixels.
+
+    Parameters
+    ----------
+    rect : dlib.rectangle
+        In the copy's pixels (inclusive right and bottom).
+    scale : (sy, sx)
+        The scale :func:`detection_copy` returned.
+
+    Returns
+    -------
+    dlib.rectangle
+        ``rect`` itself when the scale is ``(1, 1)``.
+    """
     import dlib
 
     sy, sx = scale
@@ -208,7 +231,20 @@ def detect_landmarks(image, upsample=1, threshold=-0.5, max_side=DETECT_MAX_SIDE
 
 
 def output_paths(out_dir, rel):
-    """``(pts_path, label_path)`` for the image with relative name ``rel`` (no extension)."""
+    """The label outputs of one image.
+
+    Parameters
+    ----------
+    out_dir : path
+        The output folder.
+    rel : str
+        The image's '/'-separated relative name without extension.
+
+    Returns
+    -------
+    (pts_path, label_path) : tuple of str
+        ``OUT/<rel>.pts`` and ``OUT/<rel>_label.png``.
+    """
     base = os.path.join(os.fspath(out_dir), *rel.split("/"))
     return base + ".pts", base + LABEL_SUFFIX
 
@@ -278,7 +314,21 @@ def _remove_stale(*paths):
 
 
 def write_report(path, rows):
-    """Write the per-image report CSV atomically (columns: REPORT_FIELDS)."""
+    """Write the per-image report CSV atomically.
+
+    Parameters
+    ----------
+    path : path
+        The CSV file.
+    rows : iterable of dict
+        One per image; the columns are :data:`REPORT_FIELDS` (other keys are
+        ignored).
+
+    Raises
+    ------
+    DataError
+        The file cannot be written.
+    """
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=REPORT_FIELDS, extrasaction="ignore")
     w.writeheader()
@@ -287,7 +337,18 @@ def write_report(path, rows):
 
 
 def read_report(path):
-    """Rows of a previous report keyed by image path ({} when there is none)."""
+    """Rows of a previous report keyed by image path.
+
+    Parameters
+    ----------
+    path : path
+        The report CSV.
+
+    Returns
+    -------
+    dict of str to dict
+        ``{image: row}``; ``{}`` when there is no report or it cannot be read.
+    """
     if not os.path.isfile(path):
         return {}
     try:
@@ -408,7 +469,17 @@ def _write_full_report(out_dir, earlier, rows):
 
 
 def summarize(rows):
-    """Counts per status, e.g. ``{"ok": 10, "no-face": 1}``."""
+    """Counts per status, e.g. ``{"ok": 10, "no-face": 1}``.
+
+    Parameters
+    ----------
+    rows : iterable of dict
+        Report rows (:func:`label_folder`), each with a ``status``.
+
+    Returns
+    -------
+    dict of str to int
+    """
     out = {}
     for r in rows:
         out[r["status"]] = out.get(r["status"], 0) + 1

@@ -43,10 +43,29 @@ def _key(records, spec):
 
 
 def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark sets"):
-    """``(sets float64 (n, spec.n_sets, 68, 2), passes list of str)`` of
-    ``records``' images, made with ``spec`` but no offset (NaN for a face where
-    dlib finds none).  ``cache`` (a ``.npz`` path): read when it holds these
-    faces with this spec, else written atomically."""
+    """Every face's landmark sets, made with ``spec`` but no offset (cached).
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+        The faces; their images are read.
+    spec : VoteSpec
+        How the sets are made (its offset is ignored).
+    cache : path, optional
+        A ``.npz`` file: read when it holds these faces (by the images' SHA-256)
+        with this spec, else written atomically.
+    progress : bool
+        Progress line on stderr.
+    desc : str
+        The progress line's label.
+
+    Returns
+    -------
+    sets : float64 (n, spec.n_sets, 68, 2)
+        NaN for a face where dlib finds none.
+    passes : list of str
+        Per face, the detector pass that found it ("" for none).
+    """
     records = list(records)
     key = _key(records, spec)
     if cache is not None and os.path.isfile(cache):
@@ -77,8 +96,17 @@ def landmark_set_table(records, spec, cache=None, progress=True, desc="landmark 
 
 
 def human_landmarks(records):
-    """The human landmarks of ``records`` (``NAME.pts`` beside each image):
-    float64 (n, 68, 2), NaN where a face has no ``.pts`` file."""
+    """The human landmarks of ``records`` (``NAME.pts`` beside each image).
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+
+    Returns
+    -------
+    float64 (n, 68, 2)
+        NaN where a face has no ``.pts`` file.
+    """
     out = np.full((len(records), 68, 2), np.nan)
     for i, rec in enumerate(records):
         path = pts_path_for(rec.image)
@@ -88,9 +116,33 @@ def human_landmarks(records):
 
 
 def fit_votes(records, spec=None, cache=None, progress=True):
-    """``spec`` (default :class:`VoteSpec`) with the offset fitted on
-    ``records`` (:func:`facesegment.faces.votes.fit_offset`; faces with a ``.pts``
-    file and a face found by dlib)."""
+    """``spec`` with its offset fitted on ``records``.
+
+    The offset is :func:`facesegment.faces.votes.fit_offset` over the faces with
+    a ``.pts`` file and a face found by dlib.
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+        Training faces with ``NAME.pts`` beside their images.
+    spec : VoteSpec, optional
+        Default :class:`VoteSpec`.
+    cache : path, optional
+        The landmark sets' cache (:func:`landmark_set_table`).
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    VoteSpec
+
+    Raises
+    ------
+    DataError
+        No record has a ``.pts`` file.
+    ValueError
+        No face has both predicted and human landmarks.
+    """
     spec = VoteSpec() if spec is None else spec
     records = list(records)
     human = human_landmarks(records)
@@ -116,17 +168,42 @@ def _confusion_one(model, record, mode, stride):
 
 def evaluate_landmark_model(model, records, *, mode="strict", pixel_stride=1,
                             desc="landmark model", progress=True):
-    """Scores of ``model`` on labelled ``records`` (the pixels :func:`facesegment.
-    evaluation.evaluate` scores with the same mode and stride).  A ``missed``
-    record (the detector-aligned protocol) is all background.
+    """Scores of ``model`` on labelled ``records``.
 
-    ``model`` is a landmark model, or any model that reads a face crop itself
-    (``model.photo_faces(image, detect="never")``, e.g. a mesh model, whose
-    crop without a mesh is all background).
+    The pixels are those :func:`facesegment.evaluation.evaluate` scores with the
+    same mode and stride.  A ``missed`` record (the detector-aligned protocol) is
+    all background.
 
-    Returns ``{"summary": {...}, "confusion", "n_images", "n_found",
-    "n_pixels", "per_image", "paths"}``: ``n_found`` counts the faces whose
-    landmarks or mesh placed the parts, ``paths`` the images per path.
+    Parameters
+    ----------
+    model : FaceModel
+        A landmark model, or any model that reads a face crop itself
+        (``model.photo_faces(image, detect="never")``, e.g. a mesh model, whose
+        crop without a mesh is all background).
+    records : list of FaceRecord
+        Labelled faces, each image taken as one crop.
+    mode : str
+        Which pixels are scored (:func:`facesegment.evaluation.scoring.evaluate`).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    dict
+        ``summary`` (:func:`facesegment.evaluation.scoring.evaluate`'s),
+        ``confusion``, ``n_images``, ``n_found`` (the faces whose landmarks or
+        mesh placed the parts), ``n_pixels``, ``per_image`` (class-average
+        Jaccard per face name, None when undefined) and ``paths`` (the images
+        per segmentation path).
+
+    Raises
+    ------
+    ValueError
+        ``records`` is empty, or ``mode`` / ``pixel_stride`` is invalid.
     """
     records = list(records)
     if not records:

@@ -197,6 +197,15 @@ def render_labels(points, shape):
 
 
 def pts_path_for(image_path):
-    """The ``.pts`` path beside an image: ``NAME.jpg -> NAME.pts``."""
+    """The ``.pts`` path beside an image: ``NAME.jpg -> NAME.pts``.
+
+    Parameters
+    ----------
+    image_path : str or path-like
+
+    Returns
+    -------
+    str
+    """
     root, _ = os.path.splitext(os.fspath(image_path))
     return root + ".pts"

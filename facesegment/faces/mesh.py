@@ -126,12 +126,30 @@ class MeshFinder:
         return out
 
     def find(self, image, info=None):
-        """The meshes of a photo: a list of float64 (478, 3) arrays (x, y in the
-        photo's pixels, z in the same scale, larger = farther), largest face first.
+        """The meshes of a photo, largest face first.
 
-        ``info`` (a dict) gets ``"detection"``: the pass that found them ("" when
-        none).  A mesh found on the mirrored photo is mirrored back and its points
-        renamed by their twins, so every pass gives a mesh of the photo itself."""
+        The passes (:data:`PASSES`) are tried in order until one finds a face.  A
+        mesh found on the mirrored photo is mirrored back and its points renamed by
+        their twins, so every pass gives a mesh of the photo itself.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3) RGB
+            Searched on a copy shrunk to ``max_side`` when larger (the points are
+            mapped back).
+        info : dict, optional
+            Gets ``"detection"``: the pass that found them ("" when none).
+
+        Returns
+        -------
+        list of float64 (478, 3)
+            ``(x, y)`` in the photo's pixels, z in the same scale (larger = farther).
+
+        Raises
+        ------
+        DataError
+            MediaPipe's face mesh is not installed (:func:`require_mesh`).
+        """
         image = np.asarray(image)
         scale = 1.0
         if max(image.shape[:2]) > self.max_side:   # found on a shrunk copy, mapped back
@@ -258,12 +276,28 @@ def _landmark_graph():
 
 
 def landmarks_in_box(graph, rgb, detection):
-    """A float64 (478, 3) mesh read by the landmark network in a BlazeFace
-    detection's region (its box scaled by ``ROI_SCALE``, square, upright: the
-    eye keypoints that MediaPipe's face mesh levels are unreliable in the
-    profiles this pass finds); the iris points (468-477) are the eye contours'
-    centres.  None when the network
-    gives no points."""
+    """A mesh read by the landmark network in a BlazeFace detection's region.
+
+    The region is the detection's box scaled by :data:`ROI_SCALE`, square and
+    upright (not levelled by the eye keypoints, which are unreliable in the
+    profiles this pass finds).  The iris points (468-477) are the eye contours'
+    centres.
+
+    Parameters
+    ----------
+    graph : mediapipe SolutionBase
+        The landmark network's graph (``_landmark_graph``).
+    rgb : uint8 (H, W, 3)
+        The photo.
+    detection : mediapipe Detection
+        BlazeFace's detection, with a relative bounding box.
+
+    Returns
+    -------
+    float64 (478, 3) or None
+        ``(x, y)`` in ``rgb``'s pixels, z in the same scale; None when the
+        network gives no points.
+    """
     from mediapipe.framework.formats import rect_pb2
 
     h, w = rgb.shape[:2]
@@ -377,8 +411,20 @@ def draw_mesh_parts(mesh, shape):
 
 
 def side_parts(mesh):
-    """Point indices of each drawn class (2..7): the eye (and its brow) whose
-    points lie further left in the image is 4 (6), the other 5 (7)."""
+    """Point indices of each drawn class (2..7) of a mesh.
+
+    The eye (and its brow) whose points lie further left in the image is class
+    4 (6), the other 5 (7).
+
+    Parameters
+    ----------
+    mesh : float (478, 2) or (478, 3)
+
+    Returns
+    -------
+    dict of int to tuple of int
+        Class -> mesh point indices (2: nose, 3: lips, 4, 5: eyes, 6, 7: brows).
+    """
     mesh = np.asarray(mesh, np.float64)
     right_eye_left = mesh[list(RIGHT_EYE), 0].mean() <= mesh[list(LEFT_EYE), 0].mean()
     first, second = (RIGHT_EYE, LEFT_EYE) if right_eye_left else (LEFT_EYE, RIGHT_EYE)

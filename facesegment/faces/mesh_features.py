@@ -56,7 +56,21 @@ N_PLANES = len(PLANE_NAMES)
 
 
 def mesh_box(mesh, scale=MESH_SCALE):
-    """The square crop box ``(x0, y0, side)`` around a mesh, in its image's pixels."""
+    """The square crop box around a mesh, in its image's pixels.
+
+    Centred on the mesh's bounding box, side ``scale`` times its larger extent.
+
+    Parameters
+    ----------
+    mesh : float (N, 2) or (N, 3)
+        Mesh points ``(x, y[, z])``; only x and y are used.
+    scale : float
+        Side relative to the mesh's larger extent.
+
+    Returns
+    -------
+    (x0, y0, side) : tuple of float
+    """
     pts = np.asarray(mesh, np.float64)[:, :2]
     lo, hi = pts.min(axis=0), pts.max(axis=0)
     side = float(scale * max(hi - lo))
@@ -65,14 +79,44 @@ def mesh_box(mesh, scale=MESH_SCALE):
 
 
 def box_affine(box, size):
-    """The 2x3 affine map from image pixels to the crop's pixels."""
+    """The 2x3 affine map from image pixels to the crop's pixels.
+
+    Parameters
+    ----------
+    box : (x0, y0, side)
+        The crop box, in image pixels.
+    size : int
+        The crop's side, in pixels.
+
+    Returns
+    -------
+    float64 (2, 3)
+    """
     x0, y0, side = box
     s = size / side
     return np.array([[s, 0.0, -x0 * s], [0.0, s, -y0 * s]])
 
 
 def cut(image, box, size, interpolation=cv2.INTER_LINEAR, border=0):
-    """``image`` resampled into the ``size`` x ``size`` crop of ``box``."""
+    """``image`` resampled into the ``size`` x ``size`` crop of ``box``.
+
+    Parameters
+    ----------
+    image : array (H, W[, C])
+    box : (x0, y0, side)
+        The crop box, in ``image``'s pixels.
+    size : int
+        The crop's side, in pixels.
+    interpolation : int
+        OpenCV interpolation flag (bilinear by default).
+    border : number or None
+        Value of the pixels outside ``image``; None: the border replicated.
+
+    Returns
+    -------
+    array (size, size[, C])
+        Of ``image``'s dtype.
+    """
     return cv2.warpAffine(image, box_affine(box, size), (size, size), flags=interpolation,
                           borderMode=cv2.BORDER_CONSTANT if border is not None
                           else cv2.BORDER_REPLICATE,
@@ -80,7 +124,22 @@ def cut(image, box, size, interpolation=cv2.INTER_LINEAR, border=0):
 
 
 def crop_mesh(mesh, box, size):
-    """The mesh's points in the crop's pixels (z scaled alike)."""
+    """The mesh's points in the crop's pixels (z scaled alike).
+
+    Parameters
+    ----------
+    mesh : float (N, 2) or (N, 3)
+        In the image's pixels.
+    box : (x0, y0, side)
+        The crop box.
+    size : int
+        The crop's side, in pixels.
+
+    Returns
+    -------
+    float64 (N, 2) or (N, 3)
+        A new array.
+    """
     x0, y0, side = box
     s = size / side
     out = np.asarray(mesh, np.float64).copy()
@@ -92,8 +151,23 @@ def crop_mesh(mesh, box, size):
 
 
 def face_crop(image, mesh, size=CROP_SIZE):
-    """``(box, crop, mesh in the crop)`` of a face: :func:`mesh_box`, the image cut
-    there at ``size`` pixels, :func:`crop_mesh`."""
+    """A face's crop around its mesh: :func:`mesh_box`, :func:`cut`, :func:`crop_mesh`.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    mesh : float (N, 3)
+        The face's mesh, in ``image``'s pixels.
+    size : int
+        The crop's side, in pixels.
+
+    Returns
+    -------
+    box : (x0, y0, side)
+    crop : uint8 (size, size, 3)
+    mesh_c : float64 (N, 3)
+        The mesh in the crop's pixels.
+    """
     box = mesh_box(mesh)
     return box, cut(image, box, size), crop_mesh(mesh, box, size)
 
@@ -180,9 +254,20 @@ def _frame_planes(mesh_c, xx, yy):
 
 
 def turn_features(mesh):
-    """``(turn, depth of eye 4, depth of eye 5)`` of a mesh, each about -1..1:
-    the nose tip's x offset from the face oval's centre over the oval's width, and
-    each image-side eye's depth behind the nose tip over the oval's width."""
+    """The head's turn and the eyes' depths as a mesh shows them.
+
+    Parameters
+    ----------
+    mesh : float (N, 2) or (N, 3)
+        Face mesh points; without z both depths are 0.
+
+    Returns
+    -------
+    (turn, depth_eye4, depth_eye5) : tuple of float
+        Each clipped to -1..1: the nose tip's x offset from the face oval's
+        centre over the oval's width, and each image-side eye's (classes 4, 5)
+        depth behind the nose tip over the oval's width.
+    """
     mesh = np.asarray(mesh, np.float64)
     oval = mesh[list(FACE_OVAL)]
     width = max(float(np.ptp(oval[:, 0])), 1e-6)

@@ -35,8 +35,21 @@ class MeshFace:
 
 
 def mesh_faces(model, image):
-    """Every face of ``image`` (RGB uint8) under ``model``, largest first,
-    and the detection pass that found them ("" when none)."""
+    """Every face of ``image`` under a mesh model, largest first.
+
+    Parameters
+    ----------
+    model : MeshModel
+        Finds meshes (``model.find``), segments a face's crop
+        (``model.face_proba``) and measures its pan (``model.pan``).
+    image : uint8 (H, W, 3) RGB
+
+    Returns
+    -------
+    faces : list of MeshFace
+    detection : str
+        The finder's pass that found them ("" when none).
+    """
     info = {}
     meshes = model.find(image, info)
     faces = []
@@ -47,16 +60,39 @@ def mesh_faces(model, image):
 
 
 def mesh_photo_faces(model, image):
-    """:func:`mesh_faces` as :class:`facesegment.faces.photo.PhotoFace` (the mesh's
-    (x, y) as the face's landmarks): ``model.photo_faces``."""
+    """:func:`mesh_faces` as :class:`facesegment.faces.photo.PhotoFace` (``model.photo_faces``).
+
+    The mesh's ``(x, y)`` are the face's landmarks; the path is :data:`MESH_PATH`.
+
+    Parameters
+    ----------
+    model : MeshModel
+    image : uint8 (H, W, 3) RGB
+
+    Returns
+    -------
+    list of PhotoFace
+        Largest first.
+    """
     return [PhotoFace(f.box, f.mesh[:, :2].copy(), f.proba, f.crop, MESH_PATH, f.detection,
                       f.pan) for f in mesh_faces(model, image)[0]]
 
 
 def mesh_crop_proba(model, crop):
-    """One face crop's class probabilities float32 (H, W, 8) under a mesh model: its
-    faces mapped back onto it (:func:`photo_maps`), background where the mesh
-    finds none (``model.predict_face``)."""
+    """One face crop's class probabilities under a mesh model (``model.predict_face``).
+
+    The crop's faces are mapped back onto it (:func:`photo_maps`); where the
+    mesh finds none, the crop is background.
+
+    Parameters
+    ----------
+    model : MeshModel
+    crop : uint8 (H, W, 3) RGB
+
+    Returns
+    -------
+    float32 (H, W, 8)
+    """
     faces = mesh_photo_faces(model, crop)
     if not faces:
         proba = np.zeros(crop.shape[:2] + (8,), np.float32)
@@ -66,7 +102,20 @@ def mesh_crop_proba(model, crop):
 
 
 def face_region(shape, faces):
-    """``(r0, r1, c0, c1)``: the part of the photo the faces' crops cover."""
+    """The part of the photo the faces' crops cover.
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    faces : non-empty list of MeshFace or PhotoFace
+        Each with its crop ``box`` ``(x0, y0, side)`` in photo pixels.
+
+    Returns
+    -------
+    (r0, r1, c0, c1) : tuple of int
+        Rows ``r0:r1`` and columns ``c0:c1``, clipped to the photo.
+    """
     h, w = shape[:2]
     x0 = min(f.box[0] for f in faces)
     y0 = min(f.box[1] for f in faces)
@@ -78,10 +127,24 @@ def face_region(shape, faces):
 
 
 def warp_back(shape, faces, region=None):
-    """The faces' crop maps (any number of channels) mapped back (bilinear) onto
-    ``region`` of the photo (default: :func:`face_region`) and summed where they
-    overlap, plus the share no crop covers added to channel 0 (background);
-    not renormalised."""
+    """The faces' crop maps mapped back (bilinear) onto a region of the photo.
+
+    The maps are summed where crops overlap, and the share no crop covers is
+    added to channel 0 (background); the result is not renormalised.
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    faces : non-empty list of MeshFace or PhotoFace
+        Each with its ``box`` and ``proba`` (S, S, C), any number of channels.
+    region : (r0, r1, c0, c1), optional
+        Default: :func:`face_region`.
+
+    Returns
+    -------
+    float32 (r1 - r0, c1 - c0, C)
+    """
     r0, r1, c0, c1 = face_region(shape, faces) if region is None else region
     h, w = r1 - r0, c1 - c0
     out = np.zeros((h, w, faces[0].proba.shape[2]), np.float32)
@@ -100,17 +163,48 @@ def warp_back(shape, faces, region=None):
 
 
 def paste_proba(shape, faces, region=None):
-    """The class probabilities (rows, cols, 8) of ``region`` of the photo (default:
-    :func:`face_region`) from its faces' crops: each crop mapped back (bilinear),
-    the faces' maps summed where they overlap, background 1 outside every face."""
+    """The class probabilities of a region of the photo from its faces' crops.
+
+    Each crop is mapped back (bilinear), the faces' maps summed where they
+    overlap and renormalised; background is 1 outside every face.
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    faces : non-empty list of MeshFace or PhotoFace
+    region : (r0, r1, c0, c1), optional
+        Default: :func:`face_region`.
+
+    Returns
+    -------
+    float32 (r1 - r0, c1 - c0, 8)
+    """
     out = warp_back(shape, faces, region)
     return out / np.maximum(out.sum(axis=-1, keepdims=True), 1e-12)
 
 
 def photo_maps(shape, faces, return_proba=False):
-    """The photo's labels uint8 (H, W) from its faces (0 outside their crops) and,
-    with ``return_proba``, its probabilities float32 (H, W, 8) (else None).  Only
-    the faces' region is computed, so a big photo needs little memory for labels."""
+    """The photo's labels from its faces and, optionally, its probabilities.
+
+    Only the faces' region is computed, so a big photo needs little memory for
+    labels.
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    faces : non-empty list of MeshFace or PhotoFace
+    return_proba : bool
+        Also return the probabilities.
+
+    Returns
+    -------
+    labels : uint8 (H, W)
+        0 outside the faces' crops.
+    proba : float32 (H, W, 8) or None
+        With ``return_proba`` (background 1 outside the faces), else None.
+    """
     h, w = shape[:2]
     labels = np.zeros((h, w), np.uint8)
     region = face_region(shape, faces)

@@ -29,7 +29,18 @@ CONTEXT_SIGMA = 4.0
 
 
 def train_labels(labels):
-    """Hand-drawn crop labels as training classes (int16; -1 = not trained)."""
+    """Hand-drawn crop labels as training classes (:data:`LABEL_TO_TRAIN`).
+
+    Parameters
+    ----------
+    labels : int array
+        Hand-drawn labels (0, 2..5, 254; 255 = not trained).
+
+    Returns
+    -------
+    int16 array of ``labels``' shape
+        Training classes; -1 = not trained.
+    """
     labels = np.asarray(labels)
     out = np.full(labels.shape, -1, np.int16)
     for src, dst in LABEL_TO_TRAIN.items():
@@ -38,7 +49,19 @@ def train_labels(labels):
 
 
 def context_planes(proba):
-    """uint8 planes of a stage's probabilities (S, S, C): as they are, and smoothed."""
+    """uint8 planes of a stage's probabilities: as they are, and smoothed.
+
+    Parameters
+    ----------
+    proba : float (S, S, C)
+        A stage's class probabilities; smoothed by a Gaussian of
+        :data:`CONTEXT_SIGMA` pixels at the 128-pixel crop (scaled with S).
+
+    Returns
+    -------
+    uint8 (S, S, 2 * C)
+        Probabilities times 255, rounded: the C maps, then the C smoothed maps.
+    """
     size = proba.shape[0]
     p = np.ascontiguousarray(proba, np.float32)
     smooth = cv2.GaussianBlur(p, (0, 0), CONTEXT_SIGMA * size / 128.0)
@@ -49,17 +72,44 @@ def context_planes(proba):
 
 
 def stage_input(planes, previous):
-    """The feature planes a stage reads: the crop's planes, plus the previous
-    stage's context planes (none for the first stage)."""
+    """The feature planes a stage reads.
+
+    Parameters
+    ----------
+    planes : uint8 (S, S, P)
+        The crop's planes (:func:`facesegment.faces.mesh_features.crop_planes`).
+    previous : float (S, S, C) or None
+        The previous stage's probabilities; None for the first stage.
+
+    Returns
+    -------
+    uint8 (S, S, P) or (S, S, P + 2 * C)
+        ``planes``, plus the previous stage's :func:`context_planes`.
+    """
     if previous is None:
         return planes
     return np.concatenate([planes, context_planes(previous)], axis=2)
 
 
 def read_region(planes, margin):
-    """bool (S, S): the pixels the forests read, those at most ``margin`` (1/64 of
-    the crop) outside the mesh's face oval (from the planes' signed distance: a
-    feature, never a label); None for ``margin`` None (every pixel)."""
+    """The pixels the forests read: those near or inside the mesh's face oval.
+
+    Taken from the planes' signed distance to the oval (a feature, never a
+    label).
+
+    Parameters
+    ----------
+    planes : uint8 (S, S, P)
+        The crop's planes.
+    margin : float or None
+        Largest distance outside the oval, in 1/64 of the crop; None: every
+        pixel.
+
+    Returns
+    -------
+    bool (S, S) or None
+        None for ``margin`` None.
+    """
     if margin is None:
         return None
 
@@ -68,10 +118,24 @@ def read_region(planes, margin):
 
 
 def predict_stage(forest, planes, region=None):
-    """A stage's class probabilities (S, S, len(TRAIN_CLASSES)) over a crop's planes,
-    with a zero column for a training class the forest never saw.  Outside
-    ``region`` (bool (S, S), :func:`read_region`; None: everywhere) the forest is
-    not asked: background has probability 1 there."""
+    """A stage's class probabilities over a crop's planes.
+
+    Parameters
+    ----------
+    forest : classifier
+        With ``predict_proba`` and ``classes_`` (a subset of
+        :data:`TRAIN_CLASSES`).
+    planes : uint8 (S, S, P)
+        The stage's input (:func:`stage_input`).
+    region : bool (S, S), optional
+        Pixels the forest is asked about (:func:`read_region`); outside it
+        background has probability 1.  None: everywhere.
+
+    Returns
+    -------
+    float32 (S, S, len(TRAIN_CLASSES))
+        A zero column for a training class the forest never saw.
+    """
     s = planes.shape[0]
     flat = planes.reshape(s * s, planes.shape[2])
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
@@ -88,10 +152,24 @@ def predict_stage(forest, planes, region=None):
 
 
 def predict_stages(forests, planes, sigma=0.0, margin=None):
-    """The last stage's probabilities over a crop (each stage reading the one
-    before), smoothed by a Gaussian of ``sigma`` crop pixels (0: not smoothed);
-    pixels farther than ``margin`` outside the face oval are background
-    (:func:`read_region`; None: the forests read every pixel)."""
+    """The last stage's probabilities over a crop, each stage reading the one before.
+
+    Parameters
+    ----------
+    forests : list of classifiers
+        The stages, first to last.
+    planes : uint8 (S, S, P)
+        The crop's planes.
+    sigma : float
+        Gaussian smoothing of the result, in crop pixels (0: not smoothed).
+    margin : float or None
+        Pixels farther than this outside the face oval are background
+        (:func:`read_region`); None: the forests read every pixel.
+
+    Returns
+    -------
+    float32 (S, S, len(TRAIN_CLASSES))
+    """
     proba = None
     region = read_region(planes, margin)
     for forest in forests:
@@ -100,14 +178,39 @@ def predict_stages(forests, planes, sigma=0.0, margin=None):
 
 
 def mirrored_planes(crop, mesh_c):
-    """The feature planes of the mirror image of a crop (its mesh flipped and
-    renamed by the points' twins, :mod:`facesegment.faces.mesh_twins`)."""
+    """The feature planes of the mirror image of a crop.
+
+    Its mesh is flipped and renamed by the points' twins
+    (:mod:`facesegment.faces.mesh_twins`).
+
+    Parameters
+    ----------
+    crop : uint8 (S, S, 3) RGB
+    mesh_c : float (478, 3)
+        The mesh in the crop's pixels.
+
+    Returns
+    -------
+    uint8 (S, S, N_PLANES)
+    """
     return crop_planes(np.ascontiguousarray(crop[:, ::-1]), _unmirror(mesh_c, crop.shape[1]))
 
 
 def unmirror_proba(proba):
-    """Stage probabilities of a mirrored crop as the crop's: flipped back, the
-    image-left and image-right eyes (classes 4 and 5) swapped."""
+    """Stage probabilities of a mirrored crop as the crop's.
+
+    Flipped back, with the image-left and image-right eyes (classes 4 and 5)
+    swapped.
+
+    Parameters
+    ----------
+    proba : float (S, S, len(TRAIN_CLASSES))
+
+    Returns
+    -------
+    array (S, S, len(TRAIN_CLASSES))
+        A new array.
+    """
     out = np.ascontiguousarray(proba[:, ::-1])
     i, j = TRAIN_CLASSES.index(4), TRAIN_CLASSES.index(5)
     out[..., [i, j]] = out[..., [j, i]]
@@ -115,10 +218,24 @@ def unmirror_proba(proba):
 
 
 def crop_proba(forests, planes, mirror=None, margin=None):
-    """The stages' probabilities over a crop's planes (``margin``: see
-    :func:`predict_stages`); with ``mirror`` (the planes of its mirror image,
-    :func:`mirrored_planes`), averaged with the mirror image's, mapped back
-    (:func:`unmirror_proba`)."""
+    """The stages' probabilities over a crop's planes, optionally with its mirror image.
+
+    Parameters
+    ----------
+    forests : list of classifiers
+        The stages, first to last.
+    planes : uint8 (S, S, P)
+        The crop's planes.
+    mirror : uint8 (S, S, P), optional
+        The planes of its mirror image (:func:`mirrored_planes`): the result is
+        averaged with the mirror image's, mapped back (:func:`unmirror_proba`).
+    margin : float or None
+        See :func:`predict_stages`.
+
+    Returns
+    -------
+    float32 (S, S, len(TRAIN_CLASSES))
+    """
     proba = predict_stages(forests, planes, margin=margin)
     if mirror is not None:
         proba = 0.5 * (proba + unmirror_proba(predict_stages(forests, mirror, margin=margin)))
@@ -126,8 +243,23 @@ def crop_proba(forests, planes, mirror=None, margin=None):
 
 
 def check_gains(gains):
-    """The gains as float32 (None as is); ValueError unless they are one positive,
-    finite number per training class."""
+    """The decision rule's per-class gains, checked.
+
+    Parameters
+    ----------
+    gains : sequence of float or None
+        One per training class, in :data:`TRAIN_CLASSES` order.
+
+    Returns
+    -------
+    float32 (len(TRAIN_CLASSES),) or None
+        None when ``gains`` is None.
+
+    Raises
+    ------
+    ValueError
+        Unless they are one positive, finite number per training class.
+    """
     if gains is None:
         return None
     g = np.asarray(gains, np.float32)
@@ -137,9 +269,26 @@ def check_gains(gains):
 
 
 def apply_gains(proba, gains):
-    """Stage probabilities times the decision rule's per-class gains (in
-    ``TRAIN_CLASSES`` order; None: all 1), renormalised.  Gains above 1 for the
-    small parts trade precision for recall, which raises their Jaccard."""
+    """Stage probabilities times the decision rule's per-class gains, renormalised.
+
+    Gains above 1 for the small parts trade precision for recall, which raises
+    their Jaccard.
+
+    Parameters
+    ----------
+    proba : float (S, S, len(TRAIN_CLASSES))
+    gains : sequence of float or None
+        In :data:`TRAIN_CLASSES` order; None: all 1 (``proba`` returned as is).
+
+    Returns
+    -------
+    array (S, S, len(TRAIN_CLASSES))
+
+    Raises
+    ------
+    ValueError
+        Invalid gains (:func:`check_gains`).
+    """
     if gains is None:
         return proba
     out = proba * check_gains(gains)
@@ -147,7 +296,19 @@ def apply_gains(proba, gains):
 
 
 def smooth_proba(proba, sigma):
-    """Each class map smoothed by a Gaussian of ``sigma`` pixels (0: as it is)."""
+    """Each class map smoothed by a Gaussian.
+
+    Parameters
+    ----------
+    proba : float (S, S, C)
+    sigma : float
+        In pixels; 0 or None: ``proba`` as it is.
+
+    Returns
+    -------
+    array (S, S, C)
+        float32 when smoothed.
+    """
     if not sigma:
         return proba
     out = cv2.GaussianBlur(np.ascontiguousarray(proba, np.float32), (0, 0), float(sigma))
@@ -155,10 +316,24 @@ def smooth_proba(proba, sigma):
 
 
 def to_face_classes(proba, drawn):
-    """Stage probabilities (S, S, 6) as facesegment's 8 classes (S, S, 8): ``OTHER``
-    goes to the class the mesh draws there among 1, 6 and 7 (1 where it draws a
-    part, background outside the face oval: neck, ears and hair are background in
-    facesegment's classes, as in faces300w)."""
+    """Stage probabilities as facesegment's 8 classes.
+
+    ``OTHER`` goes to the class the mesh draws there among 1, 6 and 7 (1 where
+    it draws a part, background outside the face oval: neck, ears and hair are
+    background in facesegment's classes, as in faces300w).
+
+    Parameters
+    ----------
+    proba : float (S, S, 6)
+        In :data:`TRAIN_CLASSES` order.
+    drawn : int (S, S)
+        The mesh's drawn parts (:func:`facesegment.faces.mesh.draw_mesh_parts`;
+        0 outside the face oval).
+
+    Returns
+    -------
+    float32 (S, S, 8)
+    """
     s = proba.shape[0]
     out = np.zeros((s, s, 8), np.float32)
     for j, c in enumerate(TRAIN_CLASSES):
@@ -175,10 +350,30 @@ def sample_pixels(labels, n, seed, near=None, n_near=0):
     """Indices (into the flattened crop) of trained pixels and their classes.
 
     Up to ``n`` are drawn uniformly over the crop and up to ``n_near`` more
-    uniformly among the pixels where ``near`` (bool (S, S)) holds.  ``near``
-    must depend on the features only (e.g. the pixels near the mesh's parts),
-    never on the labels: the forest then learns each class's real share given
-    the features, with more samples where the boundaries are decided.
+    uniformly among the pixels where ``near`` holds.  ``near`` must depend on
+    the features only (e.g. the pixels near the mesh's parts), never on the
+    labels: the forest then learns each class's real share given the features,
+    with more samples where the boundaries are decided.
+
+    Parameters
+    ----------
+    labels : int (S, S)
+        Hand-drawn labels (:func:`train_labels` maps them).
+    n : int
+        Pixels drawn over the whole crop.
+    seed : int or numpy.random.Generator
+        Seeds the draws.
+    near : bool (S, S), optional
+        The band of extra samples (:func:`near_parts`).
+    n_near : int
+        Pixels drawn in that band.
+
+    Returns
+    -------
+    idx : int64 (m,)
+        Sorted flat indices (a pixel may be drawn in both draws).
+    classes : int64 (m,)
+        Their training classes.
     """
     y = train_labels(labels).ravel()
     rng = np.random.default_rng(seed)
@@ -193,8 +388,22 @@ def sample_pixels(labels, n, seed, near=None, n_near=0):
 
 
 def near_parts(planes, distance=8.0):
-    """Pixels within ``distance`` (1/64 of the crop) of a drawn nose, mouth or eye
-    (from the planes' signed distances: features, not labels)."""
+    """Pixels near a drawn nose, mouth or eye.
+
+    Taken from the planes' signed distances (features, not labels).
+
+    Parameters
+    ----------
+    planes : uint8 (S, S, P)
+        The crop's planes (:data:`facesegment.faces.mesh_features.PLANE_NAMES`).
+    distance : float
+        Largest signed distance to the part, in 1/64 of the crop (inside is
+        negative, so every inside pixel counts).
+
+    Returns
+    -------
+    bool (S, S)
+    """
     out = np.zeros(planes.shape[:2], bool)
     for c in (2, 3, 4, 5):
         d = planes[..., PLANE_NAMES.index(f"d_{c}")].astype(np.int16) - 128

@@ -45,8 +45,33 @@ class PreparedFace:
 
 def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), detection="",
                  size=CROP_SIZE, mirror=False):
-    """A :class:`PreparedFace` of one photo and its (largest) mesh (None: not found);
-    with ``mirror``, also the planes of the crop's mirror image."""
+    """A :class:`PreparedFace` of one photo and its (largest) mesh.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+        The photo.
+    labels : uint8 (H, W)
+        Its hand-drawn labels.
+    mesh : float (478, 3) or None
+        The face's mesh in the photo's pixels; None: no face found (only the
+        name, group, pan, labels and detection are kept).
+    name : str
+    group : hashable, optional
+        The person: folds never split a group.
+    pan : float
+        The head's turn, in degrees (NaN: unknown).
+    detection : str
+        The finder's pass that found the mesh.
+    size : int
+        The crop's side, in pixels.
+    mirror : bool
+        Also compute the planes of the crop's mirror image.
+
+    Returns
+    -------
+    PreparedFace
+    """
     face = PreparedFace(name, group, pan, np.asarray(labels), mesh, detection)
     if mesh is None:
         return face
@@ -110,7 +135,22 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
 
 
 def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
-    """Each face's probabilities after ``n_stages`` stages trained without its group."""
+    """Each face's probabilities after ``n_stages`` stages trained without its group.
+
+    Parameters
+    ----------
+    faces : list of PreparedFace
+        Faces with a mesh.
+    make_forest, n_pixels, seed, margin
+        As for :func:`fit_stages`.
+    n_stages : int
+        Stages trained per fold.
+
+    Returns
+    -------
+    list of float32 (S, S, 6)
+        In the order of ``faces``.
+    """
     groups = sorted({f.group for f in faces}, key=str)
     out = [None] * len(faces)
     for g in groups:
@@ -124,11 +164,30 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
                    extra=(), mirror=False, margin=None):
-    """Leave-one-group-out stage probabilities: ``{name: float32 (S, S, 6)}``, None
-    for a face without a mesh (:func:`photo_labels` turns them into labels).
-    The ``extra`` faces (another dataset) are trained in every fold, never held out;
-    with ``mirror`` each face's probabilities are averaged with its mirror image's
-    (the faces prepared with ``mirror=True``); ``margin``: see :func:`fit_stages`."""
+    """Leave-one-group-out stage probabilities.
+
+    Parameters
+    ----------
+    faces : list of PreparedFace
+        Each group (person) is held out once.
+    make_forest, n_stages, n_pixels, seed, progress, margin
+        As for :func:`fit_stages`.
+    extra : sequence of PreparedFace
+        Faces of another dataset, trained in every fold, never held out.
+    mirror : bool
+        Average each face's probabilities with its mirror image's.
+
+    Returns
+    -------
+    dict of str to float32 (S, S, 6) or None
+        Per face name; None for a face without a mesh (:func:`photo_labels`
+        turns them into labels).
+
+    Raises
+    ------
+    ValueError
+        ``mirror`` with faces not prepared with ``mirror=True``.
+    """
     if mirror and any(f.planes is not None and f.mirror is None for f in faces):
         raise ValueError("mirror=True needs faces prepared with mirror=True")
     groups = sorted({f.group for f in faces}, key=str)
@@ -146,9 +205,25 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
 
 
 def photo_labels(face, proba_crop, gains=None):
-    """A face's labels on its photo from its crop's stage probabilities (None: all
-    background), with the class ``gains`` of the decision rule; mapped back as
-    ``segment`` maps a face (:func:`facesegment.faces.mesh_segment.photo_maps`)."""
+    """A face's labels on its photo from its crop's stage probabilities.
+
+    Mapped back as ``segment`` maps a face
+    (:func:`facesegment.faces.mesh_segment.photo_maps`).
+
+    Parameters
+    ----------
+    face : PreparedFace
+    proba_crop : float (S, S, 6) or None
+        Stage probabilities of its crop; None: all background.
+    gains : sequence of float, optional
+        The decision rule's per-class gains
+        (:func:`facesegment.faces.mesh_stages.apply_gains`).
+
+    Returns
+    -------
+    uint8 (H, W)
+        On the photo's pixels.
+    """
     if proba_crop is None:
         return np.zeros(face.labels.shape[:2], np.uint8)
     p8 = to_face_classes(apply_gains(proba_crop, gains), face.drawn)

@@ -38,8 +38,20 @@ class PhotoFace:
 
 
 def taken_whole(shape, detect):
-    """Is an image of ``shape`` taken as one face crop (no detection)?  ``detect``
-    "never": always; "auto": when it is exactly 250x250; "always": never."""
+    """Whether an image is taken as one face crop (no detection).
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+    detect : {"auto", "always", "never"}
+        "never": always; "auto": when the image is exactly 250x250; "always":
+        never.
+
+    Returns
+    -------
+    bool
+    """
     return detect == "never" or (detect == "auto" and tuple(shape[:2]) == (CROP, CROP))
 
 
@@ -139,8 +151,23 @@ def _paste_crops(shape, boxes, crops, n_classes, return_proba):
 
 
 def crop_points(points, box, size=CROP):
-    """Landmarks ``(x, y)`` in an image's pixels, in the pixels of its crop ``box``
-    (the map :func:`facesegment.faces.crops.crop_face` cuts by)."""
+    """Landmarks in an image's pixels, mapped into the pixels of its crop ``box``.
+
+    The map is the one :func:`facesegment.faces.crops.crop_face` cuts by.
+
+    Parameters
+    ----------
+    points : float (N, 2)
+        ``(x, y)`` in the image's pixels.
+    box : (x0, y0, side)
+        The crop box.
+    size : int
+        The crop's side, in pixels.
+
+    Returns
+    -------
+    float64 (N, 2)
+    """
     m = _crop_matrix(box, size)
     return np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
 
@@ -163,14 +190,36 @@ def check_photo_dependencies():
 
 
 def require_detector(detect=True):
-    """:func:`check_photo_dependencies` when faces are to be detected (``detect``):
-    the ``require`` of the models that find faces with dlib."""
+    """:func:`check_photo_dependencies` when faces are to be detected.
+
+    The ``require`` of the models that find faces with dlib.
+
+    Parameters
+    ----------
+    detect : bool
+        Whether faces will be detected; false: nothing is checked.
+
+    Raises
+    ------
+    DataError
+        Faces are to be detected and dlib or its landmark model is missing.
+    """
     if detect:
         check_photo_dependencies()
 
 
 def detector_words(detector="landmarks"):
-    """dlib's search for faces in words (the ``face_finder`` of the models that use it)."""
+    """dlib's search for faces in words (the ``face_finder`` of the models that use it).
+
+    Parameters
+    ----------
+    detector : str
+        The detector's name (``"landmarks"`` or ``"dlib"``).
+
+    Returns
+    -------
+    str
+    """
     return f"the {detector} detector (passes: as given, upsampled, lowered threshold)"
 
 

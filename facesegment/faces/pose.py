@@ -99,7 +99,18 @@ def pan_features(mesh):
 
 
 def mirror_features(features):
-    """The features of the mirrored mesh (x flipped): the odd ones negated."""
+    """The features of the mirrored mesh (x flipped): the odd ones negated.
+
+    Parameters
+    ----------
+    features : float (..., N_FEATURES)
+        :func:`pan_features` rows; the first ``N_ODD`` are odd in x.
+
+    Returns
+    -------
+    float64 (..., N_FEATURES)
+        A new array.
+    """
     f = np.array(features, np.float64)
     f[..., :N_ODD] *= -1
     return f
@@ -129,12 +140,34 @@ class PanModel:
     ridge: float = DEFAULT_RIDGE
 
     def predict_features(self, features):
-        """Pans (degrees, clipped to [-90, 90]) of feature rows (F,) or (N, F)."""
+        """Pans of feature rows.
+
+        Parameters
+        ----------
+        features : float (F,) or (N, F)
+            :func:`pan_features` rows.
+
+        Returns
+        -------
+        float64 (N,)
+            Degrees, clipped to [-90, 90] (N = 1 for one row).
+        """
         pred = _columns(features, self.terms) @ np.asarray(self.weights, np.float64)
         return np.clip(pred, -90.0, 90.0)
 
     def predict(self, mesh):
-        """The head's pan (degrees, -90..90) for one mesh."""
+        """The head's pan for one mesh.
+
+        Parameters
+        ----------
+        mesh : float (478, 3) or (478, 2)
+            As for :func:`pan_features`.
+
+        Returns
+        -------
+        float
+            Degrees, -90..90.
+        """
         return float(self.predict_features(pan_features(mesh))[0])
 
     def to_dict(self):
@@ -145,7 +178,25 @@ class PanModel:
 
     @classmethod
     def from_dict(cls, d):
-        """The model of :meth:`to_dict`'s dict; ValueError when it is malformed."""
+        """The model of :meth:`to_dict`'s dict.
+
+        Parameters
+        ----------
+        d : dict
+            ``kind`` "pan-ridge", ``features`` (:data:`FEATURE_NAMES`), ``terms``,
+            ``weights`` and optionally ``ridge``.
+
+        Returns
+        -------
+        PanModel
+
+        Raises
+        ------
+        ValueError
+            When it is malformed: another kind or feature list, terms that are not
+            lists of feature indices odd in x, weights that do not match the terms
+            or are not finite, or a negative ridge.
+        """
         if not isinstance(d, dict) or d.get("kind") != "pan-ridge":
             raise ValueError("pan model: expected a dict with kind 'pan-ridge'")
         if list(d.get("features", ())) != list(FEATURE_NAMES):

@@ -50,12 +50,26 @@ TABLE_VERSION = 1
 
 
 def predict_landmarks(image, upsample=1, threshold=-0.5):
-    """dlib's 68 landmarks of the most central face of ``image`` and the pass
-    that found it: ``(points float64 (68, 2) or None, pass name or "")``.
+    """dlib's 68 landmarks of the most central face of ``image`` and the pass that found it.
 
-    The passes of ``facesegment label`` (:func:`facesegment.faces.label.
-    detect_landmarks`): the image as given, upsampled ``upsample`` times, then
-    upsampled with the detector's threshold lowered by ``-threshold``.
+    The passes of ``facesegment label`` (:func:`facesegment.faces.label.detect_landmarks`):
+    the image as given, upsampled ``upsample`` times, then upsampled with the
+    detector's threshold lowered by ``-threshold``.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    upsample : int
+        Upsampling of the second and third passes (0 skips the second pass).
+    threshold : float or None
+        Threshold adjustment of the third pass, <= 0 (None skips it).
+
+    Returns
+    -------
+    points : float64 (68, 2) or None
+        ``(x, y)`` in ``image``'s pixels; None when no face is found.
+    how : str
+        The pass name (:data:`PASSES`), or "" when none found a face.
     """
     points, _, how = detect_landmarks(np.ascontiguousarray(image), upsample, threshold)
     return points, how
@@ -84,9 +98,23 @@ class LandmarkTable:
         self._index = {n: i for i, n in enumerate(self.names)}
 
     def get(self, name):
-        """The landmarks of face ``name`` (float64 (68, 2)) or None (none found).
+        """The landmarks of one face.
 
-        Raises KeyError naming the face when the table does not hold it."""
+        Parameters
+        ----------
+        name : str
+            The face's name.
+
+        Returns
+        -------
+        float64 (68, 2) or None
+            A copy; None when no face was found.
+
+        Raises
+        ------
+        KeyError
+            Naming the face when the table does not hold it.
+        """
         if name not in self._index:
             raise KeyError(f"no landmarks recorded for face {name!r}")
         p = self.points[self._index[name]]
@@ -162,10 +190,21 @@ def _read_table(path, key):
 
 
 def render_proba(points, shape, fallback=None):
-    """The label polygons of ``points`` as one-hot class maps, float32 (H, W, C).
+    """The label polygons of ``points`` as one-hot class maps.
 
-    ``points`` None (no face found): ``fallback`` (float (H, W, C)) when given,
-    else every pixel background.
+    Parameters
+    ----------
+    points : float (68, 2) or None
+        Landmarks ``(x, y)``; None: no face found.
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+    fallback : float (H, W, C), optional
+        Returned (as float32) when ``points`` is None; without it every pixel is
+        background.
+
+    Returns
+    -------
+    float32 (H, W, C)
     """
     h, w = int(shape[0]), int(shape[1])
     if points is None:
@@ -191,16 +230,45 @@ def _renderer_one(record, points, sigmas, stride, mode, layout):
 
 def evaluate_renderer(records, table, *, sigmas=(0.0,), mode="strict", pixel_stride=1,
                       desc="renderer", progress=True):
-    """Scores of the rendered polygons on labelled ``records`` (the pixels
-    :func:`facesegment.evaluation.scoring.evaluate` scores with the same ``mode`` and
-    ``pixel_stride``; 31x31 layout border in "strict" mode).  Each ``sigma``
-    > 0 blurs the one-hot maps with a Gaussian of that many pixels before the
-    argmax.  A face without landmarks (or a ``missed`` record) is predicted all
-    background.
+    """Scores of the rendered polygons on labelled ``records``.
 
-    Returns ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
-    confusion}}, "n_images", "n_found", "n_pixels", "per_image"}`` (per-image
-    class-average Jaccard at the first sigma).
+    The pixels scored are those :func:`facesegment.evaluation.scoring.evaluate`
+    scores with the same ``mode`` and ``pixel_stride`` (31x31 layout border in
+    "strict" mode).  A face without landmarks (or a ``missed`` record) is
+    predicted all background.
+
+    Parameters
+    ----------
+    records : list of FaceRecord
+        Labelled faces.
+    table : LandmarkTable
+        Their predicted landmarks (:func:`landmark_table`).
+    sigmas : sequence of float
+        Each ``sigma`` > 0 blurs the one-hot maps with a Gaussian of that many
+        pixels before the argmax; all are scored in one pass.
+    mode : str
+        Which pixels are scored (as for ``evaluate``).
+    pixel_stride : int
+        Score every ``pixel_stride``-th pixel.
+    desc : str
+        The progress line's label.
+    progress : bool
+        Progress line on stderr.
+
+    Returns
+    -------
+    dict
+        ``{"sigma": {repr(s): {mean_jaccard, pixel_accuracy, jaccard,
+        confusion}}, "n_images", "n_found", "n_pixels", "per_image"}``
+        (per-image class-average Jaccard at the first sigma).
+
+    Raises
+    ------
+    ValueError
+        ``records`` is empty, ``sigmas`` is empty or holds a negative or
+        non-finite value, or ``mode`` / ``pixel_stride`` is invalid.
+    KeyError
+        A record's face is not in ``table``.
     """
     records = list(records)
     if not records:

@@ -28,11 +28,26 @@ from .photo import PhotoFace, crop_points  # noqa: F401  (named here too)
 def overlay(image, labels, marks=None, opacity=0.5, legend=False):
     """Class colours blended over the photo (background left as is).
 
-    ``marks``: optional ``(x, y, text)`` written on it (e.g. each face's pan),
-    white on a dark outline, at the photo's pixel ``(x, y)`` (kept inside it).
-    ``legend``: draw the class key (ids, names, colours) in the bottom-right
-    corner (:func:`facesegment.classes.add_legend`; ``facesegment segment`` does
-    unless ``--no-legend``)."""
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    labels : uint8 (H, W)
+        Class ids; 0 (background) and ids outside the classes are not coloured.
+    marks : list of (x, y, text), optional
+        Written on the photo (e.g. each face's pan), white on a dark outline, at
+        the photo's pixel ``(x, y)`` (kept inside it).
+    opacity : float
+        Weight of the class colour in the blend, 0..1.
+    legend : bool
+        Draw the class key (ids, names, colours) in the bottom-right corner
+        (:func:`facesegment.classes.add_legend`; ``facesegment segment`` does
+        unless ``--no-legend``).
+
+    Returns
+    -------
+    uint8 (H, W, 3)
+        A new image; ``image`` is not changed.
+    """
     out = np.array(image, dtype=np.uint8, copy=True)
     fg = (labels > 0) & (labels < N_CLASSES)
     if fg.any():
@@ -54,51 +69,103 @@ def overlay(image, labels, marks=None, opacity=0.5, legend=False):
 
 def photo_faces(model, image, detect="auto", detector="landmarks", detect_size=DETECT_MAX_SIDE,
                 alpha=None, beta=None, sigma=None):
-    """Every face of ``image`` (RGB uint8) under ``model``, largest first: a list
-    of :class:`PhotoFace` (``model.photo_faces``, the face-model protocol of
+    """Every face of ``image`` under ``model``, largest first.
+
+    This is ``model.photo_faces`` (the face-model protocol of
     :mod:`facesegment.modelio.protocol`).  ``facesegment.segment`` and
     :func:`segment_image` (``facesegment segment``) both call it, so they agree
     on every face.
 
-    ``detect="auto"`` takes an exactly-250x250 image as one face crop under the
-    forests and landmark models (a mesh model searches every image for its
-    mesh); "never" takes any image as one crop; "always" detects in every image.
+    Parameters
+    ----------
+    model : FaceModel
+    image : uint8 (H, W, 3) RGB
+    detect : {"auto", "always", "never"}
+        "auto" takes an exactly-250x250 image as one face crop under the forests
+        and landmark models (a mesh model searches every image for its mesh);
+        "never" takes any image as one crop; "always" detects in every image.
+    detector : {"landmarks", "dlib"}
+        How faces are found (:func:`facesegment.faces.crops.find_crops`).
+    detect_size : int
+        Longer side of the copy faces are detected on.
+    alpha, beta, sigma : float, optional
+        The decision rule's terms (:mod:`facesegment.rule`); None: the model's.
+
+    Returns
+    -------
+    list of PhotoFace
     """
     return model.photo_faces(image, detect=detect, detector=detector, detect_size=detect_size,
                              alpha=alpha, beta=beta, sigma=sigma)
 
 
 def photo_labels(model, shape, faces, return_proba=False):
-    """The photo's labels uint8 (H, W) from ``faces`` (:func:`photo_faces`; 0 outside
-    their crops) and, with ``return_proba``, its probabilities (H, W, C) (else None):
-    ``model.photo_labels``."""
+    """The photo's labels from its faces (``model.photo_labels``).
+
+    Parameters
+    ----------
+    model : FaceModel
+    shape : tuple
+        ``(H, W, ...)`` of the photo.
+    faces : list of PhotoFace
+        As :func:`photo_faces` returned them.
+    return_proba : bool
+        Also return the photo's class probabilities.
+
+    Returns
+    -------
+    labels : uint8 (H, W)
+        Class ids; 0 outside the faces' crops.
+    proba : float32 (H, W, C) or None
+        The probabilities with ``return_proba``, else None.
+    """
     return model.photo_labels(shape, faces, return_proba)
 
 
 def segment_image(model, image, alpha=None, detect="auto", detector="landmarks",
                   return_proba=False, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None,
                   info=None):
-    """Segment one photo; return ``(labels (H, W) uint8, number of faces)``.
+    """Segment one photo.
 
-    The faces are :func:`photo_faces`'s (``detect``, ``detector``, ``detect_size``
-    as there).  With detection, an image without a face returns ``(None, 0)``.
-    With ``return_proba`` a third value is returned: the reweighted class
-    probabilities float32 ``(H, W, C)``, summing to 1 per pixel (pixels outside
-    every face's crop: background 1), or None without a face; ``labels`` is
-    their argmax.  ``alpha``, ``beta`` (the position prior, applied in crop
-    coordinates; :mod:`facesegment.position`) and ``sigma`` (Gaussian smoothing
-    of each crop's class maps, pixels of the crop) default to the model's
-    decision rule (:mod:`facesegment.rule`).
+    The faces are :func:`photo_faces`'s.  A model with a landmark-conditioned
+    shape prior (``model.shape_prior``, exponent ``metrics["gamma"]``) applies it
+    to each face through the face's predicted landmarks
+    (:func:`facesegment.faces.shape_prior.apply_model_prior`); a face without
+    plausible landmarks takes the landmark-free path.
 
-    A model with a landmark-conditioned shape prior (``model.shape_prior``,
-    exponent ``metrics["gamma"]``) applies it to each face through the face's
-    predicted landmarks (:func:`facesegment.faces.shape_prior.apply_model_prior`);
-    a face without plausible landmarks takes the landmark-free path.  ``info``
-    (a dict, optional) gets ``"detection"``: the detector pass that found the
-    faces (:data:`facesegment.faces.crops.PASSES`, the face mesh's passes; ""
-    when none ran), ``"paths"``: each face's segmentation path ("mesh",
-    "landmarks" or "landmark-free"), ``"pans"`` (mesh models) and ``"faces"``
-    (the :class:`PhotoFace` list).
+    Parameters
+    ----------
+    model : FaceModel
+    image : uint8 (H, W, 3) RGB
+    alpha : float, optional
+        Reweighting exponent; None: the model's decision rule's
+        (:mod:`facesegment.rule`).
+    detect, detector, detect_size
+        As for :func:`photo_faces`.
+    return_proba : bool
+        Also return the class probabilities.
+    beta : float, optional
+        The position prior's exponent, applied in crop coordinates
+        (:mod:`facesegment.position`); None: the model's.
+    sigma : float, optional
+        Gaussian smoothing of each crop's class maps, in pixels of the crop;
+        None: the model's.
+    info : dict, optional
+        Gets ``"detection"``: the detector pass that found the faces
+        (:data:`facesegment.faces.crops.PASSES`, the face mesh's passes; "" when
+        none ran), ``"paths"``: each face's segmentation path ("mesh",
+        "landmarks" or "landmark-free"), ``"pans"`` (mesh models), ``"faces"``
+        (the :class:`PhotoFace` list) and ``"pan_marks"`` (for :func:`overlay`).
+
+    Returns
+    -------
+    labels : uint8 (H, W) or None
+        The argmax of the probabilities; None when detection found no face.
+    n_faces : int
+    proba : float32 (H, W, C) or None
+        Only with ``return_proba``: the reweighted class probabilities, summing
+        to 1 per pixel (pixels outside every face's crop: background 1); None
+        without a face.
     """
     faces = photo_faces(model, image, detect, detector, detect_size, alpha, beta, sigma)
     pans = [f.pan for f in faces if f.pan == f.pan]

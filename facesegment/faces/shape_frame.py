@@ -44,9 +44,26 @@ def _similarity(src, dst):
 
 
 def anchor_points(mean_shape):
-    """The frame's anchor points: ``RING_POINTS`` points on each ring of radius
-    ``r * RINGS`` around the mean shape's centroid (``r``: its largest
-    distance to the centroid), float64 (n, 2)."""
+    """The frame's anchor points around the mean shape.
+
+    ``RING_POINTS`` points lie on each ring of radius ``r * RINGS`` around the
+    mean shape's centroid (``r``: its largest distance to the centroid), so
+    that the mesh covers the whole frame.
+
+    Parameters
+    ----------
+    mean_shape : float (68, 2)
+        The frame's landmarks, ``(x, y)`` in frame pixels.
+
+    Returns
+    -------
+    float64 (len(RINGS) * RING_POINTS, 2)
+
+    Raises
+    ------
+    ValueError
+        ``mean_shape`` is not 68 finite ``(x, y)`` points.
+    """
     m = _check_points(mean_shape, "mean_shape")
     c = m.mean(axis=0)
     r = float(np.sqrt(((m - c) ** 2).sum(axis=1)).max())
@@ -56,9 +73,30 @@ def anchor_points(mean_shape):
 
 
 def control_points(points, mean_shape):
-    """``(frame_points, face_points)``: the 68 landmarks and the anchors in
-    both spaces; the anchors are carried to the face by the similarity that
-    best maps the mean shape onto ``points`` (least squares)."""
+    """The 68 landmarks and the anchors in both the frame and the face.
+
+    The anchors are carried to the face by the similarity that best maps the
+    mean shape onto ``points`` (least squares).
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        The face's landmarks, ``(x, y)`` in its image's pixels.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+
+    Returns
+    -------
+    frame_points : float64 (n, 2)
+    face_points : float64 (n, 2)
+        The same control points, in the face's image.
+
+    Raises
+    ------
+    ValueError
+        Points that are not 68 finite ``(x, y)`` pairs, or degenerate landmarks
+        (no similarity maps the mean shape onto them).
+    """
     p = _check_points(points)
     m = _check_points(mean_shape, "mean_shape")
     sim = _similarity(m, p)
@@ -112,7 +150,19 @@ class PiecewiseAffine:
         self.flat = flat
 
     def simplices(self, coords):
-        """Index of the triangle holding each point (-1 outside the mesh)."""
+        """Index of the triangle holding each point.
+
+        Parameters
+        ----------
+        coords : float (n, 2)
+            Points ``(x, y)`` in ``src`` space.
+
+        Returns
+        -------
+        int (n,)
+            Triangle indices; -1 outside the mesh.  With explicit ``simplices`` the
+            first triangle holding a point wins; triangles of zero area hold none.
+        """
         coords = np.asarray(coords, np.float64)
         if self.mesh is not None:
             return self.mesh.find_simplex(coords)
@@ -125,12 +175,23 @@ class PiecewiseAffine:
         return out
 
     def grid_simplices(self, shape):
-        """:meth:`simplices` of every pixel centre of a ``shape`` (h, w) grid,
-        row-major: scipy's point location for a Delaunay mesh; else the
-        triangles rasterised by OpenCV (``cv2.fillConvexPoly``, 1/16-px
-        corners) as a first guess, each pixel's guess checked by its
-        barycentric coordinates and the pixels that fail (edges, folds, outside)
-        located exactly."""
+        """:meth:`simplices` of every pixel centre of a grid, row-major.
+
+        A Delaunay mesh uses scipy's point location.  Otherwise the triangles are
+        rasterised by OpenCV (``cv2.fillConvexPoly``, 1/16-px corners) as a first
+        guess, each pixel's guess is checked by its barycentric coordinates, and the
+        pixels that fail (edges, folds, outside) are located exactly.
+
+        Parameters
+        ----------
+        shape : (h, w)
+            The grid's size; pixel ``(x, y)`` has its centre at ``(x, y)``.
+
+        Returns
+        -------
+        int (h * w,)
+            Triangle index per pixel, -1 outside the mesh.
+        """
         import cv2
 
         h, w = int(shape[0]), int(shape[1])
@@ -222,15 +283,56 @@ def _frame_mesh(mean_shape, size):
 
 
 def frame_to_face(points, mean_shape, size=DEFAULT_SIZE):
-    """The piecewise-affine map from frame ``(x, y)`` to the face's image
-    ``(x, y)`` (the frame's Delaunay mesh)."""
+    """The piecewise-affine map from frame ``(x, y)`` to the face's image ``(x, y)``.
+
+    It uses the frame's Delaunay mesh.
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        The face's landmarks, in its image's pixels.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+    size : int
+        The frame's side, in pixels.
+
+    Returns
+    -------
+    PiecewiseAffine
+
+    Raises
+    ------
+    ValueError
+        Invalid or degenerate landmarks (:func:`control_points`).
+    """
     src, dst = control_points(points, mean_shape)
     return PiecewiseAffine(src, dst, _frame_mesh(mean_shape, size)[0])
 
 
 def face_to_frame(points, mean_shape, size=DEFAULT_SIZE):
-    """The inverse of :func:`frame_to_face`: the face's image ``(x, y)`` to the
-    frame, over the frame's triangles carried onto the face."""
+    """The inverse of :func:`frame_to_face`: the face's image ``(x, y)`` to the frame.
+
+    It uses the frame's triangles carried onto the face, so it is the exact
+    inverse.
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        The face's landmarks, in its image's pixels.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+    size : int
+        The frame's side, in pixels.
+
+    Returns
+    -------
+    PiecewiseAffine
+
+    Raises
+    ------
+    ValueError
+        Invalid or degenerate landmarks (:func:`control_points`).
+    """
     src, dst = control_points(points, mean_shape)
     return PiecewiseAffine(dst, src, simplices=_frame_mesh(mean_shape, size)[0].simplices)
 
@@ -259,17 +361,49 @@ def _remap(data, coords, shape):
 
 
 def warp_to_frame(data, points, mean_shape, size):
-    """``data`` (H, W[, C]) of a face with landmarks ``points`` resampled
-    (bilinear) in the ``size`` x ``size`` frame; frame pixels the mesh does not
-    reach are 0.  float32."""
+    """Resample a face's maps (bilinear) in the ``size`` x ``size`` frame.
+
+    Parameters
+    ----------
+    data : array (H, W) or (H, W, C)
+        Maps on the face's image (e.g. one-hot labels).
+    points : float (68, 2)
+        The face's landmarks, in its image's pixels.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+    size : int
+        The frame's side, in pixels.
+
+    Returns
+    -------
+    float32 (size, size) or (size, size, C)
+        Frame pixels the mesh does not reach, or that map outside ``data``, are 0.
+    """
     _, grid, simplex = _frame_mesh(mean_shape, size)
     return _remap(data, frame_to_face(points, mean_shape, size)(grid, simplex), (size, size))
 
 
 def warp_from_frame(maps, points, mean_shape, shape):
-    """Frame maps (S, S[, C]) resampled (bilinear) on a face image of ``shape``
-    (H, W) with landmarks ``points`` (the inverse of :func:`warp_to_frame`'s
-    map); pixels the mesh does not reach are 0.  float32."""
+    """Resample frame maps (bilinear) on a face image.
+
+    The map is the inverse of :func:`warp_to_frame`'s.
+
+    Parameters
+    ----------
+    maps : array (S, S) or (S, S, C)
+        Maps in the frame (its side S is taken from them).
+    points : float (68, 2)
+        The face's landmarks, in its image's pixels.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+    shape : tuple
+        ``(H, W, ...)`` of the face image.
+
+    Returns
+    -------
+    float32 (H, W) or (H, W, C)
+        Pixels the mesh does not reach are 0.
+    """
     h, w = int(shape[0]), int(shape[1])
     t = face_to_frame(points, mean_shape, np.asarray(maps).shape[0])
     ys, xs = np.mgrid[0:h, 0:w]
@@ -278,8 +412,30 @@ def warp_from_frame(maps, points, mean_shape, shape):
 
 
 def mean_shape_of(point_sets, size=DEFAULT_SIZE, iterations=3):
-    """The frame's landmarks: the Procrustes mean (similarity alignment, a few
-    rounds) of ``point_sets``, placed like an LFW-style crop of side ``size``."""
+    """The frame's landmarks: the Procrustes mean of ``point_sets``.
+
+    The sets are aligned by similarities to the running mean for a few rounds,
+    then the mean is placed like an LFW-style crop of side ``size``
+    (larger extent ``size / LANDMARK_SCALE``, centred).
+
+    Parameters
+    ----------
+    point_sets : list of float (68, 2)
+        Landmark sets ``(x, y)``; the first is the initial reference.
+    size : int
+        The frame's side, in pixels.
+    iterations : int
+        Alignment rounds.
+
+    Returns
+    -------
+    float64 (68, 2)
+
+    Raises
+    ------
+    ValueError
+        No landmark set, or a set that is not 68 finite ``(x, y)`` points.
+    """
     sets = [_check_points(p) for p in point_sets]
     if not sets:
         raise ValueError("no faces with landmarks: give at least one (68, 2) landmark set")

@@ -144,10 +144,23 @@ def fit_shape_prior(labels, point_sets, n_classes, size=DEFAULT_SIZE, sigma=DEFA
 # ---------------------------------------------------------------- inference
 
 def shape_maps(prior, points, shape):
-    """The prior's class frequencies on a face image of ``shape`` (H, W) with
-    predicted landmarks ``points``: float32 (H, W, C), sum 1 per pixel (pixels
-    the mesh does not reach get the class shares); None when ``points`` is None
-    (no landmarks: the caller's landmark-free path)."""
+    """The prior's class frequencies on a face image with predicted landmarks.
+
+    Parameters
+    ----------
+    prior : ShapePrior
+    points : float (68, 2) or None
+        The face's predicted landmarks, in its image's pixels.
+    shape : tuple
+        ``(H, W, ...)`` of the face image.
+
+    Returns
+    -------
+    float32 (H, W, C) or None
+        Sum 1 per pixel (pixels the mesh does not reach get the class shares);
+        None when ``points`` is None (no landmarks: the caller's landmark-free
+        path).
+    """
     if points is None:
         return None
     m = warp_from_frame(prior.maps, points, prior.mean_shape, shape)
@@ -157,7 +170,21 @@ def shape_maps(prior, points, shape):
 
 
 def shape_factor(prior, points, shape):
-    """``shape_c(x) / pi_c`` (float32 (H, W, C)) or None without landmarks."""
+    """The prior's ratio ``shape_c(x) / pi_c`` on a face image.
+
+    Parameters
+    ----------
+    prior : ShapePrior
+    points : float (68, 2) or None
+        The face's predicted landmarks, in its image's pixels.
+    shape : tuple
+        ``(H, W, ...)`` of the face image.
+
+    Returns
+    -------
+    float32 (H, W, C) or None
+        None without landmarks.
+    """
     m = shape_maps(prior, points, shape)
     if m is None:
         return None
@@ -165,8 +192,22 @@ def shape_factor(prior, points, shape):
 
 
 def combine(scores, factor, gamma):
-    """``scores * factor ** gamma`` renormalised per pixel (float32 (H, W, C));
-    ``factor`` None (no landmarks) or ``gamma`` 0: ``scores`` unchanged."""
+    """``scores * factor ** gamma`` renormalised per pixel.
+
+    Parameters
+    ----------
+    scores : float (H, W, C)
+        Reweighted class probabilities.
+    factor : float (H, W, C) or None
+        :func:`shape_factor`; None (no landmarks) leaves ``scores`` unchanged.
+    gamma : float
+        Exponent of the prior; 0 leaves ``scores`` unchanged.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        Summing to 1 per pixel (unless returned unchanged).
+    """
     gamma = float(gamma)
     if factor is None or gamma == 0:
         return np.asarray(scores, dtype=np.float32)
@@ -176,8 +217,23 @@ def combine(scores, factor, gamma):
 
 
 def prior_labels(prior, points, shape, g=0.0):
-    """The map of the prior alone: ``argmax_c shape_c * pi_c ** -g`` (uint8
-    (H, W)); None without landmarks."""
+    """The label map of the prior alone: ``argmax_c shape_c * pi_c ** -g``.
+
+    Parameters
+    ----------
+    prior : ShapePrior
+    points : float (68, 2) or None
+        The face's predicted landmarks, in its image's pixels.
+    shape : tuple
+        ``(H, W, ...)`` of the face image.
+    g : float
+        Reweighting exponent of the class shares.
+
+    Returns
+    -------
+    uint8 (H, W) or None
+        None without landmarks.
+    """
     m = shape_maps(prior, points, shape)
     if m is None:
         return None
@@ -198,8 +254,28 @@ MAX_RESIDUAL = 0.45
 
 
 def landmark_residual(points, mean_shape):
-    """RMS residual of the best similarity fit of ``mean_shape`` to ``points``,
-    as a share of the RMS distance of ``points`` to their centroid."""
+    """How badly the mean shape fits the landmarks, as a share of their size.
+
+    The RMS residual of the best similarity fit of ``mean_shape`` to ``points``,
+    divided by the RMS distance of ``points`` to their centroid.
+
+    Parameters
+    ----------
+    points : float (68, 2)
+        The face's landmarks.
+    mean_shape : float (68, 2)
+        The frame's landmarks.
+
+    Returns
+    -------
+    float
+        ``inf`` when no similarity can be estimated or the points coincide.
+
+    Raises
+    ------
+    ValueError
+        Either set is not 68 finite ``(x, y)`` points.
+    """
     p, m = _check_points(points), _check_points(mean_shape, "mean_shape")
     sim = _similarity(m, p)
     scale = float(np.sqrt(((p - p.mean(axis=0)) ** 2).sum(axis=1).mean()))
@@ -209,23 +285,46 @@ def landmark_residual(points, mean_shape):
 
 
 def model_gamma(model):
-    """The exponent of a model's shape prior: ``model.metrics["gamma"]`` (0 for a
-    model without a shape prior or without the metric)."""
+    """The exponent of a model's shape prior.
+
+    Parameters
+    ----------
+    model : object
+        A trained model; its ``shape_prior`` and ``metrics`` are read.
+
+    Returns
+    -------
+    float
+        ``model.metrics["gamma"]``; 0 for a model without a shape prior or
+        without the metric.
+    """
     if getattr(model, "shape_prior", None) is None:
         return 0.0
     return float((getattr(model, "metrics", None) or {}).get("gamma", 0.0))
 
 
 def apply_model_prior(model, scores, points):
-    """A face's decision scores with the model's shape prior: ``(scores', path)``.
+    """A face's decision scores with the model's shape prior.
 
-    ``scores`` are the model's reweighted probabilities of a face crop (H, W, C),
-    ``points`` that face's predicted landmarks in the crop's pixels (None: no
-    landmarks).  With a shape prior, ``metrics["gamma"] > 0`` and plausible
-    landmarks (:func:`landmark_residual` <= :data:`MAX_RESIDUAL`):
-    :func:`combine` with :func:`shape_factor` and :data:`LANDMARK_PATH`;
-    otherwise ``scores`` unchanged and :data:`FALLBACK_PATH` (the model's
-    landmark-free path).
+    With a shape prior, ``metrics["gamma"] > 0`` and plausible landmarks
+    (finite, :func:`landmark_residual` <= :data:`MAX_RESIDUAL`): :func:`combine`
+    with :func:`shape_factor` and :data:`LANDMARK_PATH`; otherwise ``scores``
+    unchanged and :data:`FALLBACK_PATH` (the model's landmark-free path).
+
+    Parameters
+    ----------
+    model : object
+        A trained model (:func:`model_gamma`).
+    scores : float (H, W, C)
+        The model's reweighted probabilities of a face crop.
+    points : float (68, 2) or None
+        That face's predicted landmarks in the crop's pixels (None: no landmarks).
+
+    Returns
+    -------
+    scores : float (H, W, C)
+    path : str
+        :data:`LANDMARK_PATH` or :data:`FALLBACK_PATH`.
     """
     prior, gamma = getattr(model, "shape_prior", None), model_gamma(model)
     if prior is None or gamma <= 0 or points is None or not np.all(np.isfinite(points)) \
@@ -237,7 +336,18 @@ def apply_model_prior(model, scores, points):
 # ------------------------------------------------------------------ files
 
 def save_arrays(prior):
-    """The prior as named plain arrays (``.npz`` / HDF5; no pickles)."""
+    """The prior as named plain arrays (``.npz`` / HDF5; no pickles).
+
+    Parameters
+    ----------
+    prior : ShapePrior
+
+    Returns
+    -------
+    dict of str to numpy array
+        ``maps``, ``mean_shape``, ``class_prior``, ``sigma``, ``pseudo``,
+        ``n_images`` (read back by :func:`from_arrays`).
+    """
     return {"maps": np.asarray(prior.maps, np.float32),
             "mean_shape": np.asarray(prior.mean_shape, np.float64),
             "class_prior": np.asarray(prior.class_prior, np.float64),
@@ -246,8 +356,24 @@ def save_arrays(prior):
 
 
 def from_arrays(arrays, where="shape prior"):
-    """A :class:`ShapePrior` from :func:`save_arrays`' arrays (ValueError naming
-    ``where`` when they are inconsistent)."""
+    """A :class:`ShapePrior` from :func:`save_arrays`' arrays.
+
+    Parameters
+    ----------
+    arrays : mapping of str to array
+        As :func:`save_arrays` wrote them.
+    where : str
+        Names the source in error messages.
+
+    Returns
+    -------
+    ShapePrior
+
+    Raises
+    ------
+    ValueError
+        An array is missing, or the arrays' shapes do not fit together.
+    """
     try:
         maps = np.asarray(arrays["maps"], np.float32)
         mean = np.asarray(arrays["mean_shape"], np.float64)

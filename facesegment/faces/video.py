@@ -57,7 +57,17 @@ _UNREADABLE_FIX = ("check that it plays, or convert it: ffmpeg -i CLIP -c:v libx
 
 
 def is_video(path):
-    """Whether ``path`` names a video by its extension (:data:`VIDEO_EXTENSIONS`)."""
+    """Whether ``path`` names a video by its extension (:data:`VIDEO_EXTENSIONS`).
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    bool
+        Compared ignoring case.
+    """
     return os.fspath(path).lower().endswith(VIDEO_EXTENSIONS)
 
 
@@ -130,8 +140,28 @@ def open_video(path):
 
 
 def read_frames(capture, fps, every=1):
-    """Yield ``(index, seconds, RGB uint8 frame)`` for every ``every``-th frame of
-    an opened capture (frames 0, every, 2*every, ...), until it ends."""
+    """Read every ``every``-th frame of an opened capture, until it ends.
+
+    Frames 0, every, 2*every, ... are decoded; those between are only grabbed.
+
+    Parameters
+    ----------
+    capture : cv2.VideoCapture
+        Opened (:func:`open_video`).
+    fps : float
+        Frames per second, for the frames' times.
+    every : int
+        Keep one frame in ``every``.
+
+    Yields
+    ------
+    index : int
+        The frame's index in the video (0-based).
+    seconds : float
+        ``index / fps``.
+    frame : uint8 (H, W, 3)
+        RGB (grey frames converted).
+    """
     index = 0
     while True:
         if index % every:
@@ -152,7 +182,17 @@ def read_frames(capture, fps, every=1):
 # --------------------------------------------------------------- tracking and smoothing
 
 def box_iou(a, b):
-    """Intersection over union of two square boxes ``(x0, y0, side)``."""
+    """Intersection over union of two square boxes.
+
+    Parameters
+    ----------
+    a, b : (x0, y0, side)
+
+    Returns
+    -------
+    float
+        In 0..1; 0 when the union is empty.
+    """
     iw = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
     ih = min(a[1] + a[2], b[1] + b[2]) - max(a[1], b[1])
     inter = max(iw, 0.0) * max(ih, 0.0)
@@ -197,8 +237,7 @@ def match_tracks(previous, boxes, next_id, min_iou=MATCH_IOU):
 
 
 def smooth_proba(face, others):
-    """``face``'s crop probabilities averaged with those of ``others`` (faces of
-    the same track in neighbouring frames), pixel by pixel of their crops.
+    """``face``'s crop probabilities averaged with those of ``others``, crop pixel by pixel.
 
     Each face's crop box follows the face (its mesh or landmarks), so a crop
     pixel is the same point of the face in every frame: the average is taken
@@ -208,7 +247,17 @@ def smooth_proba(face, others):
     measured twice the flicker of no smoothing that way.)  Faces whose crop
     has another size are left out.
 
-    Returns float32 ``(S, S, C)``, summing to 1 per pixel.
+    Parameters
+    ----------
+    face : PhotoFace
+        The face whose probabilities are smoothed.
+    others : list of PhotoFace
+        Faces of the same track in neighbouring frames.
+
+    Returns
+    -------
+    float32 (S, S, C)
+        Summing to 1 per pixel.
     """
     total = face.proba.astype(np.float32, copy=True)
     n = 1
@@ -245,6 +294,18 @@ def segment_frames(model, frames, smooth=DEFAULT_SMOOTH, **photo_kw):
     previous, next_id = [], 0
 
     def finish(k):
+        """The finished :class:`VideoFrame` of the window's frame ``k``.
+
+        Parameters
+        ----------
+        k : int
+            Position in the window of frames held; its faces are smoothed with those
+            of the same track in every other frame of the window.
+
+        Returns
+        -------
+        VideoFrame
+        """
         index, when, image, faces, tracks, secs = window[k]
         t0 = time.perf_counter()
         if smooth and faces:
@@ -276,7 +337,18 @@ def segment_frames(model, frames, smooth=DEFAULT_SMOOTH, **photo_kw):
 # --------------------------------------------------------------- files
 
 def label_colours(labels):
-    """RGB uint8 ``(H, W, 3)``: each label in its class colour."""
+    """Each label in its class colour.
+
+    Parameters
+    ----------
+    labels : uint8 (H, W)
+        Class ids; ids beyond the colours get the last colour.
+
+    Returns
+    -------
+    uint8 (H, W, 3)
+        RGB.
+    """
     return np.asarray(CLASS_COLORS, np.uint8)[np.minimum(labels, len(CLASS_COLORS) - 1)]
 
 
@@ -290,7 +362,20 @@ def _writer(path, fps, size):
 
 
 def write_frames_csv(path, rows):
-    """The per-frame CSV (:data:`FRAME_FIELDS`), written atomically."""
+    """Write the per-frame CSV (:data:`FRAME_FIELDS`) atomically.
+
+    Parameters
+    ----------
+    path : path
+        The CSV file.
+    rows : iterable of sequences
+        One row per frame processed, in the order of :data:`FRAME_FIELDS`.
+
+    Raises
+    ------
+    DataError
+        The file cannot be written.
+    """
     import csv
     import io
 
@@ -303,7 +388,20 @@ def write_frames_csv(path, rows):
 
 
 def video_outputs(out_dir, output):
-    """The paths ``segment_video`` writes for the output name ``output``."""
+    """The paths :func:`segment_video` writes for the output name ``output``.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The output folder.
+    output : str
+        ``NAME`` of the outputs ('/'-separated: subfolders).
+
+    Returns
+    -------
+    list of str
+        The label video, the overlay video and the per-frame CSV.
+    """
     base = os.path.join(os.fspath(out_dir), *output.split("/"))
     return [base + s for s in (LABELS_VIDEO_SUFFIX, OVERLAY_VIDEO_SUFFIX, FRAMES_SUFFIX)]
 

@@ -81,8 +81,19 @@ class VoteSpec:
         return n + (0 if not self.flip else n if self.flip_all else 1)
 
     def boxes(self, box):
-        """The boxes ``(left, top, right, bottom)`` (floats) to run the predictor
-        from: every scale x shift of ``box``, the unchanged box first."""
+        """The boxes to run the predictor from: every scale x shift of ``box``.
+
+        Parameters
+        ----------
+        box : (left, top, right, bottom)
+            The detector's box; its side is ``right - left``.
+
+        Returns
+        -------
+        list of (left, top, right, bottom)
+            Floats; the unchanged box first, then each scale about the centre
+            combined with each shift (fractions of the side) in x and y.
+        """
         l, t, r, b = (float(v) for v in box)
         cx, cy, side = (l + r) / 2, (t + b) / 2, r - l
         out = [(l, t, r, b)]
@@ -102,8 +113,27 @@ class VoteSpec:
 
     @classmethod
     def from_dict(cls, d):
-        """The spec of :meth:`to_dict`'s dictionary; one without ``flip_all``
-        (written before it existed) mirrors the detector's box only."""
+        """The spec of :meth:`to_dict`'s dictionary.
+
+        Parameters
+        ----------
+        d : dict
+            ``scales``, ``shifts``, ``flip``, ``zoom``, ``offset`` and optionally
+            ``flip_all``; without it the mirrored face is predicted from the
+            detector's box only (the rule of landmark-model files of format
+            version 1).
+
+        Returns
+        -------
+        VoteSpec
+
+        Raises
+        ------
+        KeyError
+            A required key is missing.
+        ValueError
+            A value out of range (see :class:`VoteSpec`).
+        """
         return cls(tuple(d["scales"]), tuple(d["shifts"]), bool(d["flip"]), int(d["zoom"]),
                    tuple(d["offset"]), bool(d.get("flip_all", False)))
 
@@ -118,9 +148,20 @@ def _predict(predictor, image, box, zoom):
 
 
 def landmark_sets(image, box, spec):
-    """The landmark sets of the face in ``box`` (the detector's box, floats
-    ``(left, top, right, bottom)`` in ``image``'s pixels): float64
-    ``(spec.n_sets, 68, 2)``, ``spec.offset`` added."""
+    """The landmark sets of one face, ``spec.offset`` added.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    box : (left, top, right, bottom)
+        The detector's box, floats in ``image``'s pixels.
+    spec : VoteSpec
+
+    Returns
+    -------
+    float64 (spec.n_sets, 68, 2)
+        Landmarks ``(x, y)`` in ``image``'s pixels.
+    """
     import cv2
 
     _, predictor = get_models()
@@ -140,8 +181,27 @@ def landmark_sets(image, box, spec):
 
 
 def vote_maps(sets, shape):
-    """The class votes of landmark ``sets`` ((n, 68, 2)) on an image of
-    ``shape``: float32 ``(H, W, C)``, each pixel's shares summing to 1."""
+    """The class votes of landmark sets on an image.
+
+    Parameters
+    ----------
+    sets : float (n, 68, 2)
+        Landmark sets ``(x, y)``, each drawn with
+        :func:`facesegment.faces.landmarks.render_labels`.
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``votes[y, x, c]``: the share of the sets that put pixel ``(y, x)`` in
+        class ``c``; each pixel's shares sum to 1.
+
+    Raises
+    ------
+    ValueError
+        ``sets`` is not a non-empty (n, 68, 2) array.
+    """
     h, w = int(shape[0]), int(shape[1])
     sets = np.asarray(sets, dtype=np.float64)
     if sets.ndim != 3 or len(sets) == 0:
@@ -153,8 +213,23 @@ def vote_maps(sets, shape):
 
 
 def detect_box(image):
-    """The most central face's detector box in ``image`` (the passes of
-    ``facesegment label``) and the pass that found it, or ``(None, "")``."""
+    """The most central face's detector box in ``image`` and the pass that found it.
+
+    The passes are those of ``facesegment label``: as given, upsampled once,
+    upsampled with the threshold lowered to -0.5.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+
+    Returns
+    -------
+    box : float64 (4,) or None
+        ``(left, top, right, bottom)`` in ``image``'s pixels; None when no face
+        is found.
+    how : str
+        "default", "upsampled" or "low-threshold"; "" when no face is found.
+    """
     detector, _ = get_models()
     image = np.ascontiguousarray(image)
     for (up, threshold), how in zip(((0, 0.0), (1, 0.0), (1, -0.5)),
@@ -169,9 +244,24 @@ def detect_box(image):
 
 
 def face_votes(image, spec):
-    """Votes of the most central face of ``image`` (e.g. a 250 x 250 crop):
-    ``(votes float32 (H, W, C) or None, landmark sets or None, pass)``; None
-    when no face is found (the caller takes its landmark-free path)."""
+    """Votes of the most central face of ``image`` (e.g. a 250 x 250 crop).
+
+    ``(None, None, "")`` when no face is found (the caller takes its
+    landmark-free path).
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+    spec : VoteSpec
+
+    Returns
+    -------
+    votes : float32 (H, W, C) or None
+        :func:`vote_maps` of the face's landmark sets.
+    sets : float64 (spec.n_sets, 68, 2) or None
+    how : str
+        The detector pass that found the face (:func:`detect_box`).
+    """
     box, how = detect_box(image)
     if box is None:
         return None, None, ""
@@ -180,9 +270,30 @@ def face_votes(image, spec):
 
 
 def fit_offset(sets, human):
-    """The offset ``(dx, dy)``: mean of ``human - median(sets)`` over faces
-    and landmarks.  ``sets`` (n, k, 68, 2) predicted landmark sets made with
-    no offset (NaN for faces not found), ``human`` (n, 68, 2)."""
+    """The landmark offset ``(dx, dy)``: mean of ``human - median(sets)``.
+
+    The mean is over faces and landmarks; faces with a non-finite set or human
+    landmark are left out.
+
+    Parameters
+    ----------
+    sets : float (n, k, 68, 2)
+        Per face, ``k`` predicted landmark sets made with no offset (NaN for
+        faces not found).
+    human : float (n, 68, 2)
+        The faces' human landmarks.
+
+    Returns
+    -------
+    (dx, dy) : tuple of float
+        Rounded to 4 decimals, in pixels.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not fit, or no face with both predicted and human
+        landmarks.
+    """
     sets = np.asarray(sets, dtype=np.float64)
     human = np.asarray(human, dtype=np.float64)
     if sets.ndim != 4 or human.shape != (sets.shape[0], 68, 2):
