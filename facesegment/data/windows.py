@@ -129,10 +129,24 @@ class WindowSet:
     _file: object = None
 
     def features(self, layout=None):
-        """``(X, mean, std)``: the uint8 ``(N, n_features)`` matrix a forest over
-        ``layout`` (default the file's) trains on, and its per-feature mean and
-        std (float32): the file's own, or, for a pooled layout, those of the box
-        means (``layout.pooled``).  Needs the windows in memory (``load=True``)."""
+        """The feature matrix a forest over ``layout`` trains on, with its statistics.
+
+        Needs the windows in memory (``load=True``).
+
+        Parameters
+        ----------
+        layout : WindowLayout, optional
+            The forest's layout (default: the file's).  A pooled layout reads box
+            means (``layout.pooled``).
+
+        Returns
+        -------
+        X : ndarray of uint8, shape (N, n_features)
+            One row per window.
+        mean, std : ndarray of float32, shape (n_features,)
+            Per-feature mean and std: the file's own (``meta``), or, for a pooled
+            layout, those of the box means computed here.
+        """
         layout = layout or self.meta.layout
         if layout.pool == 1:
             return self.X.reshape(len(self.X), -1), self.meta.mean, self.meta.std
