@@ -17,8 +17,8 @@ Layout (format ``"facesegment-windows"``, version :data:`FORMAT_VERSION`)::
                   seed, n_windows, margin, data_root, labels_root, std_kind,
                   complete
 
-Version 1 files (before the layout was recorded: no ``layout`` attribute,
-31x31 RGB windows) are read with the default layout.
+Version 1 files (no ``layout`` attribute; 31x31 RGB windows) are read with
+the default layout.
 
 Rows are ordered by image, then class, then pixel position; consumers draw
 their own random subsets (see :func:`read_rows`).  ``std`` is the population
