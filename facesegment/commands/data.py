@@ -129,10 +129,12 @@ def run(args):
 
     Raises
     ------
+    DownloadError
+        ``lfw``: the download, its checksum or the extraction failed (one line
+        naming the file and the fix).
     DataError
-        One line naming the file and the fix (a failed download or checksum, a
-        folder without faces or ``.pts`` files, an output that may not be
-        written...).
+        One line naming the file and the fix (a folder without faces or
+        ``.pts`` files, an output that may not be written...).
     FaceSegmentError
         When ``splits`` cannot split the dataset.
     """
