@@ -76,7 +76,19 @@ _TAG_LOCK = threading.Lock()
 
 
 def source_digest(root=ROOT):
-    """SHA-256 (hex) of every ``.py`` file under ``root`` (relative names and bytes)."""
+    """SHA-256 (hex) of every ``.py`` file under ``root`` (relative names and bytes).
+
+    Parameters
+    ----------
+    root : pathlib.Path, default=ROOT
+        Folder whose ``.py`` files (searched recursively, in sorted order) are
+        hashed; the default is the package folder.
+
+    Returns
+    -------
+    str
+        64 hex digits over each file's POSIX path relative to ``root`` and its bytes.
+    """
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
@@ -95,7 +107,18 @@ def source_tag():
 
 
 def tagged(qualname):
-    """``qualname`` with the package's source tag: the name a kernel is cached under."""
+    """``qualname`` with the package's source tag: the name a kernel is cached under.
+
+    Parameters
+    ----------
+    qualname : str
+        A kernel's qualified name.
+
+    Returns
+    -------
+    str
+        ``qualname`` followed by :data:`TAG_MARK` and :func:`source_tag`.
+    """
     return f"{qualname}{TAG_MARK}{source_tag()}"
 
 
@@ -109,12 +132,43 @@ def _option_name(options):
 
 
 def njit(**options):
-    """``numba.njit(**options)`` for a kernel of the package: ``options`` must be
-    one of :data:`OPTIONS` (``@njit(**NJIT)``), and the kernel is cached under
-    its name tagged with :func:`source_tag`."""
+    """``numba.njit(**options)`` for a kernel of the package.
+
+    ``options`` must be one of :data:`OPTIONS` (``@njit(**NJIT)``), and the kernel
+    is cached under its name tagged with :func:`source_tag`.
+
+    Parameters
+    ----------
+    **options
+        Numba options: exactly one of the sets :data:`NJIT`, :data:`FASTMATH`,
+        :data:`REASSOC`, :data:`INLINE` or :data:`PARALLEL`.
+
+    Returns
+    -------
+    callable
+        A decorator that renames the function (``__qualname__`` tagged by
+        :func:`tagged`) and compiles it with ``numba.njit(**options)``.
+
+    Raises
+    ------
+    TypeError
+        If ``options`` is not one of the sets of :data:`OPTIONS`.
+    """
     _option_name(options)
 
     def decorate(func):
+        """Tag ``func``'s qualified name and compile it with the chosen options.
+
+        Parameters
+        ----------
+        func : function
+            The kernel's Python source function.
+
+        Returns
+        -------
+        numba dispatcher
+            ``func`` compiled lazily by ``numba.njit(**options)``.
+        """
         func.__qualname__ = tagged(func.__qualname__)
         return numba.njit(**options)(func)
 
@@ -122,9 +176,23 @@ def njit(**options):
 
 
 def stale_cache_files(root=ROOT):
-    """Numba cache files (``*.nbi``, ``*.nbc``) under ``root``'s ``__pycache__``
-    folders that belong to other versions of the sources (a tagged name with
-    another tag), or to kernels named before tags existed."""
+    """Numba cache files under ``root`` that belong to other versions of the sources.
+
+    A cache file (``*.nbi``, ``*.nbc`` in a ``__pycache__`` folder) is stale when
+    its name does not hold the current tag: a tagged name with another tag, or a
+    name with no tag at all.
+
+    Parameters
+    ----------
+    root : pathlib.Path, default=ROOT
+        Folder whose ``__pycache__`` folders are searched recursively; the default
+        is the package folder.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The stale files, sorted (nothing is deleted here).
+    """
     mark = TAG_MARK + source_tag()
     stale = []
     for pattern in ("__pycache__/*.nbi", "__pycache__/*.nbc"):

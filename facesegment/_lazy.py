@@ -14,8 +14,23 @@ import sys
 
 
 def lazy_exports(package, table):
-    """``(__getattr__, __dir__)`` for ``package`` whose names in ``table``
-    (name -> module inside the package) are imported on first use."""
+    """``(__getattr__, __dir__)`` for ``package``: names of ``table`` imported on first use.
+
+    Parameters
+    ----------
+    package : str
+        The package's ``__name__``.
+    table : dict of str to str
+        Public name -> name of the module inside ``package`` that defines it.
+
+    Returns
+    -------
+    __getattr__ : callable
+        Module ``__getattr__``: imports ``package.table[name]`` and returns its
+        ``name``; raises ``AttributeError`` for a name not in ``table``.
+    __dir__ : callable
+        Module ``__dir__``: the package's attributes and the names of ``table``, sorted.
+    """
 
     def __getattr__(name):
         if name in table:

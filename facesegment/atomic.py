@@ -35,8 +35,24 @@ def check_writable_folder(path, problem="output folder cannot be written",
                           fix="choose a writable output folder"):
     """Create the folder ``path`` and check that a file can be written in it.
 
-    Raises ``DataError(path, f"{problem} (<reason>)", fix)`` otherwise, so a
-    command fails before any work rather than after it.
+    A command calls it before any work, so that it fails then rather than after
+    the work.  Stale temporaries of killed runs in the folder are removed
+    (:func:`remove_stale_temporaries`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The output folder (created with its parents when missing).
+    problem : str, default="output folder cannot be written"
+        What the error message says is wrong.
+    fix : str, default="choose a writable output folder"
+        The fix the error message names.
+
+    Raises
+    ------
+    DataError
+        ``DataError(path, f"{problem} (<reason>)", fix)`` when the folder cannot be
+        created or a probe file cannot be written and removed in it.
     """
     path = os.fspath(path)
     try:
@@ -73,9 +89,25 @@ def _alive(pid):
 
 
 def stale_temporary(name, folder=False):
-    """The pid in a temporary file (``folder``: folder) name this package writes
-    when that process no longer runs, else None.  ``NAME.EXT.tmp<pid>.X``
-    counts only when X is EXT (as :func:`atomic_path` writes it)."""
+    """The pid in a temporary name this package writes, when that process no longer runs.
+
+    ``NAME.EXT.tmp<pid>.X`` counts only when X is EXT (as :func:`atomic_path`
+    writes it).
+
+    Parameters
+    ----------
+    name : str
+        A file or folder name (no directory part).
+    folder : bool, default=False
+        Whether ``name`` is a folder (``.NAME.tmp-<pid>``) rather than a file.
+
+    Returns
+    -------
+    int or None
+        The pid of the process that wrote the temporary when it is gone; None when
+        ``name`` is not such a temporary or its process still runs (a process of
+        another user counts as running).
+    """
     if folder:
         m = _TEMP_FOLDER.fullmatch(name)
         pid = m and int(m.group("pid"))
@@ -88,12 +120,23 @@ def stale_temporary(name, folder=False):
 
 
 def remove_stale_temporaries(folder):
-    """Remove the temporary files and folders that runs killed before they could
-    clean up (SIGKILL, a power cut) left in ``folder`` (not its subfolders).
+    """Remove the temporaries that killed runs left in ``folder``.
 
-    Only names of the forms this package writes whose process is gone are
-    removed (see :func:`stale_temporary`); those of running processes are
-    kept.  Returns the removed paths; errors are ignored (best effort).
+    Runs killed before they could clean up (SIGKILL, a power cut) leave temporary
+    files and folders behind.  Only names of the forms this package writes whose
+    process is gone are removed (see :func:`stale_temporary`); those of running
+    processes are kept, and subfolders are not searched.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The folder to clean.
+
+    Returns
+    -------
+    list of str
+        The removed paths.  Errors (an unreadable folder, a file that cannot be
+        removed) are ignored: this is best effort.
     """
     removed = []
     try:
@@ -113,7 +156,18 @@ def remove_stale_temporaries(folder):
 
 
 def is_disk_full(exc):
-    """Whether ``exc`` (an OSError, or h5py's RuntimeError) reports a full disk or quota."""
+    """Whether ``exc`` reports a full disk or an exceeded quota.
+
+    Parameters
+    ----------
+    exc : BaseException
+        An ``OSError`` (``ENOSPC``, ``EDQUOT``) or h5py's ``RuntimeError``, whose
+        message is searched for the same conditions.
+
+    Returns
+    -------
+    bool
+    """
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(exc)
@@ -121,9 +175,30 @@ def is_disk_full(exc):
 
 
 def check_free_space(folder, needed, path, what, fix="free disk space or write elsewhere"):
-    """DataError (one line naming ``path``) when the file system of ``folder`` has
-    fewer than ``needed`` bytes free: an output is refused before it is written
-    rather than failing half-way (HDF5 does not fail cleanly on a full disk)."""
+    """Refuse an output before it is written when its file system lacks space.
+
+    HDF5 does not fail cleanly on a full disk, so an output is refused up front
+    rather than failing half-way.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        A folder on the file system that receives the output.
+    needed : int
+        Bytes the output needs.
+    path : str or path-like
+        The output, named in the message.
+    what : str
+        What the output is, for the message.
+    fix : str, default="free disk space or write elsewhere"
+        The fix the message names.
+
+    Raises
+    ------
+    DataError
+        One line naming ``path`` when fewer than ``needed`` bytes are free.  When
+        the free space cannot be read, nothing is checked.
+    """
     try:
         free = shutil.disk_usage(folder).free
     except OSError:
@@ -135,10 +210,33 @@ def check_free_space(folder, needed, path, what, fix="free disk space or write e
 
 @contextmanager
 def full_disk_is_one_line(path, what, fix="free disk space or write elsewhere", cleanup=()):
-    """Within the block a full disk (ENOSPC, EDQUOT, or h5py's RuntimeError about
-    one) becomes ``DataError(path, "cannot write <what>: no space left ...")``;
-    the paths in ``cleanup`` are removed on any failure, and the messages h5py
-    prints while it drops its file handles are kept off stderr."""
+    """Context manager: within the block a full disk becomes one :class:`DataError` line.
+
+    A full disk (``ENOSPC``, ``EDQUOT``, or h5py's ``RuntimeError`` about one)
+    becomes ``DataError(path, "cannot write <what>: no space left ...")``; other
+    errors propagate unchanged.  The messages h5py prints while it drops its file
+    handles are kept off stderr.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The output, named in the message.
+    what : str
+        What the output is, for the message.
+    fix : str, default="free disk space or write elsewhere"
+        The fix the message names.
+    cleanup : iterable of str or path-like, default=()
+        Files or folders removed on any failure within the block.
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    DataError
+        When the block fails on a full disk.
+    """
     hook = sys.unraisablehook
     try:
         sys.unraisablehook = lambda unraisable: None
@@ -182,10 +280,20 @@ _KIND_NAMES = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
 
 @contextmanager
 def overwriting(allow=True):
-    """Within the block (all threads of the process) the writers may replace
-    regular files that facesegment did not write (``--overwrite``).
+    """Context manager: the writers may replace regular files facesegment did not write.
 
-    Folders, symbolic links, pipes, devices and sockets are never replaced.
+    Within the block (all threads of the process) :func:`check_output_path`
+    allows them (``--overwrite``).  Folders, symbolic links, pipes, devices and
+    sockets are never replaced.
+
+    Parameters
+    ----------
+    allow : bool, default=True
+        Whether to allow overwriting; False makes the block change nothing.
+
+    Yields
+    ------
+    None
     """
     with _LOCK:
         _OVERWRITE["depth"] += 1 if allow else 0
@@ -297,8 +405,20 @@ def _compact(fd):
 
 
 def written_by_facesegment(path):
-    """Whether ``path`` is a regular file whose size and SHA-256 are those that
-    facesegment recorded when it wrote it (in its folder's :data:`MANIFEST`)."""
+    """Whether ``path`` is a regular file that facesegment wrote.
+
+    Its size and SHA-256 must be those recorded when facesegment wrote it (in
+    its folder's :data:`MANIFEST`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to test (a symbolic link is never one).
+
+    Returns
+    -------
+    bool
+    """
     path = os.fspath(path)
     try:
         st = os.lstat(path)
@@ -366,10 +486,34 @@ def atomic_path(path, suffix="", what="output", fix="choose a writable output fo
     The output-path rule (:func:`check_output_path`) is applied first and again
     just before the rename; the file written is then recorded in its folder's
     :data:`MANIFEST`, so that a rerun may replace it.  The temporary file is
-    removed if the block raises.  ``OSError`` (from the block or the rename)
-    becomes ``DataError(path, "cannot write <what>: ...", fix)``.  ``suffix`` is
-    appended to the temporary name (e.g. ``".png"`` for writers that pick the
-    format from the extension).
+    removed if the block raises.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The final output file (its folder is created when missing).
+    suffix : str, default=""
+        Appended to the temporary name (e.g. ``".png"`` for writers that pick the
+        format from the extension).
+    what : str, default="output"
+        What the file is, for messages.
+    fix : str, default="choose a writable output folder"
+        The fix named when writing fails.
+    ours : callable, optional
+        Passed to :func:`check_output_path`: ``ours(path)`` tells whether an
+        existing file is one facesegment wrote by its content.
+
+    Yields
+    ------
+    str
+        The temporary path to write (``f"{path}.tmp{pid}{suffix}"``).
+
+    Raises
+    ------
+    DataError
+        When the output-path rule refuses ``path``, or as
+        ``DataError(path, "cannot write <what>: ...", fix)`` for an ``OSError``
+        from the block or the rename.
     """
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}{suffix}"
@@ -399,6 +543,23 @@ def replace_into(tmp, path, what="output", ours=None):
     the file is recorded in its folder's :data:`MANIFEST`.  A folder is only
     moved to a path that does not exist or that the caller has just moved away
     or removed after its own check (model folders, extracted archives).
+
+    Parameters
+    ----------
+    tmp : str or path-like
+        The finished temporary file or folder.
+    path : str or path-like
+        Its final path.
+    what : str, default="output"
+        What it is, for messages.
+    ours : callable, optional
+        Passed to :func:`check_output_path` (files only).
+
+    Raises
+    ------
+    DataError
+        When ``tmp`` is a folder and something is at ``path``, or when the
+        output-path rule refuses ``path`` for a file.
     """
     tmp, path = os.fspath(tmp), os.fspath(path)
     if os.path.isdir(tmp) and not os.path.islink(tmp):
@@ -415,9 +576,19 @@ def replace_into(tmp, path, what="output", ours=None):
 
 
 def swap_folder(tmp, path):
-    """Rename the finished folder ``tmp`` to ``path``, replacing a folder the caller
-    checked may be replaced (a model this package wrote): the old one is moved
-    aside first and put back if the rename fails, then removed."""
+    """Rename the finished folder ``tmp`` to ``path``, replacing the folder there.
+
+    The caller has checked that the folder at ``path`` may be replaced (a model
+    this package wrote): it is moved aside first, put back if the rename fails,
+    and removed after it succeeds.
+
+    Parameters
+    ----------
+    tmp : str or path-like
+        The finished temporary folder.
+    path : str or path-like
+        Its final path (may or may not exist).
+    """
     tmp, path = os.fspath(tmp), os.fspath(path)
     old = None
     if os.path.lexists(path):
@@ -435,20 +606,65 @@ def swap_folder(tmp, path):
 
 
 def write_bytes_atomic(path, data, **kw):
-    """Write ``data`` (bytes) to ``path`` atomically."""
+    """Write ``data`` (bytes) to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The output file.
+    data : bytes
+        Its content.
+    **kw
+        Those of :func:`atomic_path` (``suffix``, ``what``, ``fix``, ``ours``).
+
+    Raises
+    ------
+    DataError
+        As :func:`atomic_path`.
+    """
     with atomic_path(path, **kw) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
 
 
 def write_text_atomic(path, text, **kw):
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    """Write ``text`` (UTF-8) to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The output file.
+    text : str
+        Its content (newlines written as given).
+    **kw
+        Those of :func:`atomic_path` (``suffix``, ``what``, ``fix``, ``ours``).
+
+    Raises
+    ------
+    DataError
+        As :func:`atomic_path`.
+    """
     with atomic_path(path, **kw) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
 
 
 def to_jsonable(obj):
-    """``obj`` with numpy scalars and arrays as Python values, NaN as None and
-    paths as strings, recursively (tuples become lists; dict keys are kept)."""
+    """``obj`` with its values converted to those JSON can hold, recursively.
+
+    Numpy scalars and arrays become Python values, NaN becomes None and paths
+    become strings; tuples become lists, dict keys are kept (numpy scalar keys
+    become Python scalars).
+
+    Parameters
+    ----------
+    obj : object
+        A value made of dicts, lists, tuples, numpy values, floats, paths and
+        other values (returned unchanged).
+
+    Returns
+    -------
+    object
+        The converted value (a new container for each dict, list or tuple).
+    """
     if isinstance(obj, dict):
         return {(k.item() if isinstance(k, np.generic) else k): to_jsonable(v)
                 for k, v in obj.items()}
@@ -469,7 +685,25 @@ def write_json_atomic(path, obj, *, indent=1, sort_keys=False, **kw):
     """Write ``obj`` as indented JSON to ``path`` atomically.
 
     ``obj`` goes through :func:`to_jsonable` first (NaN is written as null);
-    ``**kw`` are those of :func:`atomic_path` (``what``, ``fix``, ``ours``).
+    the text ends with a newline.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The output file.
+    obj : object
+        The value to write.
+    indent : int, default=1
+        Indentation of ``json.dumps``.
+    sort_keys : bool, default=False
+        Whether dict keys are sorted.
+    **kw
+        Those of :func:`atomic_path` (``what``, ``fix``, ``ours``).
+
+    Raises
+    ------
+    DataError
+        As :func:`atomic_path`.
     """
     text = json.dumps(to_jsonable(obj), indent=indent, sort_keys=sort_keys)
     write_text_atomic(path, text + "\n", **kw)

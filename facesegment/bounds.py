@@ -75,8 +75,25 @@ class Bound:
         return f"{kind} in {_num(self.low)}..{_num(self.high)}"
 
     def parse(self, value):
-        """``value`` (a number, or text such as ``"1_000"``) as an int or float within
-        the bounds; ValueError naming the number and its bounds otherwise."""
+        """``value`` as an int or float within the bounds.
+
+        Parameters
+        ----------
+        value : number or str
+            A number, or text such as ``"1_000"`` or ``"1,000"`` (underscores and
+            commas are dropped).  A bool is never a number.
+
+        Returns
+        -------
+        int or float
+            An int when :attr:`integer`, else a float (always finite).
+
+        Raises
+        ------
+        ValueError
+            Naming the number, the value and its bounds, when the value is not a
+            (finite, for ``integer`` whole) number or lies outside the bounds.
+        """
         v = _as_number(value, self.integer)
         if v is None or not (self.low < v if self.low_open else self.low <= v) \
                 or v > self.high:
@@ -203,13 +220,42 @@ def check(name, value, where=None, fix=None):
 
 
 def arg_type(name, label=None):
-    """argparse type for the number ``BOUNDS[name]`` (``label``: its name in the
-    error, e.g. ``"--sigma"``); out of bounds is a usage error (exit 2)."""
+    """argparse type for the number ``BOUNDS[name]``; out of bounds is a usage error (exit 2).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`BOUNDS`.
+    label : str, optional
+        The number's name in argparse's error, e.g. ``"--sigma"``; default ``name``.
+
+    Returns
+    -------
+    callable
+        ``parse(text)``: the number, as :meth:`Bound.parse` returns it; raises
+        ``argparse.ArgumentTypeError`` naming the bounds otherwise.
+    """
     import argparse
 
     bound = BOUNDS[name]
 
     def parse(text):
+        """``text`` parsed within the bounds (see :meth:`Bound.parse`).
+
+        Parameters
+        ----------
+        text : str
+            The option's value.
+
+        Returns
+        -------
+        int or float
+
+        Raises
+        ------
+        argparse.ArgumentTypeError
+            When ``text`` is not a number within the bounds.
+        """
         try:
             return bound.parse(text)
         except ValueError:
@@ -221,8 +267,19 @@ def arg_type(name, label=None):
 
 
 def env_number(var, default):
-    """The environment variable ``var`` (a key of :data:`BOUNDS`) as a number, or
-    ``default`` when it is unset or empty.
+    """The environment variable ``var`` as a number within its bounds.
+
+    Parameters
+    ----------
+    var : str
+        The variable's name, a key of :data:`BOUNDS`.
+    default : object
+        Returned when the variable is unset or empty (or only spaces).
+
+    Returns
+    -------
+    int or float or object
+        The parsed value (see :meth:`Bound.parse`), else ``default``.
 
     Raises
     ------

@@ -3,9 +3,9 @@
 Window geometry is data, not a constant: a :class:`facesegment.layout.WindowLayout`
 recorded in every windows file and model.  ``WINDOW``, ``HALF``,
 ``N_CHANNELS`` and ``N_FEATURES`` below are only aliases of the paper's layout
-(:data:`facesegment.layout.DEFAULT_LAYOUT`, 31x31 RGB) kept for backward
-compatibility; no kernel uses them, and new code should read the layout of
-its model or windows file.
+(:data:`facesegment.layout.DEFAULT_LAYOUT`, 31x31 RGB) for code that imports
+them; no kernel uses them, and code should read the layout of its model or
+windows file.
 
 The class key (each class's id, name and colour) as text (:func:`class_table`,
 ``facesegment classes``) and as an image (:func:`legend_image`, drawn on the
@@ -59,8 +59,25 @@ CLASS_COLORS = np.array(
 
 
 def feature_offsets(width, channels=N_CHANNELS, window=WINDOW):
-    """Byte offsets of a window's features (default: the paper's layout); see
-    :func:`facesegment.layout.feature_offsets` and ``WindowLayout.feature_offsets``."""
+    """Byte offsets of a window's features (default: the paper's layout).
+
+    See :func:`facesegment.layout.feature_offsets` and
+    ``WindowLayout.feature_offsets``.
+
+    Parameters
+    ----------
+    width : int
+        Width (columns) of the C-contiguous image the windows are read from.
+    channels : int, default=N_CHANNELS
+        Planes per pixel (3: RGB).
+    window : int, default=WINDOW
+        Side of the square window (31).
+
+    Returns
+    -------
+    ndarray of int64, shape (window * window * channels,)
+        Offset of each feature from the window's top-left value.
+    """
     return _offsets(width, channels, window)
 
 
@@ -74,7 +91,20 @@ _MIN_SCALE, _MAX_SCALE = 0.35, 1.2
 
 
 def class_table(names=CLASS_NAMES, colors=CLASS_COLORS):
-    """Rows ``(id, name, "#rrggbb", (r, g, b))`` of the classes, by id."""
+    """Rows ``(id, name, "#rrggbb", (r, g, b))`` of the classes, by id.
+
+    Parameters
+    ----------
+    names : sequence of str, default=CLASS_NAMES
+        Class names by id.
+    colors : array-like of uint8, shape (n_classes, 3), default=CLASS_COLORS
+        RGB colour of each class.
+
+    Returns
+    -------
+    list of tuple
+        ``(id, name, hex colour, (r, g, b))`` per class, with Python ints.
+    """
     return [(i, name, "#{:02x}{:02x}{:02x}".format(*(int(v) for v in colors[i])),
              tuple(int(v) for v in colors[i])) for i, name in enumerate(names)]
 
@@ -103,17 +133,49 @@ def _key(scale, names, colors, ids):
 
 
 def legend_image(names=CLASS_NAMES, colors=CLASS_COLORS, scale=0.6, background=False):
-    """The class key as an image: uint8 (h, w, 3) RGB, one row per class (id, colour
-    swatch, name), background (class 0) included only with ``background``."""
+    """The class key as an image: one row per class (id, colour swatch, name).
+
+    Parameters
+    ----------
+    names : sequence of str, default=CLASS_NAMES
+        Class names by id.
+    colors : array-like of uint8, shape (n_classes, 3), default=CLASS_COLORS
+        RGB colour of each class.
+    scale : float, default=0.6
+        OpenCV font scale of the text (the key's size follows it).
+    background : bool, default=False
+        Whether background (class 0) has a row.
+
+    Returns
+    -------
+    ndarray of uint8, shape (h, w, 3)
+        The key, RGB on a dark panel.
+    """
     ids = list(range(0 if background else 1, len(names)))
     return _key(float(scale), names, colors, ids)
 
 
 def add_legend(image, names=CLASS_NAMES, colors=CLASS_COLORS):
-    """A copy of ``image`` (uint8 (H, W, 3) RGB) with the class key (the face
-    classes, not background) in its bottom-right corner, sized to the image;
-    ``image`` itself when the key would cover more than :data:`MAX_SHARE` of its
-    width or height even at the smallest legible size."""
+    """A copy of ``image`` with the class key in its bottom-right corner.
+
+    The key lists the face classes (not background) and is sized to the image.
+    When it would cover more than :data:`MAX_SHARE` of the image's width or
+    height even at the smallest legible size, no key is drawn.
+
+    Parameters
+    ----------
+    image : array-like of uint8, shape (H, W, 3)
+        RGB image (not modified).
+    names : sequence of str, default=CLASS_NAMES
+        Class names by id.
+    colors : array-like of uint8, shape (n_classes, 3), default=CLASS_COLORS
+        RGB colour of each class.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W, 3)
+        A copy of ``image``, with the key when it fits.
+    """
     out = np.array(image, dtype=np.uint8, copy=True)
     h, w = out.shape[:2]
     scale = float(np.clip(min(h, w) / 1000.0, _MIN_SCALE, _MAX_SCALE))

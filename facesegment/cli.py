@@ -50,8 +50,21 @@ def _command_of(argv):
 
 
 def get_parser(command=None):
-    """Build the argument parser with one sub-parser per subcommand (``command``:
-    the arguments of that one only, the others named, for running it)."""
+    """Build the argument parser, with one sub-parser per subcommand.
+
+    Parameters
+    ----------
+    command : str, optional
+        Build the arguments of this subcommand only (importing only its module);
+        the others are named without arguments.  None: every subcommand's
+        arguments (e.g. for ``--help``).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``facesegment`` parser; each sub-parser built in full sets ``_run``
+        to its command's ``run`` function.
+    """
     parser = argparse.ArgumentParser(
         prog="facesegment",
         description=(
@@ -93,6 +106,20 @@ def main(argv=None):
     the main thread, so it unwinds like Ctrl-C (status 143 instead of 130).  A
     closed standard output (``| head``) ends the command quietly (status 141),
     as Python's documentation on SIGPIPE recommends.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments, without the program name.  None: ``sys.argv[1:]``, and the
+        run is the program's own (after a signal, further SIGINT/SIGTERM are
+        ignored until exit).
+
+    Returns
+    -------
+    int
+        The exit status: 0 done, 1 some inputs skipped, 2 error (or no command
+        given), 130 interrupted, 141 output pipe closed, 143 terminated.
+        ``--help``, ``--version`` and usage errors raise ``SystemExit`` (argparse).
     """
     _print_any_file_name()
     with sigterm_raises():
@@ -173,6 +200,20 @@ def sigterm_raises():
     state = {"raised": False}
 
     def handler(signum, frame):
+        """Raise :class:`Terminated` on the first SIGTERM; ignore later ones.
+
+        Parameters
+        ----------
+        signum : int
+            The signal number (SIGTERM).
+        frame : frame or None
+            The interrupted stack frame (unused).
+
+        Raises
+        ------
+        Terminated
+            On the first call.
+        """
         if state["raised"]:
             return
         state["raised"] = True

@@ -22,7 +22,18 @@ EXTRAS = {"distributed": "pipeline", "matplotlib": "pipeline"}
 
 
 def available(module):
-    """True when ``module`` (a top-level name of :data:`EXTRAS`) can be imported."""
+    """Whether ``module`` can be imported.
+
+    Parameters
+    ----------
+    module : str
+        A top-level module name (one of :data:`EXTRAS`).
+
+    Returns
+    -------
+    bool
+        True when importing it succeeds (it is imported then).
+    """
     try:
         importlib.import_module(module)
     except ImportError:

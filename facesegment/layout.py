@@ -12,7 +12,7 @@ windows file and in the model folder, and passed to the extraction and
 dense-inference code, so nothing hard-codes 31x31x3 = 2883 features.
 
 ``WindowLayout()`` is the paper's layout (31x31 RGB, 2883 features); it is
-also what a windows file or model written before layouts were recorded has.
+also the layout of a windows file or model that records none.
 
 A *pooled* layout (``pool = s > 1``, a model's layout, never a windows
 file's) reads, instead of the window's values, the rounded means of its
@@ -48,6 +48,15 @@ class WindowLayout:
         One name per plane, e.g. ``("R", "G", "B")``, ``("gray",)`` or
         ``("R", "G", "B", "p:background", ...)``.  Defaults are derived from
         ``channels`` (1: gray, 3: RGB, otherwise "c0", "c1", ...).
+    pool : int >= 1, <= window
+        Side ``s`` of the boxes whose rounded means a pooled layout reads (1:
+        the window's own values; see the module's description).
+
+    Raises
+    ------
+    ValueError
+        When a number is not an integer >= 1, ``window`` is even, the number of
+        ``channel_names`` differs from ``channels``, or ``pool > window``.
     """
 
     window: int = 31
@@ -91,9 +100,21 @@ class WindowLayout:
         return self.cells * self.cells * self.channels
 
     def pooled(self, windows):
-        """The features of raw windows ``(n, window, window, channels)`` uint8 as a
-        uint8 ``(n, n_features)`` matrix: the windows flattened, or pooled
-        (rounded box means, exactly those :func:`box_means` gives at inference)."""
+        """The features of raw windows: the windows flattened, or pooled.
+
+        Pooled values are the rounded box means, exactly those :func:`box_means`
+        gives at inference.
+
+        Parameters
+        ----------
+        windows : ndarray of uint8, shape (n, window, window, channels)
+            Raw windows.
+
+        Returns
+        -------
+        ndarray of uint8, shape (n, n_features)
+            One row of features per window (``windows`` reshaped when unpooled).
+        """
         n = windows.shape[0]
         if self.pool == 1:
             return windows.reshape(n, -1)
@@ -112,9 +133,18 @@ class WindowLayout:
         return (self.window, self.window, self.channels)
 
     def feature_offsets(self, width):
-        """Offset of each feature from the window's top-left value in a
-        C-contiguous ``(H, width, channels)`` image (pooled: in its
-        :func:`box_means` image of that width): int64 ``(n_features,)``."""
+        """Offset of each feature from the window's top-left value in a C-contiguous image.
+
+        Parameters
+        ----------
+        width : int
+            Width of the ``(H, width, channels)`` image the windows are read from
+            (pooled: of its :func:`box_means` image).
+
+        Returns
+        -------
+        ndarray of int64, shape (n_features,)
+        """
         return feature_offsets(width, self.channels, self.cells, self.pool)
 
     def describe(self):
@@ -136,7 +166,24 @@ class WindowLayout:
 
     @classmethod
     def from_dict(cls, doc):
-        """Inverse of :meth:`to_dict`; ``None`` gives the default layout."""
+        """Inverse of :meth:`to_dict`; ``None`` gives the default layout.
+
+        Parameters
+        ----------
+        doc : dict or None
+            Keys ``window`` (default 31), ``channels`` (default 3), ``channel_names``
+            and ``pool`` (default 1), all optional.
+
+        Returns
+        -------
+        WindowLayout
+
+        Raises
+        ------
+        ValueError
+            When ``doc`` is not a mapping, has other keys, or describes an invalid
+            layout.
+        """
         if doc is None:
             return cls()
         if not isinstance(doc, dict):
@@ -150,17 +197,52 @@ class WindowLayout:
 
     @classmethod
     def for_image(cls, image, window=31):
-        """The layout of ``window``-sized windows over ``image`` (H, W) or (H, W, C)."""
+        """The layout of ``window``-sized windows over ``image``.
+
+        Parameters
+        ----------
+        image : ndarray, shape (H, W) or (H, W, C)
+            The image (grey when 2-D: one channel).
+        window : int, default=31
+            Side of the window (odd).
+
+        Returns
+        -------
+        WindowLayout
+            Unpooled, with the default channel names.
+        """
         channels = 1 if image.ndim == 2 else int(image.shape[2])
         return cls(window=window, channels=channels)
 
     def matches(self, n_features):
-        """Whether a forest of ``n_features`` features can use this layout."""
+        """Whether a forest of ``n_features`` features can use this layout.
+
+        Parameters
+        ----------
+        n_features : int
+            The forest's number of features.
+
+        Returns
+        -------
+        bool
+            True when it equals :attr:`n_features`.
+        """
         return int(n_features) == self.n_features
 
 
 def default_channel_names(channels):
-    """``("gray",)``, ``("R", "G", "B")`` or ``("c0", "c1", ...)``."""
+    """``("gray",)``, ``("R", "G", "B")`` or ``("c0", "c1", ...)``.
+
+    Parameters
+    ----------
+    channels : int
+        Number of planes.
+
+    Returns
+    -------
+    tuple of str
+        1: gray, 3: RGB, otherwise ``"c0"``, ``"c1"``, ...
+    """
     if channels == 1:
         return ("gray",)
     if channels == 3:
@@ -197,9 +279,23 @@ def _round_mean(sums, s):
 
 
 def box_means(image, s):
-    """uint8 ``(H - s + 1, W - s + 1, C)``: the rounded mean of each ``s x s`` box
-    of a uint8 ``(H, W, C)`` image, indexed by the box's top-left pixel (the
-    values a pooled layout reads, as :meth:`WindowLayout.pooled` computes them)."""
+    """The rounded mean of each ``s x s`` box of an image.
+
+    These are the values a pooled layout reads, as :meth:`WindowLayout.pooled`
+    computes them (halves rounded up).
+
+    Parameters
+    ----------
+    image : ndarray of uint8, shape (H, W, C)
+        The image.
+    s : int
+        Side of the boxes (a layout's ``pool``), at most ``H`` and ``W``.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H - s + 1, W - s + 1, C)
+        C-contiguous, indexed by each box's top-left pixel.
+    """
     cs = np.zeros((image.shape[0] + 1, image.shape[1] + 1, image.shape[2]), np.uint32)
     np.cumsum(np.cumsum(image, axis=0, dtype=np.uint32), axis=1, dtype=np.uint32,
               out=cs[1:, 1:])

@@ -51,8 +51,19 @@ def max_image_pixels():
 
 
 def not_regular(mode):
-    """What a file of ``st_mode`` is when it is not a regular file ("a named pipe
-    (FIFO)", ...); None for a regular file."""
+    """What a file is when it is not a regular file; None for a regular file.
+
+    Parameters
+    ----------
+    mode : int
+        The file's ``st_mode`` (from ``os.stat`` or ``os.fstat``).
+
+    Returns
+    -------
+    str or None
+        "a named pipe (FIFO)", "a character device", "a block device",
+        "a socket", "a folder" or "not a regular file"; None for a regular file.
+    """
     if stat.S_ISREG(mode):
         return None
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
@@ -65,12 +76,29 @@ def read_regular_file(path, what, max_bytes, fix="give a regular file"):
     checked with ``fstat`` on the open descriptor, so it cannot be swapped
     between the check and the read.
 
+    Parameters
+    ----------
+    path : str or path-like
+        The file to read.
+    what : str
+        What the file is, for messages (e.g. "landmarks file").
+    max_bytes : int
+        The most bytes read; a larger file (or one that grows past it while it
+        is read) is refused.
+    fix : str, default="give a regular file"
+        The fix named when the file is not a regular file or is too large.
+
+    Returns
+    -------
+    bytes
+        The file's content.
+
     Raises
     ------
     DataError
-        Naming ``path`` when it is missing, not a regular file (a FIFO, a
-        device, a socket, a folder), unreadable, or larger than ``max_bytes``.
-    FileNotFoundError is reported as a DataError too ("does not exist").
+        Naming ``path`` when it is missing ("does not exist"), not a regular file
+        (a FIFO, a device, a socket, a folder), unreadable, or larger than
+        ``max_bytes``.
     """
     path = os.fspath(path)
     try:
@@ -111,14 +139,45 @@ def read_regular_file(path, what, max_bytes, fix="give a regular file"):
 
 
 def read_text_file(path, what, fix="give a UTF-8 text file"):
-    """The text (UTF-8; undecodable bytes replaced) of a regular file of at most
-    :data:`MAX_TEXT_BYTES` bytes (see :func:`read_regular_file`)."""
+    """The text of a regular file of at most :data:`MAX_TEXT_BYTES` bytes.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to read.
+    what : str
+        What the file is, for messages.
+    fix : str, default="give a UTF-8 text file"
+        The fix named when the file is not a regular file or is too large.
+
+    Returns
+    -------
+    str
+        The content decoded as UTF-8, undecodable bytes replaced.
+
+    Raises
+    ------
+    DataError
+        As :func:`read_regular_file`.
+    """
     return read_regular_file(path, what, MAX_TEXT_BYTES, fix).decode("utf-8", errors="replace")
 
 
 def image_size(data):
-    """``(width, height)`` from the header of PNG, JPEG, BMP or GIF bytes, or None
-    for another format or a header this cannot parse (the decoder then decides)."""
+    """``(width, height)`` from the header of PNG, JPEG, BMP or GIF bytes.
+
+    Parameters
+    ----------
+    data : bytes-like
+        The encoded image (only the header is parsed; a JPEG is scanned for its
+        first frame marker).
+
+    Returns
+    -------
+    tuple of int or None
+        ``(width, height)``, or None for another format or a header this cannot
+        parse (the decoder then decides).
+    """
     head = bytes(memoryview(data)[:1 << 16])
     if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24 and head[12:16] == b"IHDR":
         return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
@@ -161,8 +220,25 @@ def _jpeg_size(buf):
 
 
 def check_image_pixels(path, data, what="image"):
-    """Refuse an encoded image whose header declares more than
-    :func:`max_image_pixels` pixels, before it is decoded (DataError naming it)."""
+    """Refuse an encoded image that declares too many pixels, before it is decoded.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The image's file, named in the message.
+    data : bytes-like
+        The encoded image.
+    what : str, default="image"
+        What the file is, for the message.
+
+    Raises
+    ------
+    DataError
+        Naming ``path`` when its header declares more than
+        :func:`max_image_pixels` pixels (also when the limit's environment
+        variable is invalid).  An image whose size cannot be read from its
+        header passes.
+    """
     size = image_size(data)
     if size is None:
         return

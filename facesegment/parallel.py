@@ -61,8 +61,27 @@ _OTHER_SCHEMES = ("inproc",)
 
 
 def check_address(address):
-    """Refuse a scheduler address that is not ``[SCHEME://]HOST:PORT`` (SCHEME one of
-    tcp, tls, ws, wss, ucx; or ``inproc://...``): FaceSegmentError, one line."""
+    """Refuse a scheduler address that is not ``[SCHEME://]HOST:PORT``.
+
+    SCHEME is one of tcp, tls, ws, wss, ucx (tcp when omitted); ``inproc://...``
+    is accepted as it is.
+
+    Parameters
+    ----------
+    address : str
+        The ``--scheduler`` value.
+
+    Returns
+    -------
+    str
+        The address, stripped of surrounding spaces.
+
+    Raises
+    ------
+    FaceSegmentError
+        One line naming the address, when it is malformed or its port is not in
+        1..65535.
+    """
     import re
 
     text = str(address).strip()
@@ -82,13 +101,29 @@ def check_address(address):
 def get_client(scheduler):
     """Connect to a ``distributed`` scheduler given as an address or a Client.
 
-    ``scheduler`` may be a ``distributed.Client``, a ``LocalCluster``, or an
-    address string such as ``tcp://10.0.0.5:8786``.  Returns ``(client, owned)``:
-    ``owned`` is True when this call made the client (the caller closes it).
-
     A malformed address, a scheduler that cannot be reached, and one that
     accepts the connection but does not answer within :data:`CONNECT_TIMEOUT`
     seconds are each one FaceSegmentError line.
+
+    Parameters
+    ----------
+    scheduler : str, distributed.Client or distributed.LocalCluster
+        A client (used as it is), a cluster (a client is made for it), or an
+        address string such as ``tcp://10.0.0.5:8786``.
+
+    Returns
+    -------
+    client : distributed.Client
+        The connected client.
+    owned : bool
+        True when this call made the client (the caller closes it).
+
+    Raises
+    ------
+    DataError
+        When ``distributed`` is not installed (see :func:`~facesegment.extras.require`).
+    FaceSegmentError
+        When the address is malformed or the scheduler cannot be reached in time.
     """
     Client = require("distributed", "a Dask cluster (--scheduler)").Client
     if isinstance(scheduler, Client):
@@ -126,8 +161,22 @@ def get_client(scheduler):
 
 
 def wait_for_workers(client, address, timeout=None):
-    """Wait until the scheduler has a worker; FaceSegmentError naming the scheduler
-    when none joins within ``timeout`` seconds (default :data:`WORKER_TIMEOUT`)."""
+    """Wait until the scheduler has a worker.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A client connected to the scheduler.
+    address : str
+        The scheduler's address, for the message.
+    timeout : float, optional
+        Seconds to wait for a first worker; default :data:`WORKER_TIMEOUT`.
+
+    Raises
+    ------
+    FaceSegmentError
+        Naming the scheduler when no worker joins within ``timeout`` seconds.
+    """
     timeout = WORKER_TIMEOUT if timeout is None else timeout
     try:
         if _n_workers(client) > 0:
@@ -146,7 +195,20 @@ def _n_workers(client):
 
 
 def scheduler_address(scheduler, client=None):
-    """A printable address for ``scheduler`` (an address, cluster or client)."""
+    """A printable address for ``scheduler``.
+
+    Parameters
+    ----------
+    scheduler : str, distributed.Client or distributed.LocalCluster
+        What the user gave (a string is returned as it is).
+    client : distributed.Client, optional
+        The client connected to it, asked when ``scheduler`` does not tell.
+
+    Returns
+    -------
+    str
+        The scheduler's address, else ``repr(scheduler)``.
+    """
     if isinstance(scheduler, str):
         return scheduler
     for obj in (scheduler, client):
@@ -213,9 +275,22 @@ def map_tasks(func, items, *, args=(), scheduler=None, n_workers=None, batch=Non
 
 
 def numba_share(n_workers):
-    """Numba threads of each of ``n_workers`` local worker threads: the process's
-    Numba threads shared out (at least 1), so that workers whose tasks call
-    parallel kernels do not start more threads than there are cores."""
+    """Numba threads of each of ``n_workers`` local worker threads.
+
+    The process's Numba threads are shared out (at least 1 each), so that
+    workers whose tasks call parallel kernels do not start more threads than
+    there are cores.
+
+    Parameters
+    ----------
+    n_workers : int
+        Local worker threads (values below 1 count as 1).
+
+    Returns
+    -------
+    int
+        ``max(1, NUMBA_NUM_THREADS // n_workers)``.
+    """
     import numba
 
     return max(1, numba.config.NUMBA_NUM_THREADS // max(1, n_workers))

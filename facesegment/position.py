@@ -97,6 +97,14 @@ class PriorCounter:
         self.n_images = 0
 
     def add(self, label):
+        """Count the classes of one label map.
+
+        Parameters
+        ----------
+        label : array-like of uint8, shape (H, W)
+            A label map; one of another shape is resized (nearest) to the counter's
+            shape first.  Ids outside ``0..n_classes-1`` (255) are not counted.
+        """
         label = np.asarray(label)
         if label.shape != self.shape:
             label = resize_labels(label, self.shape)
@@ -105,16 +113,59 @@ class PriorCounter:
         self.n_images += 1
 
     def merge(self, other):
+        """Add the counts of another counter (of the same shape and classes) to these.
+
+        Parameters
+        ----------
+        other : PriorCounter
+            Counts of other label maps (e.g. from another worker).
+
+        Returns
+        -------
+        PriorCounter
+            ``self``.
+        """
         self.counts += other.counts
         self.n_images += other.n_images
         return self
 
     def prior(self, sigma=DEFAULT_SIGMA, pseudo=DEFAULT_PSEUDO):
+        """The position prior of the label maps counted (see :func:`prior_from_counts`).
+
+        Parameters
+        ----------
+        sigma : float >= 0, default=DEFAULT_SIGMA
+            Gaussian smoothing of the counts, in pixels.
+        pseudo : float >= 0, default=DEFAULT_PSEUDO
+            Shrinkage toward the global class shares, in images.
+
+        Returns
+        -------
+        PositionPrior
+
+        Raises
+        ------
+        ValueError
+            When no labelled pixel was counted, or ``sigma``/``pseudo`` is negative or
+            not finite.
+        """
         return prior_from_counts(self.counts, self.n_images, sigma, pseudo)
 
 
 def resize_labels(label, shape):
-    """Nearest-neighbour resize of a label map to ``shape`` (H, W)."""
+    """Nearest-neighbour resize of a label map to ``shape``.
+
+    Parameters
+    ----------
+    label : array-like, shape (h, w)
+        Label map (converted to uint8).
+    shape : tuple of int
+        ``(H, W)`` of the result.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W)
+    """
     import cv2
 
     h, w = shape
@@ -123,7 +174,34 @@ def resize_labels(label, shape):
 
 
 def prior_from_counts(counts, n_images, sigma=DEFAULT_SIGMA, pseudo=DEFAULT_PSEUDO):
-    """A :class:`PositionPrior` from per-pixel class counts ``(H, W, C)``."""
+    """A :class:`PositionPrior` from per-pixel class counts.
+
+    The counts are smoothed with a Gaussian of ``sigma`` pixels (replicated
+    border), ``pseudo`` times the global class shares are added at each pixel,
+    and each pixel is normalised to sum 1.
+
+    Parameters
+    ----------
+    counts : array-like, shape (H, W, C)
+        Label maps whose class at each pixel is each class, per pixel.
+    n_images : int
+        Label maps counted.
+    sigma : float >= 0, default=DEFAULT_SIGMA
+        Gaussian smoothing of the counts, in pixels (0: none).
+    pseudo : float >= 0, default=DEFAULT_PSEUDO
+        Shrinkage toward the global class shares, in images.
+
+    Returns
+    -------
+    PositionPrior
+        With ``crop_rule`` ``(1, 0, 0)``.
+
+    Raises
+    ------
+    ValueError
+        When ``n_images < 1`` or nothing was counted, or ``sigma``/``pseudo`` is
+        negative or not finite.
+    """
     import cv2
 
     sigma, pseudo = _nonneg(sigma, "sigma"), _nonneg(pseudo, "pseudo")
@@ -173,10 +251,22 @@ def fit_position_prior(labels, n_classes, shape=None, sigma=DEFAULT_SIGMA,
 
 
 def position_factor(prior, shape):
-    """``pos_c(x) / pi_c`` on an image of ``shape`` (H, W): float32 (H, W, C).
+    """``pos_c(x) / pi_c`` on an image of ``shape``.
 
     The prior is resized bilinearly when the image's size differs from the
-    prior's grid, then renormalised per pixel.
+    prior's grid, then renormalised per pixel.  A class with no training pixel
+    gets the factor 0.
+
+    Parameters
+    ----------
+    prior : PositionPrior
+        The model's position prior.
+    shape : tuple of int
+        ``(H, W)`` (further entries are ignored).
+
+    Returns
+    -------
+    ndarray of float32, shape (H, W, C)
     """
     import cv2
 
@@ -191,12 +281,33 @@ def position_factor(prior, shape):
 
 
 def position_scales(prior, shape, ys, xs, class_scale, beta, factor=None, power=None):
-    """Per-pixel class scales ``s**-alpha * (pos/pi)**beta`` at pixels
-    ``(ys, xs)``: float64 ``(len(ys), C)`` (``class_scale`` = ``s**-alpha``).
+    """Per-pixel class scales ``s**-alpha * (pos/pi)**beta`` at pixels ``(ys, xs)``.
 
-    ``factor`` (``position_factor(prior, shape)[ys, xs]`` as float64) and
-    ``power`` (``factor ** beta``) may be given when already computed (several
-    alphas at one image): the result is the same."""
+    Parameters
+    ----------
+    prior : PositionPrior
+        The model's position prior.
+    shape : tuple of int
+        ``(H, W)`` of the image.
+    ys, xs : array-like of int, shape (n,)
+        Rows and columns of the pixels.
+    class_scale : array-like of float, shape (C,)
+        ``s**-alpha``, the reweighting of the sampling factors.
+    beta : float
+        Exponent of the position factor.
+    factor : ndarray of float64, shape (n, C), optional
+        ``position_factor(prior, shape)[ys, xs]``, when already computed.
+    power : ndarray of float64, shape (n, C), optional
+        ``factor ** beta``, when already computed (several alphas at one image);
+        the result is the same.
+
+    Returns
+    -------
+    ndarray of float64, shape (n, C)
+        The scales.  When they overflow (a huge ``beta``), each pixel's scales
+        are divided by their largest, computed in logarithms, so their order and
+        ratios per pixel are the same.
+    """
     f = position_factor(prior, shape)[ys, xs].astype(np.float64) if factor is None else factor
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         if power is None:
@@ -210,9 +321,28 @@ def position_scales(prior, shape, ys, xs, class_scale, beta, factor=None, power=
 
 
 def constant_labels(prior, shape, gamma=0.0):
-    """The map that uses the position alone: ``argmax_c pos_c(x) * pi_c**-gamma``
-    (``gamma = 0``: the most frequent class at each pixel; ``gamma > 0`` favours
-    the rare classes, as prior reweighting does for a forest).  uint8 (H, W)."""
+    """The map that uses the position alone: ``argmax_c pos_c(x) * pi_c**-gamma``.
+
+    Parameters
+    ----------
+    prior : PositionPrior
+        The model's position prior.
+    shape : tuple of int
+        ``(H, W)`` of the map.
+    gamma : float >= 0, default=0.0
+        0: the most frequent class at each pixel; ``gamma > 0`` favours the rare
+        classes, as prior reweighting does for a forest.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W)
+        Class ids.
+
+    Raises
+    ------
+    ValueError
+        When ``gamma`` is negative or not finite.
+    """
     gamma = _nonneg(gamma, "gamma")
     f = position_factor(prior, shape).astype(np.float64)      # pos / pi
     logs = np.log(np.maximum(f, 1e-300)) + (1.0 - gamma) * np.log(
@@ -221,8 +351,22 @@ def constant_labels(prior, shape, gamma=0.0):
 
 
 def crop_rule_of(value):
-    """A crop rule ``(k, ox, oy)`` checked (three finite numbers, ``k > 0``);
-    None gives ``(1, 0, 0)``, the landmark rule as it is."""
+    """A crop rule ``(k, ox, oy)`` checked: three finite numbers, ``k > 0``.
+
+    Parameters
+    ----------
+    value : sequence of 3 numbers or None
+        The rule; None gives ``(1, 0, 0)``, the landmark rule as it is.
+
+    Returns
+    -------
+    tuple of 3 float
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not three finite numbers with ``k > 0``.
+    """
     if value is None:
         return (1.0, 0.0, 0.0)
     try:

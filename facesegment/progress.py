@@ -50,6 +50,23 @@ class Progress:
         self._n_first = 0
 
     def line(self, info=""):
+        """The progress text: done/total, elapsed, ETA and rate.
+
+        Once some time has passed since the first unit finished, the rate is
+        measured from then on, so the start-up costs of the first unit (JIT
+        compilation, model loading) do not inflate the ETA.
+
+        Parameters
+        ----------
+        info : str, default=""
+            Appended after the counters.
+
+        Returns
+        -------
+        str
+            E.g. ``"train: 3/10 trees [00:12 elapsed, ETA 00:28, 0.25 trees/s] info"``;
+            the ETA is ``?`` before the rate is known.
+        """
         now = time.perf_counter()
         elapsed = now - self.start
         # The first unit often carries start-up costs (JIT compilation, model
@@ -68,6 +85,18 @@ class Progress:
         return f"{text} {info}".rstrip()
 
     def update(self, n=1, info=""):
+        """Count ``n`` more units done and redraw the line when due.
+
+        The line is drawn when all units are done, when ``info`` is given, or after
+        the redraw interval.
+
+        Parameters
+        ----------
+        n : int, default=1
+            Units just finished.
+        info : str, default=""
+            Appended to the line (e.g. the unit's result).
+        """
         self.n += n
         if self._t_first is None:
             self._t_first, self._n_first = time.perf_counter(), self.n
@@ -79,7 +108,13 @@ class Progress:
             self._write(self.line(info))
 
     def show(self, info=""):
-        """Draw the line now (e.g. while one long unit is still running)."""
+        """Draw the line now (e.g. while one long unit is still running).
+
+        Parameters
+        ----------
+        info : str, default=""
+            Appended to the line.
+        """
         if self.enabled:
             self._write(self.line(info))
 

@@ -135,8 +135,29 @@ def default_steps():
 
 
 def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kernels"):
-    """``(label, callable)``: what ``segment`` runs for one face crop of ``model``
-    (a :func:`facesegment.faces.segment.segment_image` of a blank crop)."""
+    """What ``segment`` runs for one face crop of ``model``, as a warm-up step.
+
+    The step is :func:`facesegment.faces.segment.segment_image` of a blank crop
+    (grey when the model's layout has fewer than 3 channels), without face
+    detection.
+
+    Parameters
+    ----------
+    model : Model
+        A loaded model.
+    alpha : float, default=1.0
+        Exponent of the sampling-factor reweighting passed to ``segment_image``.
+    beta, sigma : float, optional
+        Position-prior exponent and smoothing passed to ``segment_image``
+        (None: the model's own).
+    label : str, default="the model's kernels"
+        The step's name in the progress line.
+
+    Returns
+    -------
+    tuple of (str, callable)
+        ``(label, run)``; ``run()`` takes no argument.
+    """
     channels = 3 if model.layout is None or model.layout.channels >= 3 else 1
     crop = np.zeros((CROP_SIDE, CROP_SIDE, channels) if channels == 3
                     else (CROP_SIDE, CROP_SIDE), np.uint8)
@@ -149,12 +170,34 @@ def model_step(model, alpha=1.0, beta=None, sigma=None, label="the model's kerne
 
 def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stream=None,
          speak_up=None):
-    """Run ``steps`` (``[(label, callable)]``) in order, with a progress line
-    (done/total steps, elapsed, ETA; redrawn every few seconds while a step
-    compiles).  With ``quiet_seconds`` > 0 nothing is shown unless the steps
-    take longer than that (kernels already cached load in well under a
-    second), or until ``speak_up`` (a :class:`threading.Event`, e.g.
-    :func:`compiling`'s) is set.  Returns ``[(label, seconds)]``."""
+    """Run warm-up steps in order, with a progress line.
+
+    The line shows done/total steps, elapsed time and ETA, and is redrawn every
+    few seconds while a step compiles.  With ``quiet_seconds`` > 0 nothing is
+    shown unless the steps take longer than that (kernels already cached load in
+    well under a second), or until ``speak_up`` is set.
+
+    Parameters
+    ----------
+    steps : list of tuple of (str, callable)
+        ``(label, run)`` pairs; ``run()`` takes no argument.
+    progress : bool, default=True
+        Whether a progress line may be drawn at all.
+    desc : str, default="compiling kernels"
+        The line's label.
+    quiet_seconds : float, default=0.0
+        Seconds before the line is first shown (``math.inf``: only when
+        ``speak_up`` is set).
+    stream : file, optional
+        Where the line is written (default ``sys.stderr``).
+    speak_up : threading.Event, optional
+        Shows the line as soon as it is set (e.g. :func:`compiling`'s).
+
+    Returns
+    -------
+    list of tuple of (str, float)
+        ``(label, seconds)`` per step run.
+    """
     bar = Progress(len(steps), desc=desc, unit="steps", enabled=progress, stream=stream,
                    min_interval=0.0, log_interval=0.0)
     done = threading.Event()
@@ -165,6 +208,19 @@ def warm(steps, progress=True, desc="compiling kernels", quiet_seconds=0.0, stre
     last = [start]
 
     def due(now):
+        """Whether the line is to be drawn now.
+
+        Parameters
+        ----------
+        now : float
+            ``time.perf_counter()``.
+
+        Returns
+        -------
+        bool
+            Once shown: whether :data:`REDRAW_SECONDS` have passed since the last
+            draw; before: whether ``quiet_seconds`` have passed or ``speak_up`` is set.
+        """
         if shown[0]:
             return now - last[0] >= REDRAW_SECONDS
         return now - start >= quiet_seconds or (speak_up is not None and speak_up.is_set())
@@ -213,9 +269,23 @@ def compiling():
 
     class _Listener(event.Listener):
         def on_start(self, ev):
+            """Set the flag: Numba starts compiling.
+
+            Parameters
+            ----------
+            ev : numba.core.event.Event
+                The compile event (unused).
+            """
             flag.set()
 
         def on_end(self, ev):
+            """Nothing to do when a compilation ends.
+
+            Parameters
+            ----------
+            ev : numba.core.event.Event
+                The compile event (unused).
+            """
             pass
 
     with event.install_listener("numba:compile", _Listener()):
@@ -223,14 +293,35 @@ def compiling():
 
 
 def prepare(model, alpha=1.0, beta=None, sigma=None, progress=True, stream=None):
-    """Compile (or load from Numba's cache) the kernels ``model`` needs before
-    ``segment`` reads its first image: silent when they are cached (however
-    long loading takes), a progress line as soon as one compiles (a fresh
-    install's first run; ``facesegment warmup`` does it ahead of time).  A
-    model that is not a forest over windows (``model.dense`` false,
-    :mod:`facesegment.modelio.protocol`) needs none before its first face: a
-    landmark model's fallback compiles if a crop without a face comes, a mesh
-    model's stage forests with its first face."""
+    """Compile (or load from Numba's cache) the kernels ``model`` needs before ``segment``.
+
+    It is silent when they are cached (however long loading takes), and shows a
+    progress line as soon as one compiles (a fresh install's first run;
+    ``facesegment warmup`` does it ahead of time).  A model that is not a forest
+    over windows (``model.dense`` false, :mod:`facesegment.modelio.protocol`)
+    needs none before its first face: a landmark model's fallback compiles if a
+    crop without a face comes, a mesh model's stage forests with its first face.
+
+    Parameters
+    ----------
+    model : Model
+        The loaded model.
+    alpha : float, default=1.0
+        Exponent of the sampling-factor reweighting ``segment`` will use.
+    beta, sigma : float, optional
+        Position-prior exponent and smoothing ``segment`` will use (None: the
+        model's own).
+    progress : bool, default=True
+        Whether a progress line may be shown.
+    stream : file, optional
+        Where the line is written (default ``sys.stderr``).
+
+    Returns
+    -------
+    list of tuple of (str, float)
+        ``(label, seconds)`` of the step run, as :func:`warm` returns it; empty
+        for a model that is not dense.
+    """
     if not model.dense:
         return []
     with compiling() as flag:

@@ -32,11 +32,43 @@ def _int_at_least(text, low, expected, high=None):
 
 
 def int_in(low, high, expected=None):
-    """argparse type: an integer in ``low..high``."""
+    """argparse type: an integer in ``low..high``.
+
+    Parameters
+    ----------
+    low : int
+        The smallest value allowed.
+    high : int or None
+        The largest value allowed (None: no upper bound).
+    expected : str, optional
+        What the error says is expected; default "a positive integer" (``low``
+        1), "a non-negative integer" (``low`` 0) or "an integer >= low".
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> int``; ``_`` and ``,`` separators are allowed.
+    """
     expected = expected or ("a positive integer" if low == 1 else
                             "a non-negative integer" if low == 0 else f"an integer >= {low}")
 
     def parse(text):
+        """``text`` as an integer in ``low..high``.
+
+        Parameters
+        ----------
+        text : str
+            The option's value (``_`` and ``,`` separators allowed).
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        argparse.ArgumentTypeError
+            When ``text`` is not an integer in ``low..high``.
+        """
         return _int_at_least(text, low, expected, high)
 
     parse.__name__ = f"int_in_{low}_{high}"
@@ -44,18 +76,62 @@ def int_in(low, high, expected=None):
 
 
 def seed_int(text):
-    """argparse type: a seed, an integer in 0..2**32-1 (``facesegment.limits.MAX_SEED``)."""
+    """argparse type: a seed, an integer in 0..2**32-1 (``facesegment.limits.MAX_SEED``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value (``_`` and ``,`` separators allowed).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not an integer in that range.
+    """
     return _int_at_least(text, 0, "a seed, an integer >= 0", MAX_SEED)
 
 
 def positive_int(text):
-    """argparse type: a positive integer (``_`` and ``,`` separators allowed), at most
-    the upper bound of ``BOUNDS["count"]``."""
+    """argparse type: a positive integer, at most ``BOUNDS["count"]``'s upper bound.
+
+    Parameters
+    ----------
+    text : str
+        The option's value (``_`` and ``,`` separators allowed).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not an integer in that range.
+    """
     return _int_at_least(text, 1, "a positive integer", BOUNDS["count"].high)
 
 
 def nonneg_int(text):
-    """argparse type: an integer >= 0, at most the upper bound of ``BOUNDS["count"]``."""
+    """argparse type: an integer >= 0, at most ``BOUNDS["count"]``'s upper bound.
+
+    Parameters
+    ----------
+    text : str
+        The option's value (``_`` and ``,`` separators allowed).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not an integer in that range.
+    """
     return _int_at_least(text, 0, "a non-negative integer", BOUNDS["count"].high)
 
 
@@ -74,18 +150,63 @@ def _nonneg_number(text, meaning, name):
 
 
 def alpha_value(text):
-    """argparse type: a prior-reweighting exponent, a number within ``BOUNDS["alpha"]``."""
+    """argparse type: a prior-reweighting exponent (1: the paper's reweighting, 0: none).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not a finite number in ``0..BOUNDS["alpha"].high``.
+    """
     return _nonneg_number(text, "1 = the paper's prior reweighting, 0 = none", "alpha")
 
 
 def beta_value(text):
-    """argparse type: the position prior's exponent beta, within ``BOUNDS["beta"]``."""
+    """argparse type: the position prior's exponent beta (0: no position prior).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not a finite number in ``0..BOUNDS["beta"].high``.
+    """
     return _nonneg_number(text, "beta, the exponent of the position prior (pos/pi)^beta; "
                                 "0 = no position prior", "beta")
 
 
 def sigma_value(text):
-    """argparse type: the smoothing sigma in pixels, within ``BOUNDS["sigma"]``."""
+    """argparse type: the smoothing sigma of the class maps, in pixels (0: none).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not a finite number in ``0..BOUNDS["sigma"].high``.
+    """
     return _nonneg_number(text, "sigma, the Gaussian blur of the class maps in pixels; "
                                 "0 = none", "sigma")
 
@@ -121,6 +242,13 @@ def model_names(paths):
 def check_output_folder(path, option):
     """Create the output folder ``path`` and make sure a file can be written in it.
 
+    Parameters
+    ----------
+    path : str or path-like
+        The output folder.
+    option : str
+        The command-line option that names it (e.g. ``"--out"``), for the fix.
+
     Raises
     ------
     DataError
@@ -131,21 +259,38 @@ def check_output_folder(path, option):
 
 
 def add_overwrite_argument(p, what="the outputs"):
-    """Add ``--overwrite``: let the command replace files facesegment did not write."""
+    """Add ``--overwrite``: let the command replace files facesegment did not write.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    what : str, default="the outputs"
+        What may replace files, for the help text.
+    """
     p.add_argument("--overwrite", action="store_true",
                    help=f"let {what} replace files that facesegment did not write (folders, "
                         "links, pipes and devices are never replaced)")
 
 
 def check_outputs(paths, what="output", option=None):
-    """Apply the output-path rule (:func:`facesegment.atomic.check_output_path`) to
-    every path in ``paths`` before any work starts.
+    """Apply the output-path rule to every path in ``paths`` before any work starts.
+
+    See :func:`facesegment.atomic.check_output_path`.
+
+    Parameters
+    ----------
+    paths : iterable of str or path-like
+        The files the command will write.
+    what : str, default="output"
+        What they are, for the message.
+    option : str, optional
+        The command-line option that names them, for the fix (None: the generic fix).
 
     Raises
     ------
     DataError
-        One line naming the first path that may not be written and the fix
-        (``option``: the command-line option that names it).
+        One line naming the first path that may not be written and the fix.
     """
     fix = OVERWRITE_FIX if option is None else \
         f"give {option} another path, move the file away, or pass --overwrite to replace it"
@@ -155,7 +300,17 @@ def check_outputs(paths, what="output", option=None):
 
 def add_parallel_arguments(p, workers_help="local worker threads (default: all cores)",
                            quiet_help="no progress line"):
-    """Add ``--workers N``, ``--scheduler ADDRESS`` and ``--quiet/-q``."""
+    """Add ``--workers N``, ``--scheduler ADDRESS`` and ``--quiet/-q``.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    workers_help : str, default="local worker threads (default: all cores)"
+        Help text of ``--workers``.
+    quiet_help : str, default="no progress line"
+        Help text of ``--quiet``.
+    """
     p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                    help=workers_help)
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -165,8 +320,16 @@ def add_parallel_arguments(p, workers_help="local worker threads (default: all c
 
 
 def add_scoring_arguments(p):
-    """Add ``--mode`` and ``--pixel-stride``: which pixels of the test faces are scored
-    (as ``facesegment.evaluation.scoring.evaluate``; the pipeline's ``[evaluate]`` keys)."""
+    """Add ``--mode`` and ``--pixel-stride``: which pixels of the test faces are scored.
+
+    They are those of ``facesegment.evaluation.scoring.evaluate`` (the pipeline's
+    ``[evaluate]`` keys).
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    """
     p.add_argument("--mode", choices=("strict", "full"), default="strict",
                    help="strict = the paper's protocol: pixels within 15 px of the border "
                         "are not scored; full = every pixel (border windows padded by "
@@ -181,8 +344,17 @@ def add_test_face_arguments(p, model_help, split_help, seed_help, model_required
     """Add ``--model M...``, ``--data DIR``, ``--labels DIR``, ``--split``, ``--seed``.
 
     The options that name the models and the labelled test faces (resolved by
-    ``facesegment.commands.evaluate.test_records``) for `evaluate` and `figures`
-    (``model_required=False``: the command checks itself that something is scored).
+    ``facesegment.commands.evaluate.test_records``) for `evaluate` and `figures`.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    model_help, split_help, seed_help : str
+        Help texts of ``--model``, ``--split`` and ``--seed``.
+    model_required : bool, default=True
+        Whether ``--model`` is required (False: the command checks itself that
+        something is scored).
     """
     p.add_argument("--model", "-m", nargs="+", required=model_required, default=None,
                    metavar="MODEL", help=model_help)
@@ -195,10 +367,29 @@ def add_test_face_arguments(p, model_help, split_help, seed_help, model_required
 
 
 def load_image_model(path):
-    """Load a model for the commands that read face images (evaluate, figures,
-    segment), checking up front that it is a model of image windows those
-    images can give: a tabular model, or one whose layout needs extra planes,
-    is one DataError naming the folder (exit 2) instead of a failure per image."""
+    """Load a model for the commands that read face images (evaluate, figures, segment).
+
+    It checks up front that it is a model of image windows those images can
+    give: a tabular model, or one whose layout needs extra planes, is one
+    DataError naming the folder (exit 2) instead of a failure per image.  A model
+    that is not a forest over windows (landmark votes, the face mesh) is checked
+    for what reading any face needs.
+
+    Parameters
+    ----------
+    path : str
+        A model folder, or the name of a shipped model.
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    DataError
+        When the model cannot be loaded, has no usable window layout, needs more
+        planes than an image has, or has bad sampling factors.
+    """
     model = load_model(resolve(path))     # a folder, or the name of a shipped model
     if not model.dense:   # landmark votes, the face mesh: their forests were checked on loading
         model.require(detect=False)       # what reading any face needs (the face mesh)
@@ -222,8 +413,24 @@ def load_image_model(path):
 
 
 def note_missing_rule(model, path, alpha):
-    """Print (stderr) the one-line note for a model without a stored decision rule,
-    unless ``alpha`` was given; return whether it was printed."""
+    """Print (stderr) the one-line note for a model without a stored decision rule.
+
+    Nothing is printed when ``alpha`` was given.
+
+    Parameters
+    ----------
+    model : Model
+        The loaded model.
+    path : str
+        Its folder or name, for the note.
+    alpha : float or None
+        ``--alpha`` as given (None: not given).
+
+    Returns
+    -------
+    bool
+        Whether the note was printed.
+    """
     import sys
 
     if rule_of(model) is not None or alpha is not None:
@@ -233,8 +440,26 @@ def note_missing_rule(model, path, alpha):
 
 
 def model_beta(model, path, beta):
-    """``--beta`` (None: the model's selected one); a beta > 0 for a model without a
-    position prior is one error line naming the model."""
+    """The position prior's exponent to use: ``--beta``, or the model's selected one.
+
+    Parameters
+    ----------
+    model : Model
+        The loaded model.
+    path : str
+        Its folder or name, for the message.
+    beta : float or None
+        ``--beta`` as given (None: the model's selected one).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    DataError
+        Naming the model when ``beta > 0`` and it has no position prior.
+    """
     if beta is None:
         return default_beta(model)
     if beta > 0 and getattr(model, "position", None) is None:

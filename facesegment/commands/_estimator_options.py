@@ -17,25 +17,80 @@ from ._common import _int_at_least
 
 
 def positive_int(text):
-    """argparse type: a positive integer (its upper bound is the estimator's, checked
-    by ``facesegment.forest.params``)."""
+    """argparse type: a positive integer (``_`` and ``,`` separators allowed).
+
+    Its upper bound is the estimator's, checked by ``facesegment.forest.params``.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not an integer >= 1.
+    """
     return _int_at_least(text, 1, "a positive integer")
 
 
 def nonneg_int(text):
-    """argparse type: an integer >= 0 (upper bound: ``facesegment.forest.params``)."""
+    """argparse type: an integer >= 0 (upper bound: ``facesegment.forest.params``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value (``_`` and ``,`` separators allowed).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not an integer >= 0.
+    """
     return _int_at_least(text, 0, "a non-negative integer")
 
 
 def class_options(cls):
-    """``{parameter: (flag, constraint)}``: the options of an estimator class."""
+    """The command-line options of an estimator class.
+
+    A parameter is an option when its constraint has help text; its flag is the
+    constraint's ``flag``, else ``--`` and the name with ``-`` for ``_``.
+
+    Parameters
+    ----------
+    cls : type
+        An estimator class with a constraints table.
+
+    Returns
+    -------
+    dict
+        ``{parameter: (flag, constraint)}``.
+    """
     return {name: ("--" + (c.flag or name.replace("_", "-")), c)
             for name, c in constraints_of(cls).items() if c.help}
 
 
 def kind_options(kind):
-    """``{parameter: (flag, constraint)}`` of a registry row: its class's options
-    less the parameters the row fixes."""
+    """The options of a registry row: its class's options less the parameters the row fixes.
+
+    Parameters
+    ----------
+    kind : registry row
+        A classifier kind (its ``estimator_class`` and ``fixed`` parameters).
+
+    Returns
+    -------
+    dict
+        ``{parameter: (flag, constraint)}``.
+    """
     return {name: v for name, v in class_options(kind.estimator_class).items()
             if name not in kind.fixed}
 
@@ -59,7 +114,25 @@ def _argument_kw(constraint):
 
 
 def samples_arg(text):
-    """An int >= 1 or a fraction in (0, 1]."""
+    """argparse type: a count (an int >= 1) or a fraction in (0, 1].
+
+    Text without a decimal point or exponent, or above 1, is a count.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    int or float
+        The count, or the fraction.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is neither.
+    """
     try:
         v = float(text)
     except ValueError:
@@ -72,8 +145,26 @@ def samples_arg(text):
 
 
 def max_features_arg(text):
-    """'sqrt', 'log2', 'all', 'p^0.7', an int or a fraction (checked by the
-    estimators' own ``resolve_max_features``)."""
+    """argparse type: 'sqrt', 'log2', 'all', 'p^E', a count or a fraction.
+
+    The value is checked by the estimators' own ``resolve_max_features`` (on
+    2883 features).
+
+    Parameters
+    ----------
+    text : str
+        The option's value (case and surrounding spaces ignored).
+
+    Returns
+    -------
+    str or int or float
+        The lower-case keyword or ``p^E`` text, or the count or fraction.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is none of these.
+    """
     t = text.strip().lower()
     try:
         value = t if (t in ("sqrt", "log2", "all") or t.startswith("p^")) else samples_arg(t)
@@ -110,10 +201,24 @@ def _defaults(param, constraint, kinds):
 
 
 def add_estimator_options(parser, kinds):
-    """Add the options of the registry rows ``kinds`` to ``parser``: the common
-    parameters (:data:`~facesegment.forest.params.COMMON_CONSTRAINTS`) in the
-    main group, the others in one group per estimator class (where first
-    declared).  Returns ``{dest: flag}``.
+    """Add the options of the registry rows ``kinds`` to ``parser``.
+
+    The common parameters (:data:`~facesegment.forest.params.COMMON_CONSTRAINTS`)
+    go in the main group, the others in one group per estimator class (where
+    first declared).  Every option defaults to None (the estimator's default,
+    named in the help).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The ``train`` parser.
+    kinds : sequence of registry rows
+        The classifier kinds the command offers.
+
+    Returns
+    -------
+    dict
+        ``{dest: flag}`` of the options added.
 
     Raises
     ------

@@ -13,16 +13,45 @@ from ..faces.video import segment_video, video_outputs
 
 
 def video_items(videos):
-    """``[(path, name, output)]``: each video named by its file name, outputs named as
-    photos' are (:func:`facesegment.faces.folder.output_names`: a clash keeps the
-    extension, then ``-2``...)."""
+    """Each video with its name and output name.
+
+    Videos are named by their file names; outputs are named as photos' are
+    (:func:`facesegment.faces.folder.output_names`: a clash keeps the extension,
+    then ``-2``...).
+
+    Parameters
+    ----------
+    videos : sequence of str or path-like
+        The video files, in command-line order.
+
+    Returns
+    -------
+    list of tuple
+        ``(path, name, output)`` per video.
+    """
     names = [os.path.basename(os.fspath(v)) for v in videos]
     return list(zip(videos, names, output_names(names)))
 
 
 def check_video_outputs(videos, out_dir):
-    """The output-path rule on every file the videos would write (and summary.csv),
-    and a writable OUTPUT_DIR, before any work."""
+    """Check, before any work, every file the videos would write.
+
+    The output-path rule is applied to each video's outputs and to summary.csv,
+    and OUTPUT_DIR must be writable.
+
+    Parameters
+    ----------
+    videos : sequence of str or path-like
+        The video files.
+    out_dir : str or path-like
+        OUTPUT_DIR (created when missing).
+
+    Raises
+    ------
+    DataError
+        Naming the folder when it cannot be written, or the first output that
+        may not be written.
+    """
     check_writable_folder(out_dir, "cannot write the outputs here", "choose a writable OUTPUT_DIR")
     check_output_path(os.path.join(out_dir, "summary.csv"), "summary", OVERWRITE_FIX)
     for _, _, output in video_items(videos):
@@ -31,12 +60,31 @@ def check_video_outputs(videos, out_dir):
 
 
 def segment_videos(model, videos, args, image_results, photo_kw):
-    """Segment ``videos`` into ``args.output_dir``; summary.csv rewritten with
-    ``image_results`` and a row per video (also when the run stops early).
+    """Segment ``videos`` into ``args.output_dir``, with a row per video in summary.csv.
+
+    summary.csv is rewritten with ``image_results`` and a row per video, also
+    when the run stops early (the videos not reached are "not done").  A line of
+    frames and throughput per video is printed (to stderr with ``--json``, whose
+    records go to stdout).
+
+    Parameters
+    ----------
+    model : Model
+        The loaded model.
+    videos : sequence of str or path-like
+        The video files.
+    args : argparse.Namespace
+        ``segment``'s arguments (``output_dir``, ``json``, ``save_proba``,
+        ``every``, ``smooth``, ``legend``, ``quiet``).
+    image_results : list of SegmentResult
+        The rows of the images segmented before.
+    photo_kw : dict
+        Keywords passed on to :func:`facesegment.faces.video.segment_video`.
 
     Returns
     -------
-    list of SegmentResult, one per video.
+    list of SegmentResult
+        One per video segmented.
     """
     import json
 

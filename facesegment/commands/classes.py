@@ -20,6 +20,13 @@ examples:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment classes`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``classes``.
+    """
     p.add_argument("--legend", metavar="FILE.png", default=None,
                    help="also write the class key as a PNG (written atomically)")
     p.add_argument("--scale", type=arg_type("legend_scale", "--scale"), default=0.6,
@@ -27,6 +34,23 @@ def add_arguments(p):
 
 
 def run(args):
+    """Print the class table; with ``--legend``, also write the class key as a PNG.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment classes`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Raises
+    ------
+    DataError
+        When the ``--legend`` path may not be written (checked before printing).
+    """
     if args.legend:
         check_output_path(args.legend, "class key")
     print(f"{'id':>2}  {'name':<14} {'colour':<8} rgb")

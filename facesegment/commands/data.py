@@ -39,6 +39,16 @@ examples:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment data`` to its sub-parser.
+
+    One sub-parser per action (``lfw``, ``check``, ``render``, ``splits``);
+    the action is required.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``data``.
+    """
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     q = sub.add_parser("lfw", help="download, verify and extract LFW",
@@ -104,6 +114,30 @@ def _regex(text):
 
 
 def run(args):
+    """Run the chosen action of ``facesegment data`` (``args.action``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment data`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0 done; 1 some files bad or skipped (``check``, ``render``),
+        the rest processed.
+
+    Raises
+    ------
+    DownloadError
+        ``lfw``: the download, its checksum or the extraction failed (one line
+        naming the file and the fix).
+    DataError
+        One line naming the file and the fix (a folder without faces or
+        ``.pts`` files, an output that may not be written...).
+    FaceSegmentError
+        When ``splits`` cannot split the dataset.
+    """
     return {"lfw": _lfw, "check": _check, "render": _render, "splits": _splits}[args.action](args)
 
 
@@ -202,8 +236,24 @@ RENDER_MARK = ("facesegment", "data render")
 
 
 def write_rendered_label(path, labels):
-    """Write a rendered label map (8-bit grey PNG of class ids) atomically, marked
-    with :data:`RENDER_MARK` so that ``--overwrite`` knows it may replace it."""
+    """Write a rendered label map atomically, marked as written by ``data render``.
+
+    The mark is the PNG text chunk :data:`RENDER_MARK`, so that ``--overwrite``
+    knows it may replace the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``NAME_label.png`` to write.
+    labels : array-like, shape (H, W)
+        Class ids (written as an 8-bit grey PNG).
+
+    Raises
+    ------
+    DataError
+        When the path may not be written or the write fails
+        (:func:`facesegment.atomic.atomic_path`).
+    """
     import io
 
     from PIL import Image
@@ -218,7 +268,18 @@ def write_rendered_label(path, labels):
 
 
 def rendered_by_us(path):
-    """Whether the file ``path`` is a label map `data render` wrote (its PNG mark)."""
+    """Whether the file ``path`` is a label map ``data render`` wrote (its PNG mark).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to test.
+
+    Returns
+    -------
+    bool
+        False also for a missing, non-regular or unreadable file.
+    """
     from PIL import Image
 
     try:

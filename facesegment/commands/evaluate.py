@@ -79,6 +79,13 @@ re-cropped faces.
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment evaluate`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``evaluate``.
+    """
     add_test_face_arguments(
         p, "model folder(s) written by `facesegment train`, or shipped model names",
         "which faces: auto = DIR/test if present else all labelled faces; "
@@ -139,6 +146,26 @@ def add_arguments(p):
 def test_records(data, labels=None, split="auto", seed=0, limit=None):
     """The labelled faces to score (see DESCRIPTION).
 
+    Parameters
+    ----------
+    data : str or path-like
+        The dataset folder (with ``test/``) or a folder of labelled faces.
+    labels : str or path-like, optional
+        Parallel tree of ``NAME_label.png`` (None: beside the images).
+    split : {"auto", "test", "all"}, default="auto"
+        auto: ``data/test`` when it exists, else every labelled face; test: the
+        seeded by-person test split (the one ``facesegment train`` leaves out);
+        all: every labelled face under ``data``.
+    seed : int, default=0
+        Seed of the by-person split.
+    limit : int, optional
+        Keep only the first ``limit`` faces.
+
+    Returns
+    -------
+    list of FaceRecord
+        The faces, in the order :func:`facesegment.data.datasets.find_faces` gives.
+
     Raises
     ------
     DataError
@@ -185,6 +212,31 @@ def _beta_text(beta):
 
 
 def run(args):
+    """Score the models and methods on the test faces and write the reports.
+
+    Every input and output is checked before any scoring.  Each model writes
+    ``OUT/NAME.json`` and ``OUT/NAME.md``, each ``--method`` ``OUT/METHOD.json``
+    and ``.md``; ``OUT/summary.md`` holds one row per score and is printed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment evaluate`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Raises
+    ------
+    FaceSegmentError
+        When neither ``--model`` nor ``--method`` is given.
+    DataError
+        One line naming the file and the fix: no test faces, an output that may
+        not be written, a model that cannot score images, ``--beta`` for a model
+        without a position prior.
+    """
     if not args.model and not getattr(args, "method", None):
         raise FaceSegmentError("nothing to score: give --model FOLDER (a trained model) "
                                "and/or --method landmarks")
@@ -318,8 +370,26 @@ def _score_method(method, records, detector, args):
 
 
 def default_landmarks_cache(data, records, detector=None):
-    """Where ``--method landmarks`` caches the predicted landmarks by default:
-    beside :func:`default_aligned_dir`'s folders, one ``.npz`` per set of faces."""
+    """Where ``--method landmarks`` caches the predicted landmarks by default.
+
+    The cache lies beside :func:`default_aligned_dir`'s folders, one ``.npz``
+    per set of faces.
+
+    Parameters
+    ----------
+    data : str or path-like
+        The dataset folder given.
+    records : list of FaceRecord
+        The faces scored.
+    detector : dict, optional
+        The detector-aligned protocol's entry (truthy: ``-detector`` is appended
+        to the name).
+
+    Returns
+    -------
+    pathlib.Path
+        ``TMPDIR/facesegment-landmarks/<data folder name>-<hash>[-detector].npz``.
+    """
     base = default_aligned_dir(data, records)
     tail = "-detector" if detector else ""
     return base.parent.parent / "facesegment-landmarks" / f"{base.name}{tail}.npz"
@@ -338,10 +408,24 @@ def _smoothed(model, records, alpha, beta, sigma, args, name):
 
 
 def default_aligned_dir(data, records):
-    """Where ``--protocol detector`` caches the re-cropped faces by default:
-    ``TMPDIR/facesegment-aligned/<data folder name>-<hash>``, the hash over the
-    test faces' names and absolute paths (one folder per set of test faces;
-    not beside ``--out``, which may be a folder under version control)."""
+    """Where ``--protocol detector`` caches the re-cropped faces by default.
+
+    The hash is over the test faces' names and absolute paths (one folder per
+    set of test faces); the folder is not beside ``--out``, which may be a folder
+    under version control.
+
+    Parameters
+    ----------
+    data : str or path-like
+        The dataset folder given.
+    records : list of FaceRecord
+        The test faces.
+
+    Returns
+    -------
+    pathlib.Path
+        ``TMPDIR/facesegment-aligned/<data folder name>-<hash>`` (12 hex digits).
+    """
     import hashlib
     import json
     import tempfile

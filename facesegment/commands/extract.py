@@ -72,6 +72,13 @@ def _odd_window(text):
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment extract`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``extract``.
+    """
     p.add_argument("--window", type=_odd_window, default=31, metavar="W",
                    help="side of the square windows, odd (default 31, the paper's)")
     p.add_argument("--grey", "--gray", action="store_true",
@@ -116,7 +123,22 @@ def add_arguments(p):
 
 
 def resolve_data_dir(data_dir):
-    """A dataset root with ``train/`` means its ``train/``; otherwise the folder itself."""
+    """The folder of faces of ``data_dir``: its ``train/`` for a dataset root, else itself.
+
+    Parameters
+    ----------
+    data_dir : str or path-like
+        A folder of labelled faces, or a dataset root with ``train/``.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    DataError
+        When ``data_dir`` does not exist or is not a folder.
+    """
     p = Path(data_dir)
     if not p.exists():
         raise DataError(p, "does not exist", "give a folder of labelled faces or a dataset root with train/")
@@ -126,7 +148,27 @@ def resolve_data_dir(data_dir):
 
 
 def read_name_list(path):
-    """Image names (one per line, ``#`` comments) from a text file."""
+    """Image names (one per line, ``#`` comments) from a text file.
+
+    The file must be a regular text file of bounded size (never a pipe or
+    ``/dev/zero`` read until out of memory).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``--exclude`` file.
+
+    Returns
+    -------
+    set of str
+        The names, stripped; an image extension (``.jpg``, ``.jpeg``, ``.png``,
+        ``.bmp``) is removed.
+
+    Raises
+    ------
+    DataError
+        When the file cannot be read (see :func:`facesegment.limits.read_text_file`).
+    """
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
     lines = read_text_file(path, "--exclude name list",
                            "give a text file with one image name per line").splitlines()
@@ -145,12 +187,18 @@ def filter_records(records, exclude=(), labels_root=None):
     Parameters
     ----------
     records : list of FaceRecord
+        The faces found.
     exclude : set of str
         Names (relative, no extension) or file stems to leave out.
     labels_root : path, optional
         Folder whose ``label_report.csv`` lists the images the labeller
         skipped (no face found); those without a label map are left out
         silently, since the report already records them.
+
+    Returns
+    -------
+    list of FaceRecord
+        The records kept, in their order.
     """
     exclude = set(exclude)
     unlabelled = skipped_by_labeller(labels_root) if labels_root is not None else set()
@@ -166,10 +214,26 @@ def find_training_faces(data_dir, labels=None, exclude=()):
     error policy of :func:`extract_windows` decides about them, except those
     that ``facesegment label`` reported as skipped (see :func:`filter_records`).
 
+    Parameters
+    ----------
+    data_dir : str or path-like
+        A folder of labelled faces, or a dataset root with ``train/``.
+    labels : str or path-like, optional
+        Parallel tree of label maps (its ``train/`` for a dataset root, when it
+        has one); None: beside the images.
+    exclude : set of str, default=()
+        Names or file stems to leave out.
+
     Returns
     -------
-    (root, records) : the folder used (``data_dir/train`` for a dataset root)
-        and a list of FaceRecord.
+    root : pathlib.Path
+        The folder used (``data_dir/train`` for a dataset root).
+    records : list of FaceRecord
+
+    Raises
+    ------
+    DataError
+        When ``data_dir`` is not a folder or no image is left.
     """
     root = resolve_data_dir(data_dir)
     if labels is not None and root != Path(data_dir) and (Path(labels) / "train").is_dir():
@@ -205,6 +269,31 @@ def _records(args):
 def run(args):
     # before any work: never replace a file that is not a windows file, never
     # write into the labelled data unless asked
+    """Sample the class-balanced training windows of the faces into a windows file.
+
+    The output path is checked before any work; a summary line and a table of
+    the classes' pixels, windows and sampling factors are printed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment extract`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0 every image used; 1 some images skipped (listed on stderr
+        and in the file's ``skipped`` dataset).
+
+    Raises
+    ------
+    DataError
+        One line naming the file and the fix: an output that may not be written
+        or lies inside the data, a missing folder, no images left, a bad image
+        with ``--on-error fail``.
+    FaceSegmentError
+        When ``--split`` cannot split DATA_DIR.
+    """
     check_output(args.out, (args.data_dir, args.labels), args.out_inside_data)
     root, recs = _records(args)
     res = extract_windows(

@@ -35,6 +35,13 @@ example:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment figures`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``figures``.
+    """
     add_test_face_arguments(
         p, "model folders (columns of Figure 3, curves of Figure 4)",
         "which faces (as for `facesegment evaluate`; default auto)",
@@ -55,6 +62,27 @@ def add_arguments(p):
 
 
 def run(args):
+    """Draw Figures 3 and 4 and the confusion matrices of the models on the test faces.
+
+    The output folder and files are checked before any work; each file written
+    is printed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment figures`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Raises
+    ------
+    DataError
+        When the test faces, the output folder, an output file or a model is
+        unusable (one line naming it).
+    """
     records = test_records(args.data, args.labels, args.split, args.seed, args.limit)
     check_output_folder(args.out, "--out")
     from pathlib import Path

@@ -36,6 +36,13 @@ example:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment label`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``label``.
+    """
     p.add_argument("in_dir", metavar="IN_DIR", help="folder of face images (searched recursively; read-only)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="output folder for NAME.pts and NAME_label.png (mirrors IN_DIR)")
     p.add_argument("--workers", type=arg_type("workers"), default=1, metavar="N",
@@ -62,6 +69,27 @@ def add_arguments(p):
 
 
 def run(args):
+    """Find the landmarks of each face image and write its label map.
+
+    Each image skipped (unreadable, error) is named on stderr; a summary line
+    names the report file.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment label`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0 every image labelled (or already there), 1 some images
+        skipped (no face, unreadable, error).
+
+    Raises
+    ------
+    FaceSegmentError
+        When ``--workers`` < 1, ``--upsample`` < 0 or ``--threshold`` > 0.
+    """
     if args.workers < 1 or args.upsample < 0 or args.threshold > 0:
         raise FaceSegmentError(f"--workers must be >= 1, --upsample >= 0 and --threshold <= 0, got "
                                f"{args.workers}, {args.upsample} and {args.threshold}")

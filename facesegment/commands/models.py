@@ -26,7 +26,15 @@ TERMS = {
 
 
 def add_arguments(p):
-    """No options."""
+    """Add the options of ``facesegment models`` to its sub-parser.
+
+    ``models`` has no options.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``models``.
+    """
 
 
 def _score(name, path):
@@ -49,6 +57,18 @@ def _score(name, path):
 
 
 def run(args):
+    """List the shipped models: kind, whether default, terms, headline score, card.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment models`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+    """
     for name in shipped():
         path = model_path(name)
         kind = ("mesh-forest" if (path / "mesh-model.json").is_file() else "landmark-votes"

@@ -131,6 +131,13 @@ examples:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment segment`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``segment``.
+    """
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="folder of photos (searched recursively), image file or quoted "
                         "pattern such as 'photos/*.jpg'; several may be given; '-': one "
@@ -198,6 +205,34 @@ def _names_mesh_model(name):
 
 
 def run(args):
+    """Segment the faces of the photos and videos given into OUTPUT_DIR.
+
+    The model, its decision rule and every use of '-' are checked before any
+    work, and the kernels are compiled (or loaded) first.  Photos go through
+    :func:`facesegment.faces.folder.segment_folder`, videos through
+    :func:`facesegment.commands._video.segment_videos`; each input skipped is
+    named on stderr, and a summary line is printed (on stderr with ``--json``
+    or an OUTPUT_DIR of '-').
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment segment`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0 every input segmented; 1 some inputs skipped (no face,
+        unreadable...).
+
+    Raises
+    ------
+    DataError
+        One line naming the input or model and the fix: a use of '-' that cannot
+        work, a missing dependency (dlib, the face mesh), a model that cannot
+        segment images, ``--beta`` for a model without a position prior, an
+        output that may not be written.
+    """
     import sys
 
     _check_stdio(args)

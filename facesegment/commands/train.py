@@ -89,6 +89,16 @@ def __getattr__(name):
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment train`` to its sub-parser.
+
+    The estimator options of every kind come from
+    :func:`facesegment.commands._estimator_options.add_estimator_options`.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``train``.
+    """
     names = [k.name for k in _classify_kinds()]
     p.add_argument("--kind", required=True, choices=names,
                    help="forest kind (see above): " + ", ".join(names))
@@ -127,7 +137,26 @@ def add_arguments(p):
 
 
 def read_names(path):
-    """Image names from a text file: one per line, '#' comments, extensions dropped."""
+    """Image names from a text file: one per line, '#' comments, extensions dropped.
+
+    The file must be a regular text file of bounded size (never a pipe or
+    ``/dev/zero`` read until out of memory).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The list of image names.
+
+    Returns
+    -------
+    set of str
+        The names, stripped; an image extension is removed.
+
+    Raises
+    ------
+    DataError
+        When the file cannot be read (see :func:`facesegment.limits.read_text_file`).
+    """
     import os
 
     # a regular text file of bounded size (never a pipe or /dev/zero read until out of memory)
@@ -147,8 +176,26 @@ def build_estimator(args):
 
     The chosen kind's options come from its class's constraints table
     (:mod:`facesegment.commands._estimator_options`); options not given keep
-    the estimator's defaults; an option the kind does not take is a
-    FaceSegmentError naming it, a value out of the table's range too.
+    the estimator's defaults.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``train``'s parsed options (``kind``, ``seed``, ``workers``,
+        ``scheduler``, ``quiet`` and the estimator options named in
+        ``args._estimator_flags``).
+
+    Returns
+    -------
+    estimator
+        The kind's estimator, unfitted, with ``random_state``, ``n_jobs``,
+        ``scheduler`` and ``verbose`` set from the options.
+
+    Raises
+    ------
+    FaceSegmentError
+        When an option given does not apply to the kind, or a value is out of
+        the table's range (one line naming the option).
     """
     kind = get_kind(args.kind)
     mine = {flag: name for name, (flag, _) in kind_options(kind).items()}
@@ -181,9 +228,24 @@ def _check_bounds(kind, params, flags):
 
 
 def check_windows(path, ws):
-    """Refuse a windows file a model cannot be trained on, before any training:
-    label ids outside the file's class names, and classes with no windows or
-    a sampling factor of 0 (a model trained on them would fail every image)."""
+    """Refuse a windows file a model cannot be trained on, before any training.
+
+    A file is refused for label ids outside its class names, and for classes
+    with no windows or a sampling factor of 0 (a model trained on them would fail
+    every image).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The windows file, named in the message.
+    ws : WindowSet
+        Its contents (``y`` and ``meta`` are read).
+
+    Raises
+    ------
+    DataError
+        Naming ``path``, the bad ids or the classes without windows, and the fix.
+    """
     import numpy as np
 
     y = ws.y
@@ -242,7 +304,19 @@ def _layout(args, ws):
 
 
 def check_calibrate(args):
-    """Refuse a bad --calibrate folder before training (a DataError, exit 2)."""
+    """Refuse a bad ``--calibrate`` folder before training.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``train``'s parsed options (``calibrate``: "auto", "none" or a folder).
+
+    Raises
+    ------
+    DataError
+        When the folder does not exist, is not a folder, or is a dataset root
+        (with ``train/``: its test faces must not choose the rule); exit 2.
+    """
     if args.calibrate in ("auto", "none"):
         return
 
@@ -254,9 +328,23 @@ def check_calibrate(args):
 
 
 def calibrate(model, meta, args):
-    """Choose ``model``'s decision rule on faces held out of its windows
-    (``--calibrate``) and store it (``model.rule``; the scores in
-    ``model.metrics["rule_selection"]``); without such faces, say so."""
+    """Choose ``model``'s decision rule on faces held out of its windows and store it.
+
+    The rule goes to ``model.rule`` and its scores to
+    ``model.metrics["rule_selection"]``; without such faces a note says so and
+    the model keeps no rule.  ``--calibrate none`` does nothing.
+
+    Parameters
+    ----------
+    model : Model
+        The trained model (modified in place).
+    meta : WindowsMeta
+        The windows file's metadata (which images gave windows).
+    args : argparse.Namespace
+        ``train``'s parsed options (``calibrate``, ``exclude_images``,
+        ``calibrate_images``, ``calibrate_stride``, ``sigmas``, ``seed``,
+        ``workers``, ``scheduler``, ``quiet``).
+    """
     if args.calibrate == "none":
         return
     data = None if args.calibrate == "auto" else args.calibrate
@@ -282,6 +370,32 @@ def calibrate(model, meta, args):
 
 
 def run(args):
+    """Train a forest on a windows file and write its model folder.
+
+    The output folder, ``--calibrate`` and the estimator options are checked
+    before the windows are read; the decision rule is then chosen
+    (:func:`calibrate`) and one summary line is printed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment train`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Raises
+    ------
+    DataError
+        One line naming the file and the fix: an output that may not be written,
+        a damaged or unusable windows file, no windows left, ``--max-samples``
+        above the windows without bootstrap.
+    FaceSegmentError
+        For options that do not apply or are out of range, or when training fails
+        on the data.
+    """
     check_model_output(args.out)  # before any training: --out must be writable
     check_calibrate(args)
     est = build_estimator(args)

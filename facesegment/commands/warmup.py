@@ -30,6 +30,13 @@ examples:
 
 
 def add_arguments(p):
+    """Add the options of ``facesegment warmup`` to its sub-parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The sub-parser of ``warmup``.
+    """
     p.add_argument("--model", "-m", nargs="+", default=(), metavar="MODEL",
                    help="model folders to prepare exactly (default: every kernel family of "
                         "the 31x31 RGB layout)")
@@ -39,6 +46,27 @@ def add_arguments(p):
 
 
 def run(args):
+    """Compile (or load from Numba's cache) the kernels ``segment`` uses.
+
+    With ``--model``, one step per model (what segmenting with it runs);
+    otherwise one per kernel family.  ``--prune`` then deletes the stale cache
+    files (:func:`facesegment._jit.stale_cache_files`).  Prints one summary line.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``facesegment warmup`` (see :func:`add_arguments`).
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Raises
+    ------
+    DataError
+        When a ``--model`` cannot be loaded or cannot segment images.
+    """
     import time
 
     t0 = time.perf_counter()

@@ -32,9 +32,33 @@ MAX_NESTING = 16
 
 
 def check_file(f, path, fix):
-    """Refuse links, storage and sizes that would read outside ``f`` or more
-    than it holds (DataError naming ``path`` and the object).  ``f`` is an open
-    ``h5py.File``; ``fix`` is the DataError's advice."""
+    """Refuse links, storage and sizes that would read outside ``f`` or more than it holds.
+
+    Every group, dataset and attribute is checked (see the module's description)
+    before anything is read.
+
+    Parameters
+    ----------
+    f : h5py.File
+        The open file.
+    path : str or path-like
+        Its path (its size bounds what may be declared), named in the message.
+    fix : str
+        The DataError's advice.
+
+    Returns
+    -------
+    int
+        The file's size in bytes.
+
+    Raises
+    ------
+    DataError
+        Naming ``path`` and the object: a link other than a hard link, a group
+        linked twice or nested more than :data:`MAX_NESTING` deep, more than
+        :data:`MAX_OBJECTS` objects, or a dataset or attribute refused by the
+        size and storage checks.
+    """
     import h5py
 
     size = os.path.getsize(path)
@@ -42,6 +66,20 @@ def check_file(f, path, fix):
     groups = set()
 
     def walk(group, prefix):
+        """Check ``group`` and everything under it.
+
+        Parameters
+        ----------
+        group : h5py.Group
+            The group to check.
+        prefix : str
+            Its path inside the file ("" for the root), for messages.
+
+        Raises
+        ------
+        DataError
+            As :func:`check_file`.
+        """
         if group.id in groups or prefix.count("/") > MAX_NESTING:
             raise DataError(path, f"{prefix} is a group linked twice (or inside itself) or "
                             f"nested more than {MAX_NESTING} deep; not a facesegment file", fix)
@@ -81,8 +119,31 @@ def _check_attrs(obj, where, path, size, fix):
 
 
 def check_dataset(ds, path, fix, size=None, where=None):
-    """Refuse a dataset whose data lies outside the file or whose declared
-    size its stored data cannot back (see the module's docstring)."""
+    """Refuse a dataset whose data lies outside the file or that its stored data cannot back.
+
+    See the module's description: virtual datasets and external storage are
+    refused; a contiguous dataset must be stored within the file, a chunked one
+    must have all its chunks, use only :data:`ALLOWED_FILTERS` and be compressed
+    by at most :data:`MAX_RATIO`, a compact one must fit the file.
+
+    Parameters
+    ----------
+    ds : h5py.Dataset
+        The dataset.
+    path : str or path-like
+        The file's path, named in the message.
+    fix : str
+        The DataError's advice.
+    size : int, optional
+        The file's size in bytes (default: read from ``path``).
+    where : str, optional
+        The dataset's name in messages (default ``ds.name``).
+
+    Raises
+    ------
+    DataError
+        Naming ``path`` and the dataset.
+    """
     import h5py
 
     where = where or ds.name
@@ -122,7 +183,27 @@ def check_dataset(ds, path, fix, size=None, where=None):
 
 
 def read_dataset(ds, path, fix):
-    """``ds[()]`` after :func:`check_dataset`."""
+    """``ds[()]`` after :func:`check_dataset`.
+
+    Parameters
+    ----------
+    ds : h5py.Dataset
+        The dataset.
+    path : str or path-like
+        The file's path, named in the message.
+    fix : str
+        The DataError's advice.
+
+    Returns
+    -------
+    numpy.ndarray or scalar
+        The dataset's whole content.
+
+    Raises
+    ------
+    DataError
+        When :func:`check_dataset` refuses it.
+    """
     check_dataset(ds, path, fix)
     return ds[()]
 

@@ -30,9 +30,21 @@ WINDOW_SHAPE = DEFAULT_LAYOUT.shape
 PENDING_BYTES = 256 * 2**20
 
 def remove_stale_temporaries(path):
-    """Remove ``<path>.tmp-<pid>`` files left by processes that no longer run
-    (e.g. killed by SIGKILL or a power cut); those of live processes are kept.
-    Returns the removed paths."""
+    """Remove ``<path>.tmp-<pid>`` files left by processes that no longer run.
+
+    Such files are left by a process killed by SIGKILL or a power cut; those of
+    live processes (and of this one) are kept.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The windows file whose temporaries are looked for.
+
+    Returns
+    -------
+    list of str
+        The removed paths (files that cannot be removed are skipped).
+    """
     import glob
     import re
 
@@ -133,10 +145,24 @@ class WindowsWriter:
         """Write rows ``start : start + len(X)``.
 
         With gzip, whole chunks starting at a chunk boundary are deflated by
-        ``zlib`` (which releases the GIL; in parallel on ``pool``, a
-        ``concurrent.futures`` executor, when given) and stored with
-        ``write_direct_chunk``; the bytes equal what HDF5's deflate filter
-        writes.  Other rows go through h5py.
+        ``zlib`` (which releases the GIL; in parallel on ``pool`` when given) and
+        stored with ``write_direct_chunk``; the bytes equal what HDF5's deflate
+        filter writes.  Other rows go through h5py.
+
+        Parameters
+        ----------
+        start : int
+            First row.
+        X : ndarray of uint8, shape (k,) + layout.shape
+            The windows.
+        y : array-like of uint8, shape (k,)
+            Their labels.
+        image_index : array-like of int32, shape (k,)
+            The image each window comes from.
+        centers : array-like of int32, shape (k, 2)
+            Each window's centre pixel in its image.
+        pool : concurrent.futures.Executor, optional
+            Threads that deflate the chunks.
         """
         start = int(start)
         stop = start + len(X)
@@ -170,17 +196,32 @@ class WindowsWriter:
     def set_strings(self, name, values):
         """Store a list of strings as a 1-D UTF-8 dataset.
 
-        File names the OS allows but that are not UTF-8 (a byte 0xff) come as
-        str with surrogate escapes (``os.fsdecode``); they are stored as their
-        original bytes (``os.fsencode``), so nothing is lost (the reader decodes
-        with ``surrogateescape``)."""
+        File names the OS allows but that are not UTF-8 (a byte 0xff) come as str
+        with surrogate escapes (``os.fsdecode``); they are stored as their original
+        bytes (``os.fsencode``), so nothing is lost (the reader decodes with
+        ``surrogateescape``).
+
+        Parameters
+        ----------
+        name : str
+            The dataset's name.
+        values : sequence of str or bytes
+            The strings.
+        """
         dt = h5py.string_dtype("utf-8")
         data = [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
                 for v in values]
         self.file.create_dataset(name, data=np.array(data, dtype=object), dtype=dt)
 
     def set_attrs(self, **attrs):
-        """Set file attributes (strings, numbers, arrays)."""
+        """Set file attributes.
+
+        Parameters
+        ----------
+        **attrs
+            Name -> value: strings, numbers, arrays; a list or tuple of strings is
+            stored as a UTF-8 string array and None as "".
+        """
         for k, v in attrs.items():
             if isinstance(v, (list, tuple)) and v and isinstance(v[0], str):
                 v = np.array(v, dtype=h5py.string_dtype("utf-8"))
@@ -260,6 +301,16 @@ class OrderedSink:
         self.bstart = 0
 
     def add(self, i, res):
+        """Take image ``i``'s result; write what is in order (or held back too long).
+
+        Parameters
+        ----------
+        i : int
+            The image's position (its rows are ``offsets[i]:offsets[i + 1]``).
+        res : tuple or None
+            ``(windows (k,) + layout.shape, labels (k,), centers (k, 2))``; None for an
+            image whose rows are not buffered here (none, or written already).
+        """
         self.pending[i] = res
         self.pending_bytes += res[0].nbytes
         while self.next in self.pending:
@@ -339,6 +390,20 @@ class BackgroundSink:
             raise self.error
 
     def add(self, i, res):
+        """Queue image ``i``'s result for the writer thread (blocks while the queue is full).
+
+        Parameters
+        ----------
+        i : int
+            The image's position.
+        res : tuple or None
+            Its result, as :meth:`OrderedSink.add` takes it.
+
+        Raises
+        ------
+        BaseException
+            The error the writer thread met on an earlier result.
+        """
         self._check()
         self.q.put((i, res))
 

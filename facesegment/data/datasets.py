@@ -24,8 +24,21 @@ SKIPPED_STATUSES = ("no-face", "unreadable", "error")
 def skipped_by_labeller(labels_root):
     """Names (relative, no extension) that ``facesegment label`` listed as skipped.
 
-    Reads ``labels_root/label_report.csv`` when it exists; returns an empty set
-    otherwise.
+    Parameters
+    ----------
+    labels_root : str or path-like
+        The label folder, whose ``label_report.csv`` is read when it exists.
+
+    Returns
+    -------
+    set of str
+        The names of the report's rows with a status of :data:`SKIPPED_STATUSES`;
+        empty when there is no report.
+
+    Raises
+    ------
+    DataError
+        When the report exists but cannot be read or parsed.
     """
     import csv
 
@@ -59,7 +72,24 @@ def find_images(root):
     (a link back to an ancestor, a link loop, or a second link to the same
     folder is not entered again), and a link that points inside ``root`` or to
     a folder that contains ``root`` is not entered (the walk reaches those
-    images under their own names anyway).
+    images under their own names anyway).  ``NAME_label.png`` and
+    ``NAME_overlay.png`` files are not images here; unreadable folders are
+    skipped.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The folder to search.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The images of each folder in name order, then those of its subfolders.
+
+    Raises
+    ------
+    DataError
+        When ``root`` is not a folder.
     """
     root = Path(root)
     if not root.is_dir():
@@ -150,8 +180,27 @@ def find_faces(root, labels=None, require_labels=True):
 
 
 def load_face(record, grey=False):
-    """Load ``(image (H,W,3) uint8, label (H,W) uint8)`` for a FaceRecord
-    (``grey=True``: the image as grey ``(H, W)``, see ``imageio.to_grey``)."""
+    """Load the image and label map of a labelled face.
+
+    Parameters
+    ----------
+    record : FaceRecord
+        The face.
+    grey : bool, default=False
+        Return the image as grey ``(H, W)`` (see ``imageio.to_grey``).
+
+    Returns
+    -------
+    image : ndarray of uint8, shape (H, W, 3), or (H, W) with ``grey``
+    label : ndarray of uint8, shape (H, W)
+        Class ids (255: ignore).
+
+    Raises
+    ------
+    DataError
+        When the image or label map cannot be read, the record has no label map,
+        or the label map's size differs from the image's.
+    """
     image = read_image(record.image)
     if grey:
         image = to_grey(image)
@@ -165,11 +214,18 @@ def load_face(record, grey=False):
 def check_face(record):
     """Validate one labelled face (a top-level, picklable task).
 
+    Parameters
+    ----------
+    record : FaceRecord
+        The face.
+
     Returns
     -------
-    (counts, message) : (ndarray of int64, shape (9,), None) or (None, str)
-        Pixels per class 0-7 plus ignored pixels (last entry), or the one-line
-        problem when the image or its label map is bad.
+    counts : ndarray of int64, shape (9,), or None
+        Pixels per class 0-7 plus ignored pixels (last entry); None when the face
+        is bad.
+    message : str or None
+        The one-line problem when the image or its label map is bad, else None.
     """
     import numpy as np
 

@@ -49,7 +49,20 @@ CHUNK = 1 << 20
 
 
 def sha256_file(path, chunk=CHUNK):
-    """Hex SHA-256 of a file, read in ``chunk``-byte blocks."""
+    """Hex SHA-256 of a file, read in ``chunk``-byte blocks.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    chunk : int, default=CHUNK
+        Bytes read at a time (1 MiB).
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(chunk), b""):
@@ -58,7 +71,25 @@ def sha256_file(path, chunk=CHUNK):
 
 
 def verify_sha256(path, expected):
-    """Raise DownloadError naming the file when its SHA-256 is not ``expected``."""
+    """Check a file's SHA-256.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    expected : str
+        The expected hex SHA-256 (either case).
+
+    Returns
+    -------
+    str
+        The file's SHA-256 (lower-case hex).
+
+    Raises
+    ------
+    DownloadError
+        Naming the file when its SHA-256 is not ``expected``.
+    """
     got = sha256_file(path)
     if got != expected.lower():
         raise DownloadError(
@@ -179,11 +210,32 @@ def safe_extract(archive, dest, progress=True, expect=None):
     top-level entries are then renamed into place, so an interrupted
     extraction leaves no half-written folder under its final name.  An archive
     whose top-level entries do not include ``expect`` is refused before
-    anything is extracted (nothing is left in ``dest``).
+    anything is extracted (nothing is left in ``dest``).  A top-level entry that
+    an earlier extraction wrote is replaced; one it did not write is never.
+
+    Parameters
+    ----------
+    archive : str or path-like
+        The tar archive (any compression ``tarfile`` reads).
+    dest : str or path-like
+        The folder to extract into (created when missing).
+    progress : bool, default=True
+        Show a progress line.
+    expect : str, optional
+        A top-level name the archive must hold (e.g. ``"lfw_funneled"``).
 
     Returns
     -------
-    list of str : the top-level names extracted.
+    list of str
+        The top-level names extracted, sorted.
+
+    Raises
+    ------
+    DownloadError
+        For an unsafe member (an absolute path, a path or link leading outside
+        ``dest``, a device or pipe), a missing ``expect``, a top-level entry
+        facesegment did not extract in the way, an unreadable archive, or a
+        failed write (full disk, permissions).
     """
     archive, dest = os.fspath(archive), os.path.realpath(os.fspath(dest))
     os.makedirs(dest, exist_ok=True)

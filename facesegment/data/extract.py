@@ -48,6 +48,20 @@ def group_ranges(weights, max_items, max_weight=None):
 
     A group holds at most ``max_items`` items and, unless it is a single item,
     at most ``max_weight`` total weight.
+
+    Parameters
+    ----------
+    weights : sequence of int
+        Weight of each item (e.g. its windows).
+    max_items : int
+        Most items per group.
+    max_weight : int, optional
+        Most total weight per group of several items (None: no bound).
+
+    Returns
+    -------
+    list of tuple of (int, int)
+        The groups, in order, covering every item once (empty for no items).
     """
     groups, start, acc = [], 0, 0
     for i, wt in enumerate(weights):
@@ -86,7 +100,7 @@ class ExtractResult:
 
 
 def check_output(path, inputs=(), allow_inside=False):
-    """Fail early (DataError) when ``path`` cannot or must not be written.
+    """Fail early when ``path`` cannot or must not be written.
 
     ``path`` may be new or a windows file written by ``facesegment extract``
     (which is replaced when the new one is complete); anything else (a
@@ -94,6 +108,20 @@ def check_output(path, inputs=(), allow_inside=False):
     ``allow_inside``, ``path`` must not lie inside one of the ``inputs``
     folders (the labelled data): a file written there could be taken for
     data.  The output's folder is created and must be writable.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The windows file to write.
+    inputs : iterable of str or path-like or None, default=()
+        The input folders (None entries are ignored).
+    allow_inside : bool, default=False
+        Allow ``path`` inside an input folder (``--out-inside-data``).
+
+    Raises
+    ------
+    DataError
+        Naming ``path`` and the fix when it may not be written there.
     """
     path = os.fspath(path)
     if os.path.isdir(path):

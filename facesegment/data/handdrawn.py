@@ -32,6 +32,19 @@ class HanddrawnPhoto:
 def read_handdrawn(folder):
     """The photos of a hand-drawn dataset folder, sorted by name.
 
+    A ``NAME_label.png`` without a photo beside it is left out.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The dataset folder (not searched recursively).
+
+    Returns
+    -------
+    list of HanddrawnPhoto
+        Each with its manifest's person as ``group`` (default: its name) and its
+        ``pan`` (NaN when unknown).
+
     Raises
     ------
     DataError
@@ -68,8 +81,19 @@ def read_handdrawn(folder):
 
 
 def group_folds(photos):
-    """Leave-one-group-out folds: ``[(group, train indices, held-out indices)]``,
-    groups sorted; no group is on both sides of a fold."""
+    """Leave-one-group-out folds; no group is on both sides of a fold.
+
+    Parameters
+    ----------
+    photos : sequence of HanddrawnPhoto
+        The photos (their ``group`` is read).
+
+    Returns
+    -------
+    list of tuple
+        ``(group, train indices, held-out indices)`` per group, groups sorted by
+        their text; indices into ``photos``.
+    """
     groups = sorted({p.group for p in photos}, key=str)
     return [(g, [i for i, p in enumerate(photos) if p.group != g],
              [i for i, p in enumerate(photos) if p.group == g]) for g in groups]

@@ -103,7 +103,21 @@ def exif_orientation(data):
 
 
 def apply_orientation(img, orientation):
-    """Turn an ``(H, W, ...)`` image upright by an EXIF orientation (1-8)."""
+    """Turn an image upright by an EXIF orientation.
+
+    Parameters
+    ----------
+    img : ndarray, shape (H, W, ...)
+        The pixels as stored.
+    orientation : int
+        The EXIF orientation tag, 1-8 (other values: unchanged).
+
+    Returns
+    -------
+    ndarray
+        A view of ``img`` transposed and/or flipped (``(W, H, ...)`` for the
+        orientations 5-8).
+    """
     transpose, flip_rows, flip_cols = _ORIENTATIONS.get(orientation, (False, False, False))
     if transpose:
         img = np.swapaxes(img, 0, 1)
@@ -169,9 +183,19 @@ def _is_video(data):
 
 
 def to_grey(image):
-    """An RGB uint8 image ``(H, W, 3)`` as grey ``(H, W)`` (ITU-R 601 luma,
-    OpenCV's ``COLOR_RGB2GRAY``); a grey ``(H, W)`` image is returned as it is.
-    Grey windows files (``facesegment extract --grey``) and grey models use it."""
+    """An RGB image as grey (ITU-R 601 luma, OpenCV's ``COLOR_RGB2GRAY``).
+
+    Grey windows files (``facesegment extract --grey``) and grey models use it.
+
+    Parameters
+    ----------
+    image : ndarray of uint8, shape (H, W, 3) or (H, W)
+        RGB image; a grey ``(H, W)`` image is returned as it is.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W)
+    """
     import cv2
 
     if image.ndim == 2:
@@ -249,7 +273,24 @@ def label_palette():
 
 
 def encode_label_png(labels):
-    """PNG bytes of a label map ``(H, W)`` uint8: palette indices = class ids."""
+    """PNG bytes of a label map: palette indices = class ids.
+
+    The palette is :func:`label_palette`, so viewers show the class colours.
+
+    Parameters
+    ----------
+    labels : ndarray of uint8, shape (H, W)
+        Class ids.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    ValueError
+        When ``labels`` is not a 2-D uint8 array.
+    """
     from PIL import Image
 
     lab = np.asarray(labels)
@@ -266,12 +307,42 @@ def write_label_png(path, labels):
     """Write a label map as a paletted PNG atomically (see :func:`encode_label_png`).
 
     Viewers show the class colours; :func:`read_label` reads the class ids.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The PNG to write.
+    labels : ndarray of uint8, shape (H, W)
+        Class ids.
+
+    Raises
+    ------
+    ValueError
+        When ``labels`` is not a 2-D uint8 array.
+    DataError
+        When the path may not be written or the write fails.
     """
     write_bytes_atomic(os.fspath(path), encode_label_png(labels))
 
 
 def write_png_atomic(path, array):
-    """Write a PNG (uint8 grey or RGB) atomically: temporary name, then rename."""
+    """Write a PNG atomically: temporary name, then rename.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The PNG to write.
+    array : ndarray of uint8, shape (H, W) or (H, W, 3)
+        Grey or RGB pixels.
+
+    Raises
+    ------
+    ValueError
+        When ``array`` is not uint8 grey or RGB.
+    DataError
+        When the PNG cannot be encoded, the path may not be written or the
+        write fails.
+    """
     path = os.fspath(path)
     arr = np.asarray(array)
     if arr.dtype != np.uint8 or not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] == 3)):

@@ -82,7 +82,27 @@ def _planes(image):
 
 
 def count_task(record, margin, grey=False):
-    """Pass 1 task: ``(counts (8,) int64 or None, error tuple or None, channels or None)``."""
+    """Pass 1 task: the eligible pixels per class of one labelled face.
+
+    Parameters
+    ----------
+    record : FaceRecord
+        The face.
+    margin : int
+        Pixels of the border whose windows would leave the image (not eligible).
+    grey : bool, default=False
+        Read the image as grey (one channel).
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (8,), or None
+        Eligible pixels per class (see :func:`eligible_counts`); None when the
+        face cannot be read.
+    error : tuple of (path, problem, fix) or None
+        The DataError's parts when the face cannot be read.
+    channels : int or None
+        The image's channels (None with an error).
+    """
     try:
         image, label = load_face(record, grey)
     except DataError as exc:
@@ -91,12 +111,36 @@ def count_task(record, margin, grey=False):
 
 
 def cut_task(item, margin, window=DEFAULT_LAYOUT.window, grey=False):
-    """Pass 2 task for ``item = (record, alloc (8,), expected (8,), state, replace (8,))``.
+    """Pass 2 task: draw one image's windows and cut them.
+
+    Parameters
+    ----------
+    item : tuple
+        ``(record, alloc, expected, state, replace)``: the FaceRecord, windows
+        per class ``(8,)``, the eligible pixels per class counted in pass 1
+        ``(8,)``, the image's random state (``(4,) uint32`` from
+        :func:`seed_states`) and the classes drawn with replacement ``(8,) bool``.
+    margin : int
+        Pixels of the border whose windows would leave the image.
+    window : int, default=DEFAULT_LAYOUT.window
+        Side of the windows (odd).
+    grey : bool, default=False
+        Read the image as grey (one channel).
 
     Returns
     -------
-    (windows uint8 (k, window, window, C), labels uint8 (k,), centers int32 (k,2),
-     sums int64 (window * window * C,), sumsq int64 (window * window * C,))
+    windows : ndarray of uint8, shape (k, window, window, C)
+    labels : ndarray of uint8, shape (k,)
+    centers : ndarray of int32, shape (k, 2)
+        (row, col) of each window's centre.
+    sums, sumsq : ndarray of int64, shape (window * window * C,)
+        Per-feature sums and sums of squares of the windows.
+
+    Raises
+    ------
+    DataError
+        When the face cannot be read, or its label map's eligible pixels differ
+        from pass 1's count (the data changed during extraction).
     """
     record, alloc, expected, state, replace = item
     image, label = load_face(record, grey)
@@ -135,18 +179,51 @@ def cut_task(item, margin, window=DEFAULT_LAYOUT.window, grey=False):
 
 
 def count_batch(records, margin, grey=False):
-    """Pass 1 task over a few images: a list of :func:`count_task` results."""
+    """Pass 1 task over a few images: a list of :func:`count_task` results.
+
+    Parameters
+    ----------
+    records : sequence of FaceRecord
+        The faces.
+    margin : int
+        As :func:`count_task`.
+    grey : bool, default=False
+        As :func:`count_task`.
+
+    Returns
+    -------
+    list of tuple
+        One :func:`count_task` result per record, in order.
+    """
     return [count_task(r, margin, grey) for r in records]
 
 
 def cut_batch(items, margin, window=DEFAULT_LAYOUT.window, grey=False):
     """Pass 2 task over a few images.
 
+    Parameters
+    ----------
+    items : sequence of tuple
+        :func:`cut_task` items.
+    margin : int
+        As :func:`cut_task`.
+    window : int, default=DEFAULT_LAYOUT.window
+        As :func:`cut_task`.
+    grey : bool, default=False
+        As :func:`cut_task`.
+
     Returns
     -------
-    (per_image, sums, sumsq) : list of (windows, labels, centers) per image,
-        and the int64 (n_features,) feature sums and sums of squares of the
-        batch (None when ``items`` is empty).
+    per_image : list of tuple
+        ``(windows, labels, centers)`` per image.
+    sums, sumsq : ndarray of int64, shape (n_features,), or None
+        The batch's feature sums and sums of squares (None when ``items`` is
+        empty).
+
+    Raises
+    ------
+    DataError
+        As :func:`cut_task`.
     """
     per_image = []
     sums = sumsq = None
@@ -161,7 +238,18 @@ def cut_batch(items, margin, window=DEFAULT_LAYOUT.window, grey=False):
 # ----------------------------------------------------------------- allocation
 
 def class_targets(n_windows):
-    """Windows per class: ``n // 8`` each, the remainder one each to the first classes."""
+    """Windows per class: ``n // 8`` each, the remainder one each to the first classes.
+
+    Parameters
+    ----------
+    n_windows : int
+        Total windows.
+
+    Returns
+    -------
+    ndarray of int64, shape (8,)
+        Sums to ``n_windows``.
+    """
     base, rem = divmod(int(n_windows), N_CLASSES)
     t = np.full(N_CLASSES, base, np.int64)
     t[:rem] += 1
@@ -218,7 +306,22 @@ def _repair_over(a, cap):
 
 
 def seed_states(seed, n_images):
-    """``(allocation Generator, per-image states (n_images, 4) uint32)`` from one seed."""
+    """The random states of an extraction, all from one seed.
+
+    Parameters
+    ----------
+    seed : int
+        The extraction's seed.
+    n_images : int
+        Images to give a state.
+
+    Returns
+    -------
+    rng : numpy.random.Generator
+        Generator of the allocation (:func:`allocate`).
+    states : ndarray of uint32, shape (n_images, 4)
+        Each image's state (independent spawned seed sequences).
+    """
     ss = np.random.SeedSequence(int(seed))
     alloc_ss, images_ss = ss.spawn(2)
     states = np.array([s.generate_state(4) for s in images_ss.spawn(n_images)], np.uint32)
@@ -226,7 +329,21 @@ def seed_states(seed, n_images):
 
 
 def finish_stats(sums, sumsq, n):
-    """Mean and population std (float32, zeros -> 1) from exact integer sums."""
+    """Mean and population std of the features from exact integer sums.
+
+    Parameters
+    ----------
+    sums, sumsq : ndarray of int64, shape (n_features,)
+        Per-feature sums and sums of squares.
+    n : int
+        Windows summed (> 0).
+
+    Returns
+    -------
+    mean : ndarray of float32, shape (n_features,)
+    std : ndarray of float32, shape (n_features,)
+        Zeros replaced by 1, so dividing by it is safe.
+    """
     mean = sums / float(n)
     var = np.maximum(sumsq / float(n) - mean * mean, 0.0)
     std = np.sqrt(var)
@@ -235,7 +352,20 @@ def finish_stats(sums, sumsq, n):
 
 
 def sampling_factors(class_counts, pixel_counts):
-    """Share among windows / share among eligible pixels (float64 (8,); 0 where a class has no pixels)."""
+    """Each class's share among the windows over its share among the eligible pixels.
+
+    Parameters
+    ----------
+    class_counts : array-like, shape (8,)
+        Windows per class.
+    pixel_counts : array-like, shape (8,)
+        Eligible pixels per class.
+
+    Returns
+    -------
+    ndarray of float64, shape (8,)
+        The factors; 0 where a class has no pixels.
+    """
     cc = np.asarray(class_counts, np.float64)
     pc = np.asarray(pixel_counts, np.float64)
     win_share = cc / cc.sum()

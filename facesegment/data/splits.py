@@ -151,7 +151,17 @@ def split_records(records, *, test_fraction=0.2, n_validation=100, seed=0, perso
 
 
 def has_given_splits(root):
-    """True when ``root`` has ``train/`` and ``test/`` subfolders."""
+    """Whether ``root`` has ``train/`` and ``test/`` subfolders.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The dataset folder.
+
+    Returns
+    -------
+    bool
+    """
     root = Path(root)
     return (root / "train").is_dir() and (root / "test").is_dir()
 
@@ -220,7 +230,20 @@ def _labelled(records, label_root):
 
 
 def records_persons(records, person_pattern=None):
-    """Set of person keys of some records."""
+    """The person keys of some records.
+
+    Parameters
+    ----------
+    records : iterable of FaceRecord
+        The faces.
+    person_pattern : str or re.Pattern, optional
+        As :func:`person_of`.
+
+    Returns
+    -------
+    set of str
+        ``person_of(r, person_pattern)`` of every record.
+    """
     return {person_of(r, person_pattern) for r in records}
 
 

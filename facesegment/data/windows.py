@@ -17,8 +17,8 @@ Layout (format ``"facesegment-windows"``, version :data:`FORMAT_VERSION`)::
                   seed, n_windows, margin, data_root, labels_root, std_kind,
                   complete
 
-Version 1 files (before the layout was recorded: no ``layout`` attribute,
-31x31 RGB windows) are read with the default layout.
+Version 1 files (no ``layout`` attribute; 31x31 RGB windows) are read with
+the default layout.
 
 Rows are ordered by image, then class, then pixel position; consumers draw
 their own random subsets (see :func:`read_rows`).  ``std`` is the population
@@ -129,10 +129,24 @@ class WindowSet:
     _file: object = None
 
     def features(self, layout=None):
-        """``(X, mean, std)``: the uint8 ``(N, n_features)`` matrix a forest over
-        ``layout`` (default the file's) trains on, and its per-feature mean and
-        std (float32): the file's own, or, for a pooled layout, those of the box
-        means (``layout.pooled``).  Needs the windows in memory (``load=True``)."""
+        """The feature matrix a forest over ``layout`` trains on, with its statistics.
+
+        Needs the windows in memory (``load=True``).
+
+        Parameters
+        ----------
+        layout : WindowLayout, optional
+            The forest's layout (default: the file's).  A pooled layout reads box
+            means (``layout.pooled``).
+
+        Returns
+        -------
+        X : ndarray of uint8, shape (N, n_features)
+            One row per window.
+        mean, std : ndarray of float32, shape (n_features,)
+            Per-feature mean and std: the file's own (``meta``), or, for a pooled
+            layout, those of the box means computed here.
+        """
         layout = layout or self.meta.layout
         if layout.pool == 1:
             return self.X.reshape(len(self.X), -1), self.meta.mean, self.meta.std
