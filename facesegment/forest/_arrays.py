@@ -73,8 +73,8 @@ class ForestArrays(NamedTuple):
     The four sparse arrays default to None; :func:`complete` gives a forest
     without sparse nodes its (empty) arrays.  ``missing_left`` holds the
     learned side where a node's training samples missed its feature, else the
-    child with more training samples (scikit-learn's rule); None (a model
-    written before it existed) means the latter everywhere.
+    child with more training samples (scikit-learn's rule); None means the
+    latter everywhere.
     """
 
     roots: np.ndarray
