@@ -203,8 +203,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ validation
     def _check_common(self):
         """All parameters checked and normalised (see
-        :func:`facesegment.forest.params.validate_params`); kept for callers of
-        the former private check."""
+        :func:`facesegment.forest.params.validate_params`); subclasses extend
+        it with their own rules."""
         return validate_params(self, self.get_params(deep=False))
 
     def _validate_X(self, X, y="no_validation", *, reset):
