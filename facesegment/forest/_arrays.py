@@ -73,8 +73,8 @@ class ForestArrays(NamedTuple):
     The four sparse arrays default to None; :func:`complete` gives a forest
     without sparse nodes its (empty) arrays.  ``missing_left`` holds the
     learned side where a node's training samples missed its feature, else the
-    child with more training samples (scikit-learn's rule); None (a model
-    written before it existed) means the latter everywhere.
+    child with more training samples (scikit-learn's rule); None means the
+    latter everywhere.
     """
 
     roots: np.ndarray
@@ -112,7 +112,20 @@ class ForestArrays(NamedTuple):
 
 
 def complete(fa):
-    """``fa`` with its sparse arrays filled in (empty ones when it has none)."""
+    """``fa`` with its sparse arrays filled in (empty ones when it has none).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    ForestArrays
+        ``fa`` itself when it has sparse arrays; else a copy whose ``sparse`` is
+        int32 -1 on every node, ``sparse_ptr`` int64 ``[0]``, and ``sparse_index``
+        (int32) and ``sparse_weight`` (float32) empty.
+    """
     if fa.sparse is not None:
         return fa
     return fa._replace(sparse=np.full(fa.left.shape[0], -1, np.int32),
@@ -122,5 +135,16 @@ def complete(fa):
 
 
 def n_sparse(fa):
-    """Number of sparse oblique rows of ``fa`` (0 when it has no sparse arrays)."""
+    """Number of sparse oblique rows of ``fa`` (0 when it has no sparse arrays).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    int
+        ``len(fa.sparse_ptr) - 1``, or 0 when ``fa.sparse_ptr`` is None.
+    """
     return 0 if fa.sparse_ptr is None else int(fa.sparse_ptr.shape[0]) - 1

@@ -33,8 +33,37 @@ OOB_CHUNK = 65536
 def class_weight_draws(class_weight, classes, y_enc, w, bootstrap):
     """``(sample_weight, strata)`` for ``class_weight`` (see the module docstring).
 
-    ``w`` is the validated ``sample_weight`` (None or float64 (n,)); ``strata``
-    is None or, for ``"balanced_subsample"``, ``[(rows, cdf or None)]`` per class.
+    Parameters
+    ----------
+    class_weight : None, "balanced", "balanced_subsample" or dict
+        The estimator's ``class_weight``; a dict maps class labels to weights
+        (classes it does not name weigh 1).
+    classes : ndarray of shape (n_classes,)
+        The class labels, in the order of the encoded labels.
+    y_enc : int ndarray of shape (n_samples,)
+        The encoded labels (indices into ``classes``).
+    w : None or float64 ndarray of shape (n_samples,)
+        The validated ``sample_weight``.
+    bootstrap : bool
+        Whether the trees draw bootstrap samples.
+
+    Returns
+    -------
+    sample_weight : None or float64 ndarray of shape (n_samples,)
+        ``w`` times the class weight of each row (``w`` unchanged for None and
+        ``"balanced_subsample"``).
+    strata : None or list of (rows, cdf)
+        For ``"balanced_subsample"``, per class with a positively weighted row:
+        its rows (int64) and None, or, where their ``w`` differ, the cumulative
+        distribution (float64) of their normalised weights.  Otherwise None.
+
+    Raises
+    ------
+    InvalidParameterError
+        When ``class_weight`` is given and ``bootstrap`` is False.
+    ValueError
+        When a dict names a label not in ``classes``, or when every resulting
+        weight is 0.
     """
     if class_weight is None:
         return w, None
@@ -81,8 +110,34 @@ def class_weight_draws(class_weight, classes, y_enc, w, bootstrap):
 def oob_decision(fa, X, y_enc, seeds, draw, apply_rows):
     """Out-of-bag class distributions, float64 (n, n_classes), and per-row tree counts.
 
-    ``apply_rows(X_chunk)`` gives the leaves (int32 (m, n_trees)) of rows;
-    ``seeds`` are the trees' seeds, ``draw`` their :class:`~facesegment.forest._grow.RowDraw`.
+    Axis-aligned forests on data without NaN are traversed by
+    :func:`~facesegment.forest._predict.oob_axis_packed`; other forests through
+    ``apply_rows`` in chunks of :data:`OOB_CHUNK` rows.  Warns (``UserWarning``)
+    when some rows were drawn by every tree.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The fitted forest.
+    X : ndarray of shape (n_samples, n_features)
+        The training samples.
+    y_enc : int ndarray of shape (n_samples,)
+        The encoded training labels (not read).
+    seeds : sequence of int
+        The trees' seeds, one per tree.
+    draw : RowDraw
+        The trees' row draw (:class:`~facesegment.forest._grow.RowDraw`), which
+        gives each tree's rows from its seed.
+    apply_rows : callable
+        ``apply_rows(X_chunk)`` gives the leaves (int32 (m, n_trees)) of rows.
+
+    Returns
+    -------
+    proba : float64 ndarray of shape (n_samples, n_classes)
+        Mean class distribution over the trees that did not draw each row
+        (0 for rows that every tree drew).
+    count : int64 ndarray of shape (n_samples,)
+        Number of trees that did not draw each row.
     """
     n = X.shape[0]
     inbag = np.zeros((len(seeds), n), dtype=bool)
@@ -115,11 +170,39 @@ def _oob_by_leaves(fa, X, inbag, apply_rows, proba, count):
 
 
 def append_forests(a, b):
-    """The forest of ``a``'s trees followed by ``b``'s (node, oblique and sparse
-    indices of ``b`` shifted; ``a``'s arrays copied unchanged)."""
+    """The forest of ``a``'s trees followed by ``b``'s.
+
+    Node, oblique and sparse indices of ``b`` are shifted; ``a``'s arrays are
+    copied unchanged.  The result has sparse arrays when either input has them,
+    and ``missing_left`` when either has it.
+
+    Parameters
+    ----------
+    a, b : ForestArrays
+        The forests (same number of classes and features).
+
+    Returns
+    -------
+    ForestArrays
+        The concatenated forest, of ``type(a)``.
+    """
     off, w_off, s_off = a.n_nodes, a.weights.shape[0], n_sparse(a)
 
     def shift(x, d):
+        """A copy of ``x`` with ``d`` added to its non-negative entries.
+
+        Parameters
+        ----------
+        x : int ndarray
+            Indices, -1 for none.
+        d : int
+            The offset.
+
+        Returns
+        -------
+        ndarray
+            The shifted copy.
+        """
         x = x.copy()
         x[x >= 0] += d
         return x
@@ -147,12 +230,39 @@ def append_forests(a, b):
 
 
 def tree_slice(fa, i):
-    """Tree ``i`` of ``fa`` as a forest of one tree (its nodes copied and
-    renumbered from 0; the oblique and sparse tables shared, not copied)."""
+    """Tree ``i`` of ``fa`` as a forest of one tree.
+
+    Its nodes are copied and renumbered from 0; the oblique and sparse tables
+    are shared, not copied.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    i : int
+        The tree, ``0 <= i < fa.n_trees``.
+
+    Returns
+    -------
+    ForestArrays
+        The one-tree forest, of ``type(fa)``.
+    """
     lo = int(fa.roots[i])
     hi = int(fa.roots[i + 1]) if i + 1 < fa.n_trees else fa.n_nodes
 
     def local(x):
+        """Entries ``lo:hi`` of ``x`` (copied) with ``lo`` subtracted from the non-negative ones.
+
+        Parameters
+        ----------
+        x : int ndarray of shape (n_nodes,)
+            Child indices of the whole forest, -1 at leaves.
+
+        Returns
+        -------
+        ndarray
+            The tree's child indices, local to the tree.
+        """
         x = x[lo:hi].copy()
         x[x >= 0] -= lo
         return x
@@ -167,9 +277,32 @@ def tree_slice(fa, i):
 
 
 def warm_start_seeds(params, seeds_from, n_old):
-    """The seeds of the trees to add: those a fresh forest of ``n_estimators`` trees
-    gives its trees ``n_old..`` (scikit-learn's rule); raises ``ValueError`` when
-    ``n_estimators`` is below ``n_old``; an empty array (and a warning) when equal."""
+    """The seeds of the trees to add in a warm start.
+
+    These are the seeds a fresh forest of ``n_estimators`` trees gives its trees
+    ``n_old..`` (scikit-learn's rule).  Warns (``UserWarning``) and returns an
+    empty array when ``n_estimators`` equals ``n_old``.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's parameters (``"n_estimators"`` and ``"random_state"`` are
+        read).
+    seeds_from : callable
+        ``seeds_from(random_state, n)`` gives the seeds of ``n`` trees.
+    n_old : int
+        Number of trees already grown.
+
+    Returns
+    -------
+    ndarray
+        The seeds of trees ``n_old .. n_estimators - 1``.
+
+    Raises
+    ------
+    ValueError
+        When ``n_estimators`` is below ``n_old``.
+    """
     n_new = params["n_estimators"]
     if n_new < n_old:
         raise ValueError(f"n_estimators={n_new} must be at least the {n_old} trees already "

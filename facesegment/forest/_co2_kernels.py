@@ -81,8 +81,24 @@ def _gain_counts(counts):
 def _surrogate_values(X, y, idx, u, c, ell, out):
     """Per-sample surrogate of Eq. (5) and 0/1-side stump loss of Eq. (2).
 
-    out : (m, 2) float64: column 0 the bound, column 1 the empirical loss
-    ``ell[0, y]`` if ``u @ x - c <= 0`` else ``ell[1, y]``.
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    y : int32 (n,)
+        Their classes.
+    idx : int64 (m,)
+        The node's samples.
+    u : float32 (p,)
+        The folded weights (on raw features).
+    c : float32
+        The folded offset: a sample goes to side 0 when ``u @ x - c <= 0``.
+    ell : float32 (2, K)
+        Leaf losses ``l(theta_j, k)`` of the two sides.
+    out : float64 (m, 2)
+        Written in place: column 0 the bound ``max(-a + ell[0, y], a +
+        ell[1, y]) - |a|`` (``a = u @ x - c``), column 1 the empirical loss
+        ``ell[0, y]`` if ``a <= 0`` else ``ell[1, y]``.
     """
     for r in range(idx.shape[0]):
         i = idx[r]
@@ -165,7 +181,23 @@ def _sgd_step(X, y, rows, mean, inv_std, w, vel, u, c, u_old, c_old, ell,
 
 @njit(**NJIT)
 def _axis_counts(X, y, idx, feature, threshold, counts):
-    """Side counts (2, K) of the univariate split ``x[feature] <= threshold``."""
+    """Side counts (2, K) of the univariate split ``x[feature] <= threshold``.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    y : int32 (n,)
+        Their classes.
+    idx : int64 (m,)
+        The node's samples.
+    feature : int
+        The split's feature.
+    threshold : float32
+        ``float32(x[feature]) <= threshold`` is side 0.
+    counts : float64 (2, K)
+        Added to in place: samples per side and class.
+    """
     for r in range(idx.shape[0]):
         i = idx[r]
         counts[0 if np.float32(X[i, feature]) <= threshold else 1, y[i]] += 1.0

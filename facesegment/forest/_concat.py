@@ -7,11 +7,48 @@ from ._arrays import ForestArrays
 
 
 def concat_trees(trees, n_features, weight_dtype=np.float32):
-    """Concatenate per-tree dicts (local node indices) into one ForestArrays."""
+    """Concatenate per-tree dicts (local node indices) into one ForestArrays.
+
+    Parameters
+    ----------
+    trees : list of dict
+        One dict per tree, as the growers return them: ``"left"``, ``"right"``,
+        ``"feature"``, ``"feature2"``, ``"oblique"``, ``"threshold"``,
+        ``"value"``, ``"depth"``, ``"n_samples"`` and ``"weights"``, with node
+        and weight-row indices local to the tree (-1 for none); optionally the
+        sparse arrays and ``"missing_left"``.
+    n_features : int
+        Number of features (columns of the weights when there are none; picks
+        uint16 sparse indices when it is at most 65536).
+    weight_dtype : numpy dtype, default=np.float32
+        The dtype of the weights array built when ``trees`` is empty (the
+        node arrays cannot be concatenated then, so no forest is returned).
+
+    Returns
+    -------
+    ForestArrays
+        The forest, with absolute node and weight-row indices, int32 index
+        arrays, float32 thresholds and values, the sparse arrays (empty when no
+        tree has them) and ``missing_left`` (int8).
+    """
     offsets = np.cumsum([0] + [t["left"].shape[0] for t in trees])
     w_off = np.cumsum([0] + [t["weights"].shape[0] for t in trees])
 
     def shift(a, off):
+        """``a`` as int32 (a copy) with ``off`` added to its non-negative entries.
+
+        Parameters
+        ----------
+        a : int ndarray
+            Indices local to a tree, -1 for none.
+        off : int
+            The tree's offset.
+
+        Returns
+        -------
+        int32 ndarray
+            The shifted copy.
+        """
         a = a.astype(np.int32, copy=True)
         a[a >= 0] += off
         return a

@@ -19,7 +19,18 @@ from ._sort import argsort_f32, exclusive_prefix, sort_scratch
 
 @njit(**NJIT)
 def xlogx_table(n):
-    """``flog[k] = k * log(k)`` for ``k = 0..n`` (float64, shape (n + 1,))."""
+    """``flog[k] = k * log(k)`` for ``k = 0..n`` (float64, shape (n + 1,)).
+
+    Parameters
+    ----------
+    n : int
+        Largest count of the table (the node's number of samples).
+
+    Returns
+    -------
+    float64 (n + 1,)
+        The table; ``flog[0] = flog[1] = 0``.
+    """
     out = np.zeros(n + 1, dtype=np.float64)
     for k in range(2, n + 1):
         out[k] = k * np.log(k)
@@ -28,7 +39,22 @@ def xlogx_table(n):
 
 @njit(**NJIT)
 def class_counts(y, idx, n_classes):
-    """Class counts (int64 (n_classes,)) of the samples ``idx`` (int64 (m,))."""
+    """Class counts (int64 (n_classes,)) of the samples ``idx`` (int64 (m,)).
+
+    Parameters
+    ----------
+    y : int (n,)
+        Class ids of all samples, in ``0..n_classes - 1``.
+    idx : int64 (m,)
+        The samples counted.
+    n_classes : int
+        Number of classes.
+
+    Returns
+    -------
+    int64 (n_classes,)
+        ``out[c]``: number of samples of ``idx`` of class ``c``.
+    """
     out = np.zeros(n_classes, dtype=np.int64)
     for i in range(idx.shape[0]):
         out[y[idx[i]]] += 1
@@ -37,7 +63,19 @@ def class_counts(y, idx, n_classes):
 
 @njit(**NJIT)
 def midpoint_threshold(a, b):
-    """A float32 threshold ``t`` with ``a <= t < b`` (a < b, both float32-exact)."""
+    """A float32 threshold ``t`` with ``a <= t < b`` (a < b, both float32-exact).
+
+    Parameters
+    ----------
+    a, b : float
+        The last value going left and the first going right.
+
+    Returns
+    -------
+    float32
+        The midpoint of ``a`` and ``b`` rounded to float32, or ``a`` where that
+        rounding reaches ``b``.
+    """
     a32 = np.float32(a)
     t = np.float32(0.5 * (np.float64(a) + np.float64(b)))
     if t >= np.float32(b) or t < a32:
@@ -170,11 +208,43 @@ def scan_sorted(vals, labels, tot, min_leaf, flog):
 
 @njit(**NJIT)
 def scan_values(vals, m, labs, scratch, vs, ls, tot, min_leaf, flog):
-    """Best split of one candidate's values ``vals[:m]`` (float32 or uint8) with
-    the samples' labels ``labs``: stable sorted order
-    (:func:`facesegment.forest._sort.argsort_f32`; ``scratch`` from
-    ``sort_scratch``) into ``vs``/``ls``, then :func:`scan_sorted`.  Returns
-    ``(threshold, gain)``, gain -1.0 when the values are constant."""
+    """Best split of one candidate's values ``vals[:m]`` with the samples' labels.
+
+    The values are put in stable sorted order
+    (:func:`facesegment.forest._sort.argsort_f32`) into ``vs``/``ls``, then
+    scanned by :func:`scan_sorted`.
+
+    Parameters
+    ----------
+    vals : float32 or uint8 (>= m,)
+        The candidate's value of each sample (only ``vals[:m]`` is read).
+    m : int
+        Number of samples, ``m >= 1``.
+    labs : int32 (>= m,)
+        Class id of each sample.
+    scratch : tuple
+        ``(order, tmp, keys, kt, cnt)`` from
+        :func:`facesegment.forest._sort.sort_scratch` for at least ``m`` values;
+        overwritten.
+    vs : same dtype as ``vals`` (>= m,)
+        Overwritten with the sorted values.
+    ls : int32 (>= m,)
+        Overwritten with the labels in that order.
+    tot : int64 (n_classes,)
+        Class counts of the ``m`` samples.
+    min_leaf : int
+        Minimum samples on each side.
+    flog : float64 (m + 1,)
+        ``k log k`` table (:func:`xlogx_table`).
+
+    Returns
+    -------
+    threshold : float32
+        Samples with value ``<= threshold`` go left.
+    gain : float64
+        The information gain; -1.0 when the values are constant or no split
+        leaves ``min_leaf`` samples on each side.
+    """
     order, tmp, keys, kt, cnt = scratch
     argsort_f32(vals, m, order, tmp, keys, kt, cnt)
     for i in range(m):
@@ -189,8 +259,28 @@ def scan_values(vals, m, labs, scratch, vs, ls, tot, min_leaf, flog):
 def sorted_gain_of_values(values, y, idx, n_classes, min_leaf):
     """Best threshold on per-sample values (float32 (m,)) of the samples ``idx``.
 
-    Used to refit the threshold of an oblique split after its weights were
-    rounded (float16 storage).  Returns ``(threshold float32, gain)``.
+    Refits the threshold of an oblique split after its weights were rounded
+    (float16 storage).
+
+    Parameters
+    ----------
+    values : float32 (m,)
+        The split's value of each sample of ``idx``, in that order.
+    y : int (n,)
+        Class ids of all samples.
+    idx : int64 (m,)
+        The node's samples, ``m >= 1``.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side.
+
+    Returns
+    -------
+    threshold : float32
+        Samples with value ``<= threshold`` go left.
+    gain : float64
+        The information gain; -1.0 when there is no valid split.
     """
     m = idx.shape[0]
     return scan_values(values, m, node_labels(y, idx), sort_scratch(m),
@@ -221,6 +311,19 @@ def gather_columns(X, idx, s0, s1, feats, T):
 
     Rows are copied 32 at a time into a contiguous buffer first (a streaming
     copy), then transposed from there (a cache-resident gather).
+
+    Parameters
+    ----------
+    X : (n, p) array, C-contiguous
+        The samples (uint8 in the split kernels).
+    idx : int64 (m,)
+        The node's samples.
+    s0, s1 : int
+        The range of positions of ``idx`` copied, ``0 <= s0 <= s1 <= m``.
+    feats : int64 (nf,)
+        The columns copied.
+    T : X's dtype (>= nf, >= s1 - s0)
+        Written in place: row ``j`` holds column ``feats[j]``.
     """
     nf = feats.shape[0]
     p = X.shape[1]
@@ -240,7 +343,20 @@ def gather_columns(X, idx, s0, s1, feats, T):
 
 @njit(**NJIT)
 def node_labels(y, idx):
-    """``y[idx]`` as int32 (m,)."""
+    """``y[idx]`` as int32 (m,).
+
+    Parameters
+    ----------
+    y : int (n,)
+        Class ids of all samples.
+    idx : int64 (m,)
+        The node's samples.
+
+    Returns
+    -------
+    int32 (m,)
+        The class id of each sample of ``idx``.
+    """
     m = idx.shape[0]
     lab = np.empty(m, dtype=np.int32)
     for i in range(m):
@@ -250,7 +366,24 @@ def node_labels(y, idx):
 
 @njit(**NJIT)
 def entropy_terms(tot, n, flog):
-    """``(parent, s_r0)``: ``s_r0 = sum_c F(tot[c])`` and ``parent = F(n) - s_r0``."""
+    """``(parent, s_r0)``: ``s_r0 = sum_c F(tot[c])`` and ``parent = F(n) - s_r0``.
+
+    Parameters
+    ----------
+    tot : int64 (n_classes,)
+        Class counts of the node.
+    n : int
+        Number of samples of the node.
+    flog : float64 (>= n + 1,)
+        ``F(k) = k log k`` table (:func:`xlogx_table`).
+
+    Returns
+    -------
+    parent : float64
+        ``n`` times the node's entropy.
+    s_r0 : float64
+        The right side's ``sum_c F(c)`` before any sample moves left.
+    """
     s_r0 = 0.0
     for c in range(tot.shape[0]):
         s_r0 += flog[tot[c]]
@@ -259,7 +392,18 @@ def entropy_terms(tot, n, flog):
 
 @njit(**NJIT)
 def delta_xlogx_table(flog):
-    """``dflog[k] = flog[k + 1] - flog[k]`` (the per-sample updates of scan_sorted)."""
+    """``dflog[k] = flog[k + 1] - flog[k]`` (the per-sample updates of scan_sorted).
+
+    Parameters
+    ----------
+    flog : float64 (n + 1,)
+        ``k log k`` table (:func:`xlogx_table`).
+
+    Returns
+    -------
+    float64 (max(n, 1),)
+        The differences (one uninitialised entry when ``n == 0``).
+    """
     n = flog.shape[0] - 1
     out = np.empty(max(n, 1), dtype=np.float64)
     for k in range(n):
@@ -269,21 +413,72 @@ def delta_xlogx_table(flog):
 
 @njit(**NJIT)
 def class_mask_words(n_classes):
-    """uint64 words of a bin's class mask (:func:`scan_bins_clear`)."""
+    """uint64 words of a bin's class mask (:func:`scan_bins_clear`).
+
+    Parameters
+    ----------
+    n_classes : int
+        Number of classes.
+
+    Returns
+    -------
+    int
+        ``ceil(n_classes / 64)``.
+    """
     return (n_classes + 63) // 64
 
 
 @njit(**NJIT)
 def add_to_bin(hist, mask, b, c):
-    """One sample of class ``c`` in bin ``b``: its count, and the bin's class mask."""
+    """One sample of class ``c`` in bin ``b``: its count, and the bin's class mask.
+
+    Parameters
+    ----------
+    hist : int32 (n_bins, n_classes)
+        Class counts per bin; ``hist[b, c]`` incremented in place.
+    mask : uint64 (n_bins, n_words)
+        Class mask per bin (:func:`class_mask_words` words); bit ``c`` of bin
+        ``b`` set in place.
+    b : int
+        The bin.
+    c : int
+        The sample's class.
+    """
     hist[b, c] += 1
     mask[b, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
 
 
 @njit(**NJIT)
 def _add_bin(hist, mask, b, left, tot, flog, s_l, s_r):
-    """Move bin ``b``'s samples to the left side (its classes in increasing order,
-    from its mask) and clear the bin: ``(samples moved, s_l, s_r)``."""
+    """Move bin ``b``'s samples to the left side and clear the bin.
+
+    The bin's classes are visited in increasing order, from its mask, and the
+    entropy sums updated as :func:`scan_histogram` updates them.
+
+    Parameters
+    ----------
+    hist : int32 (n_bins, n_classes)
+        Class counts per bin; row ``b`` zeroed in place.
+    mask : uint64 (n_bins, n_words)
+        Class mask per bin (:func:`add_to_bin`); row ``b`` zeroed in place.
+    b : int
+        The bin moved.
+    left : int64 (n_classes,)
+        Class counts of the left side; updated in place.
+    tot : int64 (n_classes,)
+        Class counts of the node.
+    flog : float64 (n + 1,)
+        ``k log k`` table.
+    s_l, s_r : float
+        ``sum_c F(c)`` of the left and right sides before the move.
+
+    Returns
+    -------
+    bt : int
+        Samples moved.
+    s_l, s_r : float64
+        The sums after the move.
+    """
     bt = 0
     for w in range(mask.shape[1]):
         mk = mask[b, w]
@@ -313,9 +508,42 @@ def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
     ``b`` holds class ``c``: a bin's classes are visited in increasing order
     from its set bits, so the updates (and their order) are those of the scan
     over every class with a non-zero count, without testing the empty ones.
-    Returns ``(b_best, b_next, raw, gain)``: ``b_best`` is the first bin whose
-    gain beats ``best_gain`` and is maximal for this candidate (-1 when none
-    beats it), ``b_next`` the next non-empty bin.  ``min_leaf >= 1``.
+    A bin's gain is divided by ``n`` only when its undivided gain exceeds
+    ``best_raw``, so candidates are compared as :func:`scan_histogram` compares
+    them.
+
+    Parameters
+    ----------
+    hist : int32 (n_bins, n_classes)
+        The candidate's class counts per bin; zeroed in place.
+    mask : uint64 (n_bins, n_words)
+        Each bin's class mask; zeroed in place.
+    tot : int64 (n_classes,)
+        Class counts of the node.
+    n : int
+        Number of samples of the node.
+    min_leaf : int
+        Minimum samples on each side, ``>= 1``.
+    flog : float64 (n + 1,)
+        ``k log k`` table.
+    parent, s_r0 : float
+        From :func:`entropy_terms`.
+    left : int64 (n_classes,)
+        Scratch (the left side's class counts); overwritten.
+    best_raw, best_gain : float
+        The undivided and divided gain of the best split so far (over earlier
+        candidates; ``-inf`` and -1.0 before the first).
+
+    Returns
+    -------
+    b_best : int
+        The first bin whose gain beats ``best_gain`` and is maximal for this
+        candidate (-1 when none beats it); the split sends bins ``<= b_best``
+        left.
+    b_next : int
+        The next non-empty bin after ``b_best``.
+    raw, gain : float64
+        The updated ``best_raw`` and ``best_gain``.
     """
     n_bins, n_classes = hist.shape
     one_word = mask.shape[1] == 1
@@ -361,9 +589,22 @@ def scan_bins_clear(hist, mask, tot, n, min_leaf, flog, parent, s_r0, left,
 
 @njit(**NJIT)
 def insertion_sort_codes(codes, m, shift, out):
-    """Stable sort of ``codes[:m]`` by ``codes >> shift`` into ``out``: the array
-    :func:`radix_sort_codes` gives (a stable sort's result is unique), cheaper
-    for a few dozen codes (no counters to clear and sum)."""
+    """Stable sort of ``codes[:m]`` by ``codes >> shift`` into ``out``, by insertion.
+
+    The array :func:`radix_sort_codes` gives (a stable sort's result is
+    unique), cheaper for a few dozen codes (no counters to clear and sum).
+
+    Parameters
+    ----------
+    codes : int32 (>= m,)
+        ``(value << shift) | label`` per sample.
+    m : int
+        Number of codes.
+    shift : int
+        Bits of the label.
+    out : int32 (>= m,)
+        Overwritten with the sorted codes.
+    """
     for i in range(m):
         v = codes[i]
         key = v >> shift
@@ -378,8 +619,24 @@ def insertion_sort_codes(codes, m, shift, out):
 def radix_sort_codes(codes, m, shift, tmp, out, c1, c2):
     """Stable sort of ``codes[:m]`` by ``codes >> shift`` (a 9-bit key), into ``out``.
 
-    Two LSD passes of 5 and 4 bits; ``tmp`` is scratch, ``c1`` (32,) and ``c2``
-    (16,) int32 counters.  Samples with equal keys keep their order.
+    Two LSD passes of 5 and 4 bits; samples with equal keys keep their order.
+
+    Parameters
+    ----------
+    codes : int32 (>= m,)
+        ``(value << shift) | label`` per sample, value in ``0..511``.
+    m : int
+        Number of codes.
+    shift : int
+        Bits of the label.
+    tmp : int32 (>= m,)
+        Scratch; overwritten.
+    out : int32 (>= m,)
+        Overwritten with the sorted codes.
+    c1 : int32 (32,)
+        Counters of the first pass; overwritten.
+    c2 : int32 (16,)
+        Counters of the second pass; overwritten.
     """
     c1[:] = 0
     c2[:] = 0
@@ -406,8 +663,38 @@ def scan_codes(codes, m, shift, tot, min_leaf, dflog, flog, parent, s_r0, left,
                best_raw, best_gain):
     """``scan_sorted``'s arithmetic on sorted codes ``(value << shift) | label``.
 
-    Returns ``(v_best, v_next, raw, gain)``: the value ending the best split
-    that beats ``best_gain`` (-1 when none) and the next value present.
+    Parameters
+    ----------
+    codes : int32 (>= m,)
+        The codes sorted by value (stable), ``m >= 1``.
+    m : int
+        Number of codes.
+    shift : int
+        Bits of the label.
+    tot : int64 (n_classes,)
+        Class counts of the node.
+    min_leaf : int
+        Minimum samples on each side.
+    dflog : float64 (>= m,)
+        :func:`delta_xlogx_table` of ``flog``.
+    flog : float64 (m + 1,)
+        ``k log k`` table.
+    parent, s_r0 : float
+        From :func:`entropy_terms`.
+    left : int64 (n_classes,)
+        Scratch (the left side's class counts); overwritten.
+    best_raw, best_gain : float
+        The undivided and divided gain of the best split over earlier candidates.
+
+    Returns
+    -------
+    v_best : int
+        The value ending the best split that beats ``best_gain`` (values
+        ``<= v_best`` go left); -1 when none beats it.
+    v_next : int
+        The next value present after ``v_best``.
+    raw, gain : float64
+        The updated ``best_raw`` and ``best_gain``.
     """
     n_classes = tot.shape[0]
     mask = (1 << shift) - 1
@@ -461,7 +748,20 @@ CRITERIA = {"entropy": 0, "gini": 1}
 
 @njit(**NJIT)
 def phi_table(n, gini):
-    """``phi[k]`` for ``k = 0..n``: ``k log k`` (entropy) or ``k^2`` (Gini), float64."""
+    """``phi[k]`` for ``k = 0..n``: ``k log k`` (entropy) or ``k^2`` (Gini), float64.
+
+    Parameters
+    ----------
+    n : int
+        Largest count of the table.
+    gini : bool
+        True for the Gini index, False for entropy.
+
+    Returns
+    -------
+    float64 (n + 1,)
+        The table.
+    """
     if not gini:
         return xlogx_table(n)
     out = np.empty(n + 1, dtype=np.float64)
@@ -472,8 +772,24 @@ def phi_table(n, gini):
 
 @njit(**NJIT)
 def set_cost(s, sum_phi, gini, phi):
-    """``s`` times the impurity of a set of ``s`` samples whose ``sum_c phi(c)`` is
-    ``sum_phi`` (0 for an empty set)."""
+    """``s`` times the impurity of a set of ``s`` samples (0 for an empty set).
+
+    Parameters
+    ----------
+    s : int
+        Number of samples of the set.
+    sum_phi : float
+        ``sum_c phi(c)`` over the set's class counts.
+    gini : bool
+        True for the Gini index, False for entropy.
+    phi : float64 (>= s + 1,)
+        :func:`phi_table` (read for entropy only).
+
+    Returns
+    -------
+    float64
+        ``s - sum_phi / s`` (Gini) or ``phi[s] - sum_phi`` (entropy).
+    """
     if s <= 0:
         return 0.0
     if gini:

@@ -16,7 +16,7 @@ intrinsic, as :mod:`facesegment.dense._simd` does for integer dots), with
 IEEE ``fmul`` and ``fadd`` (no fast-math flags: no reassociation, no fused
 multiply-add), so the code is vectorised on every CPU the same way and gives
 the same bits (SSE splits each vector in two, AVX-512 may join two: lanes
-stay lanes).  Numba's own loops over such lanes were vectorised only for
+stay lanes).  Numba's own loops over such lanes are vectorised only for
 some lane counts and input types (float32 inputs: 12x slower than the
 reassociated loop).  Measured by ``benchmarks/co2_fixed_order.py``.
 """
@@ -36,6 +36,24 @@ _WIDTH = 8
 
 def _codegen(n_weights, x_is_float):
     def codegen(context, builder, sig, args):
+        """Emit the LLVM IR of the fixed-order lanes of ``n_weights`` dot products.
+
+        Parameters
+        ----------
+        context : numba.core.base.BaseContext
+            Numba's target context.
+        builder : llvmlite.ir.IRBuilder
+            The builder the IR is emitted with.
+        sig : numba.core.typing.Signature
+            The intrinsic's signature (the weight arrays, ``x``, ``blocks``).
+        args : tuple of llvmlite values
+            The arguments, in the order of ``sig``.
+
+        Returns
+        -------
+        llvmlite value
+            The float32 reduced lanes (one dot product), or a tuple of them.
+        """
         f32 = ir.FloatType()
         i64 = ir.IntType(64)
         vec = ir.VectorType(f32, _WIDTH)
@@ -50,6 +68,22 @@ def _codegen(n_weights, x_is_float):
                 for _ in range(n_weights)]
 
         def load(ptr, off, t):
+            """Load a value of type ``t`` (unaligned) at element ``off`` of ``ptr``.
+
+            Parameters
+            ----------
+            ptr : llvmlite pointer
+                The array's data.
+            off : llvmlite i64 value
+                Element offset.
+            t : llvmlite type
+                The vector type loaded.
+
+            Returns
+            -------
+            llvmlite value
+                The loaded vector.
+            """
             return builder.load(builder.bitcast(builder.gep(ptr, [off]), t.as_pointer()),
                                 align=1)
 
@@ -66,6 +100,20 @@ def _codegen(n_weights, x_is_float):
                     builder.store(builder.fadd(builder.load(slot), builder.fmul(wv, xv)), slot)
 
         def lanes(v, picks):
+            """The vector ``v`` with its lanes permuted by ``picks``.
+
+            Parameters
+            ----------
+            v : llvmlite value
+                An 8 x float32 vector.
+            picks : list of int
+                The source lane of each result lane.
+
+            Returns
+            -------
+            llvmlite value
+                The shuffled vector.
+            """
             return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32),
                                                                          _WIDTH), picks))
 
@@ -87,6 +135,22 @@ def _codegen(n_weights, x_is_float):
 
 def _typed(n_weights):
     def typer(typingctx, *args):
+        """Type the intrinsic: float32 C-contiguous weights, a uint8 or float32 ``x``.
+
+        Parameters
+        ----------
+        typingctx : numba.core.typing.Context
+            Numba's typing context.
+        *args : numba types
+            The ``n_weights`` weight arrays, ``x`` and ``blocks``.
+
+        Returns
+        -------
+        tuple or None
+            ``(signature, codegen)``, or None when the arguments do not fit (1-d
+            C-contiguous float32 weights, 1-d C-contiguous uint8 or float32 ``x``,
+            an integer ``blocks``).
+        """
         arrays, x, blocks = args[:n_weights], args[n_weights], args[n_weights + 1]
         ok = (all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
                   and a.dtype == types.float32 for a in arrays)
@@ -115,9 +179,22 @@ def _lanes2(typingctx, u, u2, x, blocks):
 
 @njit(**NJIT)
 def dot(w, x):
-    """``sum_j w[j] * float32(x[j])`` over ``j < len(w)`` in float32, in the
-    fixed order of the module docstring (``w`` float32, ``x`` uint8 or float32,
-    both contiguous; ``x`` at least as long as ``w``)."""
+    """``sum_j w[j] * float32(x[j])`` over ``j < len(w)`` in float32, in a fixed order.
+
+    The order is that of the module docstring.
+
+    Parameters
+    ----------
+    w : float32 (p,), C-contiguous
+        The weights.
+    x : uint8 or float32 (>= p,), C-contiguous
+        The sample.
+
+    Returns
+    -------
+    float32
+        The dot product.
+    """
     p = w.shape[0]
     blocks = p // LANES
     s = _lanes1(w, x, blocks)
@@ -128,7 +205,20 @@ def dot(w, x):
 
 @njit(**NJIT)
 def dot2(x, u, u2):
-    """``(dot(u, x), dot(u2, x))`` in one pass over ``x`` (the same bits)."""
+    """``(dot(u, x), dot(u2, x))`` in one pass over ``x`` (the same bits).
+
+    Parameters
+    ----------
+    x : uint8 or float32 (>= p,), C-contiguous
+        The sample.
+    u, u2 : float32 (p,), C-contiguous
+        The two weight vectors.
+
+    Returns
+    -------
+    a, b : float32
+        ``dot(u, x)`` and ``dot(u2, x)``.
+    """
     p = u.shape[0]
     blocks = p // LANES
     a, b = _lanes2(u, u2, x, blocks)

@@ -53,9 +53,24 @@ def _draw_batch(perm, start, u_feat):
 
 @njit(**NJIT)
 def random_cut(lo, hi, u, integer):
-    """float32 threshold ``t`` with ``lo <= t < hi`` (``lo < hi``) for a uniform ``u``:
-    ``c + 0.5`` with an integer cut ``c`` in ``lo..hi-1`` when ``integer``,
-    else ``float32(lo + u (hi - lo))`` (``lo`` if that rounds up to ``hi``)."""
+    """float32 threshold ``t`` with ``lo <= t < hi`` (``lo < hi``) for a uniform ``u``.
+
+    Parameters
+    ----------
+    lo, hi : number
+        The node's minimum and maximum of the feature, ``lo < hi``.
+    u : float
+        A uniform draw in [0, 1).
+    integer : bool
+        Integer cuts (uint8 features).
+
+    Returns
+    -------
+    float32
+        ``c + 0.5`` with the integer cut ``c = lo + min(int(u (hi - lo)),
+        hi - lo - 1)`` when ``integer``; else ``float32(lo + u (hi - lo))``, or
+        ``lo`` where that rounds up to ``hi``.
+    """
     if integer:
         span = int(hi - lo)
         c = int(lo) + min(int(u * span), span - 1)
@@ -147,8 +162,43 @@ def extra_candidates(X, y, idx, feats, u_thr, integer, tot, flog, min_leaf,
 @njit(**NJIT)
 def _extra_batch(X, y, idx, perm, start, u, integer, n_classes, min_leaf,
                  best_f, best_t, best_gain):
-    """One batch in one call: ``k = len(u) // 2`` features drawn with ``u[:k]``
-    from position ``start`` of ``perm``, cut with ``u[k:]``, scored."""
+    """One batch of candidates drawn, cut and scored in one call.
+
+    ``k = len(u) // 2`` features are drawn with ``u[:k]`` from position
+    ``start`` of ``perm`` (:func:`_draw_batch`), cut with ``u[k:]`` and scored
+    by :func:`extra_candidates`.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    y : int32 (n,)
+        Class ids.
+    idx : int64 (m,)
+        The node's samples.
+    perm : int64 (p,)
+        The tree's feature permutation; entries ``start .. start + k - 1`` are
+        shuffled in place.
+    start : int
+        Position of ``perm`` the batch starts at.
+    u : float64 (2 k,)
+        Uniforms in [0, 1): the features' draws, then their cuts'.
+    integer : bool
+        Integer cuts (uint8 features).
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side.
+    best_f, best_t, best_gain : int, float32, float
+        The best split so far (-1, 0, -1.0 at the start).
+
+    Returns
+    -------
+    n_nonconstant : int
+        Candidates of the batch that were not constant on the node.
+    best_f, best_t, best_gain : int, float32, float64
+        The best split after this batch.
+    """
     k = u.shape[0] // 2
     feats = _draw_batch(perm, start, u[:k])
     tot = class_counts(y, idx, n_classes)
@@ -161,16 +211,40 @@ def random_axis_split(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
     """The extremely randomized split ``x[f] <= t`` of the node's samples ``idx``.
 
     Candidates are drawn in batches from ``rng`` (the tree's generator): a
-    batch of ``k = K - found`` features (``K = q``) continues a partial
-    Fisher-Yates shuffle of ``perm`` (int64 (p,), the tree's reusable
-    permutation) with ``k`` uniforms, then ``k`` more uniforms give their cuts
-    (``rng.random(2 k)``); batches go on until ``q`` non-constant features
-    were scored or all ``p`` features were drawn.  Deterministic given the
-    generator's state.
+    batch of ``k = q - found`` features continues a partial Fisher-Yates
+    shuffle of ``perm`` with ``k`` uniforms, then ``k`` more uniforms give
+    their cuts (``rng.random(2 k)``); batches go on until ``q`` non-constant
+    features were scored or all ``p`` features were drawn.  Deterministic
+    given the generator's state.
 
-    Returns ``(feature, threshold, gain)`` as :func:`facesegment.forest.axis.
-    best_axis_split` does: feature -1 and gain -1.0 when no candidate splits
-    the node with ``min_samples_leaf`` samples on each side.
+    Parameters
+    ----------
+    X : ndarray uint8 or float32, shape (n, p)
+        Raw features.
+    y : ndarray int32, shape (n,)
+        Class ids in ``0..n_classes-1``.
+    idx : ndarray int64, shape (m,)
+        Samples of the node.
+    perm : ndarray int64, shape (p,)
+        The tree's reusable feature permutation; shuffled in place.
+    rng : numpy.random.Generator
+        The tree's generator.
+    q : int
+        Number of non-constant features to score (``max_features``).
+    n_classes : int
+        Number of classes.
+    min_samples_leaf : int, default=1
+        Minimum samples on each side of the split.
+
+    Returns
+    -------
+    feature : int
+        The best candidate's feature (the first on ties); -1 when no candidate
+        splits the node with ``min_samples_leaf`` samples on each side.
+    threshold : float
+        ``x[feature] <= threshold`` goes left (a float32 value).
+    gain : float
+        Information gain; -1.0 when there is no valid split.
     """
     p = perm.shape[0]
     integer = X.dtype == np.uint8
@@ -281,8 +355,42 @@ def extra_candidates_missing(X, y, idx, feats, u_thr, integer, n_classes, min_le
 
 
 def random_axis_split_missing(X, y, idx, perm, rng, q, n_classes, min_samples_leaf=1):
-    """:func:`random_axis_split` when X holds NaN (:func:`extra_candidates_missing`),
-    with the same draws from ``rng``: ``(feature, threshold, gain, missing_left)``."""
+    """:func:`random_axis_split` when X holds NaN (:func:`extra_candidates_missing`).
+
+    The draws from ``rng`` are those of :func:`random_axis_split`.
+
+    Parameters
+    ----------
+    X : ndarray float32, shape (n, p)
+        Raw features; NaN marks a missing value.
+    y : ndarray int32, shape (n,)
+        Class ids in ``0..n_classes-1``.
+    idx : ndarray int64, shape (m,)
+        Samples of the node.
+    perm : ndarray int64, shape (p,)
+        The tree's reusable feature permutation; shuffled in place.
+    rng : numpy.random.Generator
+        The tree's generator.
+    q : int
+        Number of non-constant features to score (``max_features``).
+    n_classes : int
+        Number of classes.
+    min_samples_leaf : int, default=1
+        Minimum samples on each side of the split.
+
+    Returns
+    -------
+    feature : int
+        The best candidate's feature; -1 when no candidate splits the node.
+    threshold : float
+        ``x[feature] <= threshold`` goes left (a float32 value; 0.0 when
+        ``feature`` is -1).
+    gain : float
+        Information gain; -1.0 when there is no valid split.
+    missing_left : int
+        1 when the node's missing values go left, 0 right, -1 when none of the
+        node's samples misses ``feature``.
+    """
     p = perm.shape[0]
     best = np.array([-1.0, -1.0, 0.0, -1.0])
     found = start = 0

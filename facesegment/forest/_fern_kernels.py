@@ -16,8 +16,24 @@ from ._criteria import midpoint_threshold
 
 @njit(**NJIT)
 def fern_test_values(X, idx, a, b):
-    """float32 (m,) values of the test on the samples ``idx``: ``x[a]`` or
-    ``x[a] - x[b]`` (when ``b >= 0``), in float32."""
+    """float32 (m,) values of the test on the samples ``idx``.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    idx : int64 (m,)
+        The samples evaluated.
+    a : int
+        The test's first feature.
+    b : int
+        The second feature of a two-probe test, or -1 for an axis test.
+
+    Returns
+    -------
+    float32 (m,)
+        ``float32(x[a])``, or ``float32(x[a]) - float32(x[b])`` when ``b >= 0``.
+    """
     m = idx.shape[0]
     out = np.empty(m, dtype=np.float32)
     for i in range(m):
@@ -33,11 +49,24 @@ def fern_test_values(X, idx, a, b):
 def quantile_cut(values, u):
     """A threshold at a random quantile of ``values`` (float32 (m,), m >= 1).
 
-    ``v`` is the value of rank ``floor(u m)`` (``u`` uniform in [0, 1)); the
-    threshold is the midpoint between ``v`` and the next larger value present
-    (the previous smaller one when ``v`` is the maximum), so samples fall on
-    both sides.  Returns ``(ok, t)``; ``ok`` is False when the values are all
-    equal (``t`` is then that value: every sample goes left).
+    ``v`` is the value of rank ``floor(u m)``; the threshold is the midpoint
+    between ``v`` and the next larger value present (the previous smaller one
+    when ``v`` is the maximum), so samples fall on both sides.
+
+    Parameters
+    ----------
+    values : float32 (m,)
+        The test's values on the fern's samples, ``m >= 1`` (not modified).
+    u : float
+        A uniform draw in [0, 1).
+
+    Returns
+    -------
+    ok : bool
+        False when the values are all equal.
+    t : float32
+        The threshold; when ``ok`` is False, that value (every sample goes
+        left).
     """
     m = values.shape[0]
     k = min(int(u * m), m - 1)
@@ -61,9 +90,28 @@ def quantile_cut(values, u):
 def fern_counts(X, y, idx, fa, fb, thr, n_classes):
     """Class counts of every node of a fern, int64 (2^(d+1) - 1, n_classes).
 
-    ``fa``, ``fb`` (int64 (d,)) and ``thr`` (float32 (d,)) are the tests of
-    levels 0..d-1 (``fb[l] < 0``: axis test).  Each sample of ``idx`` is
-    counted at the root and at the node it reaches on every level.
+    Each sample of ``idx`` is counted at the root and at the node it reaches on
+    every level.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    y : int32 (n,)
+        Class ids.
+    idx : int64 (m,)
+        The fern's samples.
+    fa, fb : int64 (d,)
+        The tests' features of levels ``0..d-1`` (``fb[l] < 0``: axis test).
+    thr : float32 (d,)
+        The tests' thresholds (``value <= thr[l]`` goes left).
+    n_classes : int
+        Number of classes.
+
+    Returns
+    -------
+    int64 (2^(d+1) - 1, n_classes)
+        Class counts per node, breadth-first.
     """
     d = fa.shape[0]
     counts = np.zeros((2 ** (d + 1) - 1, n_classes), dtype=np.int64)

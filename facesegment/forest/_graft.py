@@ -74,12 +74,30 @@ def graft(trunk, subtrees):
 # --------------------------------------- refined trunk + greedy subtrees
 
 def greedy_params(params, max_depth, n_samples):
-    """The :class:`~facesegment.forest._grow.TreeParams` of the greedy trees of a
-    non-greedy forest (``params.splitter``: its
-    :class:`~facesegment.forest.nongreedy.NonGreedySplitter`): the initial tree
-    and the subtrees grown under a refined trunk, on all the ``n_samples`` rows
-    given; an axis splitter, or CO2 with ``init_nu``, ``init_eta`` and
-    ``oblique_min_samples``."""
+    """The :class:`~facesegment.forest._grow.TreeParams` of a non-greedy forest's greedy trees.
+
+    These grow the initial tree and the subtrees under a refined trunk, on all
+    the ``n_samples`` rows given (no bootstrap): an axis splitter, or CO2 with
+    ``init_nu``, ``init_eta`` and ``oblique_min_samples`` when the
+    :class:`~facesegment.forest.nongreedy.NonGreedySplitter` starts from CO2
+    (``init == "co2"``).
+
+    Parameters
+    ----------
+    params : TreeParams
+        The non-greedy forest's parameters; ``params.splitter`` is its
+        :class:`~facesegment.forest.nongreedy.NonGreedySplitter`.
+    max_depth : int
+        Depth of the greedy trees (-1: unlimited).
+    n_samples : int
+        Number of rows the trees are grown on.
+
+    Returns
+    -------
+    TreeParams
+        The greedy trees' parameters, with ``params``' ``min_samples_split``
+        and ``min_samples_leaf``.
+    """
     ng = params.splitter
     if ng.init == "co2":
         splitter = CO2Splitter(max_features=ng.max_features,
@@ -95,8 +113,22 @@ def greedy_params(params, max_depth, n_samples):
 
 
 def trunk_depth(params):
-    """Depth of the non-greedy part: ``refine_depth`` when it is shallower than
-    ``max_depth`` (-1: unlimited), else ``max_depth``; and whether to grow below."""
+    """Depth of the non-greedy part, and whether to grow greedy subtrees below it.
+
+    Parameters
+    ----------
+    params : TreeParams
+        The non-greedy forest's parameters (``max_depth``, -1: unlimited, and
+        ``splitter.refine_depth``, None: the whole tree).
+
+    Returns
+    -------
+    depth : int
+        ``refine_depth`` when it is shallower than ``max_depth``, else
+        ``max_depth``.
+    grow_below : bool
+        True when ``refine_depth`` is the shallower.
+    """
     md, rd = params.max_depth, params.splitter.refine_depth
     if rd is None or (md >= 0 and rd >= md):
         return md, False

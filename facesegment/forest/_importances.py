@@ -22,9 +22,34 @@ def _sparse_importances(fa, imp, tree, dec, inner, scale):
 
 def forest_feature_importances(fa, n_features, feature_std=None, chunk=256,
                                criterion="entropy"):
-    """Mean decrease in impurity per feature of the forest ``fa`` (see
-    :attr:`BaseForest.feature_importances_`); float64 (n_features,).  The
-    impurity is the entropy, or the Gini index with ``criterion="gini"``."""
+    """Mean decrease in impurity per feature of the forest ``fa``.
+
+    See :attr:`BaseForest.feature_importances_`.  Each internal node's weighted
+    impurity decrease (never negative) goes to its feature (axis), half to each
+    probe (two-probe), or is shared among an oblique row's features in
+    proportion to ``|w_j|`` (times ``feature_std`` when given); each tree's
+    importances are normalised to sum to 1, the trees without a split are left
+    out, and the mean is normalised to sum to 1.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    n_features : int
+        Number of features.
+    feature_std : array-like of shape (n_features,) or None, default=None
+        Scales the oblique weights back to the normalised features the splits
+        were optimised on; None: the raw weights.
+    chunk : int, default=256
+        Dense oblique rows processed at a time.
+    criterion : {"entropy", "gini"}, default="entropy"
+        The impurity (any other value means entropy).
+
+    Returns
+    -------
+    float64 ndarray of shape (n_features,)
+        The importances, summing to 1 (all zeros when no tree splits).
+    """
     v = fa.value.astype(np.float64)
     if criterion == "gini":
         h = 1.0 - np.sum(v * v, axis=1)

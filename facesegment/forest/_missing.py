@@ -4,8 +4,8 @@ A fitted forest stores, per node, the side missing values take:
 ``ForestArrays.missing_left`` (int8, 1 = left, 0 = right; learned where the
 node's training samples missed the split's value, otherwise the child with
 more training samples, as scikit-learn does).  A forest without that array
-(a model written before it existed) sends a missing value to the larger
-child everywhere (:func:`default_missing_left`).
+(``missing_left`` None) sends a missing value to the larger child
+everywhere (:func:`default_missing_left`).
 
 A split's value is *missing* when it is NaN, computed as training and the
 other kernels compute it (:func:`split_value`): ``x[f]`` for an axis split,
@@ -27,8 +27,19 @@ from ._sparse import sparse_value
 
 
 def default_missing_left(fa):
-    """int8 (n_nodes,): 1 where the left child holds at least as many training
-    samples as the right one (the side missing values take without a learned one)."""
+    """The side missing values take at each node when none was learned.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    int8 ndarray of shape (n_nodes,)
+        1 where the left child holds at least as many training samples as the
+        right one, else 0 (0 at leaves).
+    """
     out = np.zeros(fa.n_nodes, dtype=np.int8)
     inner = np.flatnonzero(fa.left >= 0)
     out[inner] = fa.n_samples[fa.left[inner]] >= fa.n_samples[fa.right[inner]]
@@ -36,20 +47,63 @@ def default_missing_left(fa):
 
 
 def missing_directions(fa):
-    """The forest's ``missing_left``, or :func:`default_missing_left` without one."""
+    """The forest's ``missing_left``, or :func:`default_missing_left` without one.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    int8 ndarray of shape (n_nodes,)
+        1 where missing values go left, 0 where they go right.
+    """
     return fa.missing_left if fa.missing_left is not None else default_missing_left(fa)
 
 
 def has_nan(X):
-    """Whether the float matrix ``X`` holds a NaN (False for integer input)."""
+    """Whether the float matrix ``X`` holds a NaN (False for integer input).
+
+    Parameters
+    ----------
+    X : ndarray
+        The samples.
+
+    Returns
+    -------
+    bool
+        True when ``X`` is floating point and holds a NaN.
+    """
     return X.dtype.kind == "f" and bool(np.isnan(X).any())
 
 
 @njit(**PARALLEL)
 def apply_missing_kernel(X, roots, left, right, feature, threshold, missing_left, depth,
                          max_depth, out):
-    """Node reached by each sample in each tree of an axis-aligned forest, NaN values
-    following ``missing_left``: out int32 (n, n_trees)."""
+    """Node reached by each sample in each tree of an axis-aligned forest (NaN supported).
+
+    A missing value follows ``missing_left``.
+
+    Parameters
+    ----------
+    X : float32 (n, p)
+        The samples; NaN marks a missing value.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    left, right, feature : int32 (n_nodes,)
+        The forest's children and split features.
+    threshold : float32 (n_nodes,)
+        ``x[feature] <= threshold`` goes left.
+    missing_left : int8 (n_nodes,)
+        1: a missing value goes left, 0: right.
+    depth : int32 (n_nodes,)
+        Each node's depth.
+    max_depth : int
+        Stop at nodes of this depth (-1: no limit).
+    out : int32 (n, n_trees)
+        Written in place: the node reached.
+    """
     for i in prange(X.shape[0]):
         for t in range(roots.shape[0]):
             node = roots[t]
@@ -119,9 +173,25 @@ def apply_missing_any_kernel(X, roots, left, right, feature, feature2, oblique, 
 
 
 def apply_missing(fa, X, max_depth=-1):
-    """The node reached in each tree (int32 (n, n_trees)) by rows that may hold
-    NaN: :func:`apply_missing_kernel` for axis-aligned forests, else
-    :func:`apply_missing_any_kernel`."""
+    """The node reached in each tree by rows that may hold NaN.
+
+    Uses :func:`apply_missing_kernel` for axis-aligned forests, else
+    :func:`apply_missing_any_kernel`.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    X : float32 ndarray of shape (n_samples, n_features)
+        The samples; NaN marks a missing value.
+    max_depth : int, default=-1
+        Stop at nodes of this depth (-1: no limit).
+
+    Returns
+    -------
+    int32 ndarray of shape (n_samples, n_trees)
+        The node reached in each tree.
+    """
     out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)
     if axis_only(fa):
         apply_missing_kernel(X, fa.roots, fa.left, fa.right, fa.feature, fa.threshold,
@@ -135,7 +205,21 @@ def apply_missing(fa, X, max_depth=-1):
 
 
 def proba_of_leaves(fa, leaves):
-    """Mean over the trees of the leaves' class distributions, float64 (n, n_classes)."""
+    """Mean over the trees of the leaves' class distributions.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    leaves : int ndarray of shape (n_samples, n_trees)
+        The node reached by each sample in each tree.
+
+    Returns
+    -------
+    float64 ndarray of shape (n_samples, n_classes)
+        The mean of ``fa.value`` over each row's nodes (zeros when there is no
+        tree).
+    """
     out = np.zeros((leaves.shape[0], fa.n_classes), dtype=np.float64)
     for t in range(leaves.shape[1]):
         out += fa.value[leaves[:, t]]

@@ -14,7 +14,7 @@ samples miss none of the split's values sends future missing values to the
 larger child (:func:`partition_missing`).
 
 These searches run only when ``X`` holds a NaN; without one the families'
-exact kernels run as before (same trees, bit for bit).
+own exact kernels run.
 """
 
 import copy
@@ -139,8 +139,23 @@ def node_split_values(X, idx, f, f2, ob, sp, weights, sp_ptr, sp_index, sp_w):
 
 
 def split_values(tree, seg, split):
-    """The values of the grower's ``split`` (a :class:`~facesegment.forest.families.Split`)
-    for the samples ``seg`` of ``tree`` (its dense rows are ``tree.weights``)."""
+    """The values of the grower's ``split`` for the samples ``seg`` of ``tree``.
+
+    Parameters
+    ----------
+    tree : TreeGrowth
+        The tree being grown (its ``X``; its dense rows are ``tree.weights``).
+    seg : int64 ndarray of shape (m,)
+        The node's samples.
+    split : Split
+        The split (:class:`~facesegment.forest.families.Split`).
+
+    Returns
+    -------
+    float32 ndarray of shape (m,)
+        The split's value of each sample (NaN: missing), as
+        :func:`node_split_values` computes it.
+    """
     none_w = tree.empty_w
     sp_ptr, sp_index, sp_w = np.zeros(1, np.int64), np.zeros(1, np.int32), np.zeros(1, np.float32)
     sp = ob = -1
@@ -157,9 +172,29 @@ def split_values(tree, seg, split):
 
 
 def partition_missing(tree, seg, buf, split):
-    """Stable partition of ``seg`` by ``split`` with missing values sent to its
-    ``missing_left`` side (-1: the side of the larger child of the present
-    values, ties left): ``(number going left, missing_left)``."""
+    """Stable partition of ``seg`` by ``split``, missing values sent to one side.
+
+    Missing values go to ``split.missing_left``'s side, or when it is -1 to the
+    side of the larger child of the present values (ties left).
+
+    Parameters
+    ----------
+    tree : TreeGrowth
+        The tree being grown.
+    seg : int64 ndarray of shape (m,)
+        The node's samples; reordered in place, left ones first.
+    buf : int64 ndarray of at least m entries
+        Scratch.
+    split : Split
+        The split.
+
+    Returns
+    -------
+    n_left : int
+        The number going left.
+    missing_left : int
+        The side missing values took (1 left, 0 right).
+    """
     vals = split_values(tree, seg, split)
     nan = np.isnan(vals)
     present_left = vals <= np.float32(split.threshold)
@@ -172,8 +207,30 @@ def partition_missing(tree, seg, buf, split):
 
 
 def best_values_split(vals, y, seg, n_classes, min_leaf):
-    """:func:`scan_missing` of one candidate's values ``vals`` (float32 (m,)) on the
-    samples ``seg``: ``(threshold, gain, missing_left)``."""
+    """:func:`scan_missing` of one candidate's values ``vals`` on the samples ``seg``.
+
+    Parameters
+    ----------
+    vals : float32 array of shape (m,)
+        The candidate's value of each sample of ``seg`` (NaN: missing).
+    y : int ndarray of shape (n,)
+        Class ids of all samples.
+    seg : int64 ndarray of shape (m,)
+        The node's samples.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side (at least 1 is used).
+
+    Returns
+    -------
+    threshold : float
+        ``value <= threshold`` goes left.
+    gain : float
+        Information gain; -1.0 when no cut is valid.
+    missing_left : int
+        1 left, 0 right, -1 when no sample misses the value.
+    """
     m = seg.shape[0]
     lab = np.ascontiguousarray(y[seg], np.int32)
     t, g, ml = scan_missing(np.ascontiguousarray(vals, np.float32), lab, n_classes,
@@ -182,10 +239,24 @@ def best_values_split(vals, y, seg, n_classes, min_leaf):
 
 
 def imputed_node(tree, seg):
-    """``(view, local)``: a shallow copy of ``tree`` whose ``X`` holds the rows
-    ``seg`` with their missing values replaced by the feature means
-    (``tree.splitter.mean``: zeros after normalisation) and ``y`` their classes, and
-    the local sample indices ``0..m-1``; None when those rows miss nothing."""
+    """The node's rows with their missing values imputed, as a view of ``tree``.
+
+    Parameters
+    ----------
+    tree : TreeGrowth
+        The tree being grown (``tree.splitter.mean`` gives the imputed values:
+        the feature means, zeros after normalisation).
+    seg : int64 ndarray of shape (m,)
+        The node's samples.
+
+    Returns
+    -------
+    tuple or None
+        ``(view, local)``: a shallow copy of ``tree`` whose ``X`` (float32
+        (m, p)) holds the rows ``seg`` with their missing values replaced and
+        ``y`` (int32 (m,)) their classes, and the local sample indices
+        ``0..m-1`` (int64); None when those rows miss nothing.
+    """
     Xn = np.array(tree.X[seg], dtype=np.float32)
     nan = np.isnan(Xn)
     if not nan.any():

@@ -42,11 +42,60 @@ def _lai_exact(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row,
                counters):
     """Exact loss-augmented inference of sample i (see module).
 
-    Fills ``a`` (activations, one per row), ``hb`` (the bits ``h``), ``sb``
-    (``sgn(a)``) and the node scratch ``acc`` (float64 path sums), ``cnt``
-    (disagreements with ``h``).  Returns ``(surrogate, chosen leaf node, path
-    leaf node)``, the surrogate relative to ``h . a``.
-    ``counters``: [0] dot products, [1] leaves scored.
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    i : int
+        The sample.
+    yi : int
+        Its class.
+    assigned : int
+        Its fixed leaf (row of ``Theta``, SSGD), or -1 (``h = sgn(a)``).
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta (every row is synced in place when
+        ``t >= 0``).
+    last : int64 (n_internal,)
+        Step of each row's last update.
+    t : int
+        The current step; -1: no sync.
+    eta, mu, nu : float
+        Learning rate, momentum and squared ball radius.
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's tables.
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each (+1 right, -1 left).
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities.
+    lse : float64 (n_leaves,)
+        Their log-sum-exp (:func:`leaf_tables`).
+    full : bool
+        Every bit vector (True) or the Hamming ball of radius 1 (False).
+    a : float32 (>= n_internal,)
+        Written: each row's activation.
+    hb : int8 (>= n_internal,)
+        Written: the bits ``h``.
+    sb : int8 (>= n_internal,)
+        Written: ``sgn(a)``.
+    acc : float64 (n_nodes,)
+        Scratch: each node's path sum.
+    cnt : int32 (n_nodes,)
+        Scratch: each node's disagreements with ``h``.
+    counters : int64 (4,)
+        ``counters[0]`` += dot products, ``counters[1]`` += leaves scored.
+
+    Returns
+    -------
+    surrogate : float
+        The sample's surrogate, relative to ``h . a``.
+    chosen : int
+        The chosen leaf node.
+    path_leaf : int
+        The leaf node the bits ``h`` reach.
     """
     m = W.shape[0]
     n_nodes = left.shape[0]
@@ -112,8 +161,37 @@ def _lai_exact(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row,
 @njit(**REASSOC)
 def lai_exact_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, path_dir,
                      path_len, full, sur, chosen):
-    """Per sample: the exact surrogate ``sur`` (relative to ``h . a``) and the
-    chosen leaf (Theta row) ``chosen``.  Nothing is modified."""
+    """Per sample: the exact surrogate (relative to ``h . a``) and the chosen leaf.
+
+    Nothing but the outputs is modified.
+
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    y : int (n,)
+        Their classes.
+    assign : int32 (n,)
+        Each sample's fixed leaf or -1.
+    W : float32 (n_internal, p + 1)
+        The split rows.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities.
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's tables.
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each.
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    full : bool
+        Every bit vector (True) or the Hamming ball of radius 1 (False).
+    sur : float64 (n,)
+        Written: the surrogate.
+    chosen : int (n,)
+        Written: the chosen leaf (row of ``Theta``).
+    """
     n_leaves, C = Theta.shape
     n_nodes = left.shape[0]
     m = W.shape[0]
@@ -140,9 +218,61 @@ def lai_exact_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, 
 def sgd_pass_exact(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
                    path_node, path_dir, path_len, eta, mu, nu, batch, t0, G, GT, flag,
                    counters, full):
-    """``sgd_pass`` (same arguments, same state, same updates) with the exact
-    loss-augmented inference; ``full`` as in the module.  ``counters``
-    accumulates [dot products, leaves scored, samples, steps]."""
+    """``sgd_pass`` (same arguments, same state, same updates) with exact inference.
+
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    y : int (n,)
+        Their classes.
+    order : int64 (n_order,)
+        The samples of the pass, in order.
+    assign : int32 (n,)
+        Each sample's fixed leaf (SSGD) or -1.
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta; updated in place.
+    last : int64 (n_internal,)
+        Step of each row's last update; updated in place.
+    Theta, VT : float32 (n_leaves, C)
+        The leaves' log-probabilities and momenta; updated in place.
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's tables.
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each.
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    eta : float32
+        Learning rate.
+    mu : float
+        Momentum.
+    nu : float
+        Squared radius of the rows' ball.
+    batch : int
+        Mini-batch size.
+    t0 : int
+        The first step's number.
+    G : float32 (n_internal, p + 1)
+        Zeroed gradient buffer; left zeroed.
+    GT : float32 (n_leaves, C)
+        Zeroed gradient buffer; left zeroed.
+    flag : bool (n_internal,)
+        Zeroed buffer; left zeroed.
+    counters : int64 (4,)
+        Added to: dot products, leaves scored, samples, steps.
+    full : bool
+        Every bit vector (True) or the Hamming ball of radius 1 (False), as in
+        the module docstring.
+
+    Returns
+    -------
+    t : int
+        The next step's number.
+    total : float
+        Sum of the samples' surrogates.
+    """
     n = order.shape[0]
     n_leaves, C = Theta.shape
     n_nodes = left.shape[0]

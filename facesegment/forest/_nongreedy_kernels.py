@@ -72,7 +72,31 @@ def _project(W, r, nu):
 
 @njit(**REASSOC)
 def _sync(W, V, last, r, t, eta, mu, nu):
-    """Bring row r to its state after step ``t - 1`` (lazy momentum, see module)."""
+    """Bring row r to its state after step ``t - 1`` (lazy momentum, see module).
+
+    The ``k = t - 1 - last[r]`` momentum steps the row missed are applied at
+    once (``w -= eta v (mu + ... + mu^k)``, ``v *= mu^k``), then the row is
+    projected; nothing happens when ``k <= 0``.
+
+    Parameters
+    ----------
+    W : float32 (n_internal, p + 1)
+        The split rows; row ``r`` updated in place.
+    V : float32 (n_internal, p + 1)
+        Their momenta; row ``r`` updated in place.
+    last : int64 (n_internal,)
+        Step of each row's last update; ``last[r]`` set to ``t - 1``.
+    r : int
+        The row.
+    t : int
+        The current step.
+    eta : float
+        Learning rate.
+    mu : float
+        Momentum, in [0, 1).
+    nu : float
+        Squared radius of the ball the rows are projected onto.
+    """
     k = t - 1 - last[r]
     if k <= 0:
         return
@@ -89,7 +113,31 @@ def _sync(W, V, last, r, t, eta, mu, nu):
 
 @njit(**REASSOC)
 def _act(W, V, last, t, eta, mu, nu, r, Z, i):
-    """Activation of row r on sample i; with ``t >= 0`` the row is synced first."""
+    """Activation ``a_r(z_i)`` of row r on sample i; with ``t >= 0`` the row is synced first.
+
+    Parameters
+    ----------
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta (row ``r`` synced in place when
+        ``t >= 0``).
+    last : int64 (n_internal,)
+        Step of each row's last update.
+    t : int
+        The current step; -1: no sync (evaluation).
+    eta, mu, nu : float
+        Learning rate, momentum and squared ball radius (:func:`_sync`).
+    r : int
+        The row.
+    Z : float32 (n, p)
+        Normalised samples.
+    i : int
+        The sample.
+
+    Returns
+    -------
+    float32
+        ``W[r, :p] @ Z[i] - W[r, p]``.
+    """
     if t >= 0:
         _sync(W, V, last, r, t, eta, mu, nu)
     return _dot_row(W, r, Z, i)
@@ -97,7 +145,33 @@ def _act(W, V, last, t, eta, mu, nu, r, Z, i):
 
 @njit(**REASSOC)
 def _descend(W, V, last, t, eta, mu, nu, Z, i, left, right, row, node):
-    """Node reached from ``node`` following ``sgn(W z_i)``."""
+    """Node reached from ``node`` following ``sgn(W z_i)``.
+
+    Parameters
+    ----------
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta (rows read are synced in place when
+        ``t >= 0``).
+    last : int64 (n_internal,)
+        Step of each row's last update.
+    t : int
+        The current step; -1: no sync.
+    eta, mu, nu : float
+        Learning rate, momentum and squared ball radius (:func:`_sync`).
+    Z : float32 (n, p)
+        Normalised samples.
+    i : int
+        The sample.
+    left, right, row : int32 (n_nodes,)
+        The tree's children and each internal node's row of ``W``.
+    node : int
+        The starting node.
+
+    Returns
+    -------
+    int
+        The leaf node reached.
+    """
     while left[node] >= 0:
         if _act(W, V, last, t, eta, mu, nu, row[node], Z, i) > 0:
             node = right[node]
@@ -108,9 +182,25 @@ def _descend(W, V, last, t, eta, mu, nu, Z, i, left, right, row, node):
 
 @njit(**NJIT)
 def leaf_tables(Theta, leaf, left, right, lse, submax):
-    """``lse[l] = logsumexp(Theta[l])`` and ``submax[node, c]``: the largest loss
-    ``lse[l] - Theta[l, c]`` over the leaves l under ``node`` (children after
-    parents: one pass from the last node)."""
+    """Each leaf's log-sum-exp, and the largest loss under each node.
+
+    ``lse[l] = logsumexp(Theta[l])`` and ``submax[node, c]`` is the largest
+    loss ``lse[l] - Theta[l, c]`` over the leaves l under ``node`` (children
+    after parents: one pass from the last node).
+
+    Parameters
+    ----------
+    Theta : float32 (n_leaves, C)
+        The leaves' unnormalised log-probabilities.
+    leaf : int32 (n_nodes,)
+        Row of ``Theta`` of each leaf, -1 at internal nodes.
+    left, right : int32 (n_nodes,)
+        The tree's children.
+    lse : float64 (n_leaves,)
+        Written in place.
+    submax : float64 (n_nodes, C)
+        Written in place.
+    """
     n_leaves, C = Theta.shape
     for l in range(n_leaves):
         m = Theta[l, 0]
@@ -136,9 +226,62 @@ def _lai(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
          path_node, path_dir, path_len, Theta, lse, submax, pn, pa, ph, counters):
     """Fast loss-augmented inference of sample i (see module).
 
-    Fills the path scratch ``pn`` (nodes), ``pa`` (activations), ``ph`` (bits)
-    and returns ``(surrogate, k, chosen leaf, path length, path leaf)``, ``k``
-    the flipped path position (-1: none).  ``counters[0]`` counts dot products.
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    i : int
+        The sample.
+    yi : int
+        Its class.
+    assigned : int
+        Its fixed leaf (row of ``Theta``, SSGD), or -1 (the path of
+        ``sgn(W z)``).
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta (rows read are synced in place when
+        ``t >= 0``).
+    last : int64 (n_internal,)
+        Step of each row's last update.
+    t : int
+        The current step; -1: no sync.
+    eta, mu, nu : float
+        Learning rate, momentum and squared ball radius (:func:`_sync`).
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's children, rows of ``W`` and rows of ``Theta``.
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each (+1 right, -1 left).
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities.
+    lse : float64 (n_leaves,)
+        From :func:`leaf_tables`.
+    submax : float64 (n_nodes, C)
+        From :func:`leaf_tables`.
+    pn : int32 (D,)
+        Written: the path's nodes.
+    pa : float32 (D,)
+        Written: their activations.
+    ph : int8 (D,)
+        Written: the path's bits.
+    counters : int64 (4,)
+        ``counters[0]`` += dot products on the path, ``counters[1]`` +=
+        alternative descents.
+
+    Returns
+    -------
+    surrogate : float
+        The sample's surrogate.
+    k : int
+        The flipped path position, -1 for none.
+    leaf : int
+        The chosen leaf (row of ``Theta``).
+    depth : int
+        The path's length.
+    path_leaf : int
+        The leaf at the end of the path (row of ``Theta``).
     """
     if assigned < 0:
         node = 0
@@ -181,8 +324,32 @@ def _lai(Z, i, yi, assigned, W, V, last, t, eta, mu, nu, left, right, row, leaf,
 
 @njit(**REASSOC)
 def _row_grad(G, flag, touched, nt, r, coef, Z, i):
-    """Add ``coef * [-z_i, 1]`` to row r's gradient, listing r once per batch in
-    ``touched``; returns the new count of touched rows."""
+    """Add ``coef * [-z_i, 1]`` to row r's gradient, listing r once per batch in ``touched``.
+
+    Parameters
+    ----------
+    G : float32 (n_internal, p + 1)
+        Gradient buffer; row ``r`` added to in place.
+    flag : bool (n_internal,)
+        Whether a row is listed; ``flag[r]`` set.
+    touched : int32 (>= nt + 1,)
+        The rows listed so far; ``r`` appended when not yet listed.
+    nt : int
+        Number of rows listed.
+    r : int
+        The row.
+    coef : float32
+        The coefficient (``2 h_k / m``).
+    Z : float32 (n, p)
+        Normalised samples.
+    i : int
+        The sample.
+
+    Returns
+    -------
+    int
+        The new number of listed rows.
+    """
     if not flag[r]:
         flag[r] = True
         touched[nt] = r
@@ -196,7 +363,23 @@ def _row_grad(G, flag, touched, nt, r, coef, Z, i):
 
 @njit(**REASSOC)
 def _leaf_grad(GT, Theta, lse, lb, yi, inv_m):
-    """Add the log loss gradient of leaf ``lb`` for label ``yi`` (softmax - one-hot)."""
+    """Add the log loss gradient of leaf ``lb`` for label ``yi`` (softmax - one-hot).
+
+    Parameters
+    ----------
+    GT : float32 (n_leaves, C)
+        Gradient buffer; row ``lb`` added to in place.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities.
+    lse : float64 (n_leaves,)
+        Their log-sum-exp (:func:`leaf_tables`).
+    lb : int
+        The leaf (row of ``Theta``).
+    yi : int
+        The sample's class.
+    inv_m : float32
+        ``1 / batch size``, the weight of one sample.
+    """
     for c in range(Theta.shape[1]):
         GT[lb, c] += np.float32(math.exp(Theta[lb, c] - lse[lb])) * inv_m
     GT[lb, yi] -= inv_m
@@ -204,8 +387,35 @@ def _leaf_grad(GT, Theta, lse, lb, yi, inv_m):
 
 @njit(**REASSOC)
 def _batch_step(W, V, last, G, GT, VT, Theta, flag, touched, nt, t, eta, mu, nu):
-    """Momentum step of the touched rows (then projected) and of every leaf;
-    the gradient buffers and flags are left zeroed."""
+    """Momentum step of the touched rows (then projected) and of every leaf.
+
+    The gradient buffers and flags are left zeroed.
+
+    Parameters
+    ----------
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta; touched rows updated in place.
+    last : int64 (n_internal,)
+        Step of each row's last update; set to ``t`` for touched rows.
+    G : float32 (n_internal, p + 1)
+        Rows' gradients; touched rows zeroed.
+    GT : float32 (n_leaves, C)
+        Leaves' gradients; zeroed.
+    VT : float32 (n_leaves, C)
+        Leaves' momenta; updated in place.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities; updated in place.
+    flag : bool (n_internal,)
+        Listed rows; cleared.
+    touched : int32 (>= nt,)
+        The rows with a gradient this batch.
+    nt : int
+        Their number.
+    t : int
+        The step.
+    eta, mu, nu : float
+        Learning rate, momentum and squared ball radius.
+    """
     p1 = W.shape[1]
     for s in range(nt):
         r = touched[s]
@@ -229,13 +439,57 @@ def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
              path_node, path_dir, path_len, eta, mu, nu, batch, t0, G, GT, flag, counters):
     """One pass of mini-batch SGD over ``order`` (positions into Z/y).
 
-    ``assign`` int32 (n,): each sample's fixed leaf (SSGD) or -1 (SGD: the leaf
-    of ``sgn(W z)``).  ``G`` (n_internal, p + 1) and ``GT`` (n_leaves, C) are
-    zeroed gradient buffers, ``flag`` a zeroed bool (n_internal,) buffer; they
-    are left zeroed.  ``last`` int64 (n_internal,): step of each row's last
-    update (lazy momentum); rows are left up to the last step taken.  Returns
-    ``(next step, sum of the samples' surrogates)``; ``counters`` accumulates
-    [dot products on paths, alternative descents, samples, steps].
+    Rows are left up to date with the last step taken.
+
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    y : int (n,)
+        Their classes.
+    order : int64 (n_order,)
+        The samples of the pass, in order.
+    assign : int32 (n,)
+        Each sample's fixed leaf (SSGD) or -1 (SGD: the leaf of ``sgn(W z)``).
+    W, V : float32 (n_internal, p + 1)
+        The split rows and their momenta; updated in place.
+    last : int64 (n_internal,)
+        Step of each row's last update (lazy momentum); updated in place.
+    Theta, VT : float32 (n_leaves, C)
+        The leaves' log-probabilities and momenta; updated in place.
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's tables (see the module docstring).
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each.
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    eta : float32
+        Learning rate.
+    mu : float
+        Momentum.
+    nu : float
+        Squared radius of the rows' ball.
+    batch : int
+        Mini-batch size.
+    t0 : int
+        The first step's number.
+    G : float32 (n_internal, p + 1)
+        Zeroed gradient buffer; left zeroed.
+    GT : float32 (n_leaves, C)
+        Zeroed gradient buffer; left zeroed.
+    flag : bool (n_internal,)
+        Zeroed buffer; left zeroed.
+    counters : int64 (4,)
+        Added to: dot products on paths, alternative descents, samples, steps.
+
+    Returns
+    -------
+    t : int
+        The next step's number.
+    total : float
+        Sum of the samples' surrogates (each at its step's parameters).
     """
     n = order.shape[0]
     n_leaves, C = Theta.shape
@@ -276,9 +530,38 @@ def sgd_pass(Z, y, order, assign, W, V, last, Theta, VT, left, right, row, leaf,
 @njit(**REASSOC)
 def surrogate_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, path_dir,
                      path_len, sur, loss, reached):
-    """Per sample: the fast surrogate ``sur`` (the fixed leaf's when
-    ``assign[i] >= 0``), the tree's log loss ``loss`` at the leaf ``reached``
-    (Theta row) by ``sgn(W z)``.  Nothing is modified."""
+    """Per sample: the fast surrogate, the tree's log loss and the leaf reached.
+
+    Nothing but the outputs is modified.
+
+    Parameters
+    ----------
+    Z : float32 (n, p)
+        Normalised samples.
+    y : int (n,)
+        Their classes.
+    assign : int32 (n,)
+        Each sample's fixed leaf or -1 (the surrogate then follows
+        ``sgn(W z)``).
+    W : float32 (n_internal, p + 1)
+        The split rows.
+    Theta : float32 (n_leaves, C)
+        The leaves' log-probabilities.
+    left, right, row, leaf : int32 (n_nodes,)
+        The tree's tables.
+    path_node : int32 (n_leaves, D)
+        Each leaf's path nodes.
+    path_dir : int8 (n_leaves, D)
+        The direction taken at each.
+    path_len : int32 (n_leaves,)
+        Each path's length.
+    sur : float64 (n,)
+        Written: the surrogate (the fixed leaf's when ``assign[i] >= 0``).
+    loss : float64 (n,)
+        Written: the log loss at the leaf reached by ``sgn(W z)``.
+    reached : int32 (n,)
+        Written: that leaf (row of ``Theta``).
+    """
     n_leaves, C = Theta.shape
     D = max(path_node.shape[1], 1)
     lse = np.empty(n_leaves)
@@ -302,14 +585,36 @@ def surrogate_values(Z, y, assign, W, Theta, left, right, row, leaf, path_node, 
 
 @njit(**NJIT)
 def leaf_counts(y, reached, counts):
-    """``counts[l, c] += 1`` for each sample reaching leaf l with class c."""
+    """``counts[l, c] += 1`` for each sample reaching leaf l with class c.
+
+    Parameters
+    ----------
+    y : int (n,)
+        Classes.
+    reached : int32 (n,)
+        Leaf (row of ``Theta``) of each sample.
+    counts : int64 (n_leaves, C)
+        Added to in place.
+    """
     for i in range(y.shape[0]):
         counts[reached[i], y[i]] += 1
 
 
 @njit(**REASSOC)
 def standardise(X, idx, mean, inv_std, Z):
-    """``Z[k] = (X[idx[k]] - mean) * inv_std`` as float32 (X uint8 or float32)."""
+    """``Z[k] = (X[idx[k]] - mean) * inv_std`` as float32 (X uint8 or float32).
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    idx : int64 (m,)
+        The rows.
+    mean, inv_std : float32 (p,)
+        Feature means and inverse standard deviations.
+    Z : float32 (m, p)
+        Written in place.
+    """
     p = X.shape[1]
     for k in range(idx.shape[0]):
         i = idx[k]
@@ -319,8 +624,25 @@ def standardise(X, idx, mean, inv_std, Z):
 
 @njit(**NJIT)
 def row_keys(X, idx, r):
-    """A float64 key per row ``X[idx[k]] @ r`` summed in order (identical rows
-    get identical keys whatever their position: an order-free canonical order)."""
+    """A float64 key per row ``X[idx[k]] @ r``, summed in order.
+
+    Identical rows get identical keys whatever their position: an order-free
+    canonical order.
+
+    Parameters
+    ----------
+    X : uint8 or float (n, p)
+        The samples.
+    idx : int64 (m,)
+        The rows.
+    r : float64 (p,)
+        The projection.
+
+    Returns
+    -------
+    float64 (m,)
+        The keys.
+    """
     out = np.empty(idx.shape[0])
     for k in range(idx.shape[0]):
         s = 0.0

@@ -18,8 +18,16 @@ LEAF_ALPHA = 1.0
 def tree_tables(left, right):
     """Kernel tables of a tree given by its children (breadth first, root 0).
 
-    Returns ``dict(left, right, row, leaf, path_node, path_dir, path_len)``
-    (see :mod:`facesegment.forest._nongreedy_kernels`).
+    Parameters
+    ----------
+    left, right : array-like of int, shape (n_nodes,)
+        The children, -1 at leaves; parents come before their children.
+
+    Returns
+    -------
+    dict
+        ``left``, ``right``, ``row``, ``leaf``, ``path_node``, ``path_dir`` and
+        ``path_len`` (see :mod:`facesegment.forest._nongreedy_kernels`).
     """
     left = np.ascontiguousarray(left, np.int32)
     right = np.ascontiguousarray(right, np.int32)
@@ -56,7 +64,20 @@ def _tables_args(tb):
 
 
 def smoothed_log_frequencies(counts, alpha=LEAF_ALPHA):
-    """``log((counts + alpha) / (n + C alpha))`` per row, float32."""
+    """``log((counts + alpha) / (n + C alpha))`` per row, float32.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_leaves, C)
+        Class counts per leaf.
+    alpha : float, default=LEAF_ALPHA
+        Laplace smoothing.
+
+    Returns
+    -------
+    float32 ndarray of shape (n_leaves, C)
+        The smoothed log-frequencies.
+    """
     c = np.asarray(counts, np.float64) + alpha
     return np.log(c / c.sum(axis=1, keepdims=True)).astype(np.float32)
 
@@ -67,6 +88,25 @@ def initial_parameters(tree, mean, inv_std, nu, n_classes):
     Each split becomes a row ``w`` with ``w[:p] @ z - w[p] <= 0`` iff the
     greedy split sends x left, scaled onto the sphere ``||w||^2 = nu``; each
     leaf's ``Theta`` is the smoothed log-frequency of its training samples.
+
+    Parameters
+    ----------
+    tree : dict
+        The greedy tree (``left``, ``feature``, ``feature2``, ``oblique``,
+        ``threshold``, ``weights``, ``value``, ``n_samples``).
+    mean, inv_std : ndarray of shape (p,)
+        The normalisation ``z = (x - mean) * inv_std``.
+    nu : float
+        Squared norm of the rows.
+    n_classes : int
+        Number of classes.
+
+    Returns
+    -------
+    W : float32 ndarray of shape (n_internal, p + 1)
+        The split rows, in node order.
+    Theta : float32 ndarray of shape (n_leaves, n_classes)
+        The leaves' log-probabilities.
     """
     p = mean.shape[0]
     internal = np.flatnonzero(tree["left"] >= 0)
@@ -91,7 +131,30 @@ def initial_parameters(tree, mean, inv_std, nu, n_classes):
 # ---------------------------------------------------------------- training
 
 def evaluate(Z, y, assign, W, Theta, tb):
-    """``(surrogate, loss, reached)`` per sample (see ``surrogate_values``)."""
+    """``(surrogate, loss, reached)`` per sample (see ``surrogate_values``).
+
+    Parameters
+    ----------
+    Z : float32 ndarray of shape (n, p)
+        Normalised samples.
+    y : int ndarray of shape (n,)
+        Their classes.
+    assign : int32 ndarray of shape (n,)
+        Each sample's fixed leaf or -1.
+    W : float32 ndarray of shape (n_internal, p + 1)
+        The split rows.
+    Theta : float32 ndarray of shape (n_leaves, C)
+        The leaves' log-probabilities.
+    tb : dict
+        The tree's tables (:func:`tree_tables`).
+
+    Returns
+    -------
+    surrogate, loss : float64 ndarray of shape (n,)
+        Each sample's surrogate and log loss.
+    reached : int32 ndarray of shape (n,)
+        The leaf (row of ``Theta``) each sample reaches.
+    """
     n = Z.shape[0]
     sur, loss = np.empty(n), np.empty(n)
     reached = np.empty(n, np.int32)
@@ -106,9 +169,43 @@ def _refit(y, reached, n_leaves, n_classes):
 
 
 def train_tree(Z, y, n_classes, tb, W, Theta, opt, rng):
-    """Optimise ``W`` and ``Theta`` in place (``opt``: nu, eta, momentum,
-    batch_size, n_epochs, ssgd_refresh, leaf_refit).  Returns per-epoch stats
-    (full-data surrogate and loss before each epoch, seconds, counters)."""
+    """Optimise ``W`` and ``Theta`` in place by SGD.
+
+    Each epoch evaluates the full data first when SSGD refreshes (every
+    ``ssgd_refresh`` epochs, or every epoch when it is 0): the samples' leaves
+    become their fixed leaves (``ssgd_refresh > 0``) and with ``leaf_refit``
+    ``Theta`` is refitted to the leaves' smoothed frequencies; then one
+    :func:`sgd_pass` over a permutation from ``rng``.
+
+    Parameters
+    ----------
+    Z : float32 ndarray of shape (n, p)
+        Normalised samples.
+    y : int ndarray of shape (n,)
+        Their classes.
+    n_classes : int
+        Number of classes.
+    tb : dict
+        The tree's tables (:func:`tree_tables`).
+    W : float32 ndarray of shape (n_internal, p + 1)
+        The split rows; optimised in place.
+    Theta : float32 ndarray of shape (n_leaves, n_classes)
+        The leaves' log-probabilities; optimised in place.
+    opt : dict
+        ``nu``, ``eta``, ``momentum``, ``batch_size``, ``n_epochs``,
+        ``ssgd_refresh`` and ``leaf_refit``.
+    rng : numpy.random.Generator
+        Draws each epoch's order.
+
+    Returns
+    -------
+    epochs : list of dict
+        Per-epoch stats: the full-data surrogate, loss and number of active
+        leaves when evaluated, the SGD and evaluation seconds and counters, and
+        a last entry after training.
+    reached : int32 ndarray of shape (n,)
+        The leaf each sample reaches with the final parameters.
+    """
     n = Z.shape[0]
     n_leaves = Theta.shape[0]
     V = np.zeros_like(W)

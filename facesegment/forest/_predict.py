@@ -23,15 +23,44 @@ from ._sparse import sparse_value, sparse_values
 
 @njit(**NJIT)
 def oblique_value(w, x):
-    """``w @ x`` accumulated in float32 (w float32 (p,), x one row) in the fixed
-    order of :func:`facesegment.forest._dots.dot`, the one the CO2 split search
-    uses: the same bits on every CPU."""
+    """``w @ x`` accumulated in float32, in a fixed order.
+
+    The order is that of :func:`facesegment.forest._dots.dot`, the one the CO2
+    split search uses: the same bits on every CPU.
+
+    Parameters
+    ----------
+    w : float32 (p,), C-contiguous
+        The oblique row.
+    x : uint8 or float32 (>= p,), C-contiguous
+        One sample.
+
+    Returns
+    -------
+    float32
+        The split value.
+    """
     return dot(w, x)
 
 
 @njit(**NJIT)
 def oblique_values(w, X, idx):
-    """float32 (m,) values ``w @ X[idx[i]]`` (see :func:`oblique_value`)."""
+    """float32 (m,) values ``w @ X[idx[i]]`` (see :func:`oblique_value`).
+
+    Parameters
+    ----------
+    w : float32 (p,), C-contiguous
+        The oblique row.
+    X : uint8 or float32 (n, p), C-contiguous
+        The samples.
+    idx : int64 (m,)
+        The rows evaluated.
+
+    Returns
+    -------
+    float32 (m,)
+        The split value of each row of ``idx``.
+    """
     out = np.empty(idx.shape[0], dtype=np.float32)
     for i in range(idx.shape[0]):
         out[i] = oblique_value(w, X[idx[i]])
@@ -40,7 +69,28 @@ def oblique_values(w, X, idx):
 
 @njit(**NJIT)
 def goes_left_any(x, f, f2, ob, sp, thr, weights, sp_ptr, sp_index, sp_w):
-    """:func:`goes_left` for any node: ``sp >= 0`` is the node's sparse row."""
+    """:func:`goes_left` for any node, sparse oblique ones included.
+
+    Parameters
+    ----------
+    x : uint8 or float32 (p,)
+        One sample.
+    f, f2, ob : int
+        The node's ``feature``, ``feature2`` and ``oblique`` entries.
+    sp : int
+        The node's sparse row (>= 0), or -1.
+    thr : float32
+        The node's threshold.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows (:func:`kernel_weights`).
+    sp_ptr, sp_index, sp_w : int64, int32, float32
+        The sparse rows (:func:`kernel_sparse`).
+
+    Returns
+    -------
+    bool
+        Whether the split value is ``<= thr``.
+    """
     if sp >= 0:
         return sparse_value(sp_index, sp_w, sp_ptr[sp], sp_ptr[sp + 1], x) <= thr
     return goes_left(x, f, f2, ob, thr, weights)
@@ -48,8 +98,25 @@ def goes_left_any(x, f, f2, ob, sp, thr, weights, sp_ptr, sp_index, sp_w):
 
 @njit(**NJIT)
 def goes_left(x, f, f2, ob, thr, weights):
-    """Whether the sample ``x`` (one row) goes left at a node (feature, feature2,
-    oblique, threshold)."""
+    """Whether the sample ``x`` goes left at a node (a dense split).
+
+    Parameters
+    ----------
+    x : uint8 or float32 (p,)
+        One sample.
+    f, f2, ob : int
+        The node's ``feature``, ``feature2`` (>= 0: two-probe) and ``oblique``
+        (>= 0: row of ``weights``) entries.
+    thr : float32
+        The node's threshold.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows.
+
+    Returns
+    -------
+    bool
+        Whether the split value is ``<= thr``.
+    """
     if ob >= 0:
         v = oblique_value(weights[ob], x)
     elif f2 >= 0:
@@ -61,9 +128,22 @@ def goes_left(x, f, f2, ob, thr, weights):
 
 @njit(**NJIT)
 def split_by_mask(idx, buf, left):
-    """Stable in-place partition of ``idx`` (int64 (m,)) by the bool mask ``left``:
-    left samples first.  ``buf`` is int64 scratch of at least m entries.  Returns
-    the number going left."""
+    """Stable in-place partition of ``idx`` by the bool mask ``left``: left samples first.
+
+    Parameters
+    ----------
+    idx : int64 (m,)
+        The samples; reordered in place.
+    buf : int64 (>= m,)
+        Scratch.
+    left : bool (m,)
+        Whether each sample of ``idx`` goes left.
+
+    Returns
+    -------
+    int
+        The number going left.
+    """
     nl = 0
     nr = 0
     for i in range(idx.shape[0]):
@@ -80,9 +160,28 @@ def split_by_mask(idx, buf, left):
 
 @njit(**NJIT)
 def partition(X, idx, buf, f, f2, ob, thr, weights):
-    """Stable in-place partition of ``idx`` (int64 (m,)) by the node's split: left
-    samples first.  ``buf`` is int64 scratch of at least m entries.  Returns the
-    number going left."""
+    """Stable in-place partition of ``idx`` by the node's split: left samples first.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    idx : int64 (m,)
+        The node's samples; reordered in place.
+    buf : int64 (>= m,)
+        Scratch.
+    f, f2, ob : int
+        The node's ``feature``, ``feature2`` and ``oblique`` entries.
+    thr : float32
+        The node's threshold.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows.
+
+    Returns
+    -------
+    int
+        The number going left.
+    """
     left = np.empty(idx.shape[0], dtype=np.bool_)
     for i in range(idx.shape[0]):
         left[i] = goes_left(X[idx[i]], f, f2, ob, thr, weights)
@@ -90,7 +189,28 @@ def partition(X, idx, buf, f, f2, ob, thr, weights):
 
 
 def partition_sparse(X, idx, buf, index, weight, thr):
-    """:func:`partition` for one sparse split (``index`` int32, ``weight`` float32)."""
+    """:func:`partition` for one sparse split.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    idx : int64 (m,)
+        The node's samples; reordered in place.
+    buf : int64 (>= m,)
+        Scratch.
+    index : int32 (k,)
+        The split's features.
+    weight : float32 (k,)
+        The split's weights.
+    thr : float
+        The threshold (compared as float32).
+
+    Returns
+    -------
+    int
+        The number going left.
+    """
     return split_by_mask(idx, buf, sparse_values(X, idx, index, weight) <= np.float32(thr))
 
 
@@ -100,10 +220,26 @@ def pack_nodes(fa):
     Columns: left child (-1 at leaves; the right child is always ``left + 1``
     since children are created together), feature (``-2 - row`` for an oblique
     node using ``weights[row]`` or sparse row ``row``), feature2 (-1 unless
-    two-probe; -2 marks a sparse oblique node), and the threshold's float32 bits.  Four nodes share a cache line, and depth is
-    counted during traversal, so prediction touches one line per node.
+    two-probe; -2 marks a sparse oblique node), and the threshold's float32
+    bits.  Four nodes share a cache line, and depth is counted during
+    traversal, so prediction touches one line per node.
 
-    Returns ``(nodes, nodes_f)``: the table and its float32 view.
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    nodes : int32 ndarray of shape (n_nodes, 4)
+        The table.
+    nodes_f : float32 ndarray of shape (n_nodes, 4)
+        Its float32 view (column 3 is the threshold).
+
+    Raises
+    ------
+    ValueError
+        When a right child is not next to its left sibling.
     """
     internal = fa.left >= 0
     if (fa.right[internal] != fa.left[internal] + 1).any():
@@ -152,8 +288,20 @@ def _cached(kind, owners, build):
 
 
 def packed_nodes(fa):
-    """:func:`pack_nodes` of the forest ``fa``, memoised while its arrays live
-    (prediction stores nothing on the estimator)."""
+    """:func:`pack_nodes` of the forest ``fa``, memoised while its arrays live.
+
+    Prediction stores nothing on the estimator.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    nodes, nodes_f : ndarray
+        As :func:`pack_nodes` returns them.
+    """
     owners = (fa.left, fa.right, fa.feature, fa.feature2, fa.oblique, fa.threshold)
     if fa.sparse is not None:
         owners += (fa.sparse,)
@@ -161,8 +309,22 @@ def packed_nodes(fa):
 
 
 def kernel_sparse(fa):
-    """The sparse rows as the kernels read them: ``(sp_ptr int64, sp_index int32,
-    sp_weight float32)``, converted once (memoised while the arrays live)."""
+    """The sparse rows as the kernels read them, converted once.
+
+    Memoised while the arrays live.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    sp_ptr : int64 ndarray of shape (n_sparse + 1,)
+    sp_index : int32 ndarray of shape (nnz,)
+    sp_weight : float32 ndarray of shape (nnz,)
+        The sparse rows; one-entry zero arrays when the forest has none.
+    """
     if fa.sparse_ptr is None or fa.sparse_ptr.shape[0] <= 1:
         return (np.zeros(1, np.int64), np.zeros(1, np.int32), np.zeros(1, np.float32))
 
@@ -175,8 +337,21 @@ def kernel_sparse(fa):
 
 
 def kernel_weights(fa):
-    """The oblique weights as the kernels read them: C-contiguous float32, at
-    least one row (float16 storage is converted once and memoised)."""
+    """The oblique weights as the kernels read them: C-contiguous float32, at least one row.
+
+    float16 storage is converted once and memoised.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    float32 ndarray of shape (max(n_oblique, 1), p)
+        ``fa.weights`` itself when already fit, else a converted copy (one zero
+        row, of at least one column, when the forest has no oblique row).
+    """
     w = fa.weights
     if w.dtype == np.float32 and w.shape[0] > 0 and w.flags.c_contiguous:
         return w
@@ -196,9 +371,37 @@ BLOCK = 32
 @njit(**NJIT)
 def _proba_block(X, start, stop, rows, cur, roots, nodes, nodes_f, value, weights, sp_ptr,
                  sp_index, sp_w, max_depth, n_trees, out):
-    """Probabilities of samples ``start..stop-1``: each tree is walked by all the
-    block's samples in lockstep, one level per sweep (``rows`` holds their copied
-    rows, ``cur`` their current nodes)."""
+    """Probabilities of samples ``start..stop-1``, one level of every sample per sweep.
+
+    Each tree is walked by all the block's samples in lockstep.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    start, stop : int
+        The block's rows, ``stop - start <= BLOCK``.
+    rows : X's dtype (BLOCK, p)
+        Scratch: the block's copied rows.
+    cur : int64 (BLOCK,)
+        Scratch: the samples' current nodes.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    nodes, nodes_f : int32, float32 (n_nodes, 4)
+        The packed node table and its float32 view (:func:`pack_nodes`).
+    value : float32 (n_nodes, n_classes)
+        Class distribution of each node.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows (:func:`kernel_weights`).
+    sp_ptr, sp_index, sp_w : int64, int32, float32
+        The sparse rows (:func:`kernel_sparse`).
+    max_depth : int
+        Stop at nodes of this depth (-1: no limit).
+    n_trees : int
+        Number of trees used (the first ones).
+    out : float64 (n, n_classes)
+        Rows ``start..stop-1`` written in place: the mean distribution.
+    """
     nb = stop - start
     n_classes = value.shape[1]
     for j in range(nb):
@@ -274,7 +477,29 @@ def predict_proba_packed(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_in
 @njit(**NJIT)
 def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, sp_ptr, sp_index,
                                 sp_w, max_depth, n_trees, out):
-    """One-thread :func:`predict_proba_packed` (small inputs)."""
+    """One-thread :func:`predict_proba_packed` (small inputs).
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    nodes, nodes_f : int32, float32 (n_nodes, 4)
+        The packed node table and its float32 view (:func:`pack_nodes`).
+    value : float32 (n_nodes, n_classes)
+        Class distribution of each node.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows (:func:`kernel_weights`).
+    sp_ptr, sp_index, sp_w : int64, int32, float32
+        The sparse rows (:func:`kernel_sparse`).
+    max_depth : int
+        Stop at nodes of this depth (-1: no limit).
+    n_trees : int
+        Number of trees used (the first ones).
+    out : float64 (n, n_classes)
+        Written in place: the mean distribution of each sample.
+    """
     n = X.shape[0]
     rows = np.empty((BLOCK, X.shape[1]), dtype=X.dtype)
     cur = np.empty(BLOCK, dtype=np.int64)
@@ -286,7 +511,31 @@ def predict_proba_packed_serial(X, roots, nodes, nodes_f, value, weights, sp_ptr
 @njit(**PARALLEL)
 def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
                  depth, weights, sparse, sp_ptr, sp_index, sp_w, max_depth, out):
-    """Node index reached by each sample in each tree: out int32 (n, n_trees)."""
+    """Node index reached by each sample in each tree (any split kinds), parallel over samples.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    left, right, feature, feature2, oblique : int32 (n_nodes,)
+        The forest's node arrays.
+    threshold : float32 (n_nodes,)
+        ``value <= threshold`` goes left.
+    depth : int32 (n_nodes,)
+        Each node's depth.
+    weights : float32 (n_oblique or 1, p)
+        Dense oblique rows (:func:`kernel_weights`).
+    sparse : int32 (n_nodes,)
+        Each node's sparse row, -1 for none.
+    sp_ptr, sp_index, sp_w : int64, int32, float32
+        The sparse rows (:func:`kernel_sparse`).
+    max_depth : int
+        Stop at nodes of this depth (-1: no limit).
+    out : int32 (n, n_trees)
+        Written in place: the node reached.
+    """
     n = X.shape[0]
     for i in prange(n):
         for t in range(roots.shape[0]):
@@ -303,9 +552,24 @@ def apply_kernel(X, roots, left, right, feature, feature2, oblique, threshold,
 
 @njit(**PARALLEL)
 def apply_axis_packed(X, roots, nodes, nodes_f, max_depth, out):
-    """:func:`apply_kernel` for a forest of axis-aligned splits only, on its packed
-    node table (:func:`pack_nodes`: one cache line holds four nodes, the right
-    child is ``left + 1``, depth is counted on the way down)."""
+    """:func:`apply_kernel` for a forest of axis-aligned splits only, on its packed node table.
+
+    The table (:func:`pack_nodes`) holds four nodes per cache line, the right
+    child is ``left + 1``, and depth is counted on the way down.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    nodes, nodes_f : int32, float32 (n_nodes, 4)
+        The packed node table and its float32 view.
+    max_depth : int
+        Stop at nodes of this depth (-1: no limit).
+    out : int32 (n, n_trees)
+        Written in place: the node reached.
+    """
     for i in prange(X.shape[0]):
         x = X[i]
         for t in range(roots.shape[0]):
@@ -321,7 +585,18 @@ def apply_axis_packed(X, roots, nodes, nodes_f, max_depth, out):
 
 
 def axis_only(fa):
-    """Whether every split of ``fa`` is axis-aligned (``x[f] <= t``)."""
+    """Whether every split of ``fa`` is axis-aligned (``x[f] <= t``).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    bool
+        False when an internal node is two-probe, dense or sparse oblique.
+    """
     inner = fa.left >= 0
     return not ((fa.feature2[inner] >= 0).any() or (fa.oblique[inner] >= 0).any()
                 or (fa.sparse is not None and (fa.sparse[inner] >= 0).any()))
@@ -329,9 +604,29 @@ def axis_only(fa):
 
 @njit(**PARALLEL)
 def oob_axis_packed(X, roots, nodes, nodes_f, value, inbag, proba, count):
-    """Out-of-bag sums of an axis-aligned forest: for each row ``i``, the leaf
-    distributions (``value``) of the trees ``t`` with ``inbag[t, i]`` False are
-    added to ``proba[i]`` (float64, in tree order) and counted in ``count[i]``."""
+    """Out-of-bag sums of an axis-aligned forest, parallel over rows.
+
+    For each row ``i``, the leaf distributions (``value``) of the trees ``t``
+    with ``inbag[t, i]`` False are added to ``proba[i]`` (in tree order) and
+    counted in ``count[i]``.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The training samples (no NaN).
+    roots : int32 (n_trees,)
+        Each tree's root.
+    nodes, nodes_f : int32, float32 (n_nodes, 4)
+        The packed node table and its float32 view (:func:`pack_nodes`).
+    value : float32 (n_nodes, n_classes)
+        Class distribution of each node.
+    inbag : bool (n_trees, n)
+        Whether tree ``t`` drew row ``i``.
+    proba : float64 (n, n_classes)
+        Added to in place.
+    count : int64 (n,)
+        Incremented in place.
+    """
     for i in prange(X.shape[0]):
         x = X[i]
         for t in range(roots.shape[0]):

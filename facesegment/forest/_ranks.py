@@ -25,11 +25,23 @@ COUNTING_SPAN = 8
 
 @njit(**NJIT)
 def sort_keys(keys, tmp, hist):
-    """Sort uint64 ``keys`` (value key in the high 32 bits, a distinct position in
-    the low ones) increasingly, in place: a comparison sort for short arrays, else
-    a stable LSD radix sort on the high 32 bits, one byte per pass (passes where
-    every key has the same byte are skipped).  Both give the same order.
-    ``tmp`` (at least as long) and ``hist`` int64 (4, 256) are scratch."""
+    """Sort uint64 ``keys`` increasingly, in place.
+
+    Each key holds a value key in its high 32 bits and a distinct position in
+    the low ones.  Short arrays (fewer than :data:`RADIX_MIN`) are sorted by
+    comparison, longer ones by a stable LSD radix sort on the high 32 bits, one
+    byte per pass (passes where every key has the same byte are skipped).  Both
+    give the same order.
+
+    Parameters
+    ----------
+    keys : uint64 (m,)
+        Sorted in place.
+    tmp : uint64 (>= m,)
+        Scratch.
+    hist : int64 (4, 256)
+        Scratch (byte counts).
+    """
     m = keys.shape[0]
     if m < RADIX_MIN:
         keys.sort()
@@ -63,10 +75,26 @@ def sort_keys(keys, tmp, hist):
 
 @njit(**NJIT)
 def feature_ranks(X):
-    """``(R uint32 (n, p), table float32, offsets int64 (p + 1,))``: ``R[i, f]`` is the
-    rank of ``X[i, f]`` among feature f's distinct values (``MISSING_RANK`` for
-    NaN), and ``table[offsets[f] + r]`` the value of rank r.  Each column is
-    sorted by :func:`sort_keys` on its values' order-preserving bits."""
+    """Each feature's values as ranks among its distinct values, and the table of those values.
+
+    Each column is sorted by :func:`sort_keys` on its values' order-preserving
+    bits; -0.0 and 0.0 share a rank.
+
+    Parameters
+    ----------
+    X : float (n, p)
+        The samples (NaN: missing).
+
+    Returns
+    -------
+    R : uint32 (n, p)
+        ``R[i, f]``: the rank of ``X[i, f]`` among feature f's distinct values
+        (``MISSING_RANK`` for NaN).
+    table : float32 (offsets[p],)
+        ``table[offsets[f] + r]``: the value of rank r of feature f.
+    offsets : int64 (p + 1,)
+        Start of each feature's values in ``table``.
+    """
     n, p = X.shape
     R = np.empty((n, p), np.uint32)
     offsets = np.zeros(p + 1, np.int64)
@@ -106,9 +134,25 @@ def feature_ranks(X):
 
 
 def sort_inputs(X):
-    """``(R, table, offsets)`` of :func:`grow_cart_tree` for X: X itself (uint8),
-    else :func:`feature_ranks` of X, computed once per X and memoised while X
-    lives (every tree of a fit shares it)."""
+    """The ``(R, table, offsets)`` the CART kernels take for ``X``.
+
+    ``X`` itself for uint8 input, else :func:`feature_ranks` of X, computed
+    once per X and memoised while X lives (every tree of a fit shares it).
+
+    Parameters
+    ----------
+    X : uint8 or float ndarray of shape (n, p)
+        The training samples.
+
+    Returns
+    -------
+    R : uint8 or uint32 ndarray of shape (n, p)
+        ``X`` (uint8), or the ranks.
+    table : float32 ndarray
+        The values of the ranks (one zero entry for uint8).
+    offsets : int64 ndarray of shape (p + 1,)
+        Start of each feature's values in ``table`` (zeros for uint8).
+    """
     if X.dtype == np.uint8:
         return X, np.zeros(1, np.float32), np.zeros(X.shape[1] + 1, np.int64)
     return _cached("cart-ranks", (X,), lambda: feature_ranks(X))

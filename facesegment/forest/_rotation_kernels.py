@@ -14,9 +14,24 @@ from .._jit import NJIT, njit
 
 @njit(**NJIT)
 def subset_covariance(X, rows, feats):
-    """Covariance (float64 (k, k), divided by the number of rows) of the
-    features ``feats`` (int64 (k,)) over the samples ``rows`` (int64 (s,), s >= 1),
-    computed around the mean in two passes."""
+    """Covariance (float64 (k, k), divided by the number of rows) of a subset of features.
+
+    Computed around the mean in two passes.
+
+    Parameters
+    ----------
+    X : uint8 or float (n, p)
+        The samples.
+    rows : int64 (s,)
+        The samples used, ``s >= 1``.
+    feats : int64 (k,)
+        The features.
+
+    Returns
+    -------
+    float64 (k, k)
+        The (biased) covariance matrix.
+    """
     k = feats.shape[0]
     s = rows.shape[0]
     mean = np.zeros(k, dtype=np.float64)
@@ -45,9 +60,24 @@ def subset_covariance(X, rows, feats):
 def rotate_rows(X, idx, feats, w):
     """The rotated features of the samples ``idx``: float32 (m, r).
 
-    ``feats`` (int64 (r, M), -1 padded) and ``w`` (float32 (r, M)) give each
-    rotated feature's raw features and weights; ``Z[i, k] = sum_j w[k, j] *
-    float32(X[idx[i], feats[k, j]])`` in float32, in the order of ``j``.
+    ``Z[i, k] = sum_j w[k, j] * float32(X[idx[i], feats[k, j]])`` in float32,
+    in the order of ``j``, up to the first -1 of ``feats[k]``.
+
+    Parameters
+    ----------
+    X : uint8 or float (n, p)
+        The samples.
+    idx : int64 (m,)
+        The rows rotated.
+    feats : int64 (r, M)
+        Each rotated feature's raw features, -1 padded.
+    w : float32 (r, M)
+        Their weights.
+
+    Returns
+    -------
+    float32 (m, r)
+        The rotated features.
     """
     m = idx.shape[0]
     r, mm = feats.shape

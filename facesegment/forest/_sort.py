@@ -21,10 +21,21 @@ RADIX_MIN = 128
 
 @njit(**NJIT)
 def float_keys(vals, m, keys):
-    """``keys[i]``: uint32 keys of ``vals[:m]`` in the order of the values (each
-    converted to float32, exact for uint8 and float32 values): the float's bits
-    with the sign bit flipped (positive) or every bit flipped (negative); -0.0 is
-    keyed as +0.0 and every NaN after every number."""
+    """uint32 keys of ``vals[:m]`` that order as the values do.
+
+    Each value is converted to float32 (exact for uint8 and float32 values); its
+    key is the float's bits with the sign bit flipped (positive) or every bit
+    flipped (negative); -0.0 is keyed as +0.0 and every NaN after every number.
+
+    Parameters
+    ----------
+    vals : float32 or uint8 (>= m,)
+        The values.
+    m : int
+        Number of values keyed.
+    keys : uint32 (>= m,)
+        ``keys[:m]`` written in place.
+    """
     f32 = np.empty(1, dtype=np.float32)
     bits = f32.view(np.uint32)
     for i in range(m):
@@ -41,7 +52,15 @@ def float_keys(vals, m, keys):
 
 @njit(**NJIT)
 def exclusive_prefix(cnt, n):
-    """``cnt[:n]`` replaced by its exclusive prefix sums (each bucket's first slot)."""
+    """``cnt[:n]`` replaced by its exclusive prefix sums (each bucket's first slot).
+
+    Parameters
+    ----------
+    cnt : int (>= n,)
+        Counts per bucket; overwritten in place.
+    n : int
+        Number of buckets.
+    """
     pos = 0
     for b in range(n):
         c = cnt[b]
@@ -54,8 +73,21 @@ def radix_argsort(keys, m, order, tmp, kt, cnt):
     """Stable argsort of ``keys[:m]`` (uint32) into ``order[:m]`` (int64).
 
     LSD over 8-bit digits; a digit that every key shares is skipped.
-    ``tmp`` (int64), ``kt`` (uint32) are scratch of at least ``m``; ``cnt``
-    int64 (256,).  ``keys`` is overwritten.
+
+    Parameters
+    ----------
+    keys : uint32 (>= m,)
+        The keys; overwritten (scratch).
+    m : int
+        Number of keys, ``m >= 1``.
+    order : int64 (>= m,)
+        ``order[:m]`` written in place: the stable sorting permutation.
+    tmp : int64 (>= m,)
+        Scratch.
+    kt : uint32 (>= m,)
+        Scratch.
+    cnt : int64 (256,)
+        Digit counters; overwritten.
     """
     for i in range(m):
         order[i] = i
@@ -87,8 +119,19 @@ def radix_argsort(keys, m, order, tmp, kt, cnt):
 
 @njit(**NJIT)
 def sort_scratch(m):
-    """The scratch arrays of :func:`argsort_f32` for up to ``m`` values:
-    ``(order, tmp, keys, kt, cnt)``."""
+    """The scratch arrays of :func:`argsort_f32` for up to ``m`` values.
+
+    Parameters
+    ----------
+    m : int
+        Largest number of values sorted.
+
+    Returns
+    -------
+    tuple
+        ``(order, tmp, keys, kt, cnt)``: int64, int64, uint32 and uint32 arrays
+        of ``max(m, 1)`` entries, and int64 (256,), uninitialised.
+    """
     n = max(m, 1)
     return (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.uint32),
@@ -97,8 +140,23 @@ def sort_scratch(m):
 
 @njit(**NJIT)
 def argsort_f32(vals, m, order, tmp, keys, kt, cnt):
-    """``order[:m]``: the permutation ``np.argsort(vals[:m], kind="mergesort")``
-    gives (``vals`` float32 or uint8; scratch from :func:`sort_scratch`)."""
+    """``order[:m]``: the permutation ``np.argsort(vals[:m], kind="mergesort")`` gives.
+
+    Arrays shorter than :data:`RADIX_MIN` are sorted by NumPy's merge sort;
+    longer ones by :func:`radix_argsort` of :func:`float_keys`.
+
+    Parameters
+    ----------
+    vals : float32 or uint8 (>= m,)
+        The values (not modified).
+    m : int
+        Number of values sorted.
+    order : int64 (>= m,)
+        ``order[:m]`` written in place.
+    tmp, keys, kt, cnt : ndarray
+        Scratch from :func:`sort_scratch` (int64, uint32, uint32, int64 (256,));
+        overwritten.
+    """
     if m < RADIX_MIN:
         order[:m] = np.argsort(vals[:m], kind="mergesort")
         return
@@ -108,7 +166,18 @@ def argsort_f32(vals, m, order, tmp, keys, kt, cnt):
 
 @njit(**NJIT)
 def stable_argsort(vals):
-    """``np.argsort(vals, kind="mergesort")`` of float32 or uint8 ``vals`` (int64)."""
+    """``np.argsort(vals, kind="mergesort")`` of float32 or uint8 ``vals`` (int64).
+
+    Parameters
+    ----------
+    vals : float32 or uint8 (m,)
+        The values.
+
+    Returns
+    -------
+    int64 (m,)
+        The stable sorting permutation.
+    """
     m = vals.shape[0]
     order, tmp, keys, kt, cnt = sort_scratch(m)
     argsort_f32(vals, m, order, tmp, keys, kt, cnt)

@@ -39,8 +39,23 @@ MAX_INT8_DENSE = 65536
 def sparse_value(index, weight, start, stop, x):
     """``sum_{k=start}^{stop-1} weight[k] * float32(x[index[k]])`` in float32, in order.
 
-    ``weight`` float32 (the kernels' copy of the stored weights), ``x`` one
-    row (uint8 or float32).  No fast-math: every caller gets the same bits.
+    No fast-math: every caller gets the same bits.
+
+    Parameters
+    ----------
+    index : int (nnz,)
+        Feature of each entry.
+    weight : float32 (nnz,)
+        The kernels' copy of the stored weights.
+    start, stop : int
+        The row's entries, ``start..stop-1``.
+    x : uint8 or float32 (p,)
+        One sample.
+
+    Returns
+    -------
+    float32
+        The split value.
     """
     acc = np.float32(0.0)
     for k in range(start, stop):
@@ -50,7 +65,24 @@ def sparse_value(index, weight, start, stop, x):
 
 @njit(**NJIT)
 def sparse_values(X, idx, index, weight):
-    """float32 (m,) values of one sparse row (``index``, ``weight``) for rows ``X[idx]``."""
+    """float32 (m,) values of one sparse row (``index``, ``weight``) for rows ``X[idx]``.
+
+    Parameters
+    ----------
+    X : uint8 or float32 (n, p)
+        The samples.
+    idx : int64 (m,)
+        The rows evaluated.
+    index : int (k,)
+        The row's features.
+    weight : float32 (k,)
+        The row's weights.
+
+    Returns
+    -------
+    float32 (m,)
+        :func:`sparse_value` of each row of ``idx``.
+    """
     out = np.empty(idx.shape[0], dtype=np.float32)
     k = index.shape[0]
     for r in range(idx.shape[0]):
@@ -63,8 +95,18 @@ def keep_top_k(w, p, k, scratch):
     """Zero all but the ``k`` largest ``|w[j]|`` of ``w[:p]`` in place (hard thresholding).
 
     Ties at the k-th magnitude keep the lowest indices, so exactly ``min(k,
-    nnz)`` entries stay.  ``scratch`` is float32 (p,) work space.  ``w[p:]``
-    (the offset) is untouched.
+    nnz)`` entries stay.  ``w[p:]`` (the offset) is untouched.
+
+    Parameters
+    ----------
+    w : float32 (>= p,)
+        The weights; modified in place (nothing changes when ``k >= p``).
+    p : int
+        Number of feature weights.
+    k : int
+        Number of weights kept.
+    scratch : float32 (p,)
+        Work space; overwritten.
     """
     if k >= p:
         return
@@ -90,9 +132,22 @@ def keep_top_k(w, p, k, scratch):
 def top_k_support(u, k, scale=None):
     """Sorted int64 indices of the ``k`` largest ``|u_j| * scale_j`` (non-zero only).
 
-    ``scale`` (p,) weighs raw weights back to the normalised features the
-    split was optimised on (the feature standard deviations); ties keep the
-    lower index.
+    Ties keep the lower index.
+
+    Parameters
+    ----------
+    u : array-like of shape (p,)
+        The weights.
+    k : int
+        Largest support size.
+    scale : array-like of shape (p,) or None, default=None
+        Weighs raw weights back to the normalised features the split was
+        optimised on (the feature standard deviations); None: 1.
+
+    Returns
+    -------
+    int64 ndarray of shape (min(k, nnz),)
+        The kept features, increasing.
     """
     mag = np.abs(np.asarray(u, np.float64))
     if scale is not None:
@@ -116,9 +171,30 @@ def quantise(weights, dtype):
     ``int16`` (dense rows): the same with :data:`INT16_MAX`, so the sum bound
     sets the scale of nearly every row (about 10,000 times finer than int8's
     and 1.5 times finer than float16's on pooled CO2 rows, whose few large
-    weights leave most others below 1/254 of the largest).
-    Returns ``(stored, kernel_float32, scale)``; entries that round to zero
-    are kept (the caller drops them).
+    weights leave most others below 1/254 of the largest).  Entries that round
+    to zero are kept (the caller drops them).
+
+    Parameters
+    ----------
+    weights : array-like of shape (k,)
+        The row's weights (converted to float32).
+    dtype : {"float32", "float16", "int8", "int16"}
+        The storage type.
+
+    Returns
+    -------
+    stored : ndarray of shape (k,)
+        The weights as stored, of ``dtype``.
+    kernel : float32 ndarray of shape (k,)
+        ``stored`` as float32, the values the kernels use.
+    scale : float
+        1.0, or for integer storage the factor that multiplies ``stored`` back
+        to the weights (1.0 for an all-zero row).
+
+    Raises
+    ------
+    ValueError
+        When ``dtype`` is not one of the four.
     """
     w = np.asarray(weights, np.float32)
     if dtype == "float32":

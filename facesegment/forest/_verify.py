@@ -98,14 +98,38 @@ def _in_range(name, a, low, high, where=None):
 
 
 def verify_forest(fa, n_classes=None, n_features=None, signed_values=False):
-    """Check every array of ``fa`` (a ForestArrays); return it with the format's
-    dtypes (int32 nodes, float32 thresholds and values; already-right arrays
-    are not copied).
+    """Check every array of ``fa``; return it with the format's dtypes.
 
-    ``n_classes``/``n_features``, when given, are what ``value`` and ``weights``
-    must have.  ``value`` holds class probabilities (>= 0) unless
-    ``signed_values`` (a regression forest's leaf means: any finite number).  Raises :class:`ForestProblem` (a ValueError) naming the first
-    bad array.
+    The checks: array kinds, dimensions and lengths, the node count, index
+    ranges, the tree structure (``right == left + 1``, one parent per node,
+    consistent depths), exactly one split kind per internal node, the sparse
+    rows, ``missing_left``, finite values and weights, non-negative
+    ``n_samples``.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    n_classes : int or None, default=None
+        The number of columns ``value`` must have (None: any, at least 1).
+    n_features : int or None, default=None
+        The number of columns ``weights`` must have (None: any, at least 1).
+    signed_values : bool, default=False
+        ``value`` holds a regression forest's leaf means (any finite number)
+        rather than class probabilities (finite and >= 0).
+
+    Returns
+    -------
+    ForestArrays
+        ``fa`` with int32 node arrays, float32 thresholds and values, int32
+        ``sparse``, int64 ``sparse_ptr`` and uint16 or int32 ``sparse_index``
+        (arrays that already have them are not copied; ``fa`` itself when none
+        changes).
+
+    Raises
+    ------
+    ForestProblem
+        A ``ValueError`` naming the first bad array.
     """
     roots = _array(fa, "roots", "iu", 1)
     left = _array(fa, "left", "iu", 1)
@@ -255,11 +279,30 @@ _VERIFIED_LOCK = threading.Lock()
 
 
 def verified(fa, signed_values=False):
-    """:func:`verify_forest` of ``fa``, memoised while its arrays live: every path
-    from arrays to a kernel (estimators' ``predict_proba``/``apply``, dense
-    inference) calls it, so a forest built or modified in memory is checked
-    once, before its first kernel.  Arrays modified in place are not noticed:
-    replace them (as ``_replace`` does)."""
+    """:func:`verify_forest` of ``fa``, memoised while its arrays live.
+
+    Every path from arrays to a kernel (estimators' ``predict_proba``/``apply``,
+    dense inference) calls it, so a forest built or modified in memory is
+    checked once, before its first kernel.  Arrays modified in place are not
+    noticed: replace them (as ``_replace`` does).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    signed_values : bool, default=False
+        As in :func:`verify_forest`.
+
+    Returns
+    -------
+    ForestArrays
+        As :func:`verify_forest` returns it.
+
+    Raises
+    ------
+    ForestProblem
+        As :func:`verify_forest`.
+    """
     owners = tuple(a for a in fa if isinstance(a, np.ndarray))
     key = (signed_values,) + tuple(id(a) for a in owners)
     with _VERIFIED_LOCK:

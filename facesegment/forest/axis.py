@@ -29,6 +29,39 @@ _EDGES_U8 = np.arange(256, dtype=np.float64)
 
 @njit(**NJIT)
 def _axis_split_hist_u8(X, y, idx, features, n_classes, min_leaf, edges):
+    """uint8 features, large nodes: a 256-bin class histogram per candidate.
+
+    The node's samples are read once, row by row, incrementing
+    ``hist[k, x[features[k]], y]``; each histogram is then scanned by
+    :func:`scan_histogram`.
+
+    Parameters
+    ----------
+    X : uint8 (n, p), C-contiguous
+        The samples.
+    y : int32 (n,)
+        Class ids in ``0..n_classes - 1``.
+    idx : int64 (m,)
+        The node's samples.
+    features : int64 (q,)
+        Candidate features.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side.
+    edges : float64 (256,)
+        The value of each bin (``0..255``).
+
+    Returns
+    -------
+    feature : int
+        Best feature (the first in ``features`` reaching the maximal gain); -1
+        when no feature splits.
+    threshold : float32
+        ``x[feature] <= threshold`` goes left.
+    gain : float64
+        Information gain; -1.0 when there is no valid split.
+    """
     m = idx.shape[0]
     q = features.shape[0]
     hist = np.zeros((q, 256, n_classes), dtype=np.int32)
@@ -53,6 +86,37 @@ def _axis_split_hist_u8(X, y, idx, features, n_classes, min_leaf, edges):
 
 @njit(**NJIT)
 def _axis_split_counting_u8(X, y, idx, features, n_classes, min_leaf):
+    """uint8 features, small nodes: a stable counting sort per candidate.
+
+    The candidates' values are gathered row by row (each row read once), then
+    each feature's values are counting-sorted (O(m + 256)) and scanned by
+    :func:`scan_sorted`; constant features are skipped.
+
+    Parameters
+    ----------
+    X : uint8 (n, p), C-contiguous
+        The samples.
+    y : int32 (n,)
+        Class ids in ``0..n_classes - 1``.
+    idx : int64 (m,)
+        The node's samples.
+    features : int64 (q,)
+        Candidate features.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side.
+
+    Returns
+    -------
+    feature : int
+        Best feature (the first in ``features`` reaching the maximal gain); -1
+        when no feature splits.
+    threshold : float32
+        ``x[feature] <= threshold`` goes left.
+    gain : float64
+        Information gain; -1.0 when there is no valid split.
+    """
     m = idx.shape[0]
     q = features.shape[0]
     tot = class_counts(y, idx, n_classes)
@@ -104,10 +168,40 @@ GATHER_BYTES = 16 << 20
 
 @njit(**NJIT)
 def _axis_split_sorted(X, y, idx, features, n_classes, min_leaf, group_bytes=GATHER_BYTES):
-    """Float features: each candidate's values in stable sorted order
-    (:func:`facesegment.forest._sort.argsort_f32`, the order of a merge sort),
-    then :func:`scan_sorted`.  The candidates' values are gathered row by row,
-    each row read once per group of candidates (``group_bytes`` of values)."""
+    """Float features: each candidate's values in stable sorted order, then scanned.
+
+    Values are ordered by :func:`facesegment.forest._sort.argsort_f32` (the
+    order of a merge sort), then scanned by :func:`scan_sorted`.  The
+    candidates' values are gathered row by row, each row read once per group of
+    candidates (``group_bytes`` of values, at 4 bytes a value).
+
+    Parameters
+    ----------
+    X : float32 (n, p)
+        The samples.
+    y : int32 (n,)
+        Class ids in ``0..n_classes - 1``.
+    idx : int64 (m,)
+        The node's samples.
+    features : int64 (q,)
+        Candidate features.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side.
+    group_bytes : int, default=GATHER_BYTES
+        Bytes of candidate values gathered at a time (at least one candidate).
+
+    Returns
+    -------
+    feature : int
+        Best feature (the first in ``features`` reaching the maximal gain); -1
+        when no feature splits.
+    threshold : float32
+        ``x[feature] <= threshold`` goes left.
+    gain : float64
+        Information gain; -1.0 when there is no valid split.
+    """
     m = idx.shape[0]
     q = features.shape[0]
     tot = class_counts(y, idx, n_classes)
@@ -185,23 +279,49 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
                          criterion="gini", n_visit=None):
     """Best split ``x[f] <= t`` under ``criterion``, NaN values sent to one side.
 
-    As :func:`best_axis_split` (same arguments, same tie rule: the first
-    feature in the order given, the lowest cut), with ``criterion`` "gini" or
-    "entropy" (:data:`facesegment.forest._criteria.CRITERIA`) and float
-    features that may hold NaN (missing values).  ``features`` are visited in
-    their order, ``n_visit`` of them (default: all), and beyond while every
-    feature visited so far was constant on the node: scikit-learn's rule
-    (constant features count towards ``max_features``, but the search goes
-    on until one feature can split).
+    As :func:`best_axis_split` (same tie rule: the first feature in the order
+    given, the lowest cut), with ``criterion`` "gini" or "entropy"
+    (:data:`facesegment.forest._criteria.CRITERIA`) and float features that may
+    hold NaN (missing values).  ``features`` are visited in their order,
+    ``n_visit`` of them, and beyond while every feature visited so far was
+    constant on the node: scikit-learn's rule (constant features count towards
+    ``max_features``, but the search goes on until one feature can split).
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32, shape (n, p), C-contiguous
+        Raw features; float features may hold NaN.
+    y : ndarray int32, shape (n,)
+        Class ids in ``0..n_classes-1``.
+    idx : ndarray int64, shape (m,)
+        Samples of the node (indices into X; repeated indices count as copies).
+    features : array-like of int, shape (q,)
+        Candidate features, in the order visited.
+    n_classes : int
+        Number of classes.
+    min_samples_leaf : int, default=1
+        Minimum samples on each side of the split.
+    criterion : {"gini", "entropy"}, default="gini"
+        The impurity.
+    n_visit : int or None, default=None
+        Number of features visited before the search may stop (None: all).
 
     Returns
     -------
-    (feature, threshold, gain, missing_left): ``missing_left`` is 1 when the
-    node's samples missing ``feature`` go left, 0 when they go right, -1 when
-    none of them misses it (the grower then sends future missing values to the
-    larger child).  The gain is the impurity decrease weighted by the
-    children's shares (:func:`facesegment.forest._cart_kernels.scan_cart_copies`,
-    on the node's distinct rows with their multiplicities, as trees are grown).
+    feature : int
+        Best feature, or -1 when no feature separates the samples.
+    threshold : float
+        ``x[feature] <= threshold`` goes left (a float32 value; 0.0 when
+        ``feature`` is -1).
+    gain : float
+        The impurity decrease weighted by the children's shares
+        (:func:`facesegment.forest._cart_kernels.scan_cart_copies`, on the
+        node's distinct rows with their multiplicities, as trees are grown);
+        -1.0 when there is no valid split.
+    missing_left : int
+        1 when the node's samples missing ``feature`` go left, 0 when they go
+        right, -1 when none of them misses it (the grower then sends future
+        missing values to the larger child).
     """
     gini = CRITERIA[criterion] == 1
     features = np.asarray(features, dtype=np.int64)

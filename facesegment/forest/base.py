@@ -69,8 +69,30 @@ def check_X(X, name="X", allow_nan=False):
 
     uint8 input, ``(n, p)`` or windows ``(n, 31, 31, 3)`` (any ``(n, ...)``), is
     used as it is (a reshape, no copy, when C-contiguous).  Other numeric input
-    is converted once to float32.  NaN (unless ``allow_nan``), inf, sparse
-    matrices, 1-D input, empty input raise scikit-learn's errors.
+    is converted once to float32.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or (n_samples, ...)
+        The samples; more than two dimensions are flattened per sample.
+    name : str, default="X"
+        The input's name in error messages.
+    allow_nan : bool, default=False
+        Accept NaN (missing values); inf is never accepted.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features)
+        C-contiguous uint8 (uint8 input) or float32.
+
+    Raises
+    ------
+    TypeError
+        For text (string, bytes or void) dtypes.
+    ValueError
+        For NaN (unless ``allow_nan``), inf, 1-D or empty input
+        (scikit-learn's errors); sparse matrices raise scikit-learn's
+        ``TypeError``.
     """
     X, dtype = _flatten(X)
     kw = dict(_CHECK_KW)
@@ -80,7 +102,21 @@ def check_X(X, name="X", allow_nan=False):
 
 
 def seeds_from(random_state, n):
-    """``n`` tree seeds (int64) drawn up front from ``random_state``."""
+    """``n`` tree seeds (int64) drawn up front from ``random_state``.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        A ``RandomState`` draws with ``randint``; anything else seeds
+        ``np.random.default_rng`` (None, an int or a Generator).
+    n : int
+        Number of seeds.
+
+    Returns
+    -------
+    int64 ndarray of shape (n,)
+        Seeds in ``[0, 2**31 - 1)``.
+    """
     if isinstance(random_state, np.random.RandomState):
         return random_state.randint(0, 2**31 - 1, size=n).astype(np.int64)
     rng = np.random.default_rng(random_state)
@@ -88,8 +124,19 @@ def seeds_from(random_state, n):
 
 
 def predict_threads(n_jobs):
-    """Numba threads for prediction, as scikit-learn reads ``n_jobs``: None -> 1,
-    -1 -> all (``numba.config.NUMBA_NUM_THREADS``), k -> min(k, all)."""
+    """Numba threads for prediction, as scikit-learn reads ``n_jobs``.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        None: 1; negative: all (``numba.config.NUMBA_NUM_THREADS``); k:
+        ``min(k, all)``, at least 1.
+
+    Returns
+    -------
+    int
+        Number of threads.
+    """
     n_all = numba.config.NUMBA_NUM_THREADS
     if n_jobs is None:
         return 1
@@ -98,7 +145,15 @@ def predict_threads(n_jobs):
 
 @contextmanager
 def numba_threads(n):
-    """Run the block with ``n`` Numba threads (this thread's setting), then restore it."""
+    """Run the block with ``n`` Numba threads (this thread's setting), then restore it.
+
+    A context manager.
+
+    Parameters
+    ----------
+    n : int
+        Number of threads, at most ``numba.config.NUMBA_NUM_THREADS``.
+    """
     old = numba.get_num_threads()
     if n == old:
         yield
@@ -148,8 +203,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ validation
     def _check_common(self):
         """All parameters checked and normalised (see
-        :func:`facesegment.forest.params.validate_params`); kept for callers of
-        the former private check."""
+        :func:`facesegment.forest.params.validate_params`); subclasses extend
+        it with their own rules."""
         return validate_params(self, self.get_params(deep=False))
 
     def _validate_X(self, X, y="no_validation", *, reset):
@@ -244,6 +299,19 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         items = [(i, int(s)) for i, s in enumerate(seeds)]
 
         def info(res):
+            """The progress line of one grown tree.
+
+            Parameters
+            ----------
+            res : dict
+                The tree's result, with its ``"stats"`` (``n_nodes``, ``max_depth``,
+                ``seconds``).
+
+            Returns
+            -------
+            str
+                Nodes, depth and seconds of the tree.
+            """
             st = res["stats"]
             return (f"{st['n_nodes']} nodes, depth {st['max_depth']}, "
                     f"{st['seconds']:.1f} s/tree")
@@ -337,12 +405,41 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         return out
 
     def predict(self, X, max_depth=None, n_trees=None):
-        """Most probable class of each sample, shape (n,) (values from ``classes_``)."""
+        """Predict class for X: the most probable class of the mean distribution.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The input samples; uint8 windows are read as they are.
+        max_depth : int, optional
+            Evaluate the trees truncated at this depth (equals training with it).
+        n_trees : int, optional
+            Use only the first ``n_trees`` trees.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            The predicted classes (values of ``classes_``).
+        """
         proba = self.predict_proba(X, max_depth=max_depth, n_trees=n_trees)
         return self.classes_[np.argmax(proba, axis=1)]
 
     def apply(self, X, max_depth=None):
-        """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
+        """Apply trees in the forest to X, return leaf indices.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The input samples; uint8 windows are read as they are.
+        max_depth : int, optional
+            Stop at nodes of this depth (the leaves of the truncated trees).
+
+        Returns
+        -------
+        X_leaves : int32 ndarray of shape (n_samples, n_estimators)
+            For each sample and tree, the index (into the ``forest_`` arrays) of
+            the node it ends up in.
+        """
         X = self._check_predict(X)
         md, _ = self._limits(max_depth, None)
         with numba_threads(self._threads()):
@@ -408,12 +505,12 @@ class BaseForest(ClassifierMixin, BaseEstimator):
 
 
 def _resolve_max_features(spec, p):
-    """Former private name of :func:`facesegment.forest.params.resolve_max_features`."""
+    """Alias of :func:`facesegment.forest.params.resolve_max_features`."""
     return resolve_max_features(spec, p)
 
 
 def _resolve_max_samples(spec, n):
-    """Former private name of :func:`facesegment.forest.params.resolve_max_samples`."""
+    """Alias of :func:`facesegment.forest.params.resolve_max_samples`."""
     return resolve_max_samples(spec, n)
 
 

@@ -167,11 +167,31 @@ def n_sgd_steps(m, n_passes, batch_size, min_steps=MIN_STEPS, max_steps=MAX_STEP
     """SGD steps for a node of ``m`` samples.
 
     ``ceil(n_passes * m / B)`` with ``B = min(batch_size, m)``, raised to
-    ``min(min_steps, ceil(max_passes * m / B))`` (small nodes get enough steps to
-    move ``w`` without costing more than ``max_passes`` passes), capped at
+    ``min(min_steps, ceil(max_passes * m / B))`` (small nodes get enough steps
+    to move ``w`` without costing more than ``max_passes`` passes), capped at
     ``max_steps``.  The cost of a tree level is thus at most ``max_passes``
     passes over its samples, and ``n_passes`` passes once nodes hold more than
     ``min_steps * B / n_passes`` samples.
+
+    Parameters
+    ----------
+    m : int
+        Number of samples of the node.
+    n_passes : float
+        Passes over the node's samples.
+    batch_size : int
+        Mini-batch size (at least 1 and at most ``m`` is used).
+    min_steps : int, default=MIN_STEPS
+        Steps small nodes are raised to (within ``max_passes`` passes).
+    max_steps : int, default=MAX_STEPS
+        Largest number of steps.
+    max_passes : float, default=MAX_PASSES
+        Most passes the raise to ``min_steps`` may cost.
+
+    Returns
+    -------
+    int
+        The number of steps.
     """
     b = max(1, min(batch_size, m))
     steps = int(math.ceil(n_passes * m / b))
@@ -198,8 +218,26 @@ def initial_weights(mean, inv_std, nu, f, t, f2=-1):
 
     It reproduces the initial split on normalised features
     ``z = (x - mean) * inv_std``: ``w[:p] @ z - w[p] <= 0`` iff ``x[f] <= t``
-    (or ``x[f] - x[f2] <= t`` when ``f2 >= 0``).  Returns None when a feature is
-    constant (``inv_std == 0``) or a value is not finite.
+    (or ``x[f] - x[f2] <= t`` when ``f2 >= 0``).
+
+    Parameters
+    ----------
+    mean, inv_std : ndarray of shape (p,)
+        The normalisation of the features.
+    nu : float
+        Squared radius of the ball: ``||w||^2 = nu``.
+    f : int
+        The initial split's feature.
+    t : float
+        Its threshold.
+    f2 : int, default=-1
+        Its second probe (two-probe split), -1 for none.
+
+    Returns
+    -------
+    float32 ndarray of shape (p + 1,) or None
+        The weights; None when a feature is constant (``inv_std == 0``) or a
+        value is not finite.
     """
     p = mean.shape[0]
     s_f = float(inv_std[f])

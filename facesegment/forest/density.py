@@ -109,7 +109,21 @@ class DensityDraw:
     bootstrap: bool
 
     def indices(self, rng, n):
-        """The tree's rows, a row once per draw (sorted int64)."""
+        """The tree's rows, a row once per draw (sorted int64).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The tree's generator (drawn from only with ``bootstrap``).
+        n : int
+            Number of rows of the training set (not read: the draw holds its rows).
+
+        Returns
+        -------
+        int64 ndarray
+            ``rows`` without bootstrap; else each row of ``rows`` repeated as many
+            times as it was drawn in ``n_draw`` draws with probabilities ``p``.
+        """
         if not self.bootstrap:
             return self.rows
         pick = rng.choice(self.rows.shape[0], size=self.n_draw, replace=True, p=self.p)
@@ -138,6 +152,28 @@ class DensitySplitter(Splitter):
     weights: np.ndarray = None
 
     def build_nodes(self, tree, idx):
+        """Grow the tree's nodes and its leaves' Gaussians in one Numba kernel.
+
+        With bootstrap each row weighs its number of draws, else its sample
+        weight; two seeds drawn from ``tree.rng`` seed the growth and the leaves'
+        Monte-Carlo masses.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown (``X``, ``rng``, ``min_leaf``, ``params``).
+        idx : int64 ndarray
+            The tree's rows (repeated once per draw with bootstrap).
+
+        Returns
+        -------
+        dict
+            The tree's node arrays (``left``, ``right``, ``feature``,
+            ``threshold``, ``depth``, ``n_samples``, ``value``: each node's share
+            of the root's weight, float32 (n_nodes, 1)), its leaf arrays
+            (``node_leaf``, ``mean``, ``chol``, ``lower``, ``upper``,
+            ``log_weight``, ``log_mass``) and an empty ``stats``.
+        """
         X, rng = tree.X, tree.rng
         if tree.params.draw.bootstrap:
             rows, counts = np.unique(idx, return_counts=True)
@@ -167,6 +203,20 @@ def _concat(trees, d):
     leaf_off = np.concatenate([[0], np.cumsum(leaf_sizes)[:-1]])
 
     def shift(a, off):
+        """``a`` with ``off`` added to its non-negative entries, as int32 (-1 kept).
+
+        Parameters
+        ----------
+        a : int ndarray
+            Indices local to a tree, -1 for none.
+        off : int
+            The tree's offset.
+
+        Returns
+        -------
+        int32 ndarray
+            The shifted indices.
+        """
         return np.where(a >= 0, a + off, -1).astype(np.int32)
 
     cat = np.concatenate
@@ -190,7 +240,21 @@ def _concat(trees, d):
 
 
 def check_leaves(fa, leaves):
-    """What is inconsistent between a forest and its leaf arrays (None: nothing)."""
+    """What is inconsistent between a forest and its leaf arrays (None: nothing).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The density forest's trees.
+    leaves : DensityLeaves
+        Its leaf arrays.
+
+    Returns
+    -------
+    str or None
+        The first problem found (shapes, ``node_leaf`` not mapping leaves to
+        leaf rows, a non-positive Cholesky diagonal), or None.
+    """
     L = leaves.mean.shape[0] if leaves.mean.ndim == 2 else -1
     d = fa.n_features
     if leaves.node_leaf.shape != (fa.n_nodes,):
@@ -373,7 +437,18 @@ class DensityForest(DensityMixin, BaseEstimator):
         return validate_data(self, X, dtype=np.float32, order="C", reset=False)
 
     def score_samples(self, X):
-        """Log density of each row of ``X`` (float64 (n,))."""
+        """Log density of each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The samples (converted to float32).
+
+        Returns
+        -------
+        float64 ndarray of shape (n_samples,)
+            The forest's log density at each sample.
+        """
         X = self._check_X(X)
         fa, lv = self.forest_, self.leaves_
         with numba_threads(predict_threads(validate_params(self, {"n_jobs": self.n_jobs})
@@ -382,15 +457,44 @@ class DensityForest(DensityMixin, BaseEstimator):
                                 lv.node_leaf, lv.mean, lv.chol, lv.log_norm())
 
     def score(self, X, y=None):
-        """Total log-likelihood of the rows of ``X`` (``y`` is ignored)."""
+        """Total log-likelihood of the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The samples.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        float
+            The sum of :meth:`score_samples`.
+        """
         return float(np.sum(self.score_samples(X)))
 
     def sample(self, n_samples=1, random_state=None):
-        """Draw ``n_samples`` rows from the forest's density (float64 (n_samples, d)).
+        """Draw ``n_samples`` rows from the forest's density.
 
-        See the module docstring; ``random_state`` (None, int, Generator,
-        RandomState, SeedSequence) gives the seeds, so the same seed gives
-        the same rows.
+        See the module docstring; ``random_state`` gives the seeds, so the same
+        seed gives the same rows.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of rows drawn, at least 1.
+        random_state : None, int, Generator, RandomState or SeedSequence, default=None
+            Seeds the draws.
+
+        Returns
+        -------
+        float64 ndarray of shape (n_samples, n_features)
+            The rows.
+
+        Raises
+        ------
+        ValueError
+            When ``n_samples`` is not an integer >= 1.
         """
         check_is_fitted(self)
         if (not isinstance(n_samples, (int, np.integer)) or isinstance(n_samples, bool)

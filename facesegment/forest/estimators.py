@@ -213,11 +213,27 @@ class TwoProbeForest(BaseForest):
 def feature_stats(X, chunk=1024, sample_weight=None):
     """Per-feature mean and standard deviation (float32 (p,)) computed in chunks.
 
-    Only ``chunk`` rows at a time are converted to float64, so uint8 windows are
-    never copied to float as a whole.  With ``sample_weight`` (n,) the mean and
-    variance are weighted (the distribution the trees draw from).  Missing
-    values (NaN) are left out of their feature's statistics (a feature with no
-    present value gets mean 0 and standard deviation 0).
+    Only ``chunk`` rows at a time are converted to float64, so uint8 windows
+    are never copied to float as a whole.  Missing values (NaN) are left out of
+    their feature's statistics (a feature with no present value gets mean 0
+    and standard deviation 0).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+        The samples (validated by :func:`check_X`, NaN allowed).
+    chunk : int, default=1024
+        Rows converted at a time.
+    sample_weight : array-like of shape (n_samples,) or None, default=None
+        Weights of the mean and variance (the distribution the trees draw
+        from); None: unweighted.
+
+    Returns
+    -------
+    mean : float32 ndarray of shape (n_features,)
+        The feature means.
+    std : float32 ndarray of shape (n_features,)
+        The (biased) standard deviations.
     """
     X = check_X(X, allow_nan=True)
     n, p = X.shape
@@ -385,11 +401,28 @@ class CO2Forest(BaseForest):
         return validate_params(self, {name: getattr(self, name) for name in _CO2_PARAMS})
 
     def fit(self, X, y, sample_weight=None, *, feature_mean=None, feature_std=None):
-        """Grow the forest (see :meth:`BaseForest.fit` for ``X``, ``y``, ``sample_weight``).
+        """Build a forest of trees from the training set (X, y).
 
-        ``feature_mean``/``feature_std`` (p,): the normalisation statistics, as
-        in the windows file; computed from X in chunks when not given (weighted
-        by ``sample_weight`` when it is not all equal).
+        See :meth:`BaseForest.fit` for ``X``, ``y`` and ``sample_weight``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The training input samples; uint8 is used as it is, other numbers
+            become float32.
+        y : array-like of shape (n_samples,)
+            The target values (class labels).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights (see :meth:`BaseForest.fit`).
+        feature_mean, feature_std : array-like of shape (n_features,), default=None
+            The normalisation statistics, as in the windows file; computed from X
+            in chunks (:func:`feature_stats`) when not given, weighted by
+            ``sample_weight`` when it is not all equal.
+
+        Returns
+        -------
+        self : CO2Forest
+            Fitted estimator.
         """
         return self._fit(X, y, sample_weight, feature_mean=feature_mean,
                          feature_std=feature_std)

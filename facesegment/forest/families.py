@@ -84,9 +84,22 @@ class Splitter:
 
     @classmethod
     def from_params(cls, params, X):
-        """The splitter of a fit: each field taken from the validated estimator
-        parameters ``params`` of the same name (``max_features`` resolved to a
-        count of ``X``'s features)."""
+        """The splitter of a fit, each field taken from the estimator parameters of the same name.
+
+        Parameters
+        ----------
+        params : dict
+            The validated estimator parameters; fields without a parameter of
+            their name keep their defaults.
+        X : ndarray of shape (n_samples, n_features)
+            The training samples (``max_features`` is resolved to a count of its
+            features).
+
+        Returns
+        -------
+        Splitter
+            An instance of ``cls``.
+        """
         kw = {}
         for f in dataclasses.fields(cls):
             if f.name == "max_features":
@@ -106,34 +119,149 @@ class Splitter:
         return "float32"
 
     def grow(self, X, y, n_classes, params, seed):
-        """Grow one tree: the dict of :func:`facesegment.forest._grow.grow_tree`."""
+        """Grow one tree: the dict of :func:`facesegment.forest._grow.grow_tree`.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            The training samples.
+        y : int32 ndarray of shape (n_samples,)
+            The encoded labels.
+        n_classes : int
+            Number of classes.
+        params : TreeParams
+            The fit's tree parameters.
+        seed : int
+            The tree's seed.
+
+        Returns
+        -------
+        dict
+            The tree's arrays (local node indices) and its ``"stats"``.
+        """
         return grow_tree(X, y, n_classes, params, seed)
 
     def transform(self, X, y, n_classes, params, idx, rng):
-        """``(X, y, idx, rng, params, state)`` the nodes are grown on (identity)."""
+        """The data the nodes are grown on (the identity here).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            The training samples.
+        y : int32 ndarray of shape (n_samples,)
+            The encoded labels.
+        n_classes : int
+            Number of classes.
+        params : TreeParams
+            The fit's tree parameters.
+        idx : int64 ndarray
+            The tree's rows.
+        rng : numpy.random.Generator
+            The tree's generator.
+
+        Returns
+        -------
+        tuple
+            ``(X, y, idx, rng, params, state)``: the arguments unchanged and
+            ``state`` None (what :meth:`untransform` receives).
+        """
         return X, y, idx, rng, params, None
 
     def untransform(self, out, state):
-        """The grown tree's dict back on the original features (identity)."""
+        """The grown tree's dict back on the original features (the identity here).
+
+        Parameters
+        ----------
+        out : dict
+            The grown tree's arrays.
+        state : object
+            What :meth:`transform` returned as its ``state``.
+
+        Returns
+        -------
+        dict
+            ``out``.
+        """
         return out
 
     def start(self, tree):
-        """Per-tree set-up (no random draws: the tree's generator is the nodes')."""
+        """Per-tree set-up (no random draws: the tree's generator is the nodes').
+
+        Does nothing here; subclasses add their per-tree attributes to ``tree``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        """
 
     def build_nodes(self, tree, idx):
-        """The tree's nodes on the rows ``idx``: the Python loop
-        :func:`facesegment.forest._grow.split_nodes` over :meth:`find`."""
+        """The tree's nodes on the rows ``idx``: the Python loop over :meth:`find`.
+
+        The loop is :func:`facesegment.forest._grow.split_nodes`.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        idx : int64 ndarray
+            The tree's rows (repeated once per draw with bootstrap).
+
+        Returns
+        -------
+        dict
+            The tree's arrays, local node indices.
+        """
         return split_nodes(tree, idx)
 
     def find(self, tree, seg):
-        """The best :class:`Split` of the node holding the samples ``seg`` (int64)."""
+        """The best :class:`Split` of the node holding the samples ``seg``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples.
+
+        Returns
+        -------
+        Split
+            The node's split (a leaf when its gain is not positive).
+
+        Raises
+        ------
+        NotImplementedError
+            Here: a subclass defines it (or overrides :meth:`build_nodes` or
+            :meth:`grow`).
+        """
         raise NotImplementedError(f"{type(self).__name__} defines no find(tree, seg)")
 
     def partition(self, tree, seg, buf, split):
-        """Partition ``seg`` in place (left first, stably; ``buf`` is scratch):
-        ``(number going left, missing_left)``; with NaN in X the missing values
-        go to ``split.missing_left`` (:func:`~facesegment.forest._missing_splits.
-        partition_missing`)."""
+        """Partition ``seg`` in place: left first, stably.
+
+        With NaN in X the missing values go to ``split.missing_left``
+        (:func:`~facesegment.forest._missing_splits.partition_missing`).
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples; reordered in place.
+        buf : int64 ndarray of at least m entries
+            Scratch.
+        split : Split
+            The node's split.
+
+        Returns
+        -------
+        n_left : int
+            The number going left.
+        missing_left : int
+            The side of missing values (``split.missing_left``, or the side chosen
+            when it is -1 and X holds NaN).
+        """
         if tree.missing:
             return partition_missing(tree, seg, buf, split)
         thr = np.float32(split.threshold)
@@ -148,7 +276,17 @@ class Splitter:
         return nl, split.missing_left
 
     def finish(self, tree, out):
-        """Add the family's entries to the tree's dict ``out`` (and ``tree.stats``)."""
+        """Add the family's entries to the tree's dict ``out`` (and ``tree.stats``).
+
+        Does nothing here.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The grown tree.
+        out : dict
+            The tree's arrays; entries added in place.
+        """
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,6 +298,20 @@ class AxisSplitter(Splitter):
     max_features: int = 1
 
     def find(self, tree, seg):
+        """The best ``x[f] <= t`` among ``max_features`` features drawn from ``tree.rng``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples.
+
+        Returns
+        -------
+        Split
+            The split (``missing_left`` -1: the partition decides).
+        """
         f, thr, gain, _ = _best_univariate(tree, seg)
         return Split(f, -1, thr, gain)
 
@@ -176,7 +328,23 @@ class CartSplitter(Splitter):
     criterion: str = "gini"
 
     def build_nodes(self, tree, idx):
-        """The kernel's tree; the tree's generator draws the kernel's seed."""
+        """The kernel's tree; the tree's generator draws the kernel's seed.
+
+        The kernel runs on the distinct rows of ``idx`` and their copies.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        idx : int64 ndarray
+            The tree's rows (repeated once per draw with bootstrap).
+
+        Returns
+        -------
+        dict
+            The tree's arrays (local node indices; class frequencies as ``value``;
+            empty oblique and sparse tables; ``missing_left`` when X holds NaN).
+        """
         X, p = tree.X, tree.p
         rows, counts = np.unique(idx, return_counts=True)
         left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
@@ -233,6 +401,20 @@ class TwoProbeSplitter(Splitter):
     n_pairs: int = 1
 
     def find(self, tree, seg):
+        """The best ``x[a] - x[b] <= t`` among ``n_pairs`` pairs drawn from ``tree.rng``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples.
+
+        Returns
+        -------
+        Split
+            The split, with its missing side when X holds NaN.
+        """
         f, f2, thr, gain, ml = _best_pair(tree, seg)
         return Split(f, f2, thr, gain, missing_left=ml)
 
@@ -246,6 +428,20 @@ class ExtraSplitter(Splitter):
     max_features: int = 1
 
     def find(self, tree, seg):
+        """The best of ``max_features`` random cuts drawn from ``tree.rng``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples.
+
+        Returns
+        -------
+        Split
+            The split, with its missing side when X holds NaN.
+        """
         args = (tree.X, tree.y, seg, tree.perm, tree.rng, self.max_features,
                 tree.n_classes, tree.min_leaf)
         if tree.missing:
@@ -292,10 +488,38 @@ class CO2Splitter(Splitter):
         return self.weight_dtype if self.max_nonzero is not None else "float32"
 
     def start(self, tree):
+        """Set up the tree's CO2 statistics and dense weight storage type.
+
+        Adds ``tree.co2_stats`` and ``tree.w_dtype``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        """
         tree.co2_stats = new_co2_stats()
         tree.w_dtype = np.dtype(self.dense_dtype)
 
     def find(self, tree, seg):
+        """The node's univariate (or two-probe) split, optimised into an oblique one.
+
+        The starting split draws from ``tree.rng``, then one node seed is drawn;
+        nodes of fewer than ``oblique_min_samples`` samples keep the starting
+        split, others keep the CO2 split when it gains more.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        seg : int64 ndarray of shape (m,)
+            The node's samples.
+
+        Returns
+        -------
+        Split
+            The split; an oblique one refers to the row it appended to
+            ``tree.weights`` (or holds its sparse row).
+        """
         f, thr, gain, ml = _best_univariate(tree, seg)
         f2 = -1
         if self.init == "best" and tree.p >= 2:
@@ -368,6 +592,15 @@ class CO2Splitter(Splitter):
         return Split(f, f2, thr, gain)
 
     def finish(self, tree, out):
+        """Store the tree's CO2 statistics in ``tree.stats["co2"]``.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The grown tree.
+        out : dict
+            The tree's arrays (unchanged).
+        """
         tree.stats["co2"] = tree.co2_stats
 
 

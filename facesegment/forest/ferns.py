@@ -105,6 +105,28 @@ def draw_test(X, idx, rng, test, missing=False):
     most :data:`MAX_TEST_DRAWS` times (then the last one is kept, all samples
     going left).  With ``missing`` (NaN in X) the quantile is one of the
     present values (a test missing on every sample is redrawn).
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32 (n, p)
+        The samples.
+    idx : int64 ndarray of shape (m,)
+        The fern's samples.
+    rng : numpy.random.Generator
+        The fern's generator.
+    test : {"axis", "two-probe"}
+        The kind of test.
+    missing : bool, default=False
+        Whether X holds NaN.
+
+    Returns
+    -------
+    a : int
+        The test's feature.
+    b : int
+        Its second probe, -1 for an axis test.
+    threshold : float32
+        ``value <= threshold`` goes left.
     """
     p = X.shape[1]
     for _ in range(MAX_TEST_DRAWS):
@@ -126,10 +148,32 @@ def draw_test(X, idx, rng, test, missing=False):
 
 
 def fern_arrays(fa, fb, thr, counts, prior, miss_left=None):
-    """The fern's node arrays (complete binary tree, breadth-first) from its
-    tests and node counts (see :func:`facesegment.forest._fern_kernels.fern_counts`);
-    with ``miss_left`` (int8 (d,), the side of missing values per level) also
-    ``missing_left`` per node."""
+    """The fern's node arrays (complete binary tree, breadth-first).
+
+    Each node's ``value`` is ``(counts + prior) / (n + C prior)`` (uniform for
+    an empty node with ``prior=0``).
+
+    Parameters
+    ----------
+    fa, fb : int64 ndarray of shape (d,)
+        The levels' features (``fb[l] = -1``: axis test).
+    thr : float32 ndarray of shape (d,)
+        The levels' thresholds.
+    counts : int64 ndarray of shape (2^(d+1) - 1, n_classes)
+        Class counts per node
+        (:func:`facesegment.forest._fern_kernels.fern_counts`).
+    prior : float
+        Dirichlet prior added to every node's class counts.
+    miss_left : int8 ndarray of shape (d,) or None, default=None
+        The side of missing values per level; None: no ``missing_left``.
+
+    Returns
+    -------
+    dict
+        ``left``, ``right``, ``feature``, ``feature2``, ``oblique``,
+        ``threshold``, ``value``, ``depth`` and ``n_samples``, and with
+        ``miss_left`` also ``missing_left`` (0 at leaves).
+    """
     d = fa.shape[0]
     n_nodes, n_classes = counts.shape
     node = np.arange(n_nodes)
@@ -218,6 +262,26 @@ class FernSplitter(Splitter):
     prior: float = 1.0
 
     def grow(self, X, y, n_classes, params, seed):
+        """Grow one fern (:func:`grow_fern`).
+
+        Parameters
+        ----------
+        X : ndarray uint8 or float32 (n, p)
+            The training samples.
+        y : int32 ndarray of shape (n,)
+            The encoded labels.
+        n_classes : int
+            Number of classes.
+        params : TreeParams
+            The fit's tree parameters.
+        seed : int
+            The fern's seed.
+
+        Returns
+        -------
+        dict
+            As :func:`facesegment.forest._grow.grow_tree` returns it.
+        """
         return grow_fern(X, y, n_classes, params, seed)
 
 
@@ -297,15 +361,27 @@ class RandomFernsForest(BaseForest):
     def predict_proba_product(self, X, max_depth=None, n_trees=None):
         """Class probabilities by the ferns' product rule (semi-naive Bayes).
 
-        ``P(c | F_1..F_M) ∝ P(c) prod_j P(F_j = k_j | c)`` with Özuysal et
-        al.'s regularised likelihoods ``P(F_j = k | c) = (N_kc + prior) /
-        (N_c + L prior)`` (``N_kc``: the fern's training samples of class c
-        in the node k reached, ``N_c``: at its root, ``L``: nodes of that
-        depth) and ``P(c)`` the ferns' mean class frequency at the root.  The
-        counts are recovered from the stored posteriors, ``value (n + C
-        prior) - prior``.  With ``prior=0`` a class absent from a reached
-        node gets (almost) zero probability.  ``max_depth`` and ``n_trees``
-        as in :meth:`predict_proba`; float64 (n, n_classes).
+        ``P(c | F_1..F_M) ∝ P(c) prod_j P(F_j = k_j | c)`` with Özuysal et al.'s
+        regularised likelihoods ``P(F_j = k | c) = (N_kc + prior) / (N_c + L
+        prior)`` (``N_kc``: the fern's training samples of class c in the node k
+        reached, ``N_c``: at its root, ``L``: nodes of that depth) and ``P(c)`` the
+        ferns' mean class frequency at the root.  The counts are recovered from the
+        stored posteriors, ``value (n + C prior) - prior``.  With ``prior=0`` a
+        class absent from a reached node gets (almost) zero probability.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The input samples.
+        max_depth : int, optional
+            Evaluate the ferns truncated at this depth, as in :meth:`predict_proba`.
+        n_trees : int, optional
+            Use only the first ``n_trees`` ferns.
+
+        Returns
+        -------
+        proba : float64 ndarray of shape (n_samples, n_classes)
+            Columns follow ``classes_``; rows sum to 1.
         """
         leaves = self.apply(X, max_depth=max_depth)
         _, nt = self._limits(max_depth, n_trees)

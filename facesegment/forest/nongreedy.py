@@ -56,9 +56,37 @@ _KEY_SEED = 20151112
 # ------------------------------------------------------------------ output
 
 def to_forest_tree(tree, W, Theta, reached, y, mean, inv_std, n_classes):
-    """The trained tree as a dict of local arrays for ``concat_trees``: every
-    internal node oblique on raw features (``u @ x <= c``, ``u = w[:p] *
-    inv_std``, ``c = u @ mean + w[p]``), leaves ``softmax(Theta)``."""
+    """The trained tree as a dict of local arrays for ``concat_trees``.
+
+    Every internal node is oblique on raw features (``u @ x <= c``,
+    ``u = w[:p] * inv_std``, ``c = u @ mean + w[p]``); leaves hold
+    ``softmax(Theta)``, internal nodes the smoothed frequencies of the samples
+    reaching them, and ``n_samples`` counts the samples that reach each node.
+
+    Parameters
+    ----------
+    tree : dict
+        The tree's ``left``, ``right`` and ``depth`` (breadth first, root 0).
+    W : float32 ndarray of shape (n_internal, p + 1)
+        The trained split rows, in node order.
+    Theta : float32 ndarray of shape (n_leaves, n_classes)
+        The trained leaves' log-probabilities.
+    reached : int ndarray of shape (n,)
+        The leaf (row of ``Theta``) each training sample reaches.
+    y : int ndarray of shape (n,)
+        The training samples' classes.
+    mean, inv_std : ndarray of shape (p,)
+        The normalisation the rows were trained on.
+    n_classes : int
+        Number of classes.
+
+    Returns
+    -------
+    dict
+        ``left``, ``right``, ``feature``, ``feature2``, ``oblique``,
+        ``threshold``, ``value``, ``depth``, ``n_samples`` and ``weights``
+        (float32 (n_internal, p), the rows ``u``).
+    """
     tb_left, tb_right = tree["left"], tree["right"]
     n = tb_left.shape[0]
     internal = tb_left >= 0
@@ -88,9 +116,25 @@ def to_forest_tree(tree, W, Theta, reached, y, mean, inv_std, n_classes):
 
 
 def canonical_order(X, idx, y):
-    """``idx`` reordered by (class, fixed random projection of the row): the
-    tree does not depend on the order of the rows of X (repeated rows and
-    integer sample weights give the same tree)."""
+    """``idx`` reordered by (class, fixed random projection of the row).
+
+    The tree then does not depend on the order of the rows of X (repeated rows
+    and integer sample weights give the same tree).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+        The samples.
+    idx : int64 ndarray of shape (m,)
+        The tree's rows.
+    y : int ndarray of shape (n,)
+        The samples' classes.
+
+    Returns
+    -------
+    int64 ndarray of shape (m,)
+        ``idx`` in canonical order.
+    """
     r = np.random.default_rng(_KEY_SEED).standard_normal(X.shape[1])
     keys = row_keys(X, idx, r)
     return idx[np.lexsort((keys, y[idx]))]
@@ -184,6 +228,26 @@ class NonGreedySplitter(Splitter):
     inv_std: np.ndarray = None
 
     def grow(self, X, y, n_classes, params, seed):
+        """Grow one non-greedy tree (:func:`grow_nongreedy_tree`).
+
+        Parameters
+        ----------
+        X : ndarray uint8 or float32 (n, p)
+            The training samples.
+        y : int32 ndarray of shape (n,)
+            The encoded labels.
+        n_classes : int
+            Number of classes.
+        params : TreeParams
+            The fit's tree parameters.
+        seed : int
+            The tree's seed.
+
+        Returns
+        -------
+        dict
+            The tree's local arrays (every internal node oblique) and ``stats``.
+        """
         return grow_nongreedy_tree(X, y, n_classes, params, seed)
 
 
@@ -346,9 +410,35 @@ class NonGreedyForest(BaseForest):
         self.verbose = verbose
 
     def fit(self, X, y, sample_weight=None, *, feature_mean=None, feature_std=None):
-        """Grow the forest (see :meth:`BaseForest.fit`); ``feature_mean`` and
-        ``feature_std`` (p,): the normalisation statistics (e.g. the windows
-        file's), computed from X when not given."""
+        """Build a forest of non-greedy trees from the training set (X, y).
+
+        See :meth:`BaseForest.fit` for ``X``, ``y`` and ``sample_weight``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The training input samples; uint8 is used as it is, other numbers
+            become float32.
+        y : array-like of shape (n_samples,)
+            The target values (class labels).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights (see :meth:`BaseForest.fit`).
+        feature_mean, feature_std : array-like of shape (n_features,), default=None
+            The normalisation statistics (e.g. the windows file's); computed from
+            X (:func:`~facesegment.forest.estimators.feature_stats`, weighted by
+            ``sample_weight``) when either is not given.
+
+        Returns
+        -------
+        self : NonGreedyForest
+            Fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            When ``feature_mean`` or ``feature_std`` is not ``n_features`` finite
+            values, or ``feature_std`` is negative.
+        """
         return self._fit(X, y, sample_weight, feature_mean=feature_mean,
                          feature_std=feature_std)
 

@@ -62,9 +62,22 @@ class Constraint(ABC):
     metavar = None
 
     def cli(self, help, flag=None, metavar=None):
-        """A copy of this constraint that is also a ``facesegment train`` option:
-        ``help`` (one line, the default is added), ``flag`` (without ``--``;
-        default: the parameter's name with dashes) and ``metavar``."""
+        """A copy of this constraint that is also a ``facesegment train`` option.
+
+        Parameters
+        ----------
+        help : str
+            One line of help (the default is added).
+        flag : str or None, default=None
+            The option without ``--``; None: the parameter's name with dashes.
+        metavar : str or None, default=None
+            The option's metavar.
+
+        Returns
+        -------
+        Constraint
+            A shallow copy with ``help``, ``flag`` and ``metavar`` set.
+        """
         out = copy.copy(self)
         out.help, out.flag, out.metavar = help, flag, metavar
         return out
@@ -75,7 +88,23 @@ class Constraint(ABC):
 
     @abstractmethod
     def normalise(self, value):
-        """The normalised ``value``; raises ``ValueError(description)`` when invalid."""
+        """The normalised ``value``; raises ``ValueError(description)`` when invalid.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        object
+            The normalised value.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
 
     def __repr__(self):
         return f"{type(self).__name__}({self.description})"
@@ -101,6 +130,24 @@ class Integer(Constraint):
                             + (" or None" if self.none_ok else ""))
 
     def normalise(self, value):
+        """``value`` as an int, or None's stand-in when None is allowed.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        int or object
+            ``int(value)`` (1 or 0 for a bool when ``bool_ok``), or
+            :meth:`none_value` for None when ``none_ok``.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None and self.none_ok:
             return self.none_value()
         if self.bool_ok and isinstance(value, (bool, np.bool_)):
@@ -124,6 +171,23 @@ class Real(Constraint):
                             + (" or None" if self.none_ok else ""))
 
     def normalise(self, value):
+        """``value`` as a float in the interval, or None's stand-in when None is allowed.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        float or object
+            ``float(value)``, or :meth:`none_value` for None when ``none_ok``.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None and self.none_ok:
             return self.none_value()
         if not _is_real(value) or not math.isfinite(value):
@@ -144,6 +208,23 @@ class Options(Constraint):
         self.description = "one of " + ", ".join(map(repr, options))
 
     def normalise(self, value):
+        """``value`` when it is one of the options.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        str
+            ``value``.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if not isinstance(value, str) or value not in self.options:
             raise ValueError(self.description)
         return value
@@ -155,6 +236,23 @@ class Boolean(Constraint):
     description = "True or False"
 
     def normalise(self, value):
+        """``value`` as a Python bool.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        bool
+            ``bool(value)`` (numpy booleans accepted).
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(self.description)
         return bool(value)
@@ -167,6 +265,24 @@ class MaxFeatures(Constraint):
                    "or an exponent like 'p^0.7' (0 < exponent <= 1)")
 
     def normalise(self, value):
+        """``value`` as a ``max_features`` spec (see :func:`resolve_max_features`).
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        None, str, int or float
+            None; ``"sqrt"``, ``"log2"``, ``"all"`` or ``"p^E"`` (stripped, lower
+            case); an int in ``1..MAX_SAMPLES``; or a fraction in (0, 1].
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None:
             return None
         if isinstance(value, str):
@@ -211,6 +327,23 @@ class MaxSamples(Constraint):
     description = f"None (the pool size), an int in 1..{MAX_SAMPLES:,} or a fraction in (0, 1]"
 
     def normalise(self, value):
+        """``value`` as a ``max_samples`` spec.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        None, int or float
+            None, an int in ``1..MAX_SAMPLES`` or a fraction in (0, 1].
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         return None if value is None else _count_or_fraction(value, self.description)
 
 
@@ -220,6 +353,23 @@ class NJobs(Constraint):
     description = "a positive integer, -1 (all cores) or None (1)"
 
     def normalise(self, value):
+        """``value`` as an ``n_jobs`` setting.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        int or None
+            None, -1 or a positive int.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None:
             return None
         if not _is_int(value) or value == 0 or value < -1:
@@ -234,6 +384,23 @@ class RandomState(Constraint):
                    "SeedSequence")
 
     def normalise(self, value):
+        """``value`` as a ``random_state``.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        None, int, Generator, RandomState or SeedSequence
+            ``value`` (an int in ``0..MAX_SEED`` as a Python int).
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None or isinstance(value, (np.random.Generator, np.random.RandomState,
                                                np.random.SeedSequence)):
             return value
@@ -249,6 +416,23 @@ class ClassWeight(Constraint):
                    "finite weight >= 0}")
 
     def normalise(self, value):
+        """``value`` as a ``class_weight``.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        None, str or dict
+            ``value``; a dict is copied (non-empty, finite weights >= 0).
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if value is None or value in ("balanced", "balanced_subsample"):
             return value
         if not isinstance(value, dict) or not value:
@@ -266,6 +450,23 @@ class OOBScore(Constraint):
     description = "True, False or a callable score(y_true, y_pred)"
 
     def normalise(self, value):
+        """``value`` as an ``oob_score``.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        bool or callable
+            ``bool(value)`` for booleans, else the callable.
+
+        Raises
+        ------
+        ValueError
+            With this constraint's ``description`` when ``value`` is invalid.
+        """
         if isinstance(value, (bool, np.bool_)):
             return bool(value)
         if callable(value):
@@ -279,6 +480,18 @@ class Anything(Constraint):
     description = "anything"
 
     def normalise(self, value):
+        """``value``, unchecked.
+
+        Parameters
+        ----------
+        value : object
+            The parameter's value.
+
+        Returns
+        -------
+        object
+            ``value``.
+        """
         return value
 
 
@@ -418,11 +631,29 @@ def validate_params(estimator_or_class, params):
 def resolve_max_features(spec, n_features):
     """Number of candidate features q (1..n_features) for a ``max_features`` spec.
 
-    ``spec``: an int (clipped to ``n_features``), a fraction of the features
-    in (0, 1], ``"sqrt"``, ``"log2"``, ``"all"`` or None (all features), or an
-    exponent ``"p^E"`` with 0 < E <= 1 (round(p ** E); the paper picks E in
-    0.5..0.9).  Raises :class:`InvalidParameterError` for anything else.
+    Parameters
+    ----------
+    spec : int, float, str or None
+        An int (clipped to ``n_features``), a fraction of the features in
+        (0, 1], ``"sqrt"``, ``"log2"``, ``"all"`` or None (all features), or an
+        exponent ``"p^E"`` with 0 < E <= 1 (``round(p ** E)``; the paper picks E
+        in 0.5..0.9).
+    n_features : int
+        Number of features p.
 
+    Returns
+    -------
+    int
+        The number of candidate features, at least 1 (for ``n_features >= 1``)
+        and at most ``n_features``.
+
+    Raises
+    ------
+    InvalidParameterError
+        For any other ``spec``.
+
+    Examples
+    --------
     >>> resolve_max_features("p^0.7", 2883), resolve_max_features("sqrt", 2883)
     (264, 53)
     """
@@ -442,8 +673,26 @@ def resolve_max_features(spec, n_features):
 
 
 def resolve_max_samples(spec, pool):
-    """Samples per tree for a ``max_samples`` spec and a pool of ``pool`` rows:
-    None -> ``pool``, an int as it is, a fraction -> round(fraction * pool) (>= 1)."""
+    """Samples per tree for a ``max_samples`` spec and a pool of ``pool`` rows.
+
+    Parameters
+    ----------
+    spec : None, int or float
+        None: ``pool``; an int: as it is; a fraction in (0, 1]:
+        ``round(fraction * pool)``, at least 1.
+    pool : int
+        Number of rows the trees draw from.
+
+    Returns
+    -------
+    int
+        Samples per tree.
+
+    Raises
+    ------
+    InvalidParameterError
+        For any other ``spec``.
+    """
     s = _normalise(None, "max_samples", MaxSamples(), spec)
     if s is None:
         return int(pool)
@@ -453,10 +702,25 @@ def resolve_max_samples(spec, pool):
 
 
 def check_sample_weight(sample_weight, n_samples):
-    """Validated sample weights: None, or float64 (n_samples,) finite and >= 0 with
-    at least one positive value.  A scalar is broadcast to every sample.
+    """Validated sample weights: None, or float64 (n_samples,) finite and >= 0.
 
-    Raises ``ValueError`` (naming what is wrong and what to pass) otherwise.
+    Parameters
+    ----------
+    sample_weight : None, number or array-like of shape (n_samples,)
+        The weights; a scalar is broadcast to every sample.
+    n_samples : int
+        Number of samples.
+
+    Returns
+    -------
+    None or float64 ndarray of shape (n_samples,)
+        The weights (None for None).
+
+    Raises
+    ------
+    ValueError
+        For non-numbers, a wrong shape, NaN or infinite values, negative values,
+        or all zeros (naming what is wrong and what to pass).
     """
     if sample_weight is None:
         return None

@@ -68,9 +68,20 @@ class PruningPath(NamedTuple):
 
 @njit(**NJIT)
 def node_risks(counts, gini):
-    """``Q(t) = (N_t / N_root) impurity(t)`` per node from class counts (float64
-    (n_nodes, n_classes), node 0 the root): entropy (natural log) or, with
-    ``gini``, the Gini index; 0 for a node no sample reaches."""
+    """``Q(t) = (N_t / N_root) impurity(t)`` per node from class counts.
+
+    Parameters
+    ----------
+    counts : float64 (n_nodes, n_classes)
+        Class counts per node, node 0 the root.
+    gini : bool
+        The Gini index (True) or entropy, natural log (False).
+
+    Returns
+    -------
+    float64 (n_nodes,)
+        Each node's weighted impurity; 0 for a node no sample reaches.
+    """
     n_nodes, k = counts.shape
     total = 0.0
     for c in range(k):
@@ -95,7 +106,23 @@ def node_risks(counts, gini):
 
 @njit(**NJIT)
 def _branches(left, right, risk, leaf, alive, r_branch, n_leaves):
-    """Bottom-up ``Q(T_t)`` and ``|T_t|`` of the current tree (children after parents)."""
+    """Bottom-up ``Q(T_t)`` and ``|T_t|`` of the current tree (children after parents).
+
+    Parameters
+    ----------
+    left, right : int32 (n_nodes,)
+        The tree's children (local indices).
+    risk : float64 (n_nodes,)
+        Each node's ``Q(t)`` (:func:`node_risks`).
+    leaf : bool (n_nodes,)
+        Whether each node is a leaf of the current (pruned) tree.
+    alive : bool (n_nodes,)
+        Whether each node belongs to the current tree.
+    r_branch : float64 (n_nodes,)
+        Written for the current tree's nodes: ``Q`` of the branch rooted there.
+    n_leaves : int64 (n_nodes,)
+        Written for the current tree's nodes: the branch's leaves.
+    """
     for t in range(left.shape[0] - 1, -1, -1):
         if not alive[t]:
             continue
@@ -122,9 +149,29 @@ def _reach(left, right, leaf, alive):
 def weakest_link_path(left, right, risk, tie):
     """The weakest-link path of one tree (local node indices, children after parents).
 
-    Returns ``(alphas, impurities, n_leaves, pruned_at)``: one entry per step,
-    and for every node the alpha of the step that made it a leaf (inf for the
-    grown tree's leaves and for nodes never cut because an ancestor was).
+    Each step cuts every branch whose ``g(t) = (Q(t) - Q(T_t)) / (|T_t| - 1)``
+    is within ``tie`` of the step's alpha.
+
+    Parameters
+    ----------
+    left, right : int32 (n_nodes,)
+        The tree's children, local indices, -1 at leaves.
+    risk : float64 (n_nodes,)
+        Each node's ``Q(t)`` (:func:`node_risks`).
+    tie : float
+        Branches whose ``g`` is at most ``alpha + tie`` are cut at ``alpha``.
+
+    Returns
+    -------
+    alphas : float64 (n_steps,)
+        The steps' alphas, increasing from 0.
+    impurities : float64 (n_steps,)
+        The total leaf impurity ``Q(T(alpha))`` of each step.
+    n_leaves : int64 (n_steps,)
+        The leaves of ``T(alpha)`` (1 at the last step).
+    pruned_at : float64 (n_nodes,)
+        For every node the alpha of the step that made it a leaf (inf for the
+        grown tree's leaves and for nodes never cut because an ancestor was).
     """
     n = left.shape[0]
     leaf = left < 0
@@ -214,9 +261,30 @@ def _resolve(forest, X, y):
 
 
 def tree_class_counts(fa, tree, X=None, y=None):
-    """Class counts per node of tree ``tree``, float64 (n_nodes of the tree, n_classes):
-    the rows of ``X`` (class indices ``y``) routed through each node, or without
-    data the stored ``value * n_samples`` (rounded)."""
+    """Class counts per node of tree ``tree``.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+    tree : int
+        The tree, ``0 <= tree < fa.n_trees``.
+    X : ndarray of shape (n_samples, n_features) or None, default=None
+        Rows routed through the tree (no NaN); None: the stored counts.
+    y : int ndarray of shape (n_samples,) or None, default=None
+        The rows' class indices (with ``X``).
+
+    Returns
+    -------
+    float64 ndarray of shape (n_nodes of the tree, n_classes)
+        The rows of ``X`` reaching each node per class, or without data the
+        stored ``value * n_samples`` (rounded).
+
+    Raises
+    ------
+    ValueError
+        When ``tree`` is not a tree of ``fa``.
+    """
     first, end = _span(fa, tree)
     if X is None:
         return np.rint(fa.value[first:end].astype(np.float64)

@@ -104,6 +104,18 @@ class ForestKind:
     def make(self, **params):
         """An unfitted estimator of this kind: ``fixed`` parameters plus ``params``.
 
+        The row's ``defaults`` are applied first, then ``params``, then ``fixed``.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        estimator
+            An unfitted instance of :attr:`estimator_class`.
+
         Raises
         ------
         ValueError
@@ -226,10 +238,22 @@ KINDS = MappingProxyType(_ROWS)
 
 
 def register_kind(kind):
-    """Add the row ``kind`` (a :class:`ForestKind`) at the end of the table, so
-    ``make_estimator``, ``facesegment train --kind`` and model folders know it
-    (the face pipeline trains it once ``pipelines.design.register_design`` adds
-    it there too).  Returns ``kind``; :func:`unregister_kind` undoes it.
+    """Add the row ``kind`` at the end of the table.
+
+    ``make_estimator``, ``facesegment train --kind`` and model folders then
+    know it (the face pipeline trains it once
+    ``pipelines.design.register_design`` adds it there too);
+    :func:`unregister_kind` undoes it.
+
+    Parameters
+    ----------
+    kind : ForestKind
+        The row.
+
+    Returns
+    -------
+    ForestKind
+        ``kind``.
 
     Raises
     ------
@@ -243,20 +267,53 @@ def register_kind(kind):
 
 
 def unregister_kind(name):
-    """Remove the row ``name`` added by :func:`register_kind` (a built-in row too:
-    use with care).  Raises ``ValueError`` for an unknown name."""
+    """Remove the row ``name`` added by :func:`register_kind`.
+
+    A built-in row can be removed too: use with care.
+
+    Parameters
+    ----------
+    name : str
+        The kind's name.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
     get_kind(name)
     del _ROWS[name]
 
 
 def kind_names(task=None):
-    """The kinds' names, in table order (``task="classify"``: only the classifiers;
-    see :data:`TASKS`)."""
+    """The kinds' names, in table order.
+
+    Parameters
+    ----------
+    task : str or None, default=None
+        Only the kinds of this task (see :data:`TASKS`, e.g. ``"classify"``);
+        None: every kind.
+
+    Returns
+    -------
+    tuple of str
+        The names.
+    """
     return tuple(k for k, v in KINDS.items() if task is None or v.task == task)
 
 
 def get_kind(name):
     """The :class:`ForestKind` called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The kind's name.
+
+    Returns
+    -------
+    ForestKind
+        The row.
 
     Raises
     ------
@@ -274,9 +331,28 @@ KIND_ATTR = "_facesegment_kind"
 
 
 def make_estimator(name, **params):
-    """An unfitted estimator of kind ``name`` (see :meth:`ForestKind.make`); the
-    kind is recorded on it (:func:`kind_of` returns it; ``sklearn.clone``
-    forgets it, like any fitted state)."""
+    """An unfitted estimator of kind ``name`` (see :meth:`ForestKind.make`).
+
+    The kind is recorded on it (:func:`kind_of` returns it; ``sklearn.clone``
+    forgets it, like any fitted state).
+
+    Parameters
+    ----------
+    name : str
+        The kind's name.
+    **params : dict
+        Estimator parameters.
+
+    Returns
+    -------
+    estimator
+        The unfitted estimator.
+
+    Raises
+    ------
+    ValueError
+        For an unknown kind or parameters the kind refuses.
+    """
     kind = get_kind(name)
     est = kind.make(**params)
     setattr(est, KIND_ATTR, kind.name)
@@ -284,12 +360,24 @@ def make_estimator(name, **params):
 
 
 def kind_of(estimator):
-    """The registry name of a (fitted or not) estimator, never guessed from its
-    parameters: the kind :func:`make_estimator` recorded on it; otherwise its
-    class's own row (the first row naming the class, e.g. ``"axis"`` for an
-    ``AxisAlignedForest``) when the estimator has that row's fixed and required
-    parameters; otherwise None (pass the kind explicitly, e.g.
-    ``Model.from_estimator(est, kind="co2-best")``)."""
+    """The registry name of a (fitted or not) estimator, never guessed from its parameters.
+
+    The kind :func:`make_estimator` recorded on it; otherwise its class's own
+    row (the first row naming the class, e.g. ``"axis"`` for an
+    ``AxisAlignedForest``) when the estimator has that row's fixed and
+    required parameters; otherwise None (pass the kind explicitly, e.g.
+    ``Model.from_estimator(est, kind="co2-best")``).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A forest estimator.
+
+    Returns
+    -------
+    str or None
+        The kind's name.
+    """
     recorded = getattr(estimator, KIND_ATTR, None)
     if recorded in KINDS and KINDS[recorded].estimator_class is type(estimator):
         return recorded

@@ -67,16 +67,32 @@ PRESORT_MAX_ENTRIES = 2**23
 
 
 def use_presort(splitter, p, m, integer):
-    """Whether a tree sorts every feature once and keeps the nodes' segments sorted
-    (best thresholds only, ``p m`` at most :data:`PRESORT_MAX_ENTRIES`).
+    """Whether a tree sorts every feature once and keeps the nodes' segments sorted.
 
-    Keeping all ``p`` features sorted costs about ``p m`` per tree level;
-    sorting the ``q`` drawn ones at each node costs ``q m log2 m`` (float) or
-    ``q (m + 256)`` (uint8, a counting sort).  So float data presorts when
-    ``p <= q log2(m) / 2`` and uint8 data only when every feature is scored
-    (measured on 31 x 31 face windows: ``q = 0.2 p`` is 3.7x faster without
-    presorting on uint8, 1.2x faster with it on float32, ``q = 0.05 p``
-    3.3x faster without it on float32).
+    Only for best thresholds (not ``extra``) and ``p m`` at most
+    :data:`PRESORT_MAX_ENTRIES`.  Keeping all ``p`` features sorted costs about
+    ``p m`` per tree level; sorting the ``q`` drawn ones at each node costs
+    ``q m log2 m`` (float) or ``q (m + 256)`` (uint8, a counting sort).  So
+    float data presorts when ``p <= q log2(m) / 2`` and uint8 data only when
+    every feature is scored (measured on 31 x 31 face windows: ``q = 0.2 p`` is
+    3.7x faster without presorting on uint8, 1.2x faster with it on float32,
+    ``q = 0.05 p`` 3.3x faster without it on float32).
+
+    Parameters
+    ----------
+    splitter : RegressionSplitter
+        The splitter (``extra`` and ``max_features`` are read).
+    p : int
+        Number of features.
+    m : int
+        The tree's distinct rows.
+    integer : bool
+        Whether X is uint8.
+
+    Returns
+    -------
+    bool
+        Whether to presort.
     """
     if splitter.extra or p * m > PRESORT_MAX_ENTRIES:
         return False
@@ -100,6 +116,23 @@ class RegressionSplitter(Splitter):
     extra: bool = False
 
     def build_nodes(self, tree, idx):
+        """The kernel's tree; the tree's generator draws the kernel's seed.
+
+        The kernel runs on the distinct rows of ``idx`` and their copies.
+
+        Parameters
+        ----------
+        tree : TreeGrowth
+            The tree being grown.
+        idx : int64 ndarray
+            The tree's rows (repeated once per draw with bootstrap).
+
+        Returns
+        -------
+        dict
+            The tree's arrays (local node indices; each node's mean as ``value``,
+            float32 (n_nodes, 1)) and an empty ``stats``.
+        """
         X, y, p = tree.X, tree.y, tree.p
         rows, counts = np.unique(idx, return_counts=True)
         left, right, feature, thr, value, depth, n_samples = grow_regression_tree(
@@ -117,14 +150,25 @@ class RegressionSplitter(Splitter):
 
 
 def regression_importances(fa, n_features):
-    """Mean decrease in squared error per feature, float64 (n_features,), sums to 1
-    (0 everywhere when no tree splits).
+    """Mean decrease in squared error per feature, summing to 1.
 
     A split's decrease of the sum of squared errors is ``W_l W_r / W (mu_l -
     mu_r)^2`` (``W`` the copies, ``mu`` the means of the children), so the
     stored means and counts give it exactly; each tree's importances are
     normalised to sum 1 and averaged over the trees that split (as
     scikit-learn does).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The regression forest (``value[:, 0]``: each node's mean).
+    n_features : int
+        Number of features.
+
+    Returns
+    -------
+    float64 ndarray of shape (n_features,)
+        The importances (0 everywhere when no tree splits).
     """
     inner = np.flatnonzero(fa.left >= 0)
     imp = np.zeros((fa.n_trees, n_features), dtype=np.float64)
@@ -233,12 +277,24 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
         return predict_threads(validate_params(self, {"n_jobs": self.n_jobs})["n_jobs"])
 
     def predict(self, X, max_depth=None, n_trees=None):
-        """Mean over the trees of the leaf means reached, float64 (n,).
+        """Predict regression target for X: the mean over the trees of the leaf means reached.
 
-        ``max_depth`` evaluates the trees truncated at that depth (equal to
-        training with it), ``n_trees`` uses the first trees only.  Runs on
-        ``n_jobs`` Numba threads for large inputs; the result does not depend
-        on the number of threads.
+        Runs on ``n_jobs`` Numba threads for large inputs; the result does not
+        depend on the number of threads.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The input samples; uint8 windows are read as they are.
+        max_depth : int, optional
+            Evaluate the trees truncated at this depth (equal to training with it).
+        n_trees : int, optional
+            Use only the first ``n_trees`` trees.
+
+        Returns
+        -------
+        y : float64 ndarray of shape (n_samples,)
+            The predicted values.
         """
         X, md, nt = self._check_predict(X, max_depth, n_trees)
         fa = self.forest_
@@ -262,7 +318,21 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
         return out[:, 0]
 
     def apply(self, X, max_depth=None):
-        """Index (into ``forest_`` arrays) of the node reached in each tree, int32 (n, n_trees)."""
+        """Apply trees in the forest to X, return leaf indices.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, 31, 31, 3)
+            The input samples.
+        max_depth : int, optional
+            Stop at nodes of this depth (the leaves of the truncated trees).
+
+        Returns
+        -------
+        X_leaves : int32 ndarray of shape (n_samples, n_estimators)
+            For each sample and tree, the index (into the ``forest_`` arrays) of
+            the node it ends up in.
+        """
         X, md, _ = self._check_predict(X, max_depth, None)
         fa = complete(self.forest_)
         out = np.empty((X.shape[0], fa.n_trees), dtype=np.int32)

@@ -102,9 +102,26 @@ from .params import (COMMON_CONSTRAINTS, FOREST_OPTIONS_CONSTRAINTS, MAX_COUNT, 
 def draw_subsets(rng, p, r, size, mode):
     """The subsets of one tree: int64 (K, size), -1 padded (the last may be smaller).
 
-    ``"random"``: r features drawn without replacement, split in draw order
-    into subsets of ``size``; ``"consecutive"``: ceil(r / size) random blocks
-    ``[b size, (b + 1) size)`` of the p features (clipped at p).
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The tree's generator.
+    p : int
+        Number of features.
+    r : int
+        Number of features rotated.
+    size : int
+        Features per subset.
+    mode : {"random", "consecutive"}
+        ``"random"``: r features drawn without replacement, split in draw order
+        into subsets of ``size``; ``"consecutive"``: ``ceil(r / size)`` random
+        blocks ``[b size, (b + 1) size)`` of the p features (clipped at p), in
+        increasing order.
+
+    Returns
+    -------
+    int64 ndarray of shape (K, size)
+        Each subset's features, -1 padded.
     """
     if mode == "consecutive":
         n_blocks = -(-p // size)
@@ -119,8 +136,19 @@ def draw_subsets(rng, p, r, size, mode):
 
 
 def pca_components(cov):
-    """All principal axes of a covariance: float64 (k, k), columns by decreasing
-    variance, each signed so that its largest-magnitude coefficient is positive."""
+    """All principal axes of a covariance, by decreasing variance.
+
+    Parameters
+    ----------
+    cov : float64 ndarray of shape (k, k)
+        A symmetric covariance matrix.
+
+    Returns
+    -------
+    float64 ndarray of shape (k, k)
+        The axes as columns, by decreasing variance (ties in ``eigh``'s order),
+        each signed so that its largest-magnitude coefficient is positive.
+    """
     vals, vecs = np.linalg.eigh(cov)
     vecs = vecs[:, np.argsort(-vals, kind="stable")]
     top = np.argmax(np.abs(vecs), axis=0)
@@ -166,8 +194,34 @@ def _pca_sample(rng, X, idx, by_class, feats, fraction):
 
 
 def tree_rotation(X, y, idx, n_classes, splitter, rng):
-    """One tree's rotation: ``(feats int64 (r, M), w float32 (r, M))``, rotated
-    feature k being ``sum_j w[k, j] x[feats[k, j]]`` (-1 pads feats)."""
+    """One tree's rotation: each subset's PCA axes as rotated features.
+
+    Rotated feature k is ``sum_j w[k, j] x[feats[k, j]]``; a subset whose PCA
+    sample is empty keeps its features (the identity).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        The training samples.
+    y : int ndarray of shape (n_samples,)
+        The encoded labels.
+    idx : int64 ndarray
+        The tree's rows.
+    n_classes : int
+        Number of classes.
+    splitter : RotationSplitter
+        ``n_rotated``, ``subset_size``, ``subsets`` and ``pca_fraction`` are
+        read.
+    rng : numpy.random.Generator
+        Draws the subsets and the PCA samples.
+
+    Returns
+    -------
+    feats : int64 ndarray of shape (r, M)
+        Each rotated feature's raw features, -1 padded (``M = subset_size``).
+    w : float32 ndarray of shape (r, M)
+        Their weights.
+    """
     p = X.shape[1]
     size = splitter.subset_size
     groups = draw_subsets(rng, p, splitter.n_rotated, size, splitter.subsets)
@@ -200,6 +254,23 @@ def to_raw_features(tree, feats, w, p):
     stored order (:func:`facesegment.forest._sparse.sparse_value`): the very
     arithmetic of :func:`rotate_rows`, so every split sends each value where
     training did.  The dense ``weights`` table stays empty (``(0, p)``).
+
+    Parameters
+    ----------
+    tree : dict
+        The tree's arrays; ``feature`` rewritten and ``weights``, ``sparse``,
+        ``sparse_ptr``, ``sparse_index`` and ``sparse_weight`` set in place.
+    feats : int64 ndarray of shape (r, M)
+        The rotation's raw features (:func:`tree_rotation`).
+    w : float32 ndarray of shape (r, M)
+        Their weights.
+    p : int
+        Number of raw features.
+
+    Returns
+    -------
+    dict
+        ``tree``.
     """
     internal = np.flatnonzero(tree["left"] >= 0)
     axis = (feats[:, 1:] < 0).all(axis=1) & (w[:, 0] == 1.0)
@@ -246,6 +317,35 @@ class RotationSplitter(Splitter):
     max_features: int = 1
 
     def transform(self, X, y, n_classes, params, idx, rng):
+        """The rotated rows the nodes are grown on, and the inner splitter's parameters.
+
+        Draws the subsets and PCA samples from ``rng``, then the seed of the
+        generator the nodes are grown with.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            The training samples.
+        y : int32 ndarray of shape (n_samples,)
+            The encoded labels.
+        n_classes : int
+            Number of classes.
+        params : TreeParams
+            The fit's tree parameters.
+        idx : int64 ndarray of shape (m,)
+            The tree's rows.
+        rng : numpy.random.Generator
+            The tree's generator.
+
+        Returns
+        -------
+        tuple
+            ``(Z, y, idx, rng, params, state)``: the rotated rows (float32
+            (m, r)), their labels, ``0..m-1``, the nodes' generator, the inner
+            parameters (an :class:`AxisSplitter`, or a :class:`CartSplitter` with
+            the entropy when ``Z`` holds NaN; every row drawn once) and the state
+            :meth:`untransform` needs.
+        """
         t0 = time.perf_counter()
         feats, w = tree_rotation(X, y, idx, n_classes, self, rng)
         Z = rotate_rows(X, idx, feats, w)
@@ -261,6 +361,21 @@ class RotationSplitter(Splitter):
                 inner_params, state)
 
     def untransform(self, tree, state):
+        """The tree's splits stored on raw features (:func:`to_raw_features`).
+
+        Parameters
+        ----------
+        tree : dict
+            The tree grown on the rotated features.
+        state : tuple
+            ``(feats, w, p, t_rotation)`` from :meth:`transform`.
+
+        Returns
+        -------
+        dict
+            The tree on raw features, its ``stats`` given ``t_rotation``,
+            ``n_oblique_nodes`` and ``n_rotated_used``.
+        """
         feats, w, p, t_rot = state
         n_used = int(np.unique(tree["feature"][tree["left"] >= 0]).shape[0])
         tree = to_raw_features(tree, feats, w, p)

@@ -6,7 +6,8 @@ uint8 features the difference lies in -255..255, so a 511-bin class histogram
 per pair gives the exact best threshold without sorting; small nodes
 radix-sort the differences (uint8) or sort them (float features).  The uint8
 kernels first copy the pairs' columns feature-major (see ``_criteria``), and
-reproduce the old kernels' gain arithmetic exactly (same split, same gain).  Differences are computed in float32
+do the gain arithmetic of ``scan_histogram`` and ``scan_sorted`` operation by
+operation (same split, same gain).  Differences are computed in float32
 (exact for uint8), as inference computes them.
 """
 
@@ -56,7 +57,21 @@ def _pair_columns(fa, fb, p):
 
 @njit(**NJIT)
 def _add_pair_hist(Ta, Tb, lab, n, hist, mask):
-    """Counts of ``x[a] - x[b] + 255`` per class (hist), and each bin's classes (mask)."""
+    """Counts of ``x[a] - x[b] + 255`` per class (hist), and each bin's classes (mask).
+
+    Parameters
+    ----------
+    Ta, Tb : uint8 (>= n,)
+        The pair's two columns over the samples (from :func:`gather_columns`).
+    lab : int32 (>= n,)
+        Class id of each sample.
+    n : int
+        Number of samples added.
+    hist : int32 (511, n_classes)
+        Class counts per difference bin; incremented in place.
+    mask : uint64 (511, n_words)
+        Each bin's class mask; bits set in place.
+    """
     for i in range(n):
         add_to_bin(hist, mask, np.int32(Ta[i]) - np.int32(Tb[i]) + 255, lab[i])
 
@@ -69,6 +84,32 @@ def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
     time; with one chunk each pair's 511 x n_classes histogram is built and
     scanned while it is in L1, otherwise all histograms are accumulated over
     the chunks first.
+
+    Parameters
+    ----------
+    X : uint8 (n, p), C-contiguous
+        The samples.
+    y : int32 (n,)
+        Class ids.
+    idx : int64 (m,)
+        The node's samples.
+    fa, fb : int64 (n_pairs,)
+        The candidate pairs ``(fa[k], fb[k])``.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side, ``>= 1``.
+    chunk : int
+        Samples whose columns are copied at a time.
+
+    Returns
+    -------
+    k : int
+        The best pair's index in ``fa``/``fb``; -1 when no pair splits.
+    threshold : float32
+        ``x[a] - x[b] <= threshold`` goes left.
+    gain : float64
+        The information gain (-1.0 when ``k`` is -1).
     """
     m = idx.shape[0]
     q = fa.shape[0]
@@ -114,10 +155,37 @@ def _pair_split_hist_u8(X, y, idx, fa, fb, n_classes, min_leaf, chunk):
 
 @njit(**NJIT)
 def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
-    """Small nodes (< 512 samples): per pair, a stable sort of
-    ``(x[a] - x[b] + 255) << shift | label`` by value (two radix passes; by
-    insertion up to ``INSERTION_MAX_SAMPLES`` codes) and per-sample gain
-    updates (the arithmetic of ``scan_sorted``)."""
+    """Small nodes (< 512 samples): per pair a stable sort, then per-sample updates.
+
+    Per pair, the codes ``(x[a] - x[b] + 255) << shift | label`` are sorted
+    stably by value (two radix passes; by insertion up to
+    ``INSERTION_MAX_SAMPLES`` codes) and scanned with per-sample gain updates
+    (the arithmetic of ``scan_sorted``).
+
+    Parameters
+    ----------
+    X : uint8 (n, p), C-contiguous
+        The samples.
+    y : int32 (n,)
+        Class ids.
+    idx : int64 (m,)
+        The node's samples.
+    fa, fb : int64 (n_pairs,)
+        The candidate pairs ``(fa[k], fb[k])``.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side, ``>= 1``.
+
+    Returns
+    -------
+    k : int
+        The best pair's index in ``fa``/``fb``; -1 when no pair splits.
+    threshold : float32
+        ``x[a] - x[b] <= threshold`` goes left.
+    gain : float64
+        The information gain (-1.0 when ``k`` is -1).
+    """
     m = idx.shape[0]
     q = fa.shape[0]
     feats, sa, sb = _pair_columns(fa, fb, X.shape[1])
@@ -162,8 +230,36 @@ def _pair_split_counting_u8(X, y, idx, fa, fb, n_classes, min_leaf):
 
 @njit(**NJIT)
 def _pair_split_sorted(X, y, idx, fa, fb, n_classes, min_leaf):
-    """Float features: each pair's differences in stable sorted order
-    (:func:`facesegment.forest._sort.argsort_f32`), then :func:`scan_sorted`."""
+    """Float features: each pair's differences in stable sorted order, then scanned.
+
+    The float32 differences are sorted by
+    :func:`facesegment.forest._sort.argsort_f32` and scanned by
+    :func:`scan_sorted`.
+
+    Parameters
+    ----------
+    X : float (n, p)
+        The samples.
+    y : int32 (n,)
+        Class ids.
+    idx : int64 (m,)
+        The node's samples.
+    fa, fb : int64 (n_pairs,)
+        The candidate pairs ``(fa[k], fb[k])``.
+    n_classes : int
+        Number of classes.
+    min_leaf : int
+        Minimum samples on each side, ``>= 1``.
+
+    Returns
+    -------
+    k : int
+        The best pair's index in ``fa``/``fb``; -1 when no pair splits.
+    threshold : float32
+        ``x[a] - x[b] <= threshold`` goes left.
+    gain : float64
+        The information gain (-1.0 when ``k`` is -1).
+    """
     m = idx.shape[0]
     q = fa.shape[0]
     tot = class_counts(y, idx, n_classes)
@@ -223,7 +319,23 @@ def best_pair_split(X, y, idx, fa, fb, n_classes, min_samples_leaf=1):
 
 
 def sample_pairs(rng, n_features, n_pairs):
-    """``n_pairs`` random feature pairs with ``a != b`` (int64 arrays fa, fb)."""
+    """``n_pairs`` random feature pairs with ``a != b``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The random generator.
+    n_features : int
+        Number of features, ``>= 2``.
+    n_pairs : int
+        Number of pairs drawn.
+
+    Returns
+    -------
+    fa, fb : int64 ndarray of shape (n_pairs,)
+        The pairs' first and second features, uniform over ordered pairs of
+        distinct features.
+    """
     fa = rng.integers(0, n_features, size=n_pairs)
     fb = rng.integers(0, n_features - 1, size=n_pairs)
     fb = fb + (fb >= fa)
