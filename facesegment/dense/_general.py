@@ -11,9 +11,10 @@ precomputes ``off1``/``off2``: the byte offsets (inside the window) of the
 node's first and second probe for this padded width, so axis-aligned and
 two-probe nodes read one or two bytes.  A sparse oblique node has ``OBLIQUE
 == -2`` and its entries are ``OFF1 .. OFF2 - 1`` of ``sp_off`` (byte offsets in
-the window) and ``sp_w`` (float32 weights): it gathers only those bytes.  Oblique nodes dot a weights row, laid
-out as ``WINDOW`` rows of ``ROW`` contiguous values, with the window's
-``WINDOW`` rows of ``ROW`` contiguous bytes.
+the window) and ``sp_w`` (float32 weights): it gathers only those bytes.
+Oblique nodes dot a weights row, laid out as ``WINDOW`` rows of ``ROW``
+contiguous values, with the window's ``WINDOW`` rows of ``ROW`` contiguous
+bytes.
 
 Nodes are packed for the kernels into one int32 array ``nodes (n_nodes, 8)``
 (32 bytes, half a cache line, per node) with columns
@@ -89,7 +90,26 @@ def sparse_window_value(img, base, sp_off, sp_w, start, stop):
     """A sparse split's value for the window at ``base``: the ordered float32 sum
     ``sum_k sp_w[k] * img[base + sp_off[k]]`` of
     :func:`facesegment.forest._sparse.sparse_value` (no fast-math: bit-identical
-    to training's values)."""
+    to training's values).
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image, flattened in C order.
+    base : int
+        Byte offset in ``img`` of the window's first byte (its top-left pixel).
+    sp_off : int32 (n_entries,)
+        Byte offset of each sparse entry inside the window.
+    sp_w : float32 (n_entries,)
+        Weight of each sparse entry.
+    start, stop : int
+        The node's entries: ``sp_off[start:stop]`` and ``sp_w[start:stop]``.
+
+    Returns
+    -------
+    float32
+        The weighted sum, added in entry order.
+    """
     acc = np.float32(0.0)
     for k in range(start, stop):
         acc += sp_w[k] * np.float32(img[base + sp_off[k]])
@@ -121,7 +141,20 @@ def _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, 
 
 @njit(**INLINE)
 def is_leaf(nodes, n):
-    """Whether node ``n`` of the general records is a leaf (points to itself)."""
+    """Whether node ``n`` of the general records is a leaf (points to itself).
+
+    Parameters
+    ----------
+    nodes : int32 (n_nodes, 8)
+        The general node records (column ``LEFT``).
+    n : int
+        A node index.
+
+    Returns
+    -------
+    bool
+        ``nodes[n, LEFT] == n``.
+    """
     return nodes[n, LEFT] == n
 
 
@@ -171,6 +204,42 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
     ``x0 <= x < x1``; pixel ``(y, x)`` has its window top-left at padded
     ``(y, x)`` (the padded image has a ``WINDOW // 2`` margin).  Each tree is
     descended at most ``steps`` levels.  Parallel over rows; 4 pixels at a time.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded ``CHANNELS``-plane image flattened in C order (padded
+        height x ``rowstride`` bytes).
+    rowstride : int
+        Bytes per padded row (padded width x ``CHANNELS``).
+    y0, y1, x0, x1 : int
+        The rectangle of pixels written, ``[y0, y1) x [x0, x1)``.
+    roots : int64 (n_trees,)
+        Root node of each tree.
+    steps : int
+        Depth limit: each tree is descended at most this many levels.
+    nodes : int32 (n_nodes, 8)
+        The general node records (see the module docstring).
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes`` (``THRESHOLD`` and ``MUL`` columns).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows, each ``WINDOW`` rows of ``ROW`` values.
+    sp_off : int32 (n_entries,)
+        Byte offset in the window of each sparse oblique entry.
+    sp_w : float32 (n_entries,)
+        Weight of each sparse oblique entry.
+    resp : float32 (n_resp, H, W)
+        Precomputed oblique responses (rows named by the ``RESP`` column; may
+        be empty, ``(0, 1, 1)``, when no node uses them).
+    out : float32 (H, W, C)
+        Written in place inside the rectangle; the rest is left as it is.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``out``.
     """
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
@@ -201,7 +270,39 @@ def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weigh
     """Per tree ``(dense oblique visits, sparse oblique visits, values the sparse
     ones gathered)`` over a rectangle (for the FLOP and gather bounds): int64
     ``(n_trees, 3)``.  Parallel over rows, each row counted on its own and the
-    rows added in order (integers: the same total on any number of threads)."""
+    rows added in order (integers: the same total on any number of threads).
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded ``CHANNELS``-plane image flattened in C order.
+    rowstride : int
+        Bytes per padded row (padded width x ``CHANNELS``).
+    y0, y1, x0, x1 : int
+        The rectangle of pixels counted, ``[y0, y1) x [x0, x1)``.
+    roots : int64 (n_trees,)
+        Root node of each tree.
+    steps : int
+        Depth limit: each tree is descended at most this many levels.
+    nodes : int32 (n_nodes, 8)
+        The general node records (see the module docstring).
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    sp_off : int32 (n_entries,)
+        Byte offset in the window of each sparse oblique entry.
+    sp_w : float32 (n_entries,)
+        Weight of each sparse oblique entry.
+    resp : float32 (n_resp, H, W)
+        Precomputed oblique responses (may be empty).
+
+    Returns
+    -------
+    int64 (n_trees, 3)
+        Per tree: dense oblique nodes visited, sparse oblique nodes visited and
+        sparse entries those gathered, summed over the rectangle's pixels.
+    """
     n_trees = roots.shape[0]
     rows = np.zeros((max(y1 - y0, 0), n_trees, 3), dtype=np.int64)
     for y in prange(y0, y1):
@@ -233,12 +334,55 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
     limit ``depth_list[k]`` (ascending), every forest made of the first
     ``tree_counts[j]`` trees (ascending), and every row ``scales[a]`` of
     per-class factors ``s^-alpha`` (``scales[a, r]``: one row ``r`` per pixel with a
-    position prior, else ``r = 0``), writes
-    ``preds[a, k, j, i] = argmax_c scales[a, r, c] * sum_{t < tree_counts[j]} value[node(t, k), c]``
+    position prior, else ``r = 0``), writes ::
+
+        preds[a, k, j, i] = argmax_c scales[a, r, c]
+                            * sum_{t < tree_counts[j]} value[node(t, k), c]
+
     where ``node(t, k)`` is the node tree ``t`` reaches in at most
     ``depth_list[k]`` levels.  Each tree is descended once; the node
     distributions are summed as the descent passes each limit.  Ties go to the
     lowest class id.  Parallel over chunks of ``chunk`` pixels.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded ``CHANNELS``-plane image flattened in C order.
+    rowstride : int
+        Bytes per padded row (padded width x ``CHANNELS``).
+    ys, xs : int64 (n_pix,)
+        The pixels scored.
+    roots : int64 (n_trees,)
+        Root node of each tree (at least ``tree_counts[-1]`` of them).
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    tree_counts : int64 (n_t,)
+        Forest sizes (first trees taken), ascending.
+    scales : float64 (n_a, 1 or n_pix, C)
+        Per-class factors of each setting ``a``: one row, or one per pixel.
+    nodes : int32 (n_nodes, 8)
+        The general node records (see the module docstring).
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    sp_off : int32 (n_entries,)
+        Byte offset in the window of each sparse oblique entry.
+    sp_w : float32 (n_entries,)
+        Weight of each sparse oblique entry.
+    resp : float32 (n_resp, H, W)
+        Precomputed oblique responses (may be empty).
+    chunk : int
+        Pixels per parallel task.
+    preds : uint8 (n_a, n_d, n_t, n_pix)
+        Written in place: the labels.
+
+    Returns
+    -------
+    uint8 (n_a, n_d, n_t, n_pix)
+        ``preds``.
     """
     n_pix = ys.shape[0]
     n_classes = value.shape[1]

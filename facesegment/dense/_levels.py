@@ -182,6 +182,37 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     (n_oblique, WINDOW * ROW).  Each tree is descended at most ``steps``
     levels.  Parallel over blocks of ``block_rows`` rows; per pixel the
     distributions are added in tree order.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+    rowstride : int
+        Values per padded row (padded width x ``CHANNELS``).
+    y0, y1, x0, x1 : int
+        The rectangle of pixels written, ``[y0, y1) x [x0, x1)``; pixel
+        ``(y, x)`` has its window top-left at padded ``(y, x)``.
+    roots : int64 (n_trees,)
+        Root node of each tree.
+    steps : int
+        Depth limit: each tree is descended at most this many levels.
+    nodes : int32 (n_nodes, 8)
+        The general node records of :mod:`facesegment.dense._general`.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes`` (``THRESHOLD`` and ``MUL`` columns).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows, each ``WINDOW`` rows of ``ROW`` values.
+    out : float32 (H, W, C)
+        Written in place inside the rectangle; the rest is left as it is.
+    block_rows : int
+        Rows per block (per parallel task); the results do not depend on it.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``out``.
     """
     inv = np.float32(1.0) / np.float32(roots.shape[0])
     n_classes = value.shape[1]
@@ -218,6 +249,35 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     ``above[nd]`` of them dense oblique (:func:`oblique_above`).  Each block's
     integer counts are added in block order (exact); with the blocks of the
     prediction (``block_rows``) the decisions, so the counts, are its own.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+    rowstride : int
+        Values per padded row (padded width x ``CHANNELS``).
+    y0, y1, x0, x1 : int
+        The rectangle of pixels counted, ``[y0, y1) x [x0, x1)``.
+    roots : int64 (n_trees,)
+        Root node of each tree.
+    steps : int
+        Depth limit: each tree is descended at most this many levels.
+    nodes : int32 (n_nodes, 8)
+        The general node records of :mod:`facesegment.dense._general`.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    above : int64 (n_nodes,)
+        Per node, the dense oblique nodes strictly above it
+        (:func:`oblique_above`).
+    block_rows : int
+        Rows per block (per parallel task).
+
+    Returns
+    -------
+    int64 (n_trees,)
+        Per tree, the dense oblique nodes evaluated, summed over the pixels.
     """
     n_trees = roots.shape[0]
     width = x1 - x0
@@ -245,7 +305,21 @@ def oblique_above(nodes, depth):
     """int64 ``(n_nodes,)``: per node, the dense oblique nodes (``OBLIQUE >= 0``)
     strictly on the path from its tree's root to it, from the general records
     ``nodes`` (leaves point to themselves) and the nodes' ``depth``.  A pixel
-    that stops at a node evaluated exactly those of its tree."""
+    that stops at a node evaluated exactly those of its tree.
+
+    Parameters
+    ----------
+    nodes : int32 (n_nodes, 8)
+        The general node records of :mod:`facesegment.dense._general`
+        (columns ``LEFT``, ``RIGHT``, ``OBLIQUE``).
+    depth : int array (n_nodes,)
+        Each node's depth in its tree (roots 0).
+
+    Returns
+    -------
+    int64 (n_nodes,)
+        Per node, the dense oblique nodes among its strict ancestors.
+    """
     above = np.zeros(nodes.shape[0], dtype=np.int64)
     order = np.argsort(depth, kind="stable")
     cuts = np.flatnonzero(np.diff(depth[order])) + 1
@@ -266,6 +340,41 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
     float64 sums in tree order, argmax of ``sums * scales[a]``), with the trees
     descended level by level as in :func:`dense_proba_levels`; parallel over
     chunks of ``chunk`` pixels.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+    rowstride : int
+        Values per padded row (padded width x ``CHANNELS``).
+    ys, xs : int64 (n_pix,)
+        The pixels scored (window top-left at padded ``(ys[i], xs[i])``).
+    roots : int64 (n_trees,)
+        Root node of each tree (at least ``tree_counts[-1]`` of them).
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    tree_counts : int64 (n_t,)
+        Forest sizes (first trees taken), ascending.
+    scales : float64 (n_a, 1 or n_pix, C)
+        Per-class factors of each setting ``a``: one row, or one per pixel.
+    nodes : int32 (n_nodes, 8)
+        The general node records of :mod:`facesegment.dense._general`.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    chunk : int
+        Pixels per parallel task; the labels do not depend on it.
+    preds : uint8 (n_a, n_d, n_t, n_pix)
+        Written in place: ``preds[a, k, j, i]`` the label of pixel ``i`` under
+        scales ``a``, depth ``depth_list[k]`` and ``tree_counts[j]`` trees.
+
+    Returns
+    -------
+    uint8 (n_a, n_d, n_t, n_pix)
+        ``preds``.
     """
     n_pix = ys.shape[0]
     n_classes = value.shape[1]
