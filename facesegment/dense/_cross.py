@@ -54,7 +54,18 @@ def _initialise():
 
 def has_target(triple):
     """Whether this llvmlite build can compile for ``triple`` (some builds carry
-    only the host's backend)."""
+    only the host's backend).
+
+    Parameters
+    ----------
+    triple : str
+        An LLVM target triple (:data:`AARCH64`, :data:`X86_64`).
+
+    Returns
+    -------
+    bool
+        True when ``llvm.Target.from_triple(triple)`` succeeds.
+    """
     _initialise()
     try:
         llvm.Target.from_triple(triple)
@@ -74,6 +85,20 @@ def captured_ir():
     add = codegen.CPUCodeLibrary.add_ir_module
 
     def recording(library, ir_module):
+        """Append ``ir_module``'s text to the yielded list, then add it as usual.
+
+        Parameters
+        ----------
+        library : numba.core.codegen.CPUCodeLibrary
+            The library the module is added to.
+        ir_module : llvmlite.ir.Module
+            The module Numba lowered.
+
+        Returns
+        -------
+        object
+            What ``CPUCodeLibrary.add_ir_module`` returns.
+        """
         modules.append(str(ir_module))
         return add(library, ir_module)
 
@@ -115,7 +140,33 @@ def assembly(modules, triple, cpu="generic", features=""):
     """The assembly of the IR texts ``modules`` (:func:`captured_ir`) compiled
     for ``triple`` (e.g. :data:`AARCH64`), CPU ``cpu`` and LLVM ``features``
     (``"+neon,+dotprod"``) at ``O3``.  Refuses IR naming another
-    architecture's intrinsics, and a target this llvmlite lacks."""
+    architecture's intrinsics, and a target this llvmlite lacks.
+
+    Parameters
+    ----------
+    modules : list of str
+        LLVM IR texts, linked into one module (the list :func:`captured_ir`
+        yields).
+    triple : str
+        The target triple the module is compiled for.
+    cpu : str, optional
+        The target CPU (LLVM's name; ``"generic"`` by default).
+    features : str, optional
+        LLVM target features, comma-separated (``"+neon,+dotprod"``).
+
+    Returns
+    -------
+    str
+        The target's assembly text after LLVM's ``O3`` pipeline (loop and SLP
+        vectorisation on).
+
+    Raises
+    ------
+    FaceSegmentError
+        When this llvmlite has no backend for ``triple``, ``modules`` is empty,
+        or the IR calls another architecture's intrinsics (``llvm.x86.*`` for
+        aarch64, ...).
+    """
     if not has_target(triple):
         raise FaceSegmentError(f"this llvmlite has no backend for {triple} "
                                "(llvm.Target.from_triple fails)")
@@ -137,7 +188,21 @@ def assembly(modules, triple, cpu="generic", features=""):
 def mnemonics(asm, vector=False):
     """How often each instruction occurs in ``asm`` (a Counter of mnemonics;
     directives and labels skipped).  ``vector``: only instructions with an
-    aarch64 vector register operand (``v0.4s``, ``q1``)."""
+    aarch64 vector register operand (``v0.4s``, ``q1``).
+
+    Parameters
+    ----------
+    asm : str
+        Assembly text (:func:`assembly`).
+    vector : bool, optional
+        Count only instructions with an aarch64 vector register operand.
+
+    Returns
+    -------
+    collections.Counter
+        ``{mnemonic: occurrences}``; comments (``//``, ``#``) are ignored when
+        looking for vector operands.
+    """
     counts = collections.Counter()
     for line in asm.splitlines():
         m = re.match(r"\s+([a-z][a-z0-9.]*)\b(.*)", line)

@@ -24,6 +24,35 @@ def face_prediction(model, image, mode="full", alpha=None, beta=None, sigma=None
     model still sees the whole crop.  ``forest_terms``: the arguments only a
     forest takes (``max_depth``, ``n_trees``, ``fft_levels``, ``planes``),
     refused unless at their defaults.
+
+    Parameters
+    ----------
+    model : object
+        A model whose ``dense`` is false: it has ``kind`` and
+        ``predict_face(image, alpha=, beta=, sigma=)`` (the face-model
+        protocol of :mod:`facesegment.modelio.protocol`).
+    image : array_like, uint8 (H, W, 3)
+        The RGB face crop.
+    mode : {"full", "strict"}, optional
+        ``"strict"`` blanks the border half a window wide.
+    alpha, beta, sigma : float or None, optional
+        Passed to ``model.predict_face`` as they are.
+    forest_terms : dict or None, optional
+        ``{name: value}`` of the forest-only arguments; a value other than
+        None (or ``fft_levels`` 0) is refused.
+
+    Returns
+    -------
+    proba : float32 (H, W, C)
+        The model's class probabilities (0 on the blanked border).
+    labels : uint8 (H, W)
+        Their argmax (``IGNORE``, 255, on the blanked border).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``mode``, a forest-only argument given, or an image
+        that is not uint8 ``(H, W, 3)``.
     """
     check_mode(mode)
     kind = model.kind

@@ -12,8 +12,8 @@ The window layout (:class:`facesegment.layout.WindowLayout`) reaches the
 kernels as compile-time constants: ``WINDOW`` (side of the window),
 ``CHANNELS`` (planes per pixel) and ``ROW = WINDOW * CHANNELS`` (contiguous
 values per window row), plus ``SPAN`` (``ROW`` rounded up to a multiple of
-8: the row length of :mod:`facesegment.dense._flat`).  A function that uses them is a *template*: it is
-marked with :func:`template` and never run as it stands (the names are
+8: the row length of :mod:`facesegment.dense._flat`).  A function that uses
+them is a *template*: it is marked with :func:`template` and never run as it stands (the names are
 ``None`` in its module); :func:`layout_kernels` compiles a module's templates
 for one ``(window, channels)`` with the names bound to that layout's
 values, and every template a template calls bound to its compiled
@@ -25,8 +25,9 @@ much better.  Measured on this machine (one thread, the 8-window dot of
 :mod:`facesegment.dense._levels`, 31x31x3): 47 GFLOP/s with the row length a
 constant against 35 with it a run-time argument (and 28 with
 ``numba.literally``, whose literal values do not survive ``prange``).  A
-constant also keeps the 31x31x3 kernels exactly the code they were before
-layouts existed, so their results are bit-identical.
+constant also makes a 31x31x3 kernel compile to the same code as the loops
+written with the numbers 31 and 93, so its results are bit-identical to
+theirs.
 
 Each compiled layout is cached on disk like any ``cache=True`` kernel: its
 functions are named ``NAME__<window>x<channels>__src<tag>`` (e.g.
@@ -54,13 +55,51 @@ _LOCK = threading.Lock()
 def span(window, channels, multiple=8):
     """``SPAN``: a window row's ``window * channels`` values rounded up to a
     multiple of ``multiple`` (8 float32 values, or 32 bytes for the integer
-    kernels)."""
+    kernels).
+
+    Parameters
+    ----------
+    window, channels : int
+        The layout (``layout.window``, ``layout.channels``).
+    multiple : int, optional
+        The granule rounded up to (8 by default).
+
+    Returns
+    -------
+    int
+        The smallest multiple of ``multiple`` at least ``window * channels``.
+    """
     return -(-window * channels // multiple) * multiple
 
 
 def template(options):
-    """Mark a function as a layout template compiled with Numba ``options``."""
+    """Mark a function as a layout template compiled with Numba ``options``.
+
+    Parameters
+    ----------
+    options : dict
+        Keyword arguments of ``numba.njit`` (one of the option sets, e.g.
+        ``PARALLEL``); copied when the function is marked.
+
+    Returns
+    -------
+    callable
+        The decorator: it stores the options on the function and returns the
+        function itself, uncompiled.
+    """
     def mark(func):
+        """Store the options on ``func`` (its template mark).
+
+        Parameters
+        ----------
+        func : function
+            A module-level function that uses the layout constants.
+
+        Returns
+        -------
+        function
+            ``func`` itself.
+        """
         setattr(func, _MARK, dict(options))
         return func
 

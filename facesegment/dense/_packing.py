@@ -35,6 +35,25 @@ def cached(kind, owner, extra, build):
     kept its ``left`` array is packed again.  Thread-safe: the lookup, the
     insertion and the eviction hold a lock; ``build()`` runs outside it (two
     threads may build the same value once each).
+
+    Parameters
+    ----------
+    kind : str
+        What is built (``"general"``, ``"fast"``, ...): part of the key.
+    owner : numpy.ndarray or tuple of numpy.ndarray
+        The array(s) the value is built from, keyed by identity and held by
+        weak reference.
+    extra : hashable
+        The rest of the key (padded width, layout, ...).
+    build : callable
+        Called with no argument on a miss; its result is cached.
+
+    Returns
+    -------
+    object
+        The cached value, or ``build()``'s.  The cache keeps at most
+        ``_CACHE_SIZE`` entries (oldest evicted first) and drops the entries of
+        owners that no longer exist.
     """
     owners = owner if isinstance(owner, tuple) else (owner,)
     key = (kind, tuple(id(o) for o in owners), extra)
@@ -70,6 +89,29 @@ def pack_nodes(arrays, padded_width, layout):
     Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
     feature indices become byte offsets in a padded image of ``padded_width``
     pixels of ``layout.channels`` planes, and leaves point to themselves.
+
+    Parameters
+    ----------
+    arrays : facesegment.forest._arrays.ForestArrays
+        The forest (sparse arrays filled in when missing).
+    padded_width : int
+        Width in pixels of the padded image the offsets are for.
+    layout : facesegment.layout.WindowLayout
+        The window layout (its ``feature_offsets``).
+
+    Returns
+    -------
+    nodes : int32 (n_nodes, 8)
+        Columns ``LEFT, RIGHT, OFF1, OFF2, OBLIQUE, THRESHOLD, MUL, RESP``:
+        ``OBLIQUE`` is a dense oblique node's weights row, -2 for a sparse
+        oblique node (its entry range in ``OFF1``/``OFF2``), -1 otherwise
+        (leaves included); ``RESP`` is -1.
+    thr : float32 (n_nodes, 8)
+        ``nodes.view(float32)``: ``THRESHOLD`` (0 at leaves) and ``MUL`` (1
+        for a two-probe node, else 0).
+
+    Cached (:func:`cached`) per forest arrays, padded width and layout: do not
+    write into the result.
     """
     owners = _node_arrays(arrays)
     arrays = complete(arrays)
@@ -118,7 +160,24 @@ def _fast_sparse(arrays, padded_width, layout, sp):
 def pack_sparse(arrays, padded_width, layout):
     """The sparse rows for the general kernels: ``(sp_off int32, sp_w float32)``,
     each entry's byte offset in the window of a padded image of
-    ``padded_width`` pixels and its weight (one dummy entry when there are none)."""
+    ``padded_width`` pixels and its weight (one dummy entry when there are none).
+
+    Parameters
+    ----------
+    arrays : facesegment.forest._arrays.ForestArrays
+        The forest (sparse arrays filled in when missing).
+    padded_width : int
+        Width in pixels of the padded image the offsets are for.
+    layout : facesegment.layout.WindowLayout
+        The window layout (its ``feature_offsets``).
+
+    Returns
+    -------
+    sp_off : int32 (n_entries,)
+        Each sparse entry's byte offset in the window (``[0]`` when none).
+    sp_w : float32 (n_entries,)
+        Each entry's weight (``[0.0]`` when none).
+    """
     arrays = complete(arrays)
     if arrays.sparse_index.shape[0] == 0:
         return np.zeros(1, np.int32), np.zeros(1, np.float32)
@@ -149,6 +208,28 @@ def pack_fast(arrays, padded_width, layout, split=None):
     large for the fields (15 bits with two-probe or sparse nodes, 30 bits
     otherwise) or, split, a context feature off the window's centre; the
     general kernels are used then.
+
+    Parameters
+    ----------
+    arrays : facesegment.forest._arrays.ForestArrays
+        The forest (sparse arrays filled in when missing).
+    padded_width : int
+        Width in pixels of the padded image (or of copy 0 of the split
+        buffer) the offsets are for.
+    layout : facesegment.layout.WindowLayout
+        The window layout the forest reads.
+    split : tuple or None, optional
+        ``(c0, padded_shape)``: pack for the split buffer of a context stage
+        (:func:`facesegment.dense._split.split_offsets`); None for an
+        interleaved padded image.
+
+    Returns
+    -------
+    tuple or None
+        ``(rec, mode, sparse)`` as above: ``rec`` uint64 ``(n_nodes,)``,
+        ``mode`` int in 0..3, ``sparse`` four 1-d arrays; None when the fast
+        records cannot hold the forest.  Cached (:func:`cached`): do not write
+        into the result.
     """
     owners = _node_arrays(arrays, arrays.sparse_index, arrays.sparse_weight)
     arrays = complete(arrays)

@@ -27,14 +27,44 @@ from .._jit import PARALLEL, njit
 
 
 def n_copies(c0, n_planes):
-    """Copies of the padded image's shape in the split buffer (image included)."""
+    """Copies of the padded image's shape in the split buffer (image included).
+
+    Parameters
+    ----------
+    c0 : int
+        Planes of the image (and of each context copy).
+    n_planes : int
+        Context planes ``K``.
+
+    Returns
+    -------
+    int
+        ``1 + ceil(n_planes / c0)``.
+    """
     return 1 + -(-int(n_planes) // int(c0))
 
 
 def split_offsets(layout, c0, padded_shape):
     """Byte offset of every feature of ``layout`` in the split buffer (int64,
     -1 for a context-plane feature away from the window's centre, which the
-    buffer does not hold)."""
+    buffer does not hold).
+
+    Parameters
+    ----------
+    layout : facesegment.layout.WindowLayout
+        The context stage's layout: ``layout.channels`` is ``c0 + K``.
+    c0 : int
+        Planes of the image.
+    padded_shape : tuple of int
+        ``(Hp, Wp, ...)``: the padded image's shape (only the first two are
+        read).
+
+    Returns
+    -------
+    int64 (layout.n_features,)
+        Each feature's byte offset from the window's first byte in copy 0;
+        -1 for a context plane off the window's centre.
+    """
     hp, wp = int(padded_shape[0]), int(padded_shape[1])
     w, c, half = layout.window, layout.channels, layout.half
     rowstride = wp * c0
@@ -52,7 +82,22 @@ def split_offsets(layout, c0, padded_shape):
 @njit(**PARALLEL)
 def _fill(buf, planes, c0, hp, wp, half):
     """Copy the context planes into their copies (parallel over rows; each copy's
-    row written left to right)."""
+    row written left to right).
+
+    Parameters
+    ----------
+    buf : uint8 (n_bytes,)
+        The split buffer; copies 1 .. n written in place at the padded
+        positions of the image's pixels (margins and slack left as they are).
+    planes : uint8 (H, W, K)
+        The context planes, C-contiguous.
+    c0 : int
+        Planes per copy (the image's).
+    hp, wp : int
+        The padded image's height and width.
+    half : int
+        The padding margin (``WINDOW // 2``).
+    """
     h, w, k = planes.shape
     copy = hp * wp * c0
     for y in prange(h):
@@ -67,7 +112,24 @@ def _fill(buf, planes, c0, hp, wp, half):
 def split_buffer(padded, planes, half, slack):
     """The split buffer (uint8, flat) of a padded image ``(Hp, Wp, c0)`` and its
     context ``planes`` ``(H, W, K)``, with ``slack`` spare bytes at the end
-    (bytes no pixel reads are 0)."""
+    (bytes no pixel reads are 0).
+
+    Parameters
+    ----------
+    padded : uint8 (Hp, Wp, c0)
+        The padded image (copy 0).
+    planes : uint8 (H, W, K)
+        The context planes, ``H = Hp - 2 * half``, ``W = Wp - 2 * half``.
+    half : int
+        The padding margin (``WINDOW // 2``).
+    slack : int
+        Zero bytes appended after the last copy.
+
+    Returns
+    -------
+    uint8 (n_copies(c0, K) * Hp * Wp * c0 + slack,)
+        The split buffer (module docstring).
+    """
     hp, wp, c0 = padded.shape
     copy = hp * wp * c0
     buf = np.zeros(n_copies(c0, planes.shape[2]) * copy + slack, dtype=np.uint8)

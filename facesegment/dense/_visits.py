@@ -24,7 +24,24 @@ def count(p, region, levels):
     """int64 ``(n_trees, 3)``: per tree, the dense oblique nodes, sparse oblique
     nodes and sparse values visited by the pixels of ``region`` (``(y0, y1,
     x0, x1)``) of the prepared inputs ``p``; ``levels``: whether the level
-    kernels predict ``p``."""
+    kernels predict ``p``.
+
+    Parameters
+    ----------
+    p : facesegment.dense.predict._Prepared or facesegment.dense._pooled.Pooled
+        The prepared inputs of one image.
+    region : tuple of int
+        ``(y0, y1, x0, x1)``: the pixels counted, ``[y0, y1) x [x0, x1)``.
+    levels : bool
+        Whether the level kernels predict ``p`` (then only the dense oblique
+        column is counted; the sparse columns stay 0).
+
+    Returns
+    -------
+    int64 (n_trees, 3)
+        Per tree: dense oblique nodes, sparse oblique nodes and sparse entries
+        visited (all 0 for an empty region).
+    """
     y0, y1, x0, x1 = region
     if y1 <= y0 or x1 <= x0:
         return np.zeros((len(p.roots), 3), dtype=np.int64)
