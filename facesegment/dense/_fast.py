@@ -32,7 +32,8 @@ axis-aligned only with 30-bit offsets.
 
 Offsets depend on the padded width and the layout and must fit 15 bits
 (images up to :func:`max_width` pixels wide: 333 for 31x31x3; wider ones use
-mode 3 for axis-aligned forests, the general kernels otherwise), and forests up to ``MAX_NODES`` nodes.  Decoding
+mode 3 for axis-aligned forests, the general kernels otherwise), and forests
+up to ``MAX_NODES`` nodes.  Decoding
 offsets from (row, byte) at run time instead was measured 1.3x slower on
 two-probe forests.  Pixel values are integers, so ``v <= t`` equals
 ``v <= floor(t)``: one integer compare, no float.  Leaves point to themselves
@@ -45,7 +46,7 @@ Traversal is tree-major over large blocks of rows (one block per thread):
 a tree's records and leaf values stay in the core's L2 cache while every
 pixel of the block descends it, 8 descents interleaved (pixels x..x+7 of a
 row, ``CHANNELS`` bytes apart).  Measured on the pipeline's depth-20 forests
-this is 1.8x faster than blocks of 4 rows, whose trees were reloaded from L3
+this is 1.8x faster than blocks of 4 rows, which reload the trees from L3
 for every block.  Templates compiled per window layout (``CHANNELS``: see
 :mod:`facesegment.dense._numba`).
 """
@@ -91,7 +92,22 @@ VARIANT = {0: "axis", 1: "twoprobe", 2: "sparse", 3: "axis"}
 def kernels(window, channels, mode):
     """The fast kernels compiled for one layout and one ``mode`` of
     :func:`facesegment.dense._packing.pack_fast` (dispatchers; they compile on
-    their first call, then load from the disk cache)."""
+    their first call, then load from the disk cache).
+
+    Parameters
+    ----------
+    window, channels : int
+        The layout (``CHANNELS`` of the kernels: for a split buffer, the
+        image's ``c0``).
+    mode : int
+        0, 1, 2 or 3 (:data:`VARIANT` picks the compiled node family).
+
+    Returns
+    -------
+    types.SimpleNamespace
+        :func:`facesegment.dense._numba.layout_kernels` of this module for that
+        layout and variant.
+    """
     return layout_kernels(sys.modules[__name__], window, channels, VARIANT[mode])
 
 
@@ -100,6 +116,17 @@ def max_width(window, channels):
 
     The largest offset is ``(window - 1) * rowstride + row - 1`` with
     ``rowstride = (width + window - 1) * channels`` bytes per padded row.
+
+    Parameters
+    ----------
+    window, channels : int
+        The layout.
+
+    Returns
+    -------
+    int
+        The largest image width (pixels) whose offsets fit ``OFF_MASK``;
+        ``2 ** 62`` for a 1x1 window (every offset is a channel).
     """
     if window == 1:
         return 2 ** 62
@@ -108,7 +135,18 @@ def max_width(window, channels):
 
 def slack_bytes(channels):
     """Bytes :func:`dense_proba_fast` may read past the padded image: a row's last
-    group of 8 pixels runs up to 7 pixels past the region (at least 64)."""
+    group of 8 pixels runs up to 7 pixels past the region (at least 64).
+
+    Parameters
+    ----------
+    channels : int
+        Bytes per pixel of the buffer read (``CHANNELS``).
+
+    Returns
+    -------
+    int
+        ``max(64, 8 * channels)``.
+    """
     return max(64, 8 * channels)
 
 
@@ -153,7 +191,35 @@ def _sparse_row(w):
 
 @njit(**INLINE)
 def _step3(img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
-    """Child of node ``p`` in a forest that may have sparse oblique nodes."""
+    """Child of node ``p`` in a forest that may have sparse oblique nodes.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened.
+    b : uint64
+        Byte offset of the window's first byte in ``img``.
+    rs : uint64
+        Bytes per padded row (unused: the records hold whole offsets).
+    rec : uint64 (n_nodes,)
+        The fast records (module docstring).
+    p : uint64
+        The current node (global index).
+    sp_ptr : uint64 (n_rows + 1,)
+        Sparse row ``r``'s entries are ``sp_ptr[r] .. sp_ptr[r + 1] - 1``.
+    sp_off : uint64 (n_entries,)
+        Each entry's byte offset in the window.
+    sp_w : float32 (n_entries,)
+        Each entry's weight.
+    sp_thr : float32 (n_rows,)
+        Each sparse row's threshold.
+
+    Returns
+    -------
+    uint64
+        The child: left (``rec[p] >> LEFT_SHIFT``) when the value is at most the
+        threshold, else left + 1; a leaf returns itself.
+    """
     w = rec[p]
     r = _sparse_row(w)
     if r < 0:
@@ -293,7 +359,18 @@ def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_of
 
 def run_parts(func, parts, threads):
     """``func(part)`` for every item of ``parts``, on up to ``threads`` threads
-    (the kernels release the GIL); exceptions propagate."""
+    (the kernels release the GIL); exceptions propagate.
+
+    Parameters
+    ----------
+    func : callable
+        Called once per part; its result is discarded.
+    parts : iterable
+        The parts, each passed to ``func``.
+    threads : int
+        Most threads used; 1 or fewer (or a single part) runs in this thread,
+        in order.
+    """
     parts = list(parts)
     if threads <= 1 or len(parts) <= 1:
         for part in parts:
@@ -320,11 +397,53 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
     ``threads`` threads runs a contiguous run of blocks.  Threads rather than a
     ``prange`` kernel: the parallel loop's compile would double a fresh
     install's first ``segment``.
+
+    Parameters
+    ----------
+    kernels : types.SimpleNamespace
+        :func:`kernels` for the layout and ``mode`` of ``rec``.
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened, with
+        :func:`slack_bytes` bytes after it.
+    rowstride : int
+        Bytes per padded row.
+    y0, y1, x0, x1 : int
+        The rectangle of pixels written, ``[y0, y1) x [x0, x1)``; pixel
+        ``(y, x)`` has its window top-left at padded ``(y, x)``.
+    roots : int64 (n_trees,)
+        Global root index of each tree.
+    steps : int
+        Depth limit: each tree is descended at most this many levels.
+    rec : uint64 (n_nodes,)
+        The fast records (:func:`facesegment.dense._packing.pack_fast`).
+    sparse : tuple
+        ``(sp_ptr uint64, sp_off uint64, sp_w float32, sp_thr float32)``, the
+        sparse rows (one dummy row when there are none).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    out : float32 (H, W, C)
+        Written in place inside the rectangle; the rest is left as it is.
+    block_rows : int
+        Rows per block (trees are descended block by block).
+    threads : int
+        Threads the blocks are shared among.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``out``.
     """
     n_blocks = -(-(y1 - y0) // block_rows)
     per_thread = -(-n_blocks // max(1, threads)) * block_rows
 
     def part(ya):
+        """Run the block kernel on this thread's rows from ``ya``.
+
+        Parameters
+        ----------
+        ya : int
+            First row of the run (``per_thread`` rows, clipped to ``y1``).
+        """
         acc = np.zeros((block_rows, x1 - x0 + 8, value.shape[1]), dtype=np.float32)
         kernels._proba_rows(img, rowstride, ya, min(y1, ya + per_thread), x0, x1, roots, steps,
                             rec, *sparse, value, out, acc)
@@ -418,10 +537,53 @@ def sweep_predict_fast(kernels, img, rowstride, ys, xs, roots, depth_list, tree_
     descents interleaved; a pixel's node after ``depth_list[k]`` steps is its
     node at that depth limit.  ``kernels``, ``rec``, ``sparse``: as
     :func:`dense_proba_fast`.
+
+    Parameters
+    ----------
+    kernels : types.SimpleNamespace
+        :func:`kernels` for the layout and ``mode`` of ``rec``.
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened.
+    rowstride : int
+        Bytes per padded row.
+    ys, xs : int64 (n_pix,)
+        The pixels scored (window top-left at padded ``(ys[i], xs[i])``).
+    roots : int64 (n_trees,)
+        Global root index of each tree (at least ``tree_counts[-1]``).
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    tree_counts : int64 (n_t,)
+        Forest sizes (first trees taken), ascending.
+    scales : float64 (n_a, 1 or n_pix, C)
+        Per-class factors of each setting ``a``: one row, or one per pixel.
+    rec : uint64 (n_nodes,)
+        The fast records.
+    sparse : tuple
+        ``(sp_ptr, sp_off, sp_w, sp_thr)``, as in :func:`dense_proba_fast`.
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    chunk : int
+        Pixels per task.
+    preds : uint8 (n_a, n_d, n_t, n_pix)
+        Written in place: ``preds[a, k, j, i]``, the label of pixel ``i``.
+    threads : int
+        Threads the chunks are shared among.
+
+    Returns
+    -------
+    uint8 (n_a, n_d, n_t, n_pix)
+        ``preds``.
     """
     n_pix = ys.shape[0]
 
     def run(lo):
+        """Run the chunk kernel on pixels ``lo .. lo + chunk - 1``.
+
+        Parameters
+        ----------
+        lo : int
+            Index of the chunk's first pixel in ``ys``/``xs``.
+        """
         kernels._sweep_chunk(img, rowstride, ys, xs, lo, min(n_pix, lo + chunk), roots,
                              depth_list, tree_counts, scales, rec, *sparse, value, preds)
 
