@@ -22,8 +22,6 @@ PENDING = frozenset({
     "facesegment/api.py",
     "facesegment/autocontext/cascade.py",
     "facesegment/dense/_checks.py",
-    "facesegment/dense/_flat.py",
-    "facesegment/dense/_pooled.py",
     "facesegment/dense/_scores.py",
     "facesegment/dense/_simd.py",
     "facesegment/dense/image.py",

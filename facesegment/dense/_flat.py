@@ -132,6 +132,21 @@ def _idot8x2(img, bb, rowstride, wrow):
 
 def _integer(idot, wide, step=CHUNK):
     def binds(window, channels):
+        """The names an integer variant binds for one layout.
+
+        Parameters
+        ----------
+        window, channels : int
+            The layout (``SPAN`` is its row rounded up to ``step`` values).
+
+        Returns
+        -------
+        dict
+            ``SPAN``, ``IDOT8`` (the dot ``idot``), ``ACC`` (int32),
+            ``CHUNK``, ``PLANES``/``HEAD`` (2 and 8 for int16 rows split into
+            two int8 planes, else 1 and 0), ``TAIL8`` and the ``aliases``
+            routing ``_dot8`` and ``_cut`` to their integer forms.
+        """
         return {"SPAN": span(window, channels, step), "IDOT8": idot, "ACC": np.int32,
                 "CHUNK": step, "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0,
                 "TAIL8": True,
@@ -300,6 +315,36 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
     to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).
     Parallel over trees, each descended for every pixel at once
     (the longest runs); the result does not depend on the number of threads.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The stacked phase image, flattened (uint8 in the integer variants,
+        uint16 in ``i16avx2``), with ``ROW_SLACK`` values after it: a window
+        row is read ``SPAN`` values long.
+    rowstride : int
+        Values per row of ``imgf`` (width x ``CHANNELS``).
+    base : int64 (n,)
+        Offset in ``imgf`` of each pixel's window (below ``2 ** 40``).
+    roots : int64 (n_trees,)
+        Root node of each tree.
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    nodes : int32 (n_nodes, 8)
+        The general node records.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : float32 (n_oblique, WINDOW * SPAN)
+        Dense oblique rows, each window row zero-padded to ``SPAN`` (int8 in
+        the ``u8`` variants; in the ``u8x2`` variants 8 bytes of chunk mask,
+        then the high and low int8 planes; int16 in ``i16avx2``).
+    rec : int32 (n_trees, n, n_d)
+        Written in place: ``rec[t, i, k]``.
+
+    Returns
+    -------
+    int32 (n_trees, n, n_d)
+        ``rec``.
     """
     n = base.shape[0]
     for t in prange(rec.shape[0]):
@@ -322,7 +367,22 @@ def mean_distribution(rec, value, out):
     """``out[i]`` = the mean over trees of ``value[rec[t, i, 0]]``, added in tree
     order in float32 and scaled by ``1 / n_trees`` (as the other kernels).
     Blocks of ``SUM_BLOCK`` pixels go through the trees one after the other, so
-    the sums stay in cache and each tree's values are read together."""
+    the sums stay in cache and each tree's values are read together.
+
+    Parameters
+    ----------
+    rec : int32 (n_trees, n, n_d)
+        Nodes of :func:`leaves`; only depth column 0 is read.
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    out : float32 (n, C)
+        Written in place (overwritten).
+
+    Returns
+    -------
+    float32 (n, C)
+        ``out``.
+    """
     n_trees = rec.shape[0]
     n = rec.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
@@ -345,7 +405,26 @@ def mean_distribution(rec, value, out):
 def sweep_labels(rec, value, tree_counts, scales, preds):
     """``preds[a, k, j, i]`` = the sweeps' label of pixel ``i`` (per-pixel float64
     sums of ``value[rec[t, i, k]]`` over the first ``tree_counts[j]`` trees, in
-    tree order; :func:`._scores.argmax_scaled` with ``scales[a]``)."""
+    tree order; :func:`._scores.argmax_scaled` with ``scales[a]``).
+
+    Parameters
+    ----------
+    rec : int32 (n_trees, n, n_d)
+        Nodes of :func:`leaves` (at least ``tree_counts[-1]`` trees).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    tree_counts : int64 (n_t,)
+        Forest sizes (first trees taken), ascending.
+    scales : float64 (n_a, 1 or n, C)
+        Per-class factors of each setting ``a``: one row, or one per pixel.
+    preds : uint8 (n_a, n_d, n_t, n)
+        Written in place: the labels.  Parallel over pixels.
+
+    Returns
+    -------
+    uint8 (n_a, n_d, n_t, n)
+        ``preds``.
+    """
     n_d = rec.shape[2]
     n_classes = value.shape[1]
     n_t = tree_counts.shape[0]

@@ -43,6 +43,18 @@ class PhaseLayout(NamedTuple):
         return self.window * self.channels
 
     def feature_offsets(self, width):
+        """Byte offset of every feature in a phase image ``width`` pixels wide.
+
+        Parameters
+        ----------
+        width : int
+            The phase image's width in pixels.
+
+        Returns
+        -------
+        numpy.ndarray
+            :func:`facesegment.layout.feature_offsets` of this layout.
+        """
         return feature_offsets(width, self.channels, self.window)
 
 
@@ -155,7 +167,21 @@ class Stack(NamedTuple):
     thr: np.ndarray
 
     def base(self, ys, xs, s):
-        """Offsets in ``imgf`` of the windows of image pixels ``(ys, xs)``."""
+        """Offsets in ``imgf`` of the windows of image pixels ``(ys, xs)``.
+
+        Parameters
+        ----------
+        ys, xs : int64 (n,)
+            Image pixels (window top-left at padded ``(ys, xs)``).
+        s : int
+            The pool (box side and stride).
+
+        Returns
+        -------
+        int64 (n,)
+            The window of pixel ``(y, x)`` starts at ``(y // s, x // s)`` of
+            phase ``(y % s) * s + x % s``.
+        """
         k = (ys % s) * s + xs % s
         return ((k * self.rows + ys // s) * self.width + xs // s) * self.inner.channels
 
@@ -201,7 +227,25 @@ def _leaves(p, st, base, depths):
 
 
 def proba(p, y0, y1, x0, x1, out):
-    """``out[y, x]`` = the forest's mean distribution, pixels ``[y0, y1) x [x0, x1)``."""
+    """``out[y, x]`` = the forest's mean distribution, pixels ``[y0, y1) x [x0, x1)``.
+
+    Dense oblique rows only: the :mod:`._flat` kernels on the stacked phases;
+    otherwise the general kernels phase by phase.
+
+    Parameters
+    ----------
+    p : Pooled
+        The prepared inputs of one image.
+    y0, y1, x0, x1 : int
+        The rectangle of pixels written.
+    out : float32 (H, W, C)
+        Written in place inside the rectangle.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        ``out``.
+    """
     if not _flat_ok(p):
         return _proba_phases(p, y0, y1, x0, x1, out)
     st = _stack(p)
@@ -233,7 +277,31 @@ def _proba_phases(p, y0, y1, x0, x1, out):
 
 def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
     """``preds[..., i]`` for pixels ``(ys[i], xs[i])``: the contract of
-    :func:`facesegment.dense._general.sweep_predict`."""
+    :func:`facesegment.dense._general.sweep_predict`.
+
+    Parameters
+    ----------
+    p : Pooled
+        The prepared inputs of one image.
+    ys, xs : int64 (n_pix,)
+        The pixels scored.
+    depths : int64 (n_d,)
+        Depth limits, ascending.
+    trees : int64 (n_t,)
+        Forest sizes (first trees taken), ascending.
+    scales : float64 (n_a, 1 or n_pix, C)
+        Per-class factors of each setting ``a``: one row, or one per pixel.
+    chunk : int
+        Pixels per task of the general kernels (the :mod:`._flat` kernels
+        use ``CHUNK_PIXELS``).
+    preds : uint8 (n_a, n_d, n_t, n_pix)
+        Written in place: the labels.
+
+    Returns
+    -------
+    uint8 (n_a, n_d, n_t, n_pix)
+        ``preds``.
+    """
     if _flat_ok(p):
         st = _stack(p)
         base = np.ascontiguousarray(st.base(np.asarray(ys, np.int64), np.asarray(xs, np.int64),
@@ -257,7 +325,23 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
 
 def visits(p, y0, y1, x0, x1):
     """Per tree ``(dense oblique visits, sparse visits, sparse values gathered)``
-    of a rectangle: int64 ``(n_trees, 3)``."""
+    of a rectangle: int64 ``(n_trees, 3)``.
+
+    Counted phase by phase with the general kernels.
+
+    Parameters
+    ----------
+    p : Pooled
+        The prepared inputs of one image.
+    y0, y1, x0, x1 : int
+        The rectangle of pixels counted.
+
+    Returns
+    -------
+    int64 (n_trees, 3)
+        Per tree: dense oblique nodes, sparse oblique nodes and sparse entries
+        visited.
+    """
     s = p.layout.pool
     no_resp = np.zeros((0, 1, 1), dtype=np.float32)
     total = np.zeros((len(p.roots), 3), np.int64)
