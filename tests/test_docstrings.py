@@ -23,7 +23,6 @@ PENDING = frozenset({
     "facesegment/autocontext/cascade.py",
     "facesegment/dense/_checks.py",
     "facesegment/dense/_scores.py",
-    "facesegment/dense/_simd.py",
     "facesegment/dense/image.py",
     "facesegment/dense/predict.py",
     "facesegment/dense/reweight.py",

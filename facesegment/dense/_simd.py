@@ -25,7 +25,7 @@ types:
   the products added in pairs, the pattern LLVM turns into ``vpmaddwd`` (AVX2;
   ``vpdpwssd`` where the CPU has AVX-512 VNNI), and which names no x86
   intrinsic (any target, aarch64 included).  Written as 32 separate
-  products it ran 2.1x slower on an AVX2-only target.
+  products it runs 2.1x slower (measured on an AVX2-only target).
 
 Either way each of the 8 windows keeps one vector sum across all its rows;
 the 8 sums are reduced together (:func:`_sums8`).
@@ -89,7 +89,23 @@ def target_features():
 def form_of(features, wanted=""):
     """``"vnni"``, ``"avx2"`` or ``"portable"``: the fastest form ``features``
     (:func:`target_features`) can run, at most ``wanted`` (``FACESEGMENT_SIMD``:
-    ``portable`` or ``avx2``; anything else: no cap)."""
+    ``portable`` or ``avx2``; anything else: no cap).
+
+    Parameters
+    ----------
+    features : frozenset of str
+        CPU feature names without their ``+`` (``"avx2"``, ``"avx512vnni"``).
+    wanted : str, optional
+        The cap, case-insensitive: ``"portable"``, ``"avx2"``, or anything
+        else (``""``) for none.
+
+    Returns
+    -------
+    str
+        ``"vnni"`` with ``avx512vnni`` and ``avx512vl``, or ``avxvnni``
+        (unless capped); else ``"avx2"`` with ``avx2`` (unless capped at
+        portable); else ``"portable"``.
+    """
     wanted = wanted.lower()
     if wanted == "portable":
         return "portable"
@@ -126,6 +142,18 @@ def _shuffle_add(builder, a, b, first, second):
     i32 = ir.IntType(32)
 
     def pick(lanes):
+        """``shuffle_vector(a, b, lanes)``.
+
+        Parameters
+        ----------
+        lanes : list of int
+            Lane indices into the concatenation of ``a`` and ``b``.
+
+        Returns
+        -------
+        llvmlite.ir.Value
+            An i32 vector of ``len(lanes)`` lanes.
+        """
         return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, len(lanes)), lanes))
 
     return builder.add(pick(first), pick(second))
@@ -170,6 +198,24 @@ def _codegen(vnni, two):
     ``mask`` says, then their low-byte plane, always; ``256 h.x + l.x`` is
     formed in the vector sums, which :func:`_sums8` then reduces together)."""
     def codegen(context, builder, sig, args):
+        """Emit the 8 dots at the call site (Numba's intrinsic code generator).
+
+        Parameters
+        ----------
+        context : numba.core.base.BaseContext
+            Numba's target context.
+        builder : llvmlite.ir.IRBuilder
+            Where the IR is emitted.
+        sig : numba.core.typing.Signature
+            The typed call: ``(img, bb, rowstride, w, rows, chunks, mask)``.
+        args : tuple of llvmlite.ir.Value
+            The call's arguments in IR.
+
+        Returns
+        -------
+        llvmlite.ir.Value
+            The UniTuple of 8 int32 dots.
+        """
         a_img, a_bb, a_w, rowstride, rows, chunks, mask = _arguments(context, builder, sig, args)
         i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
         v32i8 = ir.VectorType(i8, CHUNK)
@@ -189,10 +235,36 @@ def _codegen(vnni, two):
         plane = builder.mul(builder.mul(rows, chunks), step)   # bytes of one weight plane
 
         def load(ptr, off):
+            """The 32 bytes at ``ptr + off`` (unaligned load).
+
+            Parameters
+            ----------
+            ptr : llvmlite.ir.Value
+                An i8 pointer (image or weights).
+            off : llvmlite.ir.Value
+                i64 offset in bytes.
+
+            Returns
+            -------
+            llvmlite.ir.Value
+                A ``<32 x i8>`` vector.
+            """
             return builder.load(builder.bitcast(builder.gep(ptr, [off]), v32i8.as_pointer()),
                                 align=1)
 
         def mac(slot, x, wv):
+            """Add the products of ``x`` (unsigned) and ``wv`` (signed) to ``slot``.
+
+            Parameters
+            ----------
+            slot : llvmlite.ir.Value
+                Pointer to one window's accumulator vector (loaded, updated
+                and stored back).
+            x : llvmlite.ir.Value
+                ``<32 x i8>`` image bytes.
+            wv : llvmlite.ir.Value
+                ``<32 x i8>`` weights.
+            """
             acc = builder.load(slot)
             if vnni:
                 acc = builder.call(dp, [acc, builder.bitcast(x, acc_t),
@@ -261,6 +333,20 @@ def _codegen_avx2(context, builder, sig, args):
     step = ir.Constant(i64, CHUNK16)
 
     def load(ptr, off):
+        """The 16 int16 values at ``ptr + off`` (2-byte aligned load).
+
+        Parameters
+        ----------
+        ptr : llvmlite.ir.Value
+            An i16 pointer (image or weights).
+        off : llvmlite.ir.Value
+            i64 offset in values.
+
+        Returns
+        -------
+        llvmlite.ir.Value
+            A ``<16 x i16>`` vector.
+        """
         return builder.load(builder.bitcast(builder.gep(ptr, [off]), v16.as_pointer()), align=2)
 
     with cgutils.for_range(builder, rows) as lr:
@@ -298,7 +384,42 @@ def idot8_avx2(typingctx, img, bb, rowstride, w, rows, chunks, mask):
     """:func:`idot8` of the AVX2 form: ``img`` uint16 and ``w`` int16 (int8 rows
     widened, int16 rows as they are: one plane), rows of ``chunks`` x 16
     values, ``mask`` over those 16-value chunks.  Typed only where the target
-    has AVX2 (elsewhere a TypingError says so)."""
+    has AVX2 (elsewhere a TypingError says so).
+
+    Called from jitted code as ``idot8_avx2(img, bb, rowstride, w, rows,
+    chunks, mask)``; Numba passes ``typingctx`` and the arguments' types.
+
+    Parameters
+    ----------
+    typingctx : numba.core.typing.Context
+        Numba's typing context (not used).
+    img : uint16 (n_values,)
+        The image values the windows are read from.
+    bb : int64 (8,)
+        Each window's first value in ``img``.
+    rowstride : int
+        Values between two window rows in ``img``.
+    w : int16 (rows * chunks * 16,)
+        The weights row, window rows padded to ``chunks * 16`` values.
+    rows : int
+        Window rows.
+    chunks : int
+        16-value chunks per window row.
+    mask : int
+        Bit ``k`` set: chunk ``k = row * chunks + col`` is dotted (-1: all;
+        chunks from the 64th on always are).
+
+    Returns
+    -------
+    tuple or None
+        At typing: ``(signature, codegen)`` with the result a UniTuple of 8
+        int32 dots; None for arguments of other types (no match).
+
+    Raises
+    ------
+    numba.core.errors.TypingError
+        When the target Numba compiles for lacks AVX2.
+    """
     ok = (isinstance(img, types.Array) and img.dtype == types.uint16
           and isinstance(w, types.Array) and w.dtype == types.int16
           and isinstance(bb, types.Array) and bb.dtype == types.int64
@@ -318,7 +439,44 @@ def _make(vnni, two=False):
         chunks ``k = row * chunks + col`` whose bit is set in ``mask`` (-1: all;
         chunks from the 64th on always).  The two-plane form: ``w`` holds the
         high bytes' plane then the low bytes' plane of int16 rows, ``mask``
-        applies to the high one, and the dots are ``256 h.x + l.x``."""
+        applies to the high one, and the dots are ``256 h.x + l.x``.
+
+        Called from jitted code as ``idot8(img, bb, rowstride, w, rows, chunks,
+        mask)``; Numba passes ``typingctx`` and the arguments' types.
+
+        Parameters
+        ----------
+        typingctx : numba.core.typing.Context
+            Numba's typing context (not used).
+        img : uint8 (n_bytes,)
+            The image bytes the windows are read from.
+        bb : int64 (8,)
+            Each window's first byte in ``img``.
+        rowstride : int
+            Bytes between two window rows in ``img``.
+        w : int8 (rows * chunks * 32,) or (2 * rows * chunks * 32,)
+            The weights row (two planes in the two-plane form), window rows
+            padded to ``chunks * 32`` bytes.
+        rows : int
+            Window rows.
+        chunks : int
+            32-byte chunks per window row.
+        mask : int
+            Bit ``k`` set: chunk ``k`` is dotted (of the high plane in the
+            two-plane form).
+
+        Returns
+        -------
+        tuple or None
+            At typing: ``(signature, codegen)`` with the result a UniTuple of
+            8 int32 dots; None for arguments of other types (no match).
+
+        Raises
+        ------
+        numba.core.errors.TypingError
+            For the ``vnni`` forms, when the target Numba compiles for lacks
+            AVX-512 VNNI (with VL) and AVX-VNNI.
+        """
         ok = (isinstance(img, types.Array) and img.dtype == types.uint8
               and isinstance(w, types.Array) and w.dtype == types.int8
               and isinstance(bb, types.Array) and bb.dtype == types.int64
