@@ -318,7 +318,33 @@ def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_of
     """Rows ``[ya, yb)`` of :func:`dense_proba_fast`, in blocks of ``acc.shape[0]``
     rows, each tree by tree.  ``acc``: float32 zeros ``(block_rows, x1 - x0 + 8, C)``
     (left zero; allocated by the caller: an allocation compiled in would
-    lengthen the compile)."""
+    lengthen the compile).
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened, with slack after it.
+    rowstride : int
+        Bytes per padded row.
+    ya, yb : int
+        The rows computed, ``[ya, yb)``.
+    x0, x1 : int
+        The columns computed, ``[x0, x1)``.
+    roots : int64 (n_trees,)
+        Global root index of each tree.
+    steps : int
+        Depth limit.
+    rec : uint64 (n_nodes,)
+        The fast records.
+    sp_ptr, sp_off, sp_w, sp_thr : 1-d arrays
+        The sparse rows (uint64, uint64, float32, float32).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    out : float32 (H, W, C)
+        Written in place at rows ``[ya, yb)``, columns ``[x0, x1)``.
+    acc : float32 (block_rows, x1 - x0 + 8, C)
+        Scratch, zero on entry and on return.
+    """
     n_trees = roots.shape[0]
     n_classes = value.shape[1]
     inv = np.float32(1.0) / np.float32(n_trees)
@@ -455,7 +481,35 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
 @template(PARALLEL)   # as _proba_rows
 def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts, scales, rec,
                  sp_ptr, sp_off, sp_w, sp_thr, value, preds):
-    """Pixels ``lo .. hi - 1`` of :func:`sweep_predict_fast` (one chunk), tree by tree."""
+    """Pixels ``lo .. hi - 1`` of :func:`sweep_predict_fast` (one chunk), tree by tree.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened.
+    rowstride : int
+        Bytes per padded row.
+    ys, xs : int64 (n_pix,)
+        All the pixels scored.
+    lo, hi : int
+        This chunk's pixels, ``lo <= i < hi`` (``hi > lo``).
+    roots : int64 (n_trees,)
+        Global root index of each tree.
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    tree_counts : int64 (n_t,)
+        Forest sizes, ascending.
+    scales : float64 (n_a, 1 or n_pix, C)
+        Per-class factors of each setting.
+    rec : uint64 (n_nodes,)
+        The fast records.
+    sp_ptr, sp_off, sp_w, sp_thr : 1-d arrays
+        The sparse rows (uint64, uint64, float32, float32).
+    value : float32 (n_nodes, C)
+        Each node's class distribution.
+    preds : uint8 (n_a, n_d, n_t, n_pix)
+        Written in place at pixels ``lo .. hi - 1``.
+    """
     n_classes = value.shape[1]
     n_d = depth_list.shape[0]
     n_t = tree_counts.shape[0]

@@ -274,6 +274,33 @@ def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, 
     no sorting is needed.  A pixel is recorded when it reaches a leaf (for
     every depth still to come) or, still inside the tree, at each depth of
     ``depth_list``.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The stacked phase image (uint8 or uint16 in the integer variants).
+    base : int64 (n,)
+        Offset in ``imgf`` of each pixel's window.
+    rowstride : int
+        Values per row of ``imgf``.
+    r : int
+        The tree's root.
+    nodes : int32 (n_nodes, 8)
+        The general node records.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : 2-d array (n_oblique, row length)
+        The dense rows as :func:`leaves` takes them.
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    rec : int32 (n, n_d)
+        Written in place: every entry.
+    pk_a, pk_b : int64 (n,)
+        Scratch.
+    runs_a, runs_b : int64 (max(n, 1), 3)
+        Scratch.
+    bb : int64 (8,)
+        Scratch.
     """
     n = base.shape[0]
     n_d = depth_list.shape[0]

@@ -165,6 +165,29 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
     A descent is a chain of dependent loads (node, then the window byte it
     names); four independent chains interleaved let the CPU overlap their
     latencies.  A finished chain steps on its leaf, which stays put.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image, flattened.
+    rowstride : int
+        Bytes per padded row.
+    y : int
+        The pixels' row.
+    xa, xb, xc, xd : int
+        The pixels' columns (repeats allowed; ``xa .. xa + 3`` in a row lets 4
+        pixels at one oblique node share one pass over its weights).
+    root : int
+        The tree's root.
+    steps : int
+        Depth limit.
+    nodes, thr, weights, sp_off, sp_w, resp
+        As :func:`dense_proba` takes them.
+
+    Returns
+    -------
+    tuple of 4 int
+        The nodes the 4 pixels reach.
     """
     ba = y * rowstride + xa * CHANNELS
     bb = y * rowstride + xb * CHANNELS

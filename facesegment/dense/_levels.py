@@ -81,6 +81,31 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
     ``rec[i, k]`` receives pixel ``i``'s node after ``depth_list[k]`` steps
     (``depth_list`` increasing); ``cur``, ``order``, ``active`` (n,) and ``bb``
     (8,) are scratch arrays.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The padded image as float32, flattened.
+    rowstride : int
+        Values per padded row.
+    base : int64 (n,)
+        Offset in ``imgf`` of each pixel's window.
+    r : int
+        The tree's root.
+    nodes : int32 (n_nodes, 8)
+        The general node records.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    depth_list : int64 (n_d,)
+        Depth limits, ascending.
+    rec : int64 (n, n_d)
+        Written in place: every entry.
+    cur, order, active : int64 (n,)
+        Scratch.
+    bb : int64 (8,)
+        Scratch.
     """
     n = base.shape[0]
     n_d = depth_list.shape[0]
