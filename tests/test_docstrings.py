@@ -22,6 +22,10 @@ PENDING = frozenset({
     "facesegment/api.py",
     "facesegment/autocontext/cascade.py",
     "facesegment/dense/_checks.py",
+    "facesegment/dense/_fast.py",
+    "facesegment/dense/_flat.py",
+    "facesegment/dense/_general.py",
+    "facesegment/dense/_levels.py",
     "facesegment/dense/_scores.py",
     "facesegment/dense/image.py",
     "facesegment/dense/predict.py",
@@ -53,7 +57,9 @@ def _parameters(node):
 
 
 def _is_kernel(node):
-    return any("njit" in ast.unparse(d) for d in node.decorator_list)
+    """An ``@njit`` kernel, or a dense layout template compiled as one."""
+    return any(word in ast.unparse(d) for d in node.decorator_list
+               for word in ("njit", "template("))
 
 
 def undocumented(path):
