@@ -237,7 +237,7 @@ def spec_of_variant(setup, v):
 
 def prior_times(setup, maps):
     """Variant D: ``p s^-a (pos/pi)^b`` renormalised, from uint8 maps: float32."""
-    from facesegment.dense.reweight import class_scale
+    from facesegment.reweight import class_scale
     from facesegment.position import position_scales
 
     h, w, c = maps.shape

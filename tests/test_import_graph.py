@@ -262,14 +262,15 @@ def strongly_connected(graph):
 
 _F = "facesegment."
 #: The library's layers, lowest first: a node imports only its own layer and those below.
-#: kernels and estimators (``forest``) <- data <- dense inference and the decision rule
-#: <- evaluation <- models and photos <- the one-call API <- the command line.
+#: kernels and estimators (``forest``) <- data <- reweighting <- dense inference and the
+#: decision rule <- evaluation <- models and photos <- the one-call API <- the command line.
 LAYERS = (
     ("facesegment",) + tuple(_F + m for m in (
         "errors", "layout", "position", "progress", "_jit", "_lazy", "bounds", "atomic",
         "extras", "classes", "limits", "parallel")),
     (_F + "forest",),
     (_F + "data",),
+    (_F + "reweight",),
     (_F + "dense", _F + "rule"),
     (_F + "evaluation",),
     (_F + "faces", _F + "modelio", _F + "autocontext", _F + "models"),
@@ -277,14 +278,12 @@ LAYERS = (
     (_F + "commands", _F + "cli", _F + "__main__"),
 )
 #: Circles of subpackages that their public modules still close, each within one layer:
-#: ``dense.predict_image`` applies the rule (``rule.decision_rule``), whose
-#: ``DecisionRule.apply`` runs dense's reweighting kernels; ``modelio.load_model``
+#: ``modelio.load_model``
 #: opens every kind of model folder (a cascade, landmark votes, the face mesh), and
 #: those kinds (``autocontext.cascade``, ``faces.landmark_model``, ``faces.mesh_model``)
 #: stand on the model format (``modelio``) and the shipped models (``models``).
 #: A new circle or a wider one fails; one that is broken fails until it leaves this list.
 KNOWN_CYCLES = (
-    frozenset({_F + "dense", _F + "rule"}),
     frozenset({_F + "autocontext", _F + "faces", _F + "modelio", _F + "models"}),
 )
 
