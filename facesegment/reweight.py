@@ -74,7 +74,7 @@ def forest_arrays(model):
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "roots"):
         raise TypeError(f"model must be a facesegment.modelio.model.Model (with .arrays), got "
-                        f"{type(model).__name__} (load one with facesegment.modelio.model.load_model)")
+                        f"{type(model).__name__} (load one with facesegment.models.load_model)")
     return verified(arrays)
 
 

@@ -64,7 +64,7 @@ def _arrays(model):
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "n_trees"):
         raise TypeError(f"model must be a facesegment.modelio.model.Model, got {type(model).__name__} "
-                        "(load one with facesegment.modelio.model.load_model)")
+                        "(load one with facesegment.models.load_model)")
     return arrays
 
 
