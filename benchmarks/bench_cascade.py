@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from facesegment.atomic import write_json_atomic
 from facesegment.data.datasets import load_face
 from facesegment.dense import predict as dense
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from pipelines.backend import records_from_json
 
 

@@ -119,7 +119,7 @@ def train_models(n_trees, seed=0, n_images=200, per_image=100, layout=None):
 
 def load_models(folder, n_trees):
     """The pipeline's trained models ``FOLDER/{axis,two-probe,co2}-N`` (N = the largest size)."""
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     models = {}
     for kind in ("axis", "two-probe", "co2"):

@@ -55,7 +55,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from dataclasses import replace
 
-    from facesegment.faces.landmark_model import LandmarkModel
+    from facesegment.models.landmark import LandmarkModel
 
     votes, forest = load_model(DEFAULT), load_model(FOREST)
     votes28 = LandmarkModel(replace(votes.votes, flip_all=False), votes.fallback)

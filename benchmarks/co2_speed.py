@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.data.datasets import load_face
 from facesegment.dense import _pooled, _simd, count_oblique_visits, predict_image
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from pipelines.backend import records_from_json
 from pipelines.common import forest_bytes
 

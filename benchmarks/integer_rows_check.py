@@ -37,7 +37,7 @@ from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.data.datasets import load_face
 from facesegment.dense import _simd, predict_image
 from facesegment.forest._sparse import quantise
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from pipelines.backend import records_from_json
 
 DTYPES = ("float16", "int16", "int8")

@@ -24,8 +24,8 @@ from .data.imageio import read_image
 from .faces.crops import DETECTORS, DETECT_MAX_SIDE, DETECT_MODES
 from .faces.photo import check_photo_dependencies as check, taken_whole
 from .faces.segment import photo_faces, photo_labels
-from .modelio.model import load_model as _load
 from .models import resolve
+from .models.load import load_model as _load
 
 __all__ = ["Face", "segment", "load_model", "check_photo_dependencies"]
 

@@ -28,9 +28,13 @@ import math
 import warnings
 from dataclasses import dataclass, fields
 
+import numpy as np
+
 from .bounds import BOUNDS
 from .classes import IGNORE
 from .position import position_scales
+from .reweight import (check_factors, check_mode, class_scale, model_layout, reweight_labels,
+                       smooth, strict_region)
 
 __all__ = ["DecisionRule", "PAPER_RULE", "NoRuleWarning", "rule_of", "decision_rule",
            "missing_rule_note", "default_alpha", "default_beta", "default_sigma"]
@@ -155,13 +159,6 @@ class DecisionRule:
         proba : float32 (H, W, C), renormalised per pixel
         labels : uint8 (H, W)
         """
-        import numpy as np
-
-        # lazy: facesegment.dense's package imports this module (predict_image applies the rule)
-        from .dense._checks import check_factors, check_mode, model_layout  # lazy: as above
-        from .dense.image import strict_region  # lazy: as above
-        from .dense.reweight import reweight_labels, smooth  # lazy: as above
-
         check_mode(mode)
         self.check(model)
         s = check_factors(model.sampling_factors, raw.shape[-1])
@@ -188,10 +185,6 @@ PAPER_RULE = DecisionRule()
 
 def _reweight_position(raw, position, s, alpha, beta):
     """``raw * s**-alpha * (pos/pi)**beta`` renormalised per pixel, and its argmax."""
-    import numpy as np
-
-    from .dense.reweight import class_scale  # lazy: facesegment.dense's package imports rule
-
     h, w, c = raw.shape
     ys, xs = np.divmod(np.arange(h * w), w)
     scale = position_scales(position, (h, w), ys, xs, class_scale(s, alpha), beta)

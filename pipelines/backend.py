@@ -186,7 +186,7 @@ def save_model(model, path):
 
 
 def load_model(path):
-    from facesegment.modelio.model import load_model as _load
+    from facesegment.models import load_model as _load
 
     return _load(path)
 

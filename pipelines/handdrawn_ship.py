@@ -19,7 +19,7 @@ DEST = ROOT / "facesegment" / "models"
 
 
 def ship(data, name, cv, dest=None, faces300w=FACES300W):
-    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.faces.mesh_train import fit_stages
     from facesegment.faces.pose import fit_pan_model
 
@@ -65,7 +65,7 @@ def model_card(name, model, cv, method):
     base = cv["methods"].get("faces300w-landmarks")
     lines = [f"# {name}", "",
              "Face parts from MediaPipe's face mesh and forests trained on hand-drawn masks "
-             "(`facesegment.faces.mesh_model`): the mesh finds each face at any head turn "
+             "(`facesegment.models.mesh`): the mesh finds each face at any head turn "
              "and places its parts; "
              f"{model.provenance['stages']} stage(s) of {model.provenance['trees']} "
              f"{model.provenance['forest']} trees read each pixel of a "
@@ -150,7 +150,7 @@ def rewrite_card(name, dest=None):
     """Write the shipped model's card again from the reports (after the benchmark)."""
     import json
 
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
     from pipelines.handdrawn_common import REPORT
 
     folder = (Path(dest) if dest else DEST) / name

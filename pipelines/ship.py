@@ -153,7 +153,7 @@ run's files `reports/runs/{run_dir.name}/eval-{kind}.json`.
 def ship(cfg, kind, name, models_root=None, reports_root=None, dest=None, log=print):
     """Write ``facesegment/models/NAME`` (or ``dest/NAME``) from the run of the
     loaded configuration ``cfg`` (:func:`pipelines.config.load_config`)."""
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     from .config import run_name
 

@@ -105,7 +105,7 @@ when MediaPipe's face mesh is not installed.
 
 ## What it is
 
-A *landmark vote* model (`facesegment.faces.landmark_model`): dlib's 68-point
+A *landmark vote* model (`facesegment.models.landmark`): dlib's 68-point
 shape predictor is run {spec.n_sets} times on each face crop — from the
 detector's box scaled by {", ".join(f"{s:g}" for s in spec.scales)} and shifted by
 {", ".join(f"{s:+g}" for s in spec.shifts)} of its side in x and y, {_mirror(spec)}
@@ -155,8 +155,8 @@ are `reports/landmarks/shipped.json`.
 
 def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
     from facesegment.faces.landmark_fit import fit_votes
-    from facesegment.faces.landmark_model import LandmarkModel, load_landmark_model, save_landmark_model
-    from facesegment.modelio.model import load_model
+    from facesegment.models.landmark import LandmarkModel, load_landmark_model, save_landmark_model
+    from facesegment.models import load_model
     from facesegment.models import FOREST, model_path
     from facesegment.data.splits import split_dataset
 
@@ -190,7 +190,7 @@ def ship(data, name, dest=None, reports=None, n_validation=100, log=print):
 def rewrite_card(name, data, dest=None, reports=None):
     """MODEL_CARD.md of the shipped folder again from ``reports/landmarks/shipped.json``
     (e.g. after ``benchmarks/bench_votes.py`` measured its speed)."""
-    from facesegment.faces.landmark_model import load_landmark_model
+    from facesegment.models.landmark import load_landmark_model
 
     out = Path(dest or DEST) / name
     rep = json.loads((Path(reports or ROOT / "reports" / "landmarks") / "shipped.json").read_text())

@@ -65,7 +65,7 @@ from facesegment.evaluation.scoring import scored_label
 from facesegment.faces.landmark_fit import human_landmarks, landmark_set_table
 from facesegment.faces.votes import VoteSpec, vote_maps
 from facesegment.layout import DEFAULT_LAYOUT
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.models import DEFAULT, model_path
 
 ROOT = Path(__file__).resolve().parents[1]

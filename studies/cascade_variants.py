@@ -237,7 +237,7 @@ def spec_of_variant(setup, v):
 
 def prior_times(setup, maps):
     """Variant D: ``p s^-a (pos/pi)^b`` renormalised, from uint8 maps: float32."""
-    from facesegment.dense.reweight import class_scale
+    from facesegment.reweight import class_scale
     from facesegment.position import position_scales
 
     h, w, c = maps.shape
@@ -479,7 +479,7 @@ def run_variant(setup, v, maps1):
 def same_as_pipeline(model):
     """Is A's stage 2 node for node the run's (models/RUN/ac-two-probe_axis-32; True when
     the run's cascade is the raw-map one of commit 9062a80, False once retrained)?"""
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     ref = load_model(MODELS / f"ac-two-probe_axis-{N_TREES}").final.arrays
     a = model.final.arrays

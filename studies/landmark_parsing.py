@@ -43,7 +43,7 @@ from facesegment.evaluation.scoring import scored_label
 from facesegment.data.imageio import read_image, read_label
 from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.evaluation.metrics import confusion_matrix, summarize
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.progress import Progress
 from facesegment.faces.renderer import landmark_table, render_proba
 from facesegment.faces import shape_prior as sp

@@ -52,7 +52,8 @@ from facesegment.atomic import write_json_atomic, write_text_atomic
 from facesegment.data.datasets import load_face
 from facesegment.dense import count_oblique_visits, count_sparse_entries
 from facesegment.layout import WindowLayout
-from facesegment.modelio.model import load_model, save_model
+from facesegment.modelio.model import save_model
+from facesegment.models import load_model
 from benchmarks.bench_cascade import _median_ms
 from pipelines import backend
 from pipelines.backend import records_from_json

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from facesegment.atomic import write_json_atomic
 from facesegment.forest import CO2Forest
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from pipelines import backend
 
 SETTINGS = [

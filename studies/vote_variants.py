@@ -45,7 +45,7 @@ from facesegment.evaluation.scoring import scored_label
 from facesegment.faces.landmarks import render_labels
 from facesegment.layout import DEFAULT_LAYOUT
 from facesegment.evaluation.metrics import class_average, confusion_matrix, jaccard
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.models import DEFAULT, model_path
 from facesegment.faces.segment import crop_points
 from facesegment.data.splits import split_dataset

@@ -76,7 +76,7 @@ def test_unknown_model_name_lists_the_shipped_ones():
 def test_the_shipped_models_are_small_with_their_cards_and_rules():
     from facesegment import models
     from facesegment.api import load_model
-    from facesegment.faces.landmark_model import LandmarkModel
+    from facesegment.models.landmark import LandmarkModel
     from facesegment.rule import rule_of
 
     assert {models.DEFAULT, models.LANDMARKS, models.FOREST} <= set(models.shipped())
@@ -157,7 +157,7 @@ def test_cli_trained_model_stores_its_rule_and_segment_applies_it(tmp_path, caps
     out, stores it, and segment / predict_image / evaluate apply it."""
     from facesegment.dense import predict_image
     from facesegment.data.imageio import read_image, read_label
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     data = make_dataset(tmp_path / "faces", n_train=8, n_test=2)
     w = tmp_path / "w.h5"

@@ -14,7 +14,8 @@ from facesegment.bounds import BOUNDS, arg_type, check, reliability_section
 from facesegment.cli import main
 from facesegment.data.imageio import write_png_atomic
 from facesegment.errors import DataError
-from facesegment.modelio.model import load_model, save_model
+from facesegment.modelio.model import save_model
+from facesegment.models import load_model
 from tests.dense.test_inference import random_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,7 +39,7 @@ def test_evaluate_writes_json_and_table(tmp_path, model_dir, capsys):
 def test_evaluate_mode_and_pixel_stride_go_through_the_driver(tmp_path, model_dir):
     from facesegment.data.datasets import find_faces
     from facesegment.evaluation.scoring import evaluate
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     data = tmp_path / "data"
     _write_faces(data, n=2, size=36)

@@ -7,7 +7,7 @@ import pytest
 
 from facesegment.classes import CLASS_NAMES
 from facesegment.cli import main
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.data.windows import WindowsWriter
 
 

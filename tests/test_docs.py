@@ -158,8 +158,8 @@ def _formats():
     """File name patterns -> (the version the code writes, the versions it reads)."""
     from facesegment.autocontext.cascade import CASCADE_FORMAT_VERSION
     from facesegment.data.windows import FORMAT_VERSION, READ_VERSIONS
-    from facesegment.faces import landmark_model
-    from facesegment.faces.mesh_model import MESH_FORMAT_VERSION
+    from facesegment.models import landmark as landmark_model
+    from facesegment.models.mesh import MESH_FORMAT_VERSION
     from facesegment.modelio._model_doc import MODEL_FORMAT_VERSION
 
     return {

@@ -29,9 +29,6 @@ PENDING = frozenset({
     "facesegment/dense/_scores.py",
     "facesegment/dense/image.py",
     "facesegment/dense/predict.py",
-    "facesegment/dense/reweight.py",
-    "facesegment/faces/landmark_model.py",
-    "facesegment/faces/mesh_model.py",
     "facesegment/forest/_cart_kernels.py",
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
@@ -44,6 +41,9 @@ PENDING = frozenset({
     "facesegment/modelio/model.py",
     "facesegment/modelio/protocol.py",
     "facesegment/models/__init__.py",
+    "facesegment/models/landmark.py",
+    "facesegment/models/mesh.py",
+    "facesegment/reweight.py",
     "facesegment/rule.py",
 })
 

@@ -8,7 +8,7 @@ from facesegment.cli import main
 from facesegment.data.imageio import to_grey, write_png_atomic
 from facesegment.dense import predict_image
 from facesegment.layout import WindowLayout
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.data.windows import read_windows
 
 

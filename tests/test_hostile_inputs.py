@@ -372,7 +372,7 @@ def test_exclude_list_is_read_with_a_limit(tmp_path, capsys, monkeypatch):
 def test_wide_pixel_stride_scores_nothing_instead_of_failing(tmp_path, model_dir):
     from facesegment.data.datasets import find_faces
     from facesegment.evaluation.scoring import evaluate
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
     from tests.data.test_extract import _faces
 
     recs = find_faces(_faces(tmp_path / "faces", n=1))

@@ -262,30 +262,25 @@ def strongly_connected(graph):
 
 _F = "facesegment."
 #: The library's layers, lowest first: a node imports only its own layer and those below.
-#: kernels and estimators (``forest``) <- data <- dense inference and the decision rule
-#: <- evaluation <- models and photos <- the one-call API <- the command line.
+#: kernels and estimators (``forest``) <- data <- reweighting <- dense inference and the
+#: decision rule <- evaluation <- photos (``faces``) <- the forest model and its folder
+#: (``modelio``) <- cascades (``autocontext``) <- every model kind and the shipped models
+#: (``models``) <- the one-call API <- the command line.
 LAYERS = (
     ("facesegment",) + tuple(_F + m for m in (
         "errors", "layout", "position", "progress", "_jit", "_lazy", "bounds", "atomic",
         "extras", "classes", "limits", "parallel")),
     (_F + "forest",),
     (_F + "data",),
+    (_F + "reweight",),
     (_F + "dense", _F + "rule"),
     (_F + "evaluation",),
-    (_F + "faces", _F + "modelio", _F + "autocontext", _F + "models"),
+    (_F + "faces",),
+    (_F + "modelio",),
+    (_F + "autocontext",),
+    (_F + "models",),
     (_F + "warmup", _F + "api"),
     (_F + "commands", _F + "cli", _F + "__main__"),
-)
-#: Circles of subpackages that their public modules still close, each within one layer:
-#: ``dense.predict_image`` applies the rule (``rule.decision_rule``), whose
-#: ``DecisionRule.apply`` runs dense's reweighting kernels; ``modelio.load_model``
-#: opens every kind of model folder (a cascade, landmark votes, the face mesh), and
-#: those kinds (``autocontext.cascade``, ``faces.landmark_model``, ``faces.mesh_model``)
-#: stand on the model format (``modelio``) and the shipped models (``models``).
-#: A new circle or a wider one fails; one that is broken fails until it leaves this list.
-KNOWN_CYCLES = (
-    frozenset({_F + "dense", _F + "rule"}),
-    frozenset({_F + "autocontext", _F + "faces", _F + "modelio", _F + "models"}),
 )
 
 
@@ -296,17 +291,12 @@ def test_every_subpackage_has_a_layer():
     assert not missing, f"give these a layer in LAYERS: {sorted(missing)}"
 
 
-def test_no_subpackage_cycles_but_the_known_ones():
+def test_no_subpackage_cycles():
     graph = subpackage_graph()
     cycles = strongly_connected(graph)
-    new = [c for c in cycles if c not in KNOWN_CYCLES]
-    assert not new, "subpackages import each other in a circle (move the shared code down a "\
+    assert not cycles, "subpackages import each other in a circle (move the shared code down a "\
         "layer):\n" + "\n".join(
-            "  " + graph[a][b] for c in new for a in sorted(c) for b in sorted(graph[a]) if b in c)
-    broken = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
-    assert not broken, f"no longer a circle, remove it from KNOWN_CYCLES: {broken}"
-    layer_of = {node: i for i, layer in enumerate(LAYERS) for node in layer}
-    assert all(len({layer_of[n] for n in c}) == 1 for c in KNOWN_CYCLES)
+            "  " + graph[a][b] for c in cycles for a in sorted(c) for b in sorted(graph[a]) if b in c)
 
 
 def test_subpackage_layers_point_one_way():

@@ -17,11 +17,12 @@ PACKAGE = ROOT / "facesegment"
 
 #: Modules allowed at the root: the API and command line, and the small
 #: modules every layer uses (errors, atomic writes, limits, progress, threads,
-#: Numba options, lazy exports, classes, the window layout, the decision rule and its
-#: position prior).
+#: Numba options, lazy exports, classes, the window layout, the decision rule, its
+#: position prior and the reweighting it shares with dense inference).
 ROOT_MODULES = {"__init__", "__main__", "_jit", "_lazy", "api", "atomic", "bounds", "classes",
                 "cli", "errors",
-                "layout", "limits", "parallel", "position", "progress", "rule", "warmup", "extras"}
+                "layout", "limits", "parallel", "position", "progress", "reweight", "rule",
+                "warmup", "extras"}
 SUBPACKAGES = {"autocontext", "commands", "data", "dense", "evaluation", "faces", "forest",
                "modelio", "models"}
 #: Subpackages whose ``__init__`` re-exports public names on first use.

@@ -7,7 +7,8 @@ import pytest
 
 from facesegment.evaluation import maps, scoring as evaluation
 from facesegment.dense import confusion_sweep, predict_image
-from facesegment.modelio.model import load_model, save_model
+from facesegment.modelio.model import save_model
+from facesegment.models import load_model
 from facesegment.position import (PositionPrior, constant_labels, fit_position_prior,
                                   position_factor)
 from tests import naive

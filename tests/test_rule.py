@@ -12,7 +12,8 @@ import pytest
 from facesegment.evaluation import maps, scoring as evaluation
 from facesegment.evaluation.calibrate import choose_rule, held_out_records
 from facesegment.dense import predict_image, predict_proba_raw
-from facesegment.modelio.model import load_model, save_model
+from facesegment.modelio.model import save_model
+from facesegment.models import load_model
 from facesegment.rule import (PAPER_RULE, DecisionRule, NoRuleWarning, decision_rule,
                               rule_of)
 from tests.dense.test_inference import random_image, random_model

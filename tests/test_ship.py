@@ -44,7 +44,7 @@ def _fake_run(tmp_path, kind="two-probe", n=4):
 
 
 def test_ship_writes_the_model_without_machine_metrics_and_its_card(tmp_path):
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
     from pipelines.ship import ship
 
     cfg = _fake_run(tmp_path)

@@ -3,8 +3,8 @@
 import json
 
 import facesegment.faces.landmark_fit as lf
-from facesegment.faces.landmark_model import is_landmark_folder
-from facesegment.modelio.model import load_model
+from facesegment.models.landmark import is_landmark_folder
+from facesegment.models import load_model
 from facesegment.faces.votes import VoteSpec
 from pipelines import ship_landmarks
 from tests.test_pipelines import make_dataset

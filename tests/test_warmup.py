@@ -110,7 +110,7 @@ def test_each_default_step_runs(step):
 
 def test_a_landmark_model_prepares_nothing_before_its_first_face(monkeypatch):
     """Its votes need no kernel; its fallback compiles only for a crop without a face."""
-    from facesegment.faces.landmark_model import LandmarkModel
+    from facesegment.models.landmark import LandmarkModel
     from facesegment.faces.votes import VoteSpec
 
     calls = []

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dense._packing import cached
-from ..dense.reweight import class_scale
+from ..reweight import class_scale
 from ..position import position_factor
 from ._context_kernels import shifted_planes
 from ..layout import WindowLayout

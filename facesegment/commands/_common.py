@@ -7,12 +7,12 @@ import math
 from ..atomic import OVERWRITE_FIX, check_output_path, check_writable_folder
 from ..bounds import BOUNDS
 from ..dense import default_beta, model_layout
-from ..dense._checks import check_factors
 from ..errors import DataError
 from ..limits import (MAX_PIXEL_STRIDE, MAX_SEED, MAX_WINDOW_SIDE, MAX_WINDOWS,  # noqa: F401
                       MAX_WORKERS)
-from ..modelio.model import load_model
 from ..models import resolve
+from ..models.load import load_model
+from ..reweight import check_factors
 from ..rule import missing_rule_note, rule_of
 
 

@@ -10,13 +10,8 @@ Modules
 ``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
                :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
                ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
-``reweight``   prior reweighting: :func:`reweight`, :func:`class_scales`;
-               smoothing the maps: :func:`smooth` (a model's stored terms,
-               :func:`default_alpha`, :func:`default_beta`, :func:`default_sigma`,
-               are :mod:`facesegment.rule`'s, re-exported here)
-``image``      :func:`pad_image`, :func:`strict_region`, :func:`fft_responses`
-``_checks``    argument validation, the model's layout, image + planes stacking,
-               the ``kernels=`` choices
+``image``      :func:`pad_image`, :func:`fft_responses`
+``_checks``    argument validation, image + planes stacking, the ``kernels=`` choices
 ``_face``      :func:`predict_image` of the models that read a crop themselves
                (``model.dense`` false: ``model.predict_face``)
 ``_packing``   node records of the kernels, cached per forest, width and layout
@@ -25,18 +20,23 @@ Modules
 ``_fast``      axis-aligned / two-probe forests: 64-bit records, tree-major
 ``_levels``    forests with oblique nodes: pixels grouped by node, level by level
 ``_visits``    oblique visit counts, by the kernels that predict the forest
-``_scores``    layout-free kernels: fused reweight + argmax, sweep labels, confusion
+``_scores``    layout-free kernels: sweep labels, confusion
+
+Prior reweighting (:func:`reweight`, :func:`class_scales`), smoothing the maps
+(:func:`smooth`), the modes, :func:`model_layout` and :func:`strict_region` are
+:mod:`facesegment.reweight`'s, which the decision rule shares; a model's stored
+terms (:func:`default_alpha`, :func:`default_beta`, :func:`default_sigma`) are
+:mod:`facesegment.rule`'s; both re-exported here.
 
 The window layout (window side, channels) comes from ``model.layout``; see
 docs/inference.md.
 """
 
-from ._checks import MODES, model_layout
-from .image import fft_responses, pad_image, strict_region
+from ..reweight import MODES, class_scales, model_layout, reweight, smooth, strict_region
+from .image import fft_responses, pad_image
 from .predict import (confusion_sweep, count_oblique_visits, count_sparse_entries,
                       default_alpha, default_beta, default_sigma, predict_image,
                       predict_proba_raw)
-from .reweight import class_scales, reweight, smooth
 
 __all__ = ["MODES", "predict_image", "predict_proba_raw", "count_oblique_visits",
            "count_sparse_entries", "confusion_sweep", "reweight", "class_scales", "default_alpha", "default_beta",

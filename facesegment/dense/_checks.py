@@ -3,12 +3,7 @@ ValueError/TypeError naming the parameter, the value and the fix."""
 
 import numpy as np
 
-from ..bounds import BOUNDS
 from ..data.imageio import to_grey
-from ..forest._verify import verified
-from ..layout import DEFAULT_LAYOUT
-
-MODES = ("full", "strict")
 
 #: The ``kernels`` argument of :func:`predict_image`, :func:`predict_proba_raw`
 #: and :func:`confusion_sweep`: which kernel families may run a forest (every
@@ -32,34 +27,6 @@ def check_kernels(kernels):
                          f"got {kernels!r}") from None
 
 
-def check_mode(mode):
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r} is not one of {MODES} ('strict' ignores the border "
-                         "of half a window like the paper, 'full' reflect-pads and predicts "
-                         "every pixel)")
-    return mode
-
-
-def check_alpha(alpha, name="alpha"):
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {alpha!r}") from None
-    if not np.isfinite(a) or a < 0:
-        raise ValueError(f"{name}={alpha!r} must be finite and >= 0 "
-                         "(1 = the paper's full prior reweighting, 0 = none)")
-    return _upper(name, a)
-
-
-def _upper(name, value):
-    """``value`` within the upper bound of ``BOUNDS`` for alpha, beta or sigma."""
-    bound = BOUNDS.get(name.rstrip("s")) or BOUNDS["alpha"]
-    if value > bound.high:
-        raise ValueError(f"{name}={value!r} is out of bounds: expected {bound.describe()} "
-                         f"({bound.reason})")
-    return value
-
-
 def check_limit(value, name, upper):
     """Validate n_trees / max_depth: None (no limit) or an int >= 1 (or 0 for depth)."""
     if value is None:
@@ -77,60 +44,6 @@ def check_fft_levels(fft_levels):
             or fft_levels < 0:
         raise ValueError(f"fft_levels={fft_levels!r} must be an int >= 0 (0 = no FFT levels)")
     return int(fft_levels)
-
-
-def check_factors(sampling_factors, n_classes):
-    s = np.asarray(sampling_factors, dtype=np.float64)
-    if s.ndim != 1 or s.shape[0] != n_classes:
-        raise ValueError(f"sampling_factors has shape {s.shape}; expected "
-                         f"({n_classes},) (one factor per class)")
-    if not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ValueError(f"sampling_factors={s.tolist()} must be finite and > 0")
-
-    bound = BOUNDS["sampling_factors"]
-    if np.any(s < bound.low) or np.any(s > bound.high):
-        raise ValueError(f"sampling_factors={s.tolist()} are out of bounds: expected each "
-                         f"{bound.describe()} ({bound.reason})")
-    return s
-
-
-def forest_arrays(model):
-    """``model.arrays`` proved safe for the kernels (TypeError when ``model`` is not
-    a Model; :class:`facesegment.forest._verify.ForestProblem`, a ValueError,
-    when its arrays are inconsistent)."""
-    arrays = getattr(model, "arrays", None)
-    if arrays is None or not hasattr(arrays, "roots"):
-        raise TypeError(f"model must be a facesegment.modelio.model.Model (with .arrays), got "
-                        f"{type(model).__name__} (load one with facesegment.modelio.model.load_model)")
-    return verified(arrays)
-
-
-def forest_stages(model):
-    """The forests ``model`` runs one after the other (``model.stages``: a cascade's
-    stages, a forest Model itself); a bare forest object without ``stages`` is
-    its own one stage."""
-    stages = getattr(model, "stages", None)
-    return [model] if stages is None else list(stages)
-
-
-def model_layout(model):
-    """The model's window layout (the paper's 31x31 RGB one when it records none).
-
-    Raises ValueError when the layout does not match the forest's features
-    (e.g. a model trained on tabular data, which dense inference cannot use).
-    """
-    stages = forest_stages(model)
-    if len(stages) > 1:   # a cascade: its stages are checked, the image's layout
-        for stage in stages:
-            model_layout(stage)
-        return model.layout
-    arrays = forest_arrays(model)
-    layout = getattr(model, "layout", None) or DEFAULT_LAYOUT
-    if not layout.matches(arrays.n_features):
-        raise ValueError(f"model has {arrays.n_features} features but its window layout is "
-                         f"{layout.describe()} (dense inference needs a model trained on "
-                         "image windows, e.g. by `facesegment train` on a windows file)")
-    return layout
 
 
 def _plural(n, word):

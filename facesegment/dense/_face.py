@@ -10,8 +10,7 @@ import numpy as np
 
 from ..classes import IGNORE
 from ..layout import DEFAULT_LAYOUT
-from ._checks import check_mode
-from .image import strict_region
+from ..reweight import check_mode, strict_region
 
 
 def face_prediction(model, image, mode="full", alpha=None, beta=None, sigma=None,

@@ -1,9 +1,6 @@
-"""Layout-free kernels of dense inference: reweighting, sweep labels, confusion counts."""
+"""Layout-free kernels of dense inference: sweep labels, confusion counts."""
 
-import numpy as np
-from numba import prange
-
-from .._jit import INLINE, NJIT, PARALLEL, njit
+from .._jit import INLINE, NJIT, njit
 
 
 @njit(**INLINE)
@@ -28,30 +25,4 @@ def confusion_many(preds, truth, n_classes, out):
     for s in range(preds.shape[0]):
         for i in range(truth.shape[0]):
             out[s, truth[i], preds[s, i]] += 1
-    return out
-
-
-@njit(**PARALLEL)
-def reweight_rows(raw, scale, out, labels):
-    """Prior reweighting and argmax of ``raw`` float32 (n, C) in one pass.
-
-    ``out[i] = raw[i] * scale / sum(raw[i] * scale)`` (rows summing to 0 stay
-    0), ``labels[i]`` = the first class of maximal ``out[i]`` (uint8).
-    """
-    n, n_classes = raw.shape
-    for i in prange(n):
-        total = np.float32(0.0)
-        best = 0
-        bv = np.float32(-1.0)
-        for c in range(n_classes):
-            v = raw[i, c] * scale[c]
-            out[i, c] = v
-            total += v
-            if v > bv:
-                bv = v
-                best = c
-        if total > 0:
-            for c in range(n_classes):
-                out[i, c] = out[i, c] / total
-        labels[i] = best
     return out

@@ -1,4 +1,4 @@
-"""Padding, the strict-mode region and FFT responses of a window layout."""
+"""Padding and FFT responses of a window layout."""
 
 import cv2
 import numpy as np
@@ -26,14 +26,6 @@ def float_image(img):
     imgf = np.zeros(img.size + ROW_SLACK, dtype=np.float32)
     imgf[:img.size] = img.reshape(-1)
     return imgf
-
-
-def strict_region(shape, layout=DEFAULT_LAYOUT):
-    """``(y0, y1, x0, x1)``: the pixels whose window lies inside an image of ``shape``."""
-    h, w = shape[:2]
-    y0 = x0 = layout.half
-    y1, x1 = max(y0, h - layout.half), max(x0, w - layout.half)
-    return y0, y1, x0, x1
 
 
 def fft_responses(padded, arrays, roots, levels, shape, layout=DEFAULT_LAYOUT):

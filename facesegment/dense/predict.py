@@ -44,17 +44,18 @@ import numpy as np
 from ..classes import IGNORE
 from . import _fast, _general, _levels, _pooled, _visits
 from ._face import face_prediction
-from ._checks import (KERNELS, MODES, check_fft_levels, check_kernels, check_limit,  # noqa: F401
-                      check_mode, check_alpha, forest_arrays, forest_stages, image_and_planes,
-                      model_layout)
+from ._checks import (KERNELS, check_fft_levels, check_kernels, check_limit,  # noqa: F401
+                      image_and_planes)
 from ._numba import layout_kernels
 from ..forest._arrays import n_sparse
 from ._packing import cached, pack_fast, pack_nodes, pack_sparse
 from ._scores import confusion_many
 from ._split import split_buffer
-from .image import ROW_SLACK, fft_responses, float_image, pad_image, strict_region
+from .image import ROW_SLACK, fft_responses, float_image, pad_image
 from ..position import position_factor, position_scales
-from .reweight import check_beta, check_sigma, class_scales, reweight, smooth  # noqa: F401
+from ..reweight import (MODES, check_alpha, check_beta, check_mode, check_sigma,  # noqa: F401
+                        class_scales, forest_arrays, forest_stages, model_layout, reweight,
+                        smooth, strict_region)
 # a model's stored terms: the rule's module reads them (re-exported here and by the package)
 from ..rule import decision_rule, default_alpha, default_beta, default_sigma  # noqa: F401
 
@@ -220,7 +221,7 @@ def predict_image(model, image, mode="full", alpha=None, max_depth=None, n_trees
         0 = no position prior.  Default: the model's rule.
     sigma : float >= 0, optional
         Blur each reweighted class map with a Gaussian of ``sigma`` pixels
-        before the argmax (:func:`facesegment.dense.reweight.smooth`); 0 = none.
+        before the argmax (:func:`facesegment.reweight.smooth`); 0 = none.
         Default: the model's rule.  The whole image is predicted ("full")
         before blurring; "strict" then blanks the border.
     kernels : {"auto", "no-fast", "no-levels", "general"}

@@ -9,10 +9,8 @@ import numpy as np
 from ..classes import IGNORE
 from ..data.datasets import load_face
 from ..dense import model_layout
-from ..dense._checks import check_alpha
-from ..dense.image import strict_region
-from ..dense.reweight import check_beta
 from ..limits import MAX_PIXEL_STRIDE
+from ..reweight import check_alpha, check_beta, strict_region
 from ..rule import default_beta
 from .metrics import summarize
 
@@ -66,7 +64,7 @@ def _arrays(model):
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "n_trees"):
         raise TypeError(f"model must be a facesegment.modelio.model.Model, got {type(model).__name__} "
-                        "(load one with facesegment.modelio.model.load_model)")
+                        "(load one with facesegment.models.load_model)")
     return arrays
 
 

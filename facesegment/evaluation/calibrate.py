@@ -22,7 +22,7 @@ all choose rules with this function.  A new term of the rule adds its step here.
 
 from ..data.datasets import find_faces
 from ..data.splits import split_dataset
-from ..dense._checks import check_alpha
+from ..reweight import check_alpha
 from ..rule import DecisionRule
 from .maps import evaluate_smoothed
 from .scoring import choose_alpha

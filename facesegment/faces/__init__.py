@@ -1,4 +1,4 @@
-"""Photos and faces: finding faces, cropping them, landmarks, and the landmark models.
+"""Photos and faces: finding faces, cropping them, landmarks, and the face mesh.
 
 Modules
 -------
@@ -13,12 +13,13 @@ Modules
 ``landmarks``       ``.pts`` I/O and 8-class label maps drawn from 68 landmarks
 ``renderer``        the landmark renderer: dlib's predicted landmarks drawn as label polygons
 ``votes``           landmark votes: dlib's predictor from many boxes, the maps averaged
-``landmark_model``  :class:`LandmarkModel`, a face parser that reads dlib's landmarks
 ``landmark_fit``    fitting and scoring landmark models
 ``shape_prior``     the landmark-conditioned shape prior
 ``shape_frame``     its canonical face frame and the piecewise-affine warps in and out of it
 
-The names below are loaded on first use (importing the package loads none of its modules).
+The model kinds that read faces themselves (landmark votes, the face mesh) are in
+:mod:`facesegment.models`.  The names below are loaded on first use (importing
+the package loads none of its modules).
 """
 
 from .._lazy import lazy_exports
@@ -28,9 +29,7 @@ _LAZY = {"segment_image": "segment", "photo_faces": "segment", "segment_folder":
          "segment_video": "video", "segment_frames": "video",
          "detect_faces": "crops", "find_crops": "crops", "crop_face": "crops",
          "label_folder": "label", "read_pts": "landmarks", "write_pts": "landmarks",
-         "render_labels": "landmarks", "LandmarkModel": "landmark_model",
-         "load_landmark_model": "landmark_model", "save_landmark_model": "landmark_model",
-         "ShapePrior": "shape_prior", "fit_shape_prior": "shape_prior"}
+         "render_labels": "landmarks", "ShapePrior": "shape_prior", "fit_shape_prior": "shape_prior"}
 
 __all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,4 +1,4 @@
-"""Fitting and scoring landmark models (:mod:`facesegment.faces.landmark_model`).
+"""Fitting and scoring landmark models (:mod:`facesegment.models.landmark`).
 
 * :func:`landmark_set_table`: every face's landmark sets (:func:`facesegment.
   votes.landmark_sets`, no offset), computed once and cached in one ``.npz``
@@ -27,11 +27,10 @@ from ..evaluation.metrics import class_average, confusion_matrix, jaccard
 from ..evaluation.scoring import _check_common, _summary, scored_label
 from ..layout import DEFAULT_LAYOUT
 from ..progress import Progress
-from .landmark_model import LANDMARK_PATH
 from .landmarks import pts_path_for, read_pts
 from .mesh_segment import MESH_PATH
 from .renderer import _table_key
-from .votes import VoteSpec, detect_box, fit_offset, landmark_sets
+from .votes import LANDMARK_PATH, VoteSpec, detect_box, fit_offset, landmark_sets
 
 SET_TABLE_FORMAT = "facesegment-landmark-sets"
 SET_TABLE_VERSION = 1

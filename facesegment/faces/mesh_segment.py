@@ -1,4 +1,4 @@
-"""Segmenting photos with a mesh-forest model (:mod:`facesegment.faces.mesh_model`).
+"""Segmenting photos with a mesh-forest model (:mod:`facesegment.models.mesh`).
 
 :func:`mesh_faces` finds every face of a photo with the face mesh, segments
 each from its crop and maps it back onto the photo; ``facesegment.segment`` and

@@ -19,7 +19,7 @@ against the annotation convention), draws each set with
 :func:`facesegment.faces.landmarks.render_labels` and averages the one-hot maps:
 ``votes[y, x, c]`` is the share of the sets that put pixel ``(y, x)`` in class
 ``c``.  Their argmax is the *vote renderer*; the maps are also the context of a
-landmark stage (:mod:`facesegment.faces.landmark_model`).
+landmark stage (:mod:`facesegment.models.landmark`).
 
 Measured on faces300w (``python -m pipelines.ship_landmarks``, docs/landmarks.md):
 the vote renderer's argmax beats a single rendering by about two points of
@@ -34,6 +34,9 @@ import numpy as np
 from ..classes import N_CLASSES
 from .label import DLIB_LOCK, get_models, pick_central
 from .landmarks import render_labels
+
+#: Paths a face takes (the ``paths`` column of ``segment``'s CSV).
+LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
 
 #: Mirror of the 68-point (iBUG 300-W) markup: ``FLIP[i]`` is the landmark
 #: that point ``i`` becomes in the mirrored face.
@@ -307,4 +310,4 @@ def fit_offset(sets, human):
 
 
 __all__ = ["FLIP", "VoteSpec", "landmark_sets", "vote_maps", "detect_box", "face_votes",
-           "fit_offset"]
+           "fit_offset", "LANDMARK_PATH", "FREE_PATH"]

@@ -2,8 +2,8 @@
 
 Defined here, below the files that store it (:mod:`facesegment.modelio._model_files`
 reads and writes one model folder given this class; :mod:`facesegment.autocontext.cascade`
-loads a cascade's stages with it) and below :mod:`facesegment.modelio.model`, whose
-``load_model`` opens either.  Import it as ``facesegment.modelio.model.Model``.
+loads a cascade's stages with it) and below :func:`facesegment.models.load_model`,
+which opens either.  Import it as ``facesegment.modelio.model.Model``.
 """
 
 from dataclasses import dataclass, field

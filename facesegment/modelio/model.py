@@ -17,22 +17,19 @@ A model is a self-describing folder (never a pickle)::
 A regression forest keeps one ``value`` column, the leaf means, named
 ``target`` (classes ``[0]``, sampling factor 1).  Any classification problem round-trips exactly (classes of any dtype, any
 number of features); face models also keep their class names, sampling
-factors and window layout.  ``load_model`` validates the folder and says what
-is wrong with one that is not a model, is truncated, or has another format
-version; models of format version 1 (before layouts and classes were recorded)
+factors and window layout.  :func:`facesegment.models.load_model` validates the
+folder and says what is wrong with one that is not a model, is truncated, or has
+another format version; models of format version 1 (before layouts and classes were recorded)
 still load.  The :class:`Model` dataclass is defined in
 :mod:`facesegment.modelio._model_class`, one model folder's files in
 :mod:`facesegment.modelio._model_files`, ``model.json``'s fields in
-:mod:`facesegment.modelio._model_doc`; :func:`load_model` opens a cascade folder
-(:mod:`facesegment.autocontext.cascade`) too.
+:mod:`facesegment.modelio._model_doc`; :func:`facesegment.models.load_model`
+opens every other kind of model folder too (a cascade, landmark votes, the face mesh).
 """
 
-from ..autocontext.cascade import is_cascade_folder, load_cascade
-from ..faces.landmark_model import is_landmark_folder, load_landmark_model
-from ..faces.mesh_model import is_mesh_folder, load_mesh_model
 from ._model_class import Model
 from ._model_doc import FOREST_FORMAT, MODEL_FORMAT, MODEL_FORMAT_VERSION, kinds  # noqa: F401
-from ._model_files import check_model_output as _check, load_model_folder, save_model as _save
+from ._model_files import check_model_output as _check, save_model as _save
 
 
 def save_model(model, path):
@@ -51,31 +48,6 @@ def save_model(model, path):
     return _save(model, path)
 
 
-def load_model(path, verify=True):
-    """Load and validate a model folder written by :func:`save_model`.
-
-    Parameters
-    ----------
-    path : str or Path
-        The model folder (or its ``model.json``).
-    verify : bool
-        Check the size and SHA-256 of ``forest.h5`` recorded in ``model.json``.
-
-    Raises
-    ------
-    DataError
-        When the folder is not a model, is truncated or corrupt, or has another
-        format version.
-    """
-    if is_cascade_folder(path):   # an auto-context cascade: all its stages in one folder
-        return load_cascade(path, verify)
-    if is_landmark_folder(path):  # a landmark model: its vote spec and a fallback model
-        return load_landmark_model(path, verify)
-    if is_mesh_folder(path):      # a mesh-forest model: its stages and pan estimate
-        return load_mesh_model(path, verify)
-    return load_model_folder(Model, path, verify)
-
-
 def check_model_output(path):
     """Fail early (DataError) when a model cannot be saved as the folder ``path``.
 
@@ -92,5 +64,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Model", "save_model", "load_model", "check_model_output",
+__all__ = ["Model", "save_model", "check_model_output",
            "MODEL_FORMAT_VERSION"]

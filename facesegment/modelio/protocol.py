@@ -4,9 +4,9 @@ Four classes implement it, so callers never ask which class a model is:
 
 * :class:`facesegment.modelio.model.Model`: one forest over image windows;
 * :class:`facesegment.autocontext.cascade.Cascade`: auto-context stages of forests;
-* :class:`facesegment.faces.landmark_model.LandmarkModel`: dlib's landmark votes
+* :class:`facesegment.models.landmark.LandmarkModel`: dlib's landmark votes
   with a landmark-free forest as its fallback;
-* :class:`facesegment.faces.mesh_model.MeshModel`: MediaPipe's face mesh and
+* :class:`facesegment.models.mesh.MeshModel`: MediaPipe's face mesh and
   forest stages.
 
 Forests and cascades (``dense`` true) are also what :mod:`facesegment.dense`

@@ -1,23 +1,32 @@
-"""The models shipped with the package, by name.
+"""The models shipped with the package, by name, and every kind of model.
 
 Each is a model folder (``model.json`` + ``forest.h5``, or a cascade folder)
 under this package, with a ``MODEL_CARD.md`` saying what it was trained on,
 how (``make model``), its scores and its speed.  :data:`DEFAULT` is the one
 ``facesegment segment`` and :func:`facesegment.segment` use when no model is
 given.  Nothing is loaded at import.
+
+Modules
+-------
+``load``      :func:`load_model`: any model folder, opened by its kind
+``landmark``  :class:`LandmarkModel`, a face parser that reads dlib's landmarks
+``mesh``      :class:`MeshModel`, MediaPipe's face mesh and forest stages
+
+The names of these modules are loaded on first use.
 """
 
 from pathlib import Path
 
+from .._lazy import lazy_exports
 from ..errors import DataError
-from ..faces import mesh
+from ..faces import mesh as face_mesh  # not .mesh, the mesh model module of this package
 
 #: The default model: MediaPipe's face mesh and forest stages trained on hand-drawn masks
-#: (:mod:`facesegment.faces.mesh_model`; ``make model``).  It needs the face mesh
+#: (:mod:`facesegment.models.mesh`; ``make model``).  It needs the face mesh
 #: (README, Install); without it :func:`default_name` gives :data:`LANDMARKS`.
 DEFAULT = "faces-handdrawn"
 #: Landmark votes (dlib's 68 landmarks predicted from many boxes, drawn as faces300w's
-#: label polygons and averaged; :mod:`facesegment.faces.landmark_model`), with
+#: label polygons and averaged; :mod:`facesegment.models.landmark`), with
 #: :data:`FOREST` as its fallback for faces dlib cannot place; ``make model``.
 LANDMARKS = "faces300w-landmarks"
 #: The shipped forest: a two-probe forest of 32 trees with a position prior, trained on
@@ -26,7 +35,14 @@ FOREST = "faces300w-two-probe"
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["DEFAULT", "LANDMARKS", "FOREST", "default_name", "shipped", "model_path", "resolve"]
+#: Public names of this package's modules and the module of each, imported on first use.
+_LAZY = {"load_model": "load", "LandmarkModel": "landmark", "load_landmark_model": "landmark",
+         "save_landmark_model": "landmark", "MeshModel": "mesh", "load_mesh_model": "mesh",
+         "save_mesh_model": "mesh"}
+
+__all__ = ["DEFAULT", "LANDMARKS", "FOREST", "default_name", "shipped", "model_path",
+           "resolve"] + sorted(_LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 def shipped():
@@ -42,7 +58,7 @@ def default_name():
     """:data:`DEFAULT`, or :data:`LANDMARKS` when MediaPipe's face mesh (which the
     default needs) is not installed; that fallback is said once per process on
     stderr, with the command that installs the face mesh."""
-    if mesh.mesh_available():
+    if face_mesh.mesh_available():
         return DEFAULT
     if not _SAID:
         import sys

@@ -12,7 +12,7 @@ from facesegment.autocontext.context import ContextSpec, as_u8, context_maps, co
 from facesegment.forest import AxisAlignedForest, TwoProbeForest
 from facesegment.dense import confusion_sweep, predict_image, predict_proba_raw
 from facesegment.layout import WindowLayout
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.data.windows import WindowSet, WindowsMeta
 
 LAYOUT = WindowLayout(5, 3)

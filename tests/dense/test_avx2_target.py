@@ -29,7 +29,7 @@ import numpy as np
 from facesegment.dense import _flat, _pooled, _simd
 from facesegment.dense._numba import layout_kernels
 from facesegment.dense import predict_proba_raw
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 form = _simd.FORM
 model = load_model(sys.argv[1])
 image = np.load(sys.argv[2])

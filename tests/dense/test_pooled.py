@@ -10,7 +10,8 @@ import pytest
 from facesegment.forest import CO2Forest, TwoProbeForest
 from facesegment.dense import count_oblique_visits, predict_proba_raw
 from facesegment.layout import WindowLayout, box_means
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests import naive
 from tests.dense.test_levels import with_one_thread
 from tests.dense.test_sparse import assert_sweep_matches_predict

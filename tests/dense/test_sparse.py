@@ -12,7 +12,8 @@ from facesegment.errors import DataError
 from facesegment.forest import CO2Forest
 from facesegment.forest._arrays import n_sparse
 from facesegment.dense import confusion_sweep, predict_image, predict_proba_raw
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests import naive
 from tests.forest.test_sparse import mixed_forest
 

@@ -341,7 +341,8 @@ def test_a_model_carries_its_crop_rule_and_segment_and_evaluate_use_it(
     from facesegment.faces import segment as seg
     from facesegment.cli import main
     from facesegment.errors import DataError
-    from facesegment.modelio.model import load_model, save_model
+    from facesegment.modelio.model import save_model
+    from facesegment.models import load_model
     from facesegment.position import fit_position_prior
 
     model = random_model(3, kind="axis", n_trees=2, max_depth=4)

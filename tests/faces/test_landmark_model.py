@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-import facesegment.faces.landmark_model as lm
+import facesegment.models.landmark as lm
 import facesegment.faces.folder as folder
 from facesegment.errors import DataError
 from facesegment.data.imageio import write_png_atomic
 from facesegment.faces.landmarks import render_labels
-from facesegment.modelio.model import load_model
+from facesegment.models import load_model
 from facesegment.faces.votes import VoteSpec
 from tests.dense.test_inference import random_model
 from tests.faces.test_shape_prior import face_points

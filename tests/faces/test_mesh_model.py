@@ -131,10 +131,10 @@ def test_features_and_a_stage_learn_the_drawn_boundaries(mesh):
 
 
 def test_the_mesh_model_round_trips_and_is_deterministic(mesh, tmp_path):
-    from facesegment.faces.mesh_model import MeshModel, load_mesh_model, save_mesh_model
+    from facesegment.models.mesh import MeshModel, load_mesh_model, save_mesh_model
     from facesegment.faces.pose import fit_pan_model
     from facesegment.forest import AxisAlignedForest
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     faces = _faces(mesh)
     a = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=1, n_jobs=1), 2, 400, 0)
@@ -172,10 +172,10 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
     round-trips in the model folder."""
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.faces.mesh_stages import crop_proba, mirrored_planes, unmirror_proba
     from facesegment.forest import AxisAlignedForest
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=2), 1, 400, 0)
     image, _ = synthetic(mesh)
@@ -203,11 +203,11 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     the margin round-trips in the model folder."""
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.faces.mesh_stages import (crop_proba, mirrored_planes, predict_stages,
                                                read_region, unmirror_proba)
     from facesegment.forest import AxisAlignedForest
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     faces = _faces(mesh)
     forests = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=3), 2, 400, 0,
@@ -271,7 +271,7 @@ def test_segment_cli_writes_the_pan_and_the_mesh_path(mesh, tmp_path, capsys):
     from facesegment.cli import main
     from facesegment.data.imageio import read_label, write_png_atomic
     from facesegment.faces.mesh import mesh_available
-    from facesegment.faces.mesh_model import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.faces.pose import fit_pan_model
     from facesegment.forest import AxisAlignedForest
 

@@ -240,7 +240,8 @@ def test_a_face_without_landmarks_takes_the_landmark_free_path():
 # ------------------------------------------------------------ model folder
 
 def test_the_prior_round_trips_in_a_model_folder(tmp_path):
-    from facesegment.modelio.model import load_model, save_model
+    from facesegment.modelio.model import save_model
+    from facesegment.models import load_model
     from tests.dense.test_inference import random_model
 
     labels, pts = toy_faces(3)
@@ -264,7 +265,8 @@ def test_the_prior_round_trips_in_a_model_folder(tmp_path):
 
 def test_a_model_missing_or_with_a_corrupt_prior_file_is_one_clear_error(tmp_path):
     from facesegment.errors import DataError
-    from facesegment.modelio.model import load_model, save_model
+    from facesegment.modelio.model import save_model
+    from facesegment.models import load_model
     from tests.dense.test_inference import random_model
 
     labels, pts = toy_faces(2)

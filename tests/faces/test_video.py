@@ -92,7 +92,7 @@ def test_smoothing_averages_in_the_faces_own_crop():
 
 
 def test_segment_frames_yields_every_frame_in_order(tmp_path, model_dir):
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     model = load_model(model_dir)
     frames = synthetic_frames(7)

@@ -149,7 +149,8 @@ def test_missing_values_forest_predicts_and_follows_its_learned_sides(tmp_path):
     np.testing.assert_allclose(est.predict_proba(Xt[full]), proba[full], atol=1e-6)
     # the training rows are classified as the trees saw them
     assert est.score(X, y) > 0.9
-    from facesegment.modelio.model import Model, load_model, save_model
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
 
     save_model(Model.from_estimator(est), tmp_path / "m")
     back = load_model(tmp_path / "m").to_estimator()
@@ -178,7 +179,8 @@ def test_forest_without_missing_left_sends_nan_to_the_larger_child():
 def test_model_folders_without_missing_left_still_load(tmp_path):
     import h5py
 
-    from facesegment.modelio.model import Model, load_model, save_model
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
 
     rng = np.random.default_rng(8)
     X, y = _data(rng, 200, 5, 2, np.float32)

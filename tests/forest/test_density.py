@@ -20,7 +20,8 @@ from facesegment.forest._density_kernels import (best_density_split, leaf_log_ma
                                                  sample_kernel)
 from facesegment.forest.density import _fallback
 from facesegment.forest.registry import kind_of, make_estimator
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests.naive_density import (naive_box_mass, naive_cells, naive_density_split,
                                  naive_log_density)
 

@@ -31,7 +31,7 @@ def test_forests_doc_scikit_learn_example_runs(capsys):
 
 
 def test_readme_forest_example_runs_and_saves_a_model(tmp_path, monkeypatch, capsys):
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
 
     path = ROOT / "README.md"
     blocks = [b for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)

@@ -98,7 +98,8 @@ def test_warm_start_and_oob_with_nan(kind):
 
 @pytest.mark.parametrize("kind", ["two-probe", "co2-sparse", "ferns", "rotation"])
 def test_model_folder_keeps_the_missing_sides(kind, tmp_path):
-    from facesegment.modelio.model import Model, load_model, save_model
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
 
     X, y = nan_data(300, 4)
     est = make_estimator(kind, **params(kind)).fit(X, y)

@@ -14,7 +14,8 @@ import pytest
 
 from facesegment.cli import main
 from facesegment.forest.registry import KINDS, kind_names, kind_of, make_estimator
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests.forest import median_family
 from tests.forest.median_family import MedianForest, MedianSplit
 

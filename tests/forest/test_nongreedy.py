@@ -246,7 +246,8 @@ def test_dense_inference_equals_predict_proba():
 
 
 def test_save_and_load_round_trip(tmp_path):
-    from facesegment.modelio.model import Model, load_model, save_model
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
 
     rng = np.random.default_rng(0)
     X = rng.integers(0, 256, (300, 12), dtype=np.uint8)

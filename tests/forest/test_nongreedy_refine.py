@@ -115,7 +115,8 @@ def test_refined_forest_same_seed_identical_any_n_jobs():
 
 
 def test_registry_kind_and_model_round_trip(tmp_path):
-    from facesegment.modelio.model import Model, load_model, save_model
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
 
     rng = np.random.default_rng(0)
     X = rng.integers(0, 256, (600, 12), dtype=np.uint8)

@@ -11,7 +11,8 @@ from facesegment.forest import AxisAlignedForest, AxisAlignedForestRegressor, CO
 from facesegment.forest import pruning
 from facesegment.forest.pruning import (TIE, cost_complexity_pruning_path, node_risks, prune,
                                         tree_class_counts, weakest_link_path)
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests.naive_pruning import (naive_best_subtree, naive_node_counts, naive_node_risks,
                                  naive_weakest_link_path)
 

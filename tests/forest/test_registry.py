@@ -66,7 +66,8 @@ def test_adding_a_row_reaches_cli_config_selection_and_models(tmp_path):
                                                     {{"min_samples_leaf": 4}}]
         from facesegment.commands import train
         assert "axis-all" in train.DESCRIPTION
-        from facesegment.modelio.model import Model, save_model, load_model
+        from facesegment.modelio.model import Model, save_model
+        from facesegment.models import load_model
         X = np.random.default_rng(0).integers(0, 256, (80, 6), dtype=np.uint8)
         est = r.make_estimator("axis-all", n_estimators=2).fit(X, X[:, 0] > 127)
         m = load_model(save_model(Model.from_estimator(est), {str(tmp_path / 'm')!r}))

@@ -16,7 +16,8 @@ from facesegment.forest import (AxisAlignedForestRegressor, ExtraTreesForestRegr
 from facesegment.forest import regression as reg_mod
 from facesegment.forest._regression_kernels import grow_regression_tree, next_uniform
 from facesegment.forest.registry import KINDS, get_kind, kind_of
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from tests.naive_regression import (NaiveSplitMix, naive_regression_tree,
                                     naive_sse_importances)
 

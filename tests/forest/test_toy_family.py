@@ -16,7 +16,8 @@ from facesegment.forest._grow import draw_features
 from facesegment.forest.families import Split, Splitter
 from facesegment.forest.registry import ForestKind, kind_of, make_estimator, register_kind, \
     unregister_kind
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 
 
 def _entropy(c):

@@ -24,7 +24,8 @@ from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
 from facesegment.forest._arrays import ForestArrays
 from facesegment.forest._verify import ForestProblem, verify_forest
 from facesegment.layout import WindowLayout
-from facesegment.modelio.model import Model, load_model, save_model
+from facesegment.modelio.model import Model, save_model
+from facesegment.models import load_model
 from facesegment.data.windows import WindowsWriter, read_windows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,7 +192,7 @@ _KERNELS = textwrap.dedent("""
     from tests.modelio.test_hostile_models import CASES, IN_MEMORY_HARMLESS, _data
     from facesegment.dense import predict_image
     from facesegment.forest._verify import ForestProblem
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
     X, _ = _data()
     models = {kind: load_model(f"{sys.argv[1]}/{kind}") for kind in
               ("axis", "two-probe", "co2", "co2-sparse")}
@@ -481,7 +482,7 @@ _FUZZ = textwrap.dedent("""
     import json, hashlib, os, shutil, sys, traceback
     import numpy as np
     from facesegment.errors import DataError
-    from facesegment.modelio.model import load_model
+    from facesegment.models import load_model
     from facesegment.data.windows import read_windows, read_windows_meta
 
     def flip(data, rng, n_flips):

@@ -8,7 +8,8 @@ import pytest
 
 from facesegment.errors import DataError
 from facesegment.forest import AxisAlignedForest, CO2Forest, TwoProbeForest
-from facesegment.modelio.model import MODEL_FORMAT_VERSION, Model, load_model, save_model
+from facesegment.modelio.model import MODEL_FORMAT_VERSION, Model, save_model
+from facesegment.models import load_model
 
 
 def _data(seed=0, n=300):

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from facesegment.autocontext.cascade import Cascade
-from facesegment.faces.landmark_model import LandmarkModel
-from facesegment.faces.mesh_model import MeshModel
+from facesegment.models.landmark import LandmarkModel
+from facesegment.models.mesh import MeshModel
 from facesegment.faces.votes import VoteSpec
-from facesegment.modelio.model import Model, load_model
+from facesegment.modelio.model import Model
+from facesegment.models import load_model
 from facesegment.modelio.protocol import CARD_FILE, FaceModel, read_card
 from facesegment.models import model_path, shipped
 from facesegment.rule import DecisionRule

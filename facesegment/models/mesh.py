@@ -30,17 +30,18 @@ from .. import __version__
 from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..errors import DataError
+from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
+from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
+from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
+from ..faces.mesh_stages import (apply_gains, check_gains, crop_proba, mirrored_planes,
+                                 to_face_classes)
+from ..faces.pose import PanModel
 from ..modelio._model_class import Model
 from ..modelio._model_doc import read_format_doc
 from ..modelio._model_files import (check_model_output, jsonable, load_model_folder,
                                     save_model_folder, write_folder)
 from ..modelio.protocol import read_card
 from ..rule import DecisionRule
-from .mesh import MeshFinder, draw_mesh_parts, require_mesh
-from .mesh_features import CROP_SIZE, crop_planes, face_crop
-from .mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
-from .mesh_stages import apply_gains, check_gains, crop_proba, mirrored_planes, to_face_classes
-from .pose import PanModel
 
 MESH_FORMAT = "facesegment-mesh-model"
 MESH_FORMAT_VERSION = 1

@@ -27,16 +27,16 @@ from ..autocontext.cascade import is_cascade_folder, load_cascade
 from ..classes import CLASS_NAMES, N_CLASSES
 from ..dense import predict_image
 from ..errors import DataError
+from ..faces.crops import model_image
+from ..faces.photo import OWN_LANDMARKS, crop_faces
+from ..faces.votes import FREE_PATH, LANDMARK_PATH, VoteSpec, face_votes
 from ..modelio._forest_faces import DlibFaces
 from ..modelio._model_class import Model
 from ..modelio._model_doc import read_format_doc
 from ..modelio._model_files import check_model_output, jsonable, load_model_folder, write_folder
 from ..modelio.protocol import read_card
-from ..models import model_path
 from ..rule import DecisionRule
-from .crops import model_image
-from .photo import OWN_LANDMARKS, crop_faces
-from .votes import VoteSpec, face_votes
+from . import model_path
 
 LANDMARK_FORMAT = "facesegment-landmark-model"
 #: Version 2 added ``votes.flip_all`` (the mirrored face run from every box);
@@ -44,8 +44,6 @@ LANDMARK_FORMAT = "facesegment-landmark-model"
 LANDMARK_FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 LANDMARK_FILE = "landmark-model.json"
-#: Paths a face takes (the ``paths`` column of ``segment``'s CSV).
-LANDMARK_PATH, FREE_PATH = "landmarks", "landmark-free"
 _FIX = "build the landmark model again (or point at another model folder)"
 
 
