@@ -37,6 +37,19 @@ def load_model(name_or_path=None):
     None: :data:`facesegment.models.DEFAULT`) or by its folder (a model or a
     cascade written by ``facesegment train`` or the pipeline).
 
+    Parameters
+    ----------
+    name_or_path : str, Path or None, optional
+        A shipped model's name, or a model folder (or its ``model.json``); a
+        path that exists, or has more than one part, is taken as a folder.
+        None (default): :func:`facesegment.models.default_name`.
+
+    Returns
+    -------
+    Model, Cascade, LandmarkModel or MeshModel
+        The model, opened by its folder's kind
+        (:func:`facesegment.models.load.load_model`, its checksums verified).
+
     Raises
     ------
     DataError

@@ -15,7 +15,7 @@ The rule is chosen on validation images (:func:`facesegment.evaluation.calibrate
 stored in the model folder (``model.json`` key ``"rule"``) and applied by every
 entry point (``predict_image``, ``segment_image``, ``facesegment.segment``, the
 ``evaluate`` and ``segment`` commands) unless a term is given explicitly.
-Models saved before the rule was stored keep their choice in ``metrics``
+A model without a stored rule may record the choice in ``metrics``
 (``alpha``, ``beta``, ``sigma``); :func:`rule_of` reads it from there.
 
 Adding a term is one field here (its neutral value as the default, so stored
@@ -91,7 +91,25 @@ class DecisionRule:
     @classmethod
     def from_dict(cls, data):
         """The rule of a :meth:`to_dict` dictionary; missing terms take their
-        neutral defaults, unknown ones are an error (a newer facesegment's rule)."""
+        neutral defaults, unknown ones are an error (a newer facesegment's rule).
+
+        Parameters
+        ----------
+        data : dict
+            ``{"alpha": ..., "beta": ..., "sigma": ...}``, any term left out.
+
+        Returns
+        -------
+        DecisionRule
+
+        Raises
+        ------
+        TypeError
+            When ``data`` is not a dict, or a term is not a number.
+        ValueError
+            When ``data`` names an unknown term, or a term is negative, not
+            finite or out of its bounds (:data:`facesegment.bounds.BOUNDS`).
+        """
         if not isinstance(data, dict):
             raise TypeError(f"decision rule: expected a dict, got {type(data).__name__}")
         names = {f.name for f in fields(cls)}
@@ -104,9 +122,29 @@ class DecisionRule:
 
     @classmethod
     def from_metrics(cls, metrics, params=None):
-        """The rule recorded by models saved before rules were stored: ``alpha``
-        (or ``selection.alpha``, or ``params["alpha"]``), ``beta`` and ``sigma``
-        of ``metrics``; None when they record none of them."""
+        """The rule a model records in its metrics rather than as a stored rule:
+        ``alpha`` (or ``selection.alpha``, or ``params["alpha"]``), ``beta`` and
+        ``sigma`` of ``metrics``.
+
+        Parameters
+        ----------
+        metrics : dict or None
+            The model's metrics; None counts as empty.
+        params : dict or None, optional
+            The estimator's parameters, read for ``alpha`` when ``metrics`` has
+            none; None (default) counts as empty.
+
+        Returns
+        -------
+        DecisionRule or None
+            The rule (alpha 1, beta 0, sigma 0 where a term is not recorded);
+            None when none of the three terms is recorded.
+
+        Raises
+        ------
+        TypeError, ValueError
+            When a recorded term is not a valid term (see :meth:`from_dict`).
+        """
         metrics, params = metrics or {}, params or {}
         alpha = next((v for v in (metrics.get("alpha"),
                                   (metrics.get("selection") or {}).get("alpha"),
@@ -118,7 +156,25 @@ class DecisionRule:
                    sigma=sigma or 0.0)
 
     def replace(self, **terms):
-        """A copy with the given terms changed (None leaves a term as it is)."""
+        """A copy with the given terms changed (None leaves a term as it is).
+
+        Parameters
+        ----------
+        **terms : float or None
+            New values by term name (``alpha``, ``beta``, ``sigma``); None
+            keeps the term.
+
+        Returns
+        -------
+        DecisionRule
+
+        Raises
+        ------
+        TypeError
+            When a name is not a term, or a value is not a number.
+        ValueError
+            When a value is negative, not finite or out of its bounds.
+        """
         return dataclasses.replace(self, **{k: v for k, v in terms.items() if v is not None})
 
     def describe(self):
@@ -126,7 +182,23 @@ class DecisionRule:
 
     # ------------------------------------------------------------ applying
     def check(self, model):
-        """This rule checked against ``model`` (beta > 0 needs a position prior)."""
+        """This rule checked against ``model`` (beta > 0 needs a position prior).
+
+        Parameters
+        ----------
+        model : Model or Cascade
+            The model the rule is applied to (its ``position`` is read).
+
+        Returns
+        -------
+        DecisionRule
+            This rule itself.
+
+        Raises
+        ------
+        ValueError
+            When beta > 0 and the model has no position prior.
+        """
         if self.beta > 0 and getattr(model, "position", None) is None:
             raise ValueError(f"beta={self.beta:g} needs a model with a position prior "
                              "(model.position is None): give beta=0, or train the model "
@@ -200,9 +272,19 @@ def _reweight_position(raw, position, s, alpha, beta):
 def rule_of(model):
     """The decision rule stored with ``model``, or None when it has none.
 
-    ``model.rule`` when set, else the choice older models record in their
+    ``model.rule`` when set, else the choice a model records in its
     ``metrics`` (:meth:`DecisionRule.from_metrics`).  A beta recorded for a
     model without a position prior counts as 0.
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        Its ``rule``, ``metrics``, ``params`` and ``position`` attributes are
+        read where present.
+
+    Returns
+    -------
+    DecisionRule or None
     """
     rule = getattr(model, "rule", None)
     if rule is None:
@@ -215,26 +297,66 @@ def rule_of(model):
 
 def default_alpha(model):
     """The alpha of the model's decision rule (:func:`rule_of`: its stored rule, or
-    the alpha older models record in ``metrics``), else 1.0 (the paper's rule)."""
+    the alpha recorded in its ``metrics``), else 1.0 (the paper's rule).
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model (see :func:`rule_of`).
+
+    Returns
+    -------
+    float
+    """
     rule = rule_of(model)
     return 1.0 if rule is None else rule.alpha
 
 
 def default_beta(model):
     """The beta of the model's decision rule; 0 for a model without a position
-    prior (or without a rule)."""
+    prior (or without a rule).
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model (see :func:`rule_of`).
+
+    Returns
+    -------
+    float
+    """
     rule = rule_of(model)
     return 0.0 if rule is None else rule.beta
 
 
 def default_sigma(model):
-    """The sigma (pixels) of the model's decision rule, 0 when none."""
+    """The sigma (pixels) of the model's decision rule, 0 when none.
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model (see :func:`rule_of`).
+
+    Returns
+    -------
+    float
+    """
     rule = rule_of(model)
     return 0.0 if rule is None else rule.sigma
 
 
 def missing_rule_note(model):
-    """The one-line note for a model without a stored rule."""
+    """The one-line note for a model without a stored rule.
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model; its ``kind`` (``"?"`` when it has none) is named.
+
+    Returns
+    -------
+    str
+    """
     kind = getattr(model, "kind", "?")
     return (f"this {kind} model stores no decision rule: applying the paper's alpha 1 "
             "(no position prior, no smoothing), which scores far below an alpha chosen on "
@@ -251,6 +373,25 @@ def decision_rule(model, alpha=None, beta=None, sigma=None, warn=True):
 
     A model without a stored rule gets :data:`PAPER_RULE` and, unless alpha is
     given or ``warn`` is false, a :class:`NoRuleWarning` (once per model).
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model (see :func:`rule_of`); checked by :meth:`DecisionRule.check`.
+    alpha, beta, sigma : float or None, optional
+        Terms replacing the stored ones; None (default) keeps the stored term.
+    warn : bool, optional
+        Warn when the model stores no rule (default True).
+
+    Returns
+    -------
+    DecisionRule
+
+    Raises
+    ------
+    TypeError, ValueError
+        When a given term is not a valid term, or beta > 0 for a model without
+        a position prior.
     """
     rule = rule_of(model)
     if rule is None:

@@ -76,6 +76,17 @@ _SAID = []
 def model_path(name=None):
     """The folder of the shipped model ``name`` (default: :func:`default_name`).
 
+    Parameters
+    ----------
+    name : str or None, optional
+        A shipped model's name (:func:`shipped`); None (default):
+        :func:`default_name`.
+
+    Returns
+    -------
+    Path
+        The folder under this package that holds the model.
+
     Raises
     ------
     DataError
@@ -92,7 +103,25 @@ def model_path(name=None):
 
 def resolve(name_or_path=None):
     """The folder of ``name_or_path``: an existing folder or ``model.json`` as
-    given, else a shipped model's name (None: :func:`default_name`)."""
+    given, else a shipped model's name (None: :func:`default_name`).
+
+    Parameters
+    ----------
+    name_or_path : str, Path or None, optional
+        A path (``~`` expanded) that exists or has more than one part is
+        returned as it is; anything else is a shipped model's name
+        (:func:`model_path`).
+
+    Returns
+    -------
+    Path
+        The model's folder (or its ``model.json``, when given so).
+
+    Raises
+    ------
+    DataError
+        When a name is not a shipped model's (:func:`model_path`).
+    """
     if name_or_path is not None:
         p = Path(name_or_path).expanduser()
         if p.exists() or len(p.parts) > 1:
