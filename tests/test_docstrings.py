@@ -38,9 +38,6 @@ PENDING = frozenset({
     "facesegment/modelio/_model_doc.py",
     "facesegment/modelio/_model_files.py",
     "facesegment/modelio/model.py",
-    "facesegment/modelio/protocol.py",
-    "facesegment/models/landmark.py",
-    "facesegment/models/mesh.py",
     "facesegment/reweight.py",
 })
 

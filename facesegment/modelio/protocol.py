@@ -53,23 +53,95 @@ class FaceModel(Protocol):
     dense: bool
 
     def predict_face(self, crop, alpha=None, beta=None, sigma=None):
-        """Class probabilities float32 (H, W, 8) of one face crop (RGB uint8)."""
+        """Class probabilities float32 (H, W, 8) of one face crop (RGB uint8).
+
+        Parameters
+        ----------
+        crop : uint8 (H, W, 3)
+            An RGB face crop.
+        alpha, beta, sigma : float, optional
+            Terms of the decision rule (None: the model's); models whose rule
+            is built in do not use them.
+
+        Returns
+        -------
+        float32 (H, W, 8)
+        """
 
     def photo_faces(self, image, detect="auto", detector="landmarks", detect_size=None,
                     alpha=None, beta=None, sigma=None):
-        """Every face of a photo: a list of :class:`facesegment.faces.photo.PhotoFace`."""
+        """Every face of a photo: a list of :class:`facesegment.faces.photo.PhotoFace`.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        detect, detector, detect_size, alpha, beta, sigma
+            As :func:`facesegment.segment`.
+
+        Returns
+        -------
+        list of facesegment.faces.photo.PhotoFace
+            Largest first.
+        """
 
     def photo_labels(self, shape, faces, return_proba=False):
-        """The photo's labels (and probabilities) from :meth:`photo_faces`'s faces."""
+        """The photo's labels (and probabilities) from :meth:`photo_faces`'s faces.
+
+        Parameters
+        ----------
+        shape : tuple
+            ``(H, W, ...)`` of the photo.
+        faces : list of facesegment.faces.photo.PhotoFace
+            :meth:`photo_faces`'s faces.
+        return_proba : bool, optional
+            Also give the photo's class probabilities.
+
+        Returns
+        -------
+        labels : uint8 (H, W)
+        proba : float32 (H, W, C) or None
+        """
 
     def require(self, detect=True):
-        """Raise a one-line DataError when what finding faces needs is not installed."""
+        """Raise a one-line DataError when what finding faces needs is not installed.
+
+        Parameters
+        ----------
+        detect : bool, optional
+            Whether faces are to be detected (False: the image is taken as one
+            face crop).
+
+        Raises
+        ------
+        DataError
+        """
 
     def face_finder(self, detector="landmarks"):
-        """What searches a photo for faces, in words (for messages)."""
+        """What searches a photo for faces, in words (for messages).
+
+        Parameters
+        ----------
+        detector : str, optional
+            The ``detector`` of :meth:`photo_faces`.
+
+        Returns
+        -------
+        str
+        """
 
     def save(self, folder):
-        """Write the model as the folder ``folder`` (atomically)."""
+        """Write the model as the folder ``folder`` (atomically).
+
+        Parameters
+        ----------
+        folder : str or Path
+            The model folder.
+
+        Returns
+        -------
+        Path
+        """
 
 
 def read_card(folder):

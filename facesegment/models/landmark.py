@@ -88,16 +88,40 @@ class LandmarkModel(DlibFaces):
     def predict_crop(self, image):
         """Class probabilities of a face crop (RGB uint8 (H, W, 3)).
 
-        Returns ``(proba float32 (H, W, C), path, detection)``: ``path`` is
-        :data:`LANDMARK_PATH` when dlib found the face in the crop, else
-        :data:`FREE_PATH` (the fallback model's maps; all background without
-        one); ``detection`` is the dlib pass that found it ("" when none)."""
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB face crop.
+
+        Returns
+        -------
+        proba : float32 (H, W, C)
+            The landmark votes, or the fallback model's maps.
+        path : str
+            :data:`LANDMARK_PATH` when dlib found the face in the crop, else
+            :data:`FREE_PATH` (the fallback model's maps; all background
+            without one).
+        detection : str
+            The dlib pass that found the face ("" when none).
+        """
         return self.read_face(image)[:3]
 
     def read_face(self, image):
-        """:meth:`predict_crop` and the face's landmarks: ``(proba, path, detection,
-        points float64 (68, 2) or None)`` (the median of the landmark sets, in
-        ``image``'s pixels; None on the landmark-free path)."""
+        """:meth:`predict_crop` and the face's landmarks.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB face crop.
+
+        Returns
+        -------
+        proba, path, detection
+            As :meth:`predict_crop`.
+        points : float64 (68, 2) or None
+            The median of the finite landmark sets, in ``image``'s pixels; None
+            on the landmark-free path or when no set is finite.
+        """
         votes, sets, how = face_votes(image, self.votes)
         if votes is None:
             return self._fallback(image), FREE_PATH, "", None
@@ -152,6 +176,22 @@ class LandmarkModel(DlibFaces):
             sets for an image taken as one crop).
         """
         def one(crop, points):
+            """One crop's ``(proba, path, detection, landmarks)``.
+
+            Parameters
+            ----------
+            crop : uint8 (S, S, 3)
+                The face crop.
+            points : float64 (68, 2), None or OWN_LANDMARKS
+                The detector's landmarks in the crop's pixels; for
+                :data:`facesegment.faces.photo.OWN_LANDMARKS` (an image taken
+                as one crop) the crop's own landmark sets are returned instead.
+
+            Returns
+            -------
+            tuple
+                :meth:`read_face`'s proba, path and detection, and the landmarks.
+            """
             proba, path, how, own = self.read_face(crop)
             return proba, path, how, (own if points is OWN_LANDMARKS else points)
 
@@ -184,12 +224,46 @@ class LandmarkModel(DlibFaces):
 # ------------------------------------------------------------------ files
 
 def is_landmark_folder(path):
+    """Does ``path`` hold a landmark model (a ``landmark-model.json`` file)?
+
+    Parameters
+    ----------
+    path : str or Path
+        A folder.
+
+    Returns
+    -------
+    bool
+    """
     return (Path(path) / LANDMARK_FILE).is_file()
 
 
 def save_landmark_model(model, path):
     """Write the folder atomically; an existing landmark model, model or cascade
-    folder at ``path`` is replaced, anything else is refused."""
+    folder at ``path`` is replaced, anything else is refused.
+
+    The fallback is written as ``fallback/`` unless it is a shipped model
+    (``model.fallback_name``), which is referred to by name.
+
+    Parameters
+    ----------
+    model : LandmarkModel
+        The model to write.
+    path : str or Path
+        The model folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``path`` is a landmark model folder holding other files, is a
+        file or folder that :func:`facesegment.modelio.model.check_model_output`
+        refuses, or cannot be written.
+    """
     path = Path(path)
     if is_landmark_folder(path):
         own = (LANDMARK_FILE, "fallback", "MODEL_CARD.md", MANIFEST)
@@ -201,6 +275,13 @@ def save_landmark_model(model, path):
         check_model_output(path)
 
     def fill(tmp):
+        """Write the fallback folder (when not shipped) and the JSON file.
+
+        Parameters
+        ----------
+        tmp : Path
+            The temporary folder that replaces ``path`` afterwards.
+        """
         if model.fallback is not None and model.fallback_name is None:
             model.fallback.save(tmp / "fallback")
         write_json_atomic(tmp / LANDMARK_FILE, {
@@ -217,7 +298,27 @@ def save_landmark_model(model, path):
 
 def load_landmark_model(path, verify=True):
     """Load a folder written by :func:`save_landmark_model` (DataError naming
-    the file when it is not one)."""
+    the file when it is not one).
+
+    Parameters
+    ----------
+    path : str or Path
+        The landmark model folder.
+    verify : bool, optional
+        Check the recorded sizes and SHA-256 of the fallback model's files
+        (default True).
+
+    Returns
+    -------
+    LandmarkModel
+        Its ``folder`` is ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``landmark-model.json`` is missing, unreadable, of another format
+        or version, incomplete or malformed, or the fallback cannot be loaded.
+    """
     path = Path(path)
     js = path / LANDMARK_FILE
     doc = read_format_doc(js, LANDMARK_FORMAT, READ_VERSIONS, "landmark-model", _FIX)
@@ -243,7 +344,19 @@ def load_landmark_model(path, verify=True):
 def _load_fallback(path, ref, verify):
     """The fallback model and, for a shipped one, its name."""
     def load_model(folder, verify):   # a model or cascade folder (never a landmark model)
+        """The cascade or forest model of ``folder``.
 
+        Parameters
+        ----------
+        folder : Path
+            A cascade or model folder.
+        verify : bool
+            Check the recorded sizes and SHA-256 of its files.
+
+        Returns
+        -------
+        Cascade or Model
+        """
         if is_cascade_folder(folder):
             return load_cascade(folder, verify)
         return load_model_folder(Model, folder, verify)

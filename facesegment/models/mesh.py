@@ -119,11 +119,47 @@ class MeshModel:
         return self._finder
 
     def find(self, image, info=None):
-        """The face meshes of a photo (:meth:`MeshFinder.find`), largest first."""
+        """The face meshes of a photo (:meth:`MeshFinder.find`), largest first.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        info : dict, optional
+            Gets ``"detection"``: the finder's pass that found the faces.
+
+        Returns
+        -------
+        list of float64 (478, 3)
+            The meshes in the photo's pixels.
+
+        Raises
+        ------
+        DataError
+            When MediaPipe's face mesh is not installed.
+        """
         return self.finder.find(image, info)
 
     def face_proba(self, image, mesh):
-        """One face's crop: ``(box, proba float32 (S, S, 8), crop uint8 (S, S, 3))``."""
+        """One face's crop and its class probabilities (the stages' forests, with
+        the crop's mirror image when :attr:`mirror`, the gains applied, then the
+        mesh's drawn parts mapped to the face classes).
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        mesh : float (478, 3)
+            One face's mesh in ``image``'s pixels (:meth:`find`).
+
+        Returns
+        -------
+        box : (x0, y0, side)
+            The crop's square in the photo's pixels.
+        proba : float32 (S, S, 8)
+            S is :attr:`crop_size`.
+        crop : uint8 (S, S, 3)
+        """
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
         mirror = mirrored_planes(crop, mesh_c) if self.mirror else None
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
@@ -131,7 +167,18 @@ class MeshModel:
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
-        """The head's pan in degrees (+ = turned toward the image's left), or NaN."""
+        """The head's pan in degrees (+ = turned toward the image's left), or NaN.
+
+        Parameters
+        ----------
+        mesh : float (478, 3)
+            One face's mesh.
+
+        Returns
+        -------
+        float
+            NaN when the model has no pan estimate.
+        """
         if self.pan_model is None:
             return float("nan")
         return float(self.pan_model.predict(mesh))
@@ -190,16 +237,54 @@ class MeshModel:
 
     def photo_labels(self, shape, faces, return_proba=False):
         """The photo's labels uint8 (H, W) and probabilities (or None) from
-        :meth:`photo_faces`'s faces (:func:`facesegment.faces.mesh_segment.photo_maps`)."""
+        :meth:`photo_faces`'s faces (:func:`facesegment.faces.mesh_segment.photo_maps`).
+
+        Parameters
+        ----------
+        shape : tuple
+            ``(H, W, ...)`` of the photo.
+        faces : non-empty list of facesegment.faces.photo.PhotoFace
+            :meth:`photo_faces`'s faces.
+        return_proba : bool, optional
+            Also compute the probabilities (default False).
+
+        Returns
+        -------
+        labels : uint8 (H, W)
+            0 outside the faces' crops.
+        proba : float32 (H, W, 8) or None
+            With ``return_proba``, else None.
+        """
         return photo_maps(shape, faces, return_proba)
 
     def require(self, detect=True):
         """Raise a one-line DataError when MediaPipe's face mesh is not installed
-        (needed for every image, ``detect`` or not)."""
+        (needed for every image, ``detect`` or not).
+
+        Parameters
+        ----------
+        detect : bool, optional
+            Taken for the protocol and not used.
+
+        Raises
+        ------
+        DataError
+            When MediaPipe's face mesh is not installed.
+        """
         require_mesh()
 
     def face_finder(self, detector="landmarks"):
-        """What searches a photo for faces, in words (the face mesh, whatever ``detector``)."""
+        """What searches a photo for faces, in words (the face mesh, whatever ``detector``).
+
+        Parameters
+        ----------
+        detector : str, optional
+            Taken for the protocol and not used.
+
+        Returns
+        -------
+        str
+        """
         return "the face mesh (passes: as given, with a border, mirrored, turned)"
 
     def save(self, folder):
@@ -220,12 +305,46 @@ class MeshModel:
 # ------------------------------------------------------------------ files
 
 def is_mesh_folder(path):
+    """Does ``path`` hold a mesh model (a ``mesh-model.json`` file)?
+
+    Parameters
+    ----------
+    path : str or Path
+        A folder.
+
+    Returns
+    -------
+    bool
+    """
     return (Path(path) / MESH_FILE).is_file()
 
 
 def save_mesh_model(model, path):
     """Write the folder atomically; an existing mesh-model folder at ``path`` is
-    replaced, anything else is refused."""
+    replaced, anything else is refused.
+
+    Each forest stage is written as a model folder ``stage-N``; a
+    ``MODEL_CARD.md`` already in ``path`` is kept.
+
+    Parameters
+    ----------
+    model : MeshModel
+        The model to write.
+    path : str or Path
+        The model folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``path`` is a mesh model folder holding other files, is a file or
+        folder that :func:`facesegment.modelio.model.check_model_output`
+        refuses, or cannot be written.
+    """
     path = Path(path)
     names = [f"stage-{k + 1}" for k in range(len(model.forests))]
     if is_mesh_folder(path):
@@ -241,6 +360,13 @@ def save_mesh_model(model, path):
     card_text = card.read_text() if card.is_file() else None
 
     def fill(tmp):
+        """Write the stages' folders, the model card and the JSON file.
+
+        Parameters
+        ----------
+        tmp : Path
+            The temporary folder that replaces ``path`` afterwards.
+        """
         for name, est in zip(names, model.forests):
             save_model_folder(Model.from_estimator(est), tmp / name)
         if card_text is not None:
@@ -260,7 +386,27 @@ def save_mesh_model(model, path):
 
 def load_mesh_model(path, verify=True):
     """Load a folder written by :func:`save_mesh_model` (DataError naming the
-    file when it is not one)."""
+    file when it is not one).
+
+    Parameters
+    ----------
+    path : str or Path
+        The mesh model folder.
+    verify : bool, optional
+        Check the recorded sizes and SHA-256 of each stage's ``forest.h5``
+        (default True).
+
+    Returns
+    -------
+    MeshModel
+        Its ``folder`` is ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``mesh-model.json`` is missing, unreadable, of another format or
+        version, incomplete or malformed, or a stage cannot be loaded.
+    """
     path = Path(path)
     js = path / MESH_FILE
     doc = read_format_doc(js, MESH_FORMAT, (MESH_FORMAT_VERSION,), "mesh-model", _FIX)
