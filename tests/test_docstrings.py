@@ -19,22 +19,16 @@ PACKAGE = ROOT / "facesegment"
 KERNEL_PARAMETERS = 5
 #: Modules (relative to the repository) whose functions are not all documented yet.
 PENDING = frozenset({
-    "facesegment/autocontext/cascade.py",
-    "facesegment/dense/_checks.py",
     "facesegment/dense/_fast.py",
     "facesegment/dense/_flat.py",
     "facesegment/dense/_general.py",
     "facesegment/dense/_levels.py",
-    "facesegment/dense/_scores.py",
-    "facesegment/dense/image.py",
-    "facesegment/dense/predict.py",
     "facesegment/forest/_cart_kernels.py",
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
     "facesegment/forest/_regression_kernels.py",
     "facesegment/modelio/_forest_faces.py",
     "facesegment/modelio/_forest_h5.py",
-    "facesegment/modelio/_model_class.py",
     "facesegment/modelio/_model_doc.py",
     "facesegment/modelio/_model_files.py",
     "facesegment/modelio/model.py",

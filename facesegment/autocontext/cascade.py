@@ -92,7 +92,20 @@ class Cascade(ForestFaces):
     # ---------------------------------------------------------- inference
     def context(self, image, n_stages=None):
         """The context planes the stage ``n_stages`` (default: the last) reads:
-        uint8 (H, W, spec.n_planes), from running the stages before it."""
+        uint8 (H, W, spec.n_planes), from running the stages before it.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, C)
+            The image, as :func:`facesegment.dense.predict_proba_raw` takes it.
+        n_stages : int, optional
+            The stage (1-based) whose planes are made; None (default): the last.
+
+        Returns
+        -------
+        uint8 (H, W, spec.n_planes) or None
+            None for stage 1, which reads no context.
+        """
         n = len(self.stages) if n_stages is None else int(n_stages)
         planes = None
         for k, stage in enumerate(self.stages[:n - 1], 1):
@@ -117,7 +130,17 @@ class Cascade(ForestFaces):
         return save_cascade(self, folder)
 
     def stage_model(self, k):
-        """A cascade of the first ``k`` stages (k >= 2), or stage 1's model (k = 1)."""
+        """A cascade of the first ``k`` stages (k >= 2), or stage 1's model (k = 1).
+
+        Parameters
+        ----------
+        k : int
+            How many stages to keep, from 1 to ``len(self.stages)``.
+
+        Returns
+        -------
+        Cascade or Model
+        """
         return self.stages[0] if k == 1 else Cascade(self.stages[:k], self.spec,
                                                      self.provenance)
 
@@ -125,13 +148,44 @@ class Cascade(ForestFaces):
 # ------------------------------------------------------------------ files
 
 def is_cascade_folder(path):
+    """Does ``path`` hold a cascade (a ``cascade.json`` file)?
+
+    Parameters
+    ----------
+    path : str or Path
+        A folder.
+
+    Returns
+    -------
+    bool
+    """
     return (Path(path) / CASCADE_FILE).is_file()
 
 
 def save_cascade(cascade, path):
     """Write the cascade folder atomically (a temporary folder renamed into place);
     an existing cascade or model folder at ``path`` is replaced, anything else is
-    refused (as :func:`facesegment.modelio.model.save_model`)."""
+    refused (as :func:`facesegment.modelio.model.save_model`).
+
+    Parameters
+    ----------
+    cascade : Cascade
+        The cascade to write; each stage becomes a model folder ``stage-N``.
+    path : str or Path
+        The cascade folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``path`` is a cascade folder holding other files, is a file or
+        folder that :func:`facesegment.modelio.model.check_model_output`
+        refuses, or cannot be written.
+    """
     path = Path(path)
     if is_cascade_folder(path):
         _check_own_files(path)
@@ -139,6 +193,13 @@ def save_cascade(cascade, path):
         check_model_output(path)
 
     def fill(tmp):
+        """Write the stages' folders and the cascade's JSON file.
+
+        Parameters
+        ----------
+        tmp : Path
+            The temporary folder that replaces ``path`` afterwards.
+        """
         for i, stage in enumerate(cascade.stages, 1):
             save_model_folder(stage, tmp / f"stage-{i}")
         write_json_atomic(tmp / CASCADE_FILE, {
@@ -161,7 +222,29 @@ def _check_own_files(path):
 
 
 def load_cascade(path, verify=True):
-    """Load a cascade folder written by :func:`save_cascade`."""
+    """Load a cascade folder written by :func:`save_cascade`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The cascade folder.
+    verify : bool, optional
+        Check the recorded sizes and SHA-256 of each stage's ``forest.h5``
+        (default True).
+
+    Returns
+    -------
+    Cascade
+        Its ``folder`` is ``path``.
+
+    Raises
+    ------
+    DataError
+        When ``cascade.json`` is missing, unreadable, of another format or
+        version, or incomplete; ``n_stages`` is not 2 to ``MAX_STAGES``; a
+        stage cannot be loaded; or the stages' classes, layouts or position
+        prior do not fit the cascade's context.
+    """
     path = Path(path)
 
     doc = parse(read_json_text(path / CASCADE_FILE, _FIX), path / CASCADE_FILE)

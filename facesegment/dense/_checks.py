@@ -19,7 +19,25 @@ KERNELS = {"auto": (True, True), "no-fast": (False, True), "no-levels": (True, F
 
 def check_kernels(kernels):
     """``(fast, levels)``: whether the integer record and the level kernels may
-    run, for a ``kernels`` choice of :data:`KERNELS`."""
+    run, for a ``kernels`` choice of :data:`KERNELS`.
+
+    Parameters
+    ----------
+    kernels : {"auto", "no-fast", "no-levels", "general"}
+        A key of :data:`KERNELS`.
+
+    Returns
+    -------
+    fast : bool
+        The integer record kernels may run.
+    levels : bool
+        The level kernels may run.
+
+    Raises
+    ------
+    ValueError
+        When ``kernels`` is not a key of :data:`KERNELS`.
+    """
     try:
         return KERNELS[kernels]
     except (KeyError, TypeError):
@@ -28,7 +46,29 @@ def check_kernels(kernels):
 
 
 def check_limit(value, name, upper):
-    """Validate n_trees / max_depth: None (no limit) or an int >= 1 (or 0 for depth)."""
+    """Validate n_trees / max_depth: None (no limit) or an int >= 1 (or 0 for depth).
+
+    Parameters
+    ----------
+    value : int or None
+        The limit given; None: no limit.
+    name : str
+        The parameter's name, for messages; ``"max_depth"`` allows 0.
+    upper : int
+        The forest's own limit (its number of trees, or its depth).
+
+    Returns
+    -------
+    int
+        ``upper`` for None, else ``min(value, upper)``.
+
+    Raises
+    ------
+    TypeError
+        When ``value`` is not an int (a bool included) or None.
+    ValueError
+        When ``value`` is below 1 (below 0 for ``max_depth``).
+    """
     if value is None:
         return upper
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -40,6 +80,22 @@ def check_limit(value, name, upper):
 
 
 def check_fft_levels(fft_levels):
+    """Validate ``fft_levels``: an int >= 0 (0: no levels evaluated by FFT).
+
+    Parameters
+    ----------
+    fft_levels : int
+        How many top tree levels to evaluate by FFT correlation.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        When ``fft_levels`` is not an int (a bool included) or is negative.
+    """
     if isinstance(fft_levels, bool) or not isinstance(fft_levels, (int, np.integer)) \
             or fft_levels < 0:
         raise ValueError(f"fft_levels={fft_levels!r} must be an int >= 0 (0 = no FFT levels)")
@@ -71,8 +127,34 @@ def window_image(image, planes, layout, name="image"):
 
     ``image`` (H, W) or (H, W, C) uint8, followed by ``planes`` (H, W) or
     (H, W, k) uint8 when given (an RGB image given to a model of one image
-    channel is turned grey with ``facesegment.data.imageio.to_grey``); C-contiguous (a view of ``image`` when
-    possible).  Raises TypeError/ValueError naming the problem and the fix.
+    channel is turned grey with ``facesegment.data.imageio.to_grey``); C-contiguous (a
+    view of ``image`` when possible).  Raises TypeError/ValueError naming the
+    problem and the fix.
+
+    Parameters
+    ----------
+    image : uint8 (H, W) or (H, W, C)
+        The image, non-empty.
+    planes : uint8 (H, W) or (H, W, k), or None
+        Extra planes stacked after the image's channels.
+    layout : facesegment.layout.WindowLayout
+        The model's layout; the image's channels plus the planes must be
+        ``layout.channels``.
+    name : str, optional
+        The image's name in messages (default ``"image"``).
+
+    Returns
+    -------
+    uint8 (H, W, layout.channels)
+        C-contiguous.
+
+    Raises
+    ------
+    TypeError
+        When ``image`` is not a numpy array.
+    ValueError
+        When ``image`` or ``planes`` has the wrong dtype or shape, or their
+        channels do not add up to ``layout.channels``.
     """
     stack = image_and_planes(image, planes, layout, name)
     if stack[1] is None:
@@ -82,7 +164,25 @@ def window_image(image, planes, layout, name="image"):
 
 def image_and_planes(image, planes, layout, name="image"):
     """``(image (H, W, c0), planes (H, W, k) or None)``, both uint8 and
-    C-contiguous, checked as :func:`window_image` checks them, not stacked."""
+    C-contiguous, checked as :func:`window_image` checks them, not stacked.
+
+    Parameters
+    ----------
+    image, planes, layout, name
+        As :func:`window_image`.
+
+    Returns
+    -------
+    image : uint8 (H, W, c0)
+        The image (turned grey for a model of one image channel given RGB).
+    planes : uint8 (H, W, k) or None
+        None when no planes are given.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`window_image`.
+    """
     if not isinstance(image, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, got {type(image).__name__} "
                         "(read files with facesegment.data.imageio.read_image)")

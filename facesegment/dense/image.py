@@ -14,6 +14,17 @@ def pad_image(image, layout=DEFAULT_LAYOUT):
 
     ``image`` (H, W) or (H, W, C); ``numpy.pad`` mode ``"reflect"``
     (``dcb|abcd|cba``).  15 px for the paper's 31x31 windows.
+
+    Parameters
+    ----------
+    image : uint8 (H, W) or (H, W, C)
+        The image.
+    layout : facesegment.layout.WindowLayout, optional
+        Gives the padding ``layout.half`` (default: the paper's layout).
+
+    Returns
+    -------
+    uint8 (H + 2 half, W + 2 half[, C])
     """
     h = layout.half
     pad = ((h, h), (h, h)) + ((0, 0),) * (image.ndim - 2)
@@ -22,7 +33,17 @@ def pad_image(image, layout=DEFAULT_LAYOUT):
 
 def float_image(img):
     """A uint8 image (any shape) flattened to float32 with ``ROW_SLACK`` zeros to
-    spare (the level kernels' input)."""
+    spare (the level kernels' input).
+
+    Parameters
+    ----------
+    img : uint8 ndarray
+        Any shape.
+
+    Returns
+    -------
+    float32 (img.size + ROW_SLACK,)
+    """
     imgf = np.zeros(img.size + ROW_SLACK, dtype=np.float32)
     imgf[:img.size] = img.reshape(-1)
     return imgf
@@ -35,6 +56,23 @@ def fft_responses(padded, arrays, roots, levels, shape, layout=DEFAULT_LAYOUT):
     for every pixel by correlating the padded image (``(H + 2 half, W + 2 half,
     layout.channels)``) with the node's weights, plane by plane (OpenCV
     ``filter2D``, which uses the FFT for large kernels such as 31x31).
+
+    Parameters
+    ----------
+    padded : uint8 (H + 2 half, W + 2 half, layout.channels)
+        The padded image (:func:`pad_image`); any shape of those values, it
+        is reshaped.
+    arrays : facesegment.forest._arrays.ForestArrays
+        The forest's flat arrays (``left``, ``right``, ``depth``, ``oblique``,
+        ``weights``).
+    roots : int array
+        The root nodes of the trees to evaluate.
+    levels : int
+        Nodes of depth below this are evaluated here.
+    shape : tuple
+        ``(H, W, ...)`` of the unpadded image.
+    layout : facesegment.layout.WindowLayout, optional
+        The window layout (default: the paper's).
 
     Returns
     -------

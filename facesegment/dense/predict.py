@@ -266,7 +266,28 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
                       planes=None, kernels="auto"):
     """The forest's mean leaf distribution per pixel, before reweighting.
 
-    Same parameters as :func:`predict_image`; returns float32 ``(H, W, C)``.
+    Parameters
+    ----------
+    model : Model or Cascade
+        A forest (or cascade stage) with ``arrays`` and ``layout``.
+    image : uint8 (H, W, 3), or (H, W) / (H, W, 1) for a grey model
+        As :func:`predict_image`.
+    mode : {"full", "strict"}, optional
+        "strict": only pixels at least ``layout.half`` px from the border are
+        predicted (the others stay 0); "full" (default): every pixel.
+    max_depth, n_trees, fft_levels, planes, kernels
+        As :func:`predict_image`.
+
+    Returns
+    -------
+    float32 (H, W, C)
+        C is the forest's number of ``value`` columns.
+
+    Raises
+    ------
+    ValueError
+        For a bad mode, kernels choice or limit, or an image (with planes)
+        that does not make up the model's layout.
     """
     check_mode(mode)
     use_fast, use_levels = check_kernels(kernels)
@@ -326,7 +347,19 @@ def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None
     ``m`` entries add up to the count of an ``m``-tree forest).  Counted by the
     kernels that predict the forest: for dense oblique forests the level
     kernels' descent (each pixel's end node gives the oblique nodes above it:
-    about the cost of one prediction), else the general per-pixel walk."""
+    about the cost of one prediction), else the general per-pixel walk.
+
+    Parameters
+    ----------
+    model, image, mode, max_depth, n_trees, planes
+        As :func:`predict_proba_raw`.
+    per_tree : bool, optional
+        Return the counts per tree instead of their total (default False).
+
+    Returns
+    -------
+    int or int64 (n_trees,)
+    """
     counts = _count_visits(model, image, mode, max_depth, n_trees, planes)[:, 0]
     return counts if per_tree else int(counts.sum())
 
@@ -334,7 +367,20 @@ def count_oblique_visits(model, image, mode="full", max_depth=None, n_trees=None
 def count_sparse_entries(model, image, mode="full", max_depth=None, n_trees=None,
                          planes=None):
     """``(sparse oblique nodes evaluated, window values they gathered)`` when
-    predicting ``image`` (for the gather bound of sparse forests)."""
+    predicting ``image`` (for the gather bound of sparse forests).
+
+    Parameters
+    ----------
+    model, image, mode, max_depth, n_trees, planes
+        As :func:`predict_proba_raw`.
+
+    Returns
+    -------
+    nodes : int
+        Sparse oblique nodes evaluated.
+    values : int
+        Window values they gathered.
+    """
     counts = _count_visits(model, image, mode, max_depth, n_trees, planes).sum(axis=0)
     return int(counts[1]), int(counts[2])
 

@@ -110,7 +110,19 @@ class Model(ForestFaces):
 
     def context(self, image, n_stages=None):
         """The context planes the forest reads besides the image: none (a cascade's
-        later stages read the earlier stages' maps)."""
+        later stages read the earlier stages' maps).
+
+        Parameters
+        ----------
+        image : uint8 (H, W, C)
+            The image; not read.
+        n_stages : int, optional
+            Not used (one stage).
+
+        Returns
+        -------
+        None
+        """
         return None
 
     def save(self, folder):
