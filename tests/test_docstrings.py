@@ -29,9 +29,6 @@ PENDING = frozenset({
     "facesegment/forest/_regression_kernels.py",
     "facesegment/modelio/_forest_faces.py",
     "facesegment/modelio/_forest_h5.py",
-    "facesegment/modelio/_model_doc.py",
-    "facesegment/modelio/_model_files.py",
-    "facesegment/modelio/model.py",
     "facesegment/reweight.py",
 })
 

@@ -42,7 +42,25 @@ def kinds():
 
 def parse(text, js):
     """The JSON document of ``text`` (the file ``js``); DataError when it is not JSON
-    (a nesting too deep for the parser included)."""
+    (a nesting too deep for the parser included).
+
+    Parameters
+    ----------
+    text : str
+        The file's text.
+    js : str or Path
+        The file, named in the error.
+
+    Returns
+    -------
+    object
+        The parsed JSON value (any type: callers check it is an object).
+
+    Raises
+    ------
+    DataError
+        When ``text`` is not valid JSON or is nested too deeply.
+    """
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -54,7 +72,26 @@ def parse(text, js):
 def read_json_text(js, fix=_FIX):
     """The text of the model JSON file ``js``: a regular file of at most
     :data:`facesegment.limits.MAX_JSON_BYTES` bytes, UTF-8 (DataError naming ``js``
-    otherwise: a 1 GB model.json is refused before it is read)."""
+    otherwise: a 1 GB model.json is refused before it is read).
+
+    Parameters
+    ----------
+    js : str or Path
+        The JSON file.
+    fix : str, optional
+        The fix named in an error (default: re-copy or retrain the model).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    DataError
+        When ``js`` is not a regular file, is larger than
+        :data:`~facesegment.limits.MAX_JSON_BYTES`, cannot be read, or is not
+        UTF-8.
+    """
     data = read_regular_file(js, "model file", MAX_JSON_BYTES,
                              f"{fix}; a model's JSON file is a few kB")
     try:
@@ -67,7 +104,31 @@ def read_json_text(js, fix=_FIX):
 def read_format_doc(js, fmt, versions, what, fix):
     """The JSON object of the file ``js`` whose ``format`` is ``fmt`` and whose
     ``format_version`` is one of ``versions`` (a landmark or mesh model's own file);
-    DataError naming ``js`` and ``fix`` otherwise."""
+    DataError naming ``js`` and ``fix`` otherwise.
+
+    Parameters
+    ----------
+    js : str or Path
+        The JSON file.
+    fmt : str
+        The ``format`` the file must have.
+    versions : tuple of int
+        The ``format_version`` values read.
+    what : str
+        What the file is, in the error (``"... is not a facesegment WHAT file"``).
+    fix : str
+        The fix named in an error.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    DataError
+        When the file cannot be read or parsed, is not a JSON object of format
+        ``fmt``, or has another format version.
+    """
     try:
         doc = parse(read_json_text(js, fix), js)
     except DataError:
@@ -91,7 +152,25 @@ def _bad(js, field, problem):
 
 
 def check_document(doc, js):
-    """Check the types of the fields of a model document (``js`` names the file)."""
+    """Check the types of the fields of a model document (``js`` names the file).
+
+    Checks ``params``, ``files``, ``class_names``, ``sampling_factors`` (one
+    per class name, each within its bounds), ``metrics``, ``provenance``, the
+    rule's numbers in ``metrics`` and ``params`` and, for format version 2,
+    ``classes``, ``classes_dtype`` and ``layout``.
+
+    Parameters
+    ----------
+    doc : dict
+        The parsed ``model.json``.
+    js : str or Path
+        The file, named in the error.
+
+    Raises
+    ------
+    DataError
+        Naming the first field of the wrong type or out of range.
+    """
     for key, kind in (("params", dict), ("files", dict), ("class_names", list),
                       ("sampling_factors", list)):
         if not isinstance(doc.get(key), kind):

@@ -46,7 +46,19 @@ PATH_KEYS = ("windows", "truncated_from", "data", "labels")
 
 
 def jsonable(value):
-    """A JSON-serialisable version of a value (numpy scalars/arrays, tuples, paths)."""
+    """A JSON-serialisable version of a value (numpy scalars/arrays, tuples, paths).
+
+    Parameters
+    ----------
+    value : object
+        None, bool, str, ints and floats (numpy's too), lists, tuples, dicts
+        and arrays are converted (recursively); anything else becomes ``str``.
+
+    Returns
+    -------
+    object
+        None, bool, str, int, float, list or dict (with str keys).
+    """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, np.integer)):
@@ -66,7 +78,19 @@ def jsonable(value):
 
 def effective_params(estimator):
     """The estimator's parameters with defaults that are ``None`` resolved
-    (e.g. CO2's nu/eta/... from ``CO2_DEFAULTS``); run-time-only ones dropped."""
+    (e.g. CO2's nu/eta/... from ``CO2_DEFAULTS``); run-time-only ones dropped.
+
+    Parameters
+    ----------
+    estimator : a forest estimator of :mod:`facesegment.forest`
+        Its ``get_params(deep=False)`` and, where it has one, ``co2_params()``.
+
+    Returns
+    -------
+    dict
+        JSON-ready (:func:`jsonable`), without ``scheduler``, ``n_jobs`` and
+        ``verbose``.
+    """
     params = dict(estimator.get_params(deep=False))
     if hasattr(estimator, "co2_params"):
         params.update(estimator.co2_params())
@@ -75,6 +99,38 @@ def effective_params(estimator):
 
 
 def model_from_estimator(cls, estimator, kind, windows_meta, provenance, layout):
+    """A model of class ``cls`` from a fitted forest estimator
+    (:meth:`facesegment.modelio.model.Model.from_estimator`).
+
+    Parameters
+    ----------
+    cls : type
+        The model class (:class:`facesegment.modelio.model.Model`).
+    estimator : a fitted forest of :mod:`facesegment.forest`
+    kind : str or None
+        Its registry kind; None: :func:`facesegment.forest.registry.kind_of`.
+    windows_meta : facesegment.data.windows.WindowsMeta or None
+        The training windows' class names, sampling factors, normalisation,
+        layout and provenance; None: the estimator's own classes, factors 1
+        and its normalisation (or 0/1).
+    provenance : dict or None
+        Extra provenance; the windows file's is added where not given.
+    layout : WindowLayout or None
+        The window layout; None: the windows file's, else the paper's layout
+        when the number of features matches, else none.
+
+    Returns
+    -------
+    cls instance
+
+    Raises
+    ------
+    ValueError
+        When the estimator is not fitted, ``kind`` is not a registry kind or
+        none can be told, a regressor is given ``windows_meta``, its classes
+        are not ids of the windows' class names, or the layout does not match
+        its features.
+    """
     from sklearn.base import is_regressor
 
     if not hasattr(estimator, "forest_"):
@@ -167,6 +223,18 @@ def check_model_output(path):
     A folder is replaced only when it is empty or holds nothing but a model's
     own files (``model.json``, ``forest.h5``): a user's file beside a model
     (e.g. NOTES.txt) makes it refuse rather than delete it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The model folder to be written.
+
+    Raises
+    ------
+    DataError
+        When ``path`` is a file, an unreadable folder, a non-empty folder
+        without ``model.json``, a model folder holding other files, or its
+        parent is not writable.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -193,7 +261,28 @@ def check_model_output(path):
 
 def save_model(model, path):
     """:func:`save_model_folder` after a check of the free space and the removal of
-    killed runs' leftovers (:func:`facesegment.modelio.model.save_model`)."""
+    killed runs' leftovers (:func:`facesegment.modelio.model.save_model`).
+
+    Parameters
+    ----------
+    model : Model
+        The model to write.
+    path : str or Path
+        The model folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    DataError
+        When the disk has too little free space (the arrays' uncompressed
+        size), fills up while writing, or ``path`` cannot be written.
+    ValueError
+        When ``model.kind`` is not a registry kind.
+    """
     path = Path(path)
     fix = "free disk space or choose another --out folder"
     if path.parent.is_dir():
@@ -208,11 +297,40 @@ def save_model(model, path):
 
 
 def save_model_folder(model, path):
+    """Write ``model`` as the folder ``path`` (``forest.h5``, ``model.json`` and,
+    with a shape prior, ``shape-prior.npz``) atomically (:func:`write_folder`).
+
+    Parameters
+    ----------
+    model : Model
+        The model to write.
+    path : str or Path
+        The model folder; checked by :func:`check_model_output`.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        When ``model.kind`` is not a registry kind.
+    DataError
+        When :func:`check_model_output` refuses ``path`` or it cannot be written.
+    """
     path = Path(path)
     _kinds_check(model.kind, path)
     check_model_output(path)
 
     def fill(tmp):
+        """Write the model's files.
+
+        Parameters
+        ----------
+        tmp : Path
+            The temporary folder that replaces ``path`` afterwards.
+        """
         write_forest(model, tmp / "forest.h5")
         if getattr(model, "shape_prior", None) is not None:
             np.savez_compressed(tmp / SHAPE_PRIOR_FILE, **save_arrays(model.shape_prior))
@@ -226,7 +344,29 @@ def write_folder(path, fill, what, fix):
     """Write the folder ``path`` atomically: ``fill(tmp)`` writes its files into a
     temporary folder beside it, which then replaces ``path`` (an existing folder
     is removed only after the rename).  A failure removes the temporary folder;
-    an OSError becomes one DataError naming ``path``."""
+    an OSError becomes one DataError naming ``path``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder to write.
+    fill : callable
+        ``fill(tmp)`` writes the folder's files into ``tmp`` (a Path).
+    what : str
+        What is written, in the error (e.g. ``"the model"``).
+    fix : str
+        The fix named in the error.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    DataError
+        When an OSError occurs; any other exception is raised as it is.
+    """
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     try:
@@ -250,7 +390,22 @@ def _kinds_check(kind, path):
 
 
 def model_document(model, path, h5):
-    """The ``model.json`` document of ``model`` saved at ``path``."""
+    """The ``model.json`` document of ``model`` saved at ``path``.
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    path : str or Path
+        The model folder (provenance paths are made relative to it).
+    h5 : Path
+        The written ``forest.h5`` (its size and SHA-256 are recorded, and the
+        size and SHA-256 of a ``shape-prior.npz`` beside it).
+
+    Returns
+    -------
+    dict
+    """
     a = model.arrays
     classes = np.asarray(model.classes)
     return {
@@ -286,14 +441,14 @@ def model_document(model, path, h5):
 
 def _rule_entry(model):
     """``{"rule": {...}}`` for a model with a decision rule (stored, or recorded in
-    its metrics by an older facesegment), else ``{}`` (no key: older readers)."""
+    its metrics), else ``{}`` (no ``rule`` key in the document)."""
     rule = rule_of(model)
     return {} if rule is None else {"rule": rule.to_dict()}
 
 
 def _read_rule(doc, path):
     """The decision rule of a ``model.json`` document (its ``"rule"``, else the
-    alpha, beta and sigma older models record in ``metrics``), or None."""
+    alpha, beta and sigma recorded in its ``metrics``), or None."""
     try:
         if doc.get("rule") is not None:
             return DecisionRule.from_dict(doc["rule"])
@@ -305,7 +460,21 @@ def _read_rule(doc, path):
 
 
 def relative_provenance(prov, folder):
-    """Paths of ``prov`` (keys :data:`PATH_KEYS`) relative to the model folder."""
+    """Paths of ``prov`` (keys :data:`PATH_KEYS`) relative to the model folder.
+
+    Parameters
+    ----------
+    prov : dict
+        Provenance; non-empty string values of :data:`PATH_KEYS` are made
+        relative (a path on another drive is kept as given).
+    folder : str or Path
+        The model folder.
+
+    Returns
+    -------
+    dict
+        A copy of ``prov``.
+    """
     out = dict(prov)
     base = os.path.abspath(folder)
     for key in PATH_KEYS:
@@ -330,6 +499,34 @@ def _sha256(path):
 # ------------------------------------------------------------------ reading
 
 def load_model_folder(cls, path, verify=True):
+    """Load and validate the forest model folder ``path`` as a ``cls``.
+
+    Reads ``model.json`` (format versions 1 and 2), ``forest.h5`` and, when
+    recorded, ``shape-prior.npz``; version 1 documents get classes ``0..n-1``
+    and the default layout when the number of features matches.
+
+    Parameters
+    ----------
+    cls : type
+        The model class (:class:`facesegment.modelio.model.Model`).
+    path : str or Path
+        The model folder, or its ``model.json``.
+    verify : bool, optional
+        Check the sizes and SHA-256 of the files recorded in ``model.json``
+        (default True).
+
+    Returns
+    -------
+    cls instance
+        Its ``folder`` is the model folder.
+
+    Raises
+    ------
+    DataError
+        When the folder or a file is missing, unreadable, truncated or
+        corrupt, ``model.json`` is of another format or version or malformed,
+        or the forest's arrays do not match the document.
+    """
     path = Path(path)
     if path.is_file() and path.name == "model.json":
         path = path.parent

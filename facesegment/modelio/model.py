@@ -19,8 +19,8 @@ A regression forest keeps one ``value`` column, the leaf means, named
 number of features); face models also keep their class names, sampling
 factors and window layout.  :func:`facesegment.models.load_model` validates the
 folder and says what is wrong with one that is not a model, is truncated, or has
-another format version; models of format version 1 (before layouts and classes were recorded)
-still load.  The :class:`Model` dataclass is defined in
+another format version; models of format version 1 (which record no layout
+or classes) load too.  The :class:`Model` dataclass is defined in
 :mod:`facesegment.modelio._model_class`, one model folder's files in
 :mod:`facesegment.modelio._model_files`, ``model.json``'s fields in
 :mod:`facesegment.modelio._model_doc`; :func:`facesegment.models.load_model`
@@ -40,10 +40,24 @@ def save_model(model, path):
     :func:`check_model_output`).  ``forest.h5`` holds no timestamps, so the
     same forest gives the same bytes.
 
+    Parameters
+    ----------
+    model : Model
+        The model to write.
+    path : str or Path
+        The model folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
     Raises
     ------
     DataError
         When ``path`` cannot be written; nothing is left behind then.
+    ValueError
+        When ``model.kind`` is not a registry kind.
     """
     return _save(model, path)
 
@@ -54,6 +68,18 @@ def check_model_output(path):
     ``path`` may be new, an empty folder or an existing model folder (which
     :func:`save_model` replaces); any other file or folder is kept, never
     replaced.  The parent folder is created and must be writable.
+
+    Parameters
+    ----------
+    path : str or Path
+        The model folder to be written.
+
+    Raises
+    ------
+    DataError
+        When ``path`` is a file, an unreadable folder, a non-empty folder
+        without ``model.json``, a model folder holding other files, or its
+        parent is not writable.
     """
     return _check(path)
 
