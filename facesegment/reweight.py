@@ -25,6 +25,23 @@ MODES = ("full", "strict")
 
 
 def check_mode(mode):
+    """``mode`` checked: one of :data:`MODES`.
+
+    Parameters
+    ----------
+    mode : {"full", "strict"}
+        How the window border is predicted.
+
+    Returns
+    -------
+    str
+        ``mode``.
+
+    Raises
+    ------
+    ValueError
+        When ``mode`` is not one of :data:`MODES`.
+    """
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} is not one of {MODES} ('strict' ignores the border "
                          "of half a window like the paper, 'full' reflect-pads and predicts "
@@ -33,6 +50,29 @@ def check_mode(mode):
 
 
 def check_alpha(alpha, name="alpha"):
+    """``alpha`` checked: a finite number >= 0 within its bound in
+    :data:`facesegment.bounds.BOUNDS`.
+
+    Parameters
+    ----------
+    alpha : float
+        The value.
+    name : str, optional
+        Its name in messages, and which bound applies (a trailing ``s``
+        dropped: ``"alphas"`` is alpha's; a name without a bound gets
+        alpha's); default ``"alpha"``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        When ``alpha`` is not a number.
+    ValueError
+        When it is not finite, negative or above its bound.
+    """
     try:
         a = float(alpha)
     except (TypeError, ValueError):
@@ -53,6 +93,26 @@ def _upper(name, value):
 
 
 def check_factors(sampling_factors, n_classes):
+    """The sampling factors checked: one finite factor > 0 per class, each
+    within its bound in :data:`facesegment.bounds.BOUNDS`.
+
+    Parameters
+    ----------
+    sampling_factors : array-like (n_classes,)
+        The model's sampling factors.
+    n_classes : int
+        The number of classes.
+
+    Returns
+    -------
+    float64 (n_classes,)
+
+    Raises
+    ------
+    ValueError
+        When the shape is wrong, or a factor is not finite, not > 0 or out of
+        its bounds.
+    """
     s = np.asarray(sampling_factors, dtype=np.float64)
     if s.ndim != 1 or s.shape[0] != n_classes:
         raise ValueError(f"sampling_factors has shape {s.shape}; expected "
@@ -70,7 +130,25 @@ def check_factors(sampling_factors, n_classes):
 def forest_arrays(model):
     """``model.arrays`` proved safe for the kernels (TypeError when ``model`` is not
     a Model; :class:`facesegment.forest._verify.ForestProblem`, a ValueError,
-    when its arrays are inconsistent)."""
+    when its arrays are inconsistent).
+
+    Parameters
+    ----------
+    model : Model or object
+        Anything with forest ``arrays``.
+
+    Returns
+    -------
+    facesegment.forest._arrays.ForestArrays
+        The verified arrays (:func:`facesegment.forest._verify.verified`).
+
+    Raises
+    ------
+    TypeError
+        When ``model`` has no ``arrays`` with ``roots``.
+    facesegment.forest._verify.ForestProblem
+        When the arrays are inconsistent.
+    """
     arrays = getattr(model, "arrays", None)
     if arrays is None or not hasattr(arrays, "roots"):
         raise TypeError(f"model must be a facesegment.modelio.model.Model (with .arrays), got "
@@ -81,7 +159,18 @@ def forest_arrays(model):
 def forest_stages(model):
     """The forests ``model`` runs one after the other (``model.stages``: a cascade's
     stages, a forest Model itself); a bare forest object without ``stages`` is
-    its own one stage."""
+    its own one stage.
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        The model.
+
+    Returns
+    -------
+    list
+        The stages, first to last.
+    """
     stages = getattr(model, "stages", None)
     return [model] if stages is None else list(stages)
 
@@ -89,8 +178,25 @@ def forest_stages(model):
 def model_layout(model):
     """The model's window layout (the paper's 31x31 RGB one when it records none).
 
-    Raises ValueError when the layout does not match the forest's features
-    (e.g. a model trained on tabular data, which dense inference cannot use).
+    A cascade's stages are each checked and the cascade's own layout returned.
+
+    Parameters
+    ----------
+    model : Model or Cascade
+        The model.
+
+    Returns
+    -------
+    facesegment.layout.WindowLayout
+
+    Raises
+    ------
+    ValueError
+        When the layout does not match the forest's features (e.g. a model
+        trained on tabular data, which dense inference cannot use), or the
+        forest's arrays are inconsistent.
+    TypeError
+        When a stage has no forest arrays.
     """
     stages = forest_stages(model)
     if len(stages) > 1:   # a cascade: its stages are checked, the image's layout
@@ -107,7 +213,21 @@ def model_layout(model):
 
 
 def strict_region(shape, layout=DEFAULT_LAYOUT):
-    """``(y0, y1, x0, x1)``: the pixels whose window lies inside an image of ``shape``."""
+    """``(y0, y1, x0, x1)``: the pixels whose window lies inside an image of ``shape``.
+
+    Parameters
+    ----------
+    shape : tuple
+        ``(H, W, ...)`` of the image.
+    layout : facesegment.layout.WindowLayout, optional
+        Gives the border ``layout.half`` (default: the paper's layout).
+
+    Returns
+    -------
+    tuple of int
+        Rows ``y0:y1`` and columns ``x0:x1``; empty ranges (``y1 == y0``) for
+        an image too small.
+    """
     h, w = shape[:2]
     y0 = x0 = layout.half
     y1, x1 = max(y0, h - layout.half), max(x0, w - layout.half)
@@ -120,6 +240,22 @@ def reweight_rows(raw, scale, out, labels):
 
     ``out[i] = raw[i] * scale / sum(raw[i] * scale)`` (rows summing to 0 stay
     0), ``labels[i]`` = the first class of maximal ``out[i]`` (uint8).
+
+    Parameters
+    ----------
+    raw : float32 (n, C)
+        Raw class probabilities, one row per pixel.
+    scale : float32 (C,)
+        Per-class scales (:func:`class_scale`).
+    out : float32 (n, C)
+        Written: the reweighted, renormalised rows.
+    labels : uint8 (n,)
+        Written: each row's argmax.
+
+    Returns
+    -------
+    float32 (n, C)
+        ``out``.
     """
     n, n_classes = raw.shape
     for i in prange(n):
@@ -164,7 +300,19 @@ def reweight(proba, sampling_factors, alpha=1.0):
 def class_scale(s, alpha):
     """``s ** -alpha`` (float64), or, when that overflows (a huge alpha), the
     same up to a common factor (which renormalisation removes): the powers of
-    ``s / min(s)``, computed without overflow warnings."""
+    ``s / min(s)``, computed without overflow warnings.
+
+    Parameters
+    ----------
+    s : float64 (C,)
+        Sampling factors (> 0).
+    alpha : float
+        The reweighting exponent.
+
+    Returns
+    -------
+    float64 (C,)
+    """
     with np.errstate(over="ignore", under="ignore"):
         scale = s ** -alpha
         if np.all(np.isfinite(scale)) and np.any(scale > 0):
@@ -173,7 +321,24 @@ def class_scale(s, alpha):
 
 
 def reweight_labels(proba, s, alpha):
-    """(reweighted float32 probabilities, uint8 argmax labels), one fused pass."""
+    """(reweighted float32 probabilities, uint8 argmax labels), one fused pass.
+
+    Parameters
+    ----------
+    proba : float array (..., C)
+        Class probabilities.
+    s : float64 (C,)
+        Checked sampling factors (:func:`check_factors`).
+    alpha : float
+        Checked reweighting exponent (:func:`check_alpha`).
+
+    Returns
+    -------
+    proba : float32 (..., C)
+        Renormalised; rows that sum to 0 stay 0.
+    labels : uint8 (...)
+        The first class of maximal probability.
+    """
     scale = class_scale(s, alpha).astype(np.float32)
     raw = np.ascontiguousarray(proba, dtype=np.float32).reshape(-1, s.shape[0])
     out = np.empty_like(raw)
@@ -183,13 +348,51 @@ def reweight_labels(proba, s, alpha):
 
 
 def class_scales(sampling_factors, alphas):
-    """``s ** -alpha`` for each alpha: float64 ``(len(alphas), n_classes)``."""
+    """``s ** -alpha`` for each alpha: float64 ``(len(alphas), n_classes)``.
+
+    Parameters
+    ----------
+    sampling_factors : array-like (n_classes,)
+        The model's sampling factors.
+    alphas : iterable of float
+        Reweighting exponents, each checked (:func:`check_alpha`).
+
+    Returns
+    -------
+    float64 (len(alphas), n_classes)
+        Rows as :func:`class_scale`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        When an alpha is not a valid exponent.
+    """
     s = np.asarray(sampling_factors, dtype=np.float64)
     return np.stack([class_scale(s, check_alpha(a, "alphas")) for a in alphas])
 
 
 def check_beta(model, beta):
-    """``beta`` checked (a number >= 0); > 0 needs a model with a position prior."""
+    """``beta`` checked (a number >= 0); > 0 needs a model with a position prior.
+
+    Parameters
+    ----------
+    model : Model, Cascade or object
+        Its ``position`` is read.
+    beta : float
+        The position prior's exponent.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        When ``beta`` is not a number.
+    ValueError
+        When it is not finite, negative or above its bound, or > 0 for a model
+        without a position prior.
+    """
     beta = check_alpha(beta, "beta")
     if beta > 0 and getattr(model, "position", None) is None:
         raise ValueError(f"beta={beta} needs a model with a position prior (model.position "
@@ -198,14 +401,51 @@ def check_beta(model, beta):
 
 
 def check_sigma(sigma):
-    """``sigma`` (pixels) checked: a finite number >= 0 (0: no smoothing)."""
+    """``sigma`` (pixels) checked: a finite number >= 0 (0: no smoothing).
+
+    Parameters
+    ----------
+    sigma : float
+        The blur's standard deviation in pixels.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        When ``sigma`` is not a number.
+    ValueError
+        When it is not finite, negative or above its bound.
+    """
     return check_alpha(sigma, "sigma")
 
 
 def smooth(proba, sigma):
     """Every class map of ``proba`` (H, W, C) blurred with a Gaussian of ``sigma``
     pixels (borders replicated), then renormalised per pixel: float32 (H, W, C).
-    ``sigma = 0`` returns ``proba`` unchanged."""
+    ``sigma = 0`` returns ``proba`` unchanged.
+
+    Parameters
+    ----------
+    proba : float (H, W, C)
+        Class probability maps.
+    sigma : float
+        The Gaussian's standard deviation in pixels (checked:
+        :func:`check_sigma`).
+
+    Returns
+    -------
+    float32 (H, W, C)
+        Pixels whose blurred maps sum to 0 stay 0; ``proba`` itself for
+        ``sigma = 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        When ``sigma`` is not a valid value.
+    """
     import cv2
 
     sigma = check_sigma(sigma)

@@ -29,7 +29,6 @@ PENDING = frozenset({
     "facesegment/forest/_regression_kernels.py",
     "facesegment/modelio/_forest_faces.py",
     "facesegment/modelio/_forest_h5.py",
-    "facesegment/reweight.py",
 })
 
 
