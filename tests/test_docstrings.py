@@ -19,10 +19,6 @@ PACKAGE = ROOT / "facesegment"
 KERNEL_PARAMETERS = 5
 #: Modules (relative to the repository) whose functions are not all documented yet.
 PENDING = frozenset({
-    "facesegment/dense/_fast.py",
-    "facesegment/dense/_flat.py",
-    "facesegment/dense/_general.py",
-    "facesegment/dense/_levels.py",
     "facesegment/forest/_cart_kernels.py",
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",

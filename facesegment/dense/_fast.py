@@ -233,7 +233,30 @@ def _step3(img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
 @template(INLINE)
 def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
     """Children of 8 neighbouring pixels all at sparse node ``p`` (row ``r``): one
-    pass over its entries, each pixel's sum in the order of :func:`_step3`."""
+    pass over its entries, each pixel's sum in the order of :func:`_step3`.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened.
+    b : uint64
+        Byte offset of the first pixel's window; pixel ``j``'s starts at
+        ``b + j * CHANNELS``.
+    rec : uint64 (n_nodes,)
+        The fast records (module docstring).
+    p : uint64
+        The sparse node all 8 pixels are at (global index).
+    r : int64
+        Its sparse row (:func:`_sparse_row` of ``rec[p]``).
+    sp_ptr, sp_off, sp_w, sp_thr
+        The sparse rows, as :func:`_step3` takes them.
+
+    Returns
+    -------
+    tuple of 8 uint64
+        Each pixel's child: left when its value is at most the threshold,
+        else left + 1.
+    """
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
     C = U(CHANNELS)
     for k in range(sp_ptr[r], sp_ptr[r + 1]):
@@ -256,7 +279,36 @@ def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
 @template(INLINE)
 def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
     """Leaf-or-depth-``steps`` nodes of 8 pixels whose windows start at
-    ``b, b + CHANNELS, ..., b + 7 * CHANNELS``."""
+    ``b, b + CHANNELS, ..., b + 7 * CHANNELS``.
+
+    Each step moves every pixel one level down (a leaf stays); the walk ends
+    after ``steps`` steps or when all 8 are at leaves.  The template's
+    ``MODE`` picks the step: 2 (sparse rows possible) :func:`_step3`, with
+    :func:`_sparse8` while all 8 share a sparse node; 1 :func:`_step2`; else
+    :func:`_step1`.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded image (or split buffer), flattened.
+    b : uint64
+        Byte offset of the first pixel's window in ``img``.
+    rs : uint64
+        Bytes per padded row.
+    rec : uint64 (n_nodes,)
+        The fast records (module docstring).
+    r : uint64
+        The tree's root (global index), where all 8 start.
+    steps : int
+        The most levels to descend (the tree's depth, or a depth limit).
+    sp_ptr, sp_off, sp_w, sp_thr
+        The sparse rows, as :func:`_step3` takes them (read in mode 2 only).
+
+    Returns
+    -------
+    tuple of 8 uint64
+        The nodes the 8 pixels end at.
+    """
     p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = r
     s = 0
     while s < steps:

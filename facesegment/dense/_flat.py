@@ -199,7 +199,34 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     """Split the packed pixels ``run`` (all at internal ``node``) into ``out`` (same
     length): the left-going ones from the front, in order, the right-going ones
     from the back; returns how many go left.  Branch-free: each pixel is written
-    at both ends and only one end moves."""
+    at both ends and only one end moves.
+
+    Parameters
+    ----------
+    imgf : float32 (n_values,)
+        The stacked phase image (uint8 or uint16 in the integer variants).
+    rowstride : int
+        Values per row of ``imgf``.
+    node : int
+        The internal node all of ``run`` is at.
+    run : int64 (n,)
+        Packed pixels ``(pixel << PIXEL_SHIFT) | base``.
+    nodes : int32 (n_nodes, 8)
+        The general node records.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes``.
+    weights : 2-d array (n_oblique, row length)
+        The dense rows as :func:`leaves` takes them.
+    out : int64 (n,)
+        Written in place: ``run``'s pixels, left-going first.
+    bb : int64 (8,)
+        Scratch: the window offsets of 8 pixels.
+
+    Returns
+    -------
+    int
+        How many pixels go left (``out[:lo]``).
+    """
     o = nodes[node, OBLIQUE]
     tt = thr[node, THRESHOLD]
     n = run.shape[0]
@@ -245,7 +272,33 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
 def _to_child(child, start, count, nodes, packed, rec, k, runs, m):
     """The ``count`` pixels ``packed[start:start + count]`` now at ``child``: a leaf
     is recorded for every depth still to record (``rec[:, k:]``); an internal
-    child becomes run ``m`` of the next level.  Returns the number of runs."""
+    child becomes run ``m`` of the next level.  Returns the number of runs.
+
+    Parameters
+    ----------
+    child : int
+        The node the pixels are now at.
+    start, count : int
+        Their place in ``packed``.
+    nodes : int32 (n_nodes, 8)
+        The general node records (a leaf's ``LEFT`` is itself).
+    packed : int64 (n,)
+        Packed pixels ``(pixel << PIXEL_SHIFT) | base``.
+    rec : int32 (n, n_d)
+        Written in place for a leaf: ``rec[pixel, k:]``.
+    k : int
+        The first depth (column of ``rec``) still to record.
+    runs : int64 (max(n, 1), 3)
+        The next level's runs (node, start, count); row ``m`` written for an
+        internal child.
+    m : int
+        The number of runs listed so far.
+
+    Returns
+    -------
+    int
+        ``m + 1`` for an internal child with pixels, else ``m``.
+    """
     if count == 0:
         return m
     if nodes[child, LEFT] == child:

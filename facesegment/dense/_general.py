@@ -118,7 +118,43 @@ def sparse_window_value(img, base, sp_off, sp_w, start, stop):
 
 @template(INLINE)
 def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
-    """The split value of ``node`` for the window at ``base``."""
+    """The split value of ``node`` for the window at ``base``.
+
+    A dense oblique node's value is its precomputed response when its ``RESP``
+    column names one, else the window's dot product with its weight row; a
+    sparse oblique node (``OBLIQUE`` below -1) sums its entries ``OFF1 ..
+    OFF2 - 1``; an axis-aligned or two-probe node gives ``img[base + OFF1] -
+    MUL * img[base + OFF2]``.
+
+    Parameters
+    ----------
+    img : uint8 (n_bytes,)
+        The padded ``CHANNELS``-plane image, flattened in C order.
+    base : int
+        Byte offset in ``img`` of the window's first byte.
+    rowstride : int
+        Bytes per padded row.
+    y, x : int
+        The pixel (row and column of ``resp``).
+    node : int
+        An internal node.
+    nodes : int32 (n_nodes, 8)
+        The general node records.
+    thr : float32 (n_nodes, 8)
+        The float32 view of ``nodes`` (``MUL`` column).
+    weights : float32 (n_oblique, WINDOW * ROW)
+        Dense oblique weight rows.
+    sp_off : int32 (n_entries,)
+        Byte offset in the window of each sparse oblique entry.
+    sp_w : float32 (n_entries,)
+        Weight of each sparse oblique entry.
+    resp : float32 (n_resp, H, W)
+        Precomputed oblique responses (may be empty).
+
+    Returns
+    -------
+    float32
+    """
     o = nodes[node, OBLIQUE]
     if o >= 0:
         r = nodes[node, RESP]
@@ -134,7 +170,19 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, s
 
 @template(INLINE)
 def _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
-    """The child of ``node`` the window at ``base`` goes to (a leaf: itself)."""
+    """The child of ``node`` the window at ``base`` goes to (a leaf: itself).
+
+    Parameters
+    ----------
+    img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp
+        As :func:`_node_value`; ``thr``'s ``THRESHOLD`` column is compared.
+
+    Returns
+    -------
+    int32
+        ``nodes[node, RIGHT]`` when the split value is above the threshold,
+        else ``nodes[node, LEFT]``.
+    """
     v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
     return nodes[node, np.int64(v > thr[node, THRESHOLD])]
 

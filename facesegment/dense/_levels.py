@@ -185,7 +185,37 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
 def _block(rowstride, blk, block_rows, y0, y1, x0, width):
     """Block ``blk`` of ``block_rows`` rows of ``[y0, y1)`` x ``[x0, x0 + width)``:
     its first row ``ya``, its pixels' window offsets and the scratch arrays of
-    :func:`_tree_levels` for them (one depth)."""
+    :func:`_tree_levels` for them (one depth).
+
+    Parameters
+    ----------
+    rowstride : int
+        Values per padded row (padded width x ``CHANNELS``).
+    blk : int
+        The block's index.
+    block_rows : int
+        Rows per block (the last block may have fewer).
+    y0, y1 : int
+        The rows of the rectangle, ``[y0, y1)``.
+    x0 : int
+        The rectangle's first column.
+    width : int
+        Its number of columns.
+
+    Returns
+    -------
+    ya : int
+        The block's first row.
+    base : int64 (n,)
+        Offset in the image of each pixel's window, row by row (n: the
+        block's pixels).
+    rec : int64 (n, 1)
+        Uninitialised: :func:`_tree_levels`'s ``rec`` for one depth.
+    cur, order, active : int64 (n,)
+        Uninitialised scratch.
+    bb : int64 (8,)
+        Uninitialised scratch.
+    """
     ya = y0 + blk * block_rows
     n = (min(y1, ya + block_rows) - ya) * width
     base = np.empty(n, dtype=np.int64)
