@@ -23,8 +23,6 @@ PENDING = frozenset({
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
     "facesegment/forest/_regression_kernels.py",
-    "facesegment/modelio/_forest_faces.py",
-    "facesegment/modelio/_forest_h5.py",
 })
 
 

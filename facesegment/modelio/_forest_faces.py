@@ -19,16 +19,54 @@ class DlibFaces:
 
     def photo_labels(self, shape, faces, return_proba=False):
         """The photo's labels uint8 (H, W) and probabilities (or None) from
-        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`)."""
+        :meth:`photo_faces`'s faces (:func:`facesegment.faces.photo.paste_faces`).
+
+        Parameters
+        ----------
+        shape : tuple
+            ``(H, W, ...)`` of the photo.
+        faces : list of facesegment.faces.photo.PhotoFace
+            :meth:`photo_faces`'s faces.
+        return_proba : bool, optional
+            Also give the photo's probabilities (default False).
+
+        Returns
+        -------
+        labels : uint8 (H, W)
+            0 outside the faces' crops.
+        proba : float32 (H, W, C) or None
+            With ``return_proba``, else None.
+        """
         return paste_faces(shape, faces, return_proba)
 
     def require(self, detect=True):
         """Raise a one-line DataError when dlib (to detect faces) is not installed;
-        nothing when ``detect`` is false (images taken as face crops)."""
+        nothing when ``detect`` is false (images taken as face crops).
+
+        Parameters
+        ----------
+        detect : bool, optional
+            Whether faces are to be detected (default True).
+
+        Raises
+        ------
+        DataError
+            When ``detect`` and dlib or its landmark model is not installed.
+        """
         require_detector(detect)
 
     def face_finder(self, detector="landmarks"):
-        """What searches a photo for faces, in words (dlib's ``detector``)."""
+        """What searches a photo for faces, in words (dlib's ``detector``).
+
+        Parameters
+        ----------
+        detector : {"landmarks", "dlib"}, optional
+            The detector's name (default ``"landmarks"``).
+
+        Returns
+        -------
+        str
+        """
         return detector_words(detector)
 
 

@@ -48,6 +48,30 @@ def _read_array(ds):
 
 
 def read_forest(h5):
+    """The arrays of the forest file ``h5`` (``forest.h5``), not yet verified.
+
+    Parameters
+    ----------
+    h5 : str or Path
+        The forest file.
+
+    Returns
+    -------
+    arrays : facesegment.forest._arrays.ForestArrays
+        Its ``forest`` group (int16 weights decoded from zigzag).
+    mean, std : ndarray
+        The normalisation statistics.
+    position : facesegment.position.PositionPrior or None
+        Its ``position`` group, checked; None when it has none.
+    leaves : dict of ndarray or None
+        Its ``leaves`` group (a density forest); None when it has none.
+
+    Raises
+    ------
+    DataError
+        When the file cannot be read, is not a forest file, lacks a dataset,
+        or has an inconsistent position prior.
+    """
     import h5py
 
     try:
@@ -112,7 +136,33 @@ def _read_position(f, h5, n_classes):
 
 
 def verified_arrays(arrays, h5, n_classes, mean, std, signed=False):
-    """The forest arrays proved safe for the kernels (:mod:`facesegment.forest._verify`)."""
+    """The forest arrays proved safe for the kernels (:mod:`facesegment.forest._verify`).
+
+    Parameters
+    ----------
+    arrays : facesegment.forest._arrays.ForestArrays
+        The arrays read (:func:`read_forest`).
+    h5 : str or Path
+        The forest file, named in errors.
+    n_classes : int
+        The number of ``value`` columns expected (one per class name).
+    mean, std : ndarray
+        The normalisation statistics: finite floats, one per feature.
+    signed : bool, optional
+        ``value`` holds a regression forest's leaf means (any finite number)
+        rather than class probabilities (default False).
+
+    Returns
+    -------
+    facesegment.forest._arrays.ForestArrays
+        The verified arrays (with the format's dtypes).
+
+    Raises
+    ------
+    DataError
+        When an array is inconsistent, ``value`` has another number of
+        columns, or ``mean``/``std`` is not one finite float per feature.
+    """
     try:
         arrays = verified(arrays, signed)   # remembered: inference does not check it again
         if arrays.n_classes != n_classes:
@@ -132,7 +182,19 @@ def verified_arrays(arrays, h5, n_classes, mean, std, signed=False):
 
 def write_forest(model, tmp_path):
     """Write the forest of ``model`` to ``tmp_path``, a file of the temporary model
-    folder that :func:`facesegment.atomic.swap_folder` later renames into place."""
+    folder that :func:`facesegment.atomic.swap_folder` later renames into place.
+
+    Writes the ``forest`` group (int16 weights zigzag-encoded; arrays of 1024
+    values or more compressed), ``mean``, ``std`` and, where the model has
+    them, its ``leaves`` and ``position`` groups, without timestamps.
+
+    Parameters
+    ----------
+    model : Model
+        The model (``arrays``, ``mean``, ``std``, ``leaves``, ``position``).
+    tmp_path : str or Path
+        The file to write (created or overwritten).
+    """
     import h5py
 
     with h5py.File(tmp_path, "w", libver="v110", track_order=False) as f:
@@ -173,7 +235,22 @@ def write_forest(model, tmp_path):
 
 
 def check_leaf_arrays(arrays, leaves, h5):
-    """The ``leaves`` group of a density forest: every array, consistent with the trees."""
+    """The ``leaves`` group of a density forest: every array, consistent with the trees.
+
+    Parameters
+    ----------
+    arrays : facesegment.forest._arrays.ForestArrays
+        The verified forest arrays.
+    leaves : dict of ndarray
+        The ``leaves`` group read (:func:`read_forest`).
+    h5 : str or Path
+        The forest file, named in the error.
+
+    Raises
+    ------
+    DataError
+        When a leaf array is missing or inconsistent with the trees.
+    """
     missing = sorted(set(LEAF_ARRAY_NAMES) - set(leaves))
     problem = (f"leaf arrays {', '.join(missing)} are missing" if missing
                else check_leaves(arrays, DensityLeaves(**{n: leaves[n]
