@@ -3,13 +3,13 @@ them back proved safe for the kernels (private; the folder is
 :mod:`facesegment.modelio._model_files`).
 
 Sparse oblique splits are the optional ``forest/sparse*`` datasets of
-``forest.h5`` (absent: none; files written before they existed read as before).
+``forest.h5`` (absent: the forest has no sparse oblique splits).
 int16 dense rows are stored zigzag-encoded (``forest/weights`` uint16 with the
 attribute ``encoding = "zigzag-int16"``: ``z = 2 q`` for ``q >= 0``, ``-2 q - 1``
 below), so the high bytes of their many small weights are zero and compress
 away (gzip with shuffle); reading decodes them.  ``forest/missing_left``
-(int8, one per node: the side of missing values) is optional; files without
-it read as before (missing values then go to the larger child).
+(int8, one per node: the side of missing values) is optional; without it,
+missing values go to the larger child.
 """
 
 import numpy as np

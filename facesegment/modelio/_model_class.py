@@ -53,7 +53,7 @@ class Model(ForestFaces):
         The decision rule chosen for the model on validation images
         (:func:`facesegment.evaluation.calibrate.choose_rule`), stored as ``model.json``'s
         ``"rule"``; None: none stored (:func:`facesegment.rule.rule_of` then
-        reads the choice older models record in ``metrics``).
+        reads the choice recorded in ``metrics``, if any).
     leaves : dict or None
         Per-leaf arrays of kinds whose leaves hold more than a class
         distribution (``{name: array}``; the density forest's Gaussians and
