@@ -85,7 +85,7 @@ def check_model_output(path):
 
 
 def __getattr__(name):
-    if name == "KINDS":  # the registry's names (kept for older callers)
+    if name == "KINDS":  # the registry's names, read through this module too
         return tuple(kinds())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
