@@ -4,12 +4,11 @@ in one Numba call.
 :func:`cart_nodes` grows an axis-aligned tree breadth first from the
 tree's distinct rows and their integer multiplicities (bootstrap copies), so
 a row drawn twice counts twice in the class counts, the impurities and
-``min_samples_leaf``, exactly like two equal rows.  The node loop is
-:func:`facesegment.forest._node_loop.split_nodes_kernel` (nodes processed in
-creation order: truncating a tree at depth d gives the tree grown with
-``max_depth=d``); this module gives it CART's pieces: the node's class counts
-(``visit``), the split search (``find``) and the side of missing values
-(``split``).
+``min_samples_leaf``, exactly like two equal rows.  Its node loop is the
+one of :mod:`facesegment.forest._node_loop` (nodes processed in creation
+order: truncating a tree at depth d gives the tree grown with
+``max_depth=d``); :func:`cart_nodes` gives each node its class counts and
+its split (the search below, the side of missing values).
 
 Split search at a node (scikit-learn's ``BestSplitter`` rules):
 
@@ -44,7 +43,7 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import midpoint_threshold, phi_table, set_cost
-from ._node_loop import node_capacity, split_nodes_kernel
+from ._node_loop import node_rows, split_node, tree_arrays, tree_links
 from ._ranks import _LOW32, _S32, COUNTING_SPAN, MISSING_RANK, sort_keys
 from ._regression_kernels import _draw_feature
 
@@ -273,79 +272,10 @@ def cart_scratch(m, k, n_classes):
 
 
 @njit(**NJIT)
-def _cart_visit(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``visit``: the node's class counts and copies;
-    whether it may split (enough copies, impure, two distinct rows)."""
-    (R, table, offsets, rows, counts, lab, value, n_samples, miss_left, known, phi, sc,
-     node_lab, node_cnt, feats, perm, state, best, k_max, min_split, min_leaf, gini,
-     integer) = st
-    w = 0
-    for i in range(s, e):
-        value[node, lab[ids[i]]] += counts[ids[i]]
-        w += counts[ids[i]]
-    n_samples[node] = w
-    nz = 0
-    for c in range(value.shape[1]):
-        nz += value[node, c] > 0
-    return not (w < min_split or w < 2 * min_leaf or nz <= 1 or e - s < 2)
-
-
-@njit(**NJIT)
-def _cart_find(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``find``: ``k_max`` features drawn, then one at
-    a time while every feature drawn was constant (module docstring), scored by
-    :func:`cart_split_batch`; ``(feature, threshold, missing_left)``."""
-    (R, table, offsets, rows, counts, lab, value, n_samples, miss_left, known, phi, sc,
-     node_lab, node_cnt, feats, perm, state, best, k_max, min_split, min_leaf, gini,
-     integer) = st
-    p = perm.shape[0]
-    for i in range(e - s):
-        node_lab[i] = lab[ids[s + i]]
-        node_cnt[i] = counts[ids[s + i]]
-    best[0] = -1.0
-    best[1] = -1.0
-    j = 0
-    for b in range(k_max):
-        feats[b] = _draw_feature(perm, j, state)
-        j += 1
-    k = k_max
-    while True:
-        found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
-                                 feats, k, value[node], min_leaf, gini, phi, integer,
-                                 known[node], best, sc)
-        if found > 0 or j >= p:
-            break
-        feats[0] = _draw_feature(perm, j, state)  # all constant so far: one more
-        j += 1
-        k = 1
-    if best[1] < 0:
-        return np.int64(-1), np.float32(0.0), np.int64(-1)
-    return np.int64(best[1]), np.float32(best[2]), np.int64(best[3])
-
-
-@njit(**NJIT)
-def _cart_split(st, node, ids, s, e, nl, ml, child):
-    """:func:`split_nodes_kernel`'s ``split``: the side of missing values (learned,
-    else the child with more copies) and the children's known-constant features."""
-    (R, table, offsets, rows, counts, lab, value, n_samples, miss_left, known, phi, sc,
-     node_lab, node_cnt, feats, perm, state, best, k_max, min_split, min_leaf, gini,
-     integer) = st
-    if ml >= 0:
-        miss_left[node] = ml
-    else:
-        wl = 0
-        for i in range(s, s + nl):
-            wl += counts[ids[i]]
-        miss_left[node] = 2 * wl >= n_samples[node]
-    known[child] = known[node]
-    known[child + 1] = known[node]
-
-
-@njit(**NJIT)
 def cart_nodes(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, min_split,
                min_leaf, gini, integer, seed):
-    """One CART tree: :func:`split_nodes_kernel` with CART's pieces (see the module
-    docstring).
+    """One CART tree: the node loop of :mod:`facesegment.forest._node_loop`, each
+    node given its class counts and split (see the module docstring).
 
     Parameters
     ----------
@@ -389,7 +319,8 @@ def cart_nodes(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, m
     """
     m = rows.shape[0]
     p = X.shape[1]
-    cap = node_capacity(m)
+    nodes, count, ids, buf, feature, threshold = tree_arrays(m)
+    cap = feature.shape[0]
     value = np.zeros((cap, n_classes), np.int64)
     n_samples = np.zeros(cap, np.int64)
     miss_left = np.zeros(cap, np.int8)
@@ -400,13 +331,59 @@ def cart_nodes(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, m
         total += counts[i]
     phi = phi_table(total, gini)
     k_max = max(1, min(q, p))
-    st = (R, table, offsets, rows, counts, lab, value, n_samples, miss_left,
-          np.zeros((cap, (p + 63) // 64), np.uint64),  # features constant on the node
-          phi, cart_scratch(m, k_max, n_classes), np.empty(m, np.int32),
-          np.empty(m, np.int64), np.empty(k_max, np.int64), np.arange(p),
-          np.full(1, np.uint64(seed)), np.empty(4, np.float64), k_max, min_split, min_leaf,
-          gini, integer)
-    n_nodes, left, right, feature, threshold, depth, _, _, _ = split_nodes_kernel(
-        X, rows, max_depth, _cart_visit, _cart_find, _cart_split, st)
-    return (left, right, feature, threshold, value[:n_nodes], depth, n_samples[:n_nodes],
-            miss_left[:n_nodes])
+    sc = cart_scratch(m, k_max, n_classes)
+    node_lab = np.empty(m, np.int32)
+    node_cnt = np.empty(m, np.int64)
+    feats = np.empty(k_max, np.int64)
+    perm = np.arange(p)
+    state = np.full(1, np.uint64(seed))
+    best = np.empty(4, np.float64)
+    known = np.zeros((cap, (p + 63) // 64), np.uint64)  # features constant on the node
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
+        w = 0
+        for i in range(s, e):
+            value[node, lab[ids[i]]] += counts[ids[i]]
+            w += counts[ids[i]]
+        n_samples[node] = w
+        nz = 0
+        for c in range(n_classes):
+            nz += value[node, c] > 0
+        if not may_split or w < min_split or w < 2 * min_leaf or nz <= 1 or e - s < 2:
+            continue
+        for i in range(e - s):
+            node_lab[i] = lab[ids[s + i]]
+            node_cnt[i] = counts[ids[s + i]]
+        best[0] = -1.0
+        best[1] = -1.0
+        j = 0
+        for b in range(k_max):
+            feats[b] = _draw_feature(perm, j, state)
+            j += 1
+        k = k_max
+        while True:
+            found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
+                                     feats, k, value[node], min_leaf, gini, phi, integer,
+                                     known[node], best, sc)
+            if found > 0 or j >= p:
+                break
+            feats[0] = _draw_feature(perm, j, state)  # all constant so far: one more
+            j += 1
+            k = 1
+        if best[1] < 0:
+            continue
+        ml = np.int64(best[3])
+        _, wl, child = split_node(X, rows, counts, nodes, count, ids, buf, feature,
+                                  threshold, node, np.int64(best[1]), np.float32(best[2]),
+                                  ml)
+        if child < 0:
+            continue
+        miss_left[node] = ml if ml >= 0 else np.int64(2 * wl >= w)
+        known[child] = known[node]
+        known[child + 1] = known[node]
+    n = count[0]
+    left, right, depth = tree_links(nodes, n)
+    return (left, right, feature[:n], threshold[:n], value[:n], depth, n_samples[:n],
+            miss_left[:n])

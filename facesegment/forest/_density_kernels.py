@@ -18,7 +18,7 @@ Kernels:
   or ``n_thresh`` random cuts per feature (uniform between the smallest and
   largest value that leave ``min_leaf`` rows on each side).
 * :func:`density_nodes` -- one tree, breadth first (the node loop
-  :func:`facesegment.forest._node_loop.split_nodes_kernel`; the right child
+  of :mod:`facesegment.forest._node_loop`; the right child
   is always ``left + 1``), then its leaves' Gaussians and cells.
 * :func:`leaf_log_mass` -- each leaf Gaussian's log probability inside its
   cell: exact products of 1-D normal CDFs for diagonal covariances, a
@@ -39,7 +39,7 @@ from numba import prange
 
 from .._jit import NJIT, PARALLEL, njit
 from ._criteria import midpoint_threshold
-from ._node_loop import split_nodes_kernel
+from ._node_loop import END, START, node_rows, split_node, tree_arrays, tree_links
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -225,35 +225,10 @@ def best_density_split(X, w, rows, q, n_thresh, min_leaf, reg, diag):
 
 
 @njit(**NJIT)
-def _density_visit(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``visit``: a node may split when it holds
-    ``2 min_leaf`` rows."""
-    X, w, rows, q, n_thresh, min_leaf, min_gain, reg, diag = st
-    return e - s >= 2 * min_leaf
-
-
-@njit(**NJIT)
-def _density_find(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``find``: :func:`best_density_split`, kept
-    when its gain beats ``min_gain``; ``(feature, threshold, -1)``."""
-    X, w, rows, q, n_thresh, min_leaf, min_gain, reg, diag = st
-    f, t, gain = best_density_split(X, w, rows[ids[s:e]], q, n_thresh, min_leaf, reg, diag)
-    if f < 0 or not gain > min_gain:
-        return np.int64(-1), np.float32(0.0), np.int64(-1)
-    return np.int64(f), t, np.int64(-1)
-
-
-@njit(**NJIT)
-def _density_split(st, node, ids, s, e, nl, ml, child):
-    """:func:`split_nodes_kernel`'s ``split``: nothing to keep (the leaves'
-    Gaussians and cells are computed once the tree is grown)."""
-    return
-
-
-@njit(**NJIT)
 def density_nodes(X, w, rows, seed, q, n_thresh, min_leaf, max_depth, min_gain, reg, diag):
-    """One density tree: :func:`split_nodes_kernel` with :func:`best_density_split`,
-    then its leaves' Gaussians and cells.
+    """One density tree: the node loop of :mod:`facesegment.forest._node_loop`,
+    each node split by :func:`best_density_split`, then the leaves' Gaussians
+    and cells.
 
     Parameters
     ----------
@@ -295,9 +270,22 @@ def density_nodes(X, w, rows, seed, q, n_thresh, min_leaf, max_depth, min_gain, 
     """
     np.random.seed(seed)
     d = X.shape[1]
-    st = (X, w, rows, q, n_thresh, min_leaf, min_gain, reg, diag)
-    n_nodes, left, right, feature, threshold, depth, ids, start, end = split_nodes_kernel(
-        X, rows, max_depth, _density_visit, _density_find, _density_split, st)
+    nodes, count, ids, buf, feature, threshold = tree_arrays(rows.shape[0])
+    no_weights = np.empty(0, np.float64)
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
+        if not may_split or e - s < 2 * min_leaf:
+            continue
+        f, t, gain = best_density_split(X, w, rows[ids[s:e]], q, n_thresh, min_leaf, reg, diag)
+        if f >= 0 and gain > min_gain:
+            split_node(X, rows, no_weights, nodes, count, ids, buf, feature, threshold, node, f,
+                       t, -1)
+    n_nodes = count[0]
+    left, right, depth = tree_links(nodes, n_nodes)
+    feature, threshold = feature[:n_nodes], threshold[:n_nodes]
+    start, end = nodes[:n_nodes, START], nodes[:n_nodes, END]
     idx = rows[ids]  # the nodes' rows, each node's in idx[start[node]:end[node]]
     n_samples = (end[:n_nodes] - start[:n_nodes]).astype(np.int32)
     weight = np.zeros(n_nodes)

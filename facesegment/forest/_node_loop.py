@@ -1,144 +1,158 @@
 """The node loop of the whole-tree kernels (CART, regression, density).
 
-:func:`split_nodes_kernel` is the Numba counterpart of
-:func:`facesegment.forest._grow.split_nodes`: it grows one tree breadth first
-on the tree's rows and leaves to a criterion only what is its own.  The
-tree's rows are one array of local ids (``0..m-1``, indices into ``rows``);
-each node owns a contiguous segment of it, partitioned in place (stably) when
-the node splits.  Nodes are numbered in the order they are created and
-processed in that order (a FIFO), the right child always ``left + 1``, so
-truncating a tree at depth d gives exactly the tree grown with
-``max_depth=d``.
+One tree is grown breadth first, as by :func:`facesegment.forest._grow.split_nodes`
+but inside one Numba call.  The tree's rows are one array of local ids
+(``0..m-1``, indices into ``rows``); each node owns a contiguous segment
+``ids[s:e]`` of it, partitioned in place (stably) when the node splits.
+Nodes are numbered in the order they are created and processed in that order
+(a FIFO), the right child always ``left + 1``, so truncating a tree at depth
+d gives exactly the tree grown with ``max_depth=d``.
 
-A criterion plugs in three jitted functions and its per-tree ``state`` (a
-tuple of arrays and settings, created by the criterion's entry kernel):
-
-* ``visit(state, node, ids, s, e) -> bool``: the node's own bookkeeping
-  (value, sample count) on its local ids ``ids[s:e]``; whether the
-  criterion's stopping rules let it split (``max_depth`` is the loop's);
-* ``find(state, node, ids, s, e) -> (feature, threshold, missing_left)``:
-  the node's split ``x[feature] <= threshold`` (feature -1: a leaf), NaN
-  sent left when ``missing_left == 1``, right otherwise (-1: the node had
-  no missing value);
-* ``split(state, node, ids, s, e, nl, missing_left, child)``: called once
-  the rows are partitioned (``ids[s:s + nl]`` go left) and the children
-  numbered ``child`` and ``child + 1``: what the criterion keeps per split
-  (the side of missing values, per-child state).
-
-Each criterion's entry kernel (:func:`facesegment.forest._cart_kernels.cart_nodes`,
+The loop's bookkeeping is here: the node table (:func:`tree_arrays`), each
+node's rows and depth rule (:func:`node_rows`), the partition, the split and
+the children (:func:`split_node`), the links of the finished tree
+(:func:`tree_links`).  A criterion's entry kernel
+(:func:`facesegment.forest._cart_kernels.cart_nodes`,
 :func:`facesegment.forest._regression_kernels.regression_nodes`,
-:func:`facesegment.forest._density_kernels.density_nodes`) calls this loop with
-its own functions: Numba compiles one specialisation per set of functions,
-with direct calls (no function pointers), into the entry kernel, which is
-cached on disk with it.  (Called from Python with functions as arguments, the
-loop would compile anew in every process: its cache key would hold the
-functions' identities.)
+:func:`facesegment.forest._density_kernels.density_nodes`) is the loop with
+its per-node pieces in the body::
+
+    nodes, count, ids, buf, feature, threshold = tree_arrays(m)
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
+        ...  # the node's value and stopping rules; its split search
+        nl, wl, child = split_node(X, rows, weights, nodes, count, ids, buf, feature,
+                                   threshold, node, f, t, missing_left)
+        ...  # what the criterion keeps per split (child < 0: not split)
+    left, right, depth = tree_links(nodes, count[0])
+
+so the split search reads the criterion's arrays as the entry kernel's own
+variables.  Passing the pieces to one loop kernel instead costs per node what
+a tree spends on a small node: jitted functions receive the criterion's
+arrays in a tuple, which Numba reference-counts array by array at every call
+(10-20% slower trees), and a Numba generator saves and restores every array
+it holds at each ``yield``.
 """
 
 import numpy as np
 
 from .._jit import INLINE, NJIT, njit
 
+#: Columns of the node table: the node's segment ``ids[start:end]``, its depth,
+#: its left child (-1: a leaf; the right child is ``left + 1``).
+START, END, DEPTH, LEFT = 0, 1, 2, 3
+
 
 @njit(**NJIT)
-def node_capacity(m):
-    """Most nodes a tree of ``m`` rows can have (``2m - 1``, at least 1): the
-    length of the per-node arrays a criterion's ``state`` holds."""
-    return max(2 * m - 1, 1)
+def tree_arrays(m):
+    """The arrays of one tree of ``m`` rows being grown: ``(nodes, count, ids,
+    buf, feature, threshold)``.
+
+    ``nodes`` int64 (2m - 1, 4) is the node table (columns :data:`START`,
+    :data:`END`, :data:`DEPTH`, :data:`LEFT`; the root holds every row),
+    ``count`` int64 (1,) the nodes so far, ``ids`` the local ids
+    ``0..m-1``, ``buf`` int64 (m,) scratch; ``feature`` int32 and ``threshold``
+    float32 (2m - 1,) the splits (feature -1 at a leaf).  At least one node.
+    """
+    cap = max(2 * m - 1, 1)
+    nodes = np.zeros((cap, 4), np.int64)
+    nodes[:, LEFT] = -1
+    nodes[0, END] = m
+    return (nodes, np.ones(1, np.int64), np.arange(m), np.empty(m, np.int64),
+            np.full(cap, -1, np.int32), np.zeros(cap, np.float32))
 
 
 @njit(**INLINE)
-def split_nodes_kernel(X, rows, max_depth, visit, find, split, state):
-    """Grow one tree breadth first: the shared node loop (see the module docstring).
+def node_rows(nodes, node, max_depth):
+    """``(s, e, may_split)``: the segment ``ids[s:e]`` of ``node``'s local ids, and
+    whether ``max_depth`` (-1: none) lets it split."""
+    return (nodes[node, START], nodes[node, END],
+            max_depth < 0 or nodes[node, DEPTH] < max_depth)
+
+
+@njit(**NJIT)
+def split_node(X, rows, weights, nodes, count, ids, buf, feature, threshold, node, f, t, ml):
+    """Split ``node`` by ``float32(x[f]) <= t``: its rows partitioned (stably, left
+    rows first), the split and its two children recorded.
 
     Parameters
     ----------
     X : ndarray uint8 or float32, shape (n, p)
-        The data (float X may hold NaN); a split sends row ``r`` left when
-        ``float32(X[r, feature]) <= threshold``.
+        The data (float X may hold NaN).
     rows : ndarray int64, shape (m,)
-        The tree's rows; the loop's local id ``i`` is row ``rows[i]``.
-    max_depth : int
-        Nodes at this depth are leaves (-1: no limit).
-    visit, find, split : jitted functions
-        The criterion's pieces (module docstring), each called with ``state``
-        first.
-    state : tuple
-        The criterion's per-tree arrays and settings (per-node arrays of
-        :func:`node_capacity` entries).
+        The tree's rows; local id ``i`` is row ``rows[i]``.
+    weights : ndarray, shape (m,) or (0,)
+        A weight per local id (the criterion's copies), summed over the left
+        rows; empty: not summed.
+    nodes, count, ids, buf, feature, threshold : ndarray
+        :func:`tree_arrays`, updated in place.
+    node, f : int
+        The node and the split's feature.
+    t : float32
+        The split's threshold.
+    ml : int
+        1: NaN goes left; otherwise right.
 
     Returns
     -------
-    n_nodes : int
-    left, right, feature : ndarray int32, shape (n_nodes,)
-        Children (-1 at a leaf) and split features.
-    threshold : ndarray float32, shape (n_nodes,)
-    depth : ndarray int32, shape (n_nodes,)
-    ids : ndarray int64, shape (m,)
-        The local ids, each node's in ``ids[seg_start[node]:seg_end[node]]``.
-    seg_start, seg_end : ndarray int64, shape (n_nodes,)
+    nl : int
+        The rows sent left, ``ids[s:s + nl]``.
+    wl : float
+        Their weight (0.0 when ``weights`` is empty).
+    child : int
+        The left child (the right one is ``child + 1``); -1 when the cut sends
+        every row to one side (the node stays a leaf; cannot happen for the
+        cuts the criteria find).
     """
-    m = rows.shape[0]
-    cap = node_capacity(m)
-    left = np.full(cap, -1, np.int32)
-    right = np.full(cap, -1, np.int32)
-    feature = np.full(cap, -1, np.int32)
-    threshold = np.zeros(cap, np.float32)
-    depth = np.zeros(cap, np.int32)
-    seg_start = np.zeros(cap, np.int64)
-    seg_end = np.zeros(cap, np.int64)
-    ids = np.arange(m)
-    buf = np.empty(m, np.int64)
-    seg_end[0] = m
-    n_nodes = 1
-    node = 0
-    while node < n_nodes:
-        s = seg_start[node]
-        e = seg_end[node]
-        d = depth[node]
-        if not visit(state, node, ids, s, e) or (max_depth >= 0 and d >= max_depth):
-            node += 1
-            continue
-        f, t, ml = find(state, node, ids, s, e)
-        if f < 0:
-            node += 1
-            continue
-        nl = 0
-        nr = 0
-        for i in range(s, e):  # stable partition, left rows first
-            lid = ids[i]
-            v = np.float32(X[rows[lid], f])
-            if v != v:
-                go = ml == 1
-            else:
-                go = v <= t
-            if go:
-                ids[s + nl] = lid
-                nl += 1
-            else:
-                buf[nr] = lid
-                nr += 1
-        for i in range(nr):
-            ids[s + nl + i] = buf[i]
-        if nl == 0 or nr == 0:  # cannot happen for the cuts the criteria find
-            node += 1
-            continue
-        split(state, node, ids, s, e, nl, ml, n_nodes)
-        feature[node] = f
-        threshold[node] = t
-        left[node] = n_nodes
-        right[node] = n_nodes + 1
-        seg_start[n_nodes] = s
-        seg_end[n_nodes] = s + nl
-        seg_start[n_nodes + 1] = s + nl
-        seg_end[n_nodes + 1] = e
-        depth[n_nodes] = d + 1
-        depth[n_nodes + 1] = d + 1
-        n_nodes += 2
-        node += 1
-    return (n_nodes, left[:n_nodes], right[:n_nodes], feature[:n_nodes],
-            threshold[:n_nodes], depth[:n_nodes], ids, seg_start[:n_nodes],
-            seg_end[:n_nodes])
+    s = nodes[node, START]
+    e = nodes[node, END]
+    nl = 0
+    nr = 0
+    sum_left = weights.shape[0] > 0
+    wl = 0.0
+    for i in range(s, e):
+        lid = ids[i]
+        v = np.float32(X[rows[lid], f])
+        if v != v:
+            go = ml == 1
+        else:
+            go = v <= t
+        if go:
+            ids[s + nl] = lid
+            nl += 1
+            if sum_left:
+                wl += weights[lid]
+        else:
+            buf[nr] = lid
+            nr += 1
+    for i in range(nr):
+        ids[s + nl + i] = buf[i]
+    if nl == 0 or nr == 0:
+        return nl, wl, -1
+    c = count[0]
+    d = nodes[node, DEPTH] + 1
+    nodes[node, LEFT] = c
+    nodes[c, START] = s
+    nodes[c, END] = s + nl
+    nodes[c, DEPTH] = d
+    nodes[c + 1, START] = s + nl
+    nodes[c + 1, END] = e
+    nodes[c + 1, DEPTH] = d
+    count[0] = c + 2
+    feature[node] = f
+    threshold[node] = t
+    return nl, wl, c
 
 
-__all__ = ["split_nodes_kernel", "node_capacity"]
+@njit(**NJIT)
+def tree_links(nodes, n_nodes):
+    """``(left, right, depth)`` int32 (n_nodes,) of the node table (-1: a leaf)."""
+    left = nodes[:n_nodes, LEFT].astype(np.int32)
+    right = np.where(left >= 0, left + 1, -1).astype(np.int32)
+    return left, right, nodes[:n_nodes, DEPTH].astype(np.int32)
+
+
+__all__ = ["node_rows", "split_node", "tree_arrays", "tree_links", "START", "END",
+           "DEPTH", "LEFT"]

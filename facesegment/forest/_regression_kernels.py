@@ -4,8 +4,9 @@ A tree is grown breadth first by :func:`regression_nodes` from its
 training rows (sorted, unique) and their integer multiplicities (bootstrap
 copies or integer sample weights): the squared-error criterion, the node
 means and ``min_samples_leaf`` all count copies, so a row drawn twice weighs
-exactly as two equal rows.  Nodes are numbered in the order they are created
-and processed in that order (a FIFO), so, as for the classification trees
+exactly as two equal rows.  The node loop is the one of
+:mod:`facesegment.forest._node_loop`: nodes are numbered in the order they
+are created and processed in that order (a FIFO), so, as for the classification trees
 (:mod:`facesegment.forest._grow`), truncating a tree at depth d gives exactly
 the tree grown with ``max_depth=d`` from the same seed.
 
@@ -40,7 +41,7 @@ import numpy as np
 from .._jit import NJIT, njit
 
 from ._extra_kernels import random_cut
-from ._node_loop import node_capacity, split_nodes_kernel
+from ._node_loop import node_rows, split_node, tree_arrays, tree_links
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -336,77 +337,10 @@ def _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v):
 
 
 @njit(**NJIT)
-def _regression_visit(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``visit``: the node's mean and copies (kept in
-    ``tot`` for ``find``); whether it may split (enough copies, distinct targets,
-    two distinct rows)."""
-    tree, best_sc, extra_sc, presorted, settings = st
-    X, rows, yl, cl, value, n_samples, tot, perm, state = tree
-    vals, ys, cs, order, start = best_sc
-    x_feats, x_lo, x_hi, x_thr, x_wl, x_sl = extra_sc
-    srt, sv, goes_left, buf_i, buf_v = presorted
-    q, min_split, min_leaf, extra, integer, presort = settings
-    w = 0.0
-    sy = 0.0
-    y_lo = yl[ids[s]]
-    y_hi = y_lo
-    for i in range(s, e):
-        yi = yl[ids[i]]
-        w += cl[ids[i]]
-        sy += cl[ids[i]] * yi
-        y_lo = min(y_lo, yi)
-        y_hi = max(y_hi, yi)
-    value[node] = sy / w
-    n_samples[node] = np.int64(w)
-    tot[0] = w
-    tot[1] = sy
-    return not (w < min_split or w < 2 * min_leaf or y_lo == y_hi or e - s < 2)
-
-
-@njit(**NJIT)
-def _regression_find(st, node, ids, s, e):
-    """:func:`split_nodes_kernel`'s ``find``: the extremely randomized, presorted
-    or best-threshold split; ``(feature, threshold, -1)`` (NaN goes right)."""
-    tree, best_sc, extra_sc, presorted, settings = st
-    X, rows, yl, cl, value, n_samples, tot, perm, state = tree
-    vals, ys, cs, order, start = best_sc
-    x_feats, x_lo, x_hi, x_thr, x_wl, x_sl = extra_sc
-    srt, sv, goes_left, buf_i, buf_v = presorted
-    q, min_split, min_leaf, extra, integer, presort = settings
-    if extra:
-        f, t = extra_regression_split(X, rows, yl, cl, ids, s, e, tot[0], tot[1], perm, q,
-                                      min_leaf, integer, state, x_feats, x_lo, x_hi,
-                                      x_thr, x_wl, x_sl)
-    elif presort:
-        f, t = best_presorted_split(srt, sv, yl, cl, s, e, tot[0], tot[1], perm, q,
-                                    min_leaf, state)
-    else:
-        f, t = best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf,
-                                     integer, state, vals, ys, cs, order, start)
-    return np.int64(f), t, np.int64(-1)
-
-
-@njit(**NJIT)
-def _regression_split(st, node, ids, s, e, nl, ml, child):
-    """:func:`split_nodes_kernel`'s ``split``: with presorting, each feature's
-    sorted segment partitioned like the rows."""
-    tree, best_sc, extra_sc, presorted, settings = st
-    X, rows, yl, cl, value, n_samples, tot, perm, state = tree
-    vals, ys, cs, order, start = best_sc
-    x_feats, x_lo, x_hi, x_thr, x_wl, x_sl = extra_sc
-    srt, sv, goes_left, buf_i, buf_v = presorted
-    q, min_split, min_leaf, extra, integer, presort = settings
-    if presort:
-        for i in range(s, e):
-            goes_left[ids[i]] = i < s + nl
-        _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v)
-
-
-@njit(**NJIT)
 def regression_nodes(X, y, rows, counts, q, max_depth, min_split, min_leaf, extra,
                      integer, presort, seed):
-    """One regression tree: :func:`split_nodes_kernel` with the squared-error
-    pieces (see the module docstring).
+    """One regression tree: the node loop of :mod:`facesegment.forest._node_loop`,
+    each node given its mean and squared-error split (see the module docstring).
 
     Parameters
     ----------
@@ -446,29 +380,72 @@ def regression_nodes(X, y, rows, counts, q, max_depth, min_split, min_leaf, extr
     """
     m = rows.shape[0]
     p = X.shape[1]
-    cap = node_capacity(m)
+    nodes, count, ids, buf, feature, threshold = tree_arrays(m)
+    cap = feature.shape[0]
     value = np.zeros(cap, np.float64)
     n_samples = np.zeros(cap, np.int64)
+    perm = np.arange(p)
+    state = np.full(1, np.uint64(seed))
     yl = np.empty(m, np.float64)
     for i in range(m):
         yl[i] = y[rows[i]]
-    srt = np.empty((0, 0), np.int32)
-    sv = np.empty((0, 0), X.dtype)
+    cl = counts
+    no_weights = np.empty(0, np.float64)  # the split's left copies are not needed
     if presort:
-        srt, sv, _ = _presort(X, rows)
-    m_pre = m if presort else 0
-    st = ((X, rows, yl, counts, value, n_samples, np.zeros(2, np.float64), np.arange(p),
-           np.full(1, np.uint64(seed))),
-          (np.empty(m, X.dtype), np.empty(m, np.float64), np.empty(m, np.float64),
-           np.empty(m, np.int64), np.zeros(257, np.int64)),
-          (np.empty(p, np.int64), np.empty(p, X.dtype), np.empty(p, X.dtype),
-           np.empty(p, np.float32), np.empty(p, np.float64), np.empty(p, np.float64)),
-          (srt, sv, np.zeros(m_pre, np.bool_), np.empty(m_pre, np.int32),
-           np.empty(m_pre, X.dtype)),
-          (q, min_split, min_leaf, extra, integer, presort))
-    n_nodes, left, right, feature, threshold, depth, _, _, _ = split_nodes_kernel(
-        X, rows, max_depth, _regression_visit, _regression_find, _regression_split, st)
-    return left, right, feature, threshold, value[:n_nodes], depth, n_samples[:n_nodes]
+        srt, sv, xt = _presort(X, rows)
+        goes_left = np.zeros(m, np.bool_)
+        buf_i = np.empty(m, np.int32)
+        buf_v = np.empty(m, X.dtype)
+    vals = np.empty(m, X.dtype)
+    ys = np.empty(m, np.float64)
+    cs = np.empty(m, np.float64)
+    order = np.empty(m, np.int64)
+    start = np.zeros(257, np.int64)
+    x_feats = np.empty(p, np.int64)
+    x_lo = np.empty(p, X.dtype)
+    x_hi = np.empty(p, X.dtype)
+    x_thr = np.empty(p, np.float32)
+    x_wl = np.empty(p, np.float64)
+    x_sl = np.empty(p, np.float64)
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
+        w = 0.0
+        sy = 0.0
+        y_lo = yl[ids[s]]
+        y_hi = y_lo
+        for i in range(s, e):
+            yi = yl[ids[i]]
+            w += cl[ids[i]]
+            sy += cl[ids[i]] * yi
+            y_lo = min(y_lo, yi)
+            y_hi = max(y_hi, yi)
+        value[node] = sy / w
+        n_samples[node] = np.int64(w)
+        if not may_split or w < min_split or w < 2 * min_leaf or y_lo == y_hi or e - s < 2:
+            continue
+        if extra:
+            f, t = extra_regression_split(X, rows, yl, cl, ids, s, e, w, sy, perm, q,
+                                          min_leaf, integer, state, x_feats, x_lo, x_hi,
+                                          x_thr, x_wl, x_sl)
+        elif presort:
+            f, t = best_presorted_split(srt, sv, yl, cl, s, e, w, sy, perm, q, min_leaf,
+                                        state)
+        else:
+            f, t = best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf,
+                                         integer, state, vals, ys, cs, order, start)
+        if f < 0:
+            continue
+        nl, _, child = split_node(X, rows, no_weights, nodes, count, ids, buf, feature, threshold,
+                                  node, f, t, -1)
+        if presort and child >= 0:  # each feature's sorted segment partitioned like the rows
+            for i in range(s, e):
+                goes_left[ids[i]] = i < s + nl
+            _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v)
+    n = count[0]
+    left, right, depth = tree_links(nodes, n)
+    return left, right, feature[:n], threshold[:n], value[:n], depth, n_samples[:n]
 
 
 __all__ = ["regression_nodes", "best_regression_split", "best_presorted_split",
