@@ -72,7 +72,7 @@ def node_rows(nodes, node, max_depth):
             max_depth < 0 or nodes[node, DEPTH] < max_depth)
 
 
-@njit(**NJIT)
+@njit(**INLINE)
 def split_node(X, rows, weights, nodes, count, ids, buf, feature, threshold, node, f, t, ml):
     """Split ``node`` by ``float32(x[f]) <= t``: its rows partitioned (stably, left
     rows first), the split and its two children recorded.
