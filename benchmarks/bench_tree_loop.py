@@ -15,7 +15,6 @@ cancel; ``--json`` writes every time.
 import argparse
 import importlib
 import importlib.util
-import json
 import subprocess
 import sys
 import tempfile
@@ -171,8 +170,13 @@ def main(argv=None):
         print(f"{label:34s} {row['now']:8.3f} {row['rev']:10.3f} {row['ratio']:7.3f}  "
               f"(pairs {ratios.min():.3f}..{ratios.max():.3f})", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        from facesegment.atomic import write_json_atomic
+
+        write_json_atomic(args.json, report)
 
 
 if __name__ == "__main__":
-    main()
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # a --json file of an earlier run is replaced
+        main()
