@@ -102,7 +102,7 @@ def naive_node_split(X, y, c, perm, rng, q, min_leaf, extra):
 
 
 def naive_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, extra, seed):
-    """The tree of ``grow_regression_tree``: lists ``(left, right, feature, threshold,
+    """The tree of ``regression_nodes``: lists ``(left, right, feature, threshold,
     value, depth, n_samples)`` (nodes in creation order, processed first in first out)."""
     rng = NaiveSplitMix(seed)
     perm = list(range(X.shape[1]))

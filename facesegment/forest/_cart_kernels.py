@@ -1,12 +1,14 @@
 """CART classification trees (Gini or entropy, missing values): the whole tree
 in one Numba call.
 
-:func:`grow_cart_tree` grows an axis-aligned tree breadth first from the
+:func:`cart_nodes` grows an axis-aligned tree breadth first from the
 tree's distinct rows and their integer multiplicities (bootstrap copies), so
 a row drawn twice counts twice in the class counts, the impurities and
-``min_samples_leaf``, exactly like two equal rows.  Nodes are numbered and
-processed in creation order (a FIFO): truncating a tree at depth d gives the
-tree grown with ``max_depth=d``.
+``min_samples_leaf``, exactly like two equal rows.  Its node loop is the
+one of :mod:`facesegment.forest._node_loop` (nodes processed in creation
+order: truncating a tree at depth d gives the tree grown with
+``max_depth=d``); :func:`cart_nodes` gives each node its class counts and
+its split (the search below, the side of missing values).
 
 Split search at a node (scikit-learn's ``BestSplitter`` rules):
 
@@ -41,6 +43,7 @@ import numpy as np
 
 from .._jit import NJIT, njit
 from ._criteria import midpoint_threshold, phi_table, set_cost
+from ._node_loop import node_rows, split_node, tree_arrays, tree_links
 from ._ranks import _LOW32, _S32, COUNTING_SPAN, MISSING_RANK, sort_keys
 from ._regression_kernels import _draw_feature
 
@@ -269,67 +272,58 @@ def cart_scratch(m, k, n_classes):
 
 
 @njit(**NJIT)
-def _partition_node(X, rows, cnt, ids, s, e, f, t, ml, buf):
-    """Stable partition of ``ids[s:e]`` by ``x[f] <= t`` (NaN left when ``ml == 1``):
-    ``(rows left, copies left)``."""
-    nl = 0
-    nr = 0
-    wl = 0
-    for i in range(s, e):
-        lid = ids[i]
-        v = np.float32(X[rows[lid], f])
-        if v != v:
-            go = ml == 1
-        else:
-            go = v <= t
-        if go:
-            ids[s + nl] = lid
-            nl += 1
-            wl += cnt[lid]
-        else:
-            buf[nr] = lid
-            nr += 1
-    for i in range(nr):
-        ids[s + nl + i] = buf[i]
-    return nl, wl
-
-
-@njit(**NJIT)
-def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, min_split,
-                   min_leaf, gini, integer, seed):
-    """Grow one CART tree breadth first (see the module docstring).
+def cart_nodes(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, min_split,
+               min_leaf, gini, integer, seed):
+    """One CART tree: the node loop of :mod:`facesegment.forest._node_loop`, each
+    node given its class counts and split (see the module docstring).
 
     Parameters
     ----------
-    X : uint8 or float32 (n, p) (float may hold NaN); y : int32 (n,) classes
-    R, table, offsets : X itself (uint8 X; ``table``, ``offsets`` unused) or
-        :func:`feature_ranks` of X (float X), what the split search sorts
-    rows : int64 (m,) the tree's distinct rows; counts : int64 (m,) their copies (>= 1)
-    q : features scored per node; max_depth : -1 for none
-    min_split, min_leaf : in copies; gini : Gini index, else entropy
-    integer : X is uint8
-    seed : the tree's random stream
+    X : ndarray uint8 or float32, shape (n, p)
+        The data (float X may hold NaN).
+    R, table, offsets : ndarray
+        What the split search sorts: X itself (uint8 X; ``table``, ``offsets``
+        unused) or :func:`facesegment.forest._ranks.feature_ranks` of X (float X).
+    y : ndarray int32, shape (n,)
+        Classes.
+    rows : ndarray int64, shape (m,)
+        The tree's distinct rows.
+    counts : ndarray int64, shape (m,)
+        Their copies (>= 1).
+    n_classes : int
+    q : int
+        Features scored per node.
+    max_depth : int
+        -1: no limit.
+    min_split, min_leaf : int
+        In copies.
+    gini : bool
+        Gini index, else entropy.
+    integer : bool
+        X is uint8.
+    seed : int
+        The tree's random stream.
 
     Returns
     -------
-    (left, right, feature int32, threshold float32, counts int64 (nodes, n_classes),
-    depth int32, n_samples int64 (copies), missing_left int8), one entry per node;
-    ``missing_left`` is learned where the node's rows missed the feature, else
-    the side of the child with more copies.
+    left, right, feature : ndarray int32, shape (n_nodes,)
+    threshold : ndarray float32, shape (n_nodes,)
+    value : ndarray int64, shape (n_nodes, n_classes)
+        Class counts (copies).
+    depth : ndarray int32, shape (n_nodes,)
+    n_samples : ndarray int64, shape (n_nodes,)
+        Copies.
+    missing_left : ndarray int8, shape (n_nodes,)
+        Learned where the node's rows missed the feature, else the side of
+        the child with more copies.
     """
     m = rows.shape[0]
     p = X.shape[1]
-    cap = 2 * m - 1
-    left = np.full(cap, -1, np.int32)
-    right = np.full(cap, -1, np.int32)
-    feature = np.full(cap, -1, np.int32)
-    threshold = np.zeros(cap, np.float32)
+    nodes, count, ids, buf, feature, threshold = tree_arrays(m)
+    cap = feature.shape[0]
     value = np.zeros((cap, n_classes), np.int64)
-    depth = np.zeros(cap, np.int32)
     n_samples = np.zeros(cap, np.int64)
     miss_left = np.zeros(cap, np.int8)
-    seg_start = np.zeros(cap, np.int64)
-    seg_end = np.zeros(cap, np.int64)
     lab = np.empty(m, np.int32)
     total = 0
     for i in range(m):
@@ -343,16 +337,12 @@ def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_dept
     feats = np.empty(k_max, np.int64)
     perm = np.arange(p)
     state = np.full(1, np.uint64(seed))
-    ids = np.arange(m)
-    buf = np.empty(m, np.int64)
     best = np.empty(4, np.float64)
     known = np.zeros((cap, (p + 63) // 64), np.uint64)  # features constant on the node
-    seg_end[0] = m
-    n_nodes = 1
-    node = 0
-    while node < n_nodes:
-        s = seg_start[node]
-        e = seg_end[node]
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
         w = 0
         for i in range(s, e):
             value[node, lab[ids[i]]] += counts[ids[i]]
@@ -361,10 +351,7 @@ def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_dept
         nz = 0
         for c in range(n_classes):
             nz += value[node, c] > 0
-        d = depth[node]
-        if ((max_depth >= 0 and d >= max_depth) or w < min_split or w < 2 * min_leaf
-                or nz <= 1 or e - s < 2):
-            node += 1
+        if not may_split or w < min_split or w < 2 * min_leaf or nz <= 1 or e - s < 2:
             continue
         for i in range(e - s):
             node_lab[i] = lab[ids[s + i]]
@@ -376,7 +363,6 @@ def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_dept
             feats[b] = _draw_feature(perm, j, state)
             j += 1
         k = k_max
-        found = 0
         while True:
             found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
                                      feats, k, value[node], min_leaf, gini, phi, integer,
@@ -387,29 +373,17 @@ def grow_cart_tree(X, R, table, offsets, y, rows, counts, n_classes, q, max_dept
             j += 1
             k = 1
         if best[1] < 0:
-            node += 1
             continue
-        f = np.int64(best[1])
-        t = np.float32(best[2])
         ml = np.int64(best[3])
-        nl, wl = _partition_node(X, rows, counts, ids, s, e, f, t, ml, buf)
-        if nl == 0 or nl == e - s:  # cannot happen for the cuts found above
-            node += 1
+        _, wl, child = split_node(X, rows, counts, nodes, count, ids, buf, feature,
+                                  threshold, node, np.int64(best[1]), np.float32(best[2]),
+                                  ml)
+        if child < 0:
             continue
         miss_left[node] = ml if ml >= 0 else np.int64(2 * wl >= w)
-        known[n_nodes] = known[node]
-        known[n_nodes + 1] = known[node]
-        feature[node] = f
-        threshold[node] = t
-        left[node] = n_nodes
-        right[node] = n_nodes + 1
-        seg_start[n_nodes] = s
-        seg_end[n_nodes] = s + nl
-        seg_start[n_nodes + 1] = s + nl
-        seg_end[n_nodes + 1] = e
-        depth[n_nodes] = d + 1
-        depth[n_nodes + 1] = d + 1
-        n_nodes += 2
-        node += 1
-    return (left[:n_nodes], right[:n_nodes], feature[:n_nodes], threshold[:n_nodes],
-            value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes], miss_left[:n_nodes])
+        known[child] = known[node]
+        known[child + 1] = known[node]
+    n = count[0]
+    left, right, depth = tree_links(nodes, n)
+    return (left, right, feature[:n], threshold[:n], value[:n], depth, n_samples[:n],
+            miss_left[:n])

@@ -17,8 +17,9 @@ Kernels:
   ``q`` random features: every cut between distinct values (``n_thresh <= 0``)
   or ``n_thresh`` random cuts per feature (uniform between the smallest and
   largest value that leave ``min_leaf`` rows on each side).
-* :func:`grow_density_tree` -- one tree, breadth first (the right child is
-  always ``left + 1``), then its leaves' Gaussians and cells.
+* :func:`density_nodes` -- one tree, breadth first (the node loop
+  of :mod:`facesegment.forest._node_loop`; the right child
+  is always ``left + 1``), then its leaves' Gaussians and cells.
 * :func:`leaf_log_mass` -- each leaf Gaussian's log probability inside its
   cell: exact products of 1-D normal CDFs for diagonal covariances, a
   Monte-Carlo estimate for full ones.
@@ -38,6 +39,7 @@ from numba import prange
 
 from .._jit import NJIT, PARALLEL, njit
 from ._criteria import midpoint_threshold
+from ._node_loop import END, START, node_rows, split_node, tree_arrays, tree_links
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -223,59 +225,68 @@ def best_density_split(X, w, rows, q, n_thresh, min_leaf, reg, diag):
 
 
 @njit(**NJIT)
-def grow_density_tree(X, w, rows, seed, q, n_thresh, min_leaf, max_depth, min_gain,
-                      reg, diag):
-    """Grow one density tree on ``rows`` (int64, weights ``w[rows] > 0``).
+def density_nodes(X, w, rows, seed, q, n_thresh, min_leaf, max_depth, min_gain, reg, diag):
+    """One density tree: the node loop of :mod:`facesegment.forest._node_loop`,
+    each node split by :func:`best_density_split`, then the leaves' Gaussians
+    and cells.
 
-    ``max_depth < 0``: no limit.  Returns ``(left, right, feature, threshold,
-    depth, n_samples, weight, leaf, mean, chol, lower, upper, leaf_weight)``:
-    node arrays (``weight``: the node's weight, float64), ``leaf`` (int32 per
-    node: its row of the leaf arrays, -1 inside), and per leaf the Gaussian's
-    mean, the Cholesky factor of its covariance (``reg`` added; diagonal
-    when ``diag``), its cell's bounds (``lower < x <= upper``, +-inf where
-    open) and its weight.
+    Parameters
+    ----------
+    X : ndarray float32, shape (n, d)
+    w : ndarray float64, shape (n,)
+        Row weights (> 0 on ``rows``).
+    rows : ndarray int64, shape (m,)
+        The tree's rows.
+    seed : int
+        Seeds Numba's generator (the random cuts and features).
+    q, n_thresh, min_leaf : int
+        :func:`best_density_split`'s settings.
+    max_depth : int
+        -1: no limit.
+    min_gain : float
+        A split is kept when its gain is larger.
+    reg : float
+        Added to the covariances' diagonals.
+    diag : bool
+        Diagonal covariances.
+
+    Returns
+    -------
+    left, right, feature : ndarray int32, shape (n_nodes,)
+    threshold : ndarray float32, shape (n_nodes,)
+    depth, n_samples : ndarray int32, shape (n_nodes,)
+    weight : ndarray float64, shape (n_nodes,)
+        The node's weight.
+    leaf : ndarray int32, shape (n_nodes,)
+        The node's row of the leaf arrays, -1 inside.
+    mean : ndarray float64, shape (n_leaves, d)
+        Each leaf's Gaussian's mean.
+    chol : ndarray float64, shape (n_leaves, d, d)
+        The Cholesky factor of its covariance (``reg`` added; diagonal when
+        ``diag``).
+    lower, upper : ndarray float64, shape (n_leaves, d)
+        Its cell's bounds (``lower < x <= upper``, +-inf where open).
+    leaf_weight : ndarray float64, shape (n_leaves,)
     """
     np.random.seed(seed)
-    n, d = rows.shape[0], X.shape[1]
-    cap = 2 * n + 1
-    left = np.full(cap, -1, np.int32)
-    feature = np.full(cap, -1, np.int32)
-    threshold = np.zeros(cap, np.float32)
-    depth = np.zeros(cap, np.int32)
-    start = np.zeros(cap, np.int64)
-    end = np.zeros(cap, np.int64)
-    idx = rows.copy()
-    buf = np.empty(n, np.int64)
-    end[0] = n
-    n_nodes, head = 1, 0
-    while head < n_nodes:
-        node = head
-        head += 1
-        a, b = start[node], end[node]
-        if (max_depth >= 0 and depth[node] >= max_depth) or b - a < 2 * min_leaf:
+    d = X.shape[1]
+    nodes, count, ids, buf, feature, threshold = tree_arrays(rows.shape[0])
+    no_weights = np.empty(0, np.float64)
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
+        if not may_split or e - s < 2 * min_leaf:
             continue
-        f, t, gain = best_density_split(X, w, idx[a:b], q, n_thresh, min_leaf, reg, diag)
-        if f < 0 or not gain > min_gain:
-            continue
-        nl, nr = 0, 0
-        for r in range(a, b):   # stable partition: x[f] <= t first
-            i = idx[r]
-            if X[i, f] <= t:
-                idx[a + nl] = i
-                nl += 1
-            else:
-                buf[nr] = i
-                nr += 1
-        idx[a + nl:b] = buf[:nr]
-        feature[node], threshold[node], left[node] = f, t, n_nodes
-        for c in range(2):
-            child = n_nodes + c
-            depth[child] = depth[node] + 1
-            start[child] = a if c == 0 else a + nl
-            end[child] = a + nl if c == 0 else b
-        n_nodes += 2
-    left = left[:n_nodes]
-    right = np.where(left >= 0, left + 1, -1).astype(np.int32)
+        f, t, gain = best_density_split(X, w, rows[ids[s:e]], q, n_thresh, min_leaf, reg, diag)
+        if f >= 0 and gain > min_gain:
+            split_node(X, rows, no_weights, nodes, count, ids, buf, feature, threshold, node, f,
+                       t, -1)
+    n_nodes = count[0]
+    left, right, depth = tree_links(nodes, n_nodes)
+    feature, threshold = feature[:n_nodes], threshold[:n_nodes]
+    start, end = nodes[:n_nodes, START], nodes[:n_nodes, END]
+    idx = rows[ids]  # the nodes' rows, each node's in idx[start[node]:end[node]]
     n_samples = (end[:n_nodes] - start[:n_nodes]).astype(np.int32)
     weight = np.zeros(n_nodes)
     for node in range(n_nodes):
@@ -325,9 +336,8 @@ def grow_density_tree(X, w, rows, seed, q, n_thresh, min_leaf, max_depth, min_ga
         cholesky_inplace(chol[k])
         lower[k], upper[k] = lo[node], hi[node]
         leaf_weight[k] = weight[node]
-    return (left, right, feature[:n_nodes].copy(), threshold[:n_nodes].copy(),
-            depth[:n_nodes].copy(), n_samples, weight, leaf, mean, chol, lower, upper,
-            leaf_weight)
+    return (left, right, feature, threshold, depth, n_samples, weight, leaf, mean, chol,
+            lower, upper, leaf_weight)
 
 
 @njit(**NJIT)

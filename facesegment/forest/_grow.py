@@ -9,8 +9,9 @@ the tree grown with ``max_depth=d`` from the same seed.
 :func:`grow_tree` is the one greedy tree builder: it takes a
 :class:`TreeParams` (the frozen settings of a fit) whose ``splitter`` (a
 configured split family, :mod:`facesegment.forest.families`) finds, and
-partitions on, each node's split, or grows the nodes in one Numba kernel
-(CART, regression and density splitters).  Ferns and non-greedy trees are
+partitions on, each node's split, or grows the nodes in one Numba call
+(CART, regression and density splitters, on the kernel-level node loop of
+:mod:`facesegment.forest._node_loop`).  Ferns and non-greedy trees are
 not grown node by node; their splitters' ``grow`` builds them
 (:func:`facesegment.forest.ferns.grow_fern`,
 :func:`facesegment.forest.nongreedy.grow_nongreedy_tree`).
@@ -281,7 +282,8 @@ def grow_tree(X, y, n_classes, params, seed):
     3. ``build_nodes(tree, idx)``: the nodes, breadth first.  By default the
        Python loop :func:`split_nodes` asks the splitter for each node's
        split (``find``) and partition (``partition``); splitters whose whole
-       node loop is one Numba kernel (CART, regression, density) override it;
+       node loop runs in Numba (CART, regression, density: the loop of
+       :mod:`facesegment.forest._node_loop`) override it;
     4. ``finish(tree, out)``, then ``untransform(out, state)``.
 
     Parameters

@@ -1,11 +1,12 @@
 """Regression trees (squared error, leaf = mean): the whole tree in one Numba call.
 
-A tree is grown breadth first by :func:`grow_regression_tree` from its
+A tree is grown breadth first by :func:`regression_nodes` from its
 training rows (sorted, unique) and their integer multiplicities (bootstrap
 copies or integer sample weights): the squared-error criterion, the node
 means and ``min_samples_leaf`` all count copies, so a row drawn twice weighs
-exactly as two equal rows.  Nodes are numbered in the order they are created
-and processed in that order (a FIFO), so, as for the classification trees
+exactly as two equal rows.  The node loop is the one of
+:mod:`facesegment.forest._node_loop`: nodes are numbered in the order they
+are created and processed in that order (a FIFO), so, as for the classification trees
 (:mod:`facesegment.forest._grow`), truncating a tree at depth d gives exactly
 the tree grown with ``max_depth=d`` from the same seed.
 
@@ -40,6 +41,7 @@ import numpy as np
 from .._jit import NJIT, njit
 
 from ._extra_kernels import random_cut
+from ._node_loop import node_rows, split_node, tree_arrays, tree_links
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -335,49 +337,60 @@ def _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v):
 
 
 @njit(**NJIT)
-def grow_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, extra,
-                         integer, presort, seed):
-    """Grow one regression tree breadth first (see the module docstring).
+def regression_nodes(X, y, rows, counts, q, max_depth, min_split, min_leaf, extra,
+                     integer, presort, seed):
+    """One regression tree: the node loop of :mod:`facesegment.forest._node_loop`,
+    each node given its mean and squared-error split (see the module docstring).
 
     Parameters
     ----------
-    X : uint8 or float32 (n, p); y : float64 (n,)
-    rows : int64 (m,) the tree's distinct rows; counts : float64 (m,) their copies (>= 1)
-    q : int, features scored per node; max_depth : int (-1: none)
-    min_split, min_leaf : int, in copies
-    extra : bool, one random cut per feature instead of the best threshold
-    integer : bool, X is uint8
-    presort : bool (best thresholds only), sort every feature once per tree and
-        keep each node's segments sorted (:func:`best_presorted_split`) instead of
+    X : ndarray uint8 or float32, shape (n, p)
+    y : ndarray float64, shape (n,)
+    rows : ndarray int64, shape (m,)
+        The tree's distinct rows.
+    counts : ndarray float64, shape (m,)
+        Their copies (>= 1).
+    q : int
+        Features scored per node.
+    max_depth : int
+        -1: no limit.
+    min_split, min_leaf : int
+        In copies.
+    extra : bool
+        One random cut per feature instead of the best threshold.
+    integer : bool
+        X is uint8.
+    presort : bool
+        Best thresholds only: sort every feature once per tree and keep each
+        node's segments sorted (:func:`best_presorted_split`) instead of
         sorting the drawn features at every node; same splits up to float
-        rounding of the sums, (p, m) memory
-    seed : int, the tree's random stream
+        rounding of the sums, (p, m) memory.
+    seed : int
+        The tree's random stream.
 
     Returns
     -------
-    (left, right, feature int32, threshold float32, value float64 (node mean),
-    depth int32, n_samples int64 (copies)), one entry per node.
+    left, right, feature : ndarray int32, shape (n_nodes,)
+    threshold : ndarray float32, shape (n_nodes,)
+    value : ndarray float64, shape (n_nodes,)
+        The node's mean.
+    depth : ndarray int32, shape (n_nodes,)
+    n_samples : ndarray int64, shape (n_nodes,)
+        Copies.
     """
     m = rows.shape[0]
     p = X.shape[1]
-    cap = 2 * m - 1
-    left = np.full(cap, -1, np.int32)
-    right = np.full(cap, -1, np.int32)
-    feature = np.full(cap, -1, np.int32)
-    threshold = np.zeros(cap, np.float32)
+    nodes, count, ids, buf, feature, threshold = tree_arrays(m)
+    cap = feature.shape[0]
     value = np.zeros(cap, np.float64)
-    depth = np.zeros(cap, np.int32)
     n_samples = np.zeros(cap, np.int64)
-    seg_start = np.zeros(cap, np.int64)
-    seg_end = np.zeros(cap, np.int64)
     perm = np.arange(p)
     state = np.full(1, np.uint64(seed))
     yl = np.empty(m, np.float64)
     for i in range(m):
         yl[i] = y[rows[i]]
     cl = counts
-    ids = np.arange(m)
-    buf = np.empty(m, np.int64)
+    no_weights = np.empty(0, np.float64)  # the split's left copies are not needed
     if presort:
         srt, sv, xt = _presort(X, rows)
         goes_left = np.zeros(m, np.bool_)
@@ -394,12 +407,10 @@ def grow_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, 
     x_thr = np.empty(p, np.float32)
     x_wl = np.empty(p, np.float64)
     x_sl = np.empty(p, np.float64)
-    seg_end[0] = m
-    n_nodes = 1
-    node = 0
-    while node < n_nodes:
-        s = seg_start[node]
-        e = seg_end[node]
+    for node in range(feature.shape[0]):  # the nodes in creation order
+        if node == count[0]:
+            break
+        s, e, may_split = node_rows(nodes, node, max_depth)
         w = 0.0
         sy = 0.0
         y_lo = yl[ids[s]]
@@ -412,10 +423,7 @@ def grow_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, 
             y_hi = max(y_hi, yi)
         value[node] = sy / w
         n_samples[node] = np.int64(w)
-        d = depth[node]
-        if ((max_depth >= 0 and d >= max_depth) or w < min_split or w < 2 * min_leaf
-                or y_lo == y_hi or e - s < 2):
-            node += 1
+        if not may_split or w < min_split or w < 2 * min_leaf or y_lo == y_hi or e - s < 2:
             continue
         if extra:
             f, t = extra_regression_split(X, rows, yl, cl, ids, s, e, w, sy, perm, q,
@@ -428,40 +436,17 @@ def grow_regression_tree(X, y, rows, counts, q, max_depth, min_split, min_leaf, 
             f, t = best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf,
                                          integer, state, vals, ys, cs, order, start)
         if f < 0:
-            node += 1
             continue
-        nl = 0
-        nr = 0
-        for i in range(s, e):  # stable partition, left rows first
-            lid = ids[i]
-            gl = np.float32(X[rows[lid], f]) <= t
-            if presort:
-                goes_left[lid] = gl
-            if gl:
-                ids[s + nl] = lid
-                nl += 1
-            else:
-                buf[nr] = lid
-                nr += 1
-        for i in range(nr):
-            ids[s + nl + i] = buf[i]
-        if presort:
+        nl, _, child = split_node(X, rows, no_weights, nodes, count, ids, buf, feature, threshold,
+                                  node, f, t, -1)
+        if presort and child >= 0:  # each feature's sorted segment partitioned like the rows
+            for i in range(s, e):
+                goes_left[ids[i]] = i < s + nl
             _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v)
-        feature[node] = f
-        threshold[node] = t
-        left[node] = n_nodes
-        right[node] = n_nodes + 1
-        seg_start[n_nodes] = s
-        seg_end[n_nodes] = s + nl
-        seg_start[n_nodes + 1] = s + nl
-        seg_end[n_nodes + 1] = e
-        depth[n_nodes] = d + 1
-        depth[n_nodes + 1] = d + 1
-        n_nodes += 2
-        node += 1
-    return (left[:n_nodes], right[:n_nodes], feature[:n_nodes], threshold[:n_nodes],
-            value[:n_nodes], depth[:n_nodes], n_samples[:n_nodes])
+    n = count[0]
+    left, right, depth = tree_links(nodes, n)
+    return left, right, feature[:n], threshold[:n], value[:n], depth, n_samples[:n]
 
 
-__all__ = ["grow_regression_tree", "best_regression_split", "best_presorted_split",
+__all__ = ["regression_nodes", "best_regression_split", "best_presorted_split",
            "extra_regression_split", "next_uniform"]

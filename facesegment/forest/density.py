@@ -55,7 +55,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..parallel import map_tasks
 from ._arrays import ForestArrays
-from ._density_kernels import (LOG_2PI, grow_density_tree, leaf_log_mass, sample_kernel,
+from ._density_kernels import (LOG_2PI, density_nodes, leaf_log_mass, sample_kernel,
                                score_kernel)
 from ._grow import TreeParams, fit_tree_task
 from .base import numba_threads, predict_threads, seeds_from
@@ -138,7 +138,7 @@ class DensitySplitter(Splitter):
     every cut when 0, kept when the gain beats ``min_gain``; ``reg`` added to
     the covariances, diagonal when ``diag``), then each leaf's Gaussian, cell
     and log mass (``n_mc`` Monte-Carlo draws): the node loop in one Numba
-    kernel (:func:`facesegment.forest._density_kernels.grow_density_tree`).
+    kernel (:func:`facesegment.forest._density_kernels.density_nodes`).
     ``weights``: the rows' sample weights (used without bootstrap; with it a
     row weighs its number of draws)."""
 
@@ -183,7 +183,7 @@ class DensitySplitter(Splitter):
             rows, w = idx, self.weights
         grow_seed, mass_seed = (int(s) for s in rng.integers(0, 2**31 - 1, size=2))
         (left, right, feature, threshold, depth, n_samples, weight, leaf, mean, chol, lower,
-         upper, leaf_weight) = grow_density_tree(
+         upper, leaf_weight) = density_nodes(
             X, w, np.ascontiguousarray(rows, np.int64), grow_seed, self.q, self.n_thresh,
             tree.min_leaf, tree.params.max_depth, self.min_gain, self.reg, self.diag)
         log_mass = leaf_log_mass(mean, chol, lower, upper, self.diag, self.n_mc, mass_seed)

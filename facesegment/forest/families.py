@@ -39,7 +39,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from ._cart_kernels import grow_cart_tree
+from ._cart_kernels import cart_nodes
 from ._criteria import sorted_gain_of_values
 from ._extra_kernels import random_axis_split, random_axis_split_missing
 from ._grow import _kernel_float, draw_features, grow_tree, split_nodes
@@ -320,7 +320,7 @@ class AxisSplitter(Splitter):
 class CartSplitter(Splitter):
     """scikit-learn's CART rules (Gini index or entropy, NaN sent to the side that
     gains most, features in random order): the whole node loop in one Numba
-    kernel (:func:`facesegment.forest._cart_kernels.grow_cart_tree`) on the
+    kernel (:func:`facesegment.forest._cart_kernels.cart_nodes`) on the
     tree's distinct rows and their copies."""
 
     name: ClassVar[str] = "axis"
@@ -347,7 +347,7 @@ class CartSplitter(Splitter):
         """
         X, p = tree.X, tree.p
         rows, counts = np.unique(idx, return_counts=True)
-        left, right, feature, thr, value, depth, n_samples, ml = grow_cart_tree(
+        left, right, feature, thr, value, depth, n_samples, ml = cart_nodes(
             X, *sort_inputs(X), tree.y, rows.astype(np.int64), counts.astype(np.int64),
             tree.n_classes, self.max_features, tree.params.max_depth,
             tree.params.min_samples_split, tree.min_leaf, self.criterion == "gini",

@@ -1,7 +1,7 @@
 """Regression forests (squared error; a leaf predicts the mean of its training targets).
 
 Two scikit-learn regressors (``RegressorMixin, BaseEstimator``) grown by
-:func:`facesegment.forest._regression_kernels.grow_regression_tree`, one
+:func:`facesegment.forest._regression_kernels.regression_nodes`, one
 Numba call per tree:
 
 * :class:`AxisAlignedForestRegressor`: Breiman's random forest for
@@ -52,7 +52,7 @@ from ._arrays import complete
 from ._grow import RowDraw, TreeParams, fit_tree_task, sampling_pool
 from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
                        predict_proba_packed, predict_proba_packed_serial)
-from ._regression_kernels import grow_regression_tree
+from ._regression_kernels import regression_nodes
 from .families import Splitter
 from .base import (PARALLEL_CHUNK, PARALLEL_MIN_WORK, _CHECK_KW, _check_predict_int,
                    _flatten, numba_threads, predict_threads, seeds_from)
@@ -107,7 +107,7 @@ class RegressionSplitter(Splitter):
     """Squared-error splits ``x[f] <= t`` among ``max_features`` random features
     (``extra``: one random cut per feature), leaves holding the mean: the whole
     node loop in one Numba kernel
-    (:func:`facesegment.forest._regression_kernels.grow_regression_tree`) on the
+    (:func:`facesegment.forest._regression_kernels.regression_nodes`) on the
     tree's distinct rows and their copies; the tree's generator draws the
     kernel's seed after the rows."""
 
@@ -135,7 +135,7 @@ class RegressionSplitter(Splitter):
         """
         X, y, p = tree.X, tree.y, tree.p
         rows, counts = np.unique(idx, return_counts=True)
-        left, right, feature, thr, value, depth, n_samples = grow_regression_tree(
+        left, right, feature, thr, value, depth, n_samples = regression_nodes(
             X, y, rows.astype(np.int64), counts.astype(np.float64), self.max_features,
             tree.params.max_depth, tree.params.min_samples_split, tree.min_leaf,
             self.extra, X.dtype == np.uint8,

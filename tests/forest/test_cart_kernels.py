@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from facesegment.forest import AxisAlignedForest
-from facesegment.forest._cart_kernels import grow_cart_tree
+from facesegment.forest._cart_kernels import cart_nodes
 from facesegment.forest._ranks import MISSING_RANK, RADIX_MIN, feature_ranks, sort_inputs, sort_keys
 from tests import naive
 
@@ -48,8 +48,8 @@ def test_every_split_of_a_tree_is_a_naive_best_split(criterion, dtype, missing, 
     rng = np.random.default_rng(7 + min_leaf)
     X, y = _data(rng, 400, 5, dtype, missing)
     rows, counts = np.unique(rng.integers(0, 400, 400), return_counts=True)
-    tree = grow_cart_tree(X, *sort_inputs(X), y, rows, counts.astype(np.int64), 3, 5, -1, 2,
-                          min_leaf, criterion == "gini", dtype == np.uint8, 11)
+    tree = cart_nodes(X, *sort_inputs(X), y, rows, counts.astype(np.int64), 3, 5, -1, 2,
+                      min_leaf, criterion == "gini", dtype == np.uint8, 11)
     left, right, feature, threshold, value, depth, n_samples, _ = tree
     reach = _rows_per_node(X, rows, tree)
     all_f = np.arange(5)
@@ -75,8 +75,8 @@ def test_an_impure_node_splits_even_when_no_cut_lowers_the_impurity():
     # XOR: no single cut lowers the Gini index at the root; scikit-learn splits anyway
     X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
     y = np.array([0, 1, 1, 0], dtype=np.int32)
-    tree = grow_cart_tree(X, *sort_inputs(X), y, np.arange(4), np.ones(4, np.int64), 2, 2, -1,
-                          2, 1, True, False, 0)
+    tree = cart_nodes(X, *sort_inputs(X), y, np.arange(4), np.ones(4, np.int64), 2, 2, -1,
+                      2, 1, True, False, 0)
     left, value = tree[0], tree[4]
     assert left[0] >= 0
     leaves = value[left < 0]

@@ -14,7 +14,7 @@ from facesegment.forest import (AxisAlignedForestRegressor, ExtraTreesForestRegr
                                 InvalidParameterError, constraints_of,
                                 validate_params)
 from facesegment.forest import regression as reg_mod
-from facesegment.forest._regression_kernels import grow_regression_tree, next_uniform
+from facesegment.forest._regression_kernels import next_uniform, regression_nodes
 from facesegment.forest.registry import KINDS, get_kind, kind_of
 from facesegment.modelio.model import Model, save_model
 from facesegment.models import load_model
@@ -57,8 +57,8 @@ def test_tree_kernel_matches_naive_tree(dtype, extra, presort, q, min_leaf, max_
     X, y = _data(90, 5, seed=q + min_leaf, dtype=dtype)
     rng = np.random.default_rng(1)
     rows, counts = np.unique(rng.integers(0, 90, 90), return_counts=True)
-    got = grow_regression_tree(X, y, rows.astype(np.int64), counts.astype(np.float64), q,
-                               max_depth, 2, min_leaf, extra, dtype == np.uint8, presort, 77)
+    got = regression_nodes(X, y, rows.astype(np.int64), counts.astype(np.float64), q,
+                           max_depth, 2, min_leaf, extra, dtype == np.uint8, presort, 77)
     ref = naive_regression_tree(X, y, rows, counts, q, max_depth, 2, min_leaf, extra, 77)
     names = ("left", "right", "feature", "threshold", "value", "depth", "n_samples")
     for name, a in zip(names, got):
