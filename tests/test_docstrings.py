@@ -22,7 +22,6 @@ PENDING = frozenset({
     "facesegment/forest/_cart_kernels.py",
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
-    "facesegment/forest/_node_loop.py",
     "facesegment/forest/_regression_kernels.py",
 })
 
