@@ -21,7 +21,6 @@ KERNEL_PARAMETERS = 5
 PENDING = frozenset({
     "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
-    "facesegment/forest/_regression_kernels.py",
 })
 
 
