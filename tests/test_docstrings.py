@@ -19,7 +19,6 @@ PACKAGE = ROOT / "facesegment"
 KERNEL_PARAMETERS = 5
 #: Modules (relative to the repository) whose functions are not all documented yet.
 PENDING = frozenset({
-    "facesegment/forest/_density_kernels.py",
     "facesegment/forest/_grow.py",
 })
 
