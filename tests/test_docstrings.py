@@ -18,9 +18,7 @@ PACKAGE = ROOT / "facesegment"
 #: Kernels with more parameters than this need a Parameters section even when private.
 KERNEL_PARAMETERS = 5
 #: Modules (relative to the repository) whose functions are not all documented yet.
-PENDING = frozenset({
-    "facesegment/forest/_grow.py",
-})
+PENDING = frozenset()
 
 
 def _parameters(node):
