@@ -18,13 +18,7 @@ PACKAGE = ROOT / "facesegment"
 #: Kernels with more parameters than this need a Parameters section even when private.
 KERNEL_PARAMETERS = 5
 #: Modules (relative to the repository) whose functions are not all documented yet.
-PENDING = frozenset({
-    "facesegment/forest/_cart_kernels.py",
-    "facesegment/forest/_density_kernels.py",
-    "facesegment/forest/_grow.py",
-    "facesegment/forest/_node_loop.py",
-    "facesegment/forest/_regression_kernels.py",
-})
+PENDING = frozenset()
 
 
 def _parameters(node):

@@ -55,12 +55,43 @@ def scan_cart_copies(vals, labels, copies, m0, tot, miss, min_leaf, gini, phi, l
     ``miss`` on either side: ``(i, gain float64, missing_left)``, the cut between
     ``vals[i]`` and ``vals[i + 1]`` (``i = m0 - 1``: every present value left).
 
-    ``tot``: class counts (copies) of the present values; ``phi``:
-    :func:`facesegment.forest._criteria.phi_table` up to the node's copies;
-    ``left`` (n_classes,) scratch.  The gain is the impurity decrease weighted
-    by the children's shares; -1.0 (and i = -1) when no cut leaves
-    ``min_leaf`` copies on each side.  ``missing_left``: 1 / 0 where the missing
-    values go left / right, -1 when the node has none.
+    A node without missing values is scanned by :func:`_scan_present`.
+
+    Parameters
+    ----------
+    vals : ndarray (uint32 in :func:`cart_split_batch`), shape (>= m0,)
+        The present values, sorted increasingly; only whether neighbours are
+        equal is read.
+    labels : ndarray int32, shape (>= m0,)
+        The class of each value.
+    copies : ndarray int64, shape (>= m0,)
+        The multiplicity of each value's row.
+    m0 : int
+        The present values.
+    tot : ndarray int64, shape (n_classes,)
+        Class counts (copies) of the present values.
+    miss : ndarray int64, shape (n_classes,)
+        Class counts (copies) of the missing values.
+    min_leaf : int
+        The fewest copies a child may hold.
+    gini : bool
+        Gini index, else entropy.
+    phi : ndarray float64, shape (>= node copies + 1,)
+        :func:`facesegment.forest._criteria.phi_table` up to the node's copies.
+    left : ndarray int64, shape (n_classes,)
+        Scratch (the left side's class counts), overwritten.
+
+    Returns
+    -------
+    i : int
+        The best cut, between ``vals[i]`` and ``vals[i + 1]``; -1 when no cut
+        leaves ``min_leaf`` copies on each side.
+    gain : float64
+        The impurity decrease weighted by the children's shares; -1.0 when
+        there is no cut.
+    missing_left : int
+        1 / 0 where the missing values go left / right, -1 when the node has
+        none (or there is no cut).
     """
     n_classes = tot.shape[0]
     w_miss = 0
@@ -122,8 +153,37 @@ def scan_cart_copies(vals, labels, copies, m0, tot, miss, min_leaf, gini, phi, l
 
 @njit(**NJIT)
 def _scan_present(vals, labels, copies, m0, tot, n, parent, a_r, min_leaf, gini, phi, left):
-    """:func:`scan_cart_copies` of a node without missing values (``a_r``: the
-    right side's ``sum_c phi`` before the first cut, ``parent`` the node's cost)."""
+    """:func:`scan_cart_copies` of a node without missing values.
+
+    Only the cuts between two present values are tried (``i < m0 - 1``); for
+    Gini the ``phi`` differences are computed, not read from the table.
+
+    Parameters
+    ----------
+    vals, labels, copies, m0, tot : ndarray or int
+        As for :func:`scan_cart_copies`.
+    n : int
+        The node's copies (the sum of ``tot``).
+    parent : float64
+        The node's cost, :func:`facesegment.forest._criteria.set_cost` of its
+        ``n`` copies.
+    a_r : float64
+        The right side's ``sum_c phi(count_c)`` before the first cut (every
+        value right).
+    min_leaf, gini, phi : int, bool, ndarray
+        As for :func:`scan_cart_copies`.
+    left : ndarray int64, shape (n_classes,)
+        Zero on entry; scratch (the left side's class counts), overwritten.
+
+    Returns
+    -------
+    i : int
+        The best cut (-1: none leaves ``min_leaf`` copies on each side).
+    gain : float64
+        Its weighted impurity decrease (-1.0: no cut).
+    missing_left : int
+        -1 (no missing values).
+    """
     a_l = 0.0
     best_gain = -1.0
     best_i = -1
@@ -158,7 +218,49 @@ def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, 
     whether the feature cannot split (no present value, or all equal and none
     missing).  A counting sort when the ranks span at most
     ``COUNTING_SPAN m0 + 256`` values, else :func:`sort_keys` on the keys
-    ``(rank - lowest) << 32 | position``."""
+    ``(rank - lowest) << 32 | position``.
+
+    Both sorts order the values increasingly, equal values in the order of the
+    node's rows.
+
+    Parameters
+    ----------
+    gv : ndarray uint32, shape (k, >= m)
+        The gathered values (ranks, or uint8 values), :data:`MISSING_RANK` for a
+        missing one; row ``b`` is read.
+    b : int
+        The row of ``gv`` to sort.
+    m : int
+        The node's rows.
+    lab : ndarray int32, shape (>= m,)
+        The class of each of the node's rows.
+    cnt : ndarray int64, shape (>= m,)
+        The copies of each of the node's rows.
+    tot, miss : ndarray int64, shape (n_classes,)
+        Written: the class counts (copies) of the present and of the missing
+        values.
+    keys, tmp : ndarray uint64, shape (>= m,)
+        Scratch (the sort keys; :func:`sort_keys`'s buffer).
+    hist : ndarray int64, shape (4, 256)
+        Scratch of :func:`sort_keys`.
+    start : ndarray int64, shape (COUNTING_SPAN m + 258,)
+        Scratch of the counting sort (used only when the span is below its
+        length).
+    vs : ndarray uint32, shape (>= m,)
+        Written: the sorted present values, ``vs[:m0]``.
+    ls : ndarray int32, shape (>= m,)
+        Written: their classes.
+    cs : ndarray int64, shape (>= m,)
+        Written: their copies.
+
+    Returns
+    -------
+    m0 : int
+        The present values.
+    constant : bool
+        True when the feature cannot split; ``vs``, ``ls`` and ``cs`` are then
+        not written.
+    """
     tot[:] = 0
     miss[:] = 0
     m0 = 0
@@ -218,12 +320,60 @@ def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node
     [gain, feature, threshold, missing_left], the first best wins); returns how
     many of them were not constant.
 
-    ``R`` holds what is sorted: X itself when ``integer`` (uint8), else the
-    ranks of :func:`feature_ranks`, whose values ``table[offsets[f] + rank]``
-    give the thresholds.  ``known`` (uint64 bits, one per feature) marks
-    features known to be constant on the node (constant on an ancestor): they
-    are skipped unread, and the ones found constant here are added.  ``sc``:
-    the scratch of :func:`cart_scratch`."""
+    The drawn features' values are gathered in one pass over the node's rows,
+    each feature sorted by :func:`_sort_ranked` and scanned by
+    :func:`scan_cart_copies`.
+
+    Parameters
+    ----------
+    R : ndarray uint8 or uint32, shape (n, p)
+        What is sorted: X itself when ``integer``, else the ranks of
+        :func:`facesegment.forest._ranks.feature_ranks`.
+    table : ndarray float32, shape (offsets[p],)
+        The values of the ranks: ``table[offsets[f] + rank]`` gives the
+        thresholds (unused when ``integer``).
+    offsets : ndarray int64, shape (p + 1,)
+        Start of each feature's values in ``table`` (unused when ``integer``).
+    rows : ndarray int64, shape (m,)
+        The tree's rows; local id ``i`` is row ``rows[i]``.
+    lab : ndarray int32, shape (>= len(node_ids),)
+        The class of each of the node's rows, in the order of ``node_ids``.
+    cnt : ndarray int64, shape (>= len(node_ids),)
+        Their copies.
+    node_ids : ndarray int64, shape (m_node,)
+        The local ids of the node's rows.
+    feats : ndarray int64, shape (>= k,)
+        The features to score, in draw order.
+    k : int
+        How many of ``feats`` to score.
+    node_tot : ndarray int64, shape (n_classes,)
+        The node's class counts (copies); not read.
+    min_leaf : int
+        The fewest copies a child may hold.
+    gini : bool
+        Gini index, else entropy.
+    phi : ndarray float64, shape (>= node copies + 1,)
+        :func:`facesegment.forest._criteria.phi_table` up to the node's copies.
+    integer : bool
+        ``R`` is X (uint8); the thresholds are its values.
+    known : ndarray uint64, shape ((p + 63) // 64,)
+        One bit per feature, set where the feature is known to be constant on
+        the node (constant on an ancestor): those features are skipped unread.
+        Updated in place: the features found constant here are added.
+    best : ndarray float64, shape (4,)
+        ``[gain, feature, threshold, missing_left]`` of the best split so far;
+        overwritten where a feature's gain is strictly greater than ``best[0]``
+        (the threshold is the midpoint of the cut's two values, or the largest
+        present value when every present value goes left).
+    sc : tuple
+        The scratch of :func:`cart_scratch`, for at least ``len(node_ids)``
+        rows and ``k`` features.
+
+    Returns
+    -------
+    int
+        The features scored: those of ``feats[:k]`` not constant on the node.
+    """
     gv, keys, tmp, hist, vs, ls, cs, tot, miss, left, start, act = sc
     m = node_ids.shape[0]
     n_act = 0
@@ -263,7 +413,27 @@ def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node
 @njit(**NJIT)
 def cart_scratch(m, k, n_classes):
     """Scratch arrays of :func:`cart_split_batch` for nodes of at most ``m`` rows
-    and batches of at most ``k`` features."""
+    and batches of at most ``k`` features.
+
+    Parameters
+    ----------
+    m : int
+        The most rows of a node.
+    k : int
+        The most features of a batch.
+    n_classes : int
+        The classes.
+
+    Returns
+    -------
+    tuple
+        ``(gv, keys, tmp, hist, vs, ls, cs, tot, miss, left, start, act)``:
+        ``gv`` uint32 (k, m); ``keys``, ``tmp`` uint64 (m,); ``hist`` int64
+        (4, 256) zeros; ``vs`` uint32, ``ls`` int32, ``cs`` int64 (m,);
+        ``tot``, ``miss``, ``left`` int64 (n_classes,) zeros; ``start`` int64
+        (COUNTING_SPAN m + 258,) zeros; ``act`` int64 (k,).  The arrays not
+        listed as zeros are uninitialised.
+    """
     return (np.empty((k, m), np.uint32), np.empty(m, np.uint64), np.empty(m, np.uint64),
             np.zeros((4, 256), np.int64), np.empty(m, np.uint32), np.empty(m, np.int32),
             np.empty(m, np.int64), np.zeros(n_classes, np.int64),

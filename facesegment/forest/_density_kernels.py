@@ -47,7 +47,21 @@ LOG_2PI = math.log(2.0 * math.pi)
 @njit(**NJIT)
 def cholesky_inplace(C):
     """Lower Cholesky factor of the SPD matrix ``C`` (d, d), in place; returns
-    ``log det C``, or ``inf`` when ``C`` is not positive definite."""
+    ``log det C``, or ``inf`` when ``C`` is not positive definite.
+
+    Parameters
+    ----------
+    C : ndarray float64, shape (d, d)
+        The matrix (its lower triangle is read); overwritten by its lower
+        Cholesky factor ``L`` (upper triangle zeroed).  Left partly factored
+        when a pivot is not positive.
+
+    Returns
+    -------
+    float
+        ``log det C = 2 sum_j log L_jj``; ``inf`` when a pivot is not positive
+        (or is NaN).
+    """
     d = C.shape[0]
     logdet = 0.0
     for j in range(d):
@@ -72,7 +86,23 @@ def cholesky_inplace(C):
 @njit(**NJIT)
 def covariance(W, s1, s2, reg, diag, out):
     """Weighted ML covariance ``s2/W - (s1/W)(s1/W)^T + reg I`` into ``out``
-    (diagonal only when ``diag``; off-diagonal entries then 0)."""
+    (diagonal only when ``diag``; off-diagonal entries then 0).
+
+    Parameters
+    ----------
+    W : float
+        The total weight.
+    s1 : ndarray float64, shape (d,)
+        ``sum w x``.
+    s2 : ndarray float64, shape (d, d)
+        ``sum w x x^T``.
+    reg : float
+        Added to the diagonal.
+    diag : bool
+        Only the diagonal is computed; the other entries are set to 0.
+    out : ndarray float64, shape (d, d)
+        Written: the covariance.
+    """
     d = s1.shape[0]
     for i in range(d):
         mi = s1[i] / W
@@ -86,7 +116,31 @@ def covariance(W, s1, s2, reg, diag, out):
 
 @njit(**NJIT)
 def gaussian_cost(W, s1, s2, reg, diag, work):
-    """``W * log|C|`` of the covariance of the moments (``work``: (d, d) scratch)."""
+    """``W * log|C|`` of the covariance of the moments (``work``: (d, d) scratch).
+
+    ``C`` is :func:`covariance` of the moments.
+
+    Parameters
+    ----------
+    W : float
+        The total weight.
+    s1 : ndarray float64, shape (d,)
+        ``sum w x``.
+    s2 : ndarray float64, shape (d, d)
+        ``sum w x x^T`` (only its diagonal is read when ``diag``).
+    reg : float
+        Added to the covariance's diagonal.
+    diag : bool
+        Diagonal covariance: ``log|C|`` is the sum of the log variances.
+    work : ndarray float64, shape (d, d)
+        Scratch (the covariance and its Cholesky factor); unused when ``diag``.
+
+    Returns
+    -------
+    float
+        ``W log|C|``; ``inf`` when ``C`` is not positive definite (a variance
+        not positive, when ``diag``).
+    """
     d = s1.shape[0]
     if diag:
         acc = 0.0
@@ -152,6 +206,44 @@ def best_density_split(X, w, rows, q, n_thresh, min_leaf, reg, diag):
     Returns ``(feature, threshold, gain)``; feature -1 when no cut leaves
     ``min_leaf`` rows on each side.  ``gain`` is the information gain of
     Gaussians per unit weight (see the module docstring).
+
+    The ``q`` features are drawn without replacement (a partial Fisher-Yates
+    shuffle) and the random cuts drawn from Numba's generator, as seeded by
+    the caller.  The cut of least children's cost wins; among equal costs the
+    first (features in draw order, cuts in increasing order).
+
+    Parameters
+    ----------
+    X : ndarray float32, shape (n, d)
+        The data.
+    w : ndarray float64, shape (n,)
+        Row weights, > 0 on ``rows``.
+    rows : ndarray int64, shape (m,)
+        The node's rows of ``X``.
+    q : int
+        Features scored, at most ``d``.
+    n_thresh : int
+        Random cuts per feature, each uniform between the ``min_leaf``-th
+        smallest and the ``min_leaf``-th largest value (duplicate positions
+        merged); <= 0: every cut between two distinct values.
+    min_leaf : int
+        The fewest rows a child may hold.
+    reg : float
+        Added to the covariances' diagonals.
+    diag : bool
+        Diagonal covariances.
+
+    Returns
+    -------
+    feature : int
+        The best cut's feature; -1 when there is none.
+    threshold : float32
+        The float32 midpoint of the values either side of the cut
+        (:func:`facesegment.forest._criteria.midpoint_threshold`); 0.0 when
+        there is none.
+    gain : float
+        ``(parent cost - children's cost) / W`` with ``W`` the node's weight;
+        0.0 when there is no cut.
     """
     m = rows.shape[0]
     d = X.shape[1]
@@ -364,6 +456,26 @@ def leaf_log_mass(mean, chol, lower, upper, diag, n_mc, seed):
     by every leaf) that fall in the cell, a draw counted as ``1/2`` when none
     does; a cell open in every coordinate has mass 1 exactly, and a cell
     bounded in one coordinate ``j`` only gets the exact 1-D mass.
+
+    Parameters
+    ----------
+    mean : ndarray float64, shape (L, d)
+        Each leaf Gaussian's mean.
+    chol : ndarray float64, shape (L, d, d)
+        The lower Cholesky factor of its covariance.
+    lower, upper : ndarray float64, shape (L, d)
+        Its cell's bounds (``lower < x <= upper``, +-inf where open).
+    diag : bool
+        Diagonal covariances (exact masses; no draws).
+    n_mc : int
+        Monte-Carlo draws per leaf for full covariances.
+    seed : int
+        Seeds Numba's generator before the draws.
+
+    Returns
+    -------
+    ndarray float64, shape (L,)
+        Each leaf's log mass (0.0 for a cell open in every coordinate).
     """
     np.random.seed(seed)
     L, d = mean.shape
@@ -416,7 +528,39 @@ def _leaf_of(x, root, left, feature, threshold):
 def score_kernel(X, roots, left, feature, threshold, leaf, mean, chol, log_norm):
     """Log density of each row of ``X`` (float32 (n, d)): the log of the mean
     over trees of ``exp(log_norm[k] - |L_k^-1 (x - mean_k)|^2 / 2)`` for the
-    leaf ``k`` reached in each tree."""
+    leaf ``k`` reached in each tree.
+
+    Rows are scored in parallel (``prange``).  A row goes left where
+    ``x[feature] <= threshold``.
+
+    Parameters
+    ----------
+    X : ndarray float32, shape (n, d)
+        The rows.
+    roots : ndarray int32, shape (T,)
+        Each tree's root in the node arrays.
+    left : ndarray int32, shape (n_nodes,)
+        The forest's nodes (every tree's, concatenated): each node's left
+        child as an index into these arrays (the right one is ``left + 1``);
+        -1 at a leaf.
+    feature : ndarray int32, shape (n_nodes,)
+        Each node's split feature.
+    threshold : ndarray float32, shape (n_nodes,)
+        Each node's split threshold.
+    leaf : ndarray int32, shape (n_nodes,)
+        Each node's row of the leaf arrays (-1 inside).
+    mean : ndarray float64, shape (n_leaves, d)
+        Each leaf Gaussian's mean.
+    chol : ndarray float64, shape (n_leaves, d, d)
+        The lower Cholesky factor ``L_k`` of its covariance.
+    log_norm : ndarray float64, shape (n_leaves,)
+        Each leaf's log normalising constant.
+
+    Returns
+    -------
+    ndarray float64, shape (n,)
+        The log density of each row.
+    """
     n, d = X.shape
     T = roots.shape[0]
     out = np.empty(n)
@@ -447,7 +591,41 @@ def sample_kernel(n, seed, roots, left, weight, leaf, mean, chol, lower, upper, 
     with probability ``weight[l] / (weight[l] + weight[l + 1])``, then the
     leaf's Gaussian until a draw falls in the leaf's cell (at most
     ``max_tries`` draws).  Returns ``(x float64 (n, d), leaf row int64 (n,),
-    accepted bool (n,))``; a row not accepted holds its last draw."""
+    accepted bool (n,))``; a row not accepted holds its last draw.
+
+    Parameters
+    ----------
+    n : int
+        The draws.
+    seed : int
+        Seeds Numba's generator on entry.
+    roots : ndarray int32, shape (T,)
+        Each tree's root in the node arrays.
+    left : ndarray int32, shape (n_nodes,)
+        Each node's left child as an index into the node arrays (the right one
+        is ``left + 1``); -1 at a leaf.
+    weight : ndarray float64, shape (n_nodes,)
+        Each node's weight.
+    leaf : ndarray int32, shape (n_nodes,)
+        Each node's row of the leaf arrays (-1 inside).
+    mean : ndarray float64, shape (n_leaves, d)
+        Each leaf Gaussian's mean.
+    chol : ndarray float64, shape (n_leaves, d, d)
+        The lower Cholesky factor of its covariance.
+    lower, upper : ndarray float64, shape (n_leaves, d)
+        Each leaf's cell (``lower < x <= upper``).
+    max_tries : int
+        The most Gaussian draws per row.
+
+    Returns
+    -------
+    x : ndarray float64, shape (n, d)
+        The draws.
+    rows : ndarray int64, shape (n,)
+        The leaf row each was drawn from.
+    accepted : ndarray bool, shape (n,)
+        Whether the draw fell in its leaf's cell within ``max_tries`` tries.
+    """
     np.random.seed(seed)
     d = mean.shape[1]
     out = np.empty((n, d))

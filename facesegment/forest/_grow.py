@@ -52,6 +52,27 @@ def sampling_pool(sample_weight, bootstrap):
       copies of row ``i``), exactly like repeating the rows of X; all-ones
       weights give ``(None, None)``.  Non-integer weights raise ``ValueError``:
       without replacement a fractional row has no meaning.
+
+    Parameters
+    ----------
+    sample_weight : array-like of shape (n,), or None
+        The row weights; None: unweighted.
+    bootstrap : bool
+        Rows drawn with replacement.
+
+    Returns
+    -------
+    pool : ndarray int64 or None
+        The rows (or row copies) drawn from; None: every row, uniformly.
+    cdf : ndarray float64 or None
+        With ``bootstrap``, the cumulative draw probabilities of ``pool``'s
+        entries; None: uniform over the pool.
+
+    Raises
+    ------
+    ValueError
+        With ``bootstrap=False``, when a weight is not a whole number or the
+        weights sum to more than :data:`MAX_REPEATED_ROWS`.
     """
     if sample_weight is None:
         return None, None
@@ -108,7 +129,21 @@ class RowDraw:
     def indices(self, rng, n):
         """The sorted int64 rows of one tree: its first use of ``rng`` (a fresh
         ``default_rng(seed)`` of the tree's seed), so the draw of a fitted tree
-        is reproducible from its seed (out-of-bag estimates)."""
+        is reproducible from its seed (out-of-bag estimates).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The tree's generator.
+        n : int
+            The rows of X.
+
+        Returns
+        -------
+        ndarray int64
+            The tree's rows, sorted (:func:`draw_stratified` with ``strata``,
+            else :func:`draw_tree_samples`).
+        """
         if self.strata is not None:
             return draw_stratified(rng, self.strata, self.n_samples)
         return draw_tree_samples(rng, n, self.n_samples, self.bootstrap, self.pool, self.cdf)
@@ -142,14 +177,41 @@ class TreeParams:
     missing: bool = False
 
     def replace(self, **changes):
-        """A copy with ``changes`` (``dataclasses.replace``)."""
+        """A copy with ``changes`` (``dataclasses.replace``).
+
+        Parameters
+        ----------
+        **changes
+            New values of fields, by name.
+
+        Returns
+        -------
+        TreeParams
+            The copy.
+        """
         return dataclasses.replace(self, **changes)
 
 
 def draw_stratified(rng, strata, n_samples):
     """``n_samples`` rows drawn with replacement, ``n_samples // k`` (one more for
     the first ``n_samples % k``) from each of the ``k`` strata ``(rows, cdf)``:
-    uniformly within a stratum, or by its ``cdf`` (weighted rows).  Sorted int64."""
+    uniformly within a stratum, or by its ``cdf`` (weighted rows).  Sorted int64.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The tree's generator.
+    strata : sequence of (ndarray, ndarray or None)
+        Per stratum, its rows (int64 (m_c,)) and the cumulative draw
+        probabilities of those rows (float64 (m_c,)), or None for uniform.
+    n_samples : int
+        The rows drawn in all.
+
+    Returns
+    -------
+    ndarray int64, shape (n_samples,)
+        The rows drawn, sorted.
+    """
     k = len(strata)
     parts = []
     for c, (rows, cdf) in enumerate(strata):
@@ -171,6 +233,30 @@ def draw_tree_samples(rng, n, n_samples, bootstrap, pool=None, cdf=None):
     in the pool are drawn (with ``cdf``: with those probabilities) and mapped to
     rows, so zero-weight rows never enter a tree, and bootstrap=False with
     integer weights draws exactly as from the repeated rows.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The tree's generator.
+    n : int
+        The rows of X.
+    n_samples : int
+        The rows to draw.
+    bootstrap : bool
+        With replacement.
+    pool : ndarray int64, optional
+        The rows (or row copies) drawn from (:func:`sampling_pool`); None:
+        ``0..n-1``.
+    cdf : ndarray float64, optional
+        The cumulative draw probabilities of ``pool``'s entries (read only with
+        ``bootstrap``); None: uniform.
+
+    Returns
+    -------
+    ndarray int64
+        The tree's rows, sorted: ``n_samples`` of them, or, without
+        replacement when ``n_samples`` is at least the rows (or pool entries)
+        available, all of them.
     """
     if pool is None:
         if bootstrap:
@@ -197,6 +283,19 @@ def partial_shuffle(perm, u):
     ``u`` (float64 (q,), uniform in [0, 1)) drives the swaps; on return
     ``perm[:q]`` is the subset, returned sorted (a new array).  ``perm`` stays a
     permutation, so it can be reused for the next draw.
+
+    Parameters
+    ----------
+    perm : ndarray int64, shape (p,)
+        A permutation of the features; permuted in place.
+    u : ndarray float64, shape (q,)
+        Uniform draws in [0, 1), ``q <= p``: ``u[j]`` picks the entry swapped
+        into position ``j``.
+
+    Returns
+    -------
+    ndarray int64, shape (q,)
+        ``perm[:q]``, sorted (a new array).
     """
     p = perm.shape[0]
     q = u.shape[0]
@@ -209,7 +308,24 @@ def partial_shuffle(perm, u):
 
 
 def draw_features(rng, perm, q):
-    """``q`` distinct features drawn with ``rng`` (sorted int64; all when ``q >= p``)."""
+    """``q`` distinct features drawn with ``rng`` (sorted int64; all when ``q >= p``).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The tree's generator; ``q`` uniforms are drawn when ``q < p``, none
+        otherwise.
+    perm : ndarray int64, shape (p,)
+        The tree's feature permutation; permuted in place by
+        :func:`partial_shuffle` when ``q < p``.
+    q : int
+        The features wanted.
+
+    Returns
+    -------
+    ndarray int64, shape (min(q, p),)
+        The features, sorted.
+    """
     if q >= perm.shape[0]:
         return np.arange(perm.shape[0], dtype=np.int64)
     return partial_shuffle(perm, rng.random(q))
@@ -249,6 +365,22 @@ class _Nodes:
         self.miss_left = []
 
     def new(self, start, end, d):
+        """Append a leaf holding the rows ``idx[start:end]`` at depth ``d``.
+
+        Parameters
+        ----------
+        start, end : int
+            The node's segment of ``idx``.
+        d : int
+            The node's depth.
+
+        Returns
+        -------
+        node : int
+            The new node's index.
+        counts : ndarray int64, shape (n_classes,)
+            Its class counts, also stored as its value.
+        """
         counts = class_counts(self.y, self.idx[start:end], self.n_classes)
         for lst, v in ((self.left, -1), (self.right, -1), (self.feature, -1),
                        (self.feature2, -1), (self.oblique, -1), (self.sparse, -1),
@@ -258,6 +390,16 @@ class _Nodes:
         return len(self.left) - 1, counts
 
     def set_split(self, node, split):
+        """Record ``split``'s feature, second feature, oblique row, sparse row
+        (appended to the sparse lists) and threshold at ``node``.
+
+        Parameters
+        ----------
+        node : int
+            The node split.
+        split : facesegment.forest.families.Split
+            Its split (``missing_left`` and the children are set by the caller).
+        """
         self.feature[node] = split.feature
         self.feature2[node] = split.feature2
         self.oblique[node] = split.oblique
@@ -328,7 +470,27 @@ def grow_tree(X, y, n_classes, params, seed):
 def split_nodes(tree, idx):
     """The Python node loop of :func:`grow_tree`: nodes split breadth first by
     ``tree.splitter.find`` / ``partition`` on the rows ``idx`` (int64); returns
-    the tree's arrays (without ``stats``)."""
+    the tree's arrays (without ``stats``).
+
+    A node stays a leaf at ``max_depth``, with fewer than ``min_samples_split``
+    or ``2 min_samples_leaf`` rows, when it is pure, when the split found has
+    no gain (or is none), or when the partition leaves fewer than
+    ``min_samples_leaf`` rows on a side.
+
+    Parameters
+    ----------
+    tree : TreeGrowth
+        The tree being grown (its ``params``, ``splitter``, ``y``,
+        ``n_classes``; ``stats["t_split"]`` accumulates the split search time).
+    idx : ndarray int64, shape (m,)
+        The tree's rows; each node's segment is partitioned in place by the
+        splitter.
+
+    Returns
+    -------
+    dict
+        The tree's arrays, as :func:`grow_tree` describes them.
+    """
     params, family, y, n_classes = tree.params, tree.splitter, tree.y, tree.n_classes
     max_depth, min_split = params.max_depth, params.min_samples_split
     min_leaf = params.min_samples_leaf
@@ -406,5 +568,24 @@ def _frequencies(counts, n_classes):
 def fit_tree_task(item, X, y, n_classes, params):
     """Top-level task: ``item = (tree_index, seed)``; returns the tree dict that
     ``params.splitter.grow`` returns (:func:`grow_tree`'s, unless the family
-    grows its trees another way: ferns, non-greedy trees)."""
+    grows its trees another way: ferns, non-greedy trees).
+
+    Parameters
+    ----------
+    item : tuple
+        ``(tree_index, seed)``; only the seed is used.
+    X : ndarray uint8 or float32, shape (n, p)
+        The data.
+    y : ndarray, shape (n,)
+        Classes (or targets).
+    n_classes : int
+        The classes.
+    params : TreeParams
+        The fit's settings.
+
+    Returns
+    -------
+    dict
+        The tree's arrays and ``stats``.
+    """
     return params.splitter.grow(X, y, n_classes, params, item[1])

@@ -50,11 +50,27 @@ def tree_arrays(m):
     """The arrays of one tree of ``m`` rows being grown: ``(nodes, count, ids,
     buf, feature, threshold)``.
 
-    ``nodes`` int64 (2m - 1, 4) is the node table (columns :data:`START`,
-    :data:`END`, :data:`DEPTH`, :data:`LEFT`; the root holds every row),
-    ``count`` int64 (1,) the nodes so far, ``ids`` the local ids
-    ``0..m-1``, ``buf`` int64 (m,) scratch; ``feature`` int32 and ``threshold``
-    float32 (2m - 1,) the splits (feature -1 at a leaf).  At least one node.
+    Parameters
+    ----------
+    m : int
+        The tree's rows (its local ids are ``0..m-1``).
+
+    Returns
+    -------
+    nodes : ndarray int64, shape (max(2m - 1, 1), 4)
+        The node table (columns :data:`START`, :data:`END`, :data:`DEPTH`,
+        :data:`LEFT`): the root (node 0, depth 0) holds ``ids[0:m]``; every
+        ``LEFT`` is -1 (a leaf), the other entries 0.
+    count : ndarray int64, shape (1,)
+        The nodes so far: 1 (the root).
+    ids : ndarray int64, shape (m,)
+        The local ids ``0..m-1``, partitioned in place as nodes split.
+    buf : ndarray int64, shape (m,)
+        Scratch for the partition (uninitialised).
+    feature : ndarray int32, shape (max(2m - 1, 1),)
+        Each node's split feature; -1 (a leaf) throughout.
+    threshold : ndarray float32, shape (max(2m - 1, 1),)
+        Each node's split threshold; 0.0 throughout.
     """
     cap = max(2 * m - 1, 1)
     nodes = np.zeros((cap, 4), np.int64)
@@ -67,7 +83,25 @@ def tree_arrays(m):
 @njit(**INLINE)
 def node_rows(nodes, node, max_depth):
     """``(s, e, may_split)``: the segment ``ids[s:e]`` of ``node``'s local ids, and
-    whether ``max_depth`` (-1: none) lets it split."""
+    whether ``max_depth`` (-1: none) lets it split.
+
+    Parameters
+    ----------
+    nodes : ndarray int64, shape (k, 4)
+        The node table of :func:`tree_arrays`; read only.
+    node : int
+        The node (a row of ``nodes``).
+    max_depth : int
+        The depth limit: a node splits only when its depth is below it;
+        negative: no limit.
+
+    Returns
+    -------
+    s, e : int
+        The node's segment ``ids[s:e]`` (columns :data:`START`, :data:`END`).
+    may_split : bool
+        ``max_depth < 0`` or the node's depth is below ``max_depth``.
+    """
     return (nodes[node, START], nodes[node, END],
             max_depth < 0 or nodes[node, DEPTH] < max_depth)
 
@@ -148,7 +182,24 @@ def split_node(X, rows, weights, nodes, count, ids, buf, feature, threshold, nod
 
 @njit(**NJIT)
 def tree_links(nodes, n_nodes):
-    """``(left, right, depth)`` int32 (n_nodes,) of the node table (-1: a leaf)."""
+    """``(left, right, depth)`` int32 (n_nodes,) of the node table (-1: a leaf).
+
+    Parameters
+    ----------
+    nodes : ndarray int64, shape (k, 4)
+        The node table of :func:`tree_arrays`; read only.
+    n_nodes : int
+        The nodes grown (``count[0]``); only the first ``n_nodes`` rows are read.
+
+    Returns
+    -------
+    left : ndarray int32, shape (n_nodes,)
+        Each node's left child; -1 at a leaf.
+    right : ndarray int32, shape (n_nodes,)
+        Each node's right child, ``left + 1``; -1 at a leaf.
+    depth : ndarray int32, shape (n_nodes,)
+        Each node's depth (the root 0).
+    """
     left = nodes[:n_nodes, LEFT].astype(np.int32)
     right = np.where(left >= 0, left + 1, -1).astype(np.int32)
     return left, right, nodes[:n_nodes, DEPTH].astype(np.int32)

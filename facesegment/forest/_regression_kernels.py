@@ -56,7 +56,18 @@ _INV53 = 1.0 / 9007199254740992.0
 @njit(**NJIT)
 def next_uniform(state):
     """The next float64 in [0, 1) of the SplitMix64 stream ``state`` (uint64 (1,),
-    advanced in place): 53 high bits of the mixed counter."""
+    advanced in place): 53 high bits of the mixed counter.
+
+    Parameters
+    ----------
+    state : ndarray uint64, shape (1,)
+        The stream's counter; advanced in place by the golden-ratio increment.
+
+    Returns
+    -------
+    float64
+        ``(z >> 11) / 2**53`` of the mixed counter ``z``, in [0, 1).
+    """
     state[0] += _GOLDEN
     z = state[0]
     z = (z ^ (z >> _S30)) * _MIX1
@@ -68,7 +79,34 @@ def next_uniform(state):
 @njit(**NJIT)
 def _best_threshold_sorted(vals, ys, cs, order, w_tot, s_tot, min_leaf):
     """Best cut of one feature from its values sorted by ``order``:
-    ``(proxy, threshold)``, proxy -inf when no cut keeps ``min_leaf`` copies a side."""
+    ``(proxy, threshold)``, proxy -inf when no cut keeps ``min_leaf`` copies a side.
+
+    Parameters
+    ----------
+    vals : ndarray uint8 or float32, shape (m,)
+        The feature's values of the node's rows.
+    ys : ndarray float64, shape (>= m,)
+        Their targets.
+    cs : ndarray float64, shape (>= m,)
+        Their copies.
+    order : ndarray int64, shape (m,)
+        The positions of ``vals`` in increasing order of value.
+    w_tot : float
+        The node's copies (the sum of ``cs[:m]``).
+    s_tot : float
+        The sum of the node's copies times their targets.
+    min_leaf : int
+        The fewest copies a child may hold.
+
+    Returns
+    -------
+    proxy : float64
+        The best ``S_l^2 / W_l + S_r^2 / W_r`` over the cuts between two
+        neighbouring distinct values (the first best wins); -inf when none.
+    threshold : float32
+        Its cut: the float32 midpoint of the two values, or the lower one
+        where the midpoint rounds up to the upper; 0.0 when there is no cut.
+    """
     m = vals.shape[0]
     best = -np.inf
     thr = np.float32(0.0)
@@ -128,10 +166,50 @@ def best_regression_split(X, rows, yl, cl, ids, s, e, perm, q, min_leaf, integer
     """The best-threshold split of the node holding the local rows ``ids[s:e]``
     (X's rows ``rows[ids[s:e]]``, targets ``yl``, copies ``cl``):
     ``(feature, threshold)``, feature -1 when there is none.  Values are
-    gathered and sorted per feature (counting sort for uint8).  ``perm`` is the
-    tree's feature permutation (modified), ``state`` its random stream;
-    ``vals``, ``ys``, ``cs``, ``order`` (at least ``e - s`` entries) and
-    ``start`` (257) are scratch; ``integer``: X is uint8."""
+    gathered and sorted per feature (counting sort for uint8).
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32, shape (n, p)
+        The data.
+    rows : ndarray int64, shape (m,)
+        The tree's rows; local id ``i`` is row ``rows[i]``.
+    yl : ndarray float64, shape (m,)
+        The target of each local id.
+    cl : ndarray float64, shape (m,)
+        The copies of each local id.
+    ids : ndarray int64, shape (m,)
+        The tree's local ids; the node holds ``ids[s:e]`` (read only).
+    s, e : int
+        The node's segment, ``e > s``.
+    perm : ndarray int64, shape (p,)
+        The tree's feature permutation; modified in place (the partial
+        Fisher-Yates shuffle of :func:`_draw_feature`).
+    q : int
+        Features to look at (more while all were constant).
+    min_leaf : int
+        The fewest copies a child may hold.
+    integer : bool
+        X is uint8 (values sorted by a counting sort, else by ``np.argsort``).
+    state : ndarray uint64, shape (1,)
+        The tree's random stream (:func:`next_uniform`), advanced in place.
+    vals : ndarray, X's dtype, shape (>= e - s,)
+        Scratch (a feature's values of the node).
+    ys, cs : ndarray float64, shape (>= e - s,)
+        Scratch (the node's targets and copies).
+    order : ndarray int64, shape (>= e - s,)
+        Scratch (the counting sort's order).
+    start : ndarray int64, shape (257,)
+        Scratch (the counting sort's bins).
+
+    Returns
+    -------
+    feature : int
+        The best split's feature (the first best wins); -1 when no feature has
+        a cut leaving ``min_leaf`` copies on each side.
+    threshold : float32
+        Its threshold (see :func:`_best_threshold_sorted`); 0.0 when none.
+    """
     m = e - s
     p = perm.shape[0]
     w_tot = 0.0
@@ -187,9 +265,53 @@ def extra_regression_split(X, rows, yl, cl, ids, s, e, w_tot, s_tot, perm, q, mi
     one pass over the node's rows (each row read once) gives a batch's
     minima and maxima, a non-constant feature gets its cut (the next uniform
     of ``state``, in batch order), a second pass sums the copies and targets
-    left of every cut.  ``feats``
-    (int64), ``lo``, ``hi`` (X's dtype), ``thr`` (float32), ``w_l``, ``s_l``
-    (float64), at least ``q`` entries each, are scratch.
+    left of every cut.
+
+    Parameters
+    ----------
+    X : ndarray uint8 or float32, shape (n, p)
+        The data.
+    rows : ndarray int64, shape (m,)
+        The tree's rows; local id ``i`` is row ``rows[i]``.
+    yl : ndarray float64, shape (m,)
+        The target of each local id.
+    cl : ndarray float64, shape (m,)
+        The copies of each local id.
+    ids : ndarray int64, shape (m,)
+        The tree's local ids; the node holds ``ids[s:e]`` (read only).
+    s, e : int
+        The node's segment, ``e > s``.
+    w_tot : float
+        The node's copies.
+    s_tot : float
+        The sum of the node's copies times their targets.
+    perm : ndarray int64, shape (p,)
+        The tree's feature permutation; modified in place.
+    q : int
+        Features to look at (more while all were constant).
+    min_leaf : int
+        The fewest copies a child may hold.
+    integer : bool
+        X is uint8 (integer cuts ``c + 0.5``, see
+        :func:`facesegment.forest._extra_kernels.random_cut`).
+    state : ndarray uint64, shape (1,)
+        The tree's random stream (:func:`next_uniform`), advanced in place.
+    feats : ndarray int64, shape (>= min(q, p),)
+        Scratch (a batch's features).
+    lo, hi : ndarray, X's dtype, shape (>= min(q, p),)
+        Scratch (a batch's minima and maxima on the node).
+    thr : ndarray float32, shape (>= min(q, p),)
+        Scratch (a batch's cuts; -inf for a constant feature).
+    w_l, s_l : ndarray float64, shape (>= min(q, p),)
+        Scratch (the copies and the copies times targets left of each cut).
+
+    Returns
+    -------
+    feature : int
+        The best candidate's feature (the first best wins); -1 when no cut
+        leaves ``min_leaf`` copies on each side.
+    threshold : float32
+        Its cut; 0.0 when there is none.
     """
     p = perm.shape[0]
     best = -np.inf
@@ -252,7 +374,43 @@ def best_presorted_split(srt, sv, yl, cl, s, e, w_tot, s_tot, perm, q, min_leaf,
     """:func:`best_regression_split` (``extra=False``) on presorted features: row
     ``f`` of ``sv`` holds feature f's values of the tree's rows sorted within
     every node's segment, ``srt`` their local row ids.  A feature is constant
-    on the node iff its segment's first and last values are equal."""
+    on the node iff its segment's first and last values are equal.
+
+    Parameters
+    ----------
+    srt : ndarray int32, shape (p, m)
+        Each feature's local ids in the order of ``sv``; read only.
+    sv : ndarray uint8 or float32, shape (p, m)
+        Each feature's values of the tree's rows, sorted within every node's
+        segment; read only.
+    yl : ndarray float64, shape (m,)
+        The target of each local id.
+    cl : ndarray float64, shape (m,)
+        The copies of each local id.
+    s, e : int
+        The node's segment (columns ``s:e`` of ``srt`` and ``sv``), ``e > s``.
+    w_tot : float
+        The node's copies.
+    s_tot : float
+        The sum of the node's copies times their targets.
+    perm : ndarray int64, shape (p,)
+        The tree's feature permutation; modified in place.
+    q : int
+        Features to look at (more while all were constant).
+    min_leaf : int
+        The fewest copies a child may hold.
+    state : ndarray uint64, shape (1,)
+        The tree's random stream (:func:`next_uniform`), advanced in place.
+
+    Returns
+    -------
+    feature : int
+        The best split's feature (the first best wins); -1 when no feature has
+        a cut leaving ``min_leaf`` copies on each side.
+    threshold : float32
+        The float32 midpoint of the cut's two values, or the lower one where
+        the midpoint rounds up to the upper; 0.0 when there is no split.
+    """
     p = perm.shape[0]
     best = -np.inf
     best_f = -1
@@ -315,7 +473,23 @@ def _presort(X, rows):
 def _partition_presorted(srt, sv, goes_left, s, e, buf_i, buf_v):
     """Stable partition of every non-constant feature's segment ``s:e`` of
     ``srt``/``sv`` by ``goes_left[local id]`` (a constant feature stays constant
-    in the children, so its stale segment still reads as constant)."""
+    in the children, so its stale segment still reads as constant).
+
+    Parameters
+    ----------
+    srt : ndarray int32, shape (p, m)
+        Each feature's local ids in sorted order; partitioned in place.
+    sv : ndarray uint8 or float32, shape (p, m)
+        The matching values; partitioned in place with ``srt``.
+    goes_left : ndarray bool, shape (m,)
+        Per local id, whether its row goes to the left child.
+    s, e : int
+        The node's segment, ``e > s``.
+    buf_i : ndarray int32, shape (>= e - s,)
+        Scratch (the right rows' ids).
+    buf_v : ndarray, ``sv``'s dtype, shape (>= e - s,)
+        Scratch (the right rows' values).
+    """
     for f in range(srt.shape[0]):
         if sv[f, s] == sv[f, e - 1]:
             continue
