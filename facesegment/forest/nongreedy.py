@@ -36,6 +36,7 @@ import numpy as np
 
 from ._graft import graft_below, greedy_params, trunk_depth
 from ._grow import grow_tree
+from ._missing import has_nan
 from ._nongreedy_kernels import row_keys, standardise
 from ._nongreedy_train import (LEAF_ALPHA, _refit, evaluate, initial_parameters,
                                smoothed_log_frequencies, train_tree, tree_tables)
@@ -321,6 +322,12 @@ class NonGreedyForest(BaseForest):
         the normalisation statistics are weighted by them too).
     warm_start : bool, default False
         A larger ``n_estimators`` at the next ``fit`` adds trees, the old ones kept.
+
+    Missing values (NaN in float ``X``) are read as their feature's mean, in
+    ``fit`` and in prediction (:meth:`fill_missing`): a missing value adds
+    nothing to a split's normalised value.  Unlike the greedy kinds, no split
+    learns a side for them, so missingness itself carries no information.
+
     (min_samples_split, min_samples_leaf, max_samples, bootstrap, random_state,
     n_jobs, scheduler, verbose: as for the other forests.)
 
@@ -337,6 +344,8 @@ class NonGreedyForest(BaseForest):
     """
 
     _split_family = NonGreedySplitter
+    #: NaN is taken: a missing value is its feature's training mean (z = 0).
+    _missing_values = True
     #: The greedy trees' split family for each ``init`` (see
     #: :func:`facesegment.forest._graft.greedy_params`).
     _init_families = {"axis": AxisSplitter, "co2": CO2Splitter}
@@ -441,6 +450,37 @@ class NonGreedyForest(BaseForest):
         """
         return self._fit(X, y, sample_weight, feature_mean=feature_mean,
                          feature_std=feature_std)
+
+    def fill_missing(self, X):
+        """``X`` with each NaN replaced by its feature's mean (``feature_mean_``).
+
+        A missing value then adds nothing to a split's normalised value
+        (``z = 0``); fit and prediction both read ``X`` this way, so the trees
+        never meet a NaN (their ``missing_left`` is never read).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Validated input (uint8 or float32).
+
+        Returns
+        -------
+        ndarray
+            ``X`` itself when it holds no NaN, else a filled copy of its dtype.
+        """
+        if not has_nan(X):
+            return X
+        return np.where(np.isnan(X), self.feature_mean_.astype(X.dtype), X)
+
+    def _check_predict(self, X):
+        return self.fill_missing(super()._check_predict(X))
+
+    def _apply_array(self, X, md):
+        return super()._apply_array(self.fill_missing(X), md)
+
+    def _grow_trees(self, X, y_enc, n_classes, tp, params, seeds=None):
+        return super()._grow_trees(self.fill_missing(X), y_enc, n_classes,
+                                   tp.replace(missing=False), params, seeds)
 
     def _splitter(self, params, X, y_enc, sample_weight, feature_mean=None,
                     feature_std=None):

@@ -1,6 +1,7 @@
-"""Missing values (NaN in X) on every classifier kind that takes them: axis,
-two-probe, CO2 (dense, sparse), extra-trees, ferns and rotation forests learn a
-side per split; the non-greedy kinds refuse NaN (docs/forests-cart.md)."""
+"""Missing values (NaN in X) on every classifier kind: axis, two-probe, CO2
+(dense, sparse), extra-trees, ferns and rotation forests learn a side per
+split; the non-greedy kinds read a missing value as its feature's mean
+(docs/forests-cart.md)."""
 
 import warnings
 
@@ -14,8 +15,10 @@ from facesegment.forest.registry import kind_names, make_estimator
 from tests.forest.test_forest_options import params, same_arrays, tree_parts, same_parts
 
 KINDS = kind_names(task="classify")
-#: The kinds that take NaN (the others refuse it).
-NAN_KINDS = [k for k in KINDS if "nongreedy" not in k]
+#: The kinds that take NaN: all of them.
+NAN_KINDS = KINDS
+#: The kinds whose splits learn a side for missing values (the others fill them).
+SIDE_KINDS = [k for k in KINDS if "nongreedy" not in k]
 
 
 def nan_data(n, seed, rate=0.05):
@@ -51,14 +54,23 @@ def test_nan_gives_finite_probabilities_and_beats_dropping_the_column(kind):
     assert with_nan > 0.7
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k not in NAN_KINDS])
-def test_kinds_without_missing_values_refuse_nan(kind):
-    X, y = nan_data(100, 0)
-    with pytest.raises(ValueError, match="Input X contains NaN"):
-        make(kind).fit(X, y)
-    est = make(kind).fit(np.nan_to_num(X), y)
-    with pytest.raises(ValueError, match="Input X contains NaN"):
-        est.predict(X)
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in SIDE_KINDS])
+def test_nongreedy_kinds_read_a_missing_value_as_its_feature_mean(kind, tmp_path):
+    """fit and prediction fill NaN with ``feature_mean_`` (the NaN-free statistics
+    of the present values), and a model folder keeps that."""
+    from facesegment.modelio.model import Model, save_model
+    from facesegment.models import load_model
+
+    X, y = nan_data(300, 5, rate=0.1)
+    est = make(kind, n_estimators=3).fit(X, y)
+    present = np.where(np.isnan(X), 0.0, X).sum(axis=0) / (~np.isnan(X)).sum(axis=0)
+    np.testing.assert_allclose(est.feature_mean_, present, rtol=1e-5, atol=1e-6)
+    filled = np.where(np.isnan(X), est.feature_mean_, X).astype(np.float32)
+    np.testing.assert_array_equal(est.predict_proba(X), est.predict_proba(filled))
+    np.testing.assert_array_equal(est.apply(X), est.apply(filled))
+    save_model(Model.from_estimator(est, kind=kind), tmp_path / "m")
+    back = load_model(tmp_path / "m").to_estimator()
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
 
 
 @pytest.mark.parametrize("kind", NAN_KINDS)
@@ -96,7 +108,7 @@ def test_warm_start_and_oob_with_nan(kind):
     assert np.isfinite(est.oob_decision_function_).all()
 
 
-@pytest.mark.parametrize("kind", ["two-probe", "co2-sparse", "ferns", "rotation"])
+@pytest.mark.parametrize("kind", ["two-probe", "co2-sparse", "ferns", "rotation", "nongreedy"])
 def test_model_folder_keeps_the_missing_sides(kind, tmp_path):
     from facesegment.modelio.model import Model, save_model
     from facesegment.models import load_model
