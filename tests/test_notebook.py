@@ -36,7 +36,7 @@ def test_notebook_runs_top_to_bottom_on_the_shipped_model(tmp_path):
     assert "repository: found" in text
     assert "does not exist yet" in text            # no run folder: says how to make one
     assert "1 face(s) found" in text               # the one-call API on a bundled photo
-    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    images = [o for o in outputs if {"image/png", "image/jpeg"} & set(o.get("data", {}))]
     assert len(images) >= 2                         # the segmentations were drawn
 
 
