@@ -195,7 +195,8 @@ def _mean_jac(counts, names):
 
 
 def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
-    faces = prepare(data, mirror=any(FOREST_METHODS[m].mirror for m in methods))
+    faces = prepare(data, mirror=any(FOREST_METHODS[m].mirror for m in methods),
+                    mirror_fit=any(FOREST_METHODS[m].mirror_fit for m in methods))
     out = {"data": str(data), "n_photos": len(faces),
            "n_people": len({f.group for f in faces}),
            "mesh_found": sum(f.mesh is not None for f in faces),
@@ -216,17 +217,19 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
     crops = {}
     for m in methods:
-        kind, n_stages, n_trees, n_pixels, weight, mirror, margin = FOREST_METHODS[m]
+        kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit = FOREST_METHODS[m]
         log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
             "face" + (f", faces300w's crops at weight {weight}" if weight else "")
-            + (", mirror-averaged" if mirror else "")
+            + ((", mirror-averaged (the mirrored photo's own mesh fit)" if fit
+                else ", mirror-averaged") if mirror else "")
             + ("" if margin is None else f", {margin:g} outside the oval") + ", leave-people-out")
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
         counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
                                       crops.get(weight, ()), mirror, margin)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
-                            "faces300w_weight": weight, "mirror": mirror, "margin": margin})
+                            "faces300w_weight": weight, "mirror": mirror, "margin": margin,
+                            "mirror_fit": fit})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

@@ -15,9 +15,11 @@ class Method(NamedTuple):
     """A forest-stage method: its forest kind, stages, trees per stage, trained
     pixels per hand-drawn face, the weight of faces300w's training crops (their
     pixels per face as a share of ``pixels``; 0: hand-drawn faces only),
-    whether each crop's probabilities are averaged with its mirror image's, and
-    how far outside the face oval the forests read (1/64 of the crop; None:
-    every pixel, :func:`facesegment.faces.mesh_stages.read_region`)."""
+    whether each crop's probabilities are averaged with its mirror image's, how
+    far outside the face oval the forests read (1/64 of the crop; None: every
+    pixel, :func:`facesegment.faces.mesh_stages.read_region`), and whether the
+    mirror image is read with the face mesh's own fit of the mirrored photo
+    (``MeshModel.mirror_fit``)."""
 
     kind: str
     stages: int
@@ -26,21 +28,22 @@ class Method(NamedTuple):
     faces300w: float = 0.0
     mirror: bool = False
     margin: float | None = None
+    mirror_fit: bool = False
 
 
 #: The forests read the pixels at most MARGIN (1/64 of the crop) outside the mesh's
 #: face oval, background beyond (MeshModel.margin): wider than the farthest any
 #: hand-drawn part of fasseg-v3-train lies outside it.
 MARGIN = 6.0
-#: Forest stage methods by name, each crop averaged with its mirror image.
+#: Forest stage methods by name, each crop averaged with its mirror image as the
+#: face mesh fits the mirrored photo.
 #: mesh-co2 is not in the default run: one CO2 stage takes hours here.
-FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, mirror=True, margin=MARGIN),
-                  "mesh-axis-2": Method("axis", 2, 16, 2000, mirror=True, margin=MARGIN),
-                  "mesh-two-probe": Method("two-probe", 1, 16, 2000, mirror=True,
-                                           margin=MARGIN),
-                  "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25, mirror=True,
-                                                margin=MARGIN),
-                  "mesh-co2": Method("co2", 1, 16, 2000, mirror=True, margin=MARGIN)}
+_MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
+FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
+                  "mesh-axis-2": Method("axis", 2, 16, 2000, **_MIRRORED),
+                  "mesh-two-probe": Method("two-probe", 1, 16, 2000, **_MIRRORED),
+                  "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25, **_MIRRORED),
+                  "mesh-co2": Method("co2", 1, 16, 2000, **_MIRRORED)}
 DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe")
 FACES300W = ROOT.parent / "shared" / "data" / "faces300w"
 SEED = 0
@@ -69,9 +72,10 @@ def log(msg):
     print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
 
 
-def prepare(data, finder=None, mirror=False):
+def prepare(data, finder=None, mirror=False, mirror_fit=False):
     """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records
-    (with ``mirror``, the planes of each crop's mirror image too)."""
+    (with ``mirror``, the planes of each crop's mirror image too: with
+    ``mirror_fit``, of the face's fit on the mirrored photo where there is one)."""
     import cv2
 
     from facesegment.data.handdrawn import read_handdrawn
@@ -88,9 +92,11 @@ def prepare(data, finder=None, mirror=False):
         image = read_image(p.image)
         labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
         info = {}
-        meshes = finder.find(image, info)
+        meshes = finder.find(image, info)[:1]
+        twins = finder.mirror_fits(image, meshes) if mirror and mirror_fit else [None]
         face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
-                            p.pan, info.get("detection", ""), mirror=mirror)
+                            p.pan, info.get("detection", ""), mirror=mirror,
+                            twin=twins[0] if twins else None)
         face.extra["image"] = image
         faces.append(face)
         bar.update()

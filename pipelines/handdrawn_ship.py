@@ -24,7 +24,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     from facesegment.faces.pose import fit_pan_model
 
     method = best_method(cv)
-    kind, n_stages, n_trees, n_pixels, weight, mirror, margin = FOREST_METHODS[method]
+    kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit = FOREST_METHODS[method]
     faces = prepare(data)
     extra = prepare_faces300w(faces300w, weight) if weight else []
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
@@ -42,7 +42,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "n_people": len({f.group for f in faces}), "trained_by": "make model",
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
-        gains=row["gains"], mirror=mirror, margin=margin)
+        gains=row["gains"], mirror=mirror, margin=margin, mirror_fit=fit)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -72,8 +72,10 @@ def model_card(name, model, cv, method):
              f"{model.crop_size}x{model.crop_size} crop (colour, texture, signed distances to "
              "the mesh's parts, the pixel's place in each part's frame, the head's turn) and "
              "draw the parts' edges as people draw them"
-             + (", each crop read as it is and mirrored, the two averaged" if model.mirror
-                else "")
+             + ("" if not model.mirror else
+                ", each crop read as it is and mirrored, the two averaged"
+                + (" (the mirror image read with the face mesh's own fit of the mirrored "
+                   "photo)" if model.mirror_fit else ""))
              + ("" if model.margin is None else
                 f"; pixels more than {model.margin:g}/64 of the crop outside the mesh's face "
                 "oval are background without asking the forests")

@@ -53,6 +53,10 @@ PASSES = ("default", "padded", "mirrored", "rotated", "detected")
 #: The turns (degrees) of the "rotated" pass, tried in this order.
 ROTATIONS = (15, -15)
 _PAD = 0.25
+#: The farthest a face's nose tip on the mirrored photo may lie from its own
+#: (:meth:`MeshFinder.mirror_fits`), over the mesh's larger extent: faces of one
+#: photo lie farther apart, a fit that is off (a nose on the cheek) nearer.
+TWIN_MATCH = 0.5
 
 
 @functools.cache
@@ -169,6 +173,42 @@ class MeshFinder:
         if info is not None:
             info["detection"] = how
         return found
+
+    def mirror_fits(self, image, meshes):
+        """Each mesh's fit on the mirrored photo, as a mesh of the photo itself.
+
+        The mirrored photo is searched as :meth:`find` searches a photo; its meshes
+        are mirrored back and renamed by their twins.  Each of ``meshes`` gets the
+        one whose nose tip lies nearest its own, within :data:`TWIN_MATCH` times
+        the mesh's larger extent (None: no such face).  The face mesh fits a turned
+        head differently in the two images, so the two fits disagree where one
+        of them is off.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3) RGB
+            The photo ``meshes`` were found in.
+        meshes : list of float (478, 3)
+            :meth:`find`'s meshes of ``image``.
+
+        Returns
+        -------
+        list of float64 (478, 3) or None
+            One per mesh, in the photo's pixels.
+        """
+        if not meshes:
+            return []
+        image = np.asarray(image)
+        found = [_unmirror(m, image.shape[1])
+                 for m in self.find(np.ascontiguousarray(image[:, ::-1]))]
+        out = []
+        for mesh in meshes:
+            extent = float(np.ptp(np.asarray(mesh)[:, :2], axis=0).max())
+            dist = [np.hypot(*(f[NOSE_TIP, :2] - mesh[NOSE_TIP, :2])) for f in found]
+            k = int(np.argmin(dist)) if dist else -1
+            ok = k >= 0 and dist[k] <= TWIN_MATCH * max(extent, 1.0)
+            out.append(found.pop(k) if ok else None)
+        return out
 
     def _pass(self, image, name):
         h, w = image.shape[:2]

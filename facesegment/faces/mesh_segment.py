@@ -40,8 +40,9 @@ def mesh_faces(model, image):
     Parameters
     ----------
     model : MeshModel
-        Finds meshes (``model.find``), segments a face's crop
-        (``model.face_proba``) and measures its pan (``model.pan``).
+        Finds meshes (``model.find``) and their fits on the mirrored photo
+        (``model.mirror_fits``), segments a face's crop (``model.face_proba``)
+        and measures its pan (``model.pan``).
     image : uint8 (H, W, 3) RGB
 
     Returns
@@ -53,8 +54,8 @@ def mesh_faces(model, image):
     info = {}
     meshes = model.find(image, info)
     faces = []
-    for mesh in meshes:
-        box, proba, crop = model.face_proba(image, mesh)
+    for mesh, twin in zip(meshes, model.mirror_fits(image, meshes)):
+        box, proba, crop = model.face_proba(image, mesh, twin)
         faces.append(MeshFace(box, mesh, proba, crop, model.pan(mesh), info["detection"]))
     return faces, info.get("detection", "")
 

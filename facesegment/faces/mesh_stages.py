@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from .mesh import _unmirror
-from .mesh_features import PLANE_NAMES, crop_planes
+from .mesh_features import PLANE_NAMES, crop_planes, face_crop
 
 OTHER = 1
 TRAIN_CLASSES = (0, 1, 2, 3, 4, 5)
@@ -217,8 +217,67 @@ def unmirror_proba(proba):
     return out
 
 
-def crop_proba(forests, planes, mirror=None, margin=None):
-    """The stages' probabilities over a crop's planes, optionally with its mirror image.
+def twin_planes(image, twin, size):
+    """The mirror-image planes of a face's fit on the mirrored photo.
+
+    ``twin`` is the face's mesh as the face mesh fits the mirrored photo, mapped
+    back (:meth:`facesegment.faces.mesh.MeshFinder.mirror_fits`); mirrored
+    again, it is the fit of that mirror image, so the planes are those the
+    mirrored photo gives by itself, on its own crop.
+
+    Parameters
+    ----------
+    image : uint8 (H, W, 3) RGB
+        The photo.
+    twin : float (478, 3)
+        The face's mirror fit, in the photo's pixels.
+    size : int
+        The crop's side, in pixels.
+
+    Returns
+    -------
+    planes : uint8 (size, size, N_PLANES)
+        The planes of the mirror image of ``twin``'s crop (:func:`mirrored_planes`).
+    box : (x0, y0, side)
+        That crop's box in the photo's pixels.
+    """
+    box, crop, mesh_c = face_crop(image, twin, size)
+    return mirrored_planes(crop, mesh_c), box
+
+
+def move_proba(proba, src_box, dst_box):
+    """Crop maps of one crop box resampled (bilinear) into another box's pixels.
+
+    The share of a pixel that ``src_box`` does not cover goes to background
+    (channel 0).
+
+    Parameters
+    ----------
+    proba : float32 (S, S, C)
+        Maps over ``src_box``'s crop.
+    src_box, dst_box : (x0, y0, side)
+        Crop boxes in the photo's pixels.
+
+    Returns
+    -------
+    float32 (S, S, C)
+        The maps over ``dst_box``'s crop.
+    """
+    size = proba.shape[0]
+    (x1, y1, s1), (x2, y2, s2) = dst_box, src_box
+    a1, a2 = size / s1, size / s2
+    inv = np.array([[a2 / a1, 0.0, (x1 - x2) * a2], [0.0, a2 / a1, (y1 - y2) * a2]])
+    warp = dict(dsize=(size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    out = np.stack([cv2.warpAffine(np.ascontiguousarray(proba[..., c], np.float32), inv,
+                                   **warp) for c in range(proba.shape[2])], axis=-1)
+    out[..., 0] += np.clip(1.0 - cv2.warpAffine(np.ones((size, size), np.float32), inv,
+                                                **warp), 0.0, None)
+    return out
+
+
+def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None):
+    """The stages' probabilities over a crop's planes, optionally with a mirror image.
 
     Parameters
     ----------
@@ -227,10 +286,16 @@ def crop_proba(forests, planes, mirror=None, margin=None):
     planes : uint8 (S, S, P)
         The crop's planes.
     mirror : uint8 (S, S, P), optional
-        The planes of its mirror image (:func:`mirrored_planes`): the result is
-        averaged with the mirror image's, mapped back (:func:`unmirror_proba`).
+        The planes of a mirror image: of the crop itself (:func:`mirrored_planes`)
+        or of the face's fit on the mirrored photo (:func:`twin_planes`, with
+        ``mirror_box``).  The result is averaged with the mirror image's, mapped
+        back (:func:`unmirror_proba`).
     margin : float or None
         See :func:`predict_stages`.
+    mirror_box, box : (x0, y0, side), optional
+        The boxes of the mirror planes' crop and of ``planes``' crop, when they
+        differ (the mirror image's probabilities are moved into ``box``'s
+        pixels, :func:`move_proba`).
 
     Returns
     -------
@@ -238,7 +303,10 @@ def crop_proba(forests, planes, mirror=None, margin=None):
     """
     proba = predict_stages(forests, planes, margin=margin)
     if mirror is not None:
-        proba = 0.5 * (proba + unmirror_proba(predict_stages(forests, mirror, margin=margin)))
+        other = unmirror_proba(predict_stages(forests, mirror, margin=margin))
+        if mirror_box is not None:
+            other = move_proba(other, mirror_box, box)
+        proba = 0.5 * (proba + other)
     return proba
 
 

@@ -18,7 +18,7 @@ from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
 from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes,
                           near_parts, predict_stages, sample_pixels, stage_input,
-                          to_face_classes)
+                          to_face_classes, twin_planes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1
@@ -39,12 +39,13 @@ class PreparedFace:
     crop_labels: np.ndarray = None
     drawn: np.ndarray = None    # the mesh drawn on the crop
     mirror: np.ndarray = None   # the planes of the crop's mirror image (when asked for)
+    mirror_box: tuple = None    # their crop's box, when they are the mirror fit's (twin_planes)
     weight: float = 1.0         # its trained pixels, as a share of ``n_pixels``
     extra: dict = field(default_factory=dict)
 
 
 def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), detection="",
-                 size=CROP_SIZE, mirror=False):
+                 size=CROP_SIZE, mirror=False, twin=None):
     """A :class:`PreparedFace` of one photo and its (largest) mesh.
 
     Parameters
@@ -67,6 +68,10 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
         The crop's side, in pixels.
     mirror : bool
         Also compute the planes of the crop's mirror image.
+    twin : float (478, 3), optional
+        With ``mirror``: the face's fit on the mirrored photo
+        (:meth:`facesegment.faces.mesh.MeshFinder.mirror_fits`); the mirror
+        planes are then that fit's (:func:`facesegment.faces.mesh_stages.twin_planes`).
 
     Returns
     -------
@@ -77,7 +82,9 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
         return face
     face.box, crop, mesh_c = face_crop(image, mesh, size)
     face.planes = crop_planes(crop, mesh_c)
-    if mirror:
+    if mirror and twin is not None:
+        face.mirror, face.mirror_box = twin_planes(image, twin, size)
+    elif mirror:
         face.mirror = mirrored_planes(crop, mesh_c)
     face.crop_labels = cut(face.labels, face.box, size, interpolation=cv2.INTER_NEAREST,
                            border=IGNORE)
@@ -175,7 +182,8 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
     extra : sequence of PreparedFace
         Faces of another dataset, trained in every fold, never held out.
     mirror : bool
-        Average each face's probabilities with its mirror image's.
+        Average each face's probabilities with its mirror image's (its mirror
+        fit's, for faces prepared with a ``twin``).
 
     Returns
     -------
@@ -200,7 +208,8 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else crop_proba(
-                    stages, f.planes, f.mirror if mirror else None, margin)
+                    stages, f.planes, f.mirror if mirror else None, margin,
+                    f.mirror_box if mirror else None, f.box)
     return out
 
 

@@ -15,6 +15,9 @@ The folder::
                       gains (the decision rule: a factor per training class),
                       mirror (optional, default false: average each crop's
                       probabilities with its mirror image's),
+                      mirror_fit (optional, default false: with mirror, the
+                      mirror image is the face mesh's own fit of the mirrored
+                      photo, where it finds the face),
                       margin (optional, default null: the forests read the
                       pixels at most this far outside the face oval, in 1/64
                       of the crop; background beyond),
@@ -34,7 +37,7 @@ from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from ..faces.mesh_stages import (apply_gains, check_gains, crop_proba, mirrored_planes,
-                                 to_face_classes)
+                                 to_face_classes, twin_planes)
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
 from ..modelio._model_doc import read_format_doc
@@ -68,6 +71,12 @@ class MeshModel:
     mirror : bool
         Average each crop's probabilities with those of its mirror image
         (:func:`facesegment.faces.mesh_stages.crop_proba`).
+    mirror_fit : bool
+        With ``mirror``: the mirror image is read with the face mesh's own fit
+        of the mirrored photo (:meth:`MeshFinder.mirror_fits`,
+        :func:`facesegment.faces.mesh_stages.twin_planes`), so two independent
+        fits are averaged; a face the mirrored photo does not give is mirrored
+        with its own mesh.
     margin : float or None
         The forests read only the crop pixels at most this far (1/64 of the crop)
         outside the mesh's face oval; background beyond
@@ -77,7 +86,8 @@ class MeshModel:
     kind = "mesh-forest"
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
-                 provenance=None, metrics=None, gains=None, mirror=False, margin=None):
+                 provenance=None, metrics=None, gains=None, mirror=False, margin=None,
+                 mirror_fit=False):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -91,6 +101,10 @@ class MeshModel:
         if not isinstance(mirror, bool):
             raise ValueError(f"mirror must be true or false, got {mirror!r}")
         self.mirror = mirror
+        if not isinstance(mirror_fit, bool) or (mirror_fit and not mirror):
+            raise ValueError(f"mirror_fit must be true or false, and true only with mirror, "
+                             f"got {mirror_fit!r}")
+        self.mirror_fit = mirror_fit
         if margin is not None and not (isinstance(margin, (int, float))
                                        and not isinstance(margin, bool) and 0 <= margin <= 64):
             raise ValueError(f"margin must be null or a number in 0..64, got {margin!r}")
@@ -109,7 +123,7 @@ class MeshModel:
 
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
-                f"mirror={self.mirror}, margin={self.margin}, "
+                f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
@@ -140,10 +154,30 @@ class MeshModel:
         """
         return self.finder.find(image, info)
 
-    def face_proba(self, image, mesh):
+    def mirror_fits(self, image, meshes):
+        """Each mesh's fit on the mirrored photo when :attr:`mirror_fit`
+        (:meth:`MeshFinder.mirror_fits`), else None for each.
+
+        Parameters
+        ----------
+        image : uint8 (H, W, 3)
+            An RGB photo.
+        meshes : list of float (478, 3)
+            :meth:`find`'s meshes of ``image``.
+
+        Returns
+        -------
+        list of float64 (478, 3) or None
+            One per mesh.
+        """
+        if not self.mirror_fit:
+            return [None] * len(meshes)
+        return self.finder.mirror_fits(image, meshes)
+
+    def face_proba(self, image, mesh, twin=None):
         """One face's crop and its class probabilities (the stages' forests, with
-        the crop's mirror image when :attr:`mirror`, the gains applied, then the
-        mesh's drawn parts mapped to the face classes).
+        a mirror image when :attr:`mirror`, the gains applied, then the mesh's
+        drawn parts mapped to the face classes).
 
         Parameters
         ----------
@@ -151,6 +185,10 @@ class MeshModel:
             An RGB photo.
         mesh : float (478, 3)
             One face's mesh in ``image``'s pixels (:meth:`find`).
+        twin : float (478, 3), optional
+            Its fit on the mirrored photo (:meth:`mirror_fits`): with
+            :attr:`mirror`, the mirror image is read with it; None: the crop is
+            mirrored with ``mesh``.
 
         Returns
         -------
@@ -161,9 +199,13 @@ class MeshModel:
         crop : uint8 (S, S, 3)
         """
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
-        mirror = mirrored_planes(crop, mesh_c) if self.mirror else None
+        mirror, mirror_box = None, None
+        if self.mirror and twin is not None:
+            mirror, mirror_box = twin_planes(image, twin, self.crop_size)
+        elif self.mirror:
+            mirror = mirrored_planes(crop, mesh_c)
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.margin), self.gains)
+                                       self.margin, mirror_box, box), self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
@@ -376,6 +418,7 @@ def save_mesh_model(model, path):
             "package_version": __version__, "kind": model.kind,
             "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
             "stages": names, "gains": model.gains, "mirror": model.mirror,
+            "mirror_fit": model.mirror_fit,
             "margin": model.margin,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
@@ -429,7 +472,8 @@ def load_mesh_model(path, verify=True):
     stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
     try:
         model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
-                          doc.get("gains"), doc.get("mirror", False), doc.get("margin"))
+                          doc.get("gains"), doc.get("mirror", False), doc.get("margin"),
+                          doc.get("mirror_fit", False))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
     model.folder = path   # its model card is read from there when asked

@@ -196,6 +196,88 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
     np.testing.assert_array_equal(unmirror_proba(p)[:, 0, 4], p[:, -1, 5])
 
 
+def test_moving_crop_maps_between_boxes_matches_the_photo_mapping():
+    """move_proba: the same box is the identity; a box twice as large holds the
+    small box's maps in its middle half and background (channel 0) outside."""
+    from facesegment.faces.mesh_stages import move_proba
+
+    rng = np.random.default_rng(3)
+    p = rng.random((16, 16, 6)).astype(np.float32)
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(move_proba(p, (5, 7, 32), (5, 7, 32)), p, atol=1e-6)
+    # 16-pixel crops: pixel i of the large box is pixel 2 i - 8 of the small one
+    big = move_proba(p, (0.0, 0.0, 32.0), (-16.0, -16.0, 64.0))
+    np.testing.assert_allclose(big.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(big[4:12, 4:12], p[0:16:2, 0:16:2], atol=1e-6)
+    for edge in (big[:4], big[12:], big[:, :4], big[:, 12:]):
+        np.testing.assert_allclose(edge[..., 0], 1.0, atol=1e-6)
+        np.testing.assert_allclose(edge[..., 1:], 0.0, atol=1e-6)
+
+
+def test_mirror_fits_pair_each_face_with_its_fit_on_the_mirrored_photo(monkeypatch):
+    """MeshFinder.mirror_fits maps the mirrored photo's meshes back and gives each
+    face the one whose nose tip is nearest, within TWIN_MATCH of its extent."""
+    from facesegment.faces import mesh as M
+
+    rng = np.random.default_rng(0)
+    w = 400
+
+    def face(x, y):
+        pts = np.zeros((M.N_POINTS, 3))
+        pts[:, 0] = x + rng.uniform(-40, 40, M.N_POINTS)
+        pts[:, 1] = y + rng.uniform(-50, 50, M.N_POINTS)
+        pts[M.NOSE_TIP, :2] = (x, y)
+        return pts
+
+    left, right = face(100, 200), face(300, 200)
+    moved = right.copy()
+    moved[:, 0] += 12                  # the same face, fitted a little to the side
+    mirrored = [M._mirror_x(moved, w)[list(M.TWINS)]]   # what the mirrored photo gives
+    finder = M.MeshFinder()
+    monkeypatch.setattr(finder, "find", lambda image, info=None: [m.copy() for m in mirrored])
+    image = np.zeros((300, w, 3), np.uint8)
+    twins = finder.mirror_fits(image, [left, right])
+    assert twins[0] is None
+    np.testing.assert_allclose(twins[1], moved)
+    assert finder.mirror_fits(image, []) == []
+
+
+def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_path):
+    """face_proba with a twin averages the crop's stages with the twin's mirror
+    image moved into the crop; without a twin it is the plain mirror model.  The
+    flag round-trips; mirror_fit without mirror is refused."""
+    from facesegment.faces.mesh_features import crop_planes, face_crop
+    from facesegment.faces.mesh_stages import (move_proba, predict_stages, to_face_classes,
+                                               twin_planes, unmirror_proba)
+    from facesegment.faces.mesh import draw_mesh_parts
+    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=2), 1, 400, 0)
+    image, _ = synthetic(mesh)
+    twin = mesh.copy()
+    twin[:, :2] += (3.0, -2.0)
+    model = MeshModel(forests, mirror=True, mirror_fit=True)
+    box, p, _ = model.face_proba(image, mesh, twin)
+    _, crop, mesh_c = face_crop(image, mesh)
+    planes, box2 = twin_planes(image, twin, model.crop_size)
+    want = 0.5 * (predict_stages(forests, crop_planes(crop, mesh_c))
+                  + move_proba(unmirror_proba(predict_stages(forests, planes)), box2, box))
+    np.testing.assert_allclose(p, to_face_classes(want, draw_mesh_parts(mesh_c, p.shape[:2])),
+                               atol=1e-6)
+    plain = MeshModel(forests, mirror=True)
+    np.testing.assert_array_equal(model.face_proba(image, mesh)[1],
+                                  plain.face_proba(image, mesh)[1])
+    assert plain.mirror_fits(image, [mesh]) == [None]
+    save_mesh_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.mirror_fit is True and "mirror_fit=True" in repr(back)
+    np.testing.assert_array_equal(back.face_proba(image, mesh, twin)[1], p)
+    with pytest.raises(ValueError, match="mirror_fit"):
+        MeshModel(forests, mirror=False, mirror_fit=True)
+
+
 def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     """With a margin, pixels farther outside the mesh's face oval are background
     without asking the forests; inside, stage 1 gives what it gives on every
