@@ -312,11 +312,11 @@ def _sort_ranked(gv, b, m, lab, cnt, tot, miss, keys, tmp, hist, start, vs, ls, 
 
 
 @njit(**NJIT)
-def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node_tot,
+def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k,
                      min_leaf, gini, phi, integer, known, best, sc):
     """Score the features ``feats[:k]`` on the node whose local rows are
     ``node_ids`` (rows ``rows[node_ids]`` of ``R``; ``lab``/``cnt`` their classes and
-    copies, ``node_tot`` the node's class counts), updating ``best`` (float64
+    copies), updating ``best`` (float64
     [gain, feature, threshold, missing_left], the first best wins); returns how
     many of them were not constant.
 
@@ -346,8 +346,6 @@ def cart_split_batch(R, table, offsets, rows, lab, cnt, node_ids, feats, k, node
         The features to score, in draw order.
     k : int
         How many of ``feats`` to score.
-    node_tot : ndarray int64, shape (n_classes,)
-        The node's class counts (copies); not read.
     min_leaf : int
         The fewest copies a child may hold.
     gini : bool
@@ -535,7 +533,7 @@ def cart_nodes(X, R, table, offsets, y, rows, counts, n_classes, q, max_depth, m
         k = k_max
         while True:
             found = cart_split_batch(R, table, offsets, rows, node_lab, node_cnt, ids[s:e],
-                                     feats, k, value[node], min_leaf, gini, phi, integer,
+                                     feats, k, min_leaf, gini, phi, integer,
                                      known[node], best, sc)
             if found > 0 or j >= p:
                 break

@@ -329,19 +329,18 @@ def best_axis_split_cart(X, y, idx, features, n_classes, min_samples_leaf=1,
     rows, counts = np.unique(np.asarray(idx, dtype=np.int64), return_counts=True)
     lab = np.ascontiguousarray(y[rows], dtype=np.int32)
     cnt = counts.astype(np.int64)
-    tot = np.bincount(lab, weights=cnt, minlength=n_classes).astype(np.int64)
     phi = phi_table(int(cnt.sum()), gini)
     sc = cart_scratch(rows.shape[0], max(n_visit, 1), n_classes)
     known = np.zeros((X.shape[1] + 63) // 64, np.uint64)
     best = np.array([-1.0, -1.0, 0.0, -1.0])
     ids = np.arange(rows.shape[0], dtype=np.int64)
     args = (*sort_inputs(X), rows, lab, cnt, ids)
-    found = cart_split_batch(*args, features, n_visit, tot, min_samples_leaf, gini,
+    found = cart_split_batch(*args, features, n_visit, min_samples_leaf, gini,
                              phi, X.dtype == np.uint8, known, best, sc)
     for j in range(n_visit, features.shape[0]):  # all constant so far: one more
         if found:
             break
-        found = cart_split_batch(*args, features[j:j + 1], 1, tot, min_samples_leaf,
+        found = cart_split_batch(*args, features[j:j + 1], 1, min_samples_leaf,
                                  gini, phi, X.dtype == np.uint8, known, best, sc)
     if best[1] < 0:
         return -1, 0.0, -1.0, -1
