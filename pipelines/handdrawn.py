@@ -140,7 +140,7 @@ def gain_candidates():
 
 
 def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False,
-                  margin=None):
+                  margin=None, mirror_fit=False):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
     person's class gains chosen on the other people's held-out predictions
     (``extra``: faces of another dataset trained in every fold)."""
@@ -148,7 +148,8 @@ def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=Fal
 
     t0 = time.perf_counter()
     raw = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log, extra=extra, mirror=mirror, margin=margin)
+                         progress=log, extra=extra, mirror=mirror, margin=margin,
+                         mirror_fit=mirror_fit)
     seconds = time.perf_counter() - t0
     from pipelines.handdrawn_gains import GainSearch
 
@@ -226,7 +227,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
         counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
-                                      crops.get(weight, ()), mirror, margin)
+                                      crops.get(weight, ()), mirror, margin, fit)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
                             "faces300w_weight": weight, "mirror": mirror, "margin": margin,
                             "mirror_fit": fit})

@@ -36,15 +36,18 @@ class Method(NamedTuple):
 #: hand-drawn part of fasseg-v3-train lies outside it.
 MARGIN = 6.0
 #: Forest stage methods by name, each crop averaged with its mirror image as the
-#: face mesh fits the mirrored photo.
+#: face mesh fits the mirrored photo (mesh-axis-2-crop-mirror: the crop mirrored
+#: with its own mesh, the cheaper alternative).
 #: mesh-co2 is not in the default run: one CO2 stage takes hours here.
 _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
                   "mesh-axis-2": Method("axis", 2, 16, 2000, **_MIRRORED),
+                  "mesh-axis-2-crop-mirror": Method("axis", 2, 16, 2000, mirror=True,
+                                                    margin=MARGIN),
                   "mesh-two-probe": Method("two-probe", 1, 16, 2000, **_MIRRORED),
                   "mesh-axis-faces300w": Method("axis", 1, 32, 4000, 0.25, **_MIRRORED),
                   "mesh-co2": Method("co2", 1, 16, 2000, **_MIRRORED)}
-DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-two-probe")
+DEFAULT_METHODS = ("mesh-axis", "mesh-axis-2", "mesh-axis-2-crop-mirror", "mesh-two-probe")
 FACES300W = ROOT.parent / "shared" / "data" / "faces300w"
 SEED = 0
 #: Candidate gains of the parts (nose, mouth, eyes); background and OTHER keep 1.
@@ -74,8 +77,9 @@ def log(msg):
 
 def prepare(data, finder=None, mirror=False, mirror_fit=False):
     """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records
-    (with ``mirror``, the planes of each crop's mirror image too: with
-    ``mirror_fit``, of the face's fit on the mirrored photo where there is one)."""
+    (with ``mirror``, the planes of each crop's mirror image too; with
+    ``mirror_fit``, those of the face's fit on the mirrored photo, where the
+    face mesh finds it)."""
     import cv2
 
     from facesegment.data.handdrawn import read_handdrawn
@@ -93,7 +97,7 @@ def prepare(data, finder=None, mirror=False, mirror_fit=False):
         labels = cv2.imread(str(p.labels), cv2.IMREAD_UNCHANGED)
         info = {}
         meshes = finder.find(image, info)[:1]
-        twins = finder.mirror_fits(image, meshes) if mirror and mirror_fit else [None]
+        twins = finder.mirror_fits(image, meshes) if mirror_fit else [None]
         face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
                             p.pan, info.get("detection", ""), mirror=mirror,
                             twin=twins[0] if twins else None)

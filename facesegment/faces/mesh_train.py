@@ -39,7 +39,8 @@ class PreparedFace:
     crop_labels: np.ndarray = None
     drawn: np.ndarray = None    # the mesh drawn on the crop
     mirror: np.ndarray = None   # the planes of the crop's mirror image (when asked for)
-    mirror_box: tuple = None    # their crop's box, when they are the mirror fit's (twin_planes)
+    twin: np.ndarray = None     # those of the mirror fit's crop (twin_planes; when asked for)
+    twin_box: tuple = None      # that crop's box
     weight: float = 1.0         # its trained pixels, as a share of ``n_pixels``
     extra: dict = field(default_factory=dict)
 
@@ -69,9 +70,10 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
     mirror : bool
         Also compute the planes of the crop's mirror image.
     twin : float (478, 3), optional
-        With ``mirror``: the face's fit on the mirrored photo
-        (:meth:`facesegment.faces.mesh.MeshFinder.mirror_fits`); the mirror
-        planes are then that fit's (:func:`facesegment.faces.mesh_stages.twin_planes`).
+        The face's fit on the mirrored photo
+        (:meth:`facesegment.faces.mesh.MeshFinder.mirror_fits`): its mirror
+        image's planes are kept too (``twin``, ``twin_box``;
+        :func:`facesegment.faces.mesh_stages.twin_planes`).
 
     Returns
     -------
@@ -82,10 +84,10 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
         return face
     face.box, crop, mesh_c = face_crop(image, mesh, size)
     face.planes = crop_planes(crop, mesh_c)
-    if mirror and twin is not None:
-        face.mirror, face.mirror_box = twin_planes(image, twin, size)
-    elif mirror:
+    if mirror:
         face.mirror = mirrored_planes(crop, mesh_c)
+    if twin is not None:
+        face.twin, face.twin_box = twin_planes(image, twin, size)
     face.crop_labels = cut(face.labels, face.box, size, interpolation=cv2.INTER_NEAREST,
                            border=IGNORE)
     face.drawn = draw_mesh_parts(mesh_c, (size, size))
@@ -170,7 +172,7 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False, margin=None):
+                   extra=(), mirror=False, margin=None, mirror_fit=False):
     """Leave-one-group-out stage probabilities.
 
     Parameters
@@ -182,8 +184,10 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
     extra : sequence of PreparedFace
         Faces of another dataset, trained in every fold, never held out.
     mirror : bool
-        Average each face's probabilities with its mirror image's (its mirror
-        fit's, for faces prepared with a ``twin``).
+        Average each face's probabilities with its mirror image's.
+    mirror_fit : bool
+        With ``mirror``: the mirror image of a face prepared with a ``twin`` is
+        read with that fit (as ``MeshModel.mirror_fit`` does).
 
     Returns
     -------
@@ -207,10 +211,16 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
                             n_stages, n_pixels, seed, margin=margin)
         for f in faces:
             if f.group == g:
-                out[f.name] = None if f.planes is None else crop_proba(
-                    stages, f.planes, f.mirror if mirror else None, margin,
-                    f.mirror_box if mirror else None, f.box)
+                out[f.name] = None if f.planes is None else _face_proba(
+                    stages, f, mirror, margin, mirror_fit)
     return out
+
+
+def _face_proba(stages, face, mirror, margin, mirror_fit):
+    """A prepared face's crop probabilities as ``MeshModel.face_proba`` reads them."""
+    if mirror and mirror_fit and face.twin is not None:
+        return crop_proba(stages, face.planes, face.twin, margin, face.twin_box, face.box)
+    return crop_proba(stages, face.planes, face.mirror if mirror else None, margin)
 
 
 def photo_labels(face, proba_crop, gains=None):

@@ -187,8 +187,8 @@ class MeshModel:
             One face's mesh in ``image``'s pixels (:meth:`find`).
         twin : float (478, 3), optional
             Its fit on the mirrored photo (:meth:`mirror_fits`): with
-            :attr:`mirror`, the mirror image is read with it; None: the crop is
-            mirrored with ``mesh``.
+            :attr:`mirror_fit`, the mirror image is read with it; None: the crop
+            is mirrored with ``mesh``.
 
         Returns
         -------
@@ -200,7 +200,7 @@ class MeshModel:
         """
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
         mirror, mirror_box = None, None
-        if self.mirror and twin is not None:
+        if self.mirror and self.mirror_fit and twin is not None:
             mirror, mirror_box = twin_planes(image, twin, self.crop_size)
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
