@@ -278,6 +278,28 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
         MeshModel(forests, mirror=False, mirror_fit=True)
 
 
+def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
+    """A face prepared with its mirror fit is scored by cross_validate exactly as
+    MeshModel(mirror_fit=True).face_proba segments it; with mirror_fit off, as
+    the plain mirror model does."""
+    from facesegment.faces import mesh_train as MT
+    from facesegment.faces.mesh_stages import to_face_classes
+    from facesegment.models.mesh import MeshModel
+    from facesegment.forest import AxisAlignedForest
+
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=2), 2, 400, 0)
+    image, labels = synthetic(mesh)
+    twin = mesh.copy()
+    twin[:, :2] += (2.0, 1.0)
+    face = prepare_face(image, labels, mesh, "a", 0, 0.0, mirror=True, twin=twin)
+    for fit in (True, False):
+        got = to_face_classes(MT._face_proba(forests, face, True, 6.0, fit), face.drawn)
+        model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0)
+        box, want, _ = model.face_proba(image, mesh, twin)
+        assert box == face.box
+        np.testing.assert_array_equal(got, want)
+
+
 def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     """With a margin, pixels farther outside the mesh's face oval are background
     without asking the forests; inside, stage 1 gives what it gives on every
