@@ -634,14 +634,41 @@ def test_investigation_study_runs_and_renders(tmp_path):
 
 # ----------------------------------------------------------- end to end
 
+def _smoke_argv(data, workers=2):
+    return ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
+            "--workers", str(workers), "all"]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One `make all` of the smoke preset on 8 training and 3 test faces, run
+    once for this module: ``(root, err, copy)``, ``copy`` a copy of the whole
+    folder made before any test changes it."""
+    import contextlib
+    import io
+    import shutil
+
+    root = tmp_path_factory.mktemp("smoke") / "run"    # the copy lies as deep: the
+    data = make_dataset(root / "faces")                 # config's relative path is the same
+    err, cwd = io.StringIO(), os.getcwd()
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stderr(err):
+            code = run.main(_smoke_argv(data))
+    finally:
+        os.chdir(cwd)
+    assert code == 0, err.getvalue()[-3000:]
+    copy = tmp_path_factory.mktemp("smoke-copy") / "run"
+    shutil.copytree(root, copy, symlinks=True)
+    return root, err.getvalue(), copy
+
+
 @pytest.mark.slow
-def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch, capsys):
-    data = make_dataset(tmp_path / "faces")
+def test_smoke_pipeline_end_to_end(smoke_run, monkeypatch, capsys):
+    tmp_path, err, _ = smoke_run
+    data = tmp_path / "faces"
     monkeypatch.chdir(tmp_path)
-    argv = ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
-            "--workers", "2", "all"]
-    assert run.main(argv) == 0
-    err = capsys.readouterr().err
+    argv = _smoke_argv(data)
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
     for f in ("splits.json", "selection.json", "selection.md", "chosen.json",
               "stamps/timings/time-co2.json", "eval-axis.json", "eval-two-probe.json",
@@ -790,19 +817,17 @@ def _run_folder_bytes(root, rdir):
 
 
 @pytest.mark.slow
-def test_a_rerun_changes_only_the_timings(tmp_path, monkeypatch, capsys):
+def test_a_rerun_changes_only_the_timings(smoke_run, monkeypatch, capsys):
     """`make all` run twice, every stage redone the second time (stamps removed, as
     on another machine; other --workers): every file of the run folder except timings.json and
     timings.md is byte-identical (scores, models' sizes, selection, figures, the
     results pages), so after `make all` on a fresh clone `git status` shows only
     what a rerun legitimately changes.  No tracked file holds a time, a load, a
     thread or core count, or an absolute path."""
-    data = make_dataset(tmp_path / "faces", n_train=6, n_test=2)
+    tmp_path = smoke_run[2]            # the first run (2 workers), copied untouched
     monkeypatch.chdir(tmp_path)
-    argv = ["--config", str(CONFIG), "--preset", "smoke", "--data", str(data),
-            "--workers", "2", "all"]
+    argv = _smoke_argv(tmp_path / "faces")
     rdir = tmp_path / "reports" / "runs" / "faces-smoke"
-    assert run.main(argv) == 0, capsys.readouterr().err[-3000:]
     first = _run_folder_bytes(tmp_path, rdir)
     timings1 = json.loads((rdir / "timings.json").read_text())
     import shutil
