@@ -276,6 +276,12 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
     np.testing.assert_array_equal(back.face_proba(image, mesh, twin)[1], p)
     with pytest.raises(ValueError, match="mirror_fit"):
         MeshModel(forests, mirror=False, mirror_fit=True)
+    from facesegment.errors import DataError
+
+    doc = tmp_path / "m" / "mesh-model.json"
+    doc.write_text(doc.read_text().replace('"mirror_fit": true', '"mirror_fit": "yes"'))
+    with pytest.raises(DataError, match=r"mesh-model.json.*mirror_fit"):
+        load_model(tmp_path / "m")
 
 
 def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
