@@ -318,6 +318,59 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     ``w_raw`` is the pair ``(index int32 (k',), weight (k',) sparse_dtype)``,
     k' <= max_nonzero, and its threshold is in the stored weights' units.
     """
+    y, idx, n_classes, mean, inv_std, f, f2, min_leaf, k = _check_split_args(
+        X, y, idx, n_classes, mean, inv_std, init_feature, init_feature2, min_samples_leaf,
+        max_nonzero, sparsity, sparse_dtype)
+    nu = _check_positive("nu", nu)
+    eta = _check_positive("eta", eta)
+    tau = _check_positive("tau", tau, integer=True)
+    n_passes = _check_positive("n_passes", n_passes)
+    batch_size = _check_positive("batch_size", batch_size, integer=True)
+    if not (0.0 <= float(momentum) < 1.0):
+        raise ValueError(f"momentum={momentum!r} must be in [0, 1)")
+    t_init = np.float32(init_threshold)
+    w = initial_weights(mean, inv_std, nu, f, t_init, f2)
+    if w is None:
+        return None  # degenerate initial feature (constant): nothing to optimise from
+
+    clock = [(time.perf_counter(), time.thread_time())]
+    # Algorithm 1, lines 1-2: w from the initial split on the nu-ball's surface,
+    # theta from that split's sides on all node samples.
+    ell = _initial_loss(X, y, idx, f, f2, t_init, n_classes)
+    clock.append((time.perf_counter(), time.thread_time()))
+
+    m = idx.shape[0]
+    p = X.shape[1]
+    steps = n_sgd_steps(m, n_passes, batch_size, min_steps, max_steps, max_passes)
+    w_best = np.zeros(p + 1, np.float32)
+    kstats = np.zeros(4)
+    batch = min(batch_size, m)
+    rng = np.random.default_rng(int(seed) % (2 ** 64))
+    reps = -(-(steps * batch) // m)
+    order = np.concatenate([rng.permutation(idx) for _ in range(reps)])
+    learned = k is not None and sparsity == "learned"
+    have_best = _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, steps,
+                              float(momentum), nu, bool(keep_best), w_best, kstats,
+                              k if learned else -1)
+    clock.append((time.perf_counter(), time.thread_time()))
+
+    cands = [w, w_best] if have_best else [w]
+    best = _best_candidate(X, idx, y[idx], cands, mean, inv_std, k, sparse_dtype, n_classes,
+                           min_leaf, refine_threshold)
+    clock.append((time.perf_counter(), time.thread_time()))
+
+    margin = 1e-9 * max(1.0, abs(float(init_gain)))
+    accepted = best is not None and best[2] > float(init_gain) + margin
+    if stats is not None:
+        _record_stats(stats, clock, kstats, steps, p, m, len(cands), k, accepted)
+    return best if accepted else None
+
+
+def _check_split_args(X, y, idx, n_classes, mean, inv_std, init_feature, init_feature2,
+                      min_samples_leaf, max_nonzero, sparsity, sparse_dtype):
+    """:func:`co2_split`'s data and initial split checked; returns ``(y, idx,
+    n_classes, mean, inv_std, f, f2, min_leaf, k)`` with ``mean`` and ``inv_std``
+    as float32."""
     if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.uint8, np.float32):
         raise TypeError(f"X must be a 2-D uint8 or float32 array, got "
                         f"{getattr(X, 'dtype', type(X))} with shape {getattr(X, 'shape', None)}")
@@ -345,59 +398,40 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
                          f"{inv_std.shape}")
     if not (0 <= int(init_feature) < p):
         raise ValueError(f"init_feature={init_feature} is outside 0..{p - 1}")
-    nu = _check_positive("nu", nu)
-    eta = _check_positive("eta", eta)
-    tau = _check_positive("tau", tau, integer=True)
-    n_passes = _check_positive("n_passes", n_passes)
-    batch_size = _check_positive("batch_size", batch_size, integer=True)
-    if not (0.0 <= float(momentum) < 1.0):
-        raise ValueError(f"momentum={momentum!r} must be in [0, 1)")
     min_leaf = _check_positive("min_samples_leaf", min_samples_leaf, integer=True)
     f, f2 = int(init_feature), int(init_feature2)
     if not (-1 <= f2 < p) or f2 == f:
         raise ValueError(f"init_feature2={init_feature2} must be -1 or another feature in "
                          f"0..{p - 1}")
     k = _check_sparse(max_nonzero, sparsity, sparse_dtype, p)
-    t_init = np.float32(init_threshold)
-    w = initial_weights(mean, inv_std, nu, f, t_init, f2)
-    if w is None:
-        return None  # degenerate initial feature (constant): nothing to optimise from
+    return y, idx, n_classes, mean, inv_std, f, f2, min_leaf, k
 
-    t0 = time.perf_counter()
-    c0 = time.thread_time()
-    # Algorithm 1, lines 1-2: w from the initial split on the nu-ball's surface,
-    # theta from that split's sides on all node samples.
+
+def _initial_loss(X, y, idx, f, f2, t_init, n_classes):
+    """The leaves' log-loss table ``(2, n_classes)`` of the initial split on all
+    the node's samples (Algorithm 1, line 2)."""
     counts = np.zeros((2, n_classes))
     if f2 < 0:
         _axis_counts(X, y, idx, f, t_init, counts)
     else:
+        yv = y[idx]
         diff = X[idx, f].astype(np.float32) - X[idx, f2].astype(np.float32)
         go_left = diff <= t_init
         counts[0] = np.bincount(yv[go_left], minlength=n_classes)
         counts[1] = np.bincount(yv[~go_left], minlength=n_classes)
     ell = np.empty((2, n_classes), np.float32)
     _log_loss_table(counts, ell)
-    t1 = time.perf_counter()
-    c1 = time.thread_time()
+    return ell
 
-    m = idx.shape[0]
-    steps = n_sgd_steps(m, n_passes, batch_size, min_steps, max_steps, max_passes)
-    w_best = np.zeros(p + 1, np.float32)
-    kstats = np.zeros(4)
-    batch = min(batch_size, m)
-    rng = np.random.default_rng(int(seed) % (2 ** 64))
-    reps = -(-(steps * batch) // m)
-    order = np.concatenate([rng.permutation(idx) for _ in range(reps)])
-    learned = k is not None and sparsity == "learned"
-    have_best = _co2_optimise(X, y, order, batch, mean, inv_std, w, ell, eta, tau, steps,
-                              float(momentum), nu, bool(keep_best), w_best, kstats,
-                              k if learned else -1)
-    t2 = time.perf_counter()
-    c2 = time.thread_time()
 
+def _best_candidate(X, idx, yv, cands, mean, inv_std, k, sparse_dtype, n_classes, min_leaf,
+                    refine_threshold):
+    """The candidate weight vector whose stored split has the largest exact
+    information gain on the node's samples: ``(w_raw, threshold_raw, gain)`` or
+    None."""
+    p = X.shape[1]
     best = None
-    cands = [w, w_best] if have_best else [w]
-    v = np.empty(m, np.float32)
+    v = np.empty(idx.shape[0], np.float32)
     for wc in cands:
         u = np.empty(p, np.float32)
         c = _fold(wc, mean, inv_std, u)
@@ -417,23 +451,24 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
             gain = _threshold_gain(v, yv, thr, n_classes, min_leaf)
         if best is None or gain > best[2]:
             best = (u, float(thr), float(gain))
-    t3 = time.perf_counter()
-    c3 = time.thread_time()
+    return best
 
-    margin = 1e-9 * max(1.0, abs(float(init_gain)))
-    accepted = best is not None and best[2] > float(init_gain) + margin
-    if stats is not None:
-        sgd_fl, eval_fl = co2_flops(kstats[0], kstats[1], steps, p, n_eval=len(cands) * m)
-        if k is not None:
-            eval_fl = 2.0 * k * len(cands) * m
-        stats["calls"] += 1
-        stats["accepted"] += int(accepted)
-        stats["samples"] += m
-        stats["sgd_steps"] += steps
-        stats["sgd_seconds"] += t2 - t1
-        stats["sgd_cpu_seconds"] += c2 - c1
-        stats["sgd_flops"] += sgd_fl
-        stats["eval_seconds"] += (t1 - t0) + (t3 - t2)
-        stats["eval_cpu_seconds"] += (c1 - c0) + (c3 - c2)
-        stats["eval_flops"] += eval_fl
-    return best if accepted else None
+
+def _record_stats(stats, clock, kstats, steps, p, m, n_cands, k, accepted):
+    """Add one :func:`co2_split` call to a :func:`new_co2_stats` accumulator;
+    ``clock`` holds (wall, thread CPU) at the start, after the initial loss,
+    after the SGD and after the candidates' evaluation."""
+    (t0, c0), (t1, c1), (t2, c2), (t3, c3) = clock
+    sgd_fl, eval_fl = co2_flops(kstats[0], kstats[1], steps, p, n_eval=n_cands * m)
+    if k is not None:
+        eval_fl = 2.0 * k * n_cands * m
+    stats["calls"] += 1
+    stats["accepted"] += int(accepted)
+    stats["samples"] += m
+    stats["sgd_steps"] += steps
+    stats["sgd_seconds"] += t2 - t1
+    stats["sgd_cpu_seconds"] += c2 - c1
+    stats["sgd_flops"] += sgd_fl
+    stats["eval_seconds"] += (t1 - t0) + (t3 - t2)
+    stats["eval_cpu_seconds"] += (c1 - c0) + (c3 - c2)
+    stats["eval_flops"] += eval_fl
