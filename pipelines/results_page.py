@@ -97,8 +97,6 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     run_dir = Path(run_dir)
     conf = load_json(run_dir, "config.json") or {}
     splits = load_json(run_dir, "splits.json") or {}
-    chosen = load_json(run_dir, "chosen.json") or {}
-    sel = load_json(run_dir, "selection.json")
     every = methods(run_dir)
     train = {k: load_json(run_dir, f"train-{k}.json") for k in every}
     evals = {k: load_json(run_dir, f"eval-{k}.json") for k in every}
@@ -106,34 +104,56 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
     if not kinds:
         return f"{heading} {run_dir.name}\n\nNo evaluation results yet.\n"
     sizes = sorted({int(n) for k in kinds for n in evals[k]["trees"]})
-    counts = splits.get("counts", {})
     h = heading
-    L = [f"{h} {run_dir.name}", ""]
-    L.append(f"Data: `{splits.get('root', '?')}`"
-             + (f" (labels `{splits['labels']}`)" if splits.get("labels") else "")
-             + f": {counts.get('train', '?')} training images and {counts.get('validation', '?')} "
-             f"validation images for model selection (held out of the training images), "
-             f"{counts.get('test', '?')} test images"
-             + (f" (split: {splits['how']})" if splits.get("how") else "")
-             + f". Preset `{conf.get('preset', '?')}`: "
-             f"{conf.get('extract', {}).get('n_windows', '?')} class-balanced training windows, "
-             f"{conf.get('forest', {}).get('max_samples', '?')} windows (bootstrap) per tree, "
-             f"maximum depth {conf.get('forest', {}).get('max_depth', '?')}.")
-    ev0 = evals[kinds[0]]
+    L = [f"{h} {run_dir.name}", ""] + _data_section(conf, splits, evals[kinds[0]])
+    L += _paper_tables(evals, kinds, sizes, h)
+    L += _claim(evals, kinds, sizes, h)
+    # beyond the paper: the position prior
+    L += prior_report.markdown(load_json(run_dir, "prior.json"), evals, kinds, sizes,
+                               {k: label(k) for k in kinds}, CLASS_NAMES, h)
+    L += _per_class(evals, kinds, sizes, h)
+    L += _size_table(train, kinds, sizes, h)    # times: timings.md
+    L += _selection(load_json(run_dir, "selection.json"),
+                    load_json(run_dir, "chosen.json") or {}, kinds, figure_prefix, h)
+    inv = load_json(run_dir, "investigation.json")   # python -m pipelines.investigate
+    if inv:
+        from .investigate_report import markdown
+
+        L.append(markdown(inv, heading=h + "#"))
+        L += _findings(evals, kinds, sizes, inv, conf)
+    L += _figures(run_dir / "figures", figure_prefix, h)
+    return "\n".join(L) + "\n"
+
+
+def _data_section(conf, splits, ev0):
+    """Markdown: the data, the preset and the scored pixels."""
+    counts = splits.get("counts", {})
+    L = [f"Data: `{splits.get('root', '?')}`"
+         + (f" (labels `{splits['labels']}`)" if splits.get("labels") else "")
+         + f": {counts.get('train', '?')} training images and {counts.get('validation', '?')} "
+         f"validation images for model selection (held out of the training images), "
+         f"{counts.get('test', '?')} test images"
+         + (f" (split: {splits['how']})" if splits.get("how") else "")
+         + f". Preset `{conf.get('preset', '?')}`: "
+         f"{conf.get('extract', {}).get('n_windows', '?')} class-balanced training windows, "
+         f"{conf.get('forest', {}).get('max_samples', '?')} windows (bootstrap) per tree, "
+         f"maximum depth {conf.get('forest', {}).get('max_depth', '?')}.", ""]
     stride = ev0.get("pixel_stride", 1)
-    L.append("")
     npix = ev0.get("n_pixels")
     L.append(f"Scored pixels: {npix:,}" if isinstance(npix, int) else "Scored pixels: ?")
     L[-1] += (f" over {ev0.get('n_images', '?')} test "
-             "images: " + ("all pixels at least 15 px from the border (the paper's protocol)"
-                           if stride == 1 else
-                           f"those of a {stride}×{stride} grid (every {_ord(stride)} pixel of "
-                           f"every {_ord(stride)} row) at least 15 px from the border of "
-                           "every test image, the same for every forest "
-                           "(`[evaluate] pixel_stride`; docs/pipeline.md says why)") + ".")
-    L += ["", _data_note(conf, splits), ""]
+              "images: " + ("all pixels at least 15 px from the border (the paper's protocol)"
+                            if stride == 1 else
+                            f"those of a {stride}×{stride} grid (every {_ord(stride)} pixel of "
+                            f"every {_ord(stride)} row) at least 15 px from the border of "
+                            "every test image, the same for every forest "
+                            "(`[evaluate] pixel_stride`; docs/pipeline.md says why)") + ".")
+    return L + ["", _data_note(conf, splits), ""]
 
-    # ---- the paper's table
+
+def _paper_tables(evals, kinds, sizes, h):
+    """Markdown: the paper's table at the selected alpha and at alpha = 1."""
+    L = []
     for title, which in (("selected α (chosen on validation)", "sel"),
                          ("α = 1 (the paper's full prior reweighting)", "one")):
         L.append(f"{h}# Class-average Jaccard on the test set, {title}")
@@ -150,20 +170,14 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
         L.append("")
         if which == "sel":
             L += _alpha_note(evals, kinds)
+    return L
 
-    # ---- the claim
-    L += _claim(evals, kinds, sizes, h)
 
-    # ---- beyond the paper: the position prior
-    L += prior_report.markdown(load_json(run_dir, "prior.json"), evals, kinds, sizes,
-                               {k: label(k) for k in kinds}, CLASS_NAMES, h)
-
-    # ---- per class
-    L.append(f"{h}# Per-class Jaccard (test set)")
-    L.append("")
-    L.append("| method | trees | α | " + " | ".join(CLASS_NAMES) + " | mean | pixel acc. |")
-    L.append("| --- | ---: | ---: | " + " | ".join("---:" for _ in CLASS_NAMES)
-             + " | ---: | ---: |")
+def _per_class(evals, kinds, sizes, h):
+    """Markdown: per-class Jaccard of every method, size and alpha (test set)."""
+    L = [f"{h}# Per-class Jaccard (test set)", "",
+         "| method | trees | α | " + " | ".join(CLASS_NAMES) + " | mean | pixel acc. |",
+         "| --- | ---: | ---: | " + " | ".join("---:" for _ in CLASS_NAMES) + " | ---: | ---: |"]
     for k in kinds:
         for n in sizes:
             for a in sorted({evals[k]["alpha"], 1.0}):
@@ -173,14 +187,12 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
                 L.append(f"| {label(k)} | {n} | {a:g} | "
                          + " | ".join(_f(v, 1) for v in s["jaccard"])
                          + f" | {_f(s['mean_jaccard'])} | {_f(s['pixel_accuracy'], 1)} |")
-    L.append("")
+    return L + [""]
 
-    # ---- model size (times: timings.md)
-    L += _size_table(train, kinds, sizes, h)
 
-    # ---- selection
-    L.append(f"{h}# Selected settings (validation images, not the test set)")
-    L.append("")
+def _selection(sel, chosen, kinds, figure_prefix, h):
+    """Markdown: the selection grid and each method's chosen settings."""
+    L = [f"{h}# Selected settings (validation images, not the test set)", ""]
     if sel:
         grid = ("full" if sel["full_grid"]
                 else "quick (the default; `--full-grid` for the paper’s grids)")
@@ -201,28 +213,21 @@ def render_run(run_dir, figure_prefix="figures/", heading="##"):
         vj = c.get("validation_jaccard")
         L.append(f"- {label(k)}: {items}"
                  + (f" (validation Jaccard {vj:.2f})" if vj is not None else ""))
-    L.append("")
+    return L + [""]
 
-    # ---- investigation (python -m pipelines.investigate)
-    inv = load_json(run_dir, "investigation.json")
-    if inv:
-        from .investigate_report import markdown
 
-        L.append(markdown(inv, heading=h + "#"))
-        L += _findings(evals, kinds, sizes, inv, conf)
-
-    # ---- figures
-    fig_dir = run_dir / "figures"
-    if fig_dir.is_dir():
-        pngs = sorted((p.name for p in fig_dir.glob("*.png")),
-                      key=lambda n: (not n.startswith("figure"), n))
-        if pngs:
-            L.append(f"{h}# Figures")
-            L.append("")
-            for p in pngs:
-                L.append(f"![{p}]({figure_prefix}{p})")
-                L.append("")
-    return "\n".join(L) + "\n"
+def _figures(fig_dir, figure_prefix, h):
+    """Markdown: the run's figures (the paper's first)."""
+    if not fig_dir.is_dir():
+        return []
+    pngs = sorted((p.name for p in fig_dir.glob("*.png")),
+                  key=lambda n: (not n.startswith("figure"), n))
+    if not pngs:
+        return []
+    L = [f"{h}# Figures", ""]
+    for p in pngs:
+        L += [f"![{p}]({figure_prefix}{p})", ""]
+    return L
 
 
 def _size_table(train, kinds, sizes, h):
