@@ -83,8 +83,7 @@ def model_card(name, model, run_dir, kind, n, size, conf):
         one = t["trees"][str(n)]
         speed = (f"{one['ms_per_image']:.0f} ms per 250x250 crop (median of {one['n_images']}, "
                  f"every pixel, forest alone; {one['cpu_ms_per_image']:.0f} ms of CPU) on the "
-                 f"machine that ran `make model` ({t.get('cpu_count')} cores, load average "
-                 f"{t.get('load_average')}: other jobs shared it)")
+                 f"machine that ran `make model` ({t.get('cpu_count')} cores)")
     data = conf["data"]
     params = ", ".join(f"{k} = {v}" for k, v in sorted(train["params"].items()))
     found = (f"; dlib finds {det['n_found']} of {det['n_found'] + det['n_missed']} test faces, "

@@ -65,8 +65,8 @@ def _speed():
     return (f"{ms['landmark votes, crop']:.0f} ms per 250x250 face crop and "
             f"{ms['landmark votes, photo']:.0f} ms per face found in a photo, dlib included "
             f"(median of {v['n_faces']} faces300w test crops; the renderer: "
-            f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores at load average "
-            f"{v['load_average'][0]}{_vs28(ms)}, `python -m benchmarks.bench_votes`")
+            f"{ms['renderer (peer)']:.0f} ms) on {v['cpu_count']} cores"
+            f"{_vs28(ms)}, `python -m benchmarks.bench_votes`")
 
 
 def _vs28(ms):

@@ -17,6 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
+#: The shipped models' cards, which say what a model is, never how busy the
+#: machine that measured it was.
+CARDS = sorted((ROOT / "facesegment" / "models").glob("*/MODEL_CARD.md"))
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 
 
@@ -59,6 +62,15 @@ def test_no_page_holds_notebook_remarks(what):
             if pattern.search(line):
                 bad.append(f"{_rel(path)}:{i}: {line.strip()[:90]}")
     assert not bad, f"{what} in docs/ (history goes to CHANGELOG.md):\n" + "\n".join(bad[:20])
+
+
+def test_model_cards_hold_no_notebook_remarks():
+    assert CARDS
+    load = re.compile(r"load\s+average|other jobs", re.I)
+    bad = [f"{_rel(p)}:{i}: {line.strip()[:90]}" for p in CARDS
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if load.search(line) or any(pat.search(line) for pat in FORBIDDEN.values())]
+    assert not bad, "\n".join(bad)
 
 
 def test_the_wording_check_finds_each_remark():
