@@ -259,27 +259,10 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     check_output(out, (data_root, labels_root), out_inside_data)
     t0 = time.perf_counter()
 
-    counts = np.zeros((len(records), N_CLASSES), np.int64)
-    channels = np.zeros(len(records), np.int64)
-    ok = np.ones(len(records), bool)
-    skipped = []
     n_threads = n_workers or default_workers()
     per_task = images_per_task or max(1, min(32, len(records) // (16 * n_threads)))
-    groups = group_ranges(np.ones(len(records)), per_task)
-    with Progress(len(records), desc="extract 1/2 count pixels", unit="images", enabled=progress) as bar:
-        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin, grey),
-                                    scheduler=scheduler, n_workers=n_workers, progress=False):
-            a = groups[g][0]
-            for i, (cnt, err, nc) in enumerate(results, start=a):
-                if err is not None:
-                    if on_error == "fail":
-                        raise DataError(*err)
-                    skipped.append(err)
-                    ok[i] = False
-                else:
-                    counts[i] = cnt
-                    channels[i] = nc
-            bar.update(len(results))
+    counts, channels, ok, skipped = _count_pass(records, margin, grey, per_task, on_error,
+                                                scheduler, n_workers, progress)
     t1 = time.perf_counter()
     used = np.flatnonzero(ok)
     if used.size == 0:
@@ -300,30 +283,16 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
 
     groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
-    sums = np.zeros(layout.n_features, np.int64)
-    sumsq = np.zeros(layout.n_features, np.int64)
+    attrs = dict(seed=int(seed), n_windows=int(n_windows), margin=int(margin),
+                 std_kind="population (divide by N); 0 replaced by 1",
+                 data_root=os.path.abspath(data_root) if data_root is not None else "",
+                 labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
+                 compression=str(compression), n_images=int(used.size))
     try:
         with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
-                           chunk_rows=chunk_rows, layout=layout) as writer, \
-                ThreadPoolExecutor(n_threads) as pool:
-            sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(used.size, dtype=np.int32),
-                                                4 * writer.chunk_rows, pool))
-            bar = Progress(used.size, desc="extract 2/2 cut windows", unit="images", enabled=progress)
-            try:
-                for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
-                                                      args=(margin, layout.window, grey),
-                                                      scheduler=scheduler, n_workers=n_workers,
-                                                      progress=False):
-                    if s1 is not None:
-                        sums += s1
-                        sumsq += s2
-                    for k, res in enumerate(results, start=groups[g][0]):
-                        sink.add(k, res)
-                    bar.update(len(results))
-            finally:
-                bar.close()
-                sink.stop()
-            sink.close()
+                           chunk_rows=chunk_rows, layout=layout) as writer:
+            sums, sumsq = _cut_pass(writer, items, groups, offsets, layout, margin, grey,
+                                    n_threads, scheduler, n_workers, progress)
             mean, std = finish_stats(sums, sumsq, n_windows)
             class_counts = alloc.sum(axis=0)
             factors = sampling_factors(class_counts, pixel_counts)
@@ -331,13 +300,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
             writer.set_strings("skipped", [str(e[0]) for e in skipped])
             writer.set_attrs(
                 class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
-                sampling_factors=factors, with_replacement=replace, mean=mean, std=std,
-                seed=int(seed), n_windows=int(n_windows), margin=int(margin),
-                std_kind="population (divide by N); 0 replaced by 1",
-                data_root=os.path.abspath(data_root) if data_root is not None else "",
-                labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
-                compression=str(compression), n_images=int(used.size),
-            )
+                sampling_factors=factors, with_replacement=replace, mean=mean, std=std, **attrs)
             writer.finish()
     except OSError as exc:  # e.g. the disk filled up: the partial file is removed
         raise DataError(out, f"cannot write the windows file ({exc.strerror or exc})",
@@ -347,6 +310,64 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),
                          seconds={"count": t1 - t0, "cut": t2 - t1, "total": t2 - t0},
                          file_bytes=os.path.getsize(out))
+
+
+def _count_pass(records, margin, grey, per_task, on_error, scheduler, n_workers, progress):
+    """Pass 1: each image's eligible pixels per class and its channels.
+
+    Returns ``(counts (n, N_CLASSES), channels (n,), ok (n,) bool, skipped)``;
+    a bad image is skipped (its error kept) or, with ``on_error="fail"``,
+    raised as DataError.
+    """
+    counts = np.zeros((len(records), N_CLASSES), np.int64)
+    channels = np.zeros(len(records), np.int64)
+    ok = np.ones(len(records), bool)
+    skipped = []
+    groups = group_ranges(np.ones(len(records)), per_task)
+    with Progress(len(records), desc="extract 1/2 count pixels", unit="images", enabled=progress) as bar:
+        for g, results in map_tasks(count_batch, [records[a:b] for a, b in groups], args=(margin, grey),
+                                    scheduler=scheduler, n_workers=n_workers, progress=False):
+            a = groups[g][0]
+            for i, (cnt, err, nc) in enumerate(results, start=a):
+                if err is not None:
+                    if on_error == "fail":
+                        raise DataError(*err)
+                    skipped.append(err)
+                    ok[i] = False
+                else:
+                    counts[i] = cnt
+                    channels[i] = nc
+            bar.update(len(results))
+    return counts, channels, ok, skipped
+
+
+def _cut_pass(writer, items, groups, offsets, layout, margin, grey, n_threads, scheduler,
+              n_workers, progress):
+    """Pass 2: cut every image's allotted windows into ``writer``, in image order
+    whatever order the tasks finish in; returns the features' sums and sums of
+    squares (int64) for the mean and standard deviation."""
+    sums = np.zeros(layout.n_features, np.int64)
+    sumsq = np.zeros(layout.n_features, np.int64)
+    with ThreadPoolExecutor(n_threads) as pool:
+        sink = BackgroundSink(OrderedSink(writer, offsets, np.arange(len(items), dtype=np.int32),
+                                            4 * writer.chunk_rows, pool))
+        bar = Progress(len(items), desc="extract 2/2 cut windows", unit="images", enabled=progress)
+        try:
+            for g, (results, s1, s2) in map_tasks(cut_batch, [items[a:b] for a, b in groups],
+                                                  args=(margin, layout.window, grey),
+                                                  scheduler=scheduler, n_workers=n_workers,
+                                                  progress=False):
+                if s1 is not None:
+                    sums += s1
+                    sumsq += s2
+                for k, res in enumerate(results, start=groups[g][0]):
+                    sink.add(k, res)
+                bar.update(len(results))
+        finally:
+            bar.close()
+            sink.stop()
+        sink.close()
+    return sums, sumsq
 
 
 def _layout_of(records, used, channels, window):
