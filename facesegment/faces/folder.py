@@ -45,6 +45,44 @@ LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_pro
 
 # --------------------------------------------------------------- one image
 
+@dataclass(frozen=True)
+class SegmentOptions:
+    """How each photo is segmented and what is written for it (one value for a
+    whole folder; picklable, so it travels with the tasks).
+
+    Parameters
+    ----------
+    alpha : float or None
+        Reweighting exponent; None: the model's decision rule's.
+    detect : {"auto", "always", "never"}
+        When the photo is searched for faces
+        (:func:`facesegment.faces.segment.photo_faces`).
+    detector : {"landmarks", "dlib"}
+        How faces are found (:func:`facesegment.faces.crops.find_crops`).
+    save_proba : bool
+        Also write the probability maps (:func:`write_proba_npz`).
+    detect_size : int
+        Longer side of the copy faces are detected on.
+    beta, sigma : float, optional
+        Position-prior exponent and smoothing (pixels of the crop); None: the
+        model's decision rule's.
+    legend : bool
+        Draw the class key on the overlay.
+    records : bool
+        Fill each result's ``records`` with one :func:`face_record` per face.
+    """
+
+    alpha: float | None = None
+    detect: str = "auto"
+    detector: str = "landmarks"
+    save_proba: bool = False
+    detect_size: int = DETECT_MAX_SIDE
+    beta: float | None = None
+    sigma: float | None = None
+    legend: bool = True
+    records: bool = False
+
+
 @dataclass
 class SegmentResult:
     """Outcome of one image (a row of the summary CSV)."""
@@ -110,13 +148,11 @@ def write_proba_npz(path, proba, class_names, alpha):
                             alpha=np.float64(alpha))
 
 
-def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba=False,
-                 output=None, detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True,
-                 records=False):
+def segment_file(path, model, out_dir, name, options=SegmentOptions(), output=None):
     """Task: segment one file and write its outputs (top level, picklable).
 
     The outputs are ``out_dir/<output>_label.png`` (paletted: class ids with the
-    class colours), ``<output>_overlay.png`` and, with ``save_proba``,
+    class colours), ``<output>_overlay.png`` and, with ``options.save_proba``,
     ``<output>_proba.npz``.  Bad inputs are reported, never raised.  An output
     that cannot be written (full disk) is reported with ``fatal`` set; the
     outputs of that image written before it are removed.
@@ -131,33 +167,19 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
         The output folder (its subfolders already made).
     name : str
         Names the input in the summary (relative path with extension).
-    alpha : float or None
-        Reweighting exponent; None: the model's decision rule's.
-    detect : {"auto", "always", "never"}
-        When the photo is searched for faces
-        (:func:`facesegment.faces.segment.photo_faces`).
-    detector : {"landmarks", "dlib"}
-        How faces are found (:func:`facesegment.faces.crops.find_crops`).
-    save_proba : bool
-        Also write the probability maps (:func:`write_proba_npz`).
+    options : SegmentOptions
+        How it is segmented and what is written.
     output : str, optional
         Relative output name without suffix; None: ``name`` without extension.
-    detect_size : int
-        Longer side of the copy faces are detected on.
-    beta, sigma : float, optional
-        Position-prior exponent and smoothing (pixels of the crop); None: the
-        model's decision rule's.
-    legend : bool
-        Draw the class key on the overlay.
-    records : bool
-        Fill the result's ``records`` with one :func:`face_record` per face.
 
     Returns
     -------
     SegmentResult
         Status "ok", "no face", "unreadable" or "error".
     """
-    alpha = decision_rule(model, alpha, beta, sigma).alpha  # None: the model's (for the npz)
+    o = options
+    alpha = decision_rule(model, o.alpha, o.beta, o.sigma).alpha  # None: the model's (npz)
+    save_proba = o.save_proba
     output = output if output is not None else posixpath.splitext(name)[0]
     t0 = time.perf_counter()
     try:
@@ -169,9 +191,9 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
     h, w = image.shape[:2]
     info = {}
     try:
-        res = segment_image(model, image, alpha=alpha, detect=detect, detector=detector,
-                            return_proba=save_proba, detect_size=detect_size, beta=beta,
-                            sigma=sigma, info=info)
+        res = segment_image(model, image, alpha=alpha, detect=o.detect, detector=o.detector,
+                            return_proba=save_proba, detect_size=o.detect_size, beta=o.beta,
+                            sigma=o.sigma, info=info)
         labels, faces, proba = res if save_proba else (*res, None)
     except (ValueError, cv2.error) as exc:
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
@@ -180,15 +202,16 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
         return SegmentResult(name, "error", 0, w, h, time.perf_counter() - t0,
                              f"{path}: not enough memory to segment a {w}x{h} image")
     if labels is None:
-        how = model.face_finder(detector)
+        how = model.face_finder(o.detector)
         return SegmentResult(name, "no face", 0, w, h, time.perf_counter() - t0,
                              f"{path}: no face found by {how}")
     base = os.path.join(out_dir, *output.split("/"))
+    marks = info.get("pan_marks")
     written = []
     try:
         for suffix, write in ((LABEL_SUFFIX, lambda p: write_label_png(p, labels)),
                               (OVERLAY_SUFFIX, lambda p: imageio.write_png_atomic(
-                                  p, overlay(image, labels, info.get("pan_marks"), legend=legend))),
+                                  p, overlay(image, labels, marks, legend=o.legend))),
                               (PROBA_SUFFIX, lambda p: write_proba_npz(
                                   p, proba, model.class_names, alpha))):
             if suffix == PROBA_SUFFIX and not save_proba:
@@ -205,7 +228,7 @@ def segment_file(path, model, out_dir, name, alpha, detect, detector, save_proba
                              str(exc), fatal=str(exc))
     seconds = time.perf_counter() - t0
     rows = ([face_record(model, path, name, image.shape, f, k, seconds)
-             for k, f in enumerate(info["faces"])] if records else None)
+             for k, f in enumerate(info["faces"])] if o.records else None)
     return SegmentResult(name, "ok", faces, w, h, seconds, output=output,
                          detection=info.get("detection", ""),
                          paths=";".join(info.get("paths") or ()),
@@ -514,8 +537,9 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     todo = [i for i, r in enumerate(results) if r is None]
     stop, why = None, ""
     tasks = parallel.map_tasks(_segment_item, [items[i] for i in todo],
-                      args=(model, str(out), alpha, detect, detector, save_proba, detect_size,
-                            beta, sigma, legend, records),
+                      args=(model, str(out), SegmentOptions(alpha, detect, detector, save_proba,
+                                                            detect_size, beta, sigma, legend,
+                                                            records)),
                       scheduler=scheduler, n_workers=n_workers, desc="segment",
                       unit="images", progress=progress)
     try:
@@ -611,9 +635,5 @@ def _make_output_folders(out, subfolders):
         raise DataError(folder, f"{problem} ({exc.strerror or exc})", fix) from exc
 
 
-def _segment_item(item, model, out_dir, alpha, detect, detector, save_proba=False,
-                  detect_size=DETECT_MAX_SIDE, beta=None, sigma=None, legend=True,
-                  records=False):
-    return segment_file(item.path, model, out_dir, item.name, alpha, detect, detector,
-                        save_proba=save_proba, output=item.output, detect_size=detect_size,
-                        beta=beta, sigma=sigma, legend=legend, records=records)
+def _segment_item(item, model, out_dir, options):
+    return segment_file(item.path, model, out_dir, item.name, options, output=item.output)
