@@ -33,6 +33,7 @@ an address that accepts the connection and never answers
 import concurrent.futures as cf
 import logging
 import os
+import pickle
 from contextlib import contextmanager
 
 from .errors import FaceSegmentError, SchedulerLostError, WorkersLostError
@@ -414,7 +415,8 @@ def _map_distributed(func, items, args, scheduler, in_flight, bar, info):
     try:
         try:
             wait_for_workers(client, address)
-            scattered = [client.scatter(a, broadcast=True) if _is_big(a) else a for a in args]
+            scattered = [client.scatter(a, broadcast=True) if _worth_scattering(a) else a
+                         for a in args]
         except lost_errors as exc:
             lost = SchedulerLostError(address, _reason(exc))
             raise lost from exc
@@ -562,5 +564,23 @@ def _close(client, futures, owned):
             pass
 
 
-def _is_big(obj):
-    return getattr(obj, "nbytes", 0) > 1_000_000
+#: A task argument at least this big (pickled) is sent to every worker once.
+SCATTER_BYTES = 1_000_000
+
+
+def _worth_scattering(obj):
+    """Whether a task argument goes to every worker once, before the tasks (a
+    model, a big array: each worker then unpickles it once and every task of
+    that worker reuses it), rather than with each task (plain values, small
+    arrays and options).  Containers travel with the tasks: scattering a list
+    would scatter its items one by one."""
+    if obj is None or isinstance(obj, (str, bytes, int, float, bool, os.PathLike, list, tuple,
+                                       dict, set, frozenset)):
+        return False
+    nbytes = getattr(obj, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes >= SCATTER_BYTES
+    try:   # the object's size, measured once per map_tasks call
+        return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)) >= SCATTER_BYTES
+    except Exception:   # noqa: BLE001 - unpicklable here: let submit report it as it would
+        return False

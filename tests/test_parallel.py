@@ -150,3 +150,38 @@ def test_task_error_on_cluster_is_the_task_error(cluster):
     with pytest.raises(ValueError, match="three"):
         list(map_tasks(_fail_on_three, range(6), scheduler=cluster.scheduler_address,
                        progress=False))
+
+
+class _Heavy:
+    """A model-like object: no ``nbytes``, about 2 MB pickled."""
+
+    def __init__(self):
+        self.blob = bytes(2_000_000)
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("no")
+
+
+def test_models_and_big_arrays_are_sent_once_small_values_with_each_task():
+    import numpy as np
+
+    from facesegment.parallel import _worth_scattering
+
+    assert _worth_scattering(_Heavy())                       # a model: once per worker
+    assert _worth_scattering(np.zeros(2_000_000, np.uint8))
+    assert not _worth_scattering(np.zeros(10, np.uint8))
+    for small in (None, "x", 3, 0.5, True, (1, 2), [_Heavy()], {"a": 1}, _Unpicklable()):
+        assert not _worth_scattering(small), small           # lists: never split
+
+
+def test_a_big_argument_reaches_every_cluster_task(cluster):
+    heavy = _Heavy()
+    got = dict(map_tasks(_blob_size, range(4), args=(heavy, 7), scheduler=cluster,
+                         progress=False))
+    assert got == {i: (i, 2_000_000, 7) for i in range(4)}
+
+
+def _blob_size(i, heavy, k):
+    return i, len(heavy.blob), k
