@@ -172,6 +172,23 @@ def test_uint8_windows_are_not_copied_and_others_become_float32():
     assert check_X(W.astype(np.int16)).dtype == np.float32
 
 
+def test_a_checked_uint8_matrix_skips_validation_with_the_same_result():
+    """A C-contiguous uint8 matrix of the fitted width is what validate_data
+    returns as it stands, so predict takes it directly: the same numbers as
+    the validated path (a Fortran-ordered copy), and bad inputs still get
+    scikit-learn's errors."""
+    X, y = _uint8_data(60)
+    est = AxisAlignedForest(n_estimators=3, random_state=0).fit(X, y)
+    assert est._check_predict(X) is X
+    assert est._check_predict(np.asfortranarray(X)) is not X
+    np.testing.assert_array_equal(est.predict_proba(X),
+                                  est.predict_proba(np.asfortranarray(X)))
+    with pytest.raises(ValueError, match="expecting 20 features"):
+        est.predict(np.ascontiguousarray(X[:, :3]))
+    with pytest.raises(ValueError, match="minimum of 1 is required"):
+        est.predict(X[:0])
+
+
 def test_input_errors():
     X, y = _uint8_data(40)
     est = AxisAlignedForest(n_estimators=1)
