@@ -125,8 +125,9 @@ def predict_stage(forest, planes, region=None):
     forest : classifier
         With ``predict_proba`` and ``classes_`` (a subset of
         :data:`TRAIN_CLASSES`).
-    planes : uint8 (S, S, P)
-        The stage's input (:func:`stage_input`).
+    planes : uint8 (S, S, P), or a tuple of such arrays
+        The stage's input (:func:`stage_input`); a tuple stands for its arrays
+        stacked along the last axis (only the region's pixels are stacked).
     region : bool (S, S), optional
         Pixels the forest is asked about (:func:`read_region`); outside it
         background has probability 1.  None: everywhere.
@@ -136,16 +137,20 @@ def predict_stage(forest, planes, region=None):
     float32 (S, S, len(TRAIN_CLASSES))
         A zero column for a training class the forest never saw.
     """
-    s = planes.shape[0]
-    flat = planes.reshape(s * s, planes.shape[2])
+    blocks = planes if isinstance(planes, tuple) else (planes,)
+    s = blocks[0].shape[0]
+    flats = [b.reshape(s * s, b.shape[2]) for b in blocks]
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
     if region is None:
-        rows, proba = slice(None), forest.predict_proba(flat)
+        rows = slice(None)
+        X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
     else:
         rows = np.flatnonzero(region.ravel())
         out[:, TRAIN_CLASSES.index(0)] = 1.0
         out[rows, TRAIN_CLASSES.index(0)] = 0.0
-        proba = forest.predict_proba(flat[rows])
+        X = flats[0][rows] if len(flats) == 1 else np.concatenate([f[rows] for f in flats],
+                                                                    axis=1)
+    proba = forest.predict_proba(X)
     for j, c in enumerate(np.asarray(forest.classes_).tolist()):
         out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
     return out.reshape(s, s, -1)
@@ -172,8 +177,9 @@ def predict_stages(forests, planes, sigma=0.0, margin=None):
     """
     proba = None
     region = read_region(planes, margin)
-    for forest in forests:
-        proba = predict_stage(forest, stage_input(planes, proba), region)
+    for forest in forests:   # stage_input's planes, stacked for the region's pixels only
+        proba = predict_stage(forest, planes if proba is None
+                              else (planes, context_planes(proba)), region)
     return smooth_proba(proba, sigma)
 
 
