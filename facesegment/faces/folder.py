@@ -48,28 +48,8 @@ LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_pro
 @dataclass(frozen=True)
 class SegmentOptions:
     """How each photo is segmented and what is written for it (one value for a
-    whole folder; picklable, so it travels with the tasks).
-
-    Parameters
-    ----------
-    alpha : float or None
-        Reweighting exponent; None: the model's decision rule's.
-    detect : {"auto", "always", "never"}
-        When the photo is searched for faces
-        (:func:`facesegment.faces.segment.photo_faces`).
-    detector : {"landmarks", "dlib"}
-        How faces are found (:func:`facesegment.faces.crops.find_crops`).
-    save_proba : bool
-        Also write the probability maps (:func:`write_proba_npz`).
-    detect_size : int
-        Longer side of the copy faces are detected on.
-    beta, sigma : float, optional
-        Position-prior exponent and smoothing (pixels of the crop); None: the
-        model's decision rule's.
-    legend : bool
-        Draw the class key on the overlay.
-    records : bool
-        Fill each result's ``records`` with one :func:`face_record` per face.
+    whole folder; picklable, so it travels with the tasks).  Each field is
+    :func:`segment_folder`'s parameter of the same name.
     """
 
     alpha: float | None = None
