@@ -318,7 +318,7 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     ``w_raw`` is the pair ``(index int32 (k',), weight (k',) sparse_dtype)``,
     k' <= max_nonzero, and its threshold is in the stored weights' units.
     """
-    y, idx, n_classes, mean, inv_std, f, f2, min_leaf, k = _check_split_args(
+    y, idx, yv, n_classes, mean, inv_std, f, f2, min_leaf, k = _check_split_args(
         X, y, idx, n_classes, mean, inv_std, init_feature, init_feature2, min_samples_leaf,
         max_nonzero, sparsity, sparse_dtype)
     nu = _check_positive("nu", nu)
@@ -336,7 +336,7 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     clock = [(time.perf_counter(), time.thread_time())]
     # Algorithm 1, lines 1-2: w from the initial split on the nu-ball's surface,
     # theta from that split's sides on all node samples.
-    ell = _initial_loss(X, y, idx, f, f2, t_init, n_classes)
+    ell = _initial_loss(X, y, idx, yv, f, f2, t_init, n_classes)
     clock.append((time.perf_counter(), time.thread_time()))
 
     m = idx.shape[0]
@@ -355,7 +355,7 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
     clock.append((time.perf_counter(), time.thread_time()))
 
     cands = [w, w_best] if have_best else [w]
-    best = _best_candidate(X, idx, y[idx], cands, mean, inv_std, k, sparse_dtype, n_classes,
+    best = _best_candidate(X, idx, yv, cands, mean, inv_std, k, sparse_dtype, n_classes,
                            min_leaf, refine_threshold)
     clock.append((time.perf_counter(), time.thread_time()))
 
@@ -369,8 +369,8 @@ def co2_split(X, y, idx, n_classes, mean, inv_std, init_feature, init_threshold,
 def _check_split_args(X, y, idx, n_classes, mean, inv_std, init_feature, init_feature2,
                       min_samples_leaf, max_nonzero, sparsity, sparse_dtype):
     """:func:`co2_split`'s data and initial split checked; returns ``(y, idx,
-    n_classes, mean, inv_std, f, f2, min_leaf, k)`` with ``mean`` and ``inv_std``
-    as float32."""
+    yv, n_classes, mean, inv_std, f, f2, min_leaf, k)`` with ``yv = y[idx]`` and
+    ``mean`` and ``inv_std`` as float32."""
     if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype not in (np.uint8, np.float32):
         raise TypeError(f"X must be a 2-D uint8 or float32 array, got "
                         f"{getattr(X, 'dtype', type(X))} with shape {getattr(X, 'shape', None)}")
@@ -404,17 +404,16 @@ def _check_split_args(X, y, idx, n_classes, mean, inv_std, init_feature, init_fe
         raise ValueError(f"init_feature2={init_feature2} must be -1 or another feature in "
                          f"0..{p - 1}")
     k = _check_sparse(max_nonzero, sparsity, sparse_dtype, p)
-    return y, idx, n_classes, mean, inv_std, f, f2, min_leaf, k
+    return y, idx, yv, n_classes, mean, inv_std, f, f2, min_leaf, k
 
 
-def _initial_loss(X, y, idx, f, f2, t_init, n_classes):
+def _initial_loss(X, y, idx, yv, f, f2, t_init, n_classes):
     """The leaves' log-loss table ``(2, n_classes)`` of the initial split on all
-    the node's samples (Algorithm 1, line 2)."""
+    the node's samples (Algorithm 1, line 2); ``yv`` is ``y[idx]``."""
     counts = np.zeros((2, n_classes))
     if f2 < 0:
         _axis_counts(X, y, idx, f, t_init, counts)
     else:
-        yv = y[idx]
         diff = X[idx, f].astype(np.float32) - X[idx, f2].astype(np.float32)
         go_left = diff <= t_init
         counts[0] = np.bincount(yv[go_left], minlength=n_classes)
