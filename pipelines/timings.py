@@ -139,12 +139,6 @@ def _time_table(train, times, kinds, sizes, h):
              "wall time of dense per-pixel prediction of one 250×250 test image "
              "(all pixels, windows read from the image; `facesegment.dense."
              "predict_image`). In brackets: CPU time of the process (all threads).")
-    loads = [x for k in kinds for x in ((train.get(k) or {}).get("load_average") or [])
-             + ((times.get(k) or {}).get("load_average") or [])]
-    if loads:
-        L.append("")
-        L.append(f"Load average (1 min) while training and timing: {min(loads):.1f}–"
-                 f"{max(loads):.1f} on {cores} cores (the run's own threads count).")
     L += ["", "| method | trees | training (CPU) | inference / image (CPU) |",
           "| --- | ---: | ---: | ---: |"]
     for k in kinds:
@@ -234,25 +228,19 @@ def _stage_table(stages, h, dates=True):
          "once, with its last time; the report stage, under a second, is not listed)"
          + ("; times read back from an earlier results.md, rounded" if rounded else "")
          + ".", "",
-         "| stage | time | CPU | load (start → end) |" + (" finished (UTC) |" if dates else ""),
-         "| --- | ---: | ---: | ---: |" + (" --- |" if dates else "")]
+         "| stage | time | CPU |" + (" finished (UTC) |" if dates else ""),
+         "| --- | ---: | ---: |" + (" --- |" if dates else "")]
     order = sorted(stages.items(), key=lambda kv: (kv[1].get("finished", ""), kv[0]))
-    L += [f"| {name} | {secs(st['seconds'])} | {_cpu(st)} | {_load(st)} |"
+    L += [f"| {name} | {secs(st['seconds'])} | {_cpu(st)} |"
           + (f" {st.get('finished', '')} |" if dates else "") for name, st in order]
     if any("cpu_seconds" in st for st in stages.values()):
         L += ["", "CPU: seconds of the process, all threads (2 busy cores give about twice "
-              "the wall time); load: the 1-minute load average when the stage started and "
-              "ended (the run's own threads count)."]
+              "the wall time)."]
     return L + [""]
 
 
 def _cpu(st):
     return secs(st["cpu_seconds"]) if isinstance(st.get("cpu_seconds"), (int, float)) else ""
-
-
-def _load(st):
-    la = st.get("load_average")
-    return " → ".join(f"{v:.1f}" for v in la) if isinstance(la, list) and la else ""
 
 
 def stage_times(run_dir, h="##"):
@@ -266,7 +254,7 @@ def render_all_timings(runs_dir, docs_dir):
          "Every measured time of the runs under `reports/runs/` (their `timings.json`, "
          "written by `python -m pipelines.run report`, part of `make all`; do not edit by "
          "hand): training, inference, model selection and stage wall times, with the "
-         "load average and the stage order of each run. These change on every run, unlike "
+         "stage order of each run. These change on every run, unlike "
          "the scores of [results.md](results.md). How they were measured: "
          "[pipeline.md](pipeline.md).", ""]
     runs = finished_runs(runs_dir)

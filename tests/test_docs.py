@@ -306,6 +306,17 @@ def test_results_and_timings_pages_are_their_reports():
         "docs/timings.md is stale: python -m pipelines.report"
 
 
+def test_timings_pages_state_times_not_machine_load():
+    """The timings pages render measured times only: the load averages stay in
+    each run's timings.json (data), never in a page."""
+    load = re.compile(r"load\s+average|\bload\b.*→", re.I)
+    pages = [DOCS / "timings.md"] + sorted((ROOT / "reports" / "runs").glob("*/timings.md"))
+    bad = [f"{_rel(p)}:{i}" for p in pages
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if load.search(line)]
+    assert len(pages) > 1 and not bad, bad
+
+
 def test_peer_and_nongreedy_pages_are_their_reports():
     doc, text = _peers()
     assert doc == DOCS / "peers.md" and doc.read_text() == text, \

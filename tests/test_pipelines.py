@@ -587,10 +587,11 @@ def test_split_times_add_up_and_render(tmp_path):
     assert "| Two-probe forest | 100 s | 80 s (80%) | – | – |" in lines
 
 
-def test_stage_table_shows_cpu_and_load_in_run_order(tmp_path):
-    """Stamps with the stage's CPU seconds and load averages (what the runner writes)
-    render as columns, in the order the stages finished; a table written so reads
-    back as the earlier layout's was."""
+def test_stage_table_shows_cpu_in_run_order(tmp_path):
+    """Stamps with the stage's CPU seconds and load averages (what the runner writes):
+    the CPU seconds render as a column, in the order the stages finished, the load
+    averages stay in the data; a table written so reads back as the earlier
+    layout's was."""
     from pipelines.stamps import write_stamp
 
     run_dir = tmp_path / "r"
@@ -602,8 +603,8 @@ def test_stage_table_shows_cpu_and_load_in_run_order(tmp_path):
     st = report.collect_timings(run_dir)["stages"]
     assert st["train:b"]["cpu_seconds"] == 170.0 and st["train:b"]["load_average"] == [0.4, 2.1]
     table = report.render_timings(run_dir)
-    assert "| train:b | 90 s | 2.8 min | 0.4 → 2.1 |" in table
-    assert "| evaluate:a | 3.0 s |  |  |" in table
+    assert "| train:b | 90 s | 2.8 min |" in table and "→" not in table
+    assert "| evaluate:a | 3.0 s |  |" in table
     assert table.index("| train:b |") < table.index("| evaluate:a |")
     (run_dir / "results.md").write_text(table.replace("## r", "## r\n\n#", 1))
     for p in (run_dir / "stamps").glob("*.json"):
