@@ -143,13 +143,12 @@ def predict_stage(forest, planes, region=None):
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
     if region is None:
         rows = slice(None)
-        X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
     else:
         rows = np.flatnonzero(region.ravel())
         out[:, TRAIN_CLASSES.index(0)] = 1.0
         out[rows, TRAIN_CLASSES.index(0)] = 0.0
-        X = flats[0][rows] if len(flats) == 1 else np.concatenate([f[rows] for f in flats],
-                                                                    axis=1)
+        flats = [f[rows] for f in flats]
+    X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
     proba = forest.predict_proba(X)
     for j, c in enumerate(np.asarray(forest.classes_).tolist()):
         out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
