@@ -8,7 +8,8 @@ the stage ``train:<name>`` after ``train:<first kind>``:
 * every later stage is a forest of its kind with the settings selection chose
   for that kind (``chosen.json``), trained on ``[window | context]`` rows whose
   context comes from out-of-fold maps (``n_folds`` image folds; the fold
-  forests have ``fold_trees`` trees: they only make training maps;
+  forests have ``fold_trees`` trees and, for two-probe, at most ``fold_pairs``
+  candidates per node: they only make training maps;
   facesegment.autocontext.cascade_fit);
 * a chain that is the start of a longer configured chain ("two-probe>axis"
   and "two-probe>axis>axis") is not fitted again: its train stage takes the
@@ -114,12 +115,15 @@ def _fit(ctx, kinds):
     first = backend.load_model(ctx.model_dir(kinds[0], n))
     spec = spec_of(cfg, first)
 
-    def maker(kind, trees, context=True):
+    def maker(kind, trees, context=True, fold=False):
         # a context stage's rows: the window's features plus the context values; its q
         # ([cascade] q, else the one selection chose for the kind) is of all of them
         setting = setting_of(chosen[kind])
         if context and cfg["cascade"].get("q"):
             setting["q"] = cfg["cascade"]["q"]
+        pairs = cfg["cascade"].get("fold_pairs", 0)
+        if fold and pairs and "n_pairs" in setting:   # fold forests only make training maps
+            setting["n_pairs"] = min(int(setting["n_pairs"]), int(pairs))
         params = selection.estimator_params(cfg, kind, setting, ws.meta.layout,
                                             spec.n_planes if context else 0)
         params["max_samples"] = min(params.get("max_samples", len(ws.y)), len(ws.y))
@@ -131,7 +135,7 @@ def _fit(ctx, kinds):
         [(k, maker(k, n, i > 0)) for i, k in enumerate(kinds)],
         spec, n_folds=cfg["cascade"]["n_folds"], seed=seed, log=ctx.log,
         prior=prior.load_prior(prior.prior_path(ctx)) if spec.needs_prior else None,
-        first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"], i > 0)
+        first=first, fold_stages=[maker(k, cfg["cascade"]["fold_trees"], i > 0, fold=True)
                                   for i, k in enumerate(kinds[:-1])],
         provenance={"run": ctx.run, "windows": str(ctx.windows), "first": str(
             ctx.model_dir(kinds[0], n))})
@@ -159,6 +163,7 @@ def _finish(ctx, name, kinds, cascade, spec, n_windows):
     a = cascade.final.arrays
     summary = {"kind": name, "stage_kinds": kinds, "n_trees": n,
                "fold_trees": cfg["cascade"]["fold_trees"],
+               "fold_pairs": cfg["cascade"].get("fold_pairs", 0),
                "n_folds": cfg["cascade"]["n_folds"], "context": spec.to_dict(),
                "n_context_planes": spec.n_planes,
                "model_bytes": {str(n): _bytes(path)}, "n_nodes": a.n_nodes,

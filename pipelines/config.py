@@ -227,6 +227,7 @@ SCHEMA = {
         "chains": _list(lambda v: _chain(v)),
         "n_folds": _int(2),
         "fold_trees": _int(1),
+        "fold_pairs": _int(0),
         "directions": _int(1),
         "radii": _list(_int(1)),
         "boxes": _list(_int(1)),
