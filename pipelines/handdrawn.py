@@ -140,34 +140,41 @@ def gain_candidates():
 
 
 def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False,
-                  margin=None, mirror_fit=False):
+                  margin=None, mirror_fit=False, mixes=(0.0,)):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
-    person's class gains chosen on the other people's held-out predictions
-    (``extra``: faces of another dataset trained in every fold)."""
+    person's decision rule (the first stage's share ``mix`` from ``mixes`` and the
+    class gains) chosen on the other people's held-out predictions (``extra``:
+    faces of another dataset trained in every fold)."""
+    from facesegment.faces.mesh_stages import mix_stages
     from facesegment.faces.mesh_train import cross_validate, photo_labels
-
-    t0 = time.perf_counter()
-    raw = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log, extra=extra, mirror=mirror, margin=margin,
-                         mirror_fit=mirror_fit)
-    seconds = time.perf_counter() - t0
     from pipelines.handdrawn_gains import GainSearch
 
-    search = GainSearch(faces, raw)      # ranks the candidates; chosen ones scored exactly
-    by_gain = {g: search.counts(g) for g in gain_candidates()}
+    t0 = time.perf_counter()
+    stages = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
+                            SEED, progress=log, extra=extra, mirror=mirror, margin=margin,
+                            mirror_fit=mirror_fit)
+    seconds = time.perf_counter() - t0
+    raws, by_rule = {}, {}
+    for w in mixes:   # the search ranks the candidates; the chosen ones are scored exactly
+        raws[w] = {n: None if p is None else mix_stages(p, w) for n, p in stages.items()}
+        search = GainSearch(faces, raws[w])
+        by_rule.update({(w, g): search.counts(g) for g in gain_candidates()})
     exact = {}
     counts, chosen = {}, {}
     for g, held in _groups(faces):
         others = [f.name for f in faces if f.group != g]
-        best = max(by_gain, key=lambda gain: _mean_jac(by_gain[gain], others))
-        chosen[str(g)] = list(best)
+        best = max(by_rule, key=lambda rule: _mean_jac(by_rule[rule], others))
+        chosen[str(g)] = {"mix": best[0], "gains": list(best[1])}
         if best not in exact:
-            exact[best] = counts_of(faces, lambda f, b=best: photo_labels(f, raw[f.name], b))
+            w, gains = best
+            exact[best] = counts_of(faces, lambda f: photo_labels(f, raws[w][f.name], gains))
         for f in held:
             counts[f.name] = exact[best][f.name]
     every = [f.name for f in faces]
-    overall = max(by_gain, key=lambda gain: _mean_jac(by_gain[gain], every))
-    return counts, {"gains_per_fold": chosen, "gains": list(overall),
+    overall = max(by_rule, key=lambda rule: _mean_jac(by_rule[rule], every))
+    return counts, {"gains_per_fold": {g: c["gains"] for g, c in chosen.items()},
+                    "mix_per_fold": {g: c["mix"] for g, c in chosen.items()},
+                    "gains": list(overall[1]), "mix": overall[0], "mixes": list(mixes),
                     "cv_seconds": round(seconds, 1)}
 
 
@@ -218,16 +225,19 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
     crops = {}
     for m in methods:
-        kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit = FOREST_METHODS[m]
+        kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit, mixes = \
+            FOREST_METHODS[m]
         log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
             "face" + (f", faces300w's crops at weight {weight}" if weight else "")
             + ((", mirror-averaged (the mirrored photo's own mesh fit)" if fit
                 else ", mirror-averaged") if mirror else "")
-            + ("" if margin is None else f", {margin:g} outside the oval") + ", leave-people-out")
+            + ("" if margin is None else f", {margin:g} outside the oval")
+            + ("" if mixes == (0.0,) else f", stage 1's share from {list(mixes)}")
+            + ", leave-people-out")
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
         counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
-                                      crops.get(weight, ()), mirror, margin, fit)
+                                      crops.get(weight, ()), mirror, margin, fit, mixes)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
                             "faces300w_weight": weight, "mirror": mirror, "margin": margin,
                             "mirror_fit": fit})
@@ -283,6 +293,23 @@ def faces300w_scores(data, names=("faces-handdrawn", "faces300w-landmarks")):
     return out
 
 
+def keep_other_methods(res, old_path, methods):
+    """``res`` with the forest-method rows of the report at ``old_path`` that
+    ``methods`` did not compute again (same data and photos only)."""
+    if not old_path.is_file():
+        raise SystemExit(f"handdrawn: --keep-others needs an existing report at {old_path}")
+    old = json.loads(old_path.read_text())
+    same = ("data", "n_photos", "n_people", "mesh_found", "default_found")
+    if any(old.get(k) != res.get(k) for k in same):
+        raise SystemExit(f"handdrawn: {old_path} is of other photos ({', '.join(same)} "
+                         "differ); run cv without --keep-others")
+    for m, row in old["methods"].items():
+        if m in FOREST_METHODS and m not in methods:
+            res["methods"][m] = row
+    res["methods"] = dict(sorted(res["methods"].items()))
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m pipelines.handdrawn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -295,6 +322,9 @@ def main(argv=None):
     cv.add_argument("--faces300w", default=str(FACES300W),
                     help="faces300w (its train/ crops) for the methods that add them")
     cv.add_argument("--out", default=str(REPORT))
+    cv.add_argument("--keep-others", action="store_true",
+                    help="keep the rows of the forest methods not in --methods from the "
+                         "existing report (every other row is computed again)")
     md = sub.add_parser("model", help="train the best method on every photo and ship it")
     md.add_argument("--data", default="../shared/data/fasseg-v3-train")
     md.add_argument("--name", default="faces-handdrawn")
@@ -315,6 +345,8 @@ def main(argv=None):
 
     if args.cmd == "cv":
         res = run_cv(args.data, args.methods, not args.no_shipped, args.faces300w)
+        if args.keep_others:
+            res = keep_other_methods(res, Path(args.out), args.methods)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out, res, indent=2, sort_keys=True)
         log(f"wrote {args.out}")

@@ -19,7 +19,9 @@ class Method(NamedTuple):
     far outside the face oval the forests read (1/64 of the crop; None: every
     pixel, :func:`facesegment.faces.mesh_stages.read_region`), and whether the
     mirror image is read with the face mesh's own fit of the mirrored photo
-    (``MeshModel.mirror_fit``)."""
+    (``MeshModel.mirror_fit``), and the candidate shares of the first stage mixed
+    into the last one's output (``MeshModel.mix``; each held-out person's chosen on
+    the other people, with the gains)."""
 
     kind: str
     stages: int
@@ -29,6 +31,7 @@ class Method(NamedTuple):
     mirror: bool = False
     margin: float | None = None
     mirror_fit: bool = False
+    mixes: tuple = (0.0,)
 
 
 #: The forests read the pixels at most MARGIN (1/64 of the crop) outside the mesh's

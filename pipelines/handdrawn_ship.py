@@ -24,7 +24,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     from facesegment.faces.pose import fit_pan_model
 
     method = best_method(cv)
-    kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit = FOREST_METHODS[method]
+    kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit, _ = FOREST_METHODS[method]
     faces = prepare(data)
     extra = prepare_faces300w(faces300w, weight) if weight else []
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
@@ -36,13 +36,14 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
     metrics = {"method": method, "leave_people_out": row, "pan_mae": cv["pan"]["mae"],
-               "gains": row["gains"]}
+               "gains": row["gains"], "mix": row.get("mix", 0.0)}
     model = MeshModel(forests, pan, provenance={
         "data": Path(data).name, "n_photos": len(faces),
         "n_people": len({f.group for f in faces}), "trained_by": "make model",
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
-        gains=row["gains"], mirror=mirror, margin=margin, mirror_fit=fit)
+        gains=row["gains"], mirror=mirror, margin=margin, mirror_fit=fit,
+        mix=row.get("mix", 0.0))
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name

@@ -34,6 +34,7 @@ def test_the_shipped_default_is_the_chosen_method(cv):
     method = best_method(cv)
     assert doc["metrics"]["method"] == method
     assert doc["gains"] == cv["methods"][method]["gains"]
+    assert doc.get("mix", 0.0) == cv["methods"][method].get("mix", 0.0)
     assert doc["metrics"]["leave_people_out"] == cv["methods"][method]
 
 
@@ -92,3 +93,61 @@ def test_the_gain_search_ranks_as_the_exact_labels_score():
         fast = search.counts(gains)["f"]
         assert np.all(np.abs(fast - exact) <= 0.03 * exact[:, 1:2] + 5), (gains, fast, exact)
     assert Path(TEMPLATE).is_file()
+
+
+def test_each_held_out_person_gets_the_stage_mix_best_on_the_others(monkeypatch):
+    """forest_counts chooses the first stage's share per held-out person among
+    the method's mixes, on the other people: with a first stage that is right
+    and a last stage that is noise, every person gets the largest share, and the
+    counts are those of the mixed probabilities' exact labels."""
+    import cv2
+
+    from facesegment.evaluation.handdrawn import handdrawn_counts
+    from facesegment.faces import mesh_train
+    from facesegment.faces.mesh_stages import LABEL_TO_TRAIN, mix_stages
+    from facesegment.faces.mesh_train import photo_labels, prepare_face
+    from pipelines import handdrawn
+    from tests.faces.test_mesh_model import TEMPLATE, synthetic
+
+    mesh = np.load(TEMPLATE).astype(np.float64) * 160.0 + np.array([200.0, 210.0, 0.0])
+    image, labels = synthetic(mesh)
+    faces = [prepare_face(image, labels, mesh, f"p{g}", g, 0.0) for g in (1, 2, 3)]
+    lut = np.zeros(256, np.int64)
+    for label, c in LABEL_TO_TRAIN.items():
+        lut[label] = c
+    rng = np.random.default_rng(1)
+    s = faces[0].planes.shape[0]
+    stages = {}
+    for f in faces:
+        good = cv2.GaussianBlur(np.eye(6, dtype=np.float32)[lut[f.crop_labels]], (0, 0), 1.0)
+        noise = rng.random((s, s, 6)).astype(np.float32)
+        stages[f.name] = [good, noise / noise.sum(axis=-1, keepdims=True)]
+    monkeypatch.setattr(mesh_train, "cross_validate", lambda *a, **k: stages)
+    counts, extra = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5))
+    assert extra["mix_per_fold"] == {"1": 0.5, "2": 0.5, "3": 0.5} and extra["mix"] == 0.5
+    for f in faces:
+        gains = extra["gains_per_fold"][str(f.group)]
+        want = handdrawn_counts(photo_labels(f, mix_stages(stages[f.name], 0.5), gains),
+                                f.labels)
+        np.testing.assert_array_equal(counts[f.name], want)
+
+
+def test_keep_others_takes_only_other_forest_rows_of_the_same_photos(tmp_path):
+    """cv --keep-others keeps the forest methods not run again from the old report,
+    never an old row of a method it ran or of a non-forest method, and refuses a
+    report of other photos."""
+    from pipelines.handdrawn import keep_other_methods
+
+    base = {"data": "d", "n_photos": 3, "n_people": 2, "mesh_found": 3, "default_found": 2}
+    old = {**base, "methods": {"mesh-axis": {"mean": 1}, "mesh-axis-2": {"mean": 2},
+                               "mesh-drawn": {"mean": 3}}}
+    path = tmp_path / "cv.json"
+    path.write_text(json.dumps(old))
+    new = {**base, "methods": {"mesh-axis-2": {"mean": 5}, "mesh-drawn": {"mean": 6}}}
+    got = keep_other_methods(new, path, ["mesh-axis-2"])
+    assert got["methods"] == {"mesh-axis": {"mean": 1}, "mesh-axis-2": {"mean": 5},
+                              "mesh-drawn": {"mean": 6}}
+    with pytest.raises(SystemExit, match="other photos"):
+        keep_other_methods({**new, "n_photos": 4}, path, ["mesh-axis-2"])
+    with pytest.raises(SystemExit, match="existing report"):
+        keep_other_methods(new, tmp_path / "none.json", ["mesh-axis-2"])

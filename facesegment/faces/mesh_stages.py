@@ -155,8 +155,74 @@ def predict_stage(forest, planes, region=None):
     return out.reshape(s, s, -1)
 
 
-def predict_stages(forests, planes, sigma=0.0, margin=None):
-    """The last stage's probabilities over a crop, each stage reading the one before.
+def stage_probas(forests, planes, margin=None):
+    """Every stage's probabilities over a crop, each stage reading the one before.
+
+    Parameters
+    ----------
+    forests : list of classifiers
+        The stages, first to last.
+    planes : uint8 (S, S, P)
+        The crop's planes.
+    margin : float or None
+        Pixels farther than this outside the face oval are background
+        (:func:`read_region`); None: the forests read every pixel.
+
+    Returns
+    -------
+    list of float32 (S, S, len(TRAIN_CLASSES))
+        One per stage, first to last.
+    """
+    out = []
+    region = read_region(planes, margin)
+    for forest in forests:   # stage_input's planes, stacked for the region's pixels only
+        out.append(predict_stage(forest, planes if not out
+                                 else (planes, context_planes(out[-1])), region))
+    return out
+
+
+def check_mix(mix):
+    """Raise ValueError unless ``mix`` is a number in [0, 1).
+
+    Parameters
+    ----------
+    mix : float
+        The first stage's share of the stages' output (:func:`mix_stages`).
+    """
+    if isinstance(mix, bool) or not isinstance(mix, (int, float)) or not 0 <= mix < 1:
+        raise ValueError(f"mix must be a number in [0, 1), got {mix!r}")
+
+
+def mix_stages(probas, mix=0.0):
+    """The stages' output: the last stage's probabilities, with share ``mix``
+    of the first stage's mixed in (``(1 - mix) * last + mix * first``).
+
+    The first stage reads the pixels and the mesh only; the later ones also its
+    smoothed output, which sharpens the parts but can carry a misplaced part
+    along; mixing the first stage back in keeps some of its pixel-level evidence.
+
+    Parameters
+    ----------
+    probas : list of float32 (S, S, C)
+        :func:`stage_probas`'s list.
+    mix : float
+        In [0, 1); 0 (or a single stage): the last stage alone.
+
+    Returns
+    -------
+    float32 (S, S, C)
+        Sums to 1 per pixel where each stage's does.
+    """
+    check_mix(mix)
+    last = probas[-1]
+    if mix == 0 or len(probas) == 1:
+        return last
+    return (np.float32(1 - mix) * last + np.float32(mix) * probas[0]).astype(np.float32)
+
+
+def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0):
+    """The stages' probabilities over a crop (:func:`stage_probas`, mixed by
+    :func:`mix_stages`).
 
     Parameters
     ----------
@@ -167,19 +233,15 @@ def predict_stages(forests, planes, sigma=0.0, margin=None):
     sigma : float
         Gaussian smoothing of the result, in crop pixels (0: not smoothed).
     margin : float or None
-        Pixels farther than this outside the face oval are background
-        (:func:`read_region`); None: the forests read every pixel.
+        See :func:`stage_probas`.
+    mix : float
+        The first stage's share (:func:`mix_stages`; 0: the last stage alone).
 
     Returns
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    proba = None
-    region = read_region(planes, margin)
-    for forest in forests:   # stage_input's planes, stacked for the region's pixels only
-        proba = predict_stage(forest, planes if proba is None
-                              else (planes, context_planes(proba)), region)
-    return smooth_proba(proba, sigma)
+    return smooth_proba(mix_stages(stage_probas(forests, planes, margin), mix), sigma)
 
 
 def mirrored_planes(crop, mesh_c):
@@ -281,8 +343,9 @@ def move_proba(proba, src_box, dst_box):
     return out
 
 
-def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None):
-    """The stages' probabilities over a crop's planes, optionally with a mirror image.
+def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None, box=None):
+    """Every stage's probabilities over a crop's planes, each averaged with its
+    mirror image's when ``mirror`` is given.
 
     Parameters
     ----------
@@ -293,10 +356,10 @@ def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=N
     mirror : uint8 (S, S, P), optional
         The planes of a mirror image: of the crop itself (:func:`mirrored_planes`)
         or of the face's fit on the mirrored photo (:func:`twin_planes`, with
-        ``mirror_box``).  The result is averaged with the mirror image's, mapped
-        back (:func:`unmirror_proba`).
+        ``mirror_box``).  Each stage's output is averaged with the mirror image's,
+        mapped back (:func:`unmirror_proba`).
     margin : float or None
-        See :func:`predict_stages`.
+        See :func:`stage_probas`.
     mirror_box, box : (x0, y0, side), optional
         The boxes of the mirror planes' crop and of ``planes``' crop, when they
         differ (the mirror image's probabilities are moved into ``box``'s
@@ -304,15 +367,37 @@ def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=N
 
     Returns
     -------
-    float32 (S, S, len(TRAIN_CLASSES))
+    list of float32 (S, S, len(TRAIN_CLASSES))
+        One per stage.
     """
-    proba = predict_stages(forests, planes, margin=margin)
-    if mirror is not None:
-        other = unmirror_proba(predict_stages(forests, mirror, margin=margin))
+    probas = stage_probas(forests, planes, margin)
+    if mirror is None:
+        return probas
+    out = []
+    for proba, other in zip(probas, stage_probas(forests, mirror, margin)):
+        other = unmirror_proba(other)
         if mirror_box is not None:
             other = move_proba(other, mirror_box, box)
-        proba = 0.5 * (proba + other)
-    return proba
+        out.append(0.5 * (proba + other))
+    return out
+
+
+def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None, mix=0.0):
+    """The stages' probabilities over a crop's planes, optionally with a mirror image
+    (:func:`crop_stage_probas`, mixed by :func:`mix_stages`).
+
+    Parameters
+    ----------
+    forests, planes, mirror, margin, mirror_box, box
+        As for :func:`crop_stage_probas`.
+    mix : float
+        The first stage's share (:func:`mix_stages`; 0: the last stage alone).
+
+    Returns
+    -------
+    float32 (S, S, len(TRAIN_CLASSES))
+    """
+    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box), mix)
 
 
 def check_gains(gains):

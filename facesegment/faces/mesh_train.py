@@ -16,7 +16,7 @@ import numpy as np
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
-from .mesh_stages import (IGNORE, apply_gains, crop_proba, mirrored_planes,
+from .mesh_stages import (IGNORE, apply_gains, crop_stage_probas, mirrored_planes,
                           near_parts, predict_stages, sample_pixels, stage_input,
                           to_face_classes, twin_planes)
 
@@ -173,7 +173,7 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
                    extra=(), mirror=False, margin=None, mirror_fit=False):
-    """Leave-one-group-out stage probabilities.
+    """Leave-one-group-out probabilities of every stage.
 
     Parameters
     ----------
@@ -191,9 +191,11 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
 
     Returns
     -------
-    dict of str to float32 (S, S, 6) or None
-        Per face name; None for a face without a mesh (:func:`photo_labels`
-        turns them into labels).
+    dict of str to list of float32 (S, S, 6), or None
+        Per face name: each stage's crop probabilities, first to last (mirror-
+        averaged with ``mirror``; :func:`facesegment.faces.mesh_stages.mix_stages`
+        gives the model's output); None for a face without a mesh
+        (:func:`photo_labels` turns them into labels).
 
     Raises
     ------
@@ -217,10 +219,12 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
 
 
 def _face_proba(stages, face, mirror, margin, mirror_fit):
-    """A prepared face's crop probabilities as ``MeshModel.face_proba`` reads them."""
+    """A prepared face's crop probabilities of every stage, as ``MeshModel.face_proba``
+    reads them before mixing the stages."""
     if mirror and mirror_fit and face.twin is not None:
-        return crop_proba(stages, face.planes, face.twin, margin, face.twin_box, face.box)
-    return crop_proba(stages, face.planes, face.mirror if mirror else None, margin)
+        return crop_stage_probas(stages, face.planes, face.twin, margin, face.twin_box,
+                                 face.box)
+    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, margin)
 
 
 def photo_labels(face, proba_crop, gains=None):

@@ -21,6 +21,8 @@ The folder::
                       margin (optional, default null: the forests read the
                       pixels at most this far outside the face oval, in 1/64
                       of the crop; background beyond),
+                      mix (optional, default 0: the first stage's share of the
+                      stages' output, mixed into the last stage's),
                       pan (PanModel.to_dict()), provenance, metrics
     stage-1/ ...      one model folder per stage (model.json + forest.h5)
     MODEL_CARD.md     optional
@@ -36,8 +38,8 @@ from ..errors import DataError
 from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
-from ..faces.mesh_stages import (apply_gains, check_gains, crop_proba, mirrored_planes,
-                                 to_face_classes, twin_planes)
+from ..faces.mesh_stages import (apply_gains, check_gains, check_mix, crop_proba,
+                                 mirrored_planes, to_face_classes, twin_planes)
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
 from ..modelio._model_doc import read_format_doc
@@ -81,13 +83,17 @@ class MeshModel:
         The forests read only the crop pixels at most this far (1/64 of the crop)
         outside the mesh's face oval; background beyond
         (:func:`facesegment.faces.mesh_stages.read_region`; None: every pixel).
+    mix : float
+        The first stage's share of the output, mixed into the last stage's
+        probabilities before the gains (:func:`facesegment.faces.mesh_stages.mix_stages`;
+        0: the last stage alone).
     """
 
     kind = "mesh-forest"
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
                  provenance=None, metrics=None, gains=None, mirror=False, margin=None,
-                 mirror_fit=False):
+                 mirror_fit=False, mix=0.0):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -109,6 +115,8 @@ class MeshModel:
                                        and not isinstance(margin, bool) and 0 <= margin <= 64):
             raise ValueError(f"margin must be null or a number in 0..64, got {margin!r}")
         self.margin = None if margin is None else float(margin)
+        check_mix(mix)
+        self.mix = float(mix)
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
@@ -124,6 +132,7 @@ class MeshModel:
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
                 f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
+                f"mix={self.mix:g}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
@@ -176,8 +185,8 @@ class MeshModel:
 
     def face_proba(self, image, mesh, twin=None):
         """One face's crop and its class probabilities (the stages' forests, with
-        a mirror image when :attr:`mirror`, the gains applied, then the mesh's
-        drawn parts mapped to the face classes).
+        a mirror image when :attr:`mirror`, the first stage mixed in by :attr:`mix`,
+        the gains applied, then the mesh's drawn parts mapped to the face classes).
 
         Parameters
         ----------
@@ -205,7 +214,7 @@ class MeshModel:
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.margin, mirror_box, box), self.gains)
+                                       self.margin, mirror_box, box, self.mix), self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
@@ -419,7 +428,7 @@ def save_mesh_model(model, path):
             "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
             "stages": names, "gains": model.gains, "mirror": model.mirror,
             "mirror_fit": model.mirror_fit,
-            "margin": model.margin,
+            "margin": model.margin, "mix": model.mix,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
             indent=2, sort_keys=True)
@@ -473,7 +482,7 @@ def load_mesh_model(path, verify=True):
     try:
         model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
                           doc.get("gains"), doc.get("mirror", False), doc.get("margin"),
-                          doc.get("mirror_fit", False))
+                          doc.get("mirror_fit", False), doc.get("mix", 0.0))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
     model.folder = path   # its model card is read from there when asked

@@ -289,7 +289,7 @@ def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
     MeshModel(mirror_fit=True).face_proba segments it; with mirror_fit off, as
     the plain mirror model does."""
     from facesegment.faces import mesh_train as MT
-    from facesegment.faces.mesh_stages import to_face_classes
+    from facesegment.faces.mesh_stages import mix_stages, to_face_classes
     from facesegment.models.mesh import MeshModel
     from facesegment.forest import AxisAlignedForest
 
@@ -298,9 +298,10 @@ def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
     twin = mesh.copy()
     twin[:, :2] += (2.0, 1.0)
     face = prepare_face(image, labels, mesh, "a", 0, 0.0, mirror=True, twin=twin)
-    for fit in (True, False):
-        got = to_face_classes(MT._face_proba(forests, face, True, 6.0, fit), face.drawn)
-        model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0)
+    for fit, mix in ((True, 0.0), (False, 0.0), (True, 0.3)):
+        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, 6.0, fit), mix),
+                              face.drawn)
+        model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0, mix=mix)
         box, want, _ = model.face_proba(image, mesh, twin)
         assert box == face.box
         np.testing.assert_array_equal(got, want)
@@ -448,3 +449,48 @@ def test_hand_drawn_folders_that_cannot_be_read_are_one_error_each(tmp_path):
     (tmp_path / "manifest.json").write_text('{"faces": {"a": {"person": 3, "pan": -45}}}')
     (photo,) = read_handdrawn(tmp_path)
     assert photo.group == 3 and photo.pan == -45.0
+
+
+def test_the_first_stage_is_mixed_into_the_last_by_its_share(mesh, tmp_path):
+    """mix_stages is (1 - mix) * last + mix * first (the last alone at 0 or with one
+    stage); a model with a mix gives the mixed stages before its gains, refuses a
+    share outside [0, 1), and keeps it in its folder (absent: 0)."""
+    from facesegment.errors import DataError
+    from facesegment.faces.mesh_features import crop_planes, face_crop
+    from facesegment.faces.mesh_stages import check_mix, mix_stages, stage_probas
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
+
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=4), 2, 400, 0)
+    image, _ = synthetic(mesh)
+    _, crop, mesh_c = face_crop(image, mesh)
+    first, last = stage_probas(forests, crop_planes(crop, mesh_c))
+    assert not np.array_equal(first, last)
+    mixed = mix_stages([first, last], 0.25)
+    assert mixed.dtype == np.float32
+    np.testing.assert_allclose(mixed, 0.75 * last + 0.25 * first, atol=1e-6)
+    np.testing.assert_allclose(mixed.sum(axis=-1), 1.0, atol=1e-5)
+    assert mix_stages([first, last], 0.0) is last and mix_stages([first], 0.5) is first
+    for bad in (-0.1, 1.0, True, "0.2", None):
+        with pytest.raises(ValueError, match="mix"):
+            check_mix(bad)
+        with pytest.raises(ValueError, match="mix"):
+            MeshModel(forests, mix=bad)
+    model = MeshModel(forests, mix=0.25, gains=[1, 1, 1.2, 1.25, 1.5, 1.5])
+    plain = MeshModel(forests, gains=[1, 1, 1.2, 1.25, 1.5, 1.5])
+    drawn = draw_mesh_parts(mesh_c, crop.shape[:2])
+    np.testing.assert_allclose(model.face_proba(image, mesh)[1], to_face_classes(
+        apply_gains(mixed, model.gains), drawn), atol=1e-6)
+    assert not np.array_equal(model.face_proba(image, mesh)[1], plain.face_proba(image, mesh)[1])
+    save_mesh_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.mix == 0.25 and "mix=0.25" in repr(back)
+    np.testing.assert_array_equal(back.face_proba(image, mesh)[1], model.face_proba(image, mesh)[1])
+    doc = tmp_path / "m" / "mesh-model.json"
+    text = doc.read_text()
+    doc.write_text(text.replace('"mix": 0.25', '"mix": 1.5'))
+    with pytest.raises(DataError, match=r"mesh-model.json.*mix"):
+        load_model(tmp_path / "m")
+    doc.write_text(text.replace('"mix": 0.25,', ''))
+    assert load_model(tmp_path / "m").mix == 0.0
