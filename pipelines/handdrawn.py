@@ -21,6 +21,12 @@ Results go to ``reports/handdrawn/cv.json`` and ``docs/handdrawn.md``: per
 class, per pan, on all photos and on those where the previous default
 (``faces300w-landmarks``) finds a face.  ``model`` trains the best method of
 ``cv.json`` on every photo and writes ``facesegment/models/NAME/`` with its card.
+``cv --methods M --keep-others`` computes only M's rows again (and the shipped
+models' and the drawn mesh's), keeping the other forest rows of the report;
+``cv --cache DIR`` keeps each forest method's leave-people-out stage
+probabilities and reuses them while its forests, the photos and the code are the
+same (:mod:`pipelines.handdrawn_cache`): a new decision-rule grid then costs
+seconds, not a cross-validation.
 """
 
 import argparse
@@ -140,20 +146,29 @@ def gain_candidates():
 
 
 def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False,
-                  margin=None, mirror_fit=False, mixes=(0.0,)):
+                  margin=None, mirror_fit=False, mixes=(0.0,), cache=None, name=None):
     """Counts of the mesh-forest stages, leave-people-out, with each held-out
     person's decision rule (the first stage's share ``mix`` from ``mixes`` and the
     class gains) chosen on the other people's held-out predictions (``extra``:
-    faces of another dataset trained in every fold)."""
+    faces of another dataset trained in every fold; ``cache``: a folder where the
+    stage probabilities of method ``name`` are kept, :mod:`pipelines.handdrawn_cache`)."""
     from facesegment.faces.mesh_stages import mix_stages
     from facesegment.faces.mesh_train import cross_validate, photo_labels
+    from pipelines.handdrawn_cache import cache_key, load_stages, save_stages
     from pipelines.handdrawn_gains import GainSearch
 
-    t0 = time.perf_counter()
-    stages = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
-                            SEED, progress=log, extra=extra, mirror=mirror, margin=margin,
-                            mirror_fit=mirror_fit)
-    seconds = time.perf_counter() - t0
+    key = cache_key(name, [kind, n_stages, n_trees, n_pixels, mirror, margin, mirror_fit],
+                    list(faces) + list(extra), SEED) if cache is not None else None
+    hit = load_stages(cache, name, key)
+    if hit is None:
+        t0 = time.perf_counter()
+        stages = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
+                                SEED, progress=log, extra=extra, mirror=mirror, margin=margin,
+                                mirror_fit=mirror_fit)
+        seconds = time.perf_counter() - t0
+        save_stages(cache, name, key, stages, seconds)
+    else:
+        stages, seconds = hit
     raws, by_rule = {}, {}
     for w in mixes:   # the search ranks the candidates; the chosen ones are scored exactly
         raws[w] = {n: None if p is None else mix_stages(p, w) for n, p in stages.items()}
@@ -202,7 +217,7 @@ def _mean_jac(counts, names):
     return float(np.mean([_jac(counts, names, i) for i in range(len(CLASSES))]))
 
 
-def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
+def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
     faces = prepare(data, mirror=any(FOREST_METHODS[m].mirror for m in methods),
                     mirror_fit=any(FOREST_METHODS[m].mirror_fit for m in methods))
     out = {"data": str(data), "n_photos": len(faces),
@@ -237,7 +252,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W):
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
         counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
-                                      crops.get(weight, ()), mirror, margin, fit, mixes)
+                                      crops.get(weight, ()), mirror, margin, fit, mixes,
+                                      cache, m)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
                             "faces300w_weight": weight, "mirror": mirror, "margin": margin,
                             "mirror_fit": fit})
@@ -322,6 +338,10 @@ def main(argv=None):
     cv.add_argument("--faces300w", default=str(FACES300W),
                     help="faces300w (its train/ crops) for the methods that add them")
     cv.add_argument("--out", default=str(REPORT))
+    cv.add_argument("--cache", default=None, metavar="DIR",
+                    help="keep each forest method's leave-people-out stage probabilities in "
+                         "DIR and reuse them while its forests, the photos and the code are "
+                         "the same (pipelines/handdrawn_cache.py)")
     cv.add_argument("--keep-others", action="store_true",
                     help="keep the rows of the forest methods not in --methods from the "
                          "existing report (every other row is computed again)")
@@ -344,7 +364,8 @@ def main(argv=None):
     from facesegment.atomic import write_json_atomic
 
     if args.cmd == "cv":
-        res = run_cv(args.data, args.methods, not args.no_shipped, args.faces300w)
+        res = run_cv(args.data, args.methods, not args.no_shipped, args.faces300w,
+                     args.cache)
         if args.keep_others:
             res = keep_other_methods(res, Path(args.out), args.methods)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

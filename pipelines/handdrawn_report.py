@@ -83,9 +83,19 @@ def _gains(cv):
         lines += ["", "Decision rule: the parts' probabilities are multiplied by gains "
                   "(background, other, nose, mouth, eye L, eye R) chosen on the held-out "
                   "predictions of the other people; on all people:", ""]
-        lines += [f"- {LABELS.get(m, m)}: {r['gains']} (cross-validation "
+        lines += [f"- {LABELS.get(m, m)}: {r['gains']}{_mix(r)} (cross-validation "
                   f"{r['cv_seconds']:.0f} s)" for m, r in extra]
     return lines
+
+
+def _mix(row):
+    """The first stage's share of a method whose rule chooses one, in words."""
+    if len(row.get("mixes", [0.0])) < 2:
+        return ""
+    per = sorted(set(row["mix_per_fold"].values()))
+    return (f"; the first stage's probabilities mixed into the last stage's with share "
+            f"{row['mix']:g}, chosen from {row['mixes']} with the gains "
+            f"(held-out people's choices: {', '.join(f'{v:g}' for v in per)})")
 
 
 def _forests(cv, n_sub):
@@ -107,7 +117,9 @@ def _forests(cv, n_sub):
                   "(`facesegment.faces.mesh_features`). A second stage also reads the first "
                   "stage's class probabilities, as they are and smoothed (auto-context; "
                   "trained on the first stage's predictions for people it was not trained "
-                  "on). Pixels are drawn uniformly (the classes keep their real shares) "
+                  "on); where a method's rule chooses a share of the first stage, its "
+                  "probabilities are mixed back into the second stage's (`MeshModel.mix`). "
+                  "Pixels are drawn uniformly (the classes keep their real shares) "
                   "plus as many again near the mesh's parts. Each crop's probabilities are "
                   "averaged with those of its mirror image, read with the face mesh's own fit "
                   "of the mirrored photo (its points renamed by their left/right twins; the "

@@ -80,6 +80,9 @@ def model_card(name, model, cv, method):
              + ("" if model.margin is None else
                 f"; pixels more than {model.margin:g}/64 of the crop outside the mesh's face "
                 "oval are background without asking the forests")
+             + ("" if not model.mix or len(model.forests) < 2 else
+                f"; the output is the last stage's probabilities with {model.mix:g} of the "
+                "first stage's mixed in (chosen on held-out people with the class gains)")
              + ". The head's pan is estimated from the mesh.", "",
              "## Data and terms", "",
              f"- Trained on `{model.provenance['data']}`: {model.provenance['n_photos']} "

@@ -95,7 +95,7 @@ def test_the_gain_search_ranks_as_the_exact_labels_score():
     assert Path(TEMPLATE).is_file()
 
 
-def test_each_held_out_person_gets_the_stage_mix_best_on_the_others(monkeypatch):
+def test_each_held_out_person_gets_the_stage_mix_best_on_the_others(monkeypatch, tmp_path):
     """forest_counts chooses the first stage's share per held-out person among
     the method's mixes, on the other people: with a first stage that is right
     and a last stage that is noise, every person gets the largest share, and the
@@ -122,8 +122,17 @@ def test_each_held_out_person_gets_the_stage_mix_best_on_the_others(monkeypatch)
         good = cv2.GaussianBlur(np.eye(6, dtype=np.float32)[lut[f.crop_labels]], (0, 0), 1.0)
         noise = rng.random((s, s, 6)).astype(np.float32)
         stages[f.name] = [good, noise / noise.sum(axis=-1, keepdims=True)]
-    monkeypatch.setattr(mesh_train, "cross_validate", lambda *a, **k: stages)
-    counts, extra = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5))
+    calls = []
+    monkeypatch.setattr(mesh_train, "cross_validate", lambda *a, **k: calls.append(1) or stages)
+    counts, extra = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5),
+                                            cache=tmp_path, name="m")
+    # the cache gives the same stages back without training; other forests miss it
+    again, extra2 = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5),
+                                            cache=tmp_path, name="m")
+    assert len(calls) == 1 and extra2 == extra
+    assert all(np.array_equal(again[n], counts[n]) for n in counts)
+    handdrawn.forest_counts(faces, "axis", 2, 2, 10, cache=tmp_path, name="m")
+    assert len(calls) == 2
     assert extra["mix_per_fold"] == {"1": 0.5, "2": 0.5, "3": 0.5} and extra["mix"] == 0.5
     for f in faces:
         gains = extra["gains_per_fold"][str(f.group)]
