@@ -44,7 +44,8 @@ MARGIN = 6.0
 #: mesh-co2 is not in the default run: one CO2 stage takes hours here.
 _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
-                  "mesh-axis-2": Method("axis", 2, 16, 2000, **_MIRRORED),
+                  "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=(0.0, 0.25, 0.5),
+                                        **_MIRRORED),
                   "mesh-axis-2-crop-mirror": Method("axis", 2, 16, 2000, mirror=True,
                                                     margin=MARGIN),
                   "mesh-two-probe": Method("two-probe", 1, 16, 2000, **_MIRRORED),
