@@ -3,7 +3,7 @@
 The selection stage (``pipelines/selection.py``) trains each candidate setting
 and scores it by dense inference on the validation images.  After a change of
 the dense-inference kernels that may round differently (e.g. the pooled
-level kernels, ``facesegment/dense/_flat.py``), this script redoes those rows
+level kernels, ``facesegment/dense/_pooled_oblique.py``), this script redoes those rows
 for one kind -- same seed, windows, settings and images -- and compares the
 validation Jaccards with the run's ``selection.json``, so one can tell whether
 a fresh ``make all`` still reproduces the selection without rerunning it all.

@@ -61,7 +61,7 @@ def _options(pairs):
                                    for o in chosen]) if chosen else st.just(()))
 
 
-def _flat(tail):
+def _pooled_oblique(tail):
     return [x for pair in tail for x in pair]
 
 
@@ -125,7 +125,7 @@ def run_case(world, argv_of, tail, kind, name):
             plant(str(out), kind, str(box / "elsewhere"))
         before, world_before = snapshot(box), snapshot(world)
         err = io.StringIO()
-        argv = argv_of(world, str(out)) + _flat(tail)
+        argv = argv_of(world, str(out)) + _pooled_oblique(tail)
         with time_limit(CASE_SECONDS), contextlib.redirect_stderr(err), \
                 contextlib.redirect_stdout(io.StringIO()):
             try:

@@ -128,7 +128,7 @@ def test_wheel_holds_the_shipped_model_and_only_the_library(wheel):
     assert {t for t in tops if not t.endswith(".dist-info")} == {"facesegment"}, tops
     assert not any(n.startswith(("pipelines/", "studies/", "benchmarks/", "tests/"))
                    for n in names)
-    assert "facesegment/cli.py" in names and "facesegment/dense/_fast.py" in names
+    assert "facesegment/cli.py" in names and "facesegment/dense/_probe_forests.py" in names
     for sub in ("faces/segment.py", "data/windows.py", "autocontext/cascade.py",
                 "modelio/_forest_h5.py", "evaluation/scoring.py"):
         assert f"facesegment/{sub}" in names, sub

@@ -7,20 +7,25 @@ Public API (the names of :mod:`facesegment.dense.predict` and of the modules bel
 
 Modules
 -------
-``predict``    orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
-               :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
-               ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
-``image``      :func:`pad_image`, :func:`fft_responses`
-``_checks``    argument validation, image + planes stacking, the ``kernels=`` choices
-``_face``      :func:`predict_image` of the models that read a crop themselves
-               (``model.dense`` false: ``model.predict_face``)
-``_packing``   node records of the kernels, cached per forest, width and layout
-``_numba``     the Numba options of every kernel; compilation per window layout
-``_general``   per-pixel kernels (any forest; FFT top levels)
-``_fast``      axis-aligned / two-probe forests: 64-bit records, tree-major
-``_levels``    forests with oblique nodes: pixels grouped by node, level by level
-``_visits``    oblique visit counts, by the kernels that predict the forest
-``_scores``    layout-free kernels: sweep labels, confusion
+``predict``           orchestration: :func:`predict_image`, :func:`predict_proba_raw`,
+                      :func:`count_oblique_visits`, :func:`confusion_sweep`, and the
+                      ``kernels=`` choice (``KERNELS``), ``FAST_BLOCK_ROWS``
+``image``             :func:`pad_image`, :func:`fft_responses`
+``_checks``           argument validation, image + planes stacking, the ``kernels=`` choices
+``_face``             :func:`predict_image` of the models that read a crop themselves
+                      (``model.dense`` false: ``model.predict_face``)
+``_packing``          node records of the kernels, cached per forest, width and layout
+``_numba``            the Numba options of every kernel; compilation per window layout
+``_any_forest``       per-pixel kernels (any forest; FFT top levels)
+``_probe_forests``    axis-aligned / two-probe / sparse forests: 64-bit records, tree-major
+``_oblique_forests``  forests with dense oblique nodes: pixels grouped by node, level by level
+``_pooled``           forests over a pooled layout (box means at a stride), phase by phase
+``_pooled_oblique``   pooled forests with dense oblique rows: runs of equal node, no sorting
+``_simd``             integer dot products of 8 windows at once (int8 / int16 rows)
+``_cross``            the kernels compiled for another CPU (assembly for tests)
+``_split``            the split buffer of auto-context stages for the probe kernels
+``_visits``           oblique visit counts, by the kernels that predict the forest
+``_scores``           layout-free kernels: sweep labels, confusion
 
 Prior reweighting (:func:`reweight`, :func:`class_scales`), smoothing the maps
 (:func:`smooth`), the modes, :func:`model_layout` and :func:`strict_region` are

@@ -12,7 +12,7 @@ The window layout (:class:`facesegment.layout.WindowLayout`) reaches the
 kernels as compile-time constants: ``WINDOW`` (side of the window),
 ``CHANNELS`` (planes per pixel) and ``ROW = WINDOW * CHANNELS`` (contiguous
 values per window row), plus ``SPAN`` (``ROW`` rounded up to a multiple of
-8: the row length of :mod:`facesegment.dense._flat`).  A function that uses
+8: the row length of :mod:`facesegment.dense._pooled_oblique`).  A function that uses
 them is a *template*: it is marked with :func:`template` and never run as it stands (the names are
 ``None`` in its module); :func:`layout_kernels` compiles a module's templates
 for one ``(window, channels)`` with the names bound to that layout's
@@ -22,7 +22,7 @@ counterpart for the same layout.
 Why constants and not arguments: the CO2 dot products loop over window rows
 of ``ROW`` values, and LLVM unrolls and vectorises a loop of known length
 much better.  Measured on this machine (one thread, the 8-window dot of
-:mod:`facesegment.dense._levels`, 31x31x3): 47 GFLOP/s with the row length a
+:mod:`facesegment.dense._oblique_forests`, 31x31x3): 47 GFLOP/s with the row length a
 constant against 35 with it a run-time argument (and 28 with
 ``numba.literally``, whose literal values do not survive ``prange``).  A
 constant also makes a 31x31x3 kernel compile to the same code as the loops
@@ -145,7 +145,7 @@ def layout_kernels(module, window, channels, variant=None):
 def _quiet_parallel_passes():
     """Silence Numba's note that a ``parallel=True`` kernel has no ``prange``
     (the fast block kernels take that option for its passes, not for threads:
-    see :mod:`facesegment.dense._fast`); set on first use, not at import."""
+    see :mod:`facesegment.dense._probe_forests`); set on first use, not at import."""
     from numba.core.errors import NumbaPerformanceWarning
 
     warnings.filterwarnings("ignore", message=r"\s*The keyword argument 'parallel=True' was "

@@ -1,8 +1,8 @@
 """Node packings for the dense-inference kernels (private).
 
 :func:`pack_nodes` builds the general records of
-:mod:`facesegment.dense._general` (any forest, oblique nodes included);
-:func:`pack_fast` builds the 64-bit records of :mod:`facesegment.dense._fast`
+:mod:`facesegment.dense._any_forest` (any forest, oblique nodes included);
+:func:`pack_fast` builds the 64-bit records of :mod:`facesegment.dense._probe_forests`
 (forests of axis-aligned and two-probe nodes).  Feature indices become byte
 offsets in the padded image, which depend on its width and on the window
 layout.  Both are cached for the last few (forest, width, layout), keyed by
@@ -16,9 +16,9 @@ import numpy as np
 
 from ..forest._arrays import complete
 from ..forest._predict import kernel_sparse
-from . import _fast as F
+from . import _probe_forests as F
 from ._split import split_offsets
-from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
+from ._any_forest import LEFT, MUL, OBLIQUE, OFF1, OFF2, RESP, RIGHT, THRESHOLD
 
 _CACHE = {}
 _CACHE_SIZE = 8
@@ -84,7 +84,7 @@ def _node_arrays(arrays, *more):
 
 
 def pack_nodes(arrays, padded_width, layout):
-    """General kernel records (see :mod:`facesegment.dense._general`).
+    """General kernel records (see :mod:`facesegment.dense._any_forest`).
 
     Returns ``(nodes int32 (n_nodes, 8), thr float32 view of the same memory)``;
     feature indices become byte offsets in a padded image of ``padded_width``
@@ -193,7 +193,7 @@ def pack_sparse(arrays, padded_width, layout):
 
 
 def pack_fast(arrays, padded_width, layout, split=None):
-    """64-bit records of :mod:`facesegment.dense._fast`, or None.
+    """64-bit records of :mod:`facesegment.dense._probe_forests`, or None.
 
     Returns ``(rec uint64 (n_nodes,), mode, sparse)``: ``mode`` 0 (axis-aligned
     nodes only), 1 (two-probe nodes too), 2 (sparse oblique nodes too) or 3

@@ -8,7 +8,7 @@ values of the pixel whose window starts at padded ``(y, x)`` are
 those values are the ordinary ``cells x cells`` window at ``(y // s, x // s)``
 of phase ``(y % s, x % s)``: contiguous rows again, and a split costs
 ``s**2`` times fewer multiply-adds.  Forests with dense oblique rows run the
-kernels of :mod:`facesegment.dense._flat` on all phases stacked into one image
+kernels of :mod:`facesegment.dense._pooled_oblique` on all phases stacked into one image
 (:func:`_stack`); forests with sparse rows run the general kernels (compiled
 for ``cells x cells`` windows) phase by phase (:func:`_phases`).
 """
@@ -19,12 +19,12 @@ import numpy as np
 
 from ..forest._arrays import n_sparse
 from ..layout import box_means, feature_offsets
-from . import _flat, _general, _simd
+from . import _pooled_oblique, _any_forest, _simd
 from ._numba import layout_kernels, span
 from ._packing import cached, pack_nodes, pack_sparse
 from .image import ROW_SLACK, float_image
 
-#: The :mod:`._flat` variant that runs forests with int8 dense rows (tests
+#: The :mod:`._pooled_oblique` variant that runs forests with int8 dense rows (tests
 #: switch it to the portable form, ``"u8"``, or the AVX2 one, ``"i16avx2"``);
 #: int16 rows run its ``u8x2`` twin (the AVX2 form runs both as int16).
 #: None: the form this CPU runs best (:func:`facesegment.dense._simd.variant`,
@@ -90,7 +90,7 @@ def _span(lo, hi, phase, s):
 
 
 def _flat_ok(p):
-    """Dense oblique rows and no sparse ones: the kernels of :mod:`._flat`."""
+    """Dense oblique rows and no sparse ones: the kernels of :mod:`._pooled_oblique`."""
     return p.weights.shape[0] > 0 and n_sparse(p.arrays) == 0
 
 
@@ -100,7 +100,7 @@ def _integer(p):
 
 
 def _variant(p):
-    """The :mod:`._flat` variant of ``p``: None (float32), or the integer one."""
+    """The :mod:`._pooled_oblique` variant of ``p``: None (float32), or the integer one."""
     if not _integer(p):
         return None
     form = INT_VARIANT or _simd.variant()
@@ -205,17 +205,17 @@ def _stack(p):
     return Stack(flat, rows, width, inner, nodes, thr)
 
 
-#: Pixels descended together by the :mod:`._flat` kernels, in raster order (a
+#: Pixels descended together by the :mod:`._pooled_oblique` kernels, in raster order (a
 #: fixed size, so results do not depend on the number of threads; their nodes,
 #: int32 per tree and pixel, take 8 MB for 32 trees).
 CHUNK_PIXELS = 65536
 
 
 def _leaves(p, st, base, depths):
-    """``(n_trees, len(base), len(depths))`` int32 nodes (:func:`._flat.leaves`), in
+    """``(n_trees, len(base), len(depths))`` int32 nodes (:func:`._pooled_oblique.leaves`), in
     chunks of ``CHUNK_PIXELS`` pixels."""
     rec = np.empty((p.roots.shape[0], base.shape[0], depths.shape[0]), dtype=np.int32)
-    kernels = layout_kernels(_flat, st.inner.window, st.inner.channels, _variant(p))
+    kernels = layout_kernels(_pooled_oblique, st.inner.window, st.inner.channels, _variant(p))
     weights = _span_weights(p)
     for lo in range(0, base.shape[0], CHUNK_PIXELS):
         hi = min(base.shape[0], lo + CHUNK_PIXELS)
@@ -229,7 +229,7 @@ def _leaves(p, st, base, depths):
 def proba(p, y0, y1, x0, x1, out):
     """``out[y, x]`` = the forest's mean distribution, pixels ``[y0, y1) x [x0, x1)``.
 
-    Dense oblique rows only: the :mod:`._flat` kernels on the stacked phases;
+    Dense oblique rows only: the :mod:`._pooled_oblique` kernels on the stacked phases;
     otherwise the general kernels phase by phase.
 
     Parameters
@@ -253,7 +253,7 @@ def proba(p, y0, y1, x0, x1, out):
     base = np.ascontiguousarray(st.base(ys.reshape(-1), xs.reshape(-1), p.layout.pool))
     rec = _leaves(p, st, base, np.full(1, p.steps, dtype=np.int64))
     res = np.empty((base.shape[0], out.shape[2]), dtype=np.float32)
-    _flat.mean_distribution(rec, p.value, res)
+    _pooled_oblique.mean_distribution(rec, p.value, res)
     out[y0:y1, x0:x1] = res.reshape(y1 - y0, x1 - x0, -1)
     return out
 
@@ -268,7 +268,7 @@ def _proba_phases(p, y0, y1, x0, x1, out):
         if a1 <= a0 or b1 <= b0:
             continue
         o = np.zeros((a1, b1, out.shape[2]), dtype=np.float32)
-        layout_kernels(_general, inner.window, inner.channels).dense_proba(
+        layout_kernels(_any_forest, inner.window, inner.channels).dense_proba(
             P.reshape(-1), P.shape[1] * inner.channels, a0, a1, b0, b1, p.roots, p.steps,
             nodes, thr, p.value, p.weights, sp_off, sp_w, no_resp, o)
         out[py + a0 * s:y1:s, px + b0 * s:x1:s] = o[a0:a1, b0:b1]
@@ -277,7 +277,7 @@ def _proba_phases(p, y0, y1, x0, x1, out):
 
 def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
     """``preds[..., i]`` for pixels ``(ys[i], xs[i])``: the contract of
-    :func:`facesegment.dense._general.sweep_predict`.
+    :func:`facesegment.dense._any_forest.sweep_predict`.
 
     Parameters
     ----------
@@ -292,7 +292,7 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
     scales : float64 (n_a, 1 or n_pix, C)
         Per-class factors of each setting ``a``: one row, or one per pixel.
     chunk : int
-        Pixels per task of the general kernels (the :mod:`._flat` kernels
+        Pixels per task of the general kernels (the :mod:`._pooled_oblique` kernels
         use ``CHUNK_PIXELS``).
     preds : uint8 (n_a, n_d, n_t, n_pix)
         Written in place: the labels.
@@ -307,7 +307,7 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
         base = np.ascontiguousarray(st.base(np.asarray(ys, np.int64), np.asarray(xs, np.int64),
                                             p.layout.pool))
         rec = _leaves(p, st, base, np.ascontiguousarray(depths, dtype=np.int64))
-        return _flat.sweep_labels(rec, p.value, trees, scales, preds)
+        return _pooled_oblique.sweep_labels(rec, p.value, trees, scales, preds)
     s = p.layout.pool
     no_resp = np.zeros((0, 1, 1), dtype=np.float32)
     for py, px, P, inner, nodes, thr, sp_off, sp_w in _phases(p):
@@ -316,7 +316,7 @@ def sweep(p, ys, xs, depths, trees, scales, chunk, preds):
             continue
         yq, xq = np.ascontiguousarray(ys[sel] // s), np.ascontiguousarray(xs[sel] // s)
         pq = np.zeros(preds.shape[:3] + (sel.size,), dtype=preds.dtype)
-        layout_kernels(_general, inner.window, inner.channels).sweep_predict(
+        layout_kernels(_any_forest, inner.window, inner.channels).sweep_predict(
             P.reshape(-1), P.shape[1] * inner.channels, yq, xq, p.roots, depths, trees, scales,
             nodes, thr, p.value, p.weights, sp_off, sp_w, no_resp, int(chunk), pq)
         preds[..., sel] = pq
@@ -350,7 +350,7 @@ def visits(p, y0, y1, x0, x1):
         b0, b1 = _span(x0, x1, px, s)
         if a1 <= a0 or b1 <= b0:
             continue
-        total += np.asarray(layout_kernels(_general, inner.window, inner.channels).count_visits(
+        total += np.asarray(layout_kernels(_any_forest, inner.window, inner.channels).count_visits(
             P.reshape(-1), P.shape[1] * inner.channels, a0, a1, b0, b1, p.roots, p.steps,
             nodes, thr, p.weights, sp_off, sp_w, no_resp), dtype=np.int64)
     return total

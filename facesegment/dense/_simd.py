@@ -499,13 +499,13 @@ idot8x2_vnni = _make(True, two=True)
 idot8x2_portable = _make(False, two=True)
 
 
-#: The :mod:`._flat` variant of each form (int8 rows; ``u8`` becomes ``u8x2``
+#: The :mod:`._pooled_oblique` variant of each form (int8 rows; ``u8`` becomes ``u8x2``
 #: for int16 rows, which the AVX2 form runs as they are).
 VARIANTS = {"vnni": "u8vnni", "avx2": "i16avx2", "portable": "u8"}
 
 
 def variant():
-    """The :mod:`._flat` variant of the form this process uses (its compiled
+    """The :mod:`._pooled_oblique` variant of the form this process uses (its compiled
     kernels' names end in it, so Numba's cache keeps the forms apart)."""
     return VARIANTS[form()]
 

@@ -3,18 +3,18 @@
 :func:`count` runs the counting kernel of the family that predicts the
 prepared inputs (:func:`facesegment.dense.predict._prepare`): a forest the
 level kernels predict (dense oblique nodes, no sparse ones, no FFT levels) is
-counted by :func:`facesegment.dense._levels.count_visits_levels`, which takes
-the very decisions of :func:`facesegment.dense._levels.dense_proba_levels`
+counted by :func:`facesegment.dense._oblique_forests.count_visits_levels`, which takes
+the very decisions of :func:`facesegment.dense._oblique_forests.dense_proba_levels`
 at the cost of about one prediction; pooled layouts by
 :func:`facesegment.dense._pooled.visits`; any other forest by the general
-per-pixel walk (:func:`facesegment.dense._general.count_visits`, which also
+per-pixel walk (:func:`facesegment.dense._any_forest.count_visits`, which also
 counts sparse oblique nodes and their values).
 """
 
 import numba
 import numpy as np
 
-from . import _general, _levels, _pooled
+from . import _any_forest, _oblique_forests, _pooled
 from ._numba import layout_kernels
 from ._packing import cached
 from .image import float_image
@@ -47,14 +47,14 @@ def count(p, region, levels):
         return np.zeros((len(p.roots), 3), dtype=np.int64)
     if isinstance(p, _pooled.Pooled):
         return _pooled.visits(p, y0, y1, x0, x1)
-    kernels = layout_kernels(_general if not levels else _levels, p.layout.window,
+    kernels = layout_kernels(_any_forest if not levels else _oblique_forests, p.layout.window,
                              p.layout.channels)
     if not levels:
         return np.asarray(kernels.count_visits(
             p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.weights,
             p.sp_off, p.sp_w, p.resp), dtype=np.int64)
     above = cached("above", (p.nodes, p.arrays.depth), None,
-                   lambda: _levels.oblique_above(p.nodes, p.arrays.depth))
+                   lambda: _oblique_forests.oblique_above(p.nodes, p.arrays.depth))
     # one block per thread, as predict_proba_raw (the decisions do not depend on it)
     block = -(-(y1 - y0) // max(1, numba.get_num_threads()))
     out = np.zeros((len(p.roots), 3), dtype=np.int64)

@@ -14,14 +14,14 @@ Which kernels run (each compiled for the model's layout, see
 :mod:`facesegment.dense._numba`):
 
 * forests without oblique nodes: packed 64-bit records, tree-major over one
-  block of rows per thread (:mod:`facesegment.dense._fast`);
+  block of rows per thread (:mod:`facesegment.dense._probe_forests`);
   an auto-context stage of axis-aligned nodes reads the image and its
   context planes from a split buffer (:mod:`facesegment.dense._split`), in
   blocks of ``SPLIT_BLOCK_ROWS`` rows;
 * forests with oblique nodes: pixels grouped by node, level by level
-  (:mod:`facesegment.dense._levels`);
+  (:mod:`facesegment.dense._oblique_forests`);
 * otherwise (``kernels=`` excluding the others (:data:`KERNELS`), ``fft_levels > 0``, images too wide for the fast
-  records): the general per-pixel kernels (:mod:`facesegment.dense._general`).
+  records): the general per-pixel kernels (:mod:`facesegment.dense._any_forest`).
 
 Modes
 -----
@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from ..classes import IGNORE
-from . import _fast, _general, _levels, _pooled, _visits
+from . import _probe_forests, _any_forest, _oblique_forests, _pooled, _visits
 from ._face import face_prediction
 from ._checks import (KERNELS, check_fft_levels, check_kernels, check_limit,  # noqa: F401
                       image_and_planes)
@@ -133,7 +133,7 @@ def _prepare(model, image, planes, n_trees, max_depth, fft_levels, split_ok=Fals
         resp, resp_index = fft_responses(padded, arrays, roots, min(fft_levels, steps),
                                          stacked.shape, layout)
         nodes = nodes.copy()
-        nodes[:, _general.RESP] = resp_index
+        nodes[:, _any_forest.RESP] = resp_index
         thr = nodes.view(np.float32)
     else:
         resp = np.zeros((0, 1, 1), dtype=np.float32)
@@ -149,8 +149,8 @@ def _split_inputs(arrays, layout, image, planes, roots, steps):
     fast = pack_fast(arrays, padded.shape[1], layout, split=(c0, padded.shape))
     if fast is None:
         return None
-    buf = split_buffer(padded, planes, layout.half, _fast.slack_bytes(c0))
-    kernels = _fast.kernels(layout.window, c0, fast[1])
+    buf = split_buffer(padded, planes, layout.half, _probe_forests.slack_bytes(c0))
+    kernels = _probe_forests.kernels(layout.window, c0, fast[1])
     return _Split(layout, kernels, image.shape[:2] + (layout.channels,), buf,
                   padded.shape[1] * c0, roots, steps, _f32(arrays.value), fast)
 
@@ -302,29 +302,29 @@ def predict_proba_raw(model, image, mode="full", max_depth=None, n_trees=None, f
         return _pooled.proba(p, y0, y1, x0, x1, out)
     if isinstance(p, _Split):   # a context stage: image and planes from the split buffer
         rec, mode, sp = p.fast
-        _fast.dense_proba_fast(p.kernels, p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps,
-                               rec, sp, p.value, out, FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS,
-                               threads)
+        _probe_forests.dense_proba_fast(p.kernels, p.img, p.rowstride, y0, y1, x0, x1,
+                                        p.roots, p.steps, rec, sp, p.value, out,
+                                        FAST_BLOCK_ROWS or SPLIT_BLOCK_ROWS, threads)
         return out
     fast = _fast_records(p, use_fast)
     if fast is not None:
         rec, mode, sp = fast
-        buf = np.zeros(p.img.size + _fast.slack_bytes(p.layout.channels), dtype=np.uint8)
+        buf = np.zeros(p.img.size + _probe_forests.slack_bytes(p.layout.channels), dtype=np.uint8)
         buf[:p.img.size] = p.img  # room to read past x1
         # one block of rows per thread: each tree stays in a core's cache
         block = FAST_BLOCK_ROWS or -(-(y1 - y0) // threads)
-        _fast.dense_proba_fast(_kernels(_fast, p.layout, _fast.VARIANT[mode]), buf,
-                               p.rowstride, y0, y1, x0, x1, p.roots, p.steps, rec, sp, p.value,
-                               out, block, threads)
+        kernels = _kernels(_probe_forests, p.layout, _probe_forests.VARIANT[mode])
+        _probe_forests.dense_proba_fast(kernels, buf, p.rowstride, y0, y1, x0, x1, p.roots,
+                                        p.steps, rec, sp, p.value, out, block, threads)
     elif _uses_levels(p, fft_levels, use_levels):
         # oblique nodes: pixels grouped by node, level by level (a node's
         # weights are read once per block instead of once per pixel)
         block = -(-(y1 - y0) // threads)
-        _kernels(_levels, p.layout).dense_proba_levels(
+        _kernels(_oblique_forests, p.layout).dense_proba_levels(
             _float_image(p), p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr,
             p.value, p.weights, out, block)
     else:
-        _kernels(_general, p.layout).dense_proba(
+        _kernels(_any_forest, p.layout).dense_proba(
             p.img, p.rowstride, y0, y1, x0, x1, p.roots, p.steps, p.nodes, p.thr, p.value,
             p.weights, p.sp_off, p.sp_w, p.resp, out)
     return out
@@ -520,18 +520,20 @@ def _sweep_preds(p, ys, xs, depths, trees, scales, chunk, fft_levels, use_fast, 
     elif fast is not None:
         rec, mode, sp = fast
         # large chunks: a tree is descended by many pixels while it is in cache
-        kernels = p.kernels if split else _kernels(_fast, p.layout, _fast.VARIANT[mode])
-        _fast.sweep_predict_fast(kernels, p.img, p.rowstride, ys, xs, p.roots, depths, trees,
-                                 scales, rec, sp, p.value, max(int(chunk), FAST_CHUNK), preds,
-                                 max(1, numba.get_num_threads()))
+        kernels = p.kernels if split else _kernels(_probe_forests, p.layout,
+                                                   _probe_forests.VARIANT[mode])
+        _probe_forests.sweep_predict_fast(kernels, p.img, p.rowstride, ys, xs, p.roots, depths,
+                                          trees, scales, rec, sp, p.value,
+                                          max(int(chunk), FAST_CHUNK), preds,
+                                          max(1, numba.get_num_threads()))
     elif _uses_levels(p, fft_levels, use_levels):
         # one chunk per thread (a window's decisions do not depend on its chunk)
         chunk_l = -(-len(ys) // max(1, numba.get_num_threads()))
-        _kernels(_levels, p.layout).sweep_predict_levels(
+        _kernels(_oblique_forests, p.layout).sweep_predict_levels(
             _float_image(p), p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes,
             p.thr, p.value, p.weights, chunk_l, preds)
     else:
-        _kernels(_general, p.layout).sweep_predict(
+        _kernels(_any_forest, p.layout).sweep_predict(
             p.img, p.rowstride, ys, xs, p.roots, depths, trees, scales, p.nodes, p.thr,
             p.value, p.weights, p.sp_off, p.sp_w, p.resp, int(chunk), preds)
     return preds

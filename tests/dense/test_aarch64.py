@@ -13,7 +13,7 @@ import pytest
 from numba import types
 from numba.core.errors import TypingError
 
-from facesegment.dense import _cross, _flat, _simd
+from facesegment.dense import _cross, _pooled_oblique, _simd
 from facesegment.dense._numba import layout_kernels
 from facesegment.errors import FaceSegmentError
 
@@ -69,7 +69,7 @@ def test_portable_dots_compile_to_neon(idot):
 def test_the_pooled_kernel_compiles_for_aarch64():
     """The integer tree descent of co2-pooled forests (``_tree`` of the ``u8x2``
     layout kernels, int16 rows, 10 x 10 x 3 cells) recompiled uncached."""
-    k = layout_kernels(_flat, 10, 3, "u8x2")
+    k = layout_kernels(_pooled_oblique, 10, 3, "u8x2")
     a1, a2 = (lambda t: A(t, 1, "C")), (lambda t: A(t, 2, "C"))
     sig = (a1(types.uint8), a1(types.int64), types.int64, types.int64, a2(types.int32),
            a2(types.float32), a2(types.int8), a1(types.int64), a2(types.int32), a1(types.int64),

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import hashlib, json, re, sys
 import numpy as np
-from facesegment.dense import _flat, _pooled, _simd
+from facesegment.dense import _pooled_oblique, _pooled, _simd
 from facesegment.dense._numba import layout_kernels
 from facesegment.dense import predict_proba_raw
 from facesegment.models import load_model
@@ -38,7 +38,7 @@ for variant in ("i16avx2", "u8"):
     _pooled.INT_VARIANT = variant
     digests[variant] = hashlib.sha256(predict_proba_raw(model, image).tobytes()).hexdigest()
 cells = model.layout.cells
-asm = "".join(layout_kernels(_flat, cells, model.layout.channels, "i16avx2")
+asm = "".join(layout_kernels(_pooled_oblique, cells, model.layout.channels, "i16avx2")
               .leaves.inspect_asm().values())
 print(json.dumps({"form": form, "digests": digests, "vpmaddwd": asm.count("vpmaddwd"),
                   "avx512": len(re.findall(r"zmm|vpdp", asm))}))

@@ -326,7 +326,7 @@ def test_fast_path_wide_image_falls_back_to_general_kernel():
     """Two-probe forests reading past the 15-bit probe offsets of a wide image use the
     general kernels: same results (axis-aligned ones use 30-bit offsets: tests/dense/test_split.py)."""
     from facesegment.dense import predict as inference
-    from facesegment.dense._fast import max_width
+    from facesegment.dense._probe_forests import max_width
 
     widest = max_width(31, 3)
     assert widest == 333

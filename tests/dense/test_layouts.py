@@ -50,8 +50,9 @@ def _spy_kernels(monkeypatch):
     return used
 
 
-EXPECTED_MODULE = {"fast-axis": "_fast", "fast-two-probe": "_fast", "levels": "_levels",
-                   "general": "_general", "general-no-oblique": "_general"}
+EXPECTED_MODULE = {"fast-axis": "_probe_forests", "fast-two-probe": "_probe_forests",
+                   "levels": "_oblique_forests", "general": "_any_forest",
+                   "general-no-oblique": "_any_forest"}
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -176,7 +177,7 @@ def test_window_41_and_small_windows():
 def test_wide_grey_image_falls_back_to_general_kernel():
     """The fast records' 15-bit offsets allow wider images for 1 channel than for 3;
     past them a two-probe forest that reads the far end of its window falls back."""
-    from facesegment.dense._fast import max_width
+    from facesegment.dense._probe_forests import max_width
 
     widest = max_width(31, 1)
     assert widest > max_width(31, 3)

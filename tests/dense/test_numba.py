@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from facesegment._jit import source_tag
-from facesegment.dense import _fast, _general, _levels
+from facesegment.dense import _probe_forests, _any_forest, _oblique_forests
 from facesegment.dense._numba import FASTMATH, INLINE, NJIT, PARALLEL, layout_kernels
 
 
 def test_one_compiled_namespace_per_module_and_layout():
-    a = layout_kernels(_levels, 31, 3)
-    assert layout_kernels(_levels, 31, 3) is a
+    a = layout_kernels(_oblique_forests, 31, 3)
+    assert layout_kernels(_oblique_forests, 31, 3) is a
     assert (a.window, a.channels, a.row) == (31, 3, 93)
-    b = layout_kernels(_levels, 15, 3)
+    b = layout_kernels(_oblique_forests, 15, 3)
     assert b is not a and b.dense_proba_levels is not a.dense_proba_levels
     # each layout has its own name, hence its own on-disk cache files
     # (and the package's source tag: a kernel is never served from another version's cache)
@@ -28,11 +28,11 @@ def test_one_compiled_namespace_per_module_and_layout():
 def test_templates_and_options():
     """Templates are plain functions (the layout names are None in their module);
     layout-free helpers are ordinary kernels."""
-    for module in (_general, _fast, _levels):
+    for module in (_any_forest, _probe_forests, _oblique_forests):
         assert module.WINDOW is None and module.CHANNELS is None and module.ROW is None
-    assert not hasattr(_levels.dense_proba_levels, "py_func")
-    assert hasattr(_general.is_leaf, "py_func")
-    k = layout_kernels(_general, 31, 3)
+    assert not hasattr(_oblique_forests.dense_proba_levels, "py_func")
+    assert hasattr(_any_forest.is_leaf, "py_func")
+    k = layout_kernels(_any_forest, 31, 3)
     assert k.dense_proba.targetoptions["parallel"] is True
     assert k._dot4.targetoptions["fastmath"] is True
     for opts in (FASTMATH, INLINE, PARALLEL):
@@ -44,7 +44,7 @@ def test_dot_kernels_equal_numpy(window, channels):
     """The level kernels' 8-window dot against numpy on a padded image, and each
     lane the same bits whatever the other lanes hold (a node's last pass repeats
     its last window)."""
-    k = layout_kernels(_levels, window, channels)
+    k = layout_kernels(_oblique_forests, window, channels)
     rng = np.random.default_rng(window * channels)
     h, w = window + 6, window + 9
     img = rng.integers(0, 256, (h, w, channels)).astype(np.float32)
@@ -69,9 +69,9 @@ def test_dot_kernels_equal_numpy(window, channels):
 def test_max_width_formula():
     """The largest probe offset of the widest image fits the 15-bit field, one more does not."""
     for window, channels in [(31, 3), (31, 1), (15, 3), (41, 3), (31, 11)]:
-        wmax = _fast.max_width(window, channels)
+        wmax = _probe_forests.max_width(window, channels)
         for width, fits in [(wmax, True), (wmax + 1, False)]:
             rowstride = (width + window - 1) * channels
             largest = (window - 1) * rowstride + window * channels - 1
-            assert (largest <= _fast.OFF_MASK) == fits, (window, channels, width)
-    assert _fast.max_width(31, 3) == 333
+            assert (largest <= _probe_forests.OFF_MASK) == fits, (window, channels, width)
+    assert _probe_forests.max_width(31, 3) == 333

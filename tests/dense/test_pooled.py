@@ -13,7 +13,7 @@ from facesegment.layout import WindowLayout, box_means
 from facesegment.modelio.model import Model, save_model
 from facesegment.models import load_model
 from tests import naive
-from tests.dense.test_levels import with_one_thread
+from tests.dense.test_oblique_forests import with_one_thread
 from tests.dense.test_sparse import assert_sweep_matches_predict
 
 
@@ -163,12 +163,12 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
 
 def test_integer_cut_is_the_float_threshold_on_integer_dots():
     """The integer variants compare an exact integer dot ``v`` with ``floor(t)``
-    (dense/_flat.py ``_icut``): ``v > t`` must hold exactly when the float32
+    (dense/_pooled_oblique.py ``_icut``): ``v > t`` must hold exactly when the float32
     compare does, integer-valued and negative thresholds included."""
-    from facesegment.dense import _flat, _simd
+    from facesegment.dense import _pooled_oblique, _simd
     from facesegment.dense._numba import layout_kernels
 
-    cut = layout_kernels(_flat, 15, 3, _simd.VARIANT)._cut
+    cut = layout_kernels(_pooled_oblique, 15, 3, _simd.VARIANT)._cut
     v = np.arange(-40, 41)
     for t in (-7.0, -6.5, -0.25, 0.0, 0.5, 3.0, 3.999, 16777215.0, -16777216.5):
         c = cut(np.float32(t))
@@ -178,20 +178,20 @@ def test_integer_cut_is_the_float_threshold_on_integer_dots():
 
 
 def test_mean_distribution_blocks_match_tree_order_sums():
-    """dense/_flat.py ``mean_distribution`` runs blocks of ``SUM_BLOCK`` pixels
+    """dense/_pooled_oblique.py ``mean_distribution`` runs blocks of ``SUM_BLOCK`` pixels
     through the trees; each pixel's sum must still be added in tree order in
     float32, whole blocks and a partial last one alike."""
-    from facesegment.dense import _flat
+    from facesegment.dense import _pooled_oblique
 
     rng = np.random.default_rng(5)
-    n_trees, n = 7, 2 * _flat.SUM_BLOCK + 333
+    n_trees, n = 7, 2 * _pooled_oblique.SUM_BLOCK + 333
     value = rng.random((50, 8), dtype=np.float32)
     rec = rng.integers(0, 50, (n_trees, n, 1)).astype(np.int32)
     want = np.zeros((n, 8), np.float32)
     for t in range(n_trees):
         want += value[rec[t, :, 0]]
     want *= np.float32(1.0) / np.float32(n_trees)
-    got = _flat.mean_distribution(rec, value, np.full((n, 8), np.nan, np.float32))
+    got = _pooled_oblique.mean_distribution(rec, value, np.full((n, 8), np.nan, np.float32))
     np.testing.assert_array_equal(got, want)
 
 
@@ -236,7 +236,7 @@ def _shuffled(arrays, seed):
 
 
 def test_pooled_level_kernels_threads_chunks_and_node_order(monkeypatch):
-    """The pooled level kernels (dense/_flat.py): the same result whatever the
+    """The pooled level kernels (dense/_pooled_oblique.py): the same result whatever the
     number of threads (bit for bit), the chunk size, and the numbering of the
     nodes (runs of pixels stay whole only for breadth-first trees; any other
     order must still give the same forest)."""

@@ -163,17 +163,18 @@ def test_no_x86_intrinsic_where_the_target_lacks_it(monkeypatch):
 
 def test_kernels_on_the_intrinsics_are_named_after_their_source():
     """Numba's disk cache only checks a kernel's own file: the integer kernels
-    of dense/_flat.py carry the package's source tag (a digest of every source,
+    of dense/_pooled_oblique.py carry the package's source tag (a digest of every source,
     _simd.py included) in their names, so an edited _simd.py never runs from a
     stale cache (this happened: the portable form's rewrite was timed with the
     old kernels)."""
     from facesegment._jit import source_digest, source_tag
-    from facesegment.dense import _flat
+    from facesegment.dense import _pooled_oblique
     from facesegment.dense._numba import layout_kernels
 
     tag = source_digest()[:10]
     assert source_tag() == tag
     for variant in ("u8", "u8x2"):
-        name = layout_kernels(_flat, 4, 3, variant).leaves.py_func.__qualname__
+        name = layout_kernels(_pooled_oblique, 4, 3, variant).leaves.py_func.__qualname__
         assert name.endswith(f"__4x3_{variant}__src{tag}"), name
-    assert layout_kernels(_flat, 4, 3).leaves.py_func.__qualname__.endswith(f"__4x3__src{tag}")
+    name = layout_kernels(_pooled_oblique, 4, 3).leaves.py_func.__qualname__
+    assert name.endswith(f"__4x3__src{tag}")

@@ -6,7 +6,7 @@ import pytest
 
 from facesegment.dense import confusion_sweep, pad_image, predict_proba_raw
 from facesegment.dense import predict as P
-from facesegment.dense._fast import OFF_MASK, max_width
+from facesegment.dense._probe_forests import OFF_MASK, max_width
 from facesegment.dense._split import split_buffer, split_offsets
 from facesegment.layout import WindowLayout
 from tests import naive

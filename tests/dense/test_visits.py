@@ -11,7 +11,7 @@ import pytest
 
 import facesegment.dense._visits as V
 from facesegment.dense import count_oblique_visits, predict_proba_raw
-from facesegment.dense._levels import oblique_above
+from facesegment.dense._oblique_forests import oblique_above
 from facesegment.dense._packing import pack_nodes
 from facesegment.forest import CO2Forest
 from facesegment.layout import DEFAULT_LAYOUT

@@ -79,7 +79,7 @@ WINDOW = CHANNELS = ROW = MODE = None
 
 #: The kernels are compiled per node family (``MODE``, a compile-time constant:
 #: Numba drops the other families' branches before inlining, so a forest's
-#: kernels compile only the steps its nodes take): ``layout_kernels(_fast,
+#: kernels compile only the steps its nodes take): ``layout_kernels(_probe_forests,
 #: window, channels, VARIANT[mode])``, or :func:`kernels`.
 VARIANTS = {"axis": lambda window, channels: {"MODE": 0},
             "twoprobe": lambda window, channels: {"MODE": 1},
@@ -469,7 +469,7 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
     and ``sparse`` = ``(sp_ptr, sp_off, sp_w, sp_thr)``: see the module
     docstring; ``value``: float32 (n_nodes, C).  Per pixel the distributions
     are added in tree order in float32, then scaled by ``1 / n_trees``: the
-    arithmetic of :func:`facesegment.dense._general.dense_proba`, so results
+    arithmetic of :func:`facesegment.dense._any_forest.dense_proba`, so results
     are identical bit for bit.  Blocks of ``block_rows`` rows, each tree by
     tree (:func:`_proba_rows`; one block per thread is best); each of
     ``threads`` threads runs a contiguous run of blocks.  Threads rather than a
@@ -637,7 +637,7 @@ def sweep_predict_fast(kernels, img, rowstride, ys, xs, roots, depth_list, tree_
                        scales, rec, sparse, value, chunk, preds, threads):
     """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
 
-    Same contract and results as :func:`facesegment.dense._general.sweep_predict`
+    Same contract and results as :func:`facesegment.dense._any_forest.sweep_predict`
     (per-pixel float64 sums in tree order); tree-major inside each chunk of
     ``chunk`` pixels (:func:`_sweep_chunk`, chunks on ``threads`` threads), 8
     descents interleaved; a pixel's node after ``depth_list[k]`` steps is its

@@ -1,6 +1,6 @@
 """Dense-inference kernels for forests with oblique (CO2) nodes: pixels grouped by node (private).
 
-The per-pixel kernel of :mod:`facesegment.dense._general` walks all trees for
+The per-pixel kernel of :mod:`facesegment.dense._any_forest` walks all trees for
 a few pixels at a time, so every oblique node it meets loads that node's
 weights (2883 float32, 11.5 KB, for 31x31x3) again: on a 32-tree CO2 forest
 of the pipeline (~17,000 oblique nodes, 200 MB of float32 weights) that is
@@ -35,7 +35,7 @@ size and thread count).
 import numpy as np
 from numba import prange
 
-from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
+from ._any_forest import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
 from ._scores import argmax_scaled
 
@@ -252,7 +252,7 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     steps : int
         Depth limit: each tree is descended at most this many levels.
     nodes : int32 (n_nodes, 8)
-        The general node records of :mod:`facesegment.dense._general`.
+        The general node records of :mod:`facesegment.dense._any_forest`.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes`` (``THRESHOLD`` and ``MUL`` columns).
     value : float32 (n_nodes, C)
@@ -318,7 +318,7 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     steps : int
         Depth limit: each tree is descended at most this many levels.
     nodes : int32 (n_nodes, 8)
-        The general node records of :mod:`facesegment.dense._general`.
+        The general node records of :mod:`facesegment.dense._any_forest`.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
     weights : float32 (n_oblique, WINDOW * ROW)
@@ -365,7 +365,7 @@ def oblique_above(nodes, depth):
     Parameters
     ----------
     nodes : int32 (n_nodes, 8)
-        The general node records of :mod:`facesegment.dense._general`
+        The general node records of :mod:`facesegment.dense._any_forest`
         (columns ``LEFT``, ``RIGHT``, ``OBLIQUE``).
     depth : int array (n_nodes,)
         Each node's depth in its tree (roots 0).
@@ -391,7 +391,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
                          nodes, thr, value, weights, chunk, preds):
     """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
 
-    The contract of :func:`facesegment.dense._general.sweep_predict` (per-pixel
+    The contract of :func:`facesegment.dense._any_forest.sweep_predict` (per-pixel
     float64 sums in tree order, argmax of ``sums * scales[a]``), with the trees
     descended level by level as in :func:`dense_proba_levels`; parallel over
     chunks of ``chunk`` pixels.
@@ -413,7 +413,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
     scales : float64 (n_a, 1 or n_pix, C)
         Per-class factors of each setting ``a``: one row, or one per pixel.
     nodes : int32 (n_nodes, 8)
-        The general node records of :mod:`facesegment.dense._general`.
+        The general node records of :mod:`facesegment.dense._any_forest`.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
     value : float32 (n_nodes, C)

@@ -3,7 +3,7 @@
 A pooled layout's split is a dot product over a short window of box means
 (10 x 10 x 3 cells for 3 x 3 boxes, 300 values).  Its multiply-adds are
 cheap, so the time goes to moving pixels down the trees: the level kernels
-of :mod:`facesegment.dense._levels` counting-sort every pixel at every
+of :mod:`facesegment.dense._oblique_forests` counting-sort every pixel at every
 level (about 10 ns per pixel and level, more than the dots on such windows).
 These kernels keep the pixels still inside a tree in *runs* of equal node
 instead, listed as (node, start, count): each run is split, branch-free, into
@@ -45,7 +45,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
-from ._general import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
+from ._any_forest import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
 from ._numba import span, template
 from ._scores import argmax_scaled
 from ._simd import (CHUNK, CHUNK16, idot8_avx2, idot8_portable, idot8_vnni, idot8x2_portable,
@@ -155,7 +155,7 @@ def _integer(idot, wide, step=CHUNK):
     return binds
 
 
-#: ``layout_kernels(_flat, window, channels, variant)``: the integer kernels
+#: ``layout_kernels(_pooled_oblique, window, channels, variant)``: the integer kernels
 #: (:mod:`._simd`) for int8 rows (``u8``) and int16 rows split into two int8
 #: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form; and
 #: the AVX2 form (``i16avx2``: uint16 image, int16 rows of either width,
@@ -390,7 +390,7 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
     """``rec[t, i, k]`` = the node of the window at ``imgf[base[i]]`` after
     ``depth_list[k]`` steps down tree ``t`` (``depth_list`` increasing).
 
-    ``nodes``/``thr``: the general records (:mod:`facesegment.dense._general`);
+    ``nodes``/``thr``: the general records (:mod:`facesegment.dense._any_forest`);
     ``weights`` float32 (n_oblique, ``WINDOW * SPAN``), window rows zero-padded
     to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).
     Parallel over trees, each descended for every pixel at once

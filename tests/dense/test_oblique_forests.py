@@ -5,8 +5,8 @@ hence not on the blocks of rows, hence not on the number of threads."""
 import numba
 import numpy as np
 
-from facesegment.dense import _levels, predict_proba_raw
-from facesegment.dense._general import THRESHOLD
+from facesegment.dense import _oblique_forests, predict_proba_raw
+from facesegment.dense._any_forest import THRESHOLD
 from facesegment.dense._numba import layout_kernels
 from facesegment.dense.image import float_image
 from facesegment.dense.predict import _prepare
@@ -16,7 +16,7 @@ from tests.dense.test_inference import random_image, random_model
 def _levels_proba(p, nodes, block_rows):
     h, w = p.shape[:2]
     out = np.zeros((h, w, p.value.shape[1]), np.float32)
-    k = layout_kernels(_levels, p.layout.window, p.layout.channels)
+    k = layout_kernels(_oblique_forests, p.layout.window, p.layout.channels)
     return k.dense_proba_levels(float_image(p.img), p.rowstride, 0, h, 0, w, p.roots, p.steps,
                                 nodes, nodes.view(np.float32), p.value, p.weights, out,
                                 block_rows)
@@ -30,7 +30,7 @@ def test_decisions_do_not_depend_on_the_blocks():
     model = random_model(3, n_trees=8, max_depth=5, kinds=("oblique",))
     image = random_image(3, 12, 17)
     p = _prepare(model, image, None, None, None, 0)
-    k = layout_kernels(_levels, p.layout.window, p.layout.channels)
+    k = layout_kernels(_oblique_forests, p.layout.window, p.layout.channels)
     imgf = float_image(p.img)
     nodes = p.nodes.copy()
     thr = nodes.view(np.float32)
