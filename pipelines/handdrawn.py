@@ -247,7 +247,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
             + ((", mirror-averaged (the mirrored photo's own mesh fit)" if fit
                 else ", mirror-averaged") if mirror else "")
             + ("" if margin is None else f", {margin:g} outside the oval")
-            + ("" if mixes == (0.0,) else f", stage 1's share from {list(mixes)}")
+            + ("" if mixes == (0.0,) else f", stage 1's share from {len(mixes)} candidates")
             + ", leave-people-out")
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)

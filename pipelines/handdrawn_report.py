@@ -1,5 +1,6 @@
 """``docs/handdrawn.md`` from ``reports/handdrawn/cv.json`` (``python -m pipelines.handdrawn doc``)."""
 
+import json
 from pathlib import Path
 
 from facesegment.atomic import write_text_atomic
@@ -92,10 +93,18 @@ def _mix(row):
     """The first stage's share of a method whose rule chooses one, in words."""
     if len(row.get("mixes", [0.0])) < 2:
         return ""
-    per = sorted(set(row["mix_per_fold"].values()))
+    per = sorted({json.dumps(v) for v in row["mix_per_fold"].values()})
     return (f"; the first stage's probabilities mixed into the last stage's with share "
-            f"{row['mix']:g}, chosen from {row['mixes']} with the gains "
-            f"(held-out people's choices: {', '.join(f'{v:g}' for v in per)})")
+            f"{share_text(row['mix'])}, chosen from {len(row['mixes'])} candidates with the "
+            f"gains (held-out people's choices: {'; '.join(share_text(json.loads(v)) for v in per)})")
+
+
+def share_text(mix):
+    """A share, or per-class shares named by class."""
+    if not isinstance(mix, list):
+        return f"{mix:g}"
+    names = ("background", "other", "nose", "mouth", "eye L", "eye R")
+    return ", ".join(f"{n} {v:g}" for n, v in zip(names, mix))
 
 
 def _forests(cv, n_sub):

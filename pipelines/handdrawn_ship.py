@@ -11,9 +11,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from pipelines.handdrawn_common import (FACES300W, FOREST_METHODS, ROOT, SEED,  # noqa: F401
                                         best_method, log, make_forest, prepare,
                                         prepare_faces300w)
+from pipelines.handdrawn_report import share_text
 
 DEST = ROOT / "facesegment" / "models"
 
@@ -80,9 +83,10 @@ def model_card(name, model, cv, method):
              + ("" if model.margin is None else
                 f"; pixels more than {model.margin:g}/64 of the crop outside the mesh's face "
                 "oval are background without asking the forests")
-             + ("" if not model.mix or len(model.forests) < 2 else
-                f"; the output is the last stage's probabilities with {model.mix:g} of the "
-                "first stage's mixed in (chosen on held-out people with the class gains)")
+             + ("" if not any(np.atleast_1d(model.mix)) or len(model.forests) < 2 else
+                "; the output is the last stage's probabilities with a share of the first "
+                f"stage's mixed in ({share_text(model.mix)}; chosen on held-out people with the "
+                "class gains)")
              + ". The head's pan is estimated from the mesh.", "",
              "## Data and terms", "",
              f"- Trained on `{model.provenance['data']}`: {model.provenance['n_photos']} "

@@ -13,6 +13,8 @@ the probability of ``OTHER`` goes to what the mesh draws there among lower face
 (1) and the brows (6, 7), and to background outside the mesh's face oval.
 """
 
+import numbers
+
 import cv2
 import numpy as np
 
@@ -182,31 +184,38 @@ def stage_probas(forests, planes, margin=None):
 
 
 def check_mix(mix):
-    """Raise ValueError unless ``mix`` is a number in [0, 1).
+    """Raise ValueError unless ``mix`` is a share in [0, 1) or one share per
+    training class (``len(TRAIN_CLASSES)`` numbers in [0, 1)).
 
     Parameters
     ----------
-    mix : float
+    mix : float or sequence of float
         The first stage's share of the stages' output (:func:`mix_stages`).
     """
-    if isinstance(mix, bool) or not isinstance(mix, (int, float)) or not 0 <= mix < 1:
-        raise ValueError(f"mix must be a number in [0, 1), got {mix!r}")
+    values = list(mix) if isinstance(mix, (list, tuple)) else [mix]
+    if (isinstance(mix, (list, tuple)) and len(values) != len(TRAIN_CLASSES)) or any(
+            isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < 1
+            for v in values):
+        raise ValueError(f"mix must be a number in [0, 1) or {len(TRAIN_CLASSES)} of them "
+                         f"(one per training class), got {mix!r}")
 
 
 def mix_stages(probas, mix=0.0):
-    """The stages' output: the last stage's probabilities, with share ``mix``
-    of the first stage's mixed in (``(1 - mix) * last + mix * first``).
+    """The stages' output: the last stage's probabilities with a share of the
+    first stage's mixed in, ``(1 - mix) * last + mix * first``.
 
     The first stage reads the pixels and the mesh only; the later ones also its
     smoothed output, which sharpens the parts but can carry a misplaced part
     along; mixing the first stage back in keeps some of its pixel-level evidence.
+    With one share per training class the mixed probabilities are renormalised
+    per pixel.
 
     Parameters
     ----------
     probas : list of float32 (S, S, C)
         :func:`stage_probas`'s list.
-    mix : float
-        In [0, 1); 0 (or a single stage): the last stage alone.
+    mix : float or sequence of C floats
+        In [0, 1) (:func:`check_mix`); 0 (or a single stage): the last stage alone.
 
     Returns
     -------
@@ -215,9 +224,14 @@ def mix_stages(probas, mix=0.0):
     """
     check_mix(mix)
     last = probas[-1]
-    if mix == 0 or len(probas) == 1:
+    w = np.asarray(mix, np.float32)
+    if not w.any() or len(probas) == 1:
         return last
-    return (np.float32(1 - mix) * last + np.float32(mix) * probas[0]).astype(np.float32)
+    out = (np.float32(1) - w) * last + w * probas[0]
+    if w.ndim:
+        total = out.sum(axis=-1, keepdims=True)
+        out = np.divide(out, total, out=out, where=total > 0)
+    return out.astype(np.float32, copy=False)
 
 
 def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0):

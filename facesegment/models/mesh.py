@@ -22,7 +22,8 @@ The folder::
                       pixels at most this far outside the face oval, in 1/64
                       of the crop; background beyond),
                       mix (optional, default 0: the first stage's share of the
-                      stages' output, mixed into the last stage's),
+                      stages' output, mixed into the last stage's; a number or
+                      one per training class),
                       pan (PanModel.to_dict()), provenance, metrics
     stage-1/ ...      one model folder per stage (model.json + forest.h5)
     MODEL_CARD.md     optional
@@ -83,10 +84,10 @@ class MeshModel:
         The forests read only the crop pixels at most this far (1/64 of the crop)
         outside the mesh's face oval; background beyond
         (:func:`facesegment.faces.mesh_stages.read_region`; None: every pixel).
-    mix : float
+    mix : float or list of 6 floats
         The first stage's share of the output, mixed into the last stage's
-        probabilities before the gains (:func:`facesegment.faces.mesh_stages.mix_stages`;
-        0: the last stage alone).
+        probabilities before the gains, or one share per training class
+        (:func:`facesegment.faces.mesh_stages.mix_stages`; 0: the last stage alone).
     """
 
     kind = "mesh-forest"
@@ -116,7 +117,8 @@ class MeshModel:
             raise ValueError(f"margin must be null or a number in 0..64, got {margin!r}")
         self.margin = None if margin is None else float(margin)
         check_mix(mix)
-        self.mix = float(mix)
+        self.mix = ([float(v) for v in mix] if isinstance(mix, (list, tuple))
+                    else float(mix))
         self.provenance = dict(provenance or {})
         self.metrics = dict(metrics or {})
         self.class_names = tuple(CLASS_NAMES)
@@ -132,7 +134,7 @@ class MeshModel:
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
                 f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
-                f"mix={self.mix:g}, "
+                f"mix={self.mix!r}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property

@@ -494,3 +494,34 @@ def test_the_first_stage_is_mixed_into_the_last_by_its_share(mesh, tmp_path):
         load_model(tmp_path / "m")
     doc.write_text(text.replace('"mix": 0.25,', ''))
     assert load_model(tmp_path / "m").mix == 0.0
+
+
+def test_one_share_per_class_mixes_each_class_then_renormalises(mesh, tmp_path):
+    """A share per training class mixes each class by its own share, the pixel's
+    probabilities renormalised; such a mix round-trips in the model folder and a
+    wrong length is refused."""
+    from facesegment.faces.mesh_features import crop_planes, face_crop
+    from facesegment.faces.mesh_stages import check_mix, mix_stages, stage_probas
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
+
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=5), 2, 400, 0)
+    image, _ = synthetic(mesh)
+    _, crop, mesh_c = face_crop(image, mesh)
+    first, last = stage_probas(forests, crop_planes(crop, mesh_c))
+    w = np.array([0.25, 0.25, 0.5, 0.75, 0.25, 0.25], np.float32)
+    raw = (1 - w) * last + w * first
+    got = mix_stages([first, last], list(w))
+    np.testing.assert_allclose(got, raw / raw.sum(axis=-1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(got.sum(axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(mix_stages([first, last], [0.25] * 6),
+                               mix_stages([first, last], 0.25), atol=1e-6)
+    for bad in ([0.25] * 5, [0.25] * 5 + [1.0], (0.1, "a", 0, 0, 0, 0)):
+        with pytest.raises(ValueError, match="mix"):
+            check_mix(bad)
+    model = MeshModel(forests, mix=[float(v) for v in w])
+    save_mesh_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.mix == model.mix and len(repr(back)) < 200
+    np.testing.assert_array_equal(back.face_proba(image, mesh)[1], model.face_proba(image, mesh)[1])
