@@ -38,13 +38,19 @@ class Method(NamedTuple):
 #: face oval, background beyond (MeshModel.margin): wider than the farthest any
 #: hand-drawn part of fasseg-v3-train lies outside it.
 MARGIN = 6.0
+def part_mixes(base=0.25, nose=(0.25, 0.5), mouth=(0.25, 0.5, 0.75), eyes=(0.25, 0.5)):
+    """Candidate shares of the first stage per training class (background and
+    OTHER at ``base``; the parts from their grids; both eyes alike)."""
+    return tuple((base, base, n, m, e, e) for n in nose for m in mouth for e in eyes)
+
+
 #: Forest stage methods by name, each crop averaged with its mirror image as the
 #: face mesh fits the mirrored photo (mesh-axis-2-crop-mirror: the crop mirrored
 #: with its own mesh, the cheaper alternative).
 #: mesh-co2 is not in the default run: one CO2 stage takes hours here.
 _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
-                  "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=(0.0, 0.25, 0.5),
+                  "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=part_mixes(),
                                         **_MIRRORED),
                   "mesh-axis-2-crop-mirror": Method("axis", 2, 16, 2000, mirror=True,
                                                     margin=MARGIN),
