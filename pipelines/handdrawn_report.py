@@ -101,7 +101,7 @@ def _mix(row):
 
 def share_text(mix):
     """A share, or per-class shares named by class."""
-    if not isinstance(mix, list):
+    if not isinstance(mix, (list, tuple)):
         return f"{mix:g}"
     names = ("background", "other", "nose", "mouth", "eye L", "eye R")
     return ", ".join(f"{n} {v:g}" for n, v in zip(names, mix))
