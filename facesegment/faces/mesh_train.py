@@ -16,9 +16,9 @@ import numpy as np
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
-from .mesh_stages import (IGNORE, apply_gains, crop_stage_probas, mirrored_planes,
-                          near_parts, predict_stages, sample_pixels, stage_input,
-                          to_face_classes, twin_planes)
+from .mesh_mirror import crop_stage_probas, mirrored_planes, twin_planes
+from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stages, sample_pixels,
+                          stage_input, to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1
@@ -73,7 +73,7 @@ def prepare_face(image, labels, mesh, name="", group=None, pan=float("nan"), det
         The face's fit on the mirrored photo
         (:meth:`facesegment.faces.mesh.MeshFinder.mirror_fits`): its mirror
         image's planes are kept too (``twin``, ``twin_box``;
-        :func:`facesegment.faces.mesh_stages.twin_planes`).
+        :func:`facesegment.faces.mesh_mirror.twin_planes`).
 
     Returns
     -------

@@ -39,8 +39,8 @@ from ..errors import DataError
 from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
-from ..faces.mesh_stages import (apply_gains, check_gains, check_mix, crop_proba,
-                                 mirrored_planes, to_face_classes, twin_planes)
+from ..faces.mesh_mirror import crop_proba, mirrored_planes, twin_planes
+from ..faces.mesh_stages import apply_gains, check_gains, check_mix, to_face_classes
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
 from ..modelio._model_doc import read_format_doc
@@ -73,11 +73,11 @@ class MeshModel:
         gain before the argmax (:func:`facesegment.faces.mesh_stages.apply_gains`).
     mirror : bool
         Average each crop's probabilities with those of its mirror image
-        (:func:`facesegment.faces.mesh_stages.crop_proba`).
+        (:func:`facesegment.faces.mesh_mirror.crop_proba`).
     mirror_fit : bool
         With ``mirror``: the mirror image is read with the face mesh's own fit
         of the mirrored photo (:meth:`MeshFinder.mirror_fits`,
-        :func:`facesegment.faces.mesh_stages.twin_planes`), so two independent
+        :func:`facesegment.faces.mesh_mirror.twin_planes`), so two independent
         fits are averaged; a face the mirrored photo does not give is mirrored
         with its own mesh.
     margin : float or None

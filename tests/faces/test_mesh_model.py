@@ -173,7 +173,7 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
     from facesegment.models.mesh import MeshModel, save_mesh_model
-    from facesegment.faces.mesh_stages import crop_proba, mirrored_planes, unmirror_proba
+    from facesegment.faces.mesh_mirror import crop_proba, mirrored_planes, unmirror_proba
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
 
@@ -199,7 +199,7 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
 def test_moving_crop_maps_between_boxes_matches_the_photo_mapping():
     """move_proba: the same box is the identity; a box twice as large holds the
     small box's maps in its middle half and background (channel 0) outside."""
-    from facesegment.faces.mesh_stages import move_proba
+    from facesegment.faces.mesh_mirror import move_proba
 
     rng = np.random.default_rng(3)
     p = rng.random((16, 16, 6)).astype(np.float32)
@@ -247,8 +247,8 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
     image moved into the crop; without a twin it is the plain mirror model.  The
     flag round-trips; mirror_fit without mirror is refused."""
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.faces.mesh_stages import (move_proba, predict_stages, to_face_classes,
-                                               twin_planes, unmirror_proba)
+    from facesegment.faces.mesh_mirror import move_proba, twin_planes, unmirror_proba
+    from facesegment.faces.mesh_stages import predict_stages, to_face_classes
     from facesegment.faces.mesh import draw_mesh_parts
     from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.forest import AxisAlignedForest
@@ -315,8 +315,8 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
     from facesegment.models.mesh import MeshModel, save_mesh_model
-    from facesegment.faces.mesh_stages import (crop_proba, mirrored_planes, predict_stages,
-                                               read_region, unmirror_proba)
+    from facesegment.faces.mesh_mirror import crop_proba, mirrored_planes, unmirror_proba
+    from facesegment.faces.mesh_stages import predict_stages, read_region
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
 
