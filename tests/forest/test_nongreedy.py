@@ -214,6 +214,20 @@ def test_same_seed_identical_arrays_any_n_jobs():
     assert a.forest_.weights.tobytes() != b.forest_.weights.tobytes()
 
 
+def test_fit_does_not_depend_on_the_fits_before_it_in_the_process():
+    """The process's earlier fits (other kinds, other settings) leave no state a
+    later non-greedy fit reads: the same seed gives the same arrays (what moves
+    its forests is the vector width, benchmarks/nongreedy_vector_width.py)."""
+    X, y = _toy(500)
+    kw = dict(n_estimators=2, max_depth=5, refine_depth=3, n_epochs=2, init="co2",
+              oblique_min_samples=30, random_state=3)
+    first = NonGreedyForest(**kw).fit(X, y)
+    for kind in ("axis", "two-probe", "co2", "extra"):
+        make_estimator(kind, n_estimators=2, max_depth=5, random_state=1).fit(X, y)
+    NonGreedyForest(**{**kw, "eta": 0.5, "random_state": 4}).fit(X, y)
+    same_forest(first, NonGreedyForest(**kw).fit(X, y))
+
+
 def test_integer_weights_equal_repeated_shuffled_rows():
     X, y = _toy(200, seed=3)
     w = np.random.default_rng(1).integers(0, 3, size=200)
