@@ -248,11 +248,7 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
         the first bad image.
     """
     _validate(n_windows, seed, on_error, compression, n_workers, images_per_task, window)
-    half = int(window) // 2
-    margin = half if margin is None else margin
-    if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < half:
-        raise ValueError(f"margin must be an integer >= {half} (half the window) so windows fit "
-                         f"in the image; got {margin!r}")
+    margin = _checked_margin(margin, window)
     records = list(records)
     if not records:
         raise DataError(data_root, "no images to extract from", "give a folder of labelled faces")
@@ -270,37 +266,29 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
                         "fix the files listed above or point at another folder")
     counts = counts[used]
     layout = _layout_of(records, used, channels[used], window)
-    pixel_counts = counts.sum(axis=0)
-    targets = class_targets(n_windows)
-    empty = [CLASS_NAMES[c] for c in range(N_CLASSES) if targets[c] and pixel_counts[c] == 0]
-    if empty:
-        raise DataError(data_root, f"no eligible pixel (>= {margin} px from the border) of class(es) "
-                        f"{', '.join(empty)} in {used.size} images", "add images that show every face part")
-    alloc_rng, states = seed_states(seed, used.size)
-    alloc, replace = allocate(counts, targets, alloc_rng)
-    per_image = alloc.sum(axis=1)
-    offsets = np.concatenate([[0], np.cumsum(per_image)])
-    items = [(records[j], alloc[k], counts[k], states[k], replace) for k, j in enumerate(used)]
-
-    groups = group_ranges(per_image, per_task, _WINDOWS_PER_TASK)
+    plan = _allocation(records, used, counts, n_windows, seed, margin, data_root)
     attrs = dict(seed=int(seed), n_windows=int(n_windows), margin=int(margin),
                  std_kind="population (divide by N); 0 replaced by 1",
                  data_root=os.path.abspath(data_root) if data_root is not None else "",
                  labels_root=os.path.abspath(labels_root) if labels_root is not None else "",
                  compression=str(compression), n_images=int(used.size))
+    storage = dict(compression=compression, compression_opts=compression_opts,
+                   chunk_rows=chunk_rows, layout=layout)
     try:
-        with WindowsWriter(out, n_windows, compression=compression, compression_opts=compression_opts,
-                           chunk_rows=chunk_rows, layout=layout) as writer:
-            sums, sumsq = _cut_pass(writer, items, groups, offsets, layout, margin, grey,
-                                    n_threads, scheduler, n_workers, progress)
+        with WindowsWriter(out, n_windows, **storage) as writer:
+            sums, sumsq = _cut_pass(writer, plan["items"],
+                                    group_ranges(plan["per_image"], per_task, _WINDOWS_PER_TASK),
+                                    plan["offsets"], layout, margin, grey, n_threads, scheduler,
+                                    n_workers, progress)
             mean, std = finish_stats(sums, sumsq, n_windows)
-            class_counts = alloc.sum(axis=0)
-            factors = sampling_factors(class_counts, pixel_counts)
+            class_counts = plan["alloc"].sum(axis=0)
+            factors = sampling_factors(class_counts, plan["pixel_counts"])
             writer.set_strings("sources", [records[j].name for j in used])
             writer.set_strings("skipped", [str(e[0]) for e in skipped])
             writer.set_attrs(
-                class_names=list(CLASS_NAMES), pixel_counts=pixel_counts, class_counts=class_counts,
-                sampling_factors=factors, with_replacement=replace, mean=mean, std=std, **attrs)
+                class_names=list(CLASS_NAMES), pixel_counts=plan["pixel_counts"],
+                class_counts=class_counts, sampling_factors=factors,
+                with_replacement=plan["replace"], mean=mean, std=std, **attrs)
             writer.finish()
     except OSError as exc:  # e.g. the disk filled up: the partial file is removed
         raise DataError(out, f"cannot write the windows file ({exc.strerror or exc})",
@@ -310,6 +298,42 @@ def extract_windows(records, out, n_windows=64000, seed=0, *, window=DEFAULT_LAY
     return ExtractResult(path=os.fspath(out), meta=meta, skipped=skipped, n_images=int(used.size),
                          seconds={"count": t1 - t0, "cut": t2 - t1, "total": t2 - t0},
                          file_bytes=os.path.getsize(out))
+
+
+def _checked_margin(margin, window):
+    """``margin`` (None: half the window), or ValueError when windows would not fit."""
+    half = int(window) // 2
+    margin = half if margin is None else margin
+    if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < half:
+        raise ValueError(f"margin must be an integer >= {half} (half the window) so windows fit "
+                         f"in the image; got {margin!r}")
+    return margin
+
+
+def _allocation(records, used, counts, n_windows, seed, margin, data_root):
+    """How many windows of each class each used image gives, and its pass-2 task item.
+
+    Returns a dict: ``alloc`` (images x classes), ``replace`` (drawn with
+    replacement), ``per_image``, ``offsets`` (each image's first row),
+    ``pixel_counts`` (eligible pixels per class) and ``items`` (one
+    ``(record, alloc, counts, rng state, replace)`` per used image).  Raises
+    DataError when a class with a target has no eligible pixel.
+    """
+    pixel_counts = counts.sum(axis=0)
+    targets = class_targets(n_windows)
+    empty = [CLASS_NAMES[c] for c in range(N_CLASSES) if targets[c] and pixel_counts[c] == 0]
+    if empty:
+        raise DataError(data_root, f"no eligible pixel (>= {margin} px from the border) of "
+                        f"class(es) {', '.join(empty)} in {used.size} images",
+                        "add images that show every face part")
+    alloc_rng, states = seed_states(seed, used.size)
+    alloc, replace = allocate(counts, targets, alloc_rng)
+    per_image = alloc.sum(axis=1)
+    return {"alloc": alloc, "replace": replace, "per_image": per_image,
+            "offsets": np.concatenate([[0], np.cumsum(per_image)]),
+            "pixel_counts": pixel_counts,
+            "items": [(records[j], alloc[k], counts[k], states[k], replace)
+                      for k, j in enumerate(used)]}
 
 
 def _count_pass(records, margin, grey, per_task, on_error, scheduler, n_workers, progress):

@@ -6,18 +6,17 @@ PNG: viewers show the class colours), ``NAME_overlay.png`` (classes blended
 over the photo), optionally ``NAME_proba.npz`` (the class-probability maps),
 and a row of the summary CSV.
 
-Output names: ``NAME`` is the input's path relative to the input folder
-without its extension (``sub/a.jpg`` -> ``sub/a``), unless two inputs of one
-folder share a name (``a.jpg`` and ``a.png``): then both keep their extension
-(``a.jpg_label.png``, ``a.png_label.png``), so no output overwrites another.
-The CSV names every input by its relative path with extension.
+Output names (:mod:`facesegment.faces.folder_inputs`): ``NAME`` is the
+input's path relative to the input folder without its extension
+(``sub/a.jpg`` -> ``sub/a``), unless two inputs of one folder share a name
+(``a.jpg`` and ``a.png``): then both keep their extension (``a.jpg_label.png``,
+``a.png_label.png``), so no output overwrites another.  The CSV names every
+input by its relative path with extension.
 """
 
-import glob
 import os
 import posixpath
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +26,12 @@ import numpy as np
 from .. import parallel
 from ..atomic import (OVERWRITE_FIX, atomic_path, check_output_path, check_writable_folder,
                       write_bytes_atomic, written_by_facesegment)
-from ..data.datasets import LABEL_SUFFIX as _LAB, find_images
 from ..data import imageio
 from ..data.imageio import IMAGE_EXTENSIONS, read_image, write_label_png
 from ..rule import decision_rule
 from .crops import DETECT_MAX_SIDE, DETECT_MODES, DETECTORS
+from .folder_inputs import (LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX, SegmentInput,
+                            collect_inputs, output_names)
 from ..errors import DataError, SchedulerLostError, Terminated
 from .resume import previous_rows
 from .segment import overlay, photo_labels, segment_image
@@ -39,8 +39,6 @@ from .segment import overlay, photo_labels, segment_image
 #: Summary CSV columns.
 SUMMARY_FIELDS = ("name", "status", "faces", "width", "height", "seconds", "message", "output",
                   "detection", "paths", "pan")
-#: Output files per image: NAME + suffix.
-LABEL_SUFFIX, OVERLAY_SUFFIX, PROBA_SUFFIX = "_label.png", "_overlay.png", "_proba.npz"
 
 
 # --------------------------------------------------------------- one image
@@ -290,135 +288,6 @@ def write_summary_csv(path, results):
                        what="summary")
 
 
-# --------------------------------------------------------------- inputs
-
-@dataclass(frozen=True)
-class SegmentInput:
-    """One photo to segment."""
-
-    path: str      # the file
-    name: str      # relative path with extension ('/'-separated): the CSV's name
-    output: str    # relative output name without suffix: OUT/<output>_label.png
-
-
-def collect_inputs(inputs):
-    """The photos named by ``inputs``: folders, image files and glob patterns.
-
-    Parameters
-    ----------
-    inputs : path or str, or a list of them
-        A folder is searched recursively (:func:`facesegment.data.datasets.find_images`);
-        a file is taken as it is; a pattern with ``* ? [`` (``photos/*.jpg``,
-        ``photos/**/*.png``) is expanded (``**`` recursively; folders it
-        matches are searched like folders).
-
-    Returns
-    -------
-    base : Path
-        The folder names are relative to: the folder given; a file's or a
-        pattern's folder (the part before the first wildcard); for several
-        inputs, the deepest folder holding all of these.
-    items : list of SegmentInput
-        Unique files, in the order given (each folder or pattern sorted).
-
-    Raises
-    ------
-    DataError
-        For an input that does not exist, a pattern that matches no image, or
-        no image at all.
-    """
-    specs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    if not specs:
-        raise DataError(None, "no input given", "give a folder, an image or a quoted pattern")
-    found = []  # (base folder, file)
-    for spec in specs:
-        text = os.fspath(spec)
-        p = Path(text)
-        if p.is_dir():
-            files = find_images(p)
-            if not files:
-                raise DataError(p, "contains no images (.jpg, .jpeg, .png, .bmp)",
-                                "point at a folder of photos")
-            found += [(p, f) for f in files]
-        elif p.is_file():
-            found.append((p.parent, p))
-        elif glob.has_magic(text):
-            base = _pattern_base(text)
-            files = []
-            for m in sorted(glob.glob(text, recursive=True)):
-                mp = Path(m)
-                if mp.is_dir():
-                    files += find_images(mp)
-                elif mp.is_file():
-                    low = mp.name.lower()
-                    if low.endswith(IMAGE_EXTENSIONS) and not (
-                            low.endswith(_LAB) or low.endswith(OVERLAY_SUFFIX)):
-                        files.append(mp)
-            if not files:
-                raise DataError(text, "matches no images (.jpg, .jpeg, .png, .bmp)",
-                                "check the pattern, and quote it ('photos/*.jpg') so that "
-                                "the shell passes it on as it is")
-            found += [(base, f) for f in files]
-        else:
-            raise DataError(text, "does not exist",
-                            "give a folder of photos, an image file or a quoted pattern "
-                            "such as 'photos/*.jpg'")
-    bases = {os.path.abspath(b) for b, _ in found}
-    base = Path(next(iter(bases)) if len(bases) == 1 else os.path.commonpath(sorted(bases)))
-    seen, paths, names = set(), [], []
-    for _, f in found:
-        key = os.path.abspath(f)
-        if key in seen:
-            continue
-        seen.add(key)
-        paths.append(str(f))
-        names.append(Path(os.path.relpath(key, base)).as_posix())
-    outputs = output_names(names)
-    return base, [SegmentInput(p, n, o) for p, n, o in zip(paths, names, outputs)]
-
-
-def _pattern_base(pattern):
-    """The folder part of ``pattern`` before its first wildcard ('.' if none)."""
-    parts = Path(pattern).parts
-    fixed = []
-    for part in parts[:-1]:
-        if glob.has_magic(part):
-            break
-        fixed.append(part)
-    return Path(*fixed) if fixed else Path(".")
-
-
-def output_names(names):
-    """Output names (no suffix) for input names (relative paths with extension).
-
-    The name without its extension (``sub/a.jpg`` -> ``sub/a``) unless another
-    input of the same folder has the same one (compared ignoring case, as on
-    case-insensitive file systems): then the name keeps its extension
-    (``sub/a.jpg``, ``sub/a.png``).  Any remaining clash gets ``-2``, ``-3``...
-
-    Parameters
-    ----------
-    names : list of str
-        '/'-separated relative paths with extension.
-
-    Returns
-    -------
-    list of str
-        One unique (ignoring case) output name per input, in order.
-    """
-    stems = [posixpath.splitext(n)[0] for n in names]
-    count = Counter(s.casefold() for s in stems)
-    wanted = [n if count[s.casefold()] > 1 else s for n, s in zip(names, stems)]
-    used, out = set(), []
-    for n in wanted:
-        cand, k = n, 2
-        while cand.casefold() in used:
-            cand, k = f"{n}-{k}", k + 1
-        used.add(cand.casefold())
-        out.append(cand)
-    return out
-
-
 # --------------------------------------------------------------- many images
 
 def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
@@ -490,13 +359,30 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
         output could not be written (after the summary is written).
     """
     rule = decision_rule(model, alpha, beta, sigma)
-    alpha, beta, sigma = rule.alpha, rule.beta, rule.sigma
     if detect not in DETECT_MODES:
         raise ValueError(f"detect={detect!r} is not one of {DETECT_MODES}")
     if detector not in DETECTORS:
         raise ValueError(f"detector={detector!r} is not one of {DETECTORS}")
     base, items = collect_inputs(input_dir)
     out = Path(output_dir)
+    _prepare_output_folder(out, input_dir, base, items, save_proba)
+    results = [None] * len(items)
+    if resume:
+        suffixes = (LABEL_SUFFIX, OVERLAY_SUFFIX) + ((PROBA_SUFFIX,) if save_proba else ())
+        for i, row in previous_rows(out, items, suffixes).items():
+            results[i] = SegmentResult.from_row(row)
+    options = SegmentOptions(rule.alpha, detect, detector, save_proba, detect_size, rule.beta,
+                             rule.sigma, legend, records)
+    return _segment_items(model, items, results, out, options, scheduler, n_workers,
+                          progress)
+
+
+def _prepare_output_folder(out, input_dir, base, items, save_proba):
+    """Check that ``out`` may take the outputs of ``items`` and create its folders.
+
+    Raises DataError when ``out`` is an input folder or a file, holds label
+    maps this run would replace but did not write, or cannot be written.
+    """
     specs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
     input_folders = {base.resolve()} | {Path(s).resolve() for s in specs if Path(s).is_dir()}
     if out.resolve() in input_folders:
@@ -509,19 +395,20 @@ def segment_folder(model, input_dir, output_dir, alpha=None, detect="auto",
     _refuse_label_maps_of_others(out, items)
     _check_outputs(out, items, save_proba)
     _make_output_folders(out, {posixpath.dirname(it.output) for it in items})
-    results = [None] * len(items)
-    if resume:
-        suffixes = (LABEL_SUFFIX, OVERLAY_SUFFIX) + ((PROBA_SUFFIX,) if save_proba else ())
-        for i, row in previous_rows(out, items, suffixes).items():
-            results[i] = SegmentResult.from_row(row)
+
+
+def _segment_items(model, items, results, out, options, scheduler, n_workers, progress):
+    """Segment the items whose ``results`` entry is None, then write the summary.
+
+    The summary is written also when the run stops early (every image not
+    finished listed as "not done"), then the error is raised again.
+    """
     todo = [i for i, r in enumerate(results) if r is None]
     stop, why = None, ""
     tasks = parallel.map_tasks(_segment_item, [items[i] for i in todo],
-                      args=(model, str(out), SegmentOptions(alpha, detect, detector, save_proba,
-                                                            detect_size, beta, sigma, legend,
-                                                            records)),
-                      scheduler=scheduler, n_workers=n_workers, desc="segment",
-                      unit="images", progress=progress)
+                               args=(model, str(out), options), scheduler=scheduler,
+                               n_workers=n_workers, desc="segment", unit="images",
+                               progress=progress)
     try:
         for j, res in tasks:
             results[todo[j]] = res
