@@ -64,9 +64,20 @@ def summarise(faces, counts, subset=None):
     if subset is not None:
         out["default_found"] = score([f.name for f in faces if f.name in subset])
     pans = sorted({f.pan for f in faces if f.pan == f.pan})
-    out["per_pan"] = {str(int(p)): score([f.name for f in faces if f.pan == p])["mean"]
-                      for p in pans}
+    by_pan = {str(int(p)): score([f.name for f in faces if f.pan == p]) for p in pans}
+    out["per_pan"] = {p: s["mean"] for p, s in by_pan.items()}
+    out["per_pan_class"] = {p: {c: (v if v == v else None) for c, v in s["per_class"].items()}
+                            for p, s in by_pan.items()}
     return out
+
+
+def far_eye_drawn(faces, min_pan=60):
+    """``{pan: photos of that pan whose far eye is drawn}`` for ``|pan| >= min_pan``
+    (the far eye: eye R, class 5, for a negative pan; eye L, 4, for a positive one)."""
+    pans = sorted({f.pan for f in faces if f.pan == f.pan and abs(f.pan) >= min_pan})
+    return {str(int(p)): {"drawn": sum(bool((f.labels == (5 if p < 0 else 4)).any())
+                                       for f in faces if f.pan == p),
+                          "photos": sum(f.pan == p for f in faces)} for p in pans}
 
 
 def shipped_counts(faces, name):
@@ -260,6 +271,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)
+    out["far_eye_drawn"] = far_eye_drawn(faces)
     out["default_found"] = None if subset is None else len(subset)
     return out
 
@@ -322,6 +334,8 @@ def keep_other_methods(res, old_path, methods):
     for m, row in old["methods"].items():
         if m in FOREST_METHODS and m not in methods:
             res["methods"][m] = row
+    if "faces300w" in old:   # the shipped models' faces300w scores: not computed by cv
+        res.setdefault("faces300w", old["faces300w"])
     res["methods"] = dict(sorted(res["methods"].items()))
     return res
 
@@ -354,8 +368,9 @@ def main(argv=None):
                     help="faces300w (its train/ crops) when the chosen method adds them")
     sub.add_parser("doc", help="write docs/handdrawn.md and the README's table from the "
                               "cv report")
-    cd = sub.add_parser("card", help="write the shipped model's card again (after "
-                                     "benchmarks/bench_mesh.py)")
+    cd = sub.add_parser("card", help="write the shipped model's card and its "
+                                     "leave-people-out metrics again (after "
+                                     "benchmarks/bench_mesh.py or a cv run)")
     cd.add_argument("--name", default="faces-handdrawn")
     fw = sub.add_parser("faces300w", help="the shipped default and the landmark votes on "
                                           "faces300w's test crops (into the cv report)")

@@ -33,7 +33,8 @@ def _trees(row):
 def render(cv, bench=None):
     """docs/handdrawn.md from a cv report and, optionally, the mesh benchmark."""
     n_sub = cv.get("default_found")
-    lines = _intro(cv) + _score_tables(cv, n_sub) + _gains(cv) + _forests(cv, n_sub)
+    lines = _intro(cv) + _score_tables(cv, n_sub) + _per_class_pan(cv) + _gains(cv)
+    lines += _forests(cv, n_sub)
     lines += _faces300w(cv.get("faces300w")) + _pan(cv.get("pan"))
     lines += bench_section(bench) if bench else []
     return "\n".join(lines) + "\n"
@@ -176,6 +177,39 @@ def _faces300w(fw):
                       "polygons) and its brows and lower face as the mesh outlines them, "
                       "while the votes draw exactly the polygons this benchmark scores. For "
                       "faces300w's convention use `faces300w-landmarks`."]
+    return lines
+
+
+def _per_class_pan(cv):
+    """The best method's per-class scores at each pan, and what the far eye does
+    to the full turns' averages."""
+    from pipelines.handdrawn_common import best_method
+
+    name = best_method(cv)
+    per = (cv["methods"].get(name) or {}).get("per_pan_class")
+    if not per:
+        return []
+    pans = sorted(per, key=float)
+    lines = ["", f"Per class and pan, {LABELS.get(name, name)}:", "",
+             "| class | " + " | ".join(pans) + " |", "| --- |" + " ---: |" * len(pans)]
+    for c, label in CLASS_COLS:
+        lines.append(f"| {label} | " + " | ".join(_f(per[p].get(c)) for p in pans) + " |")
+    lines.append("")
+    far = cv.get("far_eye_drawn") or {}
+    full = [p for p in pans if abs(float(p)) == max(abs(float(q)) for q in pans)]
+    if far and all(p in far for p in full):
+        def without(p):
+            eye = "5" if float(p) < 0 else "4"
+            vals = [v for c, v in per[p].items() if c != eye and v is not None]
+            return sum(vals) / len(vals)
+        parts = [f"{far[p]['drawn']} of the {far[p]['photos']} photos at {p}" for p in full]
+        lines += ["A pan's score averages the classes drawn or predicted on any of its photos. "
+                  "On a full turn the far eye is hidden; it is drawn on "
+                  + " and ".join(parts) + ", and the few pixels drawn or predicted there score "
+                  + " and ".join(f'{_f(per[p].get("5" if float(p) < 0 else "4"))} at {p}'
+                                 for p in full)
+                  + ", a fifth of each average. The other four classes average "
+                  + " and ".join(f"{_f(without(p))} at {p}" for p in full) + ".", ""]
     return lines
 
 

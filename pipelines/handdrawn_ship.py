@@ -157,14 +157,30 @@ def _speed_line():
 
 
 def rewrite_card(name, dest=None):
-    """Write the shipped model's card again from the reports (after the benchmark)."""
+    """Write the shipped model's card and its leave-people-out metrics again from
+    the reports (after the benchmark, or a cv run that chose the same rule).
+
+    The forests are not touched; a cv report whose chosen rule (gains, stage
+    mix) or method differs from the model's needs ``model`` instead.
+    """
     import json
 
+    from facesegment.atomic import write_json_atomic
     from facesegment.models import load_model
+    from facesegment.models.mesh import MESH_FILE
     from pipelines.handdrawn_common import REPORT
 
     folder = (Path(dest) if dest else DEST) / name
-    model = load_model(folder)
     cv = json.loads(REPORT.read_text())
-    (folder / "MODEL_CARD.md").write_text(model_card(name, model, cv, model.metrics["method"]))
-    log(f"wrote {folder / 'MODEL_CARD.md'}")
+    doc = json.loads((folder / MESH_FILE).read_text())
+    method = doc["metrics"]["method"]
+    row = cv["methods"].get(method)
+    if (best_method(cv) != method or row is None or row["gains"] != doc["gains"]
+            or row.get("mix", 0.0) != doc.get("mix", 0.0)):
+        raise SystemExit(f"handdrawn: {REPORT} chose another method or rule than {folder} "
+                         "holds; train it again: python -m pipelines.handdrawn model")
+    doc["metrics"] = {**doc["metrics"], "leave_people_out": row, "pan_mae": cv["pan"]["mae"]}
+    write_json_atomic(folder / MESH_FILE, doc, indent=2, sort_keys=True)
+    model = load_model(folder)
+    (folder / "MODEL_CARD.md").write_text(model_card(name, model, cv, method))
+    log(f"wrote {folder / MESH_FILE} (metrics) and {folder / 'MODEL_CARD.md'}")

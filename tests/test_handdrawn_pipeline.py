@@ -64,6 +64,42 @@ def test_summaries_sum_counts_before_dividing():
     assert out["all"]["mean"] == round(100 * 4 / 6, 2)
     assert out["default_found"]["mean"] == 50.0 and out["default_found"]["n"] == 1
     assert out["per_pan"] == {"0": 50.0, "15": 75.0}
+    assert out["per_pan_class"]["15"] == {str(c): 75.0 for c in (0, 2, 3, 4, 5)}
+
+
+def test_per_pan_classes_leave_an_empty_class_out_and_name_the_far_eye():
+    """A class never drawn nor predicted at a pan is None there; the far eye of a
+    turn is eye R for a negative pan and eye L for a positive one."""
+    from pipelines.handdrawn import far_eye_drawn
+
+    class F:
+        def __init__(self, name, pan, labels=None):
+            self.name, self.pan, self.labels = name, pan, labels
+    counts = {"a": np.array([[1, 2], [1, 2], [1, 2], [1, 2], [0, 0]])}
+    out = summarise([F("a", -90.0)], counts)
+    assert out["per_pan_class"]["-90"]["5"] is None and out["per_pan"]["-90"] == 50.0
+    lab = np.zeros((4, 4), np.uint8)
+    right, left = lab.copy(), lab.copy()
+    right[0, 0], left[0, 0] = 5, 4
+    faces = [F("l", -90.0, right), F("m", -90.0, left), F("n", 90.0, left),
+             F("o", 90.0, right), F("p", 0.0, right)]
+    assert far_eye_drawn(faces) == {"-90": {"drawn": 1, "photos": 2},
+                                    "90": {"drawn": 1, "photos": 2}}
+
+
+def test_the_pan_section_says_what_the_far_eye_costs_a_full_turn():
+    from pipelines.handdrawn_report import _per_class_pan
+
+    per = {"-90": {"0": 99.0, "2": 70.0, "3": 60.0, "4": 50.0, "5": 0.0},
+           "0": {"0": 99.0, "2": 80.0, "3": 80.0, "4": 80.0, "5": 80.0},
+           "90": {"0": 99.0, "2": 70.0, "3": 60.0, "4": None, "5": 51.0}}
+    cv = {"default_found": None, "far_eye_drawn": {"-90": {"drawn": 2, "photos": 14},
+                                                   "90": {"drawn": 0, "photos": 14}},
+          "methods": {"mesh-axis-2": {"all": {"mean": 1.0}, "per_pan_class": per}}}
+    text = "\n".join(_per_class_pan(cv))
+    assert "| eye R | 0.00 | 80.00 | 51.00 |" in text and "| eye L | 50.00 | 80.00 | – |" in text
+    assert "2 of the 14 photos at -90 and 0 of the 14 photos at 90" in text
+    assert "69.75 at -90 and 70.00 at 90" in text
 
 
 def test_the_gain_search_ranks_as_the_exact_labels_score():
@@ -149,14 +185,42 @@ def test_keep_others_takes_only_other_forest_rows_of_the_same_photos(tmp_path):
 
     base = {"data": "d", "n_photos": 3, "n_people": 2, "mesh_found": 3, "default_found": 2}
     old = {**base, "methods": {"mesh-axis": {"mean": 1}, "mesh-axis-2": {"mean": 2},
-                               "mesh-drawn": {"mean": 3}}}
+                               "mesh-drawn": {"mean": 3}}, "faces300w": {"x": 1}}
     path = tmp_path / "cv.json"
     path.write_text(json.dumps(old))
     new = {**base, "methods": {"mesh-axis-2": {"mean": 5}, "mesh-drawn": {"mean": 6}}}
     got = keep_other_methods(new, path, ["mesh-axis-2"])
     assert got["methods"] == {"mesh-axis": {"mean": 1}, "mesh-axis-2": {"mean": 5},
                               "mesh-drawn": {"mean": 6}}
+    assert got["faces300w"] == {"x": 1}   # not computed by cv: kept
     with pytest.raises(SystemExit, match="other photos"):
         keep_other_methods({**new, "n_photos": 4}, path, ["mesh-axis-2"])
     with pytest.raises(SystemExit, match="existing report"):
         keep_other_methods(new, tmp_path / "none.json", ["mesh-axis-2"])
+
+
+def test_card_refreshes_the_metrics_only_for_the_models_own_rule(cv, tmp_path, monkeypatch):
+    """``handdrawn card`` writes the cv report's row into the shipped model's
+    metrics (forests untouched) and refuses a report that chose another rule."""
+    import shutil
+
+    import pipelines.handdrawn_common as common
+    from facesegment.models import DEFAULT, model_path
+    from pipelines.handdrawn_ship import rewrite_card
+
+    shutil.copytree(model_path(DEFAULT), tmp_path / DEFAULT)
+    forest = (tmp_path / DEFAULT / "stage-1" / "forest.h5").read_bytes()
+    method = best_method(cv)
+    report = tmp_path / "cv.json"
+    monkeypatch.setattr(common, "REPORT", report)
+    changed = json.loads(json.dumps(cv))
+    changed["methods"][method]["cv_seconds"] = 1.5
+    report.write_text(json.dumps(changed))
+    rewrite_card(DEFAULT, tmp_path)
+    doc = json.loads((tmp_path / DEFAULT / "mesh-model.json").read_text())
+    assert doc["metrics"]["leave_people_out"]["cv_seconds"] == 1.5
+    assert (tmp_path / DEFAULT / "stage-1" / "forest.h5").read_bytes() == forest
+    changed["methods"][method]["gains"] = [1.0] * 6
+    report.write_text(json.dumps(changed))
+    with pytest.raises(SystemExit, match="another method or rule"):
+        rewrite_card(DEFAULT, tmp_path)
