@@ -156,30 +156,35 @@ def gain_candidates():
         yield (1.0, 1.0, n, m, e, e)
 
 
-def forest_counts(faces, kind, n_stages, n_trees, n_pixels, extra=(), mirror=False,
-                  margin=None, mirror_fit=False, mixes=(0.0,), cache=None, name=None):
-    """Counts of the mesh-forest stages, leave-people-out, with each held-out
-    person's decision rule (the first stage's share ``mix`` from ``mixes`` and the
-    class gains) chosen on the other people's held-out predictions (``extra``:
-    faces of another dataset trained in every fold; ``cache``: a folder where the
-    stage probabilities of method ``name`` are kept, :mod:`pipelines.handdrawn_cache`)."""
+def forest_counts(faces, method, extra=(), cache=None, name=None):
+    """Counts of a method's mesh-forest stages, leave-people-out, with each held-out
+    person's decision rule (the first stage's share from ``method.mixes`` and the
+    class gains) chosen on the other people's held-out predictions.
+
+    ``method`` is a :class:`pipelines.handdrawn_common.Method`; ``extra``: faces
+    of another dataset trained in every fold; ``cache``: a folder where the stage
+    probabilities of the method called ``name`` are kept
+    (:mod:`pipelines.handdrawn_cache`)."""
     from facesegment.faces.mesh_stages import mix_stages
     from facesegment.faces.mesh_train import cross_validate, photo_labels
     from pipelines.handdrawn_cache import cache_key, load_stages, save_stages
     from pipelines.handdrawn_gains import GainSearch
 
-    key = cache_key(name, [kind, n_stages, n_trees, n_pixels, mirror, margin, mirror_fit],
+    m = method
+    key = cache_key(name, [m.kind, m.stages, m.trees, m.pixels, m.mirror, m.margin,
+                           m.mirror_fit],
                     list(faces) + list(extra), SEED) if cache is not None else None
     hit = load_stages(cache, name, key)
     if hit is None:
         t0 = time.perf_counter()
-        stages = cross_validate(faces, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
-                                SEED, progress=log, extra=extra, mirror=mirror, margin=margin,
-                                mirror_fit=mirror_fit)
+        stages = cross_validate(faces, lambda: make_forest(m.kind, m.trees), m.stages,
+                                m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
+                                margin=m.margin, mirror_fit=m.mirror_fit)
         seconds = time.perf_counter() - t0
         save_stages(cache, name, key, stages, seconds)
     else:
         stages, seconds = hit
+    mixes = m.mixes
     raws, by_rule = {}, {}
     for w in mixes:   # the search ranks the candidates; the chosen ones are scored exactly
         raws[w] = {n: None if p is None else mix_stages(p, w) for n, p in stages.items()}
@@ -262,8 +267,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
             + ", leave-people-out")
         if weight and weight not in crops:
             crops[weight] = prepare_faces300w(faces300w, weight)
-        counts, extra = forest_counts(faces, kind, n_stages, n_trees, n_pixels,
-                                      crops.get(weight, ()), mirror, margin, fit, mixes,
+        counts, extra = forest_counts(faces, FOREST_METHODS[m], crops.get(weight, ()),
                                       cache, m)
         rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
                             "faces300w_weight": weight, "mirror": mirror, "margin": margin,

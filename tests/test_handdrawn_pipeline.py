@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pipelines.handdrawn import REPORT, ROOT, _dilated, gain_candidates, summarise
+from pipelines.handdrawn_common import Method
 from pipelines.handdrawn_report import render, with_readme_table
 from pipelines.handdrawn_ship import best_method
 
@@ -160,14 +161,13 @@ def test_each_held_out_person_gets_the_stage_mix_best_on_the_others(monkeypatch,
         stages[f.name] = [good, noise / noise.sum(axis=-1, keepdims=True)]
     calls = []
     monkeypatch.setattr(mesh_train, "cross_validate", lambda *a, **k: calls.append(1) or stages)
-    counts, extra = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5),
-                                            cache=tmp_path, name="m")
+    method = Method("axis", 2, 1, 10, mixes=(0.0, 0.5))
+    counts, extra = handdrawn.forest_counts(faces, method, cache=tmp_path, name="m")
     # the cache gives the same stages back without training; other forests miss it
-    again, extra2 = handdrawn.forest_counts(faces, "axis", 2, 1, 10, mixes=(0.0, 0.5),
-                                            cache=tmp_path, name="m")
+    again, extra2 = handdrawn.forest_counts(faces, method, cache=tmp_path, name="m")
     assert len(calls) == 1 and extra2 == extra
     assert all(np.array_equal(again[n], counts[n]) for n in counts)
-    handdrawn.forest_counts(faces, "axis", 2, 2, 10, cache=tmp_path, name="m")
+    handdrawn.forest_counts(faces, Method("axis", 2, 2, 10), cache=tmp_path, name="m")
     assert len(calls) == 2
     assert extra["mix_per_fold"] == {"1": 0.5, "2": 0.5, "3": 0.5} and extra["mix"] == 0.5
     for f in faces:
