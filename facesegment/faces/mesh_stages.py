@@ -13,6 +13,7 @@ the probability of ``OTHER`` goes to what the mesh draws there among lower face
 (1) and the brows (6, 7), and to background outside the mesh's face oval.
 """
 
+import functools
 import numbers
 
 import cv2
@@ -27,6 +28,11 @@ LABEL_TO_TRAIN = {0: 0, 2: 2, 3: 3, 4: 4, 5: 5, 254: OTHER}
 IGNORE = 255
 #: Smoothing (pixels at the 128-pixel crop) of the context planes of stages after the first.
 CONTEXT_SIGMA = 4.0
+#: The pixels go to the forest in tiles of TILE rows x columns: the kernels walk
+#: each tree with 32 pixels in lockstep, and a compact patch of 4 x 8 pixels shares
+#: more of its path than a run of 32 pixels of one row (fewer nodes loaded; each
+#: pixel's probabilities are the same in any order).
+TILE = (4, 8)
 
 
 def train_labels(labels):
@@ -142,18 +148,44 @@ def predict_stage(forest, planes, region=None):
     s = blocks[0].shape[0]
     flats = [b.reshape(s * s, b.shape[2]) for b in blocks]
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
-    if region is None:
-        rows = slice(None)
-    else:
-        rows = np.flatnonzero(region.ravel())
+    rows = tile_order(s)
+    if region is not None:
+        rows = rows[region.ravel()[rows]]
         out[:, TRAIN_CLASSES.index(0)] = 1.0
         out[rows, TRAIN_CLASSES.index(0)] = 0.0
-        flats = [f[rows] for f in flats]
+    flats = [f[rows] for f in flats]
     X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
     proba = forest.predict_proba(X)
     for j, c in enumerate(np.asarray(forest.classes_).tolist()):
         out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
     return out.reshape(s, s, -1)
+
+
+@functools.lru_cache(maxsize=8)
+def tile_order(size, tile=TILE):
+    """The pixels of a ``size`` x ``size`` crop in tiles of ``tile`` (rows,
+    columns), tile by tile in raster order, raster order within a tile (a
+    partial tile at the right or bottom edge keeps that order too).
+
+    Parameters
+    ----------
+    size : int
+        The crop's side.
+    tile : (int, int)
+        Tile rows and columns.
+
+    Returns
+    -------
+    int64 (size * size,)
+        Flat pixel indices, each once (read-only).
+    """
+    th, tw = tile
+    yy, xx = np.mgrid[0:size, 0:size]
+    n_cols = -(-size // tw)
+    key = (((yy // th) * n_cols + xx // tw) * (th * tw) + (yy % th) * tw + xx % tw).ravel()
+    order = np.argsort(key, kind="stable")
+    order.flags.writeable = False
+    return order
 
 
 def stage_probas(forests, planes, margin=None):

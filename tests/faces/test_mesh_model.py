@@ -525,3 +525,33 @@ def test_one_share_per_class_mixes_each_class_then_renormalises(mesh, tmp_path):
     back = load_model(tmp_path / "m")
     assert back.mix == model.mix and len(repr(back)) < 200
     np.testing.assert_array_equal(back.face_proba(image, mesh)[1], model.face_proba(image, mesh)[1])
+
+
+@pytest.mark.parametrize("size, tile", [(128, (4, 8)), (30, (4, 8)), (7, (2, 3))])
+def test_tile_order_is_a_permutation_in_tiles(size, tile):
+    from facesegment.faces.mesh_stages import tile_order
+
+    order = tile_order(size, tile)
+    assert np.array_equal(np.sort(order), np.arange(size * size))
+    y, x = np.divmod(order[:tile[0] * tile[1]], size)   # the first tile, raster inside
+    assert set(y) == set(range(min(tile[0], size))) and set(x) == set(range(tile[1]))
+    assert not order.flags.writeable
+
+
+def test_a_stage_gives_each_pixel_the_forests_row_prediction(mesh):
+    """The pixels go to the forest tile by tile; each pixel still gets the
+    probabilities of its own feature row (as predicting it alone would)."""
+    from facesegment.faces.mesh_stages import TRAIN_CLASSES, predict_stage, read_region
+    from facesegment.forest import AxisAlignedForest
+
+    f = _faces(mesh)[0]
+    s, p = f.planes.shape[0], f.planes.shape[2]
+    X = f.planes.reshape(s * s, p)
+    y = np.asarray(TRAIN_CLASSES)[np.arange(s * s) % len(TRAIN_CLASSES)]
+    forest = AxisAlignedForest(3, max_depth=6, random_state=0).fit(X, y)
+    want = forest.predict_proba(X).astype(np.float32).reshape(s, s, -1)
+    np.testing.assert_array_equal(predict_stage(forest, f.planes), want)
+    region = read_region(f.planes, 4)
+    got = predict_stage(forest, f.planes, region)
+    np.testing.assert_array_equal(got[region], want[region])
+    assert np.all(got[~region][:, 0] == 1)
