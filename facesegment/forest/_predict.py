@@ -308,6 +308,108 @@ def packed_nodes(fa):
     return _cached("nodes", owners, lambda: pack_nodes(fa))
 
 
+@njit(**NJIT)
+def preorder_nodes(left, roots, order, new_id, stack):
+    """Each tree's nodes in depth-first order, sibling pairs kept together.
+
+    A node's two children are placed next to each other right after the node
+    (the first time it is reached), then the left child's subtree is laid out
+    before the right child's; the trees follow each other in ``roots`` order.
+
+    Parameters
+    ----------
+    left : int32 (n_nodes,)
+        Left child of each node (-1 at leaves); the right child is ``left + 1``.
+    roots : int32 (n_trees,)
+        Each tree's root.
+    order : int64 (n_nodes,)
+        Written: ``order[k]`` is the node placed k-th.
+    new_id : int64 (n_nodes,)
+        Written: each reached node's place (unreached nodes are left as they are).
+    stack : int64 (>= 2 * depth + 2,)
+        Scratch.
+
+    Returns
+    -------
+    int
+        The number of nodes placed (every node reached from a root).
+    """
+    k = 0
+    for t in range(roots.shape[0]):
+        r = roots[t]
+        new_id[r] = k
+        order[k] = r
+        k += 1
+        stack[0] = r
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            lc = left[stack[sp]]
+            if lc >= 0:
+                new_id[lc] = k
+                order[k] = lc
+                new_id[lc + 1] = k + 1
+                order[k + 1] = lc + 1
+                k += 2
+                stack[sp] = lc + 1
+                stack[sp + 1] = lc
+                sp += 2
+    return k
+
+
+def pack_preorder(fa):
+    """:func:`pack_nodes` with each tree's nodes in depth-first order
+    (:func:`preorder_nodes`), and the class distributions in the same order.
+
+    A pixel's path then stays within fewer cache lines than in the grower's
+    order; every prediction is the same (the same trees, only renumbered).
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    roots : int32 (n_trees,)
+    nodes, nodes_f : int32, float32 (n_reached, 4)
+        The renumbered node table and its float32 view.
+    value : float32 (n_reached, n_classes)
+    """
+    nodes, _ = pack_nodes(fa)
+    n = fa.n_nodes
+    order = np.empty(n, np.int64)
+    new_id = np.full(n, -1, np.int64)
+    stack = np.empty(2 * int(fa.depth.max(initial=0)) + 2, np.int64)
+    k = preorder_nodes(fa.left, fa.roots, order, new_id, stack)
+    order = order[:k]
+    out = nodes[order]
+    internal = out[:, 0] >= 0
+    out[internal, 0] = new_id[out[internal, 0]].astype(np.int32)
+    value = np.ascontiguousarray(np.asarray(fa.value)[order])
+    return new_id[fa.roots].astype(np.int32), out, out.view(np.float32), value
+
+
+def preordered(fa):
+    """:func:`pack_preorder` of ``fa``, memoised while its arrays live.
+
+    Parameters
+    ----------
+    fa : ForestArrays
+        The forest.
+
+    Returns
+    -------
+    roots, nodes, nodes_f, value
+        As :func:`pack_preorder` returns them.
+    """
+    owners = (fa.left, fa.right, fa.feature, fa.feature2, fa.oblique, fa.threshold, fa.value,
+              fa.roots)
+    if fa.sparse is not None:
+        owners += (fa.sparse,)
+    return _cached("preorder", owners, lambda: pack_preorder(fa))
+
+
 def kernel_sparse(fa):
     """The sparse rows as the kernels read them, converted once.
 

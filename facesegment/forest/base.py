@@ -34,7 +34,7 @@ from ._cart import (append_forests, class_weight_draws, oob_decision, tree_slice
 from ._missing import apply_missing, has_nan, proba_of_leaves
 from ._predict import (apply_axis_packed, apply_kernel, axis_only, kernel_sparse,
                        kernel_weights, packed_nodes, predict_proba_packed,
-                       predict_proba_packed_serial)
+                       predict_proba_packed_serial, preordered)
 from ._verify import verified
 from .params import (InvalidParameterError, check_sample_weight, resolve_max_features,
                      resolve_max_samples, validate_params)
@@ -390,7 +390,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         if self._missing_values and has_nan(X):
             with numba_threads(self._threads()):
                 return proba_of_leaves(fa, apply_missing(fa, X, md)[:, :nt])
-        nodes, nodes_f = packed_nodes(fa)
+        roots, nodes, nodes_f, value = preordered(fa)
         w = kernel_weights(fa)
         sp = kernel_sparse(fa)
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)
@@ -399,13 +399,11 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             old = numba.set_parallel_chunksize(PARALLEL_CHUNK)
             try:
                 with numba_threads(threads):
-                    predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md,
-                                         nt, out)
+                    predict_proba_packed(X, roots, nodes, nodes_f, value, w, *sp, md, nt, out)
             finally:
                 numba.set_parallel_chunksize(old)
         else:
-            predict_proba_packed_serial(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md, nt,
-                                        out)
+            predict_proba_packed_serial(X, roots, nodes, nodes_f, value, w, *sp, md, nt, out)
         return out
 
     def predict(self, X, max_depth=None, n_trees=None):

@@ -50,7 +50,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..parallel import default_workers, map_tasks
 from ._arrays import complete
 from ._grow import RowDraw, TreeParams, fit_tree_task, sampling_pool
-from ._predict import (apply_kernel, kernel_sparse, kernel_weights, packed_nodes,
+from ._predict import (apply_kernel, kernel_sparse, kernel_weights, preordered,
                        predict_proba_packed, predict_proba_packed_serial)
 from ._regression_kernels import regression_nodes
 from .families import Splitter
@@ -298,7 +298,7 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
         """
         X, md, nt = self._check_predict(X, max_depth, n_trees)
         fa = self.forest_
-        nodes, nodes_f = packed_nodes(fa)
+        roots, nodes, nodes_f, value = preordered(fa)
         w, sp = kernel_weights(fa), kernel_sparse(fa)
         out = np.empty((X.shape[0], 1), dtype=np.float64)
         threads = self._threads()
@@ -308,13 +308,12 @@ class BaseForestRegressor(RegressorMixin, BaseEstimator):
             old = numba.set_parallel_chunksize(PARALLEL_CHUNK)
             try:
                 with numba_threads(threads):
-                    predict_proba_packed(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md,
-                                         nt, out)
+                    predict_proba_packed(X, roots, nodes, nodes_f, value, w, *sp, md, nt,
+                                         out)
             finally:
                 numba.set_parallel_chunksize(old)
         else:
-            predict_proba_packed_serial(X, fa.roots, nodes, nodes_f, fa.value, w, *sp, md,
-                                        nt, out)
+            predict_proba_packed_serial(X, roots, nodes, nodes_f, value, w, *sp, md, nt, out)
         return out[:, 0]
 
     def apply(self, X, max_depth=None):
