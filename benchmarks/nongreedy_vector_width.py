@@ -127,11 +127,16 @@ def main(argv=None):
         for r in rows:
             print(f"{name:7s} {r['setting']}: {r['n_nodes']} nodes, forest {r['digest']}, "
                   f"validation {r['validation_jaccard']:.4f}")
+    from facesegment.atomic import write_json_atomic
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"run": args.run, "kind": KIND, "targets": res},
-                                   indent=1, sort_keys=True) + "\n")
+    write_json_atomic(args.out, {"run": args.run, "kind": KIND, "targets": res}, indent=1,
+                      sort_keys=True)
     print(f"written {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    from facesegment.atomic import overwriting
+
+    with overwriting():   # the repository's own report is regenerated
+        sys.exit(main())
