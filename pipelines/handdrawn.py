@@ -40,7 +40,8 @@ import numpy as np
 
 from pipelines.handdrawn_common import (CLASSES, DEFAULT_METHODS, DILATE_GRID, DOC,
                                         FACES300W, FOREST_METHODS, GAIN_GRID, REPORT, ROOT,
-                                        SEED, log, make_forest, prepare, prepare_faces300w)
+                                        SEED, far_eye, log, make_forest, prepare,
+                                        prepare_faces300w)
 
 
 def counts_of(faces, labels_of):
@@ -75,7 +76,7 @@ def far_eye_drawn(faces, min_pan=60):
     """``{pan: photos of that pan whose far eye is drawn}`` for ``|pan| >= min_pan``
     (the far eye: eye R, class 5, for a negative pan; eye L, 4, for a positive one)."""
     pans = sorted({f.pan for f in faces if f.pan == f.pan and abs(f.pan) >= min_pan})
-    return {str(int(p)): {"drawn": sum(bool((f.labels == (5 if p < 0 else 4)).any())
+    return {str(int(p)): {"drawn": sum(bool((f.labels == far_eye(p)).any())
                                        for f in faces if f.pan == p),
                           "photos": sum(f.pan == p for f in faces)} for p in pans}
 
@@ -256,22 +257,21 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
     rows["mesh-drawn-dilated"] = (counts, {"dilation_per_fold": chosen})
     crops = {}
     for m in methods:
-        kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit, mixes = \
-            FOREST_METHODS[m]
-        log(f"{m}: {n_stages} stage(s) of {n_trees} {kind} trees, {n_pixels} pixels per "
-            "face" + (f", faces300w's crops at weight {weight}" if weight else "")
-            + ((", mirror-averaged (the mirrored photo's own mesh fit)" if fit
-                else ", mirror-averaged") if mirror else "")
-            + ("" if margin is None else f", {margin:g} outside the oval")
-            + ("" if mixes == (0.0,) else f", stage 1's share from {len(mixes)} candidates")
+        me = FOREST_METHODS[m]
+        log(f"{m}: {me.stages} stage(s) of {me.trees} {me.kind} trees, {me.pixels} pixels per "
+            "face" + (f", faces300w's crops at weight {me.faces300w}" if me.faces300w else "")
+            + ((", mirror-averaged (the mirrored photo's own mesh fit)" if me.mirror_fit
+                else ", mirror-averaged") if me.mirror else "")
+            + ("" if me.margin is None else f", {me.margin:g} outside the oval")
+            + ("" if me.mixes == (0.0,) else
+               f", stage 1's share from {len(me.mixes)} candidates")
             + ", leave-people-out")
-        if weight and weight not in crops:
-            crops[weight] = prepare_faces300w(faces300w, weight)
-        counts, extra = forest_counts(faces, FOREST_METHODS[m], crops.get(weight, ()),
-                                      cache, m)
-        rows[m] = (counts, {**extra, "trees": n_trees, "pixels_per_face": n_pixels,
-                            "faces300w_weight": weight, "mirror": mirror, "margin": margin,
-                            "mirror_fit": fit})
+        if me.faces300w and me.faces300w not in crops:
+            crops[me.faces300w] = prepare_faces300w(faces300w, me.faces300w)
+        counts, extra = forest_counts(faces, me, crops.get(me.faces300w, ()), cache, m)
+        rows[m] = (counts, {**extra, "trees": me.trees, "pixels_per_face": me.pixels,
+                            "faces300w_weight": me.faces300w, "mirror": me.mirror,
+                            "margin": me.margin, "mirror_fit": me.mirror_fit})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

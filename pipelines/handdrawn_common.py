@@ -34,6 +34,12 @@ class Method(NamedTuple):
     mixes: tuple = (0.0,)
 
 
+def far_eye(pan):
+    """The class of the eye turned away from the camera at ``pan`` degrees: eye R
+    (5) for a negative pan, eye L (4) for a positive one."""
+    return 5 if pan < 0 else 4
+
+
 #: The forests read the pixels at most MARGIN (1/64 of the crop) outside the mesh's
 #: face oval, background beyond (MeshModel.margin): wider than the farthest any
 #: hand-drawn part of fasseg-v3-train lies outside it.

@@ -183,7 +183,7 @@ def _faces300w(fw):
 def _per_class_pan(cv):
     """The best method's per-class scores at each pan, and what the far eye does
     to the full turns' averages."""
-    from pipelines.handdrawn_common import best_method
+    from pipelines.handdrawn_common import best_method, far_eye
 
     name = best_method(cv)
     per = (cv["methods"].get(name) or {}).get("per_pan_class")
@@ -199,14 +199,14 @@ def _per_class_pan(cv):
     full = [p for p in pans if abs(float(p)) == max(abs(float(q)) for q in pans)]
     if far and all(p in far for p in full):
         def without(p):
-            eye = "5" if float(p) < 0 else "4"
+            eye = str(far_eye(float(p)))
             vals = [v for c, v in per[p].items() if c != eye and v is not None]
             return sum(vals) / len(vals)
         parts = [f"{far[p]['drawn']} of the {far[p]['photos']} photos at {p}" for p in full]
         lines += ["A pan's score averages the classes drawn or predicted on any of its photos. "
                   "On a full turn the far eye is hidden; it is drawn on "
                   + " and ".join(parts) + ", and the few pixels drawn or predicted there score "
-                  + " and ".join(f'{_f(per[p].get("5" if float(p) < 0 else "4"))} at {p}'
+                  + " and ".join(f"{_f(per[p].get(str(far_eye(float(p)))))} at {p}"
                                  for p in full)
                   + ", a fifth of each average. The other four classes average "
                   + " and ".join(f"{_f(without(p))} at {p}" for p in full) + ".", ""]
