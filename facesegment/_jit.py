@@ -33,8 +33,8 @@ a kernel that calls a kernel of another file, or reads a constant of another
 module, would be served as compiled from that file's older version.  So
 :func:`njit` appends :func:`source_tag` (a digest of every ``.py`` file of
 the package, computed once per process when the first kernel is defined) to
-each kernel's name, and so do the layout templates of
-:mod:`facesegment.dense._numba`: Numba's disk cache is keyed by that name, so
+each kernel's name (the dense kernels compiled per window layout included:
+:mod:`facesegment.dense._numba`): Numba's disk cache is keyed by that name, so
 an edited source is never served a kernel compiled from another version of
 it; it compiles anew under the new name.  (The tag is read once per process:
 a process keeps the sources it imported, so edit, then start a new one.)  Nothing is deleted or written at

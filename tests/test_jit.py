@@ -17,15 +17,14 @@ from facesegment import _jit
 
 PACKAGE = Path(facesegment.__file__).resolve().parent
 #: The files allowed to call Numba's decorators themselves.
-OPTION_FILES = {"_jit.py", "dense/_numba.py"}
+OPTION_FILES = {"_jit.py"}
 #: Numba's compiling decorators (options must come from facesegment/_jit.py).
 DECORATORS = {"njit", "jit", "vectorize", "guvectorize", "stencil", "generated_jit"}
 
 FIX = ("fix: import the decorator and an option set from facesegment/_jit.py "
        "(`from .._jit import NJIT, njit`, dots as deep as the file) and write "
        "`@njit(**NJIT)` (or `**INLINE`, `**PARALLEL`, `**FASTMATH`, `**REASSOC`; "
-       "a kernel that decides splits keeps NJIT: no fast-math); a layout template "
-       "writes `@template(NJIT)`; never `from numba import njit`, a bare `@njit`, "
+       "a kernel that decides splits keeps NJIT: no fast-math); never `from numba import njit`, a bare `@njit`, "
        "`fastmath=`/`cache=`/`parallel=` or a local option set")
 
 
@@ -53,19 +52,14 @@ def _problems(rel, source):
             for dec in node.decorator_list:
                 name = dec.func if isinstance(dec, ast.Call) else dec
                 name = getattr(name, "id", getattr(name, "attr", None))
-                if name in DECORATORS or name == "template":
+                if name in DECORATORS:
                     if not isinstance(dec, ast.Call):
                         out.append(f"{rel}:{dec.lineno}: bare @{name} on {node.name}")
                         continue
-                    if name == "template":
-                        ok = (len(dec.args) == 1 and not dec.keywords
-                              and isinstance(dec.args[0], ast.Name)
-                              and dec.args[0].id in _jit.OPTIONS)
-                    else:
-                        ok = (not dec.args and len(dec.keywords) == 1
-                              and dec.keywords[0].arg is None
-                              and isinstance(dec.keywords[0].value, ast.Name)
-                              and dec.keywords[0].value.id in _jit.OPTIONS)
+                    ok = (not dec.args and len(dec.keywords) == 1
+                          and dec.keywords[0].arg is None
+                          and isinstance(dec.keywords[0].value, ast.Name)
+                          and dec.keywords[0].value.id in _jit.OPTIONS)
                     if not ok:
                         out.append(f"{rel}:{dec.lineno}: @{ast.unparse(dec)} on {node.name}")
         if isinstance(node, ast.keyword) and node.arg in ("fastmath", "cache", "nogil",

@@ -15,7 +15,7 @@ Modules
 ``_face``             :func:`predict_image` of the models that read a crop themselves
                       (``model.dense`` false: ``model.predict_face``)
 ``_packing``          node records of the kernels, cached per forest, width and layout
-``_numba``            the Numba options of every kernel; compilation per window layout
+``_numba``            the Numba options of every kernel; the kernel layout type
 ``_any_forest``       per-pixel kernels (any forest; FFT top levels)
 ``_probe_forests``    axis-aligned / two-probe / sparse forests: 64-bit records, tree-major
 ``_oblique_forests``  forests with dense oblique nodes: pixels grouped by node, level by level

@@ -1,19 +1,20 @@
 """General per-pixel kernels of dense inference: any forest (private).
 
-Templates compiled per window layout by :func:`facesegment.dense._numba.layout_kernels`
-(``WINDOW``, ``CHANNELS``, ``ROW = WINDOW * CHANNELS`` are compile-time
-constants there).  Kernels take plain arrays and scalars and do no
-validation.  The image is the *padded* ``CHANNELS``-plane uint8 image
+The kernels take the window layout first (``lay``, a
+:class:`facesegment.dense._numba.KernelLayout`: ``lay.window``,
+``lay.channels`` and ``lay.row = lay.window * lay.channels`` are
+compile-time constants in them), then plain arrays and scalars, and do no
+validation.  The image is the *padded* ``lay.channels``-plane uint8 image
 flattened in C order (``img``), with ``rowstride`` bytes per row; the window
 of the pixel whose window top-left corner is padded pixel ``(y, x)`` starts
-at byte ``base = y * rowstride + x * CHANNELS``.  Per node the wrapper
+at byte ``base = y * rowstride + x * lay.channels``.  Per node the wrapper
 precomputes ``off1``/``off2``: the byte offsets (inside the window) of the
 node's first and second probe for this padded width, so axis-aligned and
 two-probe nodes read one or two bytes.  A sparse oblique node has ``OBLIQUE
 == -2`` and its entries are ``OFF1 .. OFF2 - 1`` of ``sp_off`` (byte offsets in
 the window) and ``sp_w`` (float32 weights): it gathers only those bytes.
-Oblique nodes dot a weights row, laid out as ``WINDOW`` rows of ``ROW``
-contiguous values, with the window's ``WINDOW`` rows of ``ROW`` contiguous
+Oblique nodes dot a weights row, laid out as ``lay.window`` rows of ``lay.row``
+contiguous values, with the window's ``lay.window`` rows of ``lay.row`` contiguous
 bytes.
 
 Nodes are packed for the kernels into one int32 array ``nodes (n_nodes, 8)``
@@ -36,52 +37,87 @@ import numpy as np
 from numba import prange
 
 from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
-from ._numba import template
 from ._scores import argmax_scaled
 
 LEFT, RIGHT, OFF1, OFF2, OBLIQUE, THRESHOLD, MUL, RESP = range(8)
 
-# Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = None
 
-
-@template(FASTMATH)
-def _dot_window(img, base, rowstride, weights, row):
+@njit(**FASTMATH)
+def _dot_window(lay, img, base, rowstride, weights, row):
     """``weights[row] @ window`` for the window starting at byte ``base``.
 
-    Written over row slices (``ROW`` contiguous bytes and weights) so that
+    Written over row slices (``lay.row`` contiguous bytes and weights) so that
     LLVM vectorises the inner loop (2x faster than indexing the 2-d arrays).
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The window layout (:mod:`facesegment.dense._numba`).
+    img : uint8 (n_bytes,)
+        The padded ``lay.channels``-plane image, flattened in C order.
+    base : int
+        Byte offset in ``img`` of the (first) window's first byte.
+    rowstride : int
+        Bytes per padded row.
+    weights : float32 (n_oblique, lay.window * lay.row)
+        Dense oblique weight rows.
+    row : int
+        The row of ``weights`` dotted.
+
+    Returns
+    -------
+    float32
     """
     acc = np.float32(0.0)
     wrow = weights[row]
-    for dy in range(WINDOW):
+    for dy in range(lay.window):
         p = base + dy * rowstride
-        ir = img[p:p + ROW]
-        wr = wrow[dy * ROW:dy * ROW + ROW]
-        for j in range(ROW):
+        ir = img[p:p + lay.row]
+        wr = wrow[dy * lay.row:dy * lay.row + lay.row]
+        for j in range(lay.row):
             acc += wr[j] * np.float32(ir[j])
     return acc
 
 
-@template(FASTMATH)
-def _dot4(img, base, rowstride, weights, row):
+@njit(**FASTMATH)
+def _dot4(lay, img, base, rowstride, weights, row):
     """``weights[row] @ window`` for the 4 horizontally adjacent windows starting at
-    ``base + k * CHANNELS`` (k = 0..3): each weight is loaded once."""
+    ``base + k * lay.channels`` (k = 0..3): each weight is loaded once.
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The window layout (:mod:`facesegment.dense._numba`).
+    img : uint8 (n_bytes,)
+        The padded ``lay.channels``-plane image, flattened in C order.
+    base : int
+        Byte offset in ``img`` of the (first) window's first byte.
+    rowstride : int
+        Bytes per padded row.
+    weights : float32 (n_oblique, lay.window * lay.row)
+        Dense oblique weight rows.
+    row : int
+        The row of ``weights`` dotted.
+
+    Returns
+    -------
+    tuple of 4 float32
+    """
     a0 = np.float32(0.0)
     a1 = np.float32(0.0)
     a2 = np.float32(0.0)
     a3 = np.float32(0.0)
     wrow = weights[row]
-    for dy in range(WINDOW):
+    for dy in range(lay.window):
         p = base + dy * rowstride
-        ir = img[p:p + ROW + 3 * CHANNELS]
-        wr = wrow[dy * ROW:dy * ROW + ROW]
-        for j in range(ROW):
+        ir = img[p:p + lay.row + 3 * lay.channels]
+        wr = wrow[dy * lay.row:dy * lay.row + lay.row]
+        for j in range(lay.row):
             w = wr[j]
             a0 += w * np.float32(ir[j])
-            a1 += w * np.float32(ir[j + CHANNELS])
-            a2 += w * np.float32(ir[j + 2 * CHANNELS])
-            a3 += w * np.float32(ir[j + 3 * CHANNELS])
+            a1 += w * np.float32(ir[j + lay.channels])
+            a2 += w * np.float32(ir[j + 2 * lay.channels])
+            a3 += w * np.float32(ir[j + 3 * lay.channels])
     return a0, a1, a2, a3
 
 
@@ -116,8 +152,8 @@ def sparse_window_value(img, base, sp_off, sp_w, start, stop):
     return acc
 
 
-@template(INLINE)
-def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
+@njit(**INLINE)
+def _node_value(lay, img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
     """The split value of ``node`` for the window at ``base``.
 
     A dense oblique node's value is its precomputed response when its ``RESP``
@@ -128,8 +164,10 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, s
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
-        The padded ``CHANNELS``-plane image, flattened in C order.
+        The padded ``lay.channels``-plane image, flattened in C order.
     base : int
         Byte offset in ``img`` of the window's first byte.
     rowstride : int
@@ -142,7 +180,7 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, s
         The general node records.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes`` (``MUL`` column).
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     sp_off : int32 (n_entries,)
         Byte offset in the window of each sparse oblique entry.
@@ -160,7 +198,7 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, s
         r = nodes[node, RESP]
         if r >= 0:
             return resp[r, y, x]
-        return _dot_window(img, base, rowstride, weights, o)
+        return _dot_window(lay, img, base, rowstride, weights, o)
     if o < -1:  # sparse oblique: entries OFF1 .. OFF2 - 1 of sp_off / sp_w
         return sparse_window_value(img, base, sp_off, sp_w, nodes[node, OFF1],
                                    nodes[node, OFF2])
@@ -168,12 +206,14 @@ def _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, s
             - thr[node, MUL] * np.float32(img[base + nodes[node, OFF2]]))
 
 
-@template(INLINE)
-def _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
+@njit(**INLINE)
+def _child(lay, img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp):
     """The child of ``node`` the window at ``base`` goes to (a leaf: itself).
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp
         As :func:`_node_value`; ``thr``'s ``THRESHOLD`` column is compared.
 
@@ -183,7 +223,7 @@ def _child(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, 
         ``nodes[node, RIGHT]`` when the split value is above the threshold,
         else ``nodes[node, LEFT]``.
     """
-    v = _node_value(img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
+    v = _node_value(lay, img, base, rowstride, y, x, node, nodes, thr, weights, sp_off, sp_w, resp)
     return nodes[node, np.int64(v > thr[node, THRESHOLD])]
 
 
@@ -206,8 +246,9 @@ def is_leaf(nodes, n):
     return nodes[n, LEFT] == n
 
 
-@template(INLINE)
-def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, sp_off, sp_w, resp):
+@njit(**INLINE)
+def _walk4(lay, img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, sp_off,
+           sp_w, resp):
     """Descend one tree for 4 pixels of row ``y`` at once, at most ``steps`` levels.
 
     A descent is a chain of dependent loads (node, then the window byte it
@@ -216,6 +257,8 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
         The padded image, flattened.
     rowstride : int
@@ -237,10 +280,10 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
     tuple of 4 int
         The nodes the 4 pixels reach.
     """
-    ba = y * rowstride + xa * CHANNELS
-    bb = y * rowstride + xb * CHANNELS
-    bc = y * rowstride + xc * CHANNELS
-    bd = y * rowstride + xd * CHANNELS
+    ba = y * rowstride + xa * lay.channels
+    bb = y * rowstride + xb * lay.channels
+    bc = y * rowstride + xc * lay.channels
+    bd = y * rowstride + xd * lay.channels
     na = nb = nc = nd = root
     adjacent = xb == xa + 1 and xc == xa + 2 and xd == xa + 3
     s = 0
@@ -250,7 +293,7 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
         if (adjacent and o >= 0 and nodes[na, RESP] < 0 and na == nb and na == nc
                 and na == nd):
             # 4 neighbours at one CO2 node: one pass over its weights
-            va, vb, vc, vd = _dot4(img, ba, rowstride, weights, o)
+            va, vb, vc, vd = _dot4(lay, img, ba, rowstride, weights, o)
             t = thr[na, THRESHOLD]
             na = nodes[na, np.int64(va > t)]
             nb = nodes[nb, np.int64(vb > t)]
@@ -258,31 +301,33 @@ def _walk4(img, rowstride, y, xa, xb, xc, xd, root, steps, nodes, thr, weights, 
             nd = nodes[nd, np.int64(vd > t)]
             s += 1
             continue
-        na = _child(img, ba, rowstride, y, xa, na, nodes, thr, weights, sp_off, sp_w, resp)
-        nb = _child(img, bb, rowstride, y, xb, nb, nodes, thr, weights, sp_off, sp_w, resp)
-        nc = _child(img, bc, rowstride, y, xc, nc, nodes, thr, weights, sp_off, sp_w, resp)
-        nd = _child(img, bd, rowstride, y, xd, nd, nodes, thr, weights, sp_off, sp_w, resp)
+        na = _child(lay, img, ba, rowstride, y, xa, na, nodes, thr, weights, sp_off, sp_w, resp)
+        nb = _child(lay, img, bb, rowstride, y, xb, nb, nodes, thr, weights, sp_off, sp_w, resp)
+        nc = _child(lay, img, bc, rowstride, y, xc, nc, nodes, thr, weights, sp_off, sp_w, resp)
+        nd = _child(lay, img, bd, rowstride, y, xd, nd, nodes, thr, weights, sp_off, sp_w, resp)
         s += 1
     return na, nb, nc, nd
 
 
-@template(PARALLEL)
-def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
+@njit(**PARALLEL)
+def dense_proba(lay, img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
                 weights, sp_off, sp_w, resp, out):
     """Mean class distribution over ``roots`` for every pixel of a rectangle.
 
     Writes ``out[y, x, :]`` (float32, ``(H, W, C)``) for ``y0 <= y < y1`` and
     ``x0 <= x < x1``; pixel ``(y, x)`` has its window top-left at padded
-    ``(y, x)`` (the padded image has a ``WINDOW // 2`` margin).  Each tree is
+    ``(y, x)`` (the padded image has a ``lay.window // 2`` margin).  Each tree is
     descended at most ``steps`` levels.  Parallel over rows; 4 pixels at a time.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
-        The padded ``CHANNELS``-plane image flattened in C order (padded
+        The padded ``lay.channels``-plane image flattened in C order (padded
         height x ``rowstride`` bytes).
     rowstride : int
-        Bytes per padded row (padded width x ``CHANNELS``).
+        Bytes per padded row (padded width x ``lay.channels``).
     y0, y1, x0, x1 : int
         The rectangle of pixels written, ``[y0, y1) x [x0, x1)``.
     roots : int64 (n_trees,)
@@ -295,8 +340,8 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
         The float32 view of ``nodes`` (``THRESHOLD`` and ``MUL`` columns).
     value : float32 (n_nodes, C)
         Each node's class distribution.
-    weights : float32 (n_oblique, WINDOW * ROW)
-        Dense oblique weight rows, each ``WINDOW`` rows of ``ROW`` values.
+    weights : float32 (n_oblique, lay.window * lay.row)
+        Dense oblique weight rows, each ``lay.window`` rows of ``lay.row`` values.
     sp_off : int32 (n_entries,)
         Byte offset in the window of each sparse oblique entry.
     sp_w : float32 (n_entries,)
@@ -322,7 +367,7 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
             xb, xc, xd = min(x + 1, last), min(x + 2, last), min(x + 3, last)
             acc[:, :] = 0.0
             for t in range(n_trees):
-                na, nb, nc, nd = _walk4(img, rowstride, y, x, xb, xc, xd, roots[t], steps,
+                na, nb, nc, nd = _walk4(lay, img, rowstride, y, x, xb, xc, xd, roots[t], steps,
                                         nodes, thr, weights, sp_off, sp_w, resp)
                 for c in range(n_classes):
                     acc[0, c] += value[na, c]
@@ -335,8 +380,8 @@ def dense_proba(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
     return out
 
 
-@template(PARALLEL)
-def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights, sp_off,
+@njit(**PARALLEL)
+def count_visits(lay, img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights, sp_off,
                  sp_w, resp):
     """Per tree ``(dense oblique visits, sparse oblique visits, values the sparse
     ones gathered)`` over a rectangle (for the FLOP and gather bounds): int64
@@ -345,10 +390,12 @@ def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weigh
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
-        The padded ``CHANNELS``-plane image flattened in C order.
+        The padded ``lay.channels``-plane image flattened in C order.
     rowstride : int
-        Bytes per padded row (padded width x ``CHANNELS``).
+        Bytes per padded row (padded width x ``lay.channels``).
     y0, y1, x0, x1 : int
         The rectangle of pixels counted, ``[y0, y1) x [x0, x1)``.
     roots : int64 (n_trees,)
@@ -359,7 +406,7 @@ def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weigh
         The general node records (see the module docstring).
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     sp_off : int32 (n_entries,)
         Byte offset in the window of each sparse oblique entry.
@@ -379,7 +426,7 @@ def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weigh
     for y in prange(y0, y1):
         r = rows[y - y0]
         for x in range(x0, x1):
-            base = y * rowstride + x * CHANNELS
+            base = y * rowstride + x * lay.channels
             for t in range(n_trees):
                 node = roots[t]
                 for _ in range(steps):
@@ -391,13 +438,13 @@ def count_visits(img, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weigh
                     elif o < -1:
                         r[t, 1] += 1
                         r[t, 2] += nodes[node, OFF2] - nodes[node, OFF1]
-                    node = _child(img, base, rowstride, y, x, node, nodes, thr, weights,
+                    node = _child(lay, img, base, rowstride, y, x, node, nodes, thr, weights,
                                   sp_off, sp_w, resp)
     return rows.sum(axis=0)
 
 
-@template(PARALLEL)
-def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
+@njit(**PARALLEL)
+def sweep_predict(lay, img, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
                   nodes, thr, value, weights, sp_off, sp_w, resp, chunk, preds):
     """Labels of many truncated forests in one traversal per pixel and tree.
 
@@ -417,10 +464,12 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
-        The padded ``CHANNELS``-plane image flattened in C order.
+        The padded ``lay.channels``-plane image flattened in C order.
     rowstride : int
-        Bytes per padded row (padded width x ``CHANNELS``).
+        Bytes per padded row (padded width x ``lay.channels``).
     ys, xs : int64 (n_pix,)
         The pixels scored.
     roots : int64 (n_trees,)
@@ -437,7 +486,7 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
         The float32 view of ``nodes``.
     value : float32 (n_nodes, C)
         Each node's class distribution.
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     sp_off : int32 (n_entries,)
         Byte offset in the window of each sparse oblique entry.
@@ -471,9 +520,10 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
         for g in range(lo, hi, 4):
             for q in range(4):
                 idx[q] = min(g + q, hi - 1)
-                base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * CHANNELS
-            adjacent = base[1] == base[0] + CHANNELS and base[2] == base[0] + 2 * CHANNELS \
-                and base[3] == base[0] + 3 * CHANNELS
+                base[q] = ys[idx[q]] * rowstride + xs[idx[q]] * lay.channels
+            step = lay.channels
+            adjacent = (base[1] == base[0] + step and base[2] == base[0] + 2 * step
+                        and base[3] == base[0] + 3 * step)
             sums[:, :, :] = 0.0
             j = 0
             for t in range(tree_counts[n_t - 1]):
@@ -496,7 +546,7 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                     o = nodes[n0, OBLIQUE]
                     if (adjacent and o >= 0 and nodes[n0, RESP] < 0 and cur[1] == n0
                             and cur[2] == n0 and cur[3] == n0):
-                        va, vb, vc, vd = _dot4(img, base[0], rowstride, weights, o)
+                        va, vb, vc, vd = _dot4(lay, img, base[0], rowstride, weights, o)
                         th = thr[n0, THRESHOLD]
                         cur[0] = nodes[n0, np.int64(va > th)]
                         cur[1] = nodes[n0, np.int64(vb > th)]
@@ -505,13 +555,14 @@ def sweep_predict(img, rowstride, ys, xs, roots, depth_list, tree_counts, scales
                     else:
                         for q in range(4):
                             i = idx[q]
-                            cur[q] = _child(img, base[q], rowstride, ys[i], xs[i], cur[q],
+                            cur[q] = _child(lay, img, base[q], rowstride, ys[i], xs[i], cur[q],
                                             nodes, thr, weights, sp_off, sp_w, resp)
                     s += 1
                 while j < n_t and tree_counts[j] == t + 1:
                     for q in range(min(4, hi - g)):
                         for a in range(n_a):
                             for kk in range(n_d):
-                                preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a, g + q)
+                                preds[a, kk, j, g + q] = argmax_scaled(sums, q, kk, scales, a,
+                                                                       g + q)
                     j += 1
     return preds

@@ -24,8 +24,9 @@ level by level:
 oblique nodes the prediction evaluates (from each pixel's end node,
 :func:`oblique_above`), at about the cost of one prediction.
 
-Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``:
-see :mod:`facesegment.dense._numba`).  Per pixel the node distributions are
+The kernels take the window layout first (``lay``: its ``window``,
+``channels`` and ``row`` are compile-time constants, see
+:mod:`facesegment.dense._numba`).  Per pixel the node distributions are
 added in tree order in float32 and scaled by ``1 / n_trees``, as in the
 per-pixel kernel; dot products may round differently (summation order), so
 results agree with it to float tolerance (and are the same for every block
@@ -35,32 +36,29 @@ size and thread count).
 import numpy as np
 from numba import prange
 
+from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
 from ._any_forest import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
-from ._numba import FASTMATH, INLINE, NJIT, PARALLEL, template
 from ._scores import argmax_scaled
 
-# Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = None
 
-
-@template(FASTMATH)
-def _dot8g(imgf, bb, rowstride, wrow):
+@njit(**FASTMATH)
+def _dot8g(lay, imgf, bb, rowstride, wrow):
     """Dots of the 8 windows starting at ``bb[0..7]`` with one pass over the weights:
     measured 37-45 GFLOP/s on one core in cache (31x31x3), against 24 for 4
     windows and 6 for one (8 vector accumulators keep the FMA units busy)."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-    for dy in range(WINDOW):
+    for dy in range(lay.window):
         o = dy * rowstride
-        i0 = imgf[bb[0] + o:bb[0] + o + ROW]
-        i1 = imgf[bb[1] + o:bb[1] + o + ROW]
-        i2 = imgf[bb[2] + o:bb[2] + o + ROW]
-        i3 = imgf[bb[3] + o:bb[3] + o + ROW]
-        i4 = imgf[bb[4] + o:bb[4] + o + ROW]
-        i5 = imgf[bb[5] + o:bb[5] + o + ROW]
-        i6 = imgf[bb[6] + o:bb[6] + o + ROW]
-        i7 = imgf[bb[7] + o:bb[7] + o + ROW]
-        wr = wrow[dy * ROW:dy * ROW + ROW]
-        for j in range(ROW):
+        i0 = imgf[bb[0] + o:bb[0] + o + lay.row]
+        i1 = imgf[bb[1] + o:bb[1] + o + lay.row]
+        i2 = imgf[bb[2] + o:bb[2] + o + lay.row]
+        i3 = imgf[bb[3] + o:bb[3] + o + lay.row]
+        i4 = imgf[bb[4] + o:bb[4] + o + lay.row]
+        i5 = imgf[bb[5] + o:bb[5] + o + lay.row]
+        i6 = imgf[bb[6] + o:bb[6] + o + lay.row]
+        i7 = imgf[bb[7] + o:bb[7] + o + lay.row]
+        wr = wrow[dy * lay.row:dy * lay.row + lay.row]
+        for j in range(lay.row):
             w = wr[j]
             a0 += w * i0[j]
             a1 += w * i1[j]
@@ -73,8 +71,8 @@ def _dot8g(imgf, bb, rowstride, wrow):
     return a0, a1, a2, a3, a4, a5, a6, a7
 
 
-@template(NJIT)
-def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec, cur, order,
+@njit(**NJIT)
+def _tree_levels(lay, imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec, cur, order,
                  active, bb):
     """Descend one tree (root ``r``) for the windows at ``base`` level by level.
 
@@ -84,6 +82,8 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
         The padded image as float32, flattened.
     rowstride : int
@@ -96,7 +96,7 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
         The general node records.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     depth_list : int64 (n_d,)
         Depth limits, ascending.
@@ -156,7 +156,7 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
                         r = min(8, e - q)   # last window, so every window's dot is a
                         for u in range(8):  # lane of _dot8g, whatever its group's size
                             bb[u] = base[order[q + min(u, r - 1)]]
-                        v = _dot8g(imgf, bb, rowstride, wrow)
+                        v = _dot8g(lay, imgf, bb, rowstride, wrow)
                         for u in range(r):
                             cur[order[q + u]] = nodes[node, np.int64(v[u] > tt)]
                         q += r
@@ -181,16 +181,18 @@ def _tree_levels(imgf, rowstride, base, r, nodes, thr, weights, depth_list, rec,
         s += 1
 
 
-@template(INLINE)
-def _block(rowstride, blk, block_rows, y0, y1, x0, width):
+@njit(**INLINE)
+def _block(lay, rowstride, blk, block_rows, y0, y1, x0, width):
     """Block ``blk`` of ``block_rows`` rows of ``[y0, y1)`` x ``[x0, x0 + width)``:
     its first row ``ya``, its pixels' window offsets and the scratch arrays of
     :func:`_tree_levels` for them (one depth).
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     rowstride : int
-        Values per padded row (padded width x ``CHANNELS``).
+        Values per padded row (padded width x ``lay.channels``).
     blk : int
         The block's index.
     block_rows : int
@@ -220,30 +222,32 @@ def _block(rowstride, blk, block_rows, y0, y1, x0, width):
     n = (min(y1, ya + block_rows) - ya) * width
     base = np.empty(n, dtype=np.int64)
     for i in range(n):
-        base[i] = (ya + i // width) * rowstride + (x0 + i % width) * CHANNELS
+        base[i] = (ya + i // width) * rowstride + (x0 + i % width) * lay.channels
     return (ya, base, np.empty((n, 1), dtype=np.int64), np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
             np.empty(8, dtype=np.int64))
 
 
-@template(PARALLEL)
-def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
+@njit(**PARALLEL)
+def dense_proba_levels(lay, imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, value,
                        weights, out, block_rows):
     """Mean node distribution of pixels ``[y0, y1) x [x0, x1)`` into ``out`` (H, W, C).
 
     ``imgf``: the padded image as float32, flattened (``rowstride`` values per
     row); ``nodes``/``thr``: the general records (leaves point to themselves,
     ``LEFT``/``RIGHT`` columns 0/1); ``weights`` float32
-    (n_oblique, WINDOW * ROW).  Each tree is descended at most ``steps``
+    (n_oblique, lay.window * lay.row).  Each tree is descended at most ``steps``
     levels.  Parallel over blocks of ``block_rows`` rows; per pixel the
     distributions are added in tree order.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
-        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+        The padded ``lay.channels``-plane image as float32, flattened in C order.
     rowstride : int
-        Values per padded row (padded width x ``CHANNELS``).
+        Values per padded row (padded width x ``lay.channels``).
     y0, y1, x0, x1 : int
         The rectangle of pixels written, ``[y0, y1) x [x0, x1)``; pixel
         ``(y, x)`` has its window top-left at padded ``(y, x)``.
@@ -257,8 +261,8 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
         The float32 view of ``nodes`` (``THRESHOLD`` and ``MUL`` columns).
     value : float32 (n_nodes, C)
         Each node's class distribution.
-    weights : float32 (n_oblique, WINDOW * ROW)
-        Dense oblique weight rows, each ``WINDOW`` rows of ``ROW`` values.
+    weights : float32 (n_oblique, lay.window * lay.row)
+        Dense oblique weight rows, each ``lay.window`` rows of ``lay.row`` values.
     out : float32 (H, W, C)
         Written in place inside the rectangle; the rest is left as it is.
     block_rows : int
@@ -275,12 +279,12 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     n_blocks = (y1 - y0 + block_rows - 1) // block_rows
     depth_list = np.full(1, steps, dtype=np.int64)
     for blk in prange(n_blocks):
-        ya, base, rec, cur, order, active, bb = _block(rowstride, blk, block_rows, y0, y1,
+        ya, base, rec, cur, order, active, bb = _block(lay, rowstride, blk, block_rows, y0, y1,
                                                        x0, width)
         n = base.shape[0]
         acc = np.zeros((n, n_classes), dtype=np.float32)
         for t in range(roots.shape[0]):
-            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+            _tree_levels(lay, imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
                          rec, cur, order, active, bb)
             for i in range(n):
                 nd = rec[i, 0]
@@ -292,8 +296,8 @@ def dense_proba_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr
     return out
 
 
-@template(PARALLEL)
-def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights,
+@njit(**PARALLEL)
+def count_visits_levels(lay, imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, thr, weights,
                         above, block_rows):
     """Per tree, the dense oblique nodes evaluated for pixels ``[y0, y1) x [x0, x1)``:
     int64 ``(n_trees,)``.
@@ -307,10 +311,12 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
-        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+        The padded ``lay.channels``-plane image as float32, flattened in C order.
     rowstride : int
-        Values per padded row (padded width x ``CHANNELS``).
+        Values per padded row (padded width x ``lay.channels``).
     y0, y1, x0, x1 : int
         The rectangle of pixels counted, ``[y0, y1) x [x0, x1)``.
     roots : int64 (n_trees,)
@@ -321,7 +327,7 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
         The general node records of :mod:`facesegment.dense._any_forest`.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     above : int64 (n_nodes,)
         Per node, the dense oblique nodes strictly above it
@@ -340,11 +346,11 @@ def count_visits_levels(imgf, rowstride, y0, y1, x0, x1, roots, steps, nodes, th
     counts = np.zeros((n_blocks, n_trees), dtype=np.int64)
     depth_list = np.full(1, steps, dtype=np.int64)
     for blk in prange(n_blocks):
-        ya, base, rec, cur, order, active, bb = _block(rowstride, blk, block_rows, y0, y1,
+        ya, base, rec, cur, order, active, bb = _block(lay, rowstride, blk, block_rows, y0, y1,
                                                        x0, width)
         n = base.shape[0]
         for t in range(n_trees):
-            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+            _tree_levels(lay, imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
                          rec, cur, order, active, bb)
             c = 0
             for i in range(n):
@@ -386,8 +392,8 @@ def oblique_above(nodes, depth):
     return above
 
 
-@template(PARALLEL)
-def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
+@njit(**PARALLEL)
+def sweep_predict_levels(lay, imgf, rowstride, ys, xs, roots, depth_list, tree_counts, scales,
                          nodes, thr, value, weights, chunk, preds):
     """Labels of pixels ``(ys, xs)`` for every (alpha, depth, n_trees) setting.
 
@@ -398,10 +404,12 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
-        The padded ``CHANNELS``-plane image as float32, flattened in C order.
+        The padded ``lay.channels``-plane image as float32, flattened in C order.
     rowstride : int
-        Values per padded row (padded width x ``CHANNELS``).
+        Values per padded row (padded width x ``lay.channels``).
     ys, xs : int64 (n_pix,)
         The pixels scored (window top-left at padded ``(ys[i], xs[i])``).
     roots : int64 (n_trees,)
@@ -418,7 +426,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
         The float32 view of ``nodes``.
     value : float32 (n_nodes, C)
         Each node's class distribution.
-    weights : float32 (n_oblique, WINDOW * ROW)
+    weights : float32 (n_oblique, lay.window * lay.row)
         Dense oblique weight rows.
     chunk : int
         Pixels per parallel task; the labels do not depend on it.
@@ -443,7 +451,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
         n = hi - lo
         base = np.empty(n, dtype=np.int64)
         for i in range(n):
-            base[i] = ys[lo + i] * rowstride + xs[lo + i] * CHANNELS
+            base[i] = ys[lo + i] * rowstride + xs[lo + i] * lay.channels
         sums = np.zeros((n, n_d, n_classes), dtype=np.float64)
         rec = np.empty((n, n_d), dtype=np.int64)
         cur = np.empty(n, dtype=np.int64)
@@ -452,7 +460,7 @@ def sweep_predict_levels(imgf, rowstride, ys, xs, roots, depth_list, tree_counts
         bb = np.empty(8, dtype=np.int64)
         j = 0
         for t in range(tree_counts[n_t - 1]):
-            _tree_levels(imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
+            _tree_levels(lay, imgf, rowstride, base, roots[t], nodes, thr, weights, depth_list,
                          rec, cur, order, active, bb)
             for i in range(n):
                 for k in range(n_d):

@@ -123,7 +123,7 @@ def _chunk_masks(rows):
 
 
 def _span_weights(p):
-    """The weights with each window row zero-padded to ``SPAN`` values: float32, or
+    """The weights with each window row zero-padded to ``lay.span`` values: float32, or
     the stored integer rows padded to a multiple of 32 bytes (int16 rows as 8
     bytes of chunk mask, then the int8 rows of their high bytes and of their low
     bytes: ``q = 256 h + l`` with both signed; the AVX2 form: int16 rows, int8

@@ -20,67 +20,63 @@ so all phases share one pass and the runs are ``pool**2`` times longer;
 trees are descended in parallel, each for every pixel of a chunk at once,
 and the per-pixel sums then run in tree order.
 An oblique node dots its run's pixels 8 at a time with its weights while
-they sit in cache, reading each window row in place: ``SPAN`` values (``ROW``
-rounded up to a multiple of 8) against weight rows zero-padded to ``SPAN``,
+they sit in cache, reading each window row in place: ``lay.span`` values (``lay.row``
+rounded up to a multiple of 8) against weight rows zero-padded to ``lay.span``,
 so every row is whole vectors (the extra values read belong to the next cell
 and meet zero weights).  Chunks of pixels have a fixed size and threads
 share out trees, not pixels, so a pixel's result never depends on the number
 of threads.
 
-Integer variants (``VARIANTS``): a forest with int8 or int16 dense rows runs
-the same templates on the stacked *uint8* image, with ``SPAN`` a multiple of
+Integer forms (:data:`INTEGER_DOTS`): a forest with int8 or int16 dense rows runs
+the same kernels on the stacked *uint8* image, with ``lay.span`` a multiple of
 32 bytes and the dots of :mod:`facesegment.dense._simd` (exact int32 sums, so
 the results are the float32 kernels' bits: the values are integers below
 2**24); an int16 row is dotted as its two bytes, ``256 h.x + l.x``.  The
-AVX2 variant reads the image as uint16 and every row as int16 (``SPAN`` a
+AVX2 variant reads the image as uint16 and every row as int16 (``lay.span`` a
 multiple of 16 values).  Being
 exact, they also dot a run's last ``n % 8`` windows 8 at a time (the last one
 repeated) and compare each dot with ``floor(threshold)`` as integers.
 
-Templates compiled per window layout (``WINDOW``, ``CHANNELS``, ``ROW``,
-``SPAN``: see :mod:`facesegment.dense._numba`).
+The kernels take the layout first (``lay``: its ``window``, ``channels``,
+``row``, ``span`` and form are compile-time constants, see
+:mod:`facesegment.dense._numba`).
 """
 
 import numpy as np
 from numba import prange
 
+from numba.extending import overload
+
 from .._jit import FASTMATH, INLINE, NJIT, PARALLEL, njit
 from ._any_forest import LEFT, MUL, OBLIQUE, OFF1, OFF2, RIGHT, THRESHOLD
-from ._numba import span, template
+from ._numba import FORMS, form_of, span
 from ._scores import argmax_scaled
-from ._simd import (CHUNK, CHUNK16, idot8_avx2, idot8_portable, idot8_vnni, idot8x2_portable,
-                    idot8x2_vnni)
+from ._simd import idot8_avx2, idot8_portable, idot8_vnni, idot8x2_portable, idot8x2_vnni
 
-# Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = SPAN = IDOT8 = None
-#: :func:`_dot1`'s accumulator (float32; int32 in the integer variants), and its
-#: weight planes and header bytes (int16 rows: 2 planes after an 8-byte mask).
-ACC = np.float32
-PLANES = 1
-HEAD = 0
-#: Whether the last ``n % 8`` windows of a run are dotted 8 at a time (the last
-#: one repeated) rather than one by one: the integer variants, whose dots are
-#: exact whatever the kernel (the float32 ones keep :func:`_dot1`'s rounding).
-TAIL8 = False
+#: The integer forms' dot of 8 windows (:mod:`._simd`) and whether it reads
+#: int16 rows as two int8 planes after an 8-byte chunk mask.
+INTEGER_DOTS = {"u8vnni": (idot8_vnni, False), "u8": (idot8_portable, False),
+                "u8x2vnni": (idot8x2_vnni, True), "u8x2": (idot8x2_portable, True),
+                "i16avx2": (idot8_avx2, False)}
 
 
-@template(FASTMATH)
-def _dot8(imgf, bb, rowstride, wrow):
-    """Dots of the 8 windows starting at ``bb[0..7]`` with one pass over ``wrow``
-    (``WINDOW`` rows of ``SPAN`` weights)."""
+@njit(**FASTMATH)
+def _fdot8(lay, imgf, bb, rowstride, wrow):
+    """Float32 dots of the 8 windows starting at ``bb[0..7]`` with one pass over
+    ``wrow`` (``lay.window`` rows of ``lay.span`` weights)."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-    for dy in range(WINDOW):
+    for dy in range(lay.window):
         o = dy * rowstride
-        i0 = imgf[bb[0] + o:bb[0] + o + SPAN]
-        i1 = imgf[bb[1] + o:bb[1] + o + SPAN]
-        i2 = imgf[bb[2] + o:bb[2] + o + SPAN]
-        i3 = imgf[bb[3] + o:bb[3] + o + SPAN]
-        i4 = imgf[bb[4] + o:bb[4] + o + SPAN]
-        i5 = imgf[bb[5] + o:bb[5] + o + SPAN]
-        i6 = imgf[bb[6] + o:bb[6] + o + SPAN]
-        i7 = imgf[bb[7] + o:bb[7] + o + SPAN]
-        wr = wrow[dy * SPAN:dy * SPAN + SPAN]
-        for j in range(SPAN):
+        i0 = imgf[bb[0] + o:bb[0] + o + lay.span]
+        i1 = imgf[bb[1] + o:bb[1] + o + lay.span]
+        i2 = imgf[bb[2] + o:bb[2] + o + lay.span]
+        i3 = imgf[bb[3] + o:bb[3] + o + lay.span]
+        i4 = imgf[bb[4] + o:bb[4] + o + lay.span]
+        i5 = imgf[bb[5] + o:bb[5] + o + lay.span]
+        i6 = imgf[bb[6] + o:bb[6] + o + lay.span]
+        i7 = imgf[bb[7] + o:bb[7] + o + lay.span]
+        wr = wrow[dy * lay.span:dy * lay.span + lay.span]
+        for j in range(lay.span):
             w = wr[j]
             a0 += w * i0[j]
             a1 += w * i1[j]
@@ -93,76 +89,102 @@ def _dot8(imgf, bb, rowstride, wrow):
     return a0, a1, a2, a3, a4, a5, a6, a7
 
 
-@template(FASTMATH)
-def _dot1(imgf, b0, rowstride, wrow):
-    """Dot of the window starting at ``b0`` with ``wrow``, accumulated in ``ACC``
-    (float32; int32, exact, in the integer variants; int16 rows: the high
-    bytes' plane times 256 plus the low bytes' plane, after the mask bytes)."""
-    a0 = ACC(0)
-    n = WINDOW * SPAN
-    for p in range(PLANES):
-        part = ACC(0)
-        for dy in range(WINDOW):
-            i0 = imgf[b0 + dy * rowstride:b0 + dy * rowstride + SPAN]
-            wr = wrow[HEAD + p * n + dy * SPAN:HEAD + p * n + dy * SPAN + SPAN]
-            for j in range(SPAN):
-                part += ACC(wr[j]) * ACC(i0[j])
-        a0 = a0 * ACC(256) + part
-    return a0
+def _dot8(lay, imgf, bb, rowstride, wrow):
+    """Dots of the 8 windows starting at ``bb[0..7]`` with the weight row ``wrow``:
+    :func:`_fdot8` in float32; in the integer forms the exact int32 dots of
+    :mod:`._simd` (uint8 windows and int8 weights; int16 rows ``q = 256 h + l``
+    stored as 8 bytes of chunk mask (little-endian int64: the chunks where
+    ``h`` is not all zero), then the int8 rows of ``h`` and of ``l``, dotted as
+    ``256 h.x + l.x`` in one pass that skips the zero chunks of ``h``).
+    Compiled code only: the form is chosen when the caller is typed.
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The layout and form (:mod:`facesegment.dense._numba`).
+    imgf : 1-d array
+        The stacked phase image (float32; uint8, or uint16 in ``i16avx2``).
+    bb : int64 (8,)
+        The windows' first values in ``imgf``.
+    rowstride : int
+        Values per row of ``imgf``.
+    wrow : 1-d array
+        The weight row (:func:`leaves`'s ``weights[o]``).
+
+    Returns
+    -------
+    tuple of 8 float32 (int32 in the integer forms)
+    """
+    raise TypeError("_dot8 runs inside the compiled kernels only")
 
 
-@template(INLINE)
-def _idot8(img, bb, rowstride, wrow):
-    """:func:`_dot8` of the integer variants: uint8 windows, int8 weights, int32 sums."""
-    return IDOT8(img, bb, rowstride, wrow, WINDOW, SPAN // CHUNK, -1)
+@overload(_dot8, inline="always")
+def _typed_dot8(lay, imgf, bb, rowstride, wrow):
+    form = form_of(lay)
+    if form not in INTEGER_DOTS:
+        return lambda lay, imgf, bb, rowstride, wrow: _fdot8(lay, imgf, bb, rowstride, wrow)
+    idot, wide = INTEGER_DOTS[form]
+    rows = lay.window
+    chunks = span(lay.window, lay.channels, FORMS[form].step) // FORMS[form].step
+    if not wide:
+        return lambda lay, imgf, bb, rowstride, wrow: idot(imgf, bb, rowstride, wrow, rows,
+                                                           chunks, -1)
+    return lambda lay, imgf, bb, rowstride, wrow: idot(imgf, bb, rowstride, wrow[8:], rows,
+                                                       chunks, _chunk_mask(wrow))
 
 
-@template(INLINE)
-def _idot8x2(img, bb, rowstride, wrow):
-    """:func:`_idot8` of int16 rows ``q = 256 h + l``, stored as 8 bytes of chunk
-    mask (little-endian int64: the 32-byte chunks where ``h`` is not all zero),
-    then the int8 rows of the high bytes ``h`` and of the low bytes ``l`` (both
-    signed): ``256 h.x + l.x`` in one pass, skipping the zero chunks of ``h``
-    (``IDOT8`` is the two-plane intrinsic here)."""
+@njit(**NJIT)
+def _chunk_mask(wrow):
+    """The chunk mask stored in the first 8 bytes of an int16 row's two planes
+    (little-endian int64; bit ``k`` set: chunk ``k`` of the high plane is not
+    all zero)."""
     mask = np.int64(0)
     for i in range(8):
         mask |= (np.int64(wrow[i]) & 255) << (8 * i)
-    return IDOT8(img, bb, rowstride, wrow[8:], WINDOW, SPAN // CHUNK, mask)
+    return mask
 
 
-def _integer(idot, wide, step=CHUNK):
-    def binds(window, channels):
-        """The names an integer variant binds for one layout.
+def _acc(lay, x):
+    """``x`` as :func:`_dot1`'s accumulator: float32, or int32 (exact) in the
+    integer forms.  Compiled code only.
 
-        Parameters
-        ----------
-        window, channels : int
-            The layout (``SPAN`` is its row rounded up to ``step`` values).
+    Parameters
+    ----------
+    lay : KernelLayout
+        The layout and form.
+    x : number
 
-        Returns
-        -------
-        dict
-            ``SPAN``, ``IDOT8`` (the dot ``idot``), ``ACC`` (int32),
-            ``CHUNK``, ``PLANES``/``HEAD`` (2 and 8 for int16 rows split into
-            two int8 planes, else 1 and 0), ``TAIL8`` and the ``aliases``
-            routing ``_dot8`` and ``_cut`` to their integer forms.
-        """
-        return {"SPAN": span(window, channels, step), "IDOT8": idot, "ACC": np.int32,
-                "CHUNK": step, "PLANES": 2 if wide else 1, "HEAD": 8 if wide else 0,
-                "TAIL8": True,
-                "aliases": {"_dot8": "_idot8x2" if wide else "_idot8", "_cut": "_icut"}}
-
-    return binds
+    Returns
+    -------
+    float32 or int32
+    """
+    raise TypeError("_acc runs inside the compiled kernels only")
 
 
-#: ``layout_kernels(_pooled_oblique, window, channels, variant)``: the integer kernels
-#: (:mod:`._simd`) for int8 rows (``u8``) and int16 rows split into two int8
-#: rows (``u8x2``), with ``vpdpbusd`` (``...vnni``) or in portable form; and
-#: the AVX2 form (``i16avx2``: uint16 image, int16 rows of either width,
-#: ``vpmaddwd`` per 16 values).
-VARIANTS = {"u8vnni": _integer(idot8_vnni, False), "u8": _integer(idot8_portable, False),
-            "u8x2vnni": _integer(idot8x2_vnni, True), "u8x2": _integer(idot8x2_portable, True),
-            "i16avx2": _integer(idot8_avx2, False, CHUNK16)}
+@overload(_acc, inline="always")
+def _typed_acc(lay, x):
+    if FORMS[form_of(lay)].integer:
+        return lambda lay, x: np.int32(x)
+    return lambda lay, x: np.float32(x)
+
+
+@njit(**FASTMATH)
+def _dot1(lay, imgf, b0, rowstride, wrow):
+    """Dot of the window starting at ``b0`` with ``wrow``, accumulated in float32
+    (int32, exact, in the integer forms: :func:`_acc`; int16 rows: the high
+    bytes' plane times 256 plus the low bytes' plane, after the mask bytes)."""
+    a0 = _acc(lay, 0)
+    n = lay.window * lay.span
+    for p in range(lay.planes):
+        part = _acc(lay, 0)
+        for dy in range(lay.window):
+            i0 = imgf[b0 + dy * rowstride:b0 + dy * rowstride + lay.span]
+            w0 = lay.head + p * n + dy * lay.span
+            wr = wrow[w0:w0 + lay.span]
+            for j in range(lay.span):
+                part += _acc(lay, wr[j]) * _acc(lay, i0[j])
+        a0 = a0 * _acc(lay, 256) + part
+    return a0
 
 
 #: Pixels are carried down a tree as ``(pixel << PIXEL_SHIFT) | base``: one int64
@@ -171,20 +193,35 @@ PIXEL_SHIFT = 40
 BASE_MASK = (1 << PIXEL_SHIFT) - 1
 
 
-@template(INLINE)
-def _cut(tt):
-    """What a dot is compared with (``dot > _cut(threshold)``): the float32 threshold."""
-    return tt
+def _cut(lay, tt):
+    """What a dot is compared with (``dot > _cut(lay, threshold)``): the float32
+    threshold; in the integer forms, for an integer dot ``v``, ``v > tt`` is
+    ``v > floor(tt)``, an int32 compare (clipped; the dots stay below 2**24).
+    Compiled code only.
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The layout and form.
+    tt : float32
+        The node's threshold.
+
+    Returns
+    -------
+    float32 or int32
+    """
+    raise TypeError("_cut runs inside the compiled kernels only")
 
 
-@template(INLINE)
-def _icut(tt):
-    """:func:`_cut` of the integer variants: for an integer dot ``v``, ``v > tt`` is
-    ``v > floor(tt)``, an int32 compare (clipped; the dots stay below 2**24)."""
-    return np.int32(min(max(np.floor(tt), np.float32(-2.0 ** 30)), np.float32(2.0 ** 30)))
+@overload(_cut, inline="always")
+def _typed_cut(lay, tt):
+    if FORMS[form_of(lay)].integer:
+        return lambda lay, tt: np.int32(min(max(np.floor(tt), np.float32(-2.0 ** 30)),
+                                            np.float32(2.0 ** 30)))
+    return lambda lay, tt: tt
 
 
-@template(INLINE)
+@njit(**INLINE)
 def _push(pk, right, out, lo, hi):
     """Write ``pk`` at both ends ``out[lo]``, ``out[hi]``; returns the new ends
     (only the one on ``pk``'s side moves).  The ends are never negative: indexing
@@ -194,8 +231,8 @@ def _push(pk, right, out, lo, hi):
     return lo + 1 - right, hi - right
 
 
-@template(INLINE)
-def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
+@njit(**INLINE)
+def _split_run(lay, imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     """Split the packed pixels ``run`` (all at internal ``node``) into ``out`` (same
     length): the left-going ones from the front, in order, the right-going ones
     from the back; returns how many go left.  Branch-free: each pixel is written
@@ -203,6 +240,8 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
         The stacked phase image (uint8 or uint16 in the integer variants).
     rowstride : int
@@ -234,25 +273,25 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     hi = n - 1
     if o >= 0:
         wrow = weights[o]
-        cut = _cut(tt)
+        cut = _cut(lay, tt)
         q = 0
         while q + 8 <= n:
             for u in range(8):
                 bb[u] = run[q + u] & BASE_MASK
-            v = _dot8(imgf, bb, rowstride, wrow)
+            v = _dot8(lay, imgf, bb, rowstride, wrow)
             for u in range(8):
                 lo, hi = _push(run[q + u], np.int64(v[u] > cut), out, lo, hi)
             q += 8
-        if TAIL8 and q < n:                    # the last window fills the 8
+        if lay.integer and q < n:                    # the last window fills the 8
             for u in range(8):
                 bb[u] = run[min(q + u, n - 1)] & BASE_MASK
-            v = _dot8(imgf, bb, rowstride, wrow)
+            v = _dot8(lay, imgf, bb, rowstride, wrow)
             for u in range(n - q):
                 lo, hi = _push(run[q + u], np.int64(v[u] > cut), out, lo, hi)
             q = n
         while q < n:
             pk = run[q]
-            lo, hi = _push(pk, np.int64(_dot1(imgf, pk & BASE_MASK, rowstride, wrow) > cut),
+            lo, hi = _push(pk, np.int64(_dot1(lay, imgf, pk & BASE_MASK, rowstride, wrow) > cut),
                            out, lo, hi)
             q += 1
     else:
@@ -268,7 +307,7 @@ def _split_run(imgf, rowstride, node, run, nodes, thr, weights, out, bb):
     return lo
 
 
-@template(INLINE)
+@njit(**INLINE)
 def _to_child(child, start, count, nodes, packed, rec, k, runs, m):
     """The ``count`` pixels ``packed[start:start + count]`` now at ``child``: a leaf
     is recorded for every depth still to record (``rec[:, k:]``); an internal
@@ -313,8 +352,8 @@ def _to_child(child, start, count, nodes, packed, rec, k, runs, m):
     return m + 1
 
 
-@template(NJIT)
-def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, pk_b, runs_a,
+@njit(**NJIT)
+def _tree(lay, imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, pk_b, runs_a,
           runs_b, bb):
     """Descend one tree (root ``r``) for the block's pixels, level by level.
 
@@ -330,6 +369,8 @@ def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, 
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
         The stacked phase image (uint8 or uint16 in the integer variants).
     base : int64 (n,)
@@ -375,7 +416,7 @@ def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, 
             node = runs_a[g, 0]
             st = runs_a[g, 1]
             cnt = runs_a[g, 2]
-            nl = _split_run(imgf, rowstride, node, pk_a[st:st + cnt], nodes, thr, weights,
+            nl = _split_run(lay, imgf, rowstride, node, pk_a[st:st + cnt], nodes, thr, weights,
                             pk_b[st:st + cnt], bb)
             m = _to_child(nodes[node, LEFT], st, nl, nodes, pk_b, rec, k, runs_b, m)
             m = _to_child(nodes[node, RIGHT], st + nl, cnt - nl, nodes, pk_b, rec, k, runs_b, m)
@@ -385,25 +426,27 @@ def _tree(imgf, base, rowstride, r, nodes, thr, weights, depth_list, rec, pk_a, 
         s += 1
 
 
-@template(PARALLEL)
-def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
+@njit(**PARALLEL)
+def leaves(lay, imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
     """``rec[t, i, k]`` = the node of the window at ``imgf[base[i]]`` after
     ``depth_list[k]`` steps down tree ``t`` (``depth_list`` increasing).
 
     ``nodes``/``thr``: the general records (:mod:`facesegment.dense._any_forest`);
-    ``weights`` float32 (n_oblique, ``WINDOW * SPAN``), window rows zero-padded
-    to ``SPAN`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).
+    ``weights`` float32 (n_oblique, ``lay.window * lay.span``), window rows zero-padded
+    to ``lay.span`` (the integer variants: ``imgf`` uint8 and ``weights`` int8).
     Parallel over trees, each descended for every pixel at once
     (the longest runs); the result does not depend on the number of threads.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     imgf : float32 (n_values,)
         The stacked phase image, flattened (uint8 in the integer variants,
         uint16 in ``i16avx2``), with ``ROW_SLACK`` values after it: a window
-        row is read ``SPAN`` values long.
+        row is read ``lay.span`` values long.
     rowstride : int
-        Values per row of ``imgf`` (width x ``CHANNELS``).
+        Values per row of ``imgf`` (width x ``lay.channels``).
     base : int64 (n,)
         Offset in ``imgf`` of each pixel's window (below ``2 ** 40``).
     roots : int64 (n_trees,)
@@ -414,8 +457,8 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
         The general node records.
     thr : float32 (n_nodes, 8)
         The float32 view of ``nodes``.
-    weights : float32 (n_oblique, WINDOW * SPAN)
-        Dense oblique rows, each window row zero-padded to ``SPAN`` (int8 in
+    weights : float32 (n_oblique, lay.window * lay.span)
+        Dense oblique rows, each window row zero-padded to ``lay.span`` (int8 in
         the ``u8`` variants; in the ``u8x2`` variants 8 bytes of chunk mask,
         then the high and low int8 planes; int16 in ``i16avx2``).
     rec : int32 (n_trees, n, n_d)
@@ -433,7 +476,7 @@ def leaves(imgf, rowstride, base, roots, depth_list, nodes, thr, weights, rec):
         runs_a = np.empty((max(n, 1), 3), dtype=np.int64)
         runs_b = np.empty((max(n, 1), 3), dtype=np.int64)
         bb = np.empty(8, dtype=np.int64)
-        _tree(imgf, base, rowstride, roots[t], nodes, thr, weights, depth_list, rec[t], pk_a,
+        _tree(lay, imgf, base, rowstride, roots[t], nodes, thr, weights, depth_list, rec[t], pk_a,
               pk_b, runs_a, runs_b, bb)
     return rec
 

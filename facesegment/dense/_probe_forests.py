@@ -45,9 +45,10 @@ go on, and after ``d`` steps a pixel is at its node of depth
 Traversal is tree-major over large blocks of rows (one block per thread):
 a tree's records and leaf values stay in the core's L2 cache while every
 pixel of the block descends it, 8 descents interleaved (pixels x..x+7 of a
-row, ``CHANNELS`` bytes apart).  Measured on the pipeline's depth-20 forests
+row, ``lay.channels`` bytes apart).  Measured on the pipeline's depth-20 forests
 this is 1.8x faster than blocks of 4 rows, which reload the trees from L3
-for every block.  Templates compiled per window layout (``CHANNELS``: see
+for every block.  The kernels take the layout first (``lay``: its
+``channels`` and node family are compile-time constants, see
 :mod:`facesegment.dense._numba`).
 """
 
@@ -55,9 +56,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from numba.extending import overload
 
 from .._jit import INLINE, PARALLEL, njit
-from ._numba import layout_kernels, template
+from ._numba import FORMS, form_of, layout_kernels
 from ._scores import argmax_scaled
 
 U = np.uint64
@@ -74,17 +76,11 @@ ROW_MASK = (1 << 30) - 1
 WIDE_MASK = ROW_MASK
 MAX_SPARSE_ROWS = 1 << 30
 
-# Bound per layout by layout_kernels(); the templates never run with these.
-WINDOW = CHANNELS = ROW = MODE = None
 
-#: The kernels are compiled per node family (``MODE``, a compile-time constant:
-#: Numba drops the other families' branches before inlining, so a forest's
-#: kernels compile only the steps its nodes take): ``layout_kernels(_probe_forests,
-#: window, channels, VARIANT[mode])``, or :func:`kernels`.
-VARIANTS = {"axis": lambda window, channels: {"MODE": 0},
-            "twoprobe": lambda window, channels: {"MODE": 1},
-            "sparse": lambda window, channels: {"MODE": 2}}
-#: The variant of each ``mode`` of :func:`facesegment.dense._packing.pack_fast`
+#: The kernels are compiled per node family (the layout's form, so ``lay.mode`` is
+#: a compile-time constant and :func:`_step` compiles only the step its nodes
+#: take): ``layout_kernels(_probe_forests, window, channels, VARIANT[mode])``, or
+#: :func:`kernels`.  The form of each ``mode`` of :func:`facesegment.dense._packing.pack_fast`
 #: (modes 0 and 3 step alike).
 VARIANT = {0: "axis", 1: "twoprobe", 2: "sparse", 3: "axis"}
 
@@ -97,7 +93,7 @@ def kernels(window, channels, mode):
     Parameters
     ----------
     window, channels : int
-        The layout (``CHANNELS`` of the kernels: for a split buffer, the
+        The layout (``lay.channels`` of the kernels: for a split buffer, the
         image's ``c0``).
     mode : int
         0, 1, 2 or 3 (:data:`VARIANT` picks the compiled node family).
@@ -140,7 +136,7 @@ def slack_bytes(channels):
     Parameters
     ----------
     channels : int
-        Bytes per pixel of the buffer read (``CHANNELS``).
+        Bytes per pixel of the buffer read (``lay.channels``).
 
     Returns
     -------
@@ -230,18 +226,89 @@ def _step3(img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
     return (w >> U(LEFT_SHIFT)) + U(acc > sp_thr[r])
 
 
-@template(INLINE)
-def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
+def _step(lay, img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
+    """Child of node ``p`` by the step of ``lay``'s node family: :func:`_step1`
+    (axis-aligned), :func:`_step2` (two-probe) or :func:`_step3` (sparse rows
+    possible).  Compiled code only: the family is chosen when the caller is
+    typed (``_typed_step``), so a kernel compiles its family's step alone.
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The layout, whose form is the node family.
+    img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr
+        As :func:`_step3` takes them (the sparse rows are read by it only).
+
+    Returns
+    -------
+    uint64
+        The child (a leaf returns itself).
+    """
+    raise TypeError("_step runs inside the compiled kernels only")
+
+
+@overload(_step, inline="always")
+def _typed_step(lay, img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr):
+    mode = FORMS[form_of(lay)].mode
+    if mode == 2:
+        return lambda lay, img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr: _step3(
+            img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr)
+    if mode == 1:
+        return lambda lay, img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr: _step2(
+            img, b, rs, rec, p)
+    return lambda lay, img, b, rs, rec, p, sp_ptr, sp_off, sp_w, sp_thr: _step1(
+        img, b, rs, rec, p)
+
+
+def _shared_sparse_row(lay, rec, p0, p1, p2, p3, p4, p5, p6, p7):
+    """The sparse row of the node all 8 pixels are at, or -1 (not all at one
+    node, not a sparse node, or a node family without sparse rows: then -1 is
+    a constant and the caller's :func:`_sparse8` branch compiles away).
+    Compiled code only (``_typed_shared_sparse_row``).
+
+    Parameters
+    ----------
+    lay : KernelLayout
+        The layout, whose form is the node family.
+    rec : uint64 (n_nodes,)
+        The fast records.
+    p0, p1, p2, p3, p4, p5, p6, p7 : uint64
+        The 8 pixels' nodes.
+
+    Returns
+    -------
+    int64
+    """
+    raise TypeError("_shared_sparse_row runs inside the compiled kernels only")
+
+
+@overload(_shared_sparse_row, inline="always")
+def _typed_shared_sparse_row(lay, rec, p0, p1, p2, p3, p4, p5, p6, p7):
+    if FORMS[form_of(lay)].mode != 2:
+        return lambda lay, rec, p0, p1, p2, p3, p4, p5, p6, p7: np.int64(-1)
+
+    def _shared(lay, rec, p0, p1, p2, p3, p4, p5, p6, p7):
+        if (p1 == p0 and p2 == p0 and p3 == p0 and p4 == p0 and p5 == p0 and p6 == p0
+                and p7 == p0):
+            return _sparse_row(rec[p0])
+        return np.int64(-1)
+    return _shared
+
+
+@njit(**INLINE)
+def _sparse8(lay, img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
     """Children of 8 neighbouring pixels all at sparse node ``p`` (row ``r``): one
     pass over its entries, each pixel's sum in the order of :func:`_step3`.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
         The padded image (or split buffer), flattened.
     b : uint64
         Byte offset of the first pixel's window; pixel ``j``'s starts at
-        ``b + j * CHANNELS``.
+        ``b + j * lay.channels``.
     rec : uint64 (n_nodes,)
         The fast records (module docstring).
     p : uint64
@@ -258,7 +325,7 @@ def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
         else left + 1.
     """
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-    C = U(CHANNELS)
+    C = U(lay.channels)
     for k in range(sp_ptr[r], sp_ptr[r + 1]):
         wk = sp_w[k]
         o = b + sp_off[k]
@@ -276,19 +343,20 @@ def _sparse8(img, b, rec, p, r, sp_ptr, sp_off, sp_w, sp_thr):
             left + U(a4 > t), left + U(a5 > t), left + U(a6 > t), left + U(a7 > t))
 
 
-@template(INLINE)
-def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
+@njit(**INLINE)
+def _descend8(lay, img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
     """Leaf-or-depth-``steps`` nodes of 8 pixels whose windows start at
-    ``b, b + CHANNELS, ..., b + 7 * CHANNELS``.
+    ``b, b + lay.channels, ..., b + 7 * lay.channels``.
 
     Each step moves every pixel one level down (a leaf stays); the walk ends
-    after ``steps`` steps or when all 8 are at leaves.  The template's
-    ``MODE`` picks the step: 2 (sparse rows possible) :func:`_step3`, with
-    :func:`_sparse8` while all 8 share a sparse node; 1 :func:`_step2`; else
-    :func:`_step1`.
+    after ``steps`` steps or when all 8 are at leaves.  The layout's node
+    family picks the step (:func:`_step`); with sparse rows, :func:`_sparse8`
+    serves the 8 while they share a sparse node.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
         The padded image (or split buffer), flattened.
     b : uint64
@@ -316,45 +384,20 @@ def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
                 and _leaf(rec, p4) and _leaf(rec, p5) and _leaf(rec, p6)
                 and _leaf(rec, p7)):
             break
-        if MODE == 2:
-            row = _sparse_row(rec[p0])
-            if (row >= 0 and p1 == p0 and p2 == p0 and p3 == p0 and p4 == p0
-                    and p5 == p0 and p6 == p0 and p7 == p0):
-                p0, p1, p2, p3, p4, p5, p6, p7 = _sparse8(img, b, rec, p0, row, sp_ptr,
-                                                          sp_off, sp_w, sp_thr)
-            else:
-                p0 = _step3(img, b, rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
-                p1 = _step3(img, b + U(CHANNELS), rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
-                p2 = _step3(img, b + U(2 * CHANNELS), rs, rec, p2, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-                p3 = _step3(img, b + U(3 * CHANNELS), rs, rec, p3, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-                p4 = _step3(img, b + U(4 * CHANNELS), rs, rec, p4, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-                p5 = _step3(img, b + U(5 * CHANNELS), rs, rec, p5, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-                p6 = _step3(img, b + U(6 * CHANNELS), rs, rec, p6, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-                p7 = _step3(img, b + U(7 * CHANNELS), rs, rec, p7, sp_ptr, sp_off, sp_w,
-                            sp_thr)
-        elif MODE == 1:
-            p0 = _step2(img, b, rs, rec, p0)
-            p1 = _step2(img, b + U(CHANNELS), rs, rec, p1)
-            p2 = _step2(img, b + U(2 * CHANNELS), rs, rec, p2)
-            p3 = _step2(img, b + U(3 * CHANNELS), rs, rec, p3)
-            p4 = _step2(img, b + U(4 * CHANNELS), rs, rec, p4)
-            p5 = _step2(img, b + U(5 * CHANNELS), rs, rec, p5)
-            p6 = _step2(img, b + U(6 * CHANNELS), rs, rec, p6)
-            p7 = _step2(img, b + U(7 * CHANNELS), rs, rec, p7)
+        row = _shared_sparse_row(lay, rec, p0, p1, p2, p3, p4, p5, p6, p7)
+        if row >= 0:
+            p0, p1, p2, p3, p4, p5, p6, p7 = _sparse8(lay, img, b, rec, p0, row, sp_ptr,
+                                                      sp_off, sp_w, sp_thr)
         else:
-            p0 = _step1(img, b, rs, rec, p0)
-            p1 = _step1(img, b + U(CHANNELS), rs, rec, p1)
-            p2 = _step1(img, b + U(2 * CHANNELS), rs, rec, p2)
-            p3 = _step1(img, b + U(3 * CHANNELS), rs, rec, p3)
-            p4 = _step1(img, b + U(4 * CHANNELS), rs, rec, p4)
-            p5 = _step1(img, b + U(5 * CHANNELS), rs, rec, p5)
-            p6 = _step1(img, b + U(6 * CHANNELS), rs, rec, p6)
-            p7 = _step1(img, b + U(7 * CHANNELS), rs, rec, p7)
+            c = U(lay.channels)
+            p0 = _step(lay, img, b, rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
+            p1 = _step(lay, img, b + c, rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
+            p2 = _step(lay, img, b + U(2) * c, rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
+            p3 = _step(lay, img, b + U(3) * c, rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
+            p4 = _step(lay, img, b + U(4) * c, rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
+            p5 = _step(lay, img, b + U(5) * c, rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
+            p6 = _step(lay, img, b + U(6) * c, rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
+            p7 = _step(lay, img, b + U(7) * c, rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
         s += 1
     return p0, p1, p2, p3, p4, p5, p6, p7
 
@@ -364,8 +407,8 @@ def _descend8(img, b, rs, rec, r, steps, sp_ptr, sp_off, sp_w, sp_thr):
 # with sparse oblique rows (co2-sparse, rotation) and about 1.2x on two-probe
 # ones, same bits (benchmarks/bench_inference.py, tests/dense); they add about
 # half a second to a cold compile.
-@template(PARALLEL)
-def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_off, sp_w,
+@njit(**PARALLEL)
+def _proba_rows(lay, img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_off, sp_w,
                 sp_thr, value, out, acc):
     """Rows ``[ya, yb)`` of :func:`dense_proba_fast`, in blocks of ``acc.shape[0]``
     rows, each tree by tree.  ``acc``: float32 zeros ``(block_rows, x1 - x0 + 8, C)``
@@ -374,6 +417,8 @@ def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_of
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
         The padded image (or split buffer), flattened, with slack after it.
     rowstride : int
@@ -412,8 +457,8 @@ def _proba_rows(img, rowstride, ya, yb, x0, x1, roots, steps, rec, sp_ptr, sp_of
             for y in range(y_blk, y_end):
                 ay = U(y - y_blk)
                 for x in range(x0, x1, 8):
-                    b = U(y * rowstride + CHANNELS * x)
-                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(img, b, rs, rec, r, steps,
+                    b = U(y * rowstride + lay.channels * x)
+                    p0, p1, p2, p3, p4, p5, p6, p7 = _descend8(lay, img, b, rs, rec, r, steps,
                                                                sp_ptr, sp_off, sp_w, sp_thr)
                     i = U(x - x0)
                     for c in range(n_classes):
@@ -530,13 +575,15 @@ def dense_proba_fast(kernels, img, rowstride, y0, y1, x0, x1, roots, steps, rec,
     return out
 
 
-@template(PARALLEL)   # as _proba_rows
-def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts, scales, rec,
+@njit(**PARALLEL)   # as _proba_rows
+def _sweep_chunk(lay, img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts, scales, rec,
                  sp_ptr, sp_off, sp_w, sp_thr, value, preds):
     """Pixels ``lo .. hi - 1`` of :func:`sweep_predict_fast` (one chunk), tree by tree.
 
     Parameters
     ----------
+    lay : KernelLayout
+        The window layout and form (:mod:`facesegment.dense._numba`).
     img : uint8 (n_bytes,)
         The padded image (or split buffer), flattened.
     rowstride : int
@@ -571,7 +618,7 @@ def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts,
     base = np.empty(npx + 8, dtype=np.uint64)
     for i in range(npx + 8):
         q = lo + min(i, npx - 1)
-        base[i] = U(ys[q] * rowstride + xs[q] * CHANNELS)
+        base[i] = U(ys[q] * rowstride + xs[q] * lay.channels)
     sums = np.zeros((npx + 8, n_d, n_classes), dtype=np.float64)
     cur = np.empty(8, dtype=np.uint64)
     j = 0
@@ -597,33 +644,14 @@ def _sweep_chunk(img, rowstride, ys, xs, lo, hi, roots, depth_list, tree_counts,
                         and _leaf(rec, p6) and _leaf(rec, p7)):
                     s = depth_list[k]  # nothing moves any more
                     continue
-                if MODE == 2:
-                    p0 = _step3(img, base[g], rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
-                    p1 = _step3(img, base[g + 1], rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
-                    p2 = _step3(img, base[g + 2], rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
-                    p3 = _step3(img, base[g + 3], rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
-                    p4 = _step3(img, base[g + 4], rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
-                    p5 = _step3(img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
-                    p6 = _step3(img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
-                    p7 = _step3(img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
-                elif MODE == 1:
-                    p0 = _step2(img, base[g], rs, rec, p0)
-                    p1 = _step2(img, base[g + 1], rs, rec, p1)
-                    p2 = _step2(img, base[g + 2], rs, rec, p2)
-                    p3 = _step2(img, base[g + 3], rs, rec, p3)
-                    p4 = _step2(img, base[g + 4], rs, rec, p4)
-                    p5 = _step2(img, base[g + 5], rs, rec, p5)
-                    p6 = _step2(img, base[g + 6], rs, rec, p6)
-                    p7 = _step2(img, base[g + 7], rs, rec, p7)
-                else:
-                    p0 = _step1(img, base[g], rs, rec, p0)
-                    p1 = _step1(img, base[g + 1], rs, rec, p1)
-                    p2 = _step1(img, base[g + 2], rs, rec, p2)
-                    p3 = _step1(img, base[g + 3], rs, rec, p3)
-                    p4 = _step1(img, base[g + 4], rs, rec, p4)
-                    p5 = _step1(img, base[g + 5], rs, rec, p5)
-                    p6 = _step1(img, base[g + 6], rs, rec, p6)
-                    p7 = _step1(img, base[g + 7], rs, rec, p7)
+                p0 = _step(lay, img, base[g], rs, rec, p0, sp_ptr, sp_off, sp_w, sp_thr)
+                p1 = _step(lay, img, base[g + 1], rs, rec, p1, sp_ptr, sp_off, sp_w, sp_thr)
+                p2 = _step(lay, img, base[g + 2], rs, rec, p2, sp_ptr, sp_off, sp_w, sp_thr)
+                p3 = _step(lay, img, base[g + 3], rs, rec, p3, sp_ptr, sp_off, sp_w, sp_thr)
+                p4 = _step(lay, img, base[g + 4], rs, rec, p4, sp_ptr, sp_off, sp_w, sp_thr)
+                p5 = _step(lay, img, base[g + 5], rs, rec, p5, sp_ptr, sp_off, sp_w, sp_thr)
+                p6 = _step(lay, img, base[g + 6], rs, rec, p6, sp_ptr, sp_off, sp_w, sp_thr)
+                p7 = _step(lay, img, base[g + 7], rs, rec, p7, sp_ptr, sp_off, sp_w, sp_thr)
                 s += 1
         while j < n_t and tree_counts[j] == t + 1:
             for i in range(npx):

@@ -35,12 +35,11 @@ forces the portable form, ``FACESEGMENT_SIMD=avx2`` caps it at AVX2 (tests
 compare them).  The choice is made once per process, on first use
 (:func:`form`; the module attributes ``VNNI``, ``FORM`` and ``VARIANT`` ask
 it, importing probes nothing), and the x86 forms refuse to compile for a
-target without their instructions.  The kernels that use it are compiled
-under a name that says which
-(:func:`facesegment.dense._numba.layout_kernels` ``variant``) and carries the
-package's source tag (:func:`facesegment._jit.source_tag`), so Numba's disk
-cache never mixes forms, nor serves kernels built on an older version of this
-file.
+target without their instructions.  The kernels that use it take the form
+in their layout's type (:class:`facesegment.dense._numba.KernelLayout`, e.g.
+``KernelLayout(10x3,u8vnni)``) and carry the package's source tag in their
+names (:func:`facesegment._jit.source_tag`), so Numba's disk cache never mixes
+forms, nor serves kernels built on an older version of this file.
 
 The window of pixel ``u`` starts at value ``bb[u]`` of ``img``; its row ``r``
 is the ``32 * chunks`` values (``16 * chunks`` in the AVX2 form) from

@@ -16,7 +16,7 @@ kernel descends together 285 bytes apart.  The split buffer instead holds::
 so every feature the forest reads is one constant byte offset from the
 window's first byte in copy 0 (:func:`split_offsets`), neighbouring pixels
 read neighbouring bytes, and the fast kernels compiled for the image's own
-layout (``CHANNELS = c0``) run unchanged, in mode 3 (30-bit offsets) when the
+layout (``lay.channels = c0``) run unchanged, in mode 3 (30-bit offsets) when the
 offsets are large.
 """
 
@@ -96,7 +96,7 @@ def _fill(buf, planes, c0, hp, wp, half):
     hp, wp : int
         The padded image's height and width.
     half : int
-        The padding margin (``WINDOW // 2``).
+        The padding margin (``window // 2``).
     """
     h, w, k = planes.shape
     copy = hp * wp * c0
@@ -121,7 +121,7 @@ def split_buffer(padded, planes, half, slack):
     planes : uint8 (H, W, K)
         The context planes, ``H = Hp - 2 * half``, ``W = Wp - 2 * half``.
     half : int
-        The padding margin (``WINDOW // 2``).
+        The padding margin (``window // 2``).
     slack : int
         Zero bytes appended after the last copy.
 

@@ -71,11 +71,11 @@ def test_the_pooled_kernel_compiles_for_aarch64():
     layout kernels, int16 rows, 10 x 10 x 3 cells) recompiled uncached."""
     k = layout_kernels(_pooled_oblique, 10, 3, "u8x2")
     a1, a2 = (lambda t: A(t, 1, "C")), (lambda t: A(t, 2, "C"))
-    sig = (a1(types.uint8), a1(types.int64), types.int64, types.int64, a2(types.int32),
+    sig = (numba.typeof(k.layout), a1(types.uint8), a1(types.int64), types.int64, types.int64, a2(types.int32),
            a2(types.float32), a2(types.int8), a1(types.int64), a2(types.int32), a1(types.int64),
            a1(types.int64), a2(types.int64), a2(types.int64), a1(types.int64))
     with _cross.captured_ir() as modules:
-        numba.njit(k._tree.py_func).compile(sig)
+        numba.njit(k._tree.func.py_func).compile(sig)
     asm = _cross.assembly(modules, _cross.AARCH64, "neoverse-n1", ARM_FEATURES)
     assert _neon_multiplies(asm) >= 128 and X86_NAMES.search(asm) is None
 

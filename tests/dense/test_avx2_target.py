@@ -39,7 +39,7 @@ for variant in ("i16avx2", "u8"):
     digests[variant] = hashlib.sha256(predict_proba_raw(model, image).tobytes()).hexdigest()
 cells = model.layout.cells
 asm = "".join(layout_kernels(_pooled_oblique, cells, model.layout.channels, "i16avx2")
-              .leaves.inspect_asm().values())
+              .leaves.func.inspect_asm().values())
 print(json.dumps({"form": form, "digests": digests, "vpmaddwd": asm.count("vpmaddwd"),
                   "avx512": len(re.findall(r"zmm|vpdp", asm))}))
 """

@@ -1,40 +1,66 @@
-"""Kernel templates compiled per window layout (facesegment.dense._numba)."""
+"""Kernels compiled per window layout (facesegment.dense._numba)."""
 
+import numba
 import numpy as np
 import pytest
 
 from facesegment._jit import source_tag
-from facesegment.dense import _probe_forests, _any_forest, _oblique_forests
-from facesegment.dense._numba import FASTMATH, INLINE, NJIT, PARALLEL, layout_kernels
+from facesegment.dense import _probe_forests, _any_forest, _oblique_forests, _pooled_oblique
+from facesegment.dense._numba import (FASTMATH, FORMS, INLINE, NJIT, PARALLEL, KernelLayout,
+                                      layout_kernels, span)
 
 
-def test_one_compiled_namespace_per_module_and_layout():
+def test_one_bound_namespace_per_module_and_layout():
     a = layout_kernels(_oblique_forests, 31, 3)
     assert layout_kernels(_oblique_forests, 31, 3) is a
     assert (a.window, a.channels, a.row) == (31, 3, 93)
+    assert a.layout == KernelLayout(31, 3)
     b = layout_kernels(_oblique_forests, 15, 3)
-    assert b is not a and b.dense_proba_levels is not a.dense_proba_levels
-    # each layout has its own name, hence its own on-disk cache files
-    # (and the package's source tag: a kernel is never served from another version's cache)
+    assert b is not a and b.layout != a.layout
+    # one kernel, one dispatcher: the layout is its first argument, so each layout
+    # compiles (and caches on disk) under its own signature; the name carries the
+    # package's source tag (a kernel is never served from another version's cache)
+    assert a.dense_proba_levels.func is b.dense_proba_levels.func
+    assert a.dense_proba_levels.args == (a.layout,)
     tag = source_tag()
-    assert a.dense_proba_levels.py_func.__qualname__ == f"dense_proba_levels__31x3__src{tag}"
-    assert b._dot8g.py_func.__qualname__ == f"_dot8g__15x3__src{tag}"
-    # a template calls the other templates compiled for the same layout
-    assert a.dense_proba_levels.py_func.__globals__["_tree_levels"] is a._tree_levels
-    assert a.dense_proba_levels.py_func.__globals__["ROW"] == 93
-    assert b.dense_proba_levels.py_func.__globals__["ROW"] == 45
+    assert a.dense_proba_levels.func.py_func.__qualname__ == f"dense_proba_levels__src{tag}"
+    assert numba.typeof(a.layout) != numba.typeof(b.layout)
+    assert str(numba.typeof(KernelLayout(10, 3, "u8vnni"))) == "KernelLayout(10x3,u8vnni)"
 
 
-def test_templates_and_options():
-    """Templates are plain functions (the layout names are None in their module);
-    layout-free helpers are ordinary kernels."""
-    for module in (_any_forest, _probe_forests, _oblique_forests):
-        assert module.WINDOW is None and module.CHANNELS is None and module.ROW is None
-    assert not hasattr(_oblique_forests.dense_proba_levels, "py_func")
-    assert hasattr(_any_forest.is_leaf, "py_func")
+def test_layout_attributes_are_constants_of_the_type():
+    @numba.njit
+    def attrs(lay):
+        return (lay.window, lay.channels, lay.row, lay.span, lay.mode, lay.integer,
+                lay.planes, lay.head)
+
+    assert attrs(KernelLayout(31, 3)) == (31, 3, 93, 96, -1, False, 1, 0)
+    assert attrs(KernelLayout(10, 3, "u8x2")) == (10, 3, 30, 32, -1, True, 2, 8)
+    assert attrs(KernelLayout(10, 3, "i16avx2")) == (10, 3, 30, 32, -1, True, 1, 0)
+    assert attrs(KernelLayout(31, 3, "sparse"))[4] == 2
+    for form, spec in FORMS.items():
+        got = attrs(KernelLayout(7, 5, form))
+        assert got[3] == span(7, 5, spec.step) and got[4] == spec.mode
+
+
+def test_bad_layouts_are_refused():
+    with pytest.raises(ValueError, match="not one of"):
+        KernelLayout(31, 3, "avx9")
+    with pytest.raises(ValueError, match="at least 1"):
+        KernelLayout(0, 3)
+
+
+def test_kernels_and_options():
+    """Layout kernels take ``lay`` first; layout-free helpers are ordinary kernels;
+    the form-dependent helpers are stubs Numba resolves when a kernel is typed."""
     k = layout_kernels(_any_forest, 31, 3)
-    assert k.dense_proba.targetoptions["parallel"] is True
-    assert k._dot4.targetoptions["fastmath"] is True
+    assert k.dense_proba.func.targetoptions["parallel"] is True
+    assert k._dot4.func.targetoptions["fastmath"] is True
+    assert not hasattr(k, "is_leaf") and hasattr(_any_forest.is_leaf, "py_func")
+    assert set(vars(layout_kernels(_probe_forests, 31, 3, "axis"))) >= {"_proba_rows",
+                                                                         "_sweep_chunk"}
+    with pytest.raises(TypeError, match="compiled kernels only"):
+        _pooled_oblique._cut(KernelLayout(4, 3), 1.0)
     for opts in (FASTMATH, INLINE, PARALLEL):
         assert opts["cache"] and opts["nogil"] and NJIT.items() <= opts.items()
 

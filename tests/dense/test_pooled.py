@@ -4,6 +4,7 @@ against naive references, dense inference and the sweep against the
 estimator's own ``predict_proba`` on the pooled windows, FLOP counts, the model
 folder round trip, and the refusals."""
 
+import numba
 import numpy as np
 import pytest
 
@@ -163,15 +164,16 @@ def test_integer_rows_kernels_equal_the_float_kernels(monkeypatch, dtype):
 
 def test_integer_cut_is_the_float_threshold_on_integer_dots():
     """The integer variants compare an exact integer dot ``v`` with ``floor(t)``
-    (dense/_pooled_oblique.py ``_icut``): ``v > t`` must hold exactly when the float32
+    (dense/_pooled_oblique.py ``_cut`` of an integer form): ``v > t`` must hold exactly when the float32
     compare does, integer-valued and negative thresholds included."""
     from facesegment.dense import _pooled_oblique, _simd
     from facesegment.dense._numba import layout_kernels
 
-    cut = layout_kernels(_pooled_oblique, 15, 3, _simd.VARIANT)._cut
+    lay = layout_kernels(_pooled_oblique, 15, 3, _simd.VARIANT).layout
+    typed_cut = numba.njit(lambda lay, t: _pooled_oblique._cut(lay, t))
     v = np.arange(-40, 41)
     for t in (-7.0, -6.5, -0.25, 0.0, 0.5, 3.0, 3.999, 16777215.0, -16777216.5):
-        c = cut(np.float32(t))
+        c = typed_cut(lay, np.float32(t))
         assert isinstance(c, int) and not isinstance(c, float)
         for vv in (v, v + int(np.floor(t))):
             np.testing.assert_array_equal(vv > c, vv > np.float32(t))
