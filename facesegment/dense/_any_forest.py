@@ -86,18 +86,8 @@ def _dot4(lay, img, base, rowstride, weights, row):
 
     Parameters
     ----------
-    lay : KernelLayout
-        The window layout (:mod:`facesegment.dense._numba`).
-    img : uint8 (n_bytes,)
-        The padded ``lay.channels``-plane image, flattened in C order.
-    base : int
-        Byte offset in ``img`` of the (first) window's first byte.
-    rowstride : int
-        Bytes per padded row.
-    weights : float32 (n_oblique, lay.window * lay.row)
-        Dense oblique weight rows.
-    row : int
-        The row of ``weights`` dotted.
+    lay, img, base, rowstride, weights, row
+        As :func:`_dot_window` (``base``: the first window's).
 
     Returns
     -------
