@@ -11,7 +11,7 @@ import threading
 from . import __version__
 from .atomic import overwriting
 from .commands import COMMANDS
-from .errors import FaceSegmentError, Terminated
+from .errors import FaceSegmentError, Terminated, terminated_was_swallowed
 from .limits import max_image_pixels
 
 #: Exit statuses of every command (also in ``facesegment --help``).
@@ -193,7 +193,13 @@ def sigterm_raises():
     """While the command runs, SIGTERM raises :class:`Terminated` in the main
     thread (once: a repeated SIGTERM during the clean-up is ignored).  The
     previous handler is restored afterwards.  Outside the main thread (an
-    embedding application) nothing is changed."""
+    embedding application) nothing is changed.
+
+    A signal that arrives while a destructor or a weakref callback runs raises
+    there, where Python cannot propagate it (it would print it and go on): the
+    ``sys.unraisablehook`` installed meanwhile records it instead
+    (:func:`facesegment.errors.terminated_was_swallowed`), and the run's next
+    progress update raises it again."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -219,14 +225,29 @@ def sigterm_raises():
         state["raised"] = True
         raise Terminated()
 
+    def unraisable(info):
+        """Record a swallowed :class:`Terminated`; anything else as before.
+
+        Parameters
+        ----------
+        info : object
+            ``sys.unraisablehook``'s argument (``exc_value`` is the exception).
+        """
+        if isinstance(info.exc_value, Terminated):
+            terminated_was_swallowed()
+        else:
+            previous_hook(info)
+
     try:
         previous = signal.signal(signal.SIGTERM, handler)
     except (ValueError, OSError):  # pragma: no cover - no signals here
         yield
         return
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         if signal.getsignal(signal.SIGTERM) is handler:  # not if _ending ignored it
             signal.signal(signal.SIGTERM, previous)
 

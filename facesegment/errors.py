@@ -1,5 +1,7 @@
 """Errors that the command line reports as one readable line."""
 
+import threading
+
 
 class FaceSegmentError(Exception):
     """Base class for problems with the user's input or environment.
@@ -54,3 +56,31 @@ class Terminated(KeyboardInterrupt):
     """Raised in the main thread when the process gets SIGTERM (e.g. from a job
     scheduler), so it unwinds exactly like Ctrl-C: finished outputs kept,
     partial ones removed."""
+
+
+#: Set when a :class:`Terminated` raised by the SIGTERM handler was swallowed: the
+#: signal arrived while a destructor or a weakref callback ran, where Python can
+#: only print an exception (``sys.unraisablehook``), and the run would go on.
+_SWALLOWED = threading.Event()
+
+
+def terminated_was_swallowed():
+    """Record that a :class:`Terminated` was raised where Python could not
+    propagate it (the command line's ``sys.unraisablehook`` calls this); the next
+    :func:`raise_if_terminated` in the main thread raises it again."""
+    _SWALLOWED.set()
+
+
+def raise_if_terminated():
+    """Raise :class:`Terminated` once if a SIGTERM's exception was swallowed
+    (:func:`terminated_was_swallowed`); called by every progress update, so a
+    long loop stops at its next unit of work.  Only in the main thread.
+
+    Raises
+    ------
+    Terminated
+        When a swallowed SIGTERM is pending (it is then cleared).
+    """
+    if _SWALLOWED.is_set() and threading.current_thread() is threading.main_thread():
+        _SWALLOWED.clear()
+        raise Terminated()

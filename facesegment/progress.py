@@ -1,7 +1,9 @@
-"""A small, dependency-free progress line with rate and ETA (written to stderr)."""
+"""A small progress line with rate and ETA (written to stderr)."""
 
 import sys
 import time
+
+from .errors import raise_if_terminated
 
 
 def _fmt_seconds(s):
@@ -96,7 +98,14 @@ class Progress:
             Units just finished.
         info : str, default=""
             Appended to the line (e.g. the unit's result).
+
+        Raises
+        ------
+        Terminated
+            When a SIGTERM arrived in a destructor and its exception was
+            swallowed (:func:`facesegment.errors.raise_if_terminated`).
         """
+        raise_if_terminated()
         self.n += n
         if self._t_first is None:
             self._t_first, self._n_first = time.perf_counter(), self.n

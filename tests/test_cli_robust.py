@@ -112,9 +112,41 @@ def test_signal_mid_segment_keeps_finished_outputs(tmp_path, model_dir, signum, 
 
 def test_sigterm_handler_is_restored(tmp_path, capsys):
     before = signal.getsignal(signal.SIGTERM)
+    hook = sys.unraisablehook
     main(["data", "splits", str(tmp_path)])
     capsys.readouterr()
     assert signal.getsignal(signal.SIGTERM) is before
+    assert sys.unraisablehook is hook
+
+
+class _SignalsInItsDestructor:
+    """An object whose destructor gets SIGTERM and keeps running a while, so the
+    handler's Terminated is raised inside the destructor (where Python only
+    prints an exception and goes on: an extraction once ran to its end so)."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100000):   # the handler runs at one of these jumps
+            pass
+
+
+def test_a_sigterm_swallowed_by_a_destructor_still_stops_the_run(capsys):
+    from facesegment.cli import sigterm_raises
+    from facesegment.progress import Progress
+
+    bar = Progress(10, "work", "items", enabled=False)
+    done = 0
+    with sigterm_raises():
+        with pytest.raises(KeyboardInterrupt) as info:
+            for _ in range(10):
+                _SignalsInItsDestructor()   # collected at once: its __del__ runs here
+                bar.update()
+                done += 1
+    assert type(info.value).__name__ == "Terminated"
+    assert done == 0          # stopped at the first progress update, not at the end
+    assert "Terminated" not in capsys.readouterr().err   # not printed as "Exception ignored"
+    bar.update()              # raised once: a clean-up's progress line goes on
+    assert bar.n == 1
 
 
 def test_closed_stdout_exits_quietly(tmp_path):
