@@ -11,7 +11,8 @@ import threading
 from . import __version__
 from .atomic import overwriting
 from .commands import COMMANDS
-from .errors import FaceSegmentError, Terminated, terminated_was_swallowed
+from .errors import (FaceSegmentError, Terminated, forget_swallowed_terminated,
+                     terminated_was_swallowed)
 from .limits import max_image_pixels
 
 #: Exit statuses of every command (also in ``facesegment --help``).
@@ -248,6 +249,7 @@ def sigterm_raises():
         yield
     finally:
         sys.unraisablehook = previous_hook
+        forget_swallowed_terminated()
         if signal.getsignal(signal.SIGTERM) is handler:  # not if _ending ignored it
             signal.signal(signal.SIGTERM, previous)
 

@@ -71,6 +71,12 @@ def terminated_was_swallowed():
     _SWALLOWED.set()
 
 
+def forget_swallowed_terminated():
+    """Drop a swallowed :class:`Terminated` that no progress update raised (the
+    command ended first), so a later command of the same process does not get it."""
+    _SWALLOWED.clear()
+
+
 def raise_if_terminated():
     """Raise :class:`Terminated` once if a SIGTERM's exception was swallowed
     (:func:`terminated_was_swallowed`); called by every progress update, so a
