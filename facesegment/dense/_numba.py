@@ -71,7 +71,6 @@ from .._jit import FASTMATH, INLINE, NJIT, PARALLEL
 from ._simd import CHUNK, CHUNK16
 
 
-
 class Form(NamedTuple):
     """What a kernel form fixes besides the window: ``lay.span``'s granule
     (``step``), the probe kernels' node family (``mode``), and whether the dots
