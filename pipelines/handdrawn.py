@@ -40,8 +40,8 @@ import numpy as np
 
 from pipelines.handdrawn_common import (CLASSES, DEFAULT_METHODS, DILATE_GRID, DOC,
                                         FACES300W, FOREST_METHODS, GAIN_GRID, REPORT, ROOT,
-                                        SEED, far_eye, log, make_forest, prepare,
-                                        prepare_faces300w)
+                                        SEED, far_eye, log, make_forest, margin_text,
+                                        prepare, prepare_faces300w)
 
 
 def counts_of(faces, labels_of):
@@ -173,14 +173,14 @@ def forest_counts(faces, method, extra=(), cache=None, name=None):
 
     m = method
     key = cache_key(name, [m.kind, m.stages, m.trees, m.pixels, m.mirror, m.margin,
-                           m.mirror_fit],
+                           m.mirror_fit] + ([] if m.early is None else [m.early]),
                     list(faces) + list(extra), SEED) if cache is not None else None
     hit = load_stages(cache, name, key)
     if hit is None:
         t0 = time.perf_counter()
         stages = cross_validate(faces, lambda: make_forest(m.kind, m.trees), m.stages,
                                 m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
-                                margin=m.margin, mirror_fit=m.mirror_fit)
+                                margin=m.margin, mirror_fit=m.mirror_fit, early=m.early)
         seconds = time.perf_counter() - t0
         save_stages(cache, name, key, stages, seconds)
     else:
@@ -262,7 +262,10 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
             "face" + (f", faces300w's crops at weight {me.faces300w}" if me.faces300w else "")
             + ((", mirror-averaged (the mirrored photo's own mesh fit)" if me.mirror_fit
                 else ", mirror-averaged") if me.mirror else "")
-            + ("" if me.margin is None else f", {me.margin:g} outside the oval")
+            + ("" if me.margin is None else f", {margin_text(me.margin)} outside the oval")
+            + ("" if me.early is None else
+               f", the last {me.trees - me.early[0]} trees only where the first {me.early[0]} "
+               f"are below {me.early[1]:g}")
             + ("" if me.mixes == (0.0,) else
                f", stage 1's share from {len(me.mixes)} candidates")
             + ", leave-people-out")
@@ -271,7 +274,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
         counts, extra = forest_counts(faces, me, crops.get(me.faces300w, ()), cache, m)
         rows[m] = (counts, {**extra, "trees": me.trees, "pixels_per_face": me.pixels,
                             "faces300w_weight": me.faces300w, "mirror": me.mirror,
-                            "margin": me.margin, "mirror_fit": me.mirror_fit})
+                            "margin": me.margin, "mirror_fit": me.mirror_fit,
+                            "early": me.early})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

@@ -17,11 +17,12 @@ class Method(NamedTuple):
     pixels per face as a share of ``pixels``; 0: hand-drawn faces only),
     whether each crop's probabilities are averaged with its mirror image's, how
     far outside the face oval the forests read (1/64 of the crop; None: every
-    pixel, :func:`facesegment.faces.mesh_stages.read_region`), and whether the
+    pixel, :func:`facesegment.faces.mesh_read.read_region`), and whether the
     mirror image is read with the face mesh's own fit of the mirrored photo
-    (``MeshModel.mirror_fit``), and the candidate shares of the first stage mixed
+    (``MeshModel.mirror_fit``), the candidate shares of the first stage mixed
     into the last one's output (``MeshModel.mix``; each held-out person's chosen on
-    the other people, with the gains)."""
+    the other people, with the gains), and how the forests' later trees read the
+    pixels (``MeshModel.early``; None: every tree reads every pixel)."""
 
     kind: str
     stages: int
@@ -29,9 +30,17 @@ class Method(NamedTuple):
     pixels: int
     faces300w: float = 0.0
     mirror: bool = False
-    margin: float | None = None
+    margin: float | tuple | None = None
     mirror_fit: bool = False
     mixes: tuple = (0.0,)
+    early: tuple | None = None
+
+
+def margin_text(margin):
+    """A method's or model's margin in words: ``6`` or ``6 (stage 1), 3 (stage 2)``."""
+    if isinstance(margin, (list, tuple)):
+        return ", ".join(f"{v:g} (stage {k + 1})" for k, v in enumerate(margin))
+    return f"{margin:g}"
 
 
 def far_eye(pan):
@@ -44,6 +53,12 @@ def far_eye(pan):
 #: face oval, background beyond (MeshModel.margin): wider than the farthest any
 #: hand-drawn part of fasseg-v3-train lies outside it.
 MARGIN = 6.0
+#: The last of two stages reads only the pixels at most LAST_MARGIN outside the
+#: oval (its context, the first stage's output, is read out to MARGIN as in
+#: training): about a fifth fewer pixels for the second stage's forest.
+LAST_MARGIN = 3.0
+
+
 def part_mixes(base=0.25, nose=(0.25, 0.5), mouth=(0.25, 0.5, 0.75), eyes=(0.25, 0.5)):
     """Candidate shares of the first stage per training class (background and
     OTHER at ``base``; the parts from their grids; both eyes alike)."""
@@ -57,7 +72,7 @@ def part_mixes(base=0.25, nose=(0.25, 0.5), mouth=(0.25, 0.5, 0.75), eyes=(0.25,
 _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
                   "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=part_mixes(),
-                                        **_MIRRORED),
+                                        **{**_MIRRORED, "margin": (MARGIN, LAST_MARGIN)}),
                   "mesh-axis-2-crop-mirror": Method("axis", 2, 16, 2000, mirror=True,
                                                     margin=MARGIN),
                   "mesh-two-probe": Method("two-probe", 1, 16, 2000, **_MIRRORED),

@@ -108,6 +108,28 @@ def share_text(mix):
     return ", ".join(f"{n} {v:g}" for n, v in zip(names, mix))
 
 
+def _reading(row):
+    """How a method's forests read the crop: its margin and early reading."""
+    margin, early = row.get("margin"), row.get("early")
+    if isinstance(margin, (list, tuple)) and len(set(margin)) > 1:
+        text = ("The forests are asked only about the pixels near the face: the first stage "
+                f"about those at most {margin[0]:g}/64 of the crop outside the mesh's face oval "
+                f"(no hand-drawn part lies farther out), the second about those at most "
+                f"{margin[-1]:g}/64 outside it; background beyond (`MeshModel.margin`). ")
+    elif margin is not None:
+        v = margin[0] if isinstance(margin, (list, tuple)) else margin
+        text = ("The forests are asked only about the pixels near the face: those more "
+                f"than {v:g}/64 of the crop outside the mesh's face oval are background "
+                "(`MeshModel.margin`; no hand-drawn part lies that far out). ")
+    else:
+        text = ""
+    if early is not None:
+        text += (f"Each pixel is read by a forest's first {early[0]} trees, and by the others "
+                 f"only where the leading class of those has less than {early[1]:g} "
+                 "(`MeshModel.early`). ")
+    return text
+
+
 def _forests(cv, n_sub):
     """What the stages read, and the best forest beside the others."""
     lines = []
@@ -137,9 +159,7 @@ def _forests(cv, n_sub):
                   "the face, which disagree where one is off, as on some profiles. A face "
                   "the mirrored photo does not give is mirrored with its own mesh "
                   "(`MeshModel.mirror_fit`). "
-                  "The forests are asked only about the pixels near the face: those more "
-                  "than 6/64 of the crop outside the mesh's face oval are background "
-                  "(`MeshModel.margin`; no hand-drawn part lies that far out). "
+                  + _reading(forests[best]) +
                   "With faces300w's crops added, "
                   "each of its 1207 training crops gives a share (its weight) of a hand-drawn "
                   "face's pixels, its lower face and brows counted as face without a scored "

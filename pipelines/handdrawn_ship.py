@@ -27,14 +27,17 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     from facesegment.faces.pose import fit_pan_model
 
     method = best_method(cv)
-    kind, n_stages, n_trees, n_pixels, weight, mirror, margin, fit, _ = FOREST_METHODS[method]
+    me = FOREST_METHODS[method]
+    kind, n_stages, n_trees, n_pixels = me.kind, me.stages, me.trees, me.pixels
+    weight = me.faces300w
+    mirror, margin, fit, early = me.mirror, me.margin, me.mirror_fit, me.early
     faces = prepare(data)
     extra = prepare_faces300w(faces300w, weight) if weight else []
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
         f"{sum(f.planes is not None for f in faces)} faces"
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
     forests = fit_stages(faces + extra, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
-                         SEED, progress=log, margin=margin)
+                         SEED, progress=log, margin=margin, early=early)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
@@ -46,7 +49,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
         gains=row["gains"], mirror=mirror, margin=margin, mirror_fit=fit,
-        mix=row.get("mix", 0.0))
+        mix=row.get("mix", 0.0), early=early)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -58,6 +61,20 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         shutil.copytree(folder, target)
     log(f"wrote {dest / name}")
     return model
+
+
+def margin_words(margin):
+    """The model card's words for a model's margin (``MeshModel.margin``)."""
+    if margin is None:
+        return ""
+    if isinstance(margin, (list, tuple)) and len(set(margin)) > 1:
+        reads = [f"stage {k + 1} those at most {v:g}/64" for k, v in enumerate(margin)]
+        return ("; the forests read only the pixels near the mesh's face oval, "
+                + ", ".join(reads) + " of the crop outside it (background beyond, without "
+                "asking the forests)")
+    v = margin[0] if isinstance(margin, (list, tuple)) else margin
+    return (f"; pixels more than {v:g}/64 of the crop outside the mesh's face oval are "
+            "background without asking the forests")
 
 
 def _pct(v):
@@ -80,9 +97,11 @@ def model_card(name, model, cv, method):
                 ", each crop read as it is and mirrored, the two averaged"
                 + (" (the mirror image read with the face mesh's own fit of the mirrored "
                    "photo)" if model.mirror_fit else ""))
-             + ("" if model.margin is None else
-                f"; pixels more than {model.margin:g}/64 of the crop outside the mesh's face "
-                "oval are background without asking the forests")
+             + margin_words(model.margin)
+             + ("" if model.early is None else
+                f"; each pixel is read by a stage's first {model.early[0]} trees, and by the "
+                f"others only where the leading class of those has less than "
+                f"{model.early[1]:g}")
              + ("" if not any(np.atleast_1d(model.mix)) or len(model.forests) < 2 else
                 "; the output is the last stage's probabilities with a share of the first "
                 f"stage's mixed in ({share_text(model.mix)}; chosen on held-out people with the "

@@ -364,9 +364,10 @@ def naive_leaf(arrays, x, root, max_depth=None):
     return node
 
 
-def naive_forest_proba(arrays, X, max_depth=None, n_trees=None):
-    """A forest's ``predict_proba`` on explicit windows: mean leaf distribution."""
-    roots = arrays.roots[:n_trees] if n_trees else arrays.roots
+def naive_forest_proba(arrays, X, max_depth=None, n_trees=None, first_tree=0):
+    """A forest's ``predict_proba`` on explicit windows: mean leaf distribution
+    over ``n_trees`` trees (default: the rest) from ``first_tree`` on."""
+    roots = arrays.roots[first_tree:first_tree + n_trees if n_trees else None]
     out = np.zeros((X.shape[0], arrays.value.shape[1]))
     for i in range(X.shape[0]):
         for r in roots:

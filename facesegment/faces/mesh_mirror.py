@@ -14,7 +14,8 @@ import numpy as np
 
 from .mesh import _unmirror
 from .mesh_features import crop_planes, face_crop
-from .mesh_stages import TRAIN_CLASSES, mix_stages, stage_probas
+from .mesh_read import stage_probas
+from .mesh_stages import TRAIN_CLASSES, mix_stages
 
 
 def mirrored_planes(crop, mesh_c):
@@ -116,7 +117,8 @@ def move_proba(proba, src_box, dst_box):
     return out
 
 
-def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None, box=None):
+def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None, box=None,
+                      early=None):
     """Every stage's probabilities over a crop's planes, each averaged with its
     mirror image's when ``mirror`` is given.
 
@@ -131,23 +133,25 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
         or of the face's fit on the mirrored photo (:func:`twin_planes`, with
         ``mirror_box``).  Each stage's output is averaged with the mirror image's,
         mapped back (:func:`unmirror_proba`).
-    margin : float or None
-        See :func:`stage_probas`.
+    margin : float, sequence of float, or None
+        See :func:`facesegment.faces.mesh_read.stage_probas`.
     mirror_box, box : (x0, y0, side), optional
         The boxes of the mirror planes' crop and of ``planes``' crop, when they
         differ (the mirror image's probabilities are moved into ``box``'s
         pixels, :func:`move_proba`).
+    early : (int, float) or None
+        See :func:`facesegment.faces.mesh_read.stage_probas`.
 
     Returns
     -------
     list of float32 (S, S, len(TRAIN_CLASSES))
         One per stage.
     """
-    probas = stage_probas(forests, planes, margin)
+    probas = stage_probas(forests, planes, margin, early)
     if mirror is None:
         return probas
     out = []
-    for proba, other in zip(probas, stage_probas(forests, mirror, margin)):
+    for proba, other in zip(probas, stage_probas(forests, mirror, margin, early)):
         other = unmirror_proba(other)
         if mirror_box is not None:
             other = move_proba(other, mirror_box, box)
@@ -155,13 +159,14 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
     return out
 
 
-def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None, mix=0.0):
+def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None, mix=0.0,
+               early=None):
     """The stages' probabilities over a crop's planes, optionally with a mirror image
     (:func:`crop_stage_probas`, mixed by :func:`mix_stages`).
 
     Parameters
     ----------
-    forests, planes, mirror, margin, mirror_box, box
+    forests, planes, mirror, margin, mirror_box, box, early
         As for :func:`crop_stage_probas`.
     mix : float
         The first stage's share (:func:`mix_stages`; 0: the last stage alone).
@@ -170,7 +175,8 @@ def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=N
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box), mix)
+    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box, early),
+                      mix)
 
 
 __all__ = ["mirrored_planes", "unmirror_proba", "twin_planes", "move_proba",

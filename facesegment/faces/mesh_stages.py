@@ -11,9 +11,9 @@ pixels labelled 255 are never trained.
 :func:`to_face_classes` turns the stages' output into facesegment's 8 classes:
 the probability of ``OTHER`` goes to what the mesh draws there among lower face
 (1) and the brows (6, 7), and to background outside the mesh's face oval.
+How the stages read a crop is :mod:`.mesh_read`.
 """
 
-import functools
 import numbers
 
 import cv2
@@ -28,11 +28,6 @@ LABEL_TO_TRAIN = {0: 0, 2: 2, 3: 3, 4: 4, 5: 5, 254: OTHER}
 IGNORE = 255
 #: Smoothing (pixels at the 128-pixel crop) of the context planes of stages after the first.
 CONTEXT_SIGMA = 4.0
-#: The pixels go to the forest in tiles of TILE rows x columns: the kernels walk
-#: each tree with 32 pixels in lockstep, and a compact patch of 4 x 8 pixels shares
-#: more of its path than a run of 32 pixels of one row (fewer nodes loaded; each
-#: pixel's probabilities are the same in any order).
-TILE = (4, 8)
 
 
 def train_labels(labels):
@@ -98,122 +93,6 @@ def stage_input(planes, previous):
     return np.concatenate([planes, context_planes(previous)], axis=2)
 
 
-def read_region(planes, margin):
-    """The pixels the forests read: those near or inside the mesh's face oval.
-
-    Taken from the planes' signed distance to the oval (a feature, never a
-    label).
-
-    Parameters
-    ----------
-    planes : uint8 (S, S, P)
-        The crop's planes.
-    margin : float or None
-        Largest distance outside the oval, in 1/64 of the crop; None: every
-        pixel.
-
-    Returns
-    -------
-    bool (S, S) or None
-        None for ``margin`` None.
-    """
-    if margin is None:
-        return None
-
-    d = planes[..., PLANE_NAMES.index("d_oval")].astype(np.int16) - 128
-    return d <= float(margin)
-
-
-def predict_stage(forest, planes, region=None):
-    """A stage's class probabilities over a crop's planes.
-
-    Parameters
-    ----------
-    forest : classifier
-        With ``predict_proba`` and ``classes_`` (a subset of
-        :data:`TRAIN_CLASSES`).
-    planes : uint8 (S, S, P), or a tuple of such arrays
-        The stage's input (:func:`stage_input`); a tuple stands for its arrays
-        stacked along the last axis (only the region's pixels are stacked).
-    region : bool (S, S), optional
-        Pixels the forest is asked about (:func:`read_region`); outside it
-        background has probability 1.  None: everywhere.
-
-    Returns
-    -------
-    float32 (S, S, len(TRAIN_CLASSES))
-        A zero column for a training class the forest never saw.
-    """
-    blocks = planes if isinstance(planes, tuple) else (planes,)
-    s = blocks[0].shape[0]
-    flats = [b.reshape(s * s, b.shape[2]) for b in blocks]
-    out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
-    rows = tile_order(s)
-    if region is not None:
-        rows = rows[region.ravel()[rows]]
-        out[:, TRAIN_CLASSES.index(0)] = 1.0
-        out[rows, TRAIN_CLASSES.index(0)] = 0.0
-    flats = [f[rows] for f in flats]
-    X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
-    proba = forest.predict_proba(X)
-    for j, c in enumerate(np.asarray(forest.classes_).tolist()):
-        out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
-    return out.reshape(s, s, -1)
-
-
-@functools.lru_cache(maxsize=8)
-def tile_order(size, tile=TILE):
-    """The pixels of a ``size`` x ``size`` crop in tiles of ``tile`` (rows,
-    columns), tile by tile in raster order, raster order within a tile (a
-    partial tile at the right or bottom edge keeps that order too).
-
-    Parameters
-    ----------
-    size : int
-        The crop's side.
-    tile : (int, int)
-        Tile rows and columns.
-
-    Returns
-    -------
-    int64 (size * size,)
-        Flat pixel indices, each once (read-only).
-    """
-    th, tw = tile
-    yy, xx = np.mgrid[0:size, 0:size]
-    n_cols = -(-size // tw)
-    key = (((yy // th) * n_cols + xx // tw) * (th * tw) + (yy % th) * tw + xx % tw).ravel()
-    order = np.argsort(key, kind="stable")
-    order.flags.writeable = False
-    return order
-
-
-def stage_probas(forests, planes, margin=None):
-    """Every stage's probabilities over a crop, each stage reading the one before.
-
-    Parameters
-    ----------
-    forests : list of classifiers
-        The stages, first to last.
-    planes : uint8 (S, S, P)
-        The crop's planes.
-    margin : float or None
-        Pixels farther than this outside the face oval are background
-        (:func:`read_region`); None: the forests read every pixel.
-
-    Returns
-    -------
-    list of float32 (S, S, len(TRAIN_CLASSES))
-        One per stage, first to last.
-    """
-    out = []
-    region = read_region(planes, margin)
-    for forest in forests:   # stage_input's planes, stacked for the region's pixels only
-        out.append(predict_stage(forest, planes if not out
-                                 else (planes, context_planes(out[-1])), region))
-    return out
-
-
 def check_mix(mix):
     """Raise ValueError unless ``mix`` is a share in [0, 1) or one share per
     training class (``len(TRAIN_CLASSES)`` numbers in [0, 1)).
@@ -263,30 +142,6 @@ def mix_stages(probas, mix=0.0):
         total = out.sum(axis=-1, keepdims=True)
         out = np.divide(out, total, out=out, where=total > 0)
     return out.astype(np.float32, copy=False)
-
-
-def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0):
-    """The stages' probabilities over a crop (:func:`stage_probas`, mixed by
-    :func:`mix_stages`).
-
-    Parameters
-    ----------
-    forests : list of classifiers
-        The stages, first to last.
-    planes : uint8 (S, S, P)
-        The crop's planes.
-    sigma : float
-        Gaussian smoothing of the result, in crop pixels (0: not smoothed).
-    margin : float or None
-        See :func:`stage_probas`.
-    mix : float
-        The first stage's share (:func:`mix_stages`; 0: the last stage alone).
-
-    Returns
-    -------
-    float32 (S, S, len(TRAIN_CLASSES))
-    """
-    return smooth_proba(mix_stages(stage_probas(forests, planes, margin), mix), sigma)
 
 
 def check_gains(gains):

@@ -17,8 +17,9 @@ from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
 from .mesh_mirror import crop_stage_probas, mirrored_planes, twin_planes
-from .mesh_stages import (IGNORE, apply_gains, near_parts, predict_stages, sample_pixels,
-                          stage_input, to_face_classes)
+from .mesh_read import predict_stages
+from .mesh_stages import (IGNORE, apply_gains, near_parts, sample_pixels, stage_input,
+                          to_face_classes)
 
 #: Pixels drawn near the mesh's parts per pixel drawn over the whole crop.
 N_NEAR = 1
@@ -106,7 +107,7 @@ def _stage_samples(faces, previous, n_pixels, seed):
 
 
 def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-               margin=None):
+               margin=None, early=None):
     """Train ``n_stages`` auto-context stages on prepared faces (those with a mesh).
 
     Parameters
@@ -120,12 +121,18 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     seed : int
         Seed of the pixel draws (face ``i`` uses ``seed + i``).
     progress : callable (str) or None
-    margin : float or None
+    margin : float, sequence of float, or None
         The earlier stages' predictions that later stages read as context are
         made as the model will make them: the forests read only the pixels at
         most this far (1/64 of the crop) outside the mesh's face oval, background
-        beyond (:func:`facesegment.faces.mesh_stages.read_region`; None: every
-        pixel).  Training pixels are drawn over the whole crop either way.
+        beyond (:func:`facesegment.faces.mesh_read.read_region`; None: every
+        pixel; a sequence: one margin per stage,
+        :func:`facesegment.faces.mesh_read.stage_margins`, so the last
+        stage's margin plays no part in training).  Training pixels are drawn
+        over the whole crop either way.
+    early : (int, float) or None
+        How the earlier stages' forests read the pixels for that context
+        (:func:`facesegment.faces.mesh_read.forest_proba`), as the model will.
 
     Returns
     -------
@@ -135,7 +142,7 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     forests, previous = [], None
     for k in range(n_stages):
         if k > 0:   # the earlier stages' out-of-fold predictions, by group
-            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin)
+            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin, early)
         X, y = _stage_samples(faces, previous, n_pixels, seed)
         if progress:
             progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
@@ -143,14 +150,14 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     return forests
 
 
-def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
+def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early=None):
     """Each face's probabilities after ``n_stages`` stages trained without its group.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Faces with a mesh.
-    make_forest, n_pixels, seed, margin
+    make_forest, n_pixels, seed, margin, early
         As for :func:`fit_stages`.
     n_stages : int
         Stages trained per fold.
@@ -164,22 +171,23 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None):
     out = [None] * len(faces)
     for g in groups:
         train = [f for f in faces if f.group != g]
-        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, margin=margin)
+        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, margin=margin,
+                            early=early)
         for i, f in enumerate(faces):
             if f.group == g:
-                out[i] = predict_stages(stages, f.planes, margin=margin)
+                out[i] = predict_stages(stages, f.planes, margin=margin, early=early)
     return out
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False, margin=None, mirror_fit=False):
+                   extra=(), mirror=False, margin=None, mirror_fit=False, early=None):
     """Leave-one-group-out probabilities of every stage.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Each group (person) is held out once.
-    make_forest, n_stages, n_pixels, seed, progress, margin
+    make_forest, n_stages, n_pixels, seed, progress, margin, early
         As for :func:`fit_stages`.
     extra : sequence of PreparedFace
         Faces of another dataset, trained in every fold, never held out.
@@ -210,21 +218,22 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         if progress:
             progress(f"fold {k + 1}/{len(groups)} (without {g})")
         stages = fit_stages([f for f in faces if f.group != g] + list(extra), make_forest,
-                            n_stages, n_pixels, seed, margin=margin)
+                            n_stages, n_pixels, seed, margin=margin, early=early)
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else _face_proba(
-                    stages, f, mirror, margin, mirror_fit)
+                    stages, f, mirror, margin, mirror_fit, early)
     return out
 
 
-def _face_proba(stages, face, mirror, margin, mirror_fit):
+def _face_proba(stages, face, mirror, margin, mirror_fit, early=None):
     """A prepared face's crop probabilities of every stage, as ``MeshModel.face_proba``
     reads them before mixing the stages."""
     if mirror and mirror_fit and face.twin is not None:
         return crop_stage_probas(stages, face.planes, face.twin, margin, face.twin_box,
-                                 face.box)
-    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, margin)
+                                 face.box, early)
+    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, margin,
+                             early=early)
 
 
 def photo_labels(face, proba_crop, gains=None):

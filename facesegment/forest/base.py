@@ -356,8 +356,8 @@ class BaseForest(ClassifierMixin, BaseEstimator):
             return X   # exactly what validate_data returns for it, without its cost per call
         return self._validate_X(X, reset=False)
 
-    def _limits(self, max_depth, n_trees):
-        nt_all = self.forest_.n_trees
+    def _limits(self, max_depth, n_trees, first_tree=0):
+        nt_all = self.forest_.n_trees - first_tree
         md = _check_predict_int("max_depth", max_depth, 0)
         nt = _check_predict_int("n_trees", n_trees, 1, nt_all)
         return (-1 if md is None else md), (nt_all if nt is None else nt)
@@ -365,7 +365,7 @@ class BaseForest(ClassifierMixin, BaseEstimator):
     def _threads(self):
         return predict_threads(validate_params(self, {"n_jobs": self.n_jobs})["n_jobs"])
 
-    def predict_proba(self, X, max_depth=None, n_trees=None):
+    def predict_proba(self, X, max_depth=None, n_trees=None, first_tree=0):
         """Class probabilities: the mean of the trees' leaf distributions.
 
         Parameters
@@ -374,7 +374,11 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         max_depth : int, optional
             Evaluate the trees truncated at this depth (equals training with it).
         n_trees : int, optional
-            Use only the first ``n_trees`` trees.
+            Use only ``n_trees`` trees (default: all from ``first_tree`` on).
+        first_tree : int, optional
+            The first tree used (default 0): trees ``first_tree`` to
+            ``first_tree + n_trees - 1`` are averaged.  The mean of two
+            disjoint runs weighted by their tree counts is the mean of all.
 
         Returns
         -------
@@ -385,12 +389,16 @@ class BaseForest(ClassifierMixin, BaseEstimator):
         depend on the number of threads.
         """
         X = self._check_predict(X)
-        md, nt = self._limits(max_depth, n_trees)
+        first = _check_predict_int("first_tree", first_tree, 0, self.forest_.n_trees - 1,
+                                   none_ok=False)
+        md, nt = self._limits(max_depth, n_trees, first)
         fa = verified(self.forest_)
         if self._missing_values and has_nan(X):
             with numba_threads(self._threads()):
-                return proba_of_leaves(fa, apply_missing(fa, X, md)[:, :nt])
+                return proba_of_leaves(fa, apply_missing(fa, X, md)[:, first:first + nt])
         roots, nodes, nodes_f, value = preordered(fa)
+        if first or nt < fa.n_trees:
+            roots = np.ascontiguousarray(roots[first:first + nt])
         w = kernel_weights(fa)
         sp = kernel_sparse(fa)
         out = np.empty((X.shape[0], fa.n_classes), dtype=np.float64)

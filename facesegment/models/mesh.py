@@ -20,7 +20,11 @@ The folder::
                       photo, where it finds the face),
                       margin (optional, default null: the forests read the
                       pixels at most this far outside the face oval, in 1/64
-                      of the crop; background beyond),
+                      of the crop; background beyond; a number, or a list
+                      with one per stage),
+                      early (optional, default null: [k, confidence], the
+                      forests' later trees read only the pixels where the
+                      first k are less sure than confidence),
                       mix (optional, default 0: the first stage's share of the
                       stages' output, mixed into the last stage's; a number or
                       one per training class),
@@ -40,6 +44,7 @@ from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from ..faces.mesh_mirror import crop_proba, mirrored_planes, twin_planes
+from ..faces.mesh_read import check_early, check_margin
 from ..faces.mesh_stages import apply_gains, check_gains, check_mix, to_face_classes
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
@@ -80,10 +85,17 @@ class MeshModel:
         :func:`facesegment.faces.mesh_mirror.twin_planes`), so two independent
         fits are averaged; a face the mirrored photo does not give is mirrored
         with its own mesh.
-    margin : float or None
+    margin : float, list of float, or None
         The forests read only the crop pixels at most this far (1/64 of the crop)
         outside the mesh's face oval; background beyond
-        (:func:`facesegment.faces.mesh_stages.read_region`; None: every pixel).
+        (:func:`facesegment.faces.mesh_read.read_region`; None: every pixel);
+        a list: one margin per stage (the last stage may read fewer pixels
+        than the earlier ones, whose output it reads as context).
+    early : [int, float] or None
+        ``[k, confidence]``: each stage's first ``k`` trees read every pixel,
+        the others only those where the first ones' leading class has less
+        than ``confidence`` (:func:`facesegment.faces.mesh_read.forest_proba`);
+        None: every tree reads every pixel.
     mix : float or list of 6 floats
         The first stage's share of the output, mixed into the last stage's
         probabilities before the gains, or one share per training class
@@ -94,7 +106,7 @@ class MeshModel:
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
                  provenance=None, metrics=None, gains=None, mirror=False, margin=None,
-                 mirror_fit=False, mix=0.0):
+                 mirror_fit=False, mix=0.0, early=None):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -112,10 +124,8 @@ class MeshModel:
             raise ValueError(f"mirror_fit must be true or false, and true only with mirror, "
                              f"got {mirror_fit!r}")
         self.mirror_fit = mirror_fit
-        if margin is not None and not (isinstance(margin, (int, float))
-                                       and not isinstance(margin, bool) and 0 <= margin <= 64):
-            raise ValueError(f"margin must be null or a number in 0..64, got {margin!r}")
-        self.margin = None if margin is None else float(margin)
+        self.margin = check_margin(margin, len(self.forests))
+        self.early = check_early(early)
         check_mix(mix)
         self.mix = ([float(v) for v in mix] if isinstance(mix, (list, tuple))
                     else float(mix))
@@ -134,7 +144,7 @@ class MeshModel:
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
                 f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
-                f"mix={self.mix!r}, "
+                f"early={self.early}, mix={self.mix!r}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
@@ -216,7 +226,8 @@ class MeshModel:
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.margin, mirror_box, box, self.mix), self.gains)
+                                       self.margin, mirror_box, box, self.mix, self.early),
+                            self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
     def pan(self, mesh):
@@ -430,7 +441,7 @@ def save_mesh_model(model, path):
             "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
             "stages": names, "gains": model.gains, "mirror": model.mirror,
             "mirror_fit": model.mirror_fit,
-            "margin": model.margin, "mix": model.mix,
+            "margin": model.margin, "mix": model.mix, "early": model.early,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
             indent=2, sort_keys=True)
@@ -484,7 +495,7 @@ def load_mesh_model(path, verify=True):
     try:
         model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
                           doc.get("gains"), doc.get("mirror", False), doc.get("margin"),
-                          doc.get("mirror_fit", False), doc.get("mix", 0.0))
+                          doc.get("mirror_fit", False), doc.get("mix", 0.0), doc.get("early"))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
     model.folder = path   # its model card is read from there when asked

@@ -120,7 +120,7 @@ def test_features_and_a_stage_learn_the_drawn_boundaries(mesh):
     assert faces[0].planes.dtype == np.uint8
     forests = fit_stages(faces, lambda: AxisAlignedForest(4, random_state=0), 1, 800, 0)
     from facesegment.faces.mesh_train import photo_labels
-    from facesegment.faces.mesh_stages import predict_stages
+    from facesegment.faces.mesh_read import predict_stages
 
     f = faces[0]
     pred = photo_labels(f, predict_stages(forests, f.planes))
@@ -248,7 +248,8 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
     flag round-trips; mirror_fit without mirror is refused."""
     from facesegment.faces.mesh_features import crop_planes, face_crop
     from facesegment.faces.mesh_mirror import move_proba, twin_planes, unmirror_proba
-    from facesegment.faces.mesh_stages import predict_stages, to_face_classes
+    from facesegment.faces.mesh_read import predict_stages
+    from facesegment.faces.mesh_stages import to_face_classes
     from facesegment.faces.mesh import draw_mesh_parts
     from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.forest import AxisAlignedForest
@@ -316,7 +317,7 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     from facesegment.faces.mesh_features import crop_planes, face_crop
     from facesegment.models.mesh import MeshModel, save_mesh_model
     from facesegment.faces.mesh_mirror import crop_proba, mirrored_planes, unmirror_proba
-    from facesegment.faces.mesh_stages import predict_stages, read_region
+    from facesegment.faces.mesh_read import predict_stages, read_region
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
 
@@ -346,6 +347,79 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     for bad in (-1, 65, "4", True, float("nan")):
         with pytest.raises(ValueError, match="margin"):
             MeshModel(forests, margin=bad)
+
+
+def test_a_margin_per_stage_leaves_the_earlier_stages_as_they_were(mesh, tmp_path):
+    """With one margin per stage, the stages before the last read as with their
+    own margin (the last one's context is unchanged, so it reads the same inside
+    its smaller region), the last stage's pixels beyond its margin are
+    background; training does not see the last margin; the list round-trips."""
+    from facesegment.faces.mesh_read import read_region, stage_margins, stage_probas
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
+
+    faces = _faces(mesh)
+    make = lambda: AxisAlignedForest(3, random_state=3)   # noqa: E731
+    forests = fit_stages(faces, make, 2, 400, 0, margin=6)
+    again = fit_stages(faces, make, 2, 400, 0, margin=[6, 2])
+    rng = np.random.default_rng(0)
+    for a, b in zip(forests, again):   # the same forests
+        X = rng.integers(0, 256, (500, a.n_features_in_), dtype=np.uint8)
+        np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    f = faces[0]
+    whole = stage_probas(forests, f.planes, 6)
+    split = stage_probas(forests, f.planes, [6, 2])
+    np.testing.assert_array_equal(split[0], whole[0])
+    near = read_region(f.planes, 2)
+    assert 0 < near.sum() < read_region(f.planes, 6).sum()
+    np.testing.assert_array_equal(split[1][near], whole[1][near])
+    assert np.all(split[1][~near][:, 0] == 1) and np.all(split[1][~near][:, 1:] == 0)
+    assert stage_margins(5, 3) == [5, 5, 5] and stage_margins([6, 2, 1], 2) == [6, 2]
+    with pytest.raises(ValueError, match="2 margins for 3 stages"):
+        stage_margins([6, 2], 3)
+    save_mesh_model(MeshModel(forests, margin=[6, 2]), tmp_path / "m")
+    assert load_model(tmp_path / "m").margin == [6.0, 2.0]
+    for bad in ([6], [6, 2, 1], [6, -1], [6, "2"]):
+        with pytest.raises(ValueError, match="margin"):
+            MeshModel(forests, margin=bad)
+
+
+def test_early_reading_asks_the_later_trees_only_where_the_first_are_unsure(mesh, tmp_path):
+    """With ``early=[k, c]``, a pixel whose first k trees give their leading class
+    at least c keeps their mean; every other pixel gets the mean of all the
+    trees; c above 1 is refused, a k of every tree reads as without; the
+    setting round-trips in the model folder and reaches the model's output."""
+    from facesegment.faces.mesh_read import check_early, forest_proba
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+    from facesegment.models.mesh import MeshModel, save_mesh_model
+
+    faces = _faces(mesh)
+    forests = fit_stages(faces, lambda: AxisAlignedForest(8, random_state=3), 1, 400, 0)
+    forest = forests[0]
+    X = np.ascontiguousarray(faces[0].planes.reshape(-1, forest.n_features_in_))
+    full, first = forest.predict_proba(X), forest.predict_proba(X, n_trees=3)
+    p = forest_proba(forest, X, (3, 0.8))
+    sure = first.max(axis=1) >= 0.8
+    assert 0 < sure.sum() < len(X)
+    np.testing.assert_array_equal(p[sure], first[sure])
+    np.testing.assert_allclose(p[~sure], full[~sure], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(forest_proba(forest, X, (8, 0.5)), full)
+    np.testing.assert_array_equal(forest_proba(forest, X, None), full)
+    assert check_early((3, 1)) == [3, 1.0] and check_early(None) is None
+    for bad in ((0, 0.5), (3, 0), (3, 1.5), (3,), (2.5, 0.5), (True, 0.5), "3,0.5"):
+        with pytest.raises(ValueError, match="early"):
+            MeshModel(forests, early=bad)
+    image, _ = synthetic(mesh)
+    plain, early = MeshModel(forests), MeshModel(forests, early=[3, 0.8])
+    save_mesh_model(early, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.early == [3, 0.8] and "early=[3, 0.8]" in repr(back)
+    _, a, _ = plain.face_proba(image, mesh)
+    _, b, _ = back.face_proba(image, mesh)
+    assert not np.array_equal(a, b)
+    np.testing.assert_allclose(b.sum(axis=-1), 1.0, atol=1e-5)
 
 
 def test_faces_are_pasted_back_inside_their_region_only():
@@ -457,7 +531,8 @@ def test_the_first_stage_is_mixed_into_the_last_by_its_share(mesh, tmp_path):
     share outside [0, 1), and keeps it in its folder (absent: 0)."""
     from facesegment.errors import DataError
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.faces.mesh_stages import check_mix, mix_stages, stage_probas
+    from facesegment.faces.mesh_read import stage_probas
+    from facesegment.faces.mesh_stages import check_mix, mix_stages
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
     from facesegment.models.mesh import MeshModel, save_mesh_model
@@ -501,7 +576,8 @@ def test_one_share_per_class_mixes_each_class_then_renormalises(mesh, tmp_path):
     probabilities renormalised; such a mix round-trips in the model folder and a
     wrong length is refused."""
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.faces.mesh_stages import check_mix, mix_stages, stage_probas
+    from facesegment.faces.mesh_read import stage_probas
+    from facesegment.faces.mesh_stages import check_mix, mix_stages
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
     from facesegment.models.mesh import MeshModel, save_mesh_model
@@ -529,7 +605,7 @@ def test_one_share_per_class_mixes_each_class_then_renormalises(mesh, tmp_path):
 
 @pytest.mark.parametrize("size, tile", [(128, (4, 8)), (30, (4, 8)), (7, (2, 3))])
 def test_tile_order_is_a_permutation_in_tiles(size, tile):
-    from facesegment.faces.mesh_stages import tile_order
+    from facesegment.faces.mesh_read import tile_order
 
     order = tile_order(size, tile)
     assert np.array_equal(np.sort(order), np.arange(size * size))
@@ -541,7 +617,8 @@ def test_tile_order_is_a_permutation_in_tiles(size, tile):
 def test_a_stage_gives_each_pixel_the_forests_row_prediction(mesh):
     """The pixels go to the forest tile by tile; each pixel still gets the
     probabilities of its own feature row (as predicting it alone would)."""
-    from facesegment.faces.mesh_stages import TRAIN_CLASSES, predict_stage, read_region
+    from facesegment.faces.mesh_read import predict_stage, read_region
+    from facesegment.faces.mesh_stages import TRAIN_CLASSES
     from facesegment.forest import AxisAlignedForest
 
     f = _faces(mesh)[0]

@@ -98,10 +98,18 @@ def test_truncation_equals_training_with_max_depth(windows):
         for name in ("feature", "threshold"):
             np.testing.assert_array_equal(getattr(f, name)[fs][inner], getattr(s, name)[ss][inner])
         np.testing.assert_array_equal(f.left[fs][inner] - f.roots[t], s.left[ss][inner] - s.roots[t])
-    # first trees only
+    # first trees only, or a run of trees from a later one
+    flat = X.reshape(len(X), -1)
     np.testing.assert_allclose(
         full.predict_proba(X, n_trees=2),
-        naive.naive_forest_proba(full.forest_, X.reshape(len(X), -1), n_trees=2), atol=1e-6)
+        naive.naive_forest_proba(full.forest_, flat, n_trees=2), atol=1e-6)
+    for first, n in ((1, None), (1, 1), (2, 1)):
+        np.testing.assert_allclose(
+            full.predict_proba(X, n_trees=n, first_tree=first),
+            naive.naive_forest_proba(full.forest_, flat, n_trees=n, first_tree=first), atol=1e-6)
+    np.testing.assert_allclose(   # the trees' counts weigh two disjoint runs into the whole
+        (full.predict_proba(X, n_trees=1) + 2 * full.predict_proba(X, first_tree=1)) / 3,
+        full.predict_proba(X), rtol=0, atol=1e-12)
 
 
 def test_float_features_and_string_labels():
@@ -175,6 +183,9 @@ def test_bad_inputs(windows):
         clf.predict_proba(np.zeros((3, 10), np.uint8))
     with pytest.raises(ValueError, match="n_trees"):
         clf.predict_proba(X, n_trees=2)
+    for first in (1, -1, 0.5, None):
+        with pytest.raises(ValueError, match="first_tree"):
+            clf.predict_proba(X, first_tree=first)
     with pytest.raises(ValueError, match="n_pairs"):
         TwoProbeForest(n_pairs=0).fit(X, y)
 
