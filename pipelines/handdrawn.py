@@ -40,8 +40,8 @@ import numpy as np
 
 from pipelines.handdrawn_common import (CLASSES, DEFAULT_METHODS, DILATE_GRID, DOC,
                                         FACES300W, FOREST_METHODS, GAIN_GRID, REPORT, ROOT,
-                                        SEED, far_eye, log, make_forest, margin_text,
-                                        prepare, prepare_faces300w)
+                                        SEED, TURNED, far_eye, log, make_forest, margin_text,
+                                        prepare, prepare_faces300w, weigh_turned)
 
 
 def counts_of(faces, labels_of):
@@ -172,13 +172,14 @@ def forest_counts(faces, method, extra=(), cache=None, name=None):
     from pipelines.handdrawn_gains import GainSearch
 
     m = method
+    train = weigh_turned(faces, m.turned_weight)
     key = cache_key(name, [m.kind, m.stages, m.trees, m.pixels, m.mirror, m.margin,
                            m.mirror_fit] + ([] if m.early is None else [m.early]),
-                    list(faces) + list(extra), SEED) if cache is not None else None
+                    list(train) + list(extra), SEED) if cache is not None else None
     hit = load_stages(cache, name, key)
     if hit is None:
         t0 = time.perf_counter()
-        stages = cross_validate(faces, lambda: make_forest(m.kind, m.trees), m.stages,
+        stages = cross_validate(train, lambda: make_forest(m.kind, m.trees), m.stages,
                                 m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
                                 margin=m.margin, mirror_fit=m.mirror_fit, early=m.early)
         seconds = time.perf_counter() - t0
@@ -266,6 +267,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
             + ("" if me.early is None else
                f", the last {me.trees - me.early[0]} trees only where the first {me.early[0]} "
                f"are below {me.early[1]:g}")
+            + ("" if me.turned_weight == 1.0 else
+               f", photos turned {TURNED} degrees or more weigh {me.turned_weight:g}")
             + ("" if me.mixes == (0.0,) else
                f", stage 1's share from {len(me.mixes)} candidates")
             + ", leave-people-out")
@@ -275,7 +278,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
         rows[m] = (counts, {**extra, "trees": me.trees, "pixels_per_face": me.pixels,
                             "faces300w_weight": me.faces300w, "mirror": me.mirror,
                             "margin": me.margin, "mirror_fit": me.mirror_fit,
-                            "early": me.early})
+                            "early": me.early, "turned_weight": me.turned_weight})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

@@ -22,7 +22,9 @@ class Method(NamedTuple):
     (``MeshModel.mirror_fit``), the candidate shares of the first stage mixed
     into the last one's output (``MeshModel.mix``; each held-out person's chosen on
     the other people, with the gains), and how the forests' later trees read the
-    pixels (``MeshModel.early``; None: every tree reads every pixel)."""
+    pixels (``MeshModel.early``; None: every tree reads every pixel), and the
+    pixels drawn from each photo turned :data:`TURNED` degrees or more, as a
+    multiple of another photo's (:func:`weigh_turned`)."""
 
     kind: str
     stages: int
@@ -34,6 +36,7 @@ class Method(NamedTuple):
     mirror_fit: bool = False
     mixes: tuple = (0.0,)
     early: tuple | None = None
+    turned_weight: float = 1.0
 
 
 def margin_text(margin):
@@ -41,6 +44,23 @@ def margin_text(margin):
     if isinstance(margin, (list, tuple)):
         return ", ".join(f"{v:g} (stage {k + 1})" for k, v in enumerate(margin))
     return f"{margin:g}"
+
+
+#: Photos turned this far (degrees, either way) or more are the turned ones
+#: (:func:`weigh_turned`).
+TURNED = 75
+
+
+def weigh_turned(faces, weight):
+    """The faces, those turned :data:`TURNED` degrees or more (by their labelled
+    pan) as copies of ``weight`` times their weight (training pixels); the
+    list itself when ``weight`` is 1."""
+    import dataclasses
+
+    if weight == 1.0:
+        return faces
+    return [dataclasses.replace(f, weight=f.weight * weight)
+            if f.pan == f.pan and abs(f.pan) >= TURNED else f for f in faces]
 
 
 def far_eye(pan):
@@ -73,6 +93,10 @@ _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
                   "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=part_mixes(),
                                         **{**_MIRRORED, "margin": (MARGIN, LAST_MARGIN)}),
+                  "mesh-axis-2-turned": Method("axis", 2, 32, 2000, mixes=part_mixes(),
+                                               turned_weight=2.0,
+                                               **{**_MIRRORED,
+                                                  "margin": (MARGIN, LAST_MARGIN)}),
                   "mesh-axis-2-crop-mirror": Method("axis", 2, 16, 2000, mirror=True,
                                                     margin=MARGIN),
                   "mesh-two-probe": Method("two-probe", 1, 16, 2000, **_MIRRORED),

@@ -15,6 +15,8 @@ LABELS = {
     "mesh-axis-2-crop-mirror": "mesh + axis-aligned forest, 2 stages, the mirror image read "
                                "with the face's own mesh (no second mesh fit)",
     "mesh-two-probe": "mesh + two-probe forest, 1 stage",
+    "mesh-axis-2-turned": "mesh + axis-aligned forest, 2 auto-context stages, the photos "
+                          "turned 75 degrees or more drawing twice the pixels",
     "mesh-axis-faces300w": "mesh + axis-aligned forest, 1 stage, faces300w's crops added",
     "mesh-co2": "mesh + CO2 forest (two-probe start), 1 stage",
 }

@@ -15,7 +15,7 @@ import numpy as np
 
 from pipelines.handdrawn_common import (FACES300W, FOREST_METHODS, ROOT, SEED,  # noqa: F401
                                         best_method, log, make_forest, prepare,
-                                        prepare_faces300w)
+                                        prepare_faces300w, weigh_turned)
 from pipelines.handdrawn_report import share_text
 
 DEST = ROOT / "facesegment" / "models"
@@ -36,7 +36,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
         f"{sum(f.planes is not None for f in faces)} faces"
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
-    forests = fit_stages(faces + extra, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
+    forests = fit_stages(weigh_turned(faces, me.turned_weight) + extra, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
                          SEED, progress=log, margin=margin, early=early)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])

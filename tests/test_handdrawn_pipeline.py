@@ -226,3 +226,32 @@ def test_card_refreshes_the_metrics_only_for_the_models_own_rule(cv, tmp_path, m
     report.write_text(json.dumps(changed))
     with overwriting(), pytest.raises(SystemExit, match="another method or rule"):
         rewrite_card(DEFAULT, tmp_path)
+
+
+def test_turned_photos_draw_more_pixels_in_copies():
+    """weigh_turned weighs only the photos turned TURNED degrees or more (either
+    way), in copies: the faces it is given keep their weights."""
+    from facesegment.faces.mesh_train import PreparedFace
+    from pipelines.handdrawn_common import TURNED, weigh_turned
+
+    faces = [PreparedFace(str(p), "a", float(p), None)
+             for p in (-90, -TURNED, -60, 0, TURNED - 1, 90)]
+    faces.append(PreparedFace("nan", "a", float("nan"), None))
+    assert weigh_turned(faces, 1.0) is faces
+    out = weigh_turned(faces, 2.0)
+    assert [f.weight for f in out] == [2.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0]
+    assert all(f.weight == 1.0 for f in faces) and out[3] is faces[3]
+
+
+def test_a_margin_per_stage_is_said_per_stage():
+    """The cv log, the docs and the model card name each stage's margin."""
+    from pipelines.handdrawn_common import margin_text
+    from pipelines.handdrawn_report import _reading
+    from pipelines.handdrawn_ship import margin_words
+
+    assert margin_text(6.0) == "6" and margin_text((6.0, 3.0)) == "6 (stage 1), 3 (stage 2)"
+    assert "the second about those at most 3/64" in _reading({"margin": [6.0, 3.0]})
+    assert "more than 6/64" in _reading({"margin": 6.0}) and _reading({}) == ""
+    assert "first 16 trees" in _reading({"margin": None, "early": [16, 0.7]})
+    assert "stage 2 those at most 3/64" in margin_words([6.0, 3.0])
+    assert margin_words(None) == "" and "more than 6/64" in margin_words([6.0, 6.0])
