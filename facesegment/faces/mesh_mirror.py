@@ -124,10 +124,9 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
 
     Parameters
     ----------
-    forests : list of classifiers
-        The stages, first to last.
-    planes : uint8 (S, S, P)
-        The crop's planes.
+    forests, planes
+        The stages and the crop's planes, as for
+        :func:`facesegment.faces.mesh_read.stage_probas`.
     mirror : uint8 (S, S, P), optional
         The planes of a mirror image: of the crop itself (:func:`mirrored_planes`)
         or of the face's fit on the mirrored photo (:func:`twin_planes`, with

@@ -279,18 +279,12 @@ def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None)
 
     Parameters
     ----------
-    forests : list of classifiers
-        The stages, first to last.
-    planes : uint8 (S, S, P)
-        The crop's planes.
+    forests, planes, margin, early
+        As for :func:`stage_probas`.
     sigma : float
         Gaussian smoothing of the result, in crop pixels (0: not smoothed).
-    margin : float or None
-        See :func:`stage_probas`.
     mix : float
         The first stage's share (:func:`mix_stages`; 0: the last stage alone).
-    early : (int, float) or None
-        See :func:`stage_probas`.
 
     Returns
     -------
