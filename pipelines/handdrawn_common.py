@@ -46,6 +46,14 @@ def margin_text(margin):
     return f"{margin:g}"
 
 
+def one_margin(margin):
+    """A margin as one number when every stage reads the same (None stays None);
+    otherwise the list of per-stage margins."""
+    if isinstance(margin, (list, tuple)):
+        return margin[0] if len(set(margin)) == 1 else list(margin)
+    return margin
+
+
 #: Photos turned this far (degrees, either way) or more are the turned ones
 #: (:func:`weigh_turned`).
 TURNED = 75
@@ -93,6 +101,10 @@ _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
                   "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=part_mixes(),
                                         **{**_MIRRORED, "margin": (MARGIN, LAST_MARGIN)}),
+                  "mesh-axis-2-early": Method("axis", 2, 32, 2000, mixes=part_mixes(),
+                                              early=(16, 0.7),
+                                              **{**_MIRRORED,
+                                                 "margin": (MARGIN, LAST_MARGIN)}),
                   "mesh-axis-2-turned": Method("axis", 2, 32, 2000, mixes=part_mixes(),
                                                turned_weight=2.0,
                                                **{**_MIRRORED,

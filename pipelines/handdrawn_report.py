@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from facesegment.atomic import write_text_atomic
+from pipelines.handdrawn_common import one_margin
 
 LABELS = {
     "faces300w-landmarks": "`faces300w-landmarks` (dlib's landmark votes, end to end)",
@@ -15,6 +16,8 @@ LABELS = {
     "mesh-axis-2-crop-mirror": "mesh + axis-aligned forest, 2 stages, the mirror image read "
                                "with the face's own mesh (no second mesh fit)",
     "mesh-two-probe": "mesh + two-probe forest, 1 stage",
+    "mesh-axis-2-early": "mesh + axis-aligned forest, 2 auto-context stages, each stage's "
+                         "last 16 trees read only where its first 16 are unsure",
     "mesh-axis-2-turned": "mesh + axis-aligned forest, 2 auto-context stages, the photos "
                           "turned 75 degrees or more drawing twice the pixels",
     "mesh-axis-faces300w": "mesh + axis-aligned forest, 1 stage, faces300w's crops added",
@@ -112,16 +115,15 @@ def share_text(mix):
 
 def _reading(row):
     """How a method's forests read the crop: its margin and early reading."""
-    margin, early = row.get("margin"), row.get("early")
-    if isinstance(margin, (list, tuple)) and len(set(margin)) > 1:
+    margin, early = one_margin(row.get("margin")), row.get("early")
+    if isinstance(margin, list):
         text = ("The forests are asked only about the pixels near the face: the first stage "
                 f"about those at most {margin[0]:g}/64 of the crop outside the mesh's face oval "
                 f"(no hand-drawn part lies farther out), the second about those at most "
                 f"{margin[-1]:g}/64 outside it; background beyond (`MeshModel.margin`). ")
     elif margin is not None:
-        v = margin[0] if isinstance(margin, (list, tuple)) else margin
         text = ("The forests are asked only about the pixels near the face: those more "
-                f"than {v:g}/64 of the crop outside the mesh's face oval are background "
+                f"than {margin:g}/64 of the crop outside the mesh's face oval are background "
                 "(`MeshModel.margin`; no hand-drawn part lies that far out). ")
     else:
         text = ""

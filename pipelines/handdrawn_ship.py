@@ -15,7 +15,7 @@ import numpy as np
 
 from pipelines.handdrawn_common import (FACES300W, FOREST_METHODS, ROOT, SEED,  # noqa: F401
                                         best_method, log, make_forest, prepare,
-                                        prepare_faces300w, weigh_turned)
+                                        one_margin, prepare_faces300w, weigh_turned)
 from pipelines.handdrawn_report import share_text
 
 DEST = ROOT / "facesegment" / "models"
@@ -28,16 +28,16 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
 
     method = best_method(cv)
     me = FOREST_METHODS[method]
-    kind, n_stages, n_trees, n_pixels = me.kind, me.stages, me.trees, me.pixels
-    weight = me.faces300w
-    mirror, margin, fit, early = me.mirror, me.margin, me.mirror_fit, me.early
+    kind, n_stages, n_trees, n_pixels, weight = me.kind, me.stages, me.trees, me.pixels, \
+        me.faces300w
     faces = prepare(data)
     extra = prepare_faces300w(faces300w, weight) if weight else []
     log(f"{method}: training {n_stages} stage(s) of {n_trees} {kind} trees on "
         f"{sum(f.planes is not None for f in faces)} faces"
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
-    forests = fit_stages(weigh_turned(faces, me.turned_weight) + extra, lambda: make_forest(kind, n_trees), n_stages, n_pixels,
-                         SEED, progress=log, margin=margin, early=early)
+    forests = fit_stages(weigh_turned(faces, me.turned_weight) + extra,
+                         lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
+                         progress=log, margin=me.margin, early=me.early)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
@@ -48,8 +48,8 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "n_people": len({f.group for f in faces}), "trained_by": "make model",
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
-        gains=row["gains"], mirror=mirror, margin=margin, mirror_fit=fit,
-        mix=row.get("mix", 0.0), early=early)
+        gains=row["gains"], mirror=me.mirror, margin=me.margin, mirror_fit=me.mirror_fit,
+        mix=row.get("mix", 0.0), early=me.early)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -65,15 +65,15 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
 
 def margin_words(margin):
     """The model card's words for a model's margin (``MeshModel.margin``)."""
+    margin = one_margin(margin)
     if margin is None:
         return ""
-    if isinstance(margin, (list, tuple)) and len(set(margin)) > 1:
+    if isinstance(margin, list):
         reads = [f"stage {k + 1} those at most {v:g}/64" for k, v in enumerate(margin)]
         return ("; the forests read only the pixels near the mesh's face oval, "
                 + ", ".join(reads) + " of the crop outside it (background beyond, without "
                 "asking the forests)")
-    v = margin[0] if isinstance(margin, (list, tuple)) else margin
-    return (f"; pixels more than {v:g}/64 of the crop outside the mesh's face oval are "
+    return (f"; pixels more than {margin:g}/64 of the crop outside the mesh's face oval are "
             "background without asking the forests")
 
 
