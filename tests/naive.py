@@ -648,3 +648,32 @@ def naive_oob(estimator, X, y):
         proba[oob] += tree.predict_proba(X[oob])
         count[oob] += 1
     return proba / np.maximum(count, 1)[:, None], count
+
+
+# ------------------------------------------------- faces: coarse stage reading
+
+
+def naive_coarse_fill(proba, grid, gap=0.0):
+    """coarse_fill by loops: each pixel off the grid, its neighbours by parity
+    (left/right, above/below, or the four diagonals), filled with their mean when
+    all are in ``grid``, share their argmax and lead their second class by ``gap``."""
+    s = grid.shape[0]
+    filled = np.zeros((s, s), bool)
+    values = np.zeros(proba.shape, np.float32)
+    for y in range(s):
+        for x in range(s):
+            if y % 2 == 0 and x % 2 == 0:
+                continue
+            if y % 2 == 0:
+                around = [(y, x - 1), (y, x + 1)]
+            elif x % 2 == 0:
+                around = [(y - 1, x), (y + 1, x)]
+            else:
+                around = [(y - 1, x - 1), (y - 1, x + 1), (y + 1, x - 1), (y + 1, x + 1)]
+            inside = [(a, b) for a, b in around if 0 <= a < s and 0 <= b < s]
+            if len(inside) == len(around) and all(grid[a, b] for a, b in inside):
+                leads = {int(np.argmax(proba[a, b])) for a, b in inside}
+                gaps = [np.diff(np.sort(proba[a, b]))[-1] for a, b in inside]
+                values[y, x] = np.mean([proba[a, b] for a, b in inside], axis=0)
+                filled[y, x] = len(leads) == 1 and min(gaps) >= gap
+    return filled, values

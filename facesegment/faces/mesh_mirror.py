@@ -118,7 +118,7 @@ def move_proba(proba, src_box, dst_box):
 
 
 def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None, box=None,
-                      early=None):
+                      early=None, coarse=None):
     """Every stage's probabilities over a crop's planes, each averaged with its
     mirror image's when ``mirror`` is given.
 
@@ -140,17 +140,19 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
         pixels, :func:`move_proba`).
     early : (int, float) or None
         See :func:`facesegment.faces.mesh_read.stage_probas`.
+    coarse : float or None
+        See :func:`facesegment.faces.mesh_read.stage_probas`.
 
     Returns
     -------
     list of float32 (S, S, len(TRAIN_CLASSES))
         One per stage.
     """
-    probas = stage_probas(forests, planes, margin, early)
+    probas = stage_probas(forests, planes, margin, early, coarse)
     if mirror is None:
         return probas
     out = []
-    for proba, other in zip(probas, stage_probas(forests, mirror, margin, early)):
+    for proba, other in zip(probas, stage_probas(forests, mirror, margin, early, coarse)):
         other = unmirror_proba(other)
         if mirror_box is not None:
             other = move_proba(other, mirror_box, box)
@@ -159,13 +161,13 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
 
 
 def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None, mix=0.0,
-               early=None):
+               early=None, coarse=None):
     """The stages' probabilities over a crop's planes, optionally with a mirror image
     (:func:`crop_stage_probas`, mixed by :func:`mix_stages`).
 
     Parameters
     ----------
-    forests, planes, mirror, margin, mirror_box, box, early
+    forests, planes, mirror, margin, mirror_box, box, early, coarse
         As for :func:`crop_stage_probas`.
     mix : float
         The first stage's share (:func:`mix_stages`; 0: the last stage alone).
@@ -174,8 +176,8 @@ def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=N
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box, early),
-                      mix)
+    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box, early,
+                                        coarse), mix)
 
 
 __all__ = ["mirrored_planes", "unmirror_proba", "twin_planes", "move_proba",

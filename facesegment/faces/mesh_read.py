@@ -6,7 +6,10 @@ before; each stage's forest is asked only about the pixels near the mesh's face
 oval (:func:`read_region`, the model's margin, one per stage or one for all),
 in compact tiles (:func:`tile_order`), and, with the model's early reading,
 only the pixels its first trees are unsure of are read by the other trees
-(:func:`forest_proba`).
+(:func:`forest_proba`); with the model's coarse reading, the forest reads every
+other pixel of every other row first, and the pixels between them only where
+those around them disagree on the class or are unsure of it (:func:`predict_stage`,
+:func:`coarse_fill`).
 """
 
 import functools
@@ -50,7 +53,7 @@ def read_region(planes, margin):
     return d <= float(margin)
 
 
-def predict_stage(forest, planes, region=None, early=None):
+def predict_stage(forest, planes, region=None, early=None, coarse=None):
     """A stage's class probabilities over a crop's planes.
 
     Parameters
@@ -60,7 +63,7 @@ def predict_stage(forest, planes, region=None, early=None):
         :data:`TRAIN_CLASSES`).
     planes : uint8 (S, S, P), or a tuple of such arrays
         The stage's input (:func:`stage_input`); a tuple stands for its arrays
-        stacked along the last axis (only the region's pixels are stacked).
+        stacked along the last axis (only the pixels read are stacked).
     region : bool (S, S), optional
         Pixels the forest is asked about (:func:`read_region`); outside it
         background has probability 1.  None: everywhere.
@@ -68,6 +71,11 @@ def predict_stage(forest, planes, region=None, early=None):
         Each pixel is read by the forest's first ``early[0]`` trees; only where
         their leading class has less than ``early[1]`` are the other trees read
         too (:func:`forest_proba`).  None: every tree reads every pixel.
+    coarse : float, optional
+        Read the pixels of even row and column first, and the others only where
+        those around them disagree on the leading class or one of them has its
+        two leading classes less than ``coarse`` apart; elsewhere a pixel gets
+        their mean (:func:`coarse_fill`).  None: every pixel is read.
 
     Returns
     -------
@@ -78,17 +86,94 @@ def predict_stage(forest, planes, region=None, early=None):
     s = blocks[0].shape[0]
     flats = [b.reshape(s * s, b.shape[2]) for b in blocks]
     out = np.zeros((s * s, len(TRAIN_CLASSES)), np.float32)
-    rows = tile_order(s)
-    if region is not None:
-        rows = rows[region.ravel()[rows]]
-        out[:, TRAIN_CLASSES.index(0)] = 1.0
-        out[rows, TRAIN_CLASSES.index(0)] = 0.0
-    flats = [f[rows] for f in flats]
-    X = flats[0] if len(flats) == 1 else np.concatenate(flats, axis=1)
-    proba = forest_proba(forest, X, early)
-    for j, c in enumerate(np.asarray(forest.classes_).tolist()):
-        out[rows, TRAIN_CLASSES.index(int(c))] = proba[:, j]
-    return out.reshape(s, s, -1)
+    out[:, TRAIN_CLASSES.index(0)] = 1.0
+    columns = [TRAIN_CLASSES.index(int(c)) for c in np.asarray(forest.classes_).tolist()]
+    order = tile_order(s)
+    region = np.ones((s, s), bool) if region is None else region
+
+    def read(mask):
+        rows = order[mask.ravel()[order]]
+        if len(rows) == 0:
+            return
+        X = flats[0][rows] if len(flats) == 1 else np.concatenate([f[rows] for f in flats], 1)
+        out[rows] = 0.0
+        out[np.ix_(rows, columns)] = forest_proba(forest, X, early)
+
+    if coarse is None:
+        read(region)
+        return out.reshape(s, s, -1)
+    grid = region & coarse_grid(s)
+    read(grid)
+    proba = out.reshape(s, s, -1)
+    filled, values = coarse_fill(proba, grid, coarse)
+    filled &= region
+    proba[filled] = values[filled]
+    read(region & ~grid & ~filled)
+    return proba
+
+
+@functools.lru_cache(maxsize=8)
+def coarse_grid(size):
+    """The pixels of even row and even column of a ``size`` x ``size`` crop
+    (read-only bool array), read first by a coarse reading (:func:`predict_stage`)."""
+    grid = np.zeros((size, size), bool)
+    grid[0::2, 0::2] = True
+    grid.flags.writeable = False
+    return grid
+
+
+def coarse_fill(proba, grid, gap=0.0):
+    """The pixels between a grid's that its neighbours agree on, and their mean.
+
+    A pixel of odd column and even row lies between its left and right
+    neighbours, one of odd row and even column between those above and below,
+    one of odd row and column between its four diagonal neighbours.  It is
+    filled where those neighbours are all in ``grid``, share their leading
+    class, and each leads by at least ``gap`` over its second class; its value
+    is their mean.
+
+    Parameters
+    ----------
+    proba : float (S, S, C)
+        Probabilities, read at ``grid``'s pixels.
+    grid : bool (S, S)
+        The pixels read: even row and column (:func:`coarse_grid`), or a subset.
+    gap : float
+        The least lead of a neighbour's leading class over its second.
+
+    Returns
+    -------
+    filled : bool (S, S)
+        Never a pixel of ``grid``.
+    values : float32 (S, S, C)
+        The neighbours' mean where ``filled``.
+    """
+    s = grid.shape[0]
+    n, m = (s + 1) // 2, s // 2        # grid pixels and pixels between, per axis
+    # the grid's leading classes (-1: not read) and values, padded past the edge
+    lead = np.full((n + 1, n + 1), -1, np.int64)
+    at_grid = proba[0::2, 0::2]
+    top = np.sort(at_grid, axis=-1)
+    sure = grid[0::2, 0::2] & (top[..., -1] - top[..., -2] >= gap)
+    lead[:n, :n] = np.where(sure, at_grid.argmax(axis=-1), -1)
+    value = np.zeros((n + 1, n + 1, proba.shape[2]), np.float32)
+    value[:n, :n] = at_grid
+    filled = np.zeros((s, s), bool)
+    values = np.zeros(proba.shape, np.float32)
+    # (pixels, their neighbours as grid offsets): between left and right, above
+    # and below, the four diagonals
+    for at, around in (((slice(0, None, 2), slice(1, None, 2)), ((0, 0), (0, 1))),
+                       ((slice(1, None, 2), slice(0, None, 2)), ((0, 0), (1, 0))),
+                       ((slice(1, None, 2), slice(1, None, 2)),
+                        ((0, 0), (0, 1), (1, 0), (1, 1)))):
+        h, w = (n if at[0].start == 0 else m), (n if at[1].start == 0 else m)
+        leads = [lead[dy:dy + h, dx:dx + w] for dy, dx in around]
+        agree = leads[0] >= 0
+        for other in leads[1:]:
+            agree &= other == leads[0]
+        filled[at] = agree
+        values[at] = sum(value[dy:dy + h, dx:dx + w] for dy, dx in around) / len(around)
+    return filled, values
 
 
 def forest_proba(forest, X, early=None):
@@ -152,6 +237,31 @@ def check_early(early):
                      f"confidence in (0, 1], got {early!r}")
 
 
+def check_coarse(coarse):
+    """The model's coarse reading (:func:`predict_stage`), checked: None or a
+    number in [0, 1) (the least lead of a read pixel's leading class for its
+    neighbours to be filled without reading).
+
+    Parameters
+    ----------
+    coarse : object
+
+    Returns
+    -------
+    float or None
+
+    Raises
+    ------
+    ValueError
+        Anything else.
+    """
+    if coarse is None:
+        return None
+    if isinstance(coarse, numbers.Real) and not isinstance(coarse, bool) and 0 <= coarse < 1:
+        return float(coarse)
+    raise ValueError(f"coarse must be null or a number in [0, 1), got {coarse!r}")
+
+
 @functools.lru_cache(maxsize=8)
 def tile_order(size, tile=TILE):
     """The pixels of a ``size`` x ``size`` crop in tiles of ``tile`` (rows,
@@ -179,7 +289,7 @@ def tile_order(size, tile=TILE):
     return order
 
 
-def stage_probas(forests, planes, margin=None, early=None):
+def stage_probas(forests, planes, margin=None, early=None, coarse=None):
     """Every stage's probabilities over a crop, each stage reading the one before.
 
     Parameters
@@ -194,6 +304,9 @@ def stage_probas(forests, planes, margin=None, early=None):
         last (:func:`stage_margins`); None: the forests read every pixel.
     early : (int, float) or None
         How each forest reads its pixels (:func:`forest_proba`).
+    coarse : float or None
+        Each stage reads every other pixel first (:func:`predict_stage`).  None:
+        every pixel.
 
     Returns
     -------
@@ -207,7 +320,8 @@ def stage_probas(forests, planes, margin=None, early=None):
             regions[m] = read_region(planes, m)
         # stage_input's planes, stacked for the region's pixels only
         out.append(predict_stage(forest, planes if not out
-                                 else (planes, context_planes(out[-1])), regions[m], early))
+                                 else (planes, context_planes(out[-1])), regions[m], early,
+                                 coarse))
     return out
 
 
@@ -273,13 +387,14 @@ def check_margin(margin, n_stages):
                      f"numbers (one per stage), got {margin!r}")
 
 
-def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None):
+def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None,
+                   coarse=None):
     """The stages' probabilities over a crop (:func:`stage_probas`, mixed by
     :func:`mix_stages`).
 
     Parameters
     ----------
-    forests, planes, margin, early
+    forests, planes, margin, early, coarse
         As for :func:`stage_probas`.
     sigma : float
         Gaussian smoothing of the result, in crop pixels (0: not smoothed).
@@ -290,4 +405,5 @@ def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None)
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    return smooth_proba(mix_stages(stage_probas(forests, planes, margin, early), mix), sigma)
+    return smooth_proba(mix_stages(stage_probas(forests, planes, margin, early, coarse), mix),
+                        sigma)

@@ -107,7 +107,7 @@ def _stage_samples(faces, previous, n_pixels, seed):
 
 
 def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-               margin=None, early=None):
+               margin=None, early=None, coarse=None):
     """Train ``n_stages`` auto-context stages on prepared faces (those with a mesh).
 
     Parameters
@@ -133,6 +133,9 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     early : (int, float) or None
         How the earlier stages' forests read the pixels for that context
         (:func:`facesegment.faces.mesh_read.forest_proba`), as the model will.
+    coarse : float or None
+        Whether they read every other pixel first
+        (:func:`facesegment.faces.mesh_read.predict_stage`), as the model will.
 
     Returns
     -------
@@ -142,7 +145,8 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     forests, previous = [], None
     for k in range(n_stages):
         if k > 0:   # the earlier stages' out-of-fold predictions, by group
-            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin, early)
+            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin, early,
+                                   coarse)
         X, y = _stage_samples(faces, previous, n_pixels, seed)
         if progress:
             progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
@@ -150,14 +154,15 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     return forests
 
 
-def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early=None):
+def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early=None,
+                coarse=None):
     """Each face's probabilities after ``n_stages`` stages trained without its group.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Faces with a mesh.
-    make_forest, n_pixels, seed, margin, early
+    make_forest, n_pixels, seed, margin, early, coarse
         As for :func:`fit_stages`.
     n_stages : int
         Stages trained per fold.
@@ -172,22 +177,24 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early
     for g in groups:
         train = [f for f in faces if f.group != g]
         stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, margin=margin,
-                            early=early)
+                            early=early, coarse=coarse)
         for i, f in enumerate(faces):
             if f.group == g:
-                out[i] = predict_stages(stages, f.planes, margin=margin, early=early)
+                out[i] = predict_stages(stages, f.planes, margin=margin, early=early,
+                                        coarse=coarse)
     return out
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False, margin=None, mirror_fit=False, early=None):
+                   extra=(), mirror=False, margin=None, mirror_fit=False, early=None,
+                   coarse=None):
     """Leave-one-group-out probabilities of every stage.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Each group (person) is held out once.
-    make_forest, n_stages, n_pixels, seed, progress, margin, early
+    make_forest, n_stages, n_pixels, seed, progress, margin, early, coarse
         As for :func:`fit_stages`.
     extra : sequence of PreparedFace
         Faces of another dataset, trained in every fold, never held out.
@@ -218,22 +225,23 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         if progress:
             progress(f"fold {k + 1}/{len(groups)} (without {g})")
         stages = fit_stages([f for f in faces if f.group != g] + list(extra), make_forest,
-                            n_stages, n_pixels, seed, margin=margin, early=early)
+                            n_stages, n_pixels, seed, margin=margin, early=early,
+                            coarse=coarse)
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else _face_proba(
-                    stages, f, mirror, margin, mirror_fit, early)
+                    stages, f, mirror, margin, mirror_fit, early, coarse)
     return out
 
 
-def _face_proba(stages, face, mirror, margin, mirror_fit, early=None):
+def _face_proba(stages, face, mirror, margin, mirror_fit, early=None, coarse=None):
     """A prepared face's crop probabilities of every stage, as ``MeshModel.face_proba``
     reads them before mixing the stages."""
     if mirror and mirror_fit and face.twin is not None:
         return crop_stage_probas(stages, face.planes, face.twin, margin, face.twin_box,
-                                 face.box, early)
+                                 face.box, early, coarse)
     return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, margin,
-                             early=early)
+                             early=early, coarse=coarse)
 
 
 def photo_labels(face, proba_crop, gains=None):

@@ -25,6 +25,10 @@ The folder::
                       early (optional, default null: [k, confidence], the
                       forests' later trees read only the pixels where the
                       first k are less sure than confidence),
+                      coarse (optional, default null: a number in [0, 1),
+                      the forests read the pixels of even row and column
+                      first, and the others only where those around them
+                      disagree or lead by less than it),
                       mix (optional, default 0: the first stage's share of the
                       stages' output, mixed into the last stage's; a number or
                       one per training class),
@@ -44,7 +48,7 @@ from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from ..faces.mesh_mirror import crop_proba, mirrored_planes, twin_planes
-from ..faces.mesh_read import check_early, check_margin
+from ..faces.mesh_read import check_coarse, check_early, check_margin
 from ..faces.mesh_stages import apply_gains, check_gains, check_mix, to_face_classes
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
@@ -96,6 +100,13 @@ class MeshModel:
         the others only those where the first ones' leading class has less
         than ``confidence`` (:func:`facesegment.faces.mesh_read.forest_proba`);
         None: every tree reads every pixel.
+    coarse : float or None
+        Each stage's forest reads the crop's pixels of even row and column
+        first, then only the pixels whose neighbours among those disagree on
+        the leading class or lead by less than ``coarse`` over their second;
+        the others get their neighbours' mean
+        (:func:`facesegment.faces.mesh_read.predict_stage`).  None: every pixel
+        is read.
     mix : float or list of 6 floats
         The first stage's share of the output, mixed into the last stage's
         probabilities before the gains, or one share per training class
@@ -106,7 +117,7 @@ class MeshModel:
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
                  provenance=None, metrics=None, gains=None, mirror=False, margin=None,
-                 mirror_fit=False, mix=0.0, early=None):
+                 mirror_fit=False, mix=0.0, early=None, coarse=None):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -126,6 +137,7 @@ class MeshModel:
         self.mirror_fit = mirror_fit
         self.margin = check_margin(margin, len(self.forests))
         self.early = check_early(early)
+        self.coarse = check_coarse(coarse)
         check_mix(mix)
         self.mix = ([float(v) for v in mix] if isinstance(mix, (list, tuple))
                     else float(mix))
@@ -144,7 +156,7 @@ class MeshModel:
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
                 f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
-                f"early={self.early}, mix={self.mix!r}, "
+                f"early={self.early}, coarse={self.coarse}, mix={self.mix!r}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
@@ -226,7 +238,8 @@ class MeshModel:
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.margin, mirror_box, box, self.mix, self.early),
+                                       self.margin, mirror_box, box, self.mix, self.early,
+                                       self.coarse),
                             self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 
@@ -442,6 +455,7 @@ def save_mesh_model(model, path):
             "stages": names, "gains": model.gains, "mirror": model.mirror,
             "mirror_fit": model.mirror_fit,
             "margin": model.margin, "mix": model.mix, "early": model.early,
+            "coarse": model.coarse,
             "pan": None if model.pan_model is None else model.pan_model.to_dict(),
             "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
             indent=2, sort_keys=True)
@@ -495,7 +509,8 @@ def load_mesh_model(path, verify=True):
     try:
         model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
                           doc.get("gains"), doc.get("mirror", False), doc.get("margin"),
-                          doc.get("mirror_fit", False), doc.get("mix", 0.0), doc.get("early"))
+                          doc.get("mirror_fit", False), doc.get("mix", 0.0), doc.get("early"),
+                          doc.get("coarse"))
     except (TypeError, ValueError) as exc:
         raise DataError(js, f"is malformed ({exc})", _FIX) from None
     model.folder = path   # its model card is read from there when asked

@@ -288,7 +288,7 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
 def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
     """A face prepared with its mirror fit is scored by cross_validate exactly as
     MeshModel(mirror_fit=True).face_proba segments it; with mirror_fit off, as
-    the plain mirror model does."""
+    the plain mirror model does; with a coarse reading, as the coarse model does."""
     from facesegment.faces import mesh_train as MT
     from facesegment.faces.mesh_stages import mix_stages, to_face_classes
     from facesegment.models.mesh import MeshModel
@@ -299,10 +299,12 @@ def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
     twin = mesh.copy()
     twin[:, :2] += (2.0, 1.0)
     face = prepare_face(image, labels, mesh, "a", 0, 0.0, mirror=True, twin=twin)
-    for fit, mix in ((True, 0.0), (False, 0.0), (True, 0.3)):
-        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, 6.0, fit), mix),
-                              face.drawn)
-        model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0, mix=mix)
+    for fit, mix, coarse in ((True, 0.0, None), (False, 0.0, None), (True, 0.3, None),
+                             (True, 0.3, 0.1), (False, 0.0, 0.0)):
+        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, 6.0, fit,
+                                                        coarse=coarse), mix), face.drawn)
+        model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0, mix=mix,
+                          coarse=coarse)
         box, want, _ = model.face_proba(image, mesh, twin)
         assert box == face.box
         np.testing.assert_array_equal(got, want)
