@@ -174,14 +174,16 @@ def forest_counts(faces, method, extra=(), cache=None, name=None):
     m = method
     train = weigh_turned(faces, m.turned_weight)
     key = cache_key(name, [m.kind, m.stages, m.trees, m.pixels, m.mirror, m.margin,
-                           m.mirror_fit] + ([] if m.early is None else [m.early]),
+                           m.mirror_fit] + ([] if m.early is None else [m.early])
+                    + ([] if m.coarse is None else [["coarse", m.coarse]]),
                     list(train) + list(extra), SEED) if cache is not None else None
     hit = load_stages(cache, name, key)
     if hit is None:
         t0 = time.perf_counter()
         stages = cross_validate(train, lambda: make_forest(m.kind, m.trees), m.stages,
                                 m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
-                                margin=m.margin, mirror_fit=m.mirror_fit, early=m.early)
+                                margin=m.margin, mirror_fit=m.mirror_fit, early=m.early,
+                                coarse=m.coarse)
         seconds = time.perf_counter() - t0
         save_stages(cache, name, key, stages, seconds)
     else:
@@ -267,6 +269,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
             + ("" if me.early is None else
                f", the last {me.trees - me.early[0]} trees only where the first {me.early[0]} "
                f"are below {me.early[1]:g}")
+            + ("" if me.coarse is None else
+               f", every other pixel read first (gap {me.coarse:g})")
             + ("" if me.turned_weight == 1.0 else
                f", photos turned {TURNED} degrees or more weigh {me.turned_weight:g}")
             + ("" if me.mixes == (0.0,) else
@@ -278,7 +282,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
         rows[m] = (counts, {**extra, "trees": me.trees, "pixels_per_face": me.pixels,
                             "faces300w_weight": me.faces300w, "mirror": me.mirror,
                             "margin": me.margin, "mirror_fit": me.mirror_fit,
-                            "early": me.early, "turned_weight": me.turned_weight})
+                            "early": me.early, "coarse": me.coarse,
+                            "turned_weight": me.turned_weight})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}
     out["pan"] = pan_cv(faces)

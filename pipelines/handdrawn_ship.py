@@ -37,7 +37,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
     forests = fit_stages(weigh_turned(faces, me.turned_weight) + extra,
                          lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log, margin=me.margin, early=me.early)
+                         progress=log, margin=me.margin, early=me.early, coarse=me.coarse)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
@@ -49,7 +49,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
         gains=row["gains"], mirror=me.mirror, margin=me.margin, mirror_fit=me.mirror_fit,
-        mix=row.get("mix", 0.0), early=me.early)
+        mix=row.get("mix", 0.0), early=me.early, coarse=me.coarse)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -102,6 +102,10 @@ def model_card(name, model, cv, method):
                 f"; each pixel is read by a stage's first {model.early[0]} trees, and by the "
                 f"others only where the leading class of those has less than "
                 f"{model.early[1]:g}")
+             + ("" if model.coarse is None else
+                "; each stage reads the pixels of even row and column first, and the others "
+                "only where those around them disagree on the class or one leads by less "
+                f"than {model.coarse:g} (elsewhere their mean)")
              + ("" if not any(np.atleast_1d(model.mix)) or len(model.forests) < 2 else
                 "; the output is the last stage's probabilities with a share of the first "
                 f"stage's mixed in ({share_text(model.mix)}; chosen on held-out people with the "

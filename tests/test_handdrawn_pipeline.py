@@ -255,3 +255,22 @@ def test_a_margin_per_stage_is_said_per_stage():
     assert "first 16 trees" in _reading({"margin": None, "early": [16, 0.7]})
     assert "stage 2 those at most 3/64" in margin_words([6.0, 3.0])
     assert margin_words(None) == "" and "more than 6/64" in margin_words([6.0, 6.0])
+
+
+def test_only_the_default_methods_are_shipped_and_the_coarse_reading_is_said():
+    """best_method ranks the rows of DEFAULT_METHODS only: an experiment beside them
+    (here one that scores higher) is measured, never shipped; the docs and the
+    method say when a method reads every other pixel first."""
+    from pipelines.handdrawn_common import DEFAULT_METHODS, FOREST_METHODS
+    from pipelines.handdrawn_report import _reading
+
+    row = lambda v: {"all": {"mean": v}}   # noqa: E731
+    cv = {"methods": {"mesh-axis": row(70.0), "mesh-axis-2": row(79.0),
+                      "mesh-axis-2-full": row(79.1), "faces300w-landmarks": row(90.0)}}
+    assert best_method(cv) == "mesh-axis-2"
+    assert "mesh-axis-2-full" not in DEFAULT_METHODS
+    assert FOREST_METHODS["mesh-axis-2"].coarse is not None
+    assert FOREST_METHODS["mesh-axis-2-full"].coarse is None
+    assert "less than 0.1;" in _reading({"margin": 6.0, "coarse": 0.1})
+    assert "less than 0;" in _reading({"margin": 6.0, "coarse": 0.0})
+    assert "coarse" not in _reading({"margin": 6.0, "coarse": None}) + _reading({})
