@@ -92,6 +92,12 @@ def predict_stage(forest, planes, region=None, early=None, coarse=None):
     region = np.ones((s, s), bool) if region is None else region
 
     def read(mask):
+        """Ask the forest about the pixels of ``mask``, in tiles, into ``out``.
+
+        Parameters
+        ----------
+        mask : bool (S, S)
+        """
         rows = order[mask.ravel()[order]]
         if len(rows) == 0:
             return
@@ -114,8 +120,19 @@ def predict_stage(forest, planes, region=None, early=None, coarse=None):
 
 @functools.lru_cache(maxsize=8)
 def coarse_grid(size):
-    """The pixels of even row and even column of a ``size`` x ``size`` crop
-    (read-only bool array), read first by a coarse reading (:func:`predict_stage`)."""
+    """The pixels of even row and even column of a crop, read first by a coarse
+    reading (:func:`predict_stage`).
+
+    Parameters
+    ----------
+    size : int
+        The crop's side.
+
+    Returns
+    -------
+    bool (size, size)
+        Read-only.
+    """
     grid = np.zeros((size, size), bool)
     grid[0::2, 0::2] = True
     grid.flags.writeable = False
