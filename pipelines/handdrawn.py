@@ -182,8 +182,7 @@ def forest_counts(faces, method, extra=(), cache=None, name=None):
         t0 = time.perf_counter()
         stages = cross_validate(train, lambda: make_forest(m.kind, m.trees), m.stages,
                                 m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
-                                margin=m.margin, mirror_fit=m.mirror_fit, early=m.early,
-                                coarse=m.coarse)
+                                mirror_fit=m.mirror_fit, reading=m.reading)
         seconds = time.perf_counter() - t0
         save_stages(cache, name, key, stages, seconds)
     else:

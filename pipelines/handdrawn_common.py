@@ -42,6 +42,14 @@ class Method(NamedTuple):
     coarse: float | None = None
     turned_weight: float = 1.0
 
+    @property
+    def reading(self):
+        """How the method's stages read a crop
+        (:class:`facesegment.faces.mesh_read.Reading`)."""
+        from facesegment.faces.mesh_read import Reading
+
+        return Reading(self.margin, self.early, self.coarse)
+
 
 def margin_text(margin):
     """A method's or model's margin in words: ``6`` or ``6 (stage 1), 3 (stage 2)``."""

@@ -131,16 +131,36 @@ def _reading(row):
                 "(`MeshModel.margin`; no hand-drawn part lies that far out). ")
     else:
         text = ""
-    if early is not None:
-        text += (f"Each pixel is read by a forest's first {early[0]} trees, and by the others "
-                 f"only where the leading class of those has less than {early[1]:g} "
-                 "(`MeshModel.early`). ")
-    if row.get("coarse") is not None:
-        text += ("Each stage reads the pixels of even row and column first, and the others "
-                 "only where those around them disagree on the leading class or one of them "
-                 f"leads its second class by less than {row['coarse']:g}; elsewhere a pixel "
-                 "gets their mean (`MeshModel.coarse`). ")
+    for sentence, field in zip(reading_sentences(early, row.get("coarse")),
+                               [f for f in ("early", "coarse") if row.get(f) is not None]):
+        text += f"{sentence[0].upper()}{sentence[1:]} (`MeshModel.{field}`). "
     return text
+
+
+def reading_sentences(early, coarse):
+    """The words, shared by the report and the model card, for a model's early
+    and coarse reading (``MeshModel.early``, ``MeshModel.coarse``): one clause
+    per reading that is not None, lower case, without a full stop.
+
+    Parameters
+    ----------
+    early : [int, float] or None
+    coarse : float or None
+
+    Returns
+    -------
+    list of str
+    """
+    out = []
+    if early is not None:
+        out.append(f"each pixel is read by a stage's first {early[0]} trees, and by the "
+                   f"others only where the leading class of those has less than {early[1]:g}")
+    if coarse is not None:
+        out.append("each stage reads the pixels of even row and column first, and the others "
+                   "only where those around them disagree on the leading class or one of "
+                   f"them leads its second class by less than {coarse:g}, giving every other "
+                   "pixel their mean")
+    return out
 
 
 def _forests(cv, n_sub):

@@ -16,7 +16,7 @@ import numpy as np
 from pipelines.handdrawn_common import (FACES300W, FOREST_METHODS, ROOT, SEED,  # noqa: F401
                                         best_method, log, make_forest, prepare,
                                         one_margin, prepare_faces300w, weigh_turned)
-from pipelines.handdrawn_report import share_text
+from pipelines.handdrawn_report import reading_sentences, share_text
 
 DEST = ROOT / "facesegment" / "models"
 
@@ -37,7 +37,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         + (f" and {len(extra)} faces300w crops (weight {weight})" if extra else ""))
     forests = fit_stages(weigh_turned(faces, me.turned_weight) + extra,
                          lambda: make_forest(kind, n_trees), n_stages, n_pixels, SEED,
-                         progress=log, margin=me.margin, early=me.early, coarse=me.coarse)
+                         progress=log, reading=me.reading)
     with_pan = [f for f in faces if f.mesh is not None and f.pan == f.pan]
     pan = fit_pan_model([f.mesh for f in with_pan], [f.pan for f in with_pan])
     row = cv["methods"][method]
@@ -98,14 +98,7 @@ def model_card(name, model, cv, method):
                 + (" (the mirror image read with the face mesh's own fit of the mirrored "
                    "photo)" if model.mirror_fit else ""))
              + margin_words(model.margin)
-             + ("" if model.early is None else
-                f"; each pixel is read by a stage's first {model.early[0]} trees, and by the "
-                f"others only where the leading class of those has less than "
-                f"{model.early[1]:g}")
-             + ("" if model.coarse is None else
-                "; each stage reads the pixels of even row and column first, and the others "
-                "only where those around them disagree on the class or one leads by less "
-                f"than {model.coarse:g} (elsewhere their mean)")
+             + "".join(f"; {w}" for w in reading_sentences(model.early, model.coarse))
              + ("" if not any(np.atleast_1d(model.mix)) or len(model.forests) < 2 else
                 "; the output is the last stage's probabilities with a share of the first "
                 f"stage's mixed in ({share_text(model.mix)}; chosen on held-out people with the "

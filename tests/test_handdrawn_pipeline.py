@@ -271,6 +271,14 @@ def test_only_the_default_methods_are_shipped_and_the_coarse_reading_is_said():
     assert "mesh-axis-2-full" not in DEFAULT_METHODS
     assert FOREST_METHODS["mesh-axis-2"].coarse is not None
     assert FOREST_METHODS["mesh-axis-2-full"].coarse is None
-    assert "less than 0.1;" in _reading({"margin": 6.0, "coarse": 0.1})
-    assert "less than 0;" in _reading({"margin": 6.0, "coarse": 0.0})
+    assert "less than 0.1, giving" in _reading({"margin": 6.0, "coarse": 0.1})
+    assert "less than 0, giving" in _reading({"margin": 6.0, "coarse": 0.0})
     assert "coarse" not in _reading({"margin": 6.0, "coarse": None}) + _reading({})
+    both = _reading({"early": [16, 0.7], "coarse": 0.1})
+    assert both.index("(`MeshModel.early`)") < both.index("Each stage reads") \
+        < both.index("(`MeshModel.coarse`)")
+    from pipelines.handdrawn_report import reading_sentences
+
+    assert reading_sentences(None, None) == []
+    assert [w in s for w, s in zip(("first 16 trees", "less than 0.1"),
+                                   reading_sentences([16, 0.7], 0.1))] == [True, True]

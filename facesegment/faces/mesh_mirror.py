@@ -117,8 +117,7 @@ def move_proba(proba, src_box, dst_box):
     return out
 
 
-def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None, box=None,
-                      early=None, coarse=None):
+def crop_stage_probas(forests, planes, mirror=None, reading=None, mirror_box=None, box=None):
     """Every stage's probabilities over a crop's planes, each averaged with its
     mirror image's when ``mirror`` is given.
 
@@ -132,27 +131,24 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
         or of the face's fit on the mirrored photo (:func:`twin_planes`, with
         ``mirror_box``).  Each stage's output is averaged with the mirror image's,
         mapped back (:func:`unmirror_proba`).
-    margin : float, sequence of float, or None
-        See :func:`facesegment.faces.mesh_read.stage_probas`.
+    reading : Reading or None
+        How the stages read both crops
+        (:class:`facesegment.faces.mesh_read.Reading`).
     mirror_box, box : (x0, y0, side), optional
         The boxes of the mirror planes' crop and of ``planes``' crop, when they
         differ (the mirror image's probabilities are moved into ``box``'s
         pixels, :func:`move_proba`).
-    early : (int, float) or None
-        See :func:`facesegment.faces.mesh_read.stage_probas`.
-    coarse : float or None
-        See :func:`facesegment.faces.mesh_read.stage_probas`.
 
     Returns
     -------
     list of float32 (S, S, len(TRAIN_CLASSES))
         One per stage.
     """
-    probas = stage_probas(forests, planes, margin, early, coarse)
+    probas = stage_probas(forests, planes, reading)
     if mirror is None:
         return probas
     out = []
-    for proba, other in zip(probas, stage_probas(forests, mirror, margin, early, coarse)):
+    for proba, other in zip(probas, stage_probas(forests, mirror, reading)):
         other = unmirror_proba(other)
         if mirror_box is not None:
             other = move_proba(other, mirror_box, box)
@@ -160,14 +156,13 @@ def crop_stage_probas(forests, planes, mirror=None, margin=None, mirror_box=None
     return out
 
 
-def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=None, mix=0.0,
-               early=None, coarse=None):
+def crop_proba(forests, planes, mirror=None, reading=None, mirror_box=None, box=None, mix=0.0):
     """The stages' probabilities over a crop's planes, optionally with a mirror image
     (:func:`crop_stage_probas`, mixed by :func:`mix_stages`).
 
     Parameters
     ----------
-    forests, planes, mirror, margin, mirror_box, box, early, coarse
+    forests, planes, mirror, reading, mirror_box, box
         As for :func:`crop_stage_probas`.
     mix : float
         The first stage's share (:func:`mix_stages`; 0: the last stage alone).
@@ -176,8 +171,7 @@ def crop_proba(forests, planes, mirror=None, margin=None, mirror_box=None, box=N
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    return mix_stages(crop_stage_probas(forests, planes, mirror, margin, mirror_box, box, early,
-                                        coarse), mix)
+    return mix_stages(crop_stage_probas(forests, planes, mirror, reading, mirror_box, box), mix)
 
 
 __all__ = ["mirrored_planes", "unmirror_proba", "twin_planes", "move_proba",

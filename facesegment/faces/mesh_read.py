@@ -14,6 +14,7 @@ those around them disagree on the class or are unsure of it (:func:`predict_stag
 
 import functools
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -306,7 +307,7 @@ def tile_order(size, tile=TILE):
     return order
 
 
-def stage_probas(forests, planes, margin=None, early=None, coarse=None):
+def stage_probas(forests, planes, reading=None):
     """Every stage's probabilities over a crop, each stage reading the one before.
 
     Parameters
@@ -315,30 +316,25 @@ def stage_probas(forests, planes, margin=None, early=None, coarse=None):
         The stages, first to last.
     planes : uint8 (S, S, P)
         The crop's planes.
-    margin : float, sequence of float, or None
-        Pixels farther than this outside the face oval are background
-        (:func:`read_region`); a sequence: one margin per stage, first to
-        last (:func:`stage_margins`); None: the forests read every pixel.
-    early : (int, float) or None
-        How each forest reads its pixels (:func:`forest_proba`).
-    coarse : float or None
-        Each stage reads every other pixel first (:func:`predict_stage`).  None:
-        every pixel.
+    reading : Reading or None
+        Which pixels each stage's forest reads, and how (:class:`Reading`;
+        None: every pixel, with every tree).
 
     Returns
     -------
     list of float32 (S, S, len(TRAIN_CLASSES))
         One per stage, first to last.
     """
+    reading = reading or Reading()
     out = []
     regions = {}
-    for forest, m in zip(forests, stage_margins(margin, len(forests))):
+    for forest, m in zip(forests, reading.margins(len(forests))):
         if m not in regions:
             regions[m] = read_region(planes, m)
         # stage_input's planes, stacked for the region's pixels only
         out.append(predict_stage(forest, planes if not out
-                                 else (planes, context_planes(out[-1])), regions[m], early,
-                                 coarse))
+                                 else (planes, context_planes(out[-1])), regions[m],
+                                 reading.early, reading.coarse))
     return out
 
 
@@ -404,14 +400,73 @@ def check_margin(margin, n_stages):
                      f"numbers (one per stage), got {margin!r}")
 
 
-def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None,
-                   coarse=None):
+@dataclass(frozen=True)
+class Reading:
+    """How a mesh model's stages read a crop: one object, stored in the model
+    (``MeshModel.reading``) and taken by every function that runs the stages.
+
+    Parameters
+    ----------
+    margin : float, sequence of float, or None
+        Pixels farther than this outside the face oval (1/64 of the crop) are
+        background, never read (:func:`read_region`); a sequence: one margin per
+        stage, first to last (:func:`stage_margins`); None: every pixel is read.
+    early : (int, float) or None
+        ``(trees, confidence)``: the other trees read only the pixels whose
+        leading class after the first ``trees`` has less than ``confidence``
+        (:func:`forest_proba`); None: every tree reads every pixel.
+    coarse : float or None
+        Each stage reads the pixels of even row and column first, and the others
+        only where their neighbours disagree or lead by less than this
+        (:func:`predict_stage`); None: every pixel.
+    """
+
+    margin: object = None
+    early: object = None
+    coarse: object = None
+
+    def checked(self, n_stages):
+        """The reading with each field validated for a model of ``n_stages`` stages
+        (:func:`check_margin`, :func:`check_early`, :func:`check_coarse`).
+
+        Parameters
+        ----------
+        n_stages : int
+
+        Returns
+        -------
+        Reading
+            Numbers as floats, sequences as lists.
+
+        Raises
+        ------
+        ValueError
+            A field out of its range.
+        """
+        return Reading(check_margin(self.margin, n_stages), check_early(self.early),
+                       check_coarse(self.coarse))
+
+    def margins(self, n_stages):
+        """Each stage's margin (:func:`stage_margins`).
+
+        Parameters
+        ----------
+        n_stages : int
+
+        Returns
+        -------
+        list of float or None
+        """
+        return stage_margins(self.margin, n_stages)
+
+
+def predict_stages(forests, planes, sigma=0.0, reading=None, mix=0.0):
     """The stages' probabilities over a crop (:func:`stage_probas`, mixed by
     :func:`mix_stages`).
 
     Parameters
     ----------
-    forests, planes, margin, early, coarse
+    forests, planes, reading
         As for :func:`stage_probas`.
     sigma : float
         Gaussian smoothing of the result, in crop pixels (0: not smoothed).
@@ -422,5 +477,4 @@ def predict_stages(forests, planes, sigma=0.0, margin=None, mix=0.0, early=None,
     -------
     float32 (S, S, len(TRAIN_CLASSES))
     """
-    return smooth_proba(mix_stages(stage_probas(forests, planes, margin, early, coarse), mix),
-                        sigma)
+    return smooth_proba(mix_stages(stage_probas(forests, planes, reading), mix), sigma)

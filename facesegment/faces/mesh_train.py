@@ -107,7 +107,7 @@ def _stage_samples(faces, previous, n_pixels, seed):
 
 
 def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-               margin=None, early=None, coarse=None):
+               reading=None):
     """Train ``n_stages`` auto-context stages on prepared faces (those with a mesh).
 
     Parameters
@@ -121,21 +121,12 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     seed : int
         Seed of the pixel draws (face ``i`` uses ``seed + i``).
     progress : callable (str) or None
-    margin : float, sequence of float, or None
-        The earlier stages' predictions that later stages read as context are
-        made as the model will make them: the forests read only the pixels at
-        most this far (1/64 of the crop) outside the mesh's face oval, background
-        beyond (:func:`facesegment.faces.mesh_read.read_region`; None: every
-        pixel; a sequence: one margin per stage,
-        :func:`facesegment.faces.mesh_read.stage_margins`, so the last
-        stage's margin plays no part in training).  Training pixels are drawn
-        over the whole crop either way.
-    early : (int, float) or None
-        How the earlier stages' forests read the pixels for that context
-        (:func:`facesegment.faces.mesh_read.forest_proba`), as the model will.
-    coarse : float or None
-        Whether they read every other pixel first
-        (:func:`facesegment.faces.mesh_read.predict_stage`), as the model will.
+    reading : Reading or None
+        How the model will read a crop (:class:`facesegment.faces.mesh_read.Reading`):
+        the earlier stages' predictions that later stages read as context are
+        made that way (margins, early and coarse reading; the last stage's
+        margin plays no part in training).  Training pixels are drawn over the
+        whole crop either way.
 
     Returns
     -------
@@ -145,8 +136,7 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     forests, previous = [], None
     for k in range(n_stages):
         if k > 0:   # the earlier stages' out-of-fold predictions, by group
-            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, margin, early,
-                                   coarse)
+            previous = out_of_fold(faces, make_forest, k, n_pixels, seed, reading)
         X, y = _stage_samples(faces, previous, n_pixels, seed)
         if progress:
             progress(f"stage {k + 1}/{n_stages}: {len(y)} pixels of {len(faces)} faces")
@@ -154,15 +144,14 @@ def fit_stages(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=N
     return forests
 
 
-def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early=None,
-                coarse=None):
+def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, reading=None):
     """Each face's probabilities after ``n_stages`` stages trained without its group.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Faces with a mesh.
-    make_forest, n_pixels, seed, margin, early, coarse
+    make_forest, n_pixels, seed, reading
         As for :func:`fit_stages`.
     n_stages : int
         Stages trained per fold.
@@ -176,25 +165,22 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, margin=None, early
     out = [None] * len(faces)
     for g in groups:
         train = [f for f in faces if f.group != g]
-        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, margin=margin,
-                            early=early, coarse=coarse)
+        stages = fit_stages(train, make_forest, n_stages, n_pixels, seed, reading=reading)
         for i, f in enumerate(faces):
             if f.group == g:
-                out[i] = predict_stages(stages, f.planes, margin=margin, early=early,
-                                        coarse=coarse)
+                out[i] = predict_stages(stages, f.planes, reading=reading)
     return out
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False, margin=None, mirror_fit=False, early=None,
-                   coarse=None):
+                   extra=(), mirror=False, mirror_fit=False, reading=None):
     """Leave-one-group-out probabilities of every stage.
 
     Parameters
     ----------
     faces : list of PreparedFace
         Each group (person) is held out once.
-    make_forest, n_stages, n_pixels, seed, progress, margin, early, coarse
+    make_forest, n_stages, n_pixels, seed, progress, reading
         As for :func:`fit_stages`.
     extra : sequence of PreparedFace
         Faces of another dataset, trained in every fold, never held out.
@@ -225,23 +211,21 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         if progress:
             progress(f"fold {k + 1}/{len(groups)} (without {g})")
         stages = fit_stages([f for f in faces if f.group != g] + list(extra), make_forest,
-                            n_stages, n_pixels, seed, margin=margin, early=early,
-                            coarse=coarse)
+                            n_stages, n_pixels, seed, reading=reading)
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else _face_proba(
-                    stages, f, mirror, margin, mirror_fit, early, coarse)
+                    stages, f, mirror, mirror_fit, reading)
     return out
 
 
-def _face_proba(stages, face, mirror, margin, mirror_fit, early=None, coarse=None):
+def _face_proba(stages, face, mirror, mirror_fit, reading):
     """A prepared face's crop probabilities of every stage, as ``MeshModel.face_proba``
     reads them before mixing the stages."""
     if mirror and mirror_fit and face.twin is not None:
-        return crop_stage_probas(stages, face.planes, face.twin, margin, face.twin_box,
-                                 face.box, early, coarse)
-    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, margin,
-                             early=early, coarse=coarse)
+        return crop_stage_probas(stages, face.planes, face.twin, reading, face.twin_box,
+                                 face.box)
+    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, reading)
 
 
 def photo_labels(face, proba_crop, gains=None):

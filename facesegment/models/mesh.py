@@ -48,7 +48,7 @@ from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
 from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
 from ..faces.mesh_mirror import crop_proba, mirrored_planes, twin_planes
-from ..faces.mesh_read import check_coarse, check_early, check_margin
+from ..faces.mesh_read import Reading
 from ..faces.mesh_stages import apply_gains, check_gains, check_mix, to_face_classes
 from ..faces.pose import PanModel
 from ..modelio._model_class import Model
@@ -106,7 +106,9 @@ class MeshModel:
         the leading class or lead by less than ``coarse`` over their second;
         the others get their neighbours' mean
         (:func:`facesegment.faces.mesh_read.predict_stage`).  None: every pixel
-        is read.
+        is read.  ``margin``, ``early`` and ``coarse`` are kept, checked, as one
+        :attr:`reading` (:class:`facesegment.faces.mesh_read.Reading`), which
+        the stage functions take.
     mix : float or list of 6 floats
         The first stage's share of the output, mixed into the last stage's
         probabilities before the gains, or one share per training class
@@ -135,9 +137,7 @@ class MeshModel:
             raise ValueError(f"mirror_fit must be true or false, and true only with mirror, "
                              f"got {mirror_fit!r}")
         self.mirror_fit = mirror_fit
-        self.margin = check_margin(margin, len(self.forests))
-        self.early = check_early(early)
-        self.coarse = check_coarse(coarse)
+        self.reading = Reading(margin, early, coarse).checked(len(self.forests))
         check_mix(mix)
         self.mix = ([float(v) for v in mix] if isinstance(mix, (list, tuple))
                     else float(mix))
@@ -148,6 +148,21 @@ class MeshModel:
         self.layout = None
         self.rule = DecisionRule(alpha=0.0)   # the stages learned the classes' real shares
         self._finder = None
+
+    @property
+    def margin(self):
+        """The stages' read margin (:attr:`reading`)."""
+        return self.reading.margin
+
+    @property
+    def early(self):
+        """The forests' early reading (:attr:`reading`)."""
+        return self.reading.early
+
+    @property
+    def coarse(self):
+        """The stages' coarse reading (:attr:`reading`)."""
+        return self.reading.coarse
 
     @property
     def n_classes(self):
@@ -238,8 +253,7 @@ class MeshModel:
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
         proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.margin, mirror_box, box, self.mix, self.early,
-                                       self.coarse),
+                                       self.reading, mirror_box, box, self.mix),
                             self.gains)
         return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
 

@@ -15,6 +15,7 @@ from facesegment.faces.mesh import draw_mesh_parts, side_parts
 from facesegment.faces.mesh_features import N_PLANES, PLANE_NAMES
 from facesegment.faces.mesh_stages import (OTHER, TRAIN_CLASSES, apply_gains, sample_pixels,
                                            to_face_classes, train_labels)
+from facesegment.faces.mesh_read import Reading
 from facesegment.faces.mesh_train import fit_stages, prepare_face
 
 TEMPLATE = Path(__file__).parent / "data" / "pan0_mesh_template.npy"
@@ -301,8 +302,9 @@ def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
     face = prepare_face(image, labels, mesh, "a", 0, 0.0, mirror=True, twin=twin)
     for fit, mix, coarse in ((True, 0.0, None), (False, 0.0, None), (True, 0.3, None),
                              (True, 0.3, 0.1), (False, 0.0, 0.0)):
-        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, 6.0, fit,
-                                                        coarse=coarse), mix), face.drawn)
+        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, fit,
+                                                        Reading(6.0, coarse=coarse)), mix),
+                              face.drawn)
         model = MeshModel(forests, mirror=True, mirror_fit=fit, margin=6.0, mix=mix,
                           coarse=coarse)
         box, want, _ = model.face_proba(image, mesh, twin)
@@ -325,22 +327,24 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
 
     faces = _faces(mesh)
     forests = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=3), 2, 400, 0,
-                         margin=4)
+                         reading=Reading(4))
     f = faces[0]
     region = read_region(f.planes, 4)
     assert read_region(f.planes, None) is None
     assert 0.2 < region.mean() < 0.9 and read_region(f.planes, 8).sum() > region.sum()
     parts = np.isin(f.crop_labels, (2, 3, 4, 5))
     assert parts.any() and region[parts].all()          # the margin covers the parts
-    p = predict_stages(forests, f.planes, margin=4)
+    p = predict_stages(forests, f.planes, reading=Reading(4))
     assert np.all(p[~region][:, 0] == 1) and np.all(p[~region][:, 1:] == 0)
-    np.testing.assert_array_equal(predict_stages(forests[:1], f.planes, margin=4)[region],
+    np.testing.assert_array_equal(predict_stages(forests[:1], f.planes, reading=Reading(4))[region],
                                   predict_stages(forests[:1], f.planes)[region])
     image, _ = synthetic(mesh)
     _, crop, mesh_c = face_crop(image, mesh)
     flip, mesh_f = np.ascontiguousarray(crop[:, ::-1]), _unmirror(mesh_c, crop.shape[1])
-    a = crop_proba(forests, crop_planes(crop, mesh_c), mirrored_planes(crop, mesh_c), 4)
-    b = crop_proba(forests, crop_planes(flip, mesh_f), mirrored_planes(flip, mesh_f), 4)
+    a = crop_proba(forests, crop_planes(crop, mesh_c), mirrored_planes(crop, mesh_c),
+                   Reading(4))
+    b = crop_proba(forests, crop_planes(flip, mesh_f), mirrored_planes(flip, mesh_f),
+                   Reading(4))
     np.testing.assert_allclose(unmirror_proba(b), a, atol=1e-6)
     save_mesh_model(MeshModel(forests, margin=4), tmp_path / "m")
     back = load_model(tmp_path / "m")
@@ -363,15 +367,15 @@ def test_a_margin_per_stage_leaves_the_earlier_stages_as_they_were(mesh, tmp_pat
 
     faces = _faces(mesh)
     make = lambda: AxisAlignedForest(3, random_state=3)   # noqa: E731
-    forests = fit_stages(faces, make, 2, 400, 0, margin=6)
-    again = fit_stages(faces, make, 2, 400, 0, margin=[6, 2])
+    forests = fit_stages(faces, make, 2, 400, 0, reading=Reading(6))
+    again = fit_stages(faces, make, 2, 400, 0, reading=Reading([6, 2]))
     rng = np.random.default_rng(0)
     for a, b in zip(forests, again):   # the same forests
         X = rng.integers(0, 256, (500, a.n_features_in_), dtype=np.uint8)
         np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     f = faces[0]
-    whole = stage_probas(forests, f.planes, 6)
-    split = stage_probas(forests, f.planes, [6, 2])
+    whole = stage_probas(forests, f.planes, Reading(6))
+    split = stage_probas(forests, f.planes, Reading([6, 2]))
     np.testing.assert_array_equal(split[0], whole[0])
     near = read_region(f.planes, 2)
     assert 0 < near.sum() < read_region(f.planes, 6).sum()

@@ -4,8 +4,8 @@ reading, against its naive twin and the full reading."""
 import numpy as np
 import pytest
 
-from facesegment.faces.mesh_read import (coarse_fill, coarse_grid, predict_stage, read_region,
-                                         stage_probas)
+from facesegment.faces.mesh_read import (Reading, coarse_fill, coarse_grid, predict_stage,
+                                         read_region, stage_probas)
 from facesegment.faces.mesh_train import fit_stages
 from facesegment.forest import AxisAlignedForest
 
@@ -78,9 +78,9 @@ def test_coarse_stages_feed_their_coarse_output_forward(mesh):
     """The second stage reads the first stage's coarse output as its context."""
     faces = _faces(mesh)
     forests = fit_stages(faces, lambda: AxisAlignedForest(3, random_state=3), 2, 400, 0,
-                         margin=4)
+                         reading=Reading(4))
     f = faces[0]
-    first, second = stage_probas(forests, f.planes, 4, coarse=0.1)
+    first, second = stage_probas(forests, f.planes, Reading(4, coarse=0.1))
     np.testing.assert_array_equal(first, predict_stage(forests[0], f.planes,
                                                        read_region(f.planes, 4), coarse=0.1))
     from facesegment.faces.mesh_stages import context_planes
@@ -105,3 +105,31 @@ def test_a_coarse_model_round_trips_and_refuses_a_bad_gap(mesh, tmp_path):
     for bad in (1, -0.1, True, "0.1", [0.1], float("nan")):
         with pytest.raises(ValueError, match="coarse"):
             MeshModel(forests, coarse=bad)
+    import json
+
+    from facesegment.errors import DataError
+    from facesegment.models.mesh import MESH_FILE
+
+    doc = json.loads((tmp_path / "m" / MESH_FILE).read_text())
+    for bad in (1.5, "0.1", [0.1]):
+        (tmp_path / "m" / MESH_FILE).write_text(json.dumps({**doc, "coarse": bad}))
+        with pytest.raises(DataError, match=r"mesh-model\.json.*is malformed.*coarse"):
+            load_model(tmp_path / "m")
+
+
+def test_a_reading_is_checked_once_for_the_model_it_belongs_to(mesh):
+    """Reading.checked validates every field for its number of stages; the model
+    keeps the checked reading and gives its fields by name."""
+    from facesegment.models.mesh import MeshModel
+
+    assert Reading(4, [3, 1], 0).checked(2) == Reading(4.0, [3, 1.0], 0.0)
+    assert Reading([6, 3]).checked(2).margins(2) == [6.0, 3.0]
+    assert Reading().margins(3) == [None, None, None]
+    for bad, word in ((Reading([6]), "margin"), (Reading(early=[0, 0.5]), "early"),
+                      (Reading(coarse=1), "coarse")):
+        with pytest.raises(ValueError, match=word):
+            bad.checked(2)
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=3), 2, 400, 0)
+    model = MeshModel(forests, margin=[6, 3], early=[2, 0.9], coarse=0.1)
+    assert model.reading == Reading([6.0, 3.0], [2, 0.9], 0.1)
+    assert (model.margin, model.early, model.coarse) == ([6.0, 3.0], [2, 0.9], 0.1)
