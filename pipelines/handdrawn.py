@@ -175,14 +175,15 @@ def forest_counts(faces, method, extra=(), cache=None, name=None):
     train = weigh_turned(faces, m.turned_weight)
     key = cache_key(name, [m.kind, m.stages, m.trees, m.pixels, m.mirror, m.margin,
                            m.mirror_fit] + ([] if m.early is None else [m.early])
-                    + ([] if m.coarse is None else [["coarse", m.coarse]]),
+                    + ([] if m.coarse is None else [["coarse", m.coarse]])
+                    + ([] if m.refit is None else [["refit", m.refit]]),
                     list(train) + list(extra), SEED) if cache is not None else None
     hit = load_stages(cache, name, key)
     if hit is None:
         t0 = time.perf_counter()
         stages = cross_validate(train, lambda: make_forest(m.kind, m.trees), m.stages,
                                 m.pixels, SEED, progress=log, extra=extra, mirror=m.mirror,
-                                mirror_fit=m.mirror_fit, reading=m.reading)
+                                mirror_fit=m.mirror_fit, reading=m.reading, refit=m.refit)
         seconds = time.perf_counter() - t0
         save_stages(cache, name, key, stages, seconds)
     else:
@@ -237,8 +238,10 @@ def _mean_jac(counts, names):
 
 
 def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
+    refits = [FOREST_METHODS[m].refit for m in methods if FOREST_METHODS[m].refit is not None]
     faces = prepare(data, mirror=any(FOREST_METHODS[m].mirror for m in methods),
-                    mirror_fit=any(FOREST_METHODS[m].mirror_fit for m in methods))
+                    mirror_fit=any(FOREST_METHODS[m].mirror_fit for m in methods),
+                    refit=min(refits) if refits else None)
     out = {"data": str(data), "n_photos": len(faces),
            "n_people": len({f.group for f in faces}),
            "mesh_found": sum(f.mesh is not None for f in faces),
@@ -270,6 +273,8 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
                f"are below {me.early[1]:g}")
             + ("" if me.coarse is None else
                f", every other pixel read first (gap {me.coarse:g})")
+            + ("" if me.refit is None else
+               f", faces turned {me.refit:g} or more read with their fits refitted too")
             + ("" if me.turned_weight == 1.0 else
                f", photos turned {TURNED} degrees or more weigh {me.turned_weight:g}")
             + ("" if me.mixes == (0.0,) else
@@ -281,7 +286,7 @@ def run_cv(data, methods, with_shipped=True, faces300w=FACES300W, cache=None):
         rows[m] = (counts, {**extra, "trees": me.trees, "pixels_per_face": me.pixels,
                             "faces300w_weight": me.faces300w, "mirror": me.mirror,
                             "margin": me.margin, "mirror_fit": me.mirror_fit,
-                            "early": me.early, "coarse": me.coarse,
+                            "early": me.early, "coarse": me.coarse, "refit": me.refit,
                             "turned_weight": me.turned_weight})
     for name, (counts, extra) in rows.items():
         out["methods"][name] = {**summarise(faces, counts, subset), **extra}

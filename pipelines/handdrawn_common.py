@@ -27,7 +27,9 @@ class Method(NamedTuple):
     a read pixel's class for its neighbours to go unread; None: every pixel is
     read; the earlier stages' context in training is read the same way), and the
     pixels drawn from each photo turned :data:`TURNED` degrees or more, as a
-    multiple of another photo's (:func:`weigh_turned`)."""
+    multiple of another photo's (:func:`weigh_turned`), and how far a face's
+    mesh must be turned for it to be read with its refitted fits too
+    (``MeshModel.refit``; None: never)."""
 
     kind: str
     stages: int
@@ -41,6 +43,7 @@ class Method(NamedTuple):
     early: tuple | None = None
     coarse: float | None = None
     turned_weight: float = 1.0
+    refit: float | None = None
 
     @property
     def reading(self):
@@ -161,20 +164,23 @@ def log(msg):
     print(f"handdrawn: {msg}", file=sys.stderr, flush=True)
 
 
-def prepare(data, finder=None, mirror=False, mirror_fit=False):
+def prepare(data, finder=None, mirror=False, mirror_fit=False, refit=None):
     """Photos, labels and meshes of a hand-drawn dataset as PreparedFace records
     (with ``mirror``, the planes of each crop's mirror image too; with
     ``mirror_fit``, those of the face's fit on the mirrored photo, where the
-    face mesh finds it)."""
+    face mesh finds it; with ``refit``, a face turned at least that far gets its
+    ``refit`` face, prepared with its fits refitted: ``Refitter.refits``)."""
     import cv2
 
     from facesegment.data.handdrawn import read_handdrawn
     from facesegment.data.imageio import read_image
     from facesegment.faces.mesh import MeshFinder
+    from facesegment.faces.mesh_refit import Refitter, mesh_turn
     from facesegment.faces.mesh_train import prepare_face
     from facesegment.progress import Progress
 
     finder = finder or MeshFinder()
+    refitter = Refitter()
     photos = read_handdrawn(data)
     bar = Progress(len(photos), "face mesh", "photos")
     faces = []
@@ -187,6 +193,10 @@ def prepare(data, finder=None, mirror=False, mirror_fit=False):
         face = prepare_face(image, labels, meshes[0] if meshes else None, p.name, p.group,
                             p.pan, info.get("detection", ""), mirror=mirror,
                             twin=twins[0] if twins else None)
+        if refit is not None and meshes and mesh_turn(meshes[0]) >= refit:
+            mesh, twin = refitter.refits(image, meshes[0], twins[0])
+            face.refit = prepare_face(image, labels, mesh, p.name, p.group, p.pan,
+                                      face.detection, mirror=mirror, twin=twin)
         face.extra["image"] = image
         faces.append(face)
         bar.update()

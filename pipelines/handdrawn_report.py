@@ -131,21 +131,24 @@ def _reading(row):
                 "(`MeshModel.margin`; no hand-drawn part lies that far out). ")
     else:
         text = ""
-    for sentence, field in zip(reading_sentences(early, row.get("coarse")),
-                               [f for f in ("early", "coarse") if row.get(f) is not None]):
+    for sentence, field in zip(reading_sentences(early, row.get("coarse"), row.get("refit")),
+                               [f for f in ("early", "coarse", "refit")
+                                if row.get(f) is not None]):
         text += f"{sentence[0].upper()}{sentence[1:]} (`MeshModel.{field}`). "
     return text
 
 
-def reading_sentences(early, coarse):
+def reading_sentences(early, coarse, refit=None):
     """The words, shared by the report and the model card, for a model's early
-    and coarse reading (``MeshModel.early``, ``MeshModel.coarse``): one clause
-    per reading that is not None, lower case, without a full stop.
+    and coarse reading and its refit (``MeshModel.early``, ``MeshModel.coarse``,
+    ``MeshModel.refit``): one clause per setting that is not None, lower case,
+    without a full stop.
 
     Parameters
     ----------
     early : [int, float] or None
     coarse : float or None
+    refit : float or None
 
     Returns
     -------
@@ -160,6 +163,12 @@ def reading_sentences(early, coarse):
                    "only where those around them disagree on the leading class or one of "
                    f"them leads its second class by less than {coarse:g}, giving every other "
                    "pixel their mean")
+    if refit is not None:
+        out.append("a face whose mesh is turned far (the nose tip at least "
+                   f"{refit:g} of the face oval's width from its middle) is read twice, "
+                   "with its mesh and mirror fit as found and as the landmark network fits "
+                   "them again in regions drawn from their own points, and the two "
+                   "readings averaged")
     return out
 
 

@@ -22,7 +22,8 @@ DEST = ROOT / "facesegment" / "models"
 
 
 def ship(data, name, cv, dest=None, faces300w=FACES300W):
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.faces.mesh_train import fit_stages
     from facesegment.faces.pose import fit_pan_model
 
@@ -49,7 +50,7 @@ def ship(data, name, cv, dest=None, faces300w=FACES300W):
         "forest": kind, "stages": n_stages, "trees": n_trees, "pixels_per_face": n_pixels,
         "faces300w_crops": len(extra), "faces300w_weight": weight, "seed": SEED}, metrics=metrics,
         gains=row["gains"], mirror=me.mirror, margin=me.margin, mirror_fit=me.mirror_fit,
-        mix=row.get("mix", 0.0), early=me.early, coarse=me.coarse)
+        mix=row.get("mix", 0.0), early=me.early, coarse=me.coarse, refit=me.refit)
     dest = Path(dest) if dest else DEST
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -98,7 +99,8 @@ def model_card(name, model, cv, method):
                 + (" (the mirror image read with the face mesh's own fit of the mirrored "
                    "photo)" if model.mirror_fit else ""))
              + margin_words(model.margin)
-             + "".join(f"; {w}" for w in reading_sentences(model.early, model.coarse))
+             + "".join(f"; {w}" for w in reading_sentences(model.early, model.coarse,
+                                                          model.refit))
              + ("" if not any(np.atleast_1d(model.mix)) or len(model.forests) < 2 else
                 "; the output is the last stage's probabilities with a share of the first "
                 f"stage's mixed in ({share_text(model.mix)}; chosen on held-out people with the "
@@ -183,7 +185,7 @@ def rewrite_card(name, dest=None):
 
     from facesegment.atomic import write_json_atomic
     from facesegment.models import load_model
-    from facesegment.models.mesh import MESH_FILE
+    from facesegment.models.mesh_folder import MESH_FILE
     from pipelines.handdrawn_common import REPORT
 
     folder = (Path(dest) if dest else DEST) / name

@@ -171,7 +171,7 @@ def _formats():
     from facesegment.autocontext.cascade import CASCADE_FORMAT_VERSION
     from facesegment.data.windows import FORMAT_VERSION, READ_VERSIONS
     from facesegment.models import landmark as landmark_model
-    from facesegment.models.mesh import MESH_FORMAT_VERSION
+    from facesegment.models.mesh_folder import MESH_FORMAT_VERSION
     from facesegment.modelio._model_doc import MODEL_FORMAT_VERSION
 
     return {

@@ -12,7 +12,7 @@ from ..faces.crops import DETECT_MAX_SIDE
 from ..faces.folder import LABEL_SUFFIX, collect_inputs, segment_folder
 from ..faces.video import DEFAULT_SMOOTH, VIDEO_EXTENSIONS
 from ..models import resolve
-from ..models.mesh import is_mesh_folder
+from ..models.mesh_folder import is_mesh_folder
 from ..warmup import prepare
 from ._common import (add_overwrite_argument, add_parallel_arguments, alpha_value, beta_value,
                       load_image_model, model_beta, note_missing_rule, sigma_value)

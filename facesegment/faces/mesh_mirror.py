@@ -174,5 +174,26 @@ def crop_proba(forests, planes, mirror=None, reading=None, mirror_box=None, box=
     return mix_stages(crop_stage_probas(forests, planes, mirror, reading, mirror_box, box), mix)
 
 
-__all__ = ["mirrored_planes", "unmirror_proba", "twin_planes", "move_proba",
+def average_fits(probas, refit_probas, refit_box, box):
+    """Each stage's probabilities averaged with those read with the face's
+    refitted fits (:meth:`facesegment.faces.mesh_refit.Refitter.refits`), moved from
+    their crop's box into ``box``'s pixels (:func:`move_proba`).
+
+    Parameters
+    ----------
+    probas : list of float32 (S, S, C)
+        Each stage's probabilities over the crop of ``box``.
+    refit_probas : list of float32 (S, S, C)
+        Those over the refitted mesh's crop.
+    refit_box, box : (x0, y0, side)
+        The two crops' squares in the photo's pixels.
+
+    Returns
+    -------
+    list of float32 (S, S, C)
+    """
+    return [0.5 * (p + move_proba(q, refit_box, box)) for p, q in zip(probas, refit_probas)]
+
+
+__all__ = ["average_fits", "mirrored_planes", "unmirror_proba", "twin_planes", "move_proba",
            "crop_stage_probas", "crop_proba"]

@@ -16,8 +16,9 @@ import numpy as np
 from .mesh import draw_mesh_parts
 from .mesh_features import CROP_SIZE, crop_planes, cut, face_crop
 from .mesh_segment import MeshFace, photo_maps
-from .mesh_mirror import crop_stage_probas, mirrored_planes, twin_planes
+from .mesh_mirror import average_fits, crop_stage_probas, mirrored_planes, twin_planes
 from .mesh_read import predict_stages
+from .mesh_refit import mesh_turn
 from .mesh_stages import (IGNORE, apply_gains, near_parts, sample_pixels, stage_input,
                           to_face_classes)
 
@@ -43,6 +44,7 @@ class PreparedFace:
     twin: np.ndarray = None     # those of the mirror fit's crop (twin_planes; when asked for)
     twin_box: tuple = None      # that crop's box
     weight: float = 1.0         # its trained pixels, as a share of ``n_pixels``
+    refit: object = None        # the face prepared with its refitted fits (when asked for)
     extra: dict = field(default_factory=dict)
 
 
@@ -173,7 +175,7 @@ def out_of_fold(faces, make_forest, n_stages, n_pixels, seed, reading=None):
 
 
 def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progress=None,
-                   extra=(), mirror=False, mirror_fit=False, reading=None):
+                   extra=(), mirror=False, mirror_fit=False, reading=None, refit=None):
     """Leave-one-group-out probabilities of every stage.
 
     Parameters
@@ -189,6 +191,12 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
     mirror_fit : bool
         With ``mirror``: the mirror image of a face prepared with a ``twin`` is
         read with that fit (as ``MeshModel.mirror_fit`` does).
+    refit : float or None
+        A face turned at least this far
+        (:func:`facesegment.faces.mesh_refit.mesh_turn`) and prepared with a
+        ``refit`` face is read with both and the two averaged
+        (:func:`facesegment.faces.mesh_mirror.average_fits`, as
+        ``MeshModel.refit`` does); None: never.
 
     Returns
     -------
@@ -215,17 +223,23 @@ def cross_validate(faces, make_forest, n_stages=1, n_pixels=3000, seed=0, progre
         for f in faces:
             if f.group == g:
                 out[f.name] = None if f.planes is None else _face_proba(
-                    stages, f, mirror, mirror_fit, reading)
+                    stages, f, mirror, mirror_fit, reading, refit)
     return out
 
 
-def _face_proba(stages, face, mirror, mirror_fit, reading):
+def _face_proba(stages, face, mirror, mirror_fit, reading, refit=None):
     """A prepared face's crop probabilities of every stage, as ``MeshModel.face_proba``
     reads them before mixing the stages."""
     if mirror and mirror_fit and face.twin is not None:
-        return crop_stage_probas(stages, face.planes, face.twin, reading, face.twin_box,
-                                 face.box)
-    return crop_stage_probas(stages, face.planes, face.mirror if mirror else None, reading)
+        probas = crop_stage_probas(stages, face.planes, face.twin, reading, face.twin_box,
+                                   face.box)
+    else:
+        probas = crop_stage_probas(stages, face.planes, face.mirror if mirror else None,
+                                   reading)
+    if refit is not None and face.refit is not None and mesh_turn(face.mesh) >= refit:
+        probas = average_fits(probas, _face_proba(stages, face.refit, mirror, mirror_fit,
+                                                  reading), face.refit.box, face.box)
+    return probas
 
 
 def photo_labels(face, proba_crop, gains=None):

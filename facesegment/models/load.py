@@ -11,7 +11,8 @@ from ..autocontext.cascade import is_cascade_folder, load_cascade
 from ..modelio._model_class import Model
 from ..modelio._model_files import load_model_folder
 from .landmark import is_landmark_folder, load_landmark_model
-from .mesh import is_mesh_folder, load_mesh_model
+from .mesh import load_mesh_model
+from .mesh_folder import is_mesh_folder
 
 
 def load_model(path, verify=True):

@@ -7,61 +7,23 @@ trained on hand-drawn masks) give each crop pixel its class probabilities from
 the pixels and the mesh's drawn parts, and the crop is mapped back onto the photo.
 The head's pan is estimated from the mesh (:mod:`facesegment.faces.pose`).
 
-The folder::
-
-    mesh-model.json   format "facesegment-mesh-model", format_version (1),
-                      package_version, kind ("mesh-forest"), crop (size),
-                      finder (max_faces, min_confidence), stages (folder names),
-                      gains (the decision rule: a factor per training class),
-                      mirror (optional, default false: average each crop's
-                      probabilities with its mirror image's),
-                      mirror_fit (optional, default false: with mirror, the
-                      mirror image is the face mesh's own fit of the mirrored
-                      photo, where it finds the face),
-                      margin (optional, default null: the forests read the
-                      pixels at most this far outside the face oval, in 1/64
-                      of the crop; background beyond; a number, or a list
-                      with one per stage),
-                      early (optional, default null: [k, confidence], the
-                      forests' later trees read only the pixels where the
-                      first k are less sure than confidence),
-                      coarse (optional, default null: a number in [0, 1),
-                      the forests read the pixels of even row and column
-                      first, and the others only where those around them
-                      disagree or lead by less than it),
-                      mix (optional, default 0: the first stage's share of the
-                      stages' output, mixed into the last stage's; a number or
-                      one per training class),
-                      pan (PanModel.to_dict()), provenance, metrics
-    stage-1/ ...      one model folder per stage (model.json + forest.h5)
-    MODEL_CARD.md     optional
+Saved and loaded as a folder by :mod:`facesegment.models.mesh_folder`.
 """
 
-from pathlib import Path
-
-
-from .. import __version__
-from ..atomic import MANIFEST, write_json_atomic
 from ..classes import CLASS_NAMES, N_CLASSES
-from ..errors import DataError
 from ..faces.mesh import MeshFinder, draw_mesh_parts, require_mesh
 from ..faces.mesh_features import CROP_SIZE, crop_planes, face_crop
-from ..faces.mesh_segment import MESH_PATH, mesh_crop_proba, mesh_photo_faces, photo_maps
-from ..faces.mesh_mirror import crop_proba, mirrored_planes, twin_planes
+from ..faces.mesh_segment import mesh_crop_proba, mesh_photo_faces, photo_maps
+from ..faces.mesh_mirror import average_fits, crop_stage_probas, mirrored_planes, twin_planes
+from ..faces.mesh_refit import Refitter, check_refit, mesh_turn
 from ..faces.mesh_read import Reading
-from ..faces.mesh_stages import apply_gains, check_gains, check_mix, to_face_classes
-from ..faces.pose import PanModel
-from ..modelio._model_class import Model
-from ..modelio._model_doc import read_format_doc
-from ..modelio._model_files import (check_model_output, jsonable, load_model_folder,
-                                    save_model_folder, write_folder)
+from ..faces.mesh_stages import (apply_gains, check_gains, check_mix, mix_stages,
+                                 to_face_classes)
+from ..errors import DataError
 from ..modelio.protocol import read_card
+from .mesh_folder import MESH_FIX, read_mesh_folder, save_mesh_model
 from ..rule import DecisionRule
 
-MESH_FORMAT = "facesegment-mesh-model"
-MESH_FORMAT_VERSION = 1
-MESH_FILE = "mesh-model.json"
-_FIX = "build the mesh model again (or point at another model folder)"
 
 
 class MeshModel:
@@ -109,6 +71,13 @@ class MeshModel:
         is read.  ``margin``, ``early`` and ``coarse`` are kept, checked, as one
         :attr:`reading` (:class:`facesegment.faces.mesh_read.Reading`), which
         the stage functions take.
+    refit : float or None
+        A face whose mesh is turned at least this far
+        (:func:`facesegment.faces.mesh_refit.mesh_turn`) is read twice, with its
+        fits as found and as the landmark network fits them again in their own
+        regions (:meth:`facesegment.faces.mesh_refit.Refitter.refits`), and the two readings' stage
+        probabilities averaged (:func:`facesegment.faces.mesh_mirror.average_fits`);
+        None: every face is read once.
     mix : float or list of 6 floats
         The first stage's share of the output, mixed into the last stage's
         probabilities before the gains, or one share per training class
@@ -119,7 +88,7 @@ class MeshModel:
 
     def __init__(self, stages, pan_model=None, crop_size=CROP_SIZE, finder=None,
                  provenance=None, metrics=None, gains=None, mirror=False, margin=None,
-                 mirror_fit=False, mix=0.0, early=None, coarse=None):
+                 mirror_fit=False, mix=0.0, early=None, coarse=None, refit=None):
         if not stages:
             raise ValueError("a mesh model needs at least one forest stage")
         self.forests = list(stages)
@@ -138,6 +107,7 @@ class MeshModel:
                              f"got {mirror_fit!r}")
         self.mirror_fit = mirror_fit
         self.reading = Reading(margin, early, coarse).checked(len(self.forests))
+        self.refit = check_refit(refit)
         check_mix(mix)
         self.mix = ([float(v) for v in mix] if isinstance(mix, (list, tuple))
                     else float(mix))
@@ -148,6 +118,15 @@ class MeshModel:
         self.layout = None
         self.rule = DecisionRule(alpha=0.0)   # the stages learned the classes' real shares
         self._finder = None
+        self._refitter = None
+
+    @property
+    def refitter(self):
+        """The landmark network that refits a turned face's fits
+        (:class:`facesegment.faces.mesh_refit.Refitter`, made when first asked)."""
+        if self._refitter is None:
+            self._refitter = Refitter()
+        return self._refitter
 
     @property
     def margin(self):
@@ -171,7 +150,8 @@ class MeshModel:
     def __repr__(self):
         return (f"MeshModel(forests={len(self.forests)}, crop_size={self.crop_size}, "
                 f"mirror={self.mirror}, mirror_fit={self.mirror_fit}, margin={self.margin}, "
-                f"early={self.early}, coarse={self.coarse}, mix={self.mix!r}, "
+                f"early={self.early}, coarse={self.coarse}, refit={self.refit}, "
+                f"mix={self.mix!r}, "
                 f"pan={'yes' if self.pan_model is not None else 'no'})")
 
     @property
@@ -246,16 +226,26 @@ class MeshModel:
             S is :attr:`crop_size`.
         crop : uint8 (S, S, 3)
         """
+        box, crop, mesh_c, stages = self._stage_probas(image, mesh, twin)
+        if self.refit is not None and mesh_turn(mesh) >= self.refit:
+            again, twin_again = self.refitter.refits(image, mesh,
+                                                     twin if self.mirror_fit else None)
+            box2, _, _, stages2 = self._stage_probas(image, again, twin_again)
+            stages = average_fits(stages, stages2, box2, box)
+        proba = apply_gains(mix_stages(stages, self.mix), self.gains)
+        return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
+
+    def _stage_probas(self, image, mesh, twin):
+        """A face's crop box, crop, mesh in the crop and every stage's
+        probabilities (mirror-averaged as the model reads a crop)."""
         box, crop, mesh_c = face_crop(image, mesh, self.crop_size)
         mirror, mirror_box = None, None
         if self.mirror and self.mirror_fit and twin is not None:
             mirror, mirror_box = twin_planes(image, twin, self.crop_size)
         elif self.mirror:
             mirror = mirrored_planes(crop, mesh_c)
-        proba = apply_gains(crop_proba(self.forests, crop_planes(crop, mesh_c), mirror,
-                                       self.reading, mirror_box, box, self.mix),
-                            self.gains)
-        return box, to_face_classes(proba, draw_mesh_parts(mesh_c, proba.shape[:2])), crop
+        return box, crop, mesh_c, crop_stage_probas(self.forests, crop_planes(crop, mesh_c),
+                                                    mirror, self.reading, mirror_box, box)
 
     def pan(self, mesh):
         """The head's pan in degrees (+ = turned toward the image's left), or NaN.
@@ -393,93 +383,9 @@ class MeshModel:
         return save_mesh_model(self, folder)
 
 
-# ------------------------------------------------------------------ files
-
-def is_mesh_folder(path):
-    """Does ``path`` hold a mesh model (a ``mesh-model.json`` file)?
-
-    Parameters
-    ----------
-    path : str or Path
-        A folder.
-
-    Returns
-    -------
-    bool
-    """
-    return (Path(path) / MESH_FILE).is_file()
-
-
-def save_mesh_model(model, path):
-    """Write the folder atomically; an existing mesh-model folder at ``path`` is
-    replaced, anything else is refused.
-
-    Each forest stage is written as a model folder ``stage-N``; a
-    ``MODEL_CARD.md`` already in ``path`` is kept.
-
-    Parameters
-    ----------
-    model : MeshModel
-        The model to write.
-    path : str or Path
-        The model folder.
-
-    Returns
-    -------
-    Path
-        ``path``.
-
-    Raises
-    ------
-    DataError
-        When ``path`` is a mesh model folder holding other files, is a file or
-        folder that :func:`facesegment.modelio.model.check_model_output`
-        refuses, or cannot be written.
-    """
-    path = Path(path)
-    names = [f"stage-{k + 1}" for k in range(len(model.forests))]
-    if is_mesh_folder(path):
-        own = {MESH_FILE, "MODEL_CARD.md", MANIFEST, *names}
-        other = sorted(p.name for p in path.iterdir()
-                       if p.name not in own and not p.name.startswith("stage-"))
-        if other:
-            raise DataError(path, f"holds files that are not the model's ({', '.join(other)})",
-                            "move them away or choose another output folder")
-    else:
-        check_model_output(path)
-    card = path / "MODEL_CARD.md"
-    card_text = card.read_text() if card.is_file() else None
-
-    def fill(tmp):
-        """Write the stages' folders, the model card and the JSON file.
-
-        Parameters
-        ----------
-        tmp : Path
-            The temporary folder that replaces ``path`` afterwards.
-        """
-        for name, est in zip(names, model.forests):
-            save_model_folder(Model.from_estimator(est), tmp / name)
-        if card_text is not None:
-            (tmp / "MODEL_CARD.md").write_text(card_text)
-        write_json_atomic(tmp / MESH_FILE, {
-            "format": MESH_FORMAT, "format_version": MESH_FORMAT_VERSION,
-            "package_version": __version__, "kind": model.kind,
-            "crop": {"size": model.crop_size}, "finder": jsonable(model.finder_params),
-            "stages": names, "gains": model.gains, "mirror": model.mirror,
-            "mirror_fit": model.mirror_fit,
-            "margin": model.margin, "mix": model.mix, "early": model.early,
-            "coarse": model.coarse,
-            "pan": None if model.pan_model is None else model.pan_model.to_dict(),
-            "provenance": jsonable(model.provenance), "metrics": jsonable(model.metrics)},
-            indent=2, sort_keys=True)
-
-    return write_folder(path, fill, "the mesh model", "choose a writable folder with free space")
-
-
 def load_mesh_model(path, verify=True):
-    """Load a folder written by :func:`save_mesh_model` (DataError naming the
-    file when it is not one).
+    """Load a folder written by :func:`facesegment.models.mesh_folder.save_mesh_model`
+    (DataError naming the file when it is not one).
 
     Parameters
     ----------
@@ -500,35 +406,13 @@ def load_mesh_model(path, verify=True):
         When ``mesh-model.json`` is missing, unreadable, of another format or
         version, incomplete or malformed, or a stage cannot be loaded.
     """
-    path = Path(path)
-    js = path / MESH_FILE
-    doc = read_format_doc(js, MESH_FORMAT, (MESH_FORMAT_VERSION,), "mesh-model", _FIX)
+    js, fields = read_mesh_folder(path, verify)
     try:
-        names = doc["stages"]
-        if (not isinstance(names, list) or not names
-                or any(not isinstance(n, str) or not n.startswith("stage-") or "/" in n
-                       or ".." in n for n in names)):
-            raise ValueError(f"field stages is {names!r}; expected a list of stage-N names")
-        pan = None if doc.get("pan") is None else PanModel.from_dict(doc["pan"])
-        size = int(doc["crop"]["size"])
-        finder = doc.get("finder") or {}
-        if not isinstance(finder, dict) or set(finder) - {"max_faces", "min_confidence"}:
-            raise ValueError(f"field finder is {finder!r}")
-        for field in ("provenance", "metrics"):
-            if not isinstance(doc.get(field) or {}, dict):
-                raise TypeError(f"field {field} is not a JSON object")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataError(js, f"is incomplete or malformed ({exc})", _FIX) from None
-    stages = [load_model_folder(Model, path / n, verify).to_estimator() for n in names]
-    try:
-        model = MeshModel(stages, pan, size, finder, doc.get("provenance"), doc.get("metrics"),
-                          doc.get("gains"), doc.get("mirror", False), doc.get("margin"),
-                          doc.get("mirror_fit", False), doc.get("mix", 0.0), doc.get("early"),
-                          doc.get("coarse"))
+        model = MeshModel(**fields)
     except (TypeError, ValueError) as exc:
-        raise DataError(js, f"is malformed ({exc})", _FIX) from None
-    model.folder = path   # its model card is read from there when asked
+        raise DataError(js, f"is malformed ({exc})", MESH_FIX) from None
+    model.folder = js.parent   # its model card is read from there when asked
     return model
 
 
-__all__ = ["MeshModel", "MESH_PATH", "is_mesh_folder", "save_mesh_model", "load_mesh_model"]
+__all__ = ["MeshModel", "save_mesh_model", "load_mesh_model"]

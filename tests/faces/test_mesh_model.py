@@ -132,7 +132,8 @@ def test_features_and_a_stage_learn_the_drawn_boundaries(mesh):
 
 
 def test_the_mesh_model_round_trips_and_is_deterministic(mesh, tmp_path):
-    from facesegment.models.mesh import MeshModel, load_mesh_model, save_mesh_model
+    from facesegment.models.mesh import MeshModel, load_mesh_model
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.faces.pose import fit_pan_model
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
@@ -173,7 +174,8 @@ def test_mirror_averaging_makes_the_model_mirror_equivariant(mesh, tmp_path):
     round-trips in the model folder."""
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.faces.mesh_mirror import crop_proba, mirrored_planes, unmirror_proba
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
@@ -252,7 +254,8 @@ def test_a_mirror_fit_model_reads_the_mirror_image_with_the_twin_fit(mesh, tmp_p
     from facesegment.faces.mesh_read import predict_stages
     from facesegment.faces.mesh_stages import to_face_classes
     from facesegment.faces.mesh import draw_mesh_parts
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
 
@@ -312,6 +315,73 @@ def test_cross_validation_reads_a_face_as_the_mirror_fit_model_does(mesh):
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_refit_model_averages_the_fits_as_found_and_refitted_as_cv_does(mesh, tmp_path):
+    """With refit, a face turned that far is read with its fits as found and as
+    refitted (Refitter.refits), the stage probabilities averaged; cross_validate
+    reads a face prepared with its refit face the same way; a face turned less is
+    read once; refit round-trips and a bad one is refused."""
+    import json
+
+    from facesegment.errors import DataError
+    from facesegment.faces import mesh_train as MT
+    from facesegment.faces.mesh_mirror import average_fits
+    from facesegment.faces.mesh_refit import mesh_turn
+    from facesegment.faces.mesh_stages import mix_stages, to_face_classes
+    from facesegment.forest import AxisAlignedForest
+    from facesegment.models import load_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import MESH_FILE, save_mesh_model
+
+    forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=2), 2, 400, 0)
+    image, labels = synthetic(mesh)
+    twin = mesh.copy()
+    twin[:, :2] += (2.0, 1.0)
+    again, twin_again = mesh.copy(), twin.copy()
+    again[:, :2] += (-3.0, 2.0)
+    twin_again[:, :2] += (1.0, -2.0)
+    face = prepare_face(image, labels, mesh, "a", 0, 0.0, mirror=True, twin=twin)
+    face.refit = prepare_face(image, labels, again, "a", 0, 0.0, mirror=True, twin=twin_again)
+
+    class Refits:
+        calls = 0
+
+        def refits(self, image, m, t=None):
+            Refits.calls += 1
+            np.testing.assert_array_equal(m, mesh)
+            np.testing.assert_array_equal(t, twin)
+            return again, twin_again
+
+    reading = Reading(6.0, coarse=0.1)
+    turn = mesh_turn(mesh)
+    for refit, n_calls in ((0.0, 1), (turn + 0.01, 1)):
+        got = to_face_classes(mix_stages(MT._face_proba(forests, face, True, True, reading,
+                                                        refit), 0.3), face.drawn)
+        model = MeshModel(forests, mirror=True, mirror_fit=True, margin=6.0, mix=0.3,
+                          coarse=0.1, refit=refit)
+        model._refitter = Refits()
+        box, want, _ = model.face_proba(image, mesh, twin)
+        assert box == face.box and Refits.calls == n_calls
+        np.testing.assert_array_equal(got, want)
+    once = MT._face_proba(forests, face, True, True, reading)
+    both = average_fits(once, MT._face_proba(forests, face.refit, True, True, reading),
+                        face.refit.box, face.box)
+    np.testing.assert_array_equal(MT._face_proba(forests, face, True, True, reading, 0.0), both)
+    assert not np.array_equal(both[-1], once[-1])
+    np.testing.assert_array_equal(MT._face_proba(forests, face, True, True, reading, turn + 1),
+                                  once)
+    save_mesh_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.refit == pytest.approx(turn + 0.01) and "refit=" in repr(back)
+    assert MeshModel(forests).refit is None
+    for bad in (-1, "0.4", True, float("inf")):
+        with pytest.raises(ValueError, match="refit"):
+            MeshModel(forests, refit=bad)
+    doc = json.loads((tmp_path / "m" / MESH_FILE).read_text())
+    (tmp_path / "m" / MESH_FILE).write_text(json.dumps({**doc, "refit": "far"}))
+    with pytest.raises(DataError, match=r"is malformed.*refit"):
+        load_model(tmp_path / "m")
+
+
 def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     """With a margin, pixels farther outside the mesh's face oval are background
     without asking the forests; inside, stage 1 gives what it gives on every
@@ -319,7 +389,8 @@ def test_the_forests_read_only_near_the_face_oval(mesh, tmp_path):
     the margin round-trips in the model folder."""
     from facesegment.faces.mesh import _unmirror
     from facesegment.faces.mesh_features import crop_planes, face_crop
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.faces.mesh_mirror import crop_proba, mirrored_planes, unmirror_proba
     from facesegment.faces.mesh_read import predict_stages, read_region
     from facesegment.forest import AxisAlignedForest
@@ -363,7 +434,8 @@ def test_a_margin_per_stage_leaves_the_earlier_stages_as_they_were(mesh, tmp_pat
     from facesegment.faces.mesh_read import read_region, stage_margins, stage_probas
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
 
     faces = _faces(mesh)
     make = lambda: AxisAlignedForest(3, random_state=3)   # noqa: E731
@@ -399,7 +471,8 @@ def test_early_reading_asks_the_later_trees_only_where_the_first_are_unsure(mesh
     from facesegment.faces.mesh_read import check_early, forest_proba
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
 
     faces = _faces(mesh)
     forests = fit_stages(faces, lambda: AxisAlignedForest(8, random_state=3), 1, 400, 0)
@@ -462,7 +535,8 @@ def test_segment_cli_writes_the_pan_and_the_mesh_path(mesh, tmp_path, capsys):
     from facesegment.cli import main
     from facesegment.data.imageio import read_label, write_png_atomic
     from facesegment.faces.mesh import mesh_available
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
     from facesegment.faces.pose import fit_pan_model
     from facesegment.forest import AxisAlignedForest
 
@@ -541,7 +615,8 @@ def test_the_first_stage_is_mixed_into_the_last_by_its_share(mesh, tmp_path):
     from facesegment.faces.mesh_stages import check_mix, mix_stages
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
 
     forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=4), 2, 400, 0)
     image, _ = synthetic(mesh)
@@ -586,7 +661,8 @@ def test_one_share_per_class_mixes_each_class_then_renormalises(mesh, tmp_path):
     from facesegment.faces.mesh_stages import check_mix, mix_stages
     from facesegment.forest import AxisAlignedForest
     from facesegment.models import load_model
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
 
     forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=5), 2, 400, 0)
     image, _ = synthetic(mesh)

@@ -90,7 +90,8 @@ def test_coarse_stages_feed_their_coarse_output_forward(mesh):
 
 def test_a_coarse_model_round_trips_and_refuses_a_bad_gap(mesh, tmp_path):
     from facesegment.models import load_model
-    from facesegment.models.mesh import MeshModel, save_mesh_model
+    from facesegment.models.mesh import MeshModel
+    from facesegment.models.mesh_folder import save_mesh_model
 
     forests = fit_stages(_faces(mesh), lambda: AxisAlignedForest(3, random_state=3), 1, 400, 0)
     image, _ = synthetic(mesh)
@@ -108,7 +109,7 @@ def test_a_coarse_model_round_trips_and_refuses_a_bad_gap(mesh, tmp_path):
     import json
 
     from facesegment.errors import DataError
-    from facesegment.models.mesh import MESH_FILE
+    from facesegment.models.mesh_folder import MESH_FILE
 
     doc = json.loads((tmp_path / "m" / MESH_FILE).read_text())
     for bad in (1.5, "0.1", [0.1]):
