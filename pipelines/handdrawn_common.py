@@ -72,6 +72,11 @@ def one_margin(margin):
 #: The default method's coarse reading (``MeshModel.coarse``): a read pixel's
 #: neighbours go unread where it leads by at least this much over its second class.
 COARSE = 0.1
+#: The default method's refit (``MeshModel.refit``): a face whose mesh is turned
+#: this far (the nose tip's offset over the face oval's width,
+#: :func:`facesegment.faces.mesh_refit.mesh_turn`; 0.45 lies between the 60 and
+#: 90 degree pans of fasseg-v3-train) is read with its fits as found and refitted.
+REFIT = 0.45
 
 #: Photos turned this far (degrees, either way) or more are the turned ones
 #: (:func:`weigh_turned`).
@@ -119,7 +124,12 @@ def part_mixes(base=0.25, nose=(0.25, 0.5), mouth=(0.25, 0.5, 0.75), eyes=(0.25,
 _MIRRORED = dict(mirror=True, margin=MARGIN, mirror_fit=True)
 FOREST_METHODS = {"mesh-axis": Method("axis", 1, 32, 4000, **_MIRRORED),
                   "mesh-axis-2": Method("axis", 2, 32, 2000, mixes=part_mixes(), coarse=COARSE,
+                                        refit=REFIT,
                                         **{**_MIRRORED, "margin": (MARGIN, LAST_MARGIN)}),
+                  "mesh-axis-2-as-found": Method("axis", 2, 32, 2000, mixes=part_mixes(),
+                                                 coarse=COARSE,
+                                                 **{**_MIRRORED,
+                                                    "margin": (MARGIN, LAST_MARGIN)}),
                   "mesh-axis-2-full": Method("axis", 2, 32, 2000, mixes=part_mixes(),
                                              **{**_MIRRORED,
                                                 "margin": (MARGIN, LAST_MARGIN)}),

@@ -13,7 +13,9 @@ LABELS = {
     "mesh-drawn-dilated": "face mesh drawn, parts dilated per class (chosen on the other people)",
     "mesh-axis": "mesh + axis-aligned forest, 1 stage",
     "mesh-axis-2": "mesh + axis-aligned forest, 2 auto-context stages, every other pixel "
-                   "read first",
+                   "read first, turned faces read with their fits refitted too",
+    "mesh-axis-2-as-found": "mesh + axis-aligned forest, 2 auto-context stages, every other "
+                            "pixel read first, every face read with its fits as found",
     "mesh-axis-2-crop-mirror": "mesh + axis-aligned forest, 2 stages, the mirror image read "
                                "with the face's own mesh (no second mesh fit)",
     "mesh-two-probe": "mesh + two-probe forest, 1 stage",

@@ -389,11 +389,8 @@ def load_mesh_model(path, verify=True):
 
     Parameters
     ----------
-    path : str or Path
-        The mesh model folder.
-    verify : bool, optional
-        Check the recorded sizes and SHA-256 of each stage's ``forest.h5``
-        (default True).
+    path, verify
+        As for :func:`facesegment.models.mesh_folder.read_mesh_folder`.
 
     Returns
     -------
