@@ -91,11 +91,10 @@ def mesh_region(mesh, width, height):
         Centre and sides relative to the image's width and height, rotation in
         radians (MediaPipe's ``NormalizedRect``).
     """
-    pts = np.asarray(mesh, np.float64)[:468, :2]
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    mesh = np.asarray(mesh, np.float64)
+    lo, hi = mesh[:468, :2].min(axis=0), mesh[:468, :2].max(axis=0)
     centre = (lo + hi) / 2.0
-    d = np.asarray(mesh, np.float64)[_EYE_CORNERS[1], :2] - \
-        np.asarray(mesh, np.float64)[_EYE_CORNERS[0], :2]
+    d = mesh[_EYE_CORNERS[1], :2] - mesh[_EYE_CORNERS[0], :2]
     rotation = -math.atan2(-d[1], d[0]) if np.all(np.isfinite(d)) else 0.0
     side = REFIT_SCALE * float(max(hi - lo))
     return (centre[0] / width, centre[1] / height, side / width, side / height, rotation)
@@ -182,9 +181,14 @@ class Refitter:
             if twin is not None:
                 new_twin = refit_mesh(self._graph, np.ascontiguousarray(image[:, ::-1]),
                                       _unmirror(twin, w))
-        return (np.asarray(mesh, np.float64) if new is None else new,
-                None if twin is None else (np.asarray(twin, np.float64) if new_twin is None
-                                           else _unmirror(new_twin, w)))
+        if new_twin is not None:
+            new_twin = _unmirror(new_twin, w)
+        return _kept(mesh, new), (None if twin is None else _kept(twin, new_twin))
+
+
+def _kept(old, new):
+    """``new``, or ``old`` as float64 where the network gave up (None)."""
+    return np.asarray(old, np.float64) if new is None else new
 
 
 def check_refit(refit):
